@@ -1,0 +1,41 @@
+# Lethe: the two commands of the README are `make demo` and `make test`.
+SHELL := /bin/bash
+UV ?= $(shell command -v uv 2>/dev/null || echo "$(HOME)/.local/bin/uv")
+VENV := .venv
+PY := $(VENV)/bin/python
+export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
+export PYSPARK_PYTHON := $(CURDIR)/$(PY)
+export PYSPARK_DRIVER_PYTHON := $(CURDIR)/$(PY)
+
+.PHONY: setup demo test test-fast lint typecheck bench synth spark-package layer clean
+
+$(UV):
+	python3 -m pip install --user --quiet uv
+
+$(VENV)/.synced: pyproject.toml uv.lock | $(UV)
+	$(UV) sync --frozen --all-groups
+	touch $@
+
+setup: $(VENV)/.synced
+
+demo: setup
+	$(PY) -m lethe.demo
+
+test: setup
+	$(PY) -m pytest -n 2 --dist loadgroup -q
+
+test-fast: setup
+	$(PY) -m pytest -q -m "not slow"
+
+lint: setup
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check shared functions spark_jobs infra tests
+
+typecheck: setup
+	$(VENV)/bin/mypy
+
+bench: setup
+	$(PY) -m bench
+
+clean:
+	rm -rf $(VENV) cdk.out layers/build .pytest_cache .mypy_cache .hypothesis

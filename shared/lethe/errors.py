@@ -1,0 +1,81 @@
+"""Typed errors of Lethe.
+
+Every error raised by the library derives from :class:`LetheError`. botocore errors are
+translated only at the S3 boundary (:mod:`lethe.store`), always with ``raise ... from e``.
+"""
+
+from __future__ import annotations
+
+
+class LetheError(Exception):
+    """Root of every error raised by Lethe."""
+
+
+# --- object store -------------------------------------------------------------------------
+class StoreError(LetheError):
+    """An S3 request failed for a reason not covered by a more specific error."""
+
+
+class NotFound(StoreError):
+    """The object (or bucket) does not exist."""
+
+
+class PreconditionFailed(StoreError):
+    """HTTP 412: an ``If-Match`` / ``If-None-Match`` condition did not hold."""
+
+
+class ConditionalRequestConflict(StoreError):
+    """HTTP 409: another conditional write on the same key is in flight; retry it."""
+
+
+class AccessDenied(StoreError):
+    """HTTP 403: the credentials may not perform this request."""
+
+
+class Throttled(StoreError):
+    """HTTP 503 SlowDown and friends: back off and retry."""
+
+
+# --- catalog and table --------------------------------------------------------------------
+class TableNotFound(LetheError):
+    """No table exists at the given URI (no ``_latest_manifest`` head)."""
+
+
+class TableExists(LetheError):
+    """``Table.create`` found a table already at the given URI."""
+
+
+class CorruptManifest(LetheError):
+    """A head or manifest object is truncated, not JSON, or not a known manifest format."""
+
+
+class SnapshotNotFound(LetheError):
+    """The requested version does not exist (never committed, or expired by GC)."""
+
+
+class CommitConflict(LetheError):
+    """A commit could not land: attempts exhausted, or the change no longer applies."""
+
+
+class StaleSnapshot(LetheError):
+    """A data object changed under a pinned snapshot (its ETag no longer matches)."""
+
+
+class InvalidRequest(LetheError):
+    """The caller's input is malformed (filters, schema, options, delete request)."""
+
+
+class SchemaMismatch(InvalidRequest):
+    """Data offered to a table does not match the table's schema."""
+
+
+class CorruptDeletionVector(LetheError):
+    """A deletion-vector blob or container fails its magic, length or checksum checks."""
+
+
+class UnsupportedFile(LetheError):
+    """A Parquet file uses a feature Lethe refuses to operate on (e.g. encryption)."""
+
+
+class SpliceRefused(UnsupportedFile):
+    """A row-group splice was refused before anything was written; the reason says why."""

@@ -1,0 +1,572 @@
+"""Object store layer: the only module that talks to S3 (boto3).
+
+It offers exactly the primitives the table format needs: create-only PUT (``If-None-Match:
+*``), compare-and-swap PUT (``If-Match``), ETag-pinned ranged GET, head, list, batch delete
+and the multipart primitives used by the row-group splice. botocore errors are translated
+here into :mod:`lethe.errors`; every request and every byte is counted in :class:`IOStats`.
+
+Example:
+    >>> store = S3Store.from_env()            # doctest: +SKIP
+    >>> etag = store.put("t/x", b"1", if_none_match=True)  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections import Counter
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from lethe import errors
+
+if TYPE_CHECKING:  # pragma: no cover
+    from mypy_boto3_s3 import S3Client
+else:
+    S3Client = Any
+
+__all__ = [
+    "MIN_PART_BYTES",
+    "IOCounters",
+    "IOStats",
+    "MultipartUpload",
+    "ObjectInfo",
+    "S3Store",
+    "make_s3_client",
+    "parse_s3_uri",
+]
+
+MIN_PART_BYTES = 5 << 20
+MAX_PART_BYTES = 5 << 30
+MAX_PARTS = 10_000
+
+
+def parse_s3_uri(uri: str) -> tuple[str, str]:
+    """Split ``s3://bucket/prefix`` into ``(bucket, prefix)`` (prefix without slashes at ends).
+
+    >>> parse_s3_uri("s3://b/tables/events/")
+    ('b', 'tables/events')
+    """
+    if not isinstance(uri, str) or not uri.startswith("s3://"):
+        raise errors.InvalidRequest(f"table URI must look like s3://bucket/prefix, got {uri!r}")
+    rest = uri[len("s3://") :]
+    bucket, _, prefix = rest.partition("/")
+    if not bucket:
+        raise errors.InvalidRequest(f"table URI has no bucket: {uri!r}")
+    return bucket, prefix.strip("/")
+
+
+def make_s3_client(*, max_pool_connections: int = 64) -> S3Client:
+    """A boto3 S3 client; the endpoint comes from ``AWS_ENDPOINT_URL`` as boto3 reads it."""
+    import boto3
+    from botocore.config import Config
+
+    region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
+    cfg = Config(
+        max_pool_connections=max_pool_connections,
+        retries={"max_attempts": 5, "mode": "standard"},
+        s3={"addressing_style": "path"} if os.environ.get("AWS_ENDPOINT_URL") else {},
+    )
+    return boto3.client("s3", region_name=region, config=cfg)
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectInfo:
+    """What HEAD or LIST says of one object."""
+
+    key: str
+    size: int
+    etag: str
+    last_modified: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class GetResult:
+    body: bytes
+    etag: str
+    size: int  # size of the whole object (from Content-Range when ranged)
+
+
+@dataclass(frozen=True, slots=True)
+class MultipartUpload:
+    key: str
+    upload_id: str
+    initiated: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class IOCounters:
+    """Immutable snapshot of request and byte counters; subtract two to get a delta."""
+
+    requests: Mapping[str, int] = field(default_factory=dict)
+    bytes_downloaded: int = 0
+    bytes_uploaded: int = 0
+    bytes_copied: int = 0
+
+    @property
+    def total_requests(self) -> int:
+        return sum(self.requests.values())
+
+    def count(self, op: str) -> int:
+        return self.requests.get(op, 0)
+
+    @property
+    def puts(self) -> int:
+        """PUT-class writes: PutObject plus multipart part uploads and copies and completes."""
+        return sum(
+            self.requests.get(op, 0)
+            for op in ("put", "upload_part", "upload_part_copy", "complete_multipart", "copy")
+        )
+
+    def __sub__(self, other: IOCounters) -> IOCounters:
+        ops = set(self.requests) | set(other.requests)
+        return IOCounters(
+            requests={
+                op: self.requests.get(op, 0) - other.requests.get(op, 0)
+                for op in sorted(ops)
+                if self.requests.get(op, 0) - other.requests.get(op, 0)
+            },
+            bytes_downloaded=self.bytes_downloaded - other.bytes_downloaded,
+            bytes_uploaded=self.bytes_uploaded - other.bytes_uploaded,
+            bytes_copied=self.bytes_copied - other.bytes_copied,
+        )
+
+    def __add__(self, other: IOCounters) -> IOCounters:
+        c: Counter[str] = Counter(self.requests)
+        c.update(other.requests)
+        return IOCounters(
+            requests=dict(sorted(c.items())),
+            bytes_downloaded=self.bytes_downloaded + other.bytes_downloaded,
+            bytes_uploaded=self.bytes_uploaded + other.bytes_uploaded,
+            bytes_copied=self.bytes_copied + other.bytes_copied,
+        )
+
+    def describe(self) -> str:
+        ops = ", ".join(f"{k}={v}" for k, v in sorted(self.requests.items()))
+        return (
+            f"{self.total_requests} requests ({ops}); "
+            f"down {self.bytes_downloaded:,} B, up {self.bytes_uploaded:,} B, "
+            f"copied server-side {self.bytes_copied:,} B"
+        )
+
+
+class IOStats:
+    """Thread-safe request and byte counters shared by everything using one store."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._requests: Counter[str] = Counter()
+        self._down = 0
+        self._up = 0
+        self._copied = 0
+
+    def record(self, op: str, *, down: int = 0, up: int = 0, copied: int = 0) -> None:
+        with self._lock:
+            self._requests[op] += 1
+            self._down += down
+            self._up += up
+            self._copied += copied
+
+    def snapshot(self) -> IOCounters:
+        with self._lock:
+            return IOCounters(dict(self._requests), self._down, self._up, self._copied)
+
+
+_NOT_FOUND = {"NoSuchKey", "NotFound", "NoSuchBucket", "NoSuchUpload", "404"}
+_PRECONDITION = {"PreconditionFailed", "412"}
+_CONFLICT = {"ConditionalRequestConflict", "OperationAborted", "409"}
+_THROTTLE = {"SlowDown", "Throttling", "ThrottlingException", "RequestLimitExceeded", "503"}
+
+
+def translate_error(e: Exception, what: str) -> errors.StoreError:
+    """Map a botocore error onto the typed store errors (callers ``raise ... from e``)."""
+    from botocore.exceptions import ClientError
+
+    if isinstance(e, ClientError):
+        code = str(e.response.get("Error", {}).get("Code", ""))
+        status = e.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+        msg = f"{what}: {code or status} {e.response.get('Error', {}).get('Message', '')}".strip()
+        if code in _PRECONDITION or status == 412:
+            return errors.PreconditionFailed(msg)
+        if code in _CONFLICT or status == 409:
+            return errors.ConditionalRequestConflict(msg)
+        if code in _NOT_FOUND or status == 404:
+            return errors.NotFound(msg)
+        if code in {"AccessDenied", "403"} or status == 403:
+            return errors.AccessDenied(msg)
+        if code in _THROTTLE or status == 503:
+            return errors.Throttled(msg)
+        return errors.StoreError(msg)
+    return errors.StoreError(f"{what}: {type(e).__name__}: {e}")
+
+
+def _etag(value: Any) -> str:
+    return str(value)
+
+
+class S3Store:
+    """Conditional, counted S3 primitives over one bucket.
+
+    Args:
+        bucket: the bucket every key of this store lives in.
+        client: a boto3 S3 client; by default one built from the environment
+            (``AWS_ENDPOINT_URL`` points it at moto, MinIO or a VPC endpoint).
+        stats: counters to record into (shared between stores if given).
+    """
+
+    def __init__(
+        self, bucket: str, *, client: S3Client | None = None, stats: IOStats | None = None
+    ):
+        self.bucket = bucket
+        self.client: S3Client = client if client is not None else make_s3_client()
+        self.stats = stats if stats is not None else IOStats()
+
+    def __repr__(self) -> str:
+        return f"S3Store(bucket={self.bucket!r})"
+
+    # --- single objects ---------------------------------------------------------------------
+    def get(
+        self,
+        key: str,
+        *,
+        etag: str | None = None,
+        start: int | None = None,
+        end: int | None = None,
+        suffix: int | None = None,
+    ) -> GetResult:
+        """GET an object or a byte range of it, pinned to ``etag`` when given.
+
+        ``start``/``end`` select ``[start, end)``; ``suffix=n`` the last ``n`` bytes.
+        A pinned GET of a replaced object raises :class:`~lethe.errors.PreconditionFailed`.
+        """
+        kw: dict[str, Any] = {"Bucket": self.bucket, "Key": key}
+        if etag is not None:
+            kw["IfMatch"] = etag
+        if suffix is not None:
+            kw["Range"] = f"bytes=-{suffix}"
+        elif start is not None:
+            if end is not None:
+                if end <= start:
+                    return GetResult(b"", etag or "", -1)
+                kw["Range"] = f"bytes={start}-{end - 1}"
+            else:
+                kw["Range"] = f"bytes={start}-"
+        try:
+            r = self.client.get_object(**kw)
+            body = r["Body"].read()
+        except Exception as e:
+            self.stats.record("get")
+            raise translate_error(e, f"GET s3://{self.bucket}/{key}") from e
+        self.stats.record("get", down=len(body))
+        size = len(body)
+        cr = r.get("ContentRange")
+        if cr and "/" in cr:
+            total = cr.rsplit("/", 1)[1]
+            if total.isdigit():
+                size = int(total)
+        return GetResult(body, _etag(r["ETag"]), size)
+
+    def put(
+        self,
+        key: str,
+        body: bytes,
+        *,
+        if_none_match: bool = False,
+        if_match: str | None = None,
+        content_type: str | None = None,
+    ) -> str:
+        """PUT an object; create-only with ``if_none_match``, compare-and-swap with ``if_match``.
+
+        Returns the new ETag. A lost race raises ``PreconditionFailed`` (412) or
+        ``ConditionalRequestConflict`` (409).
+        """
+        if if_none_match and if_match is not None:
+            raise errors.InvalidRequest("put: if_none_match and if_match are exclusive")
+        kw: dict[str, Any] = {"Bucket": self.bucket, "Key": key, "Body": body}
+        if if_none_match:
+            kw["IfNoneMatch"] = "*"
+        if if_match is not None:
+            kw["IfMatch"] = if_match
+        if content_type:
+            kw["ContentType"] = content_type
+        try:
+            r = self.client.put_object(**kw)
+        except Exception as e:
+            self.stats.record("put")
+            raise translate_error(e, f"PUT s3://{self.bucket}/{key}") from e
+        self.stats.record("put", up=len(body))
+        return _etag(r["ETag"])
+
+    def head(self, key: str) -> ObjectInfo:
+        try:
+            r = self.client.head_object(Bucket=self.bucket, Key=key)
+        except Exception as e:
+            self.stats.record("head")
+            raise translate_error(e, f"HEAD s3://{self.bucket}/{key}") from e
+        self.stats.record("head")
+        return ObjectInfo(key, int(r["ContentLength"]), _etag(r["ETag"]), r.get("LastModified"))
+
+    def exists(self, key: str) -> bool:
+        try:
+            self.head(key)
+        except errors.NotFound:
+            return False
+        return True
+
+    def copy(self, src_key: str, dst_key: str, *, src_etag: str | None = None) -> str:
+        """Server-side copy of a whole object (<= 5 GiB) to a new key, create-only."""
+        kw: dict[str, Any] = {
+            "Bucket": self.bucket,
+            "Key": dst_key,
+            "CopySource": {"Bucket": self.bucket, "Key": src_key},
+        }
+        if src_etag is not None:
+            kw["CopySourceIfMatch"] = src_etag
+        try:
+            r = self.client.copy_object(**kw)
+        except Exception as e:
+            self.stats.record("copy")
+            raise translate_error(e, f"COPY s3://{self.bucket}/{src_key} -> {dst_key}") from e
+        size = self.head(dst_key).size
+        self.stats.record("copy", copied=size)
+        return _etag(r["CopyObjectResult"]["ETag"])
+
+    def list(self, prefix: str) -> Iterator[ObjectInfo]:
+        """Every object under ``prefix`` (paginated, one LIST request per 1,000 keys)."""
+        token: str | None = None
+        while True:
+            kw: dict[str, Any] = {"Bucket": self.bucket, "Prefix": prefix}
+            if token:
+                kw["ContinuationToken"] = token
+            try:
+                r = self.client.list_objects_v2(**kw)
+            except Exception as e:
+                self.stats.record("list")
+                raise translate_error(e, f"LIST s3://{self.bucket}/{prefix}") from e
+            self.stats.record("list")
+            for o in r.get("Contents", []):
+                yield ObjectInfo(o["Key"], int(o["Size"]), _etag(o["ETag"]), o.get("LastModified"))
+            if not r.get("IsTruncated"):
+                return
+            token = r.get("NextContinuationToken")
+
+    def delete_many(self, keys: Iterable[str]) -> list[str]:
+        """Delete keys in batches of 1,000 (DeleteObjects). Returns the keys that failed."""
+        failed: list[str] = []
+        batch: list[str] = []
+
+        def flush() -> None:
+            if not batch:
+                return
+            try:
+                r = self.client.delete_objects(
+                    Bucket=self.bucket,
+                    Delete={"Objects": [{"Key": k} for k in batch], "Quiet": True},
+                )
+            except Exception as e:
+                self.stats.record("delete")
+                raise translate_error(e, f"DELETE {len(batch)} keys in s3://{self.bucket}") from e
+            self.stats.record("delete")
+            failed.extend(err["Key"] for err in r.get("Errors", []))
+            batch.clear()
+
+        for k in keys:
+            batch.append(k)
+            if len(batch) == 1000:
+                flush()
+        flush()
+        return failed
+
+    # --- multipart --------------------------------------------------------------------------
+    def create_multipart(self, key: str) -> str:
+        try:
+            r = self.client.create_multipart_upload(Bucket=self.bucket, Key=key)
+        except Exception as e:
+            self.stats.record("create_multipart")
+            raise translate_error(e, f"CreateMultipartUpload s3://{self.bucket}/{key}") from e
+        self.stats.record("create_multipart")
+        return str(r["UploadId"])
+
+    def upload_part(self, key: str, upload_id: str, part_number: int, body: bytes) -> str:
+        try:
+            r = self.client.upload_part(
+                Bucket=self.bucket, Key=key, UploadId=upload_id, PartNumber=part_number, Body=body
+            )
+        except Exception as e:
+            self.stats.record("upload_part")
+            raise translate_error(e, f"UploadPart {part_number} s3://{self.bucket}/{key}") from e
+        self.stats.record("upload_part", up=len(body))
+        return _etag(r["ETag"])
+
+    def upload_part_copy(
+        self,
+        key: str,
+        upload_id: str,
+        part_number: int,
+        src_key: str,
+        start: int,
+        end: int,
+        *,
+        src_etag: str,
+    ) -> str:
+        """Copy ``[start, end)`` of ``src_key`` (pinned to ``src_etag``) as one part."""
+        try:
+            r = self.client.upload_part_copy(
+                Bucket=self.bucket,
+                Key=key,
+                UploadId=upload_id,
+                PartNumber=part_number,
+                CopySource={"Bucket": self.bucket, "Key": src_key},
+                CopySourceRange=f"bytes={start}-{end - 1}",
+                CopySourceIfMatch=src_etag,
+            )
+        except Exception as e:
+            self.stats.record("upload_part_copy")
+            raise translate_error(
+                e, f"UploadPartCopy {part_number} s3://{self.bucket}/{key}"
+            ) from e
+        self.stats.record("upload_part_copy", copied=end - start)
+        return _etag(r["CopyPartResult"]["ETag"])
+
+    def complete_multipart(
+        self, key: str, upload_id: str, parts: list[tuple[int, str]], *, if_none_match: bool = True
+    ) -> str:
+        kw: dict[str, Any] = {
+            "Bucket": self.bucket,
+            "Key": key,
+            "UploadId": upload_id,
+            "MultipartUpload": {"Parts": [{"PartNumber": n, "ETag": t} for n, t in parts]},
+        }
+        if if_none_match:
+            kw["IfNoneMatch"] = "*"
+        try:
+            r = self.client.complete_multipart_upload(**kw)
+        except Exception as e:
+            self.stats.record("complete_multipart")
+            raise translate_error(e, f"CompleteMultipartUpload s3://{self.bucket}/{key}") from e
+        self.stats.record("complete_multipart")
+        return _etag(r["ETag"])
+
+    def abort_multipart(self, key: str, upload_id: str) -> None:
+        try:
+            self.client.abort_multipart_upload(Bucket=self.bucket, Key=key, UploadId=upload_id)
+        except Exception as e:
+            self.stats.record("abort_multipart")
+            err = translate_error(e, f"AbortMultipartUpload s3://{self.bucket}/{key}")
+            if isinstance(err, errors.NotFound):
+                return
+            raise err from e
+        self.stats.record("abort_multipart")
+
+    def list_multipart(self, prefix: str) -> list[MultipartUpload]:
+        out: list[MultipartUpload] = []
+        kw: dict[str, Any] = {"Bucket": self.bucket, "Prefix": prefix}
+        while True:
+            try:
+                r = self.client.list_multipart_uploads(**kw)
+            except Exception as e:
+                self.stats.record("list_multipart")
+                raise translate_error(e, f"ListMultipartUploads s3://{self.bucket}/{prefix}") from e
+            self.stats.record("list_multipart")
+            for u in r.get("Uploads", []):
+                out.append(MultipartUpload(u["Key"], u["UploadId"], u.get("Initiated")))
+            if not r.get("IsTruncated"):
+                return out
+            kw["KeyMarker"] = r.get("NextKeyMarker")
+            kw["UploadIdMarker"] = r.get("NextUploadIdMarker")
+
+    def open_writer(self, key: str, *, part_bytes: int = 8 << 20) -> MultipartWriter:
+        """A write-once streaming writer: parts are uploaded as they fill (create-only)."""
+        return MultipartWriter(self, key, part_bytes=part_bytes)
+
+
+class MultipartWriter:
+    """A binary file-like sink that streams to S3 with a multipart upload.
+
+    Small results (under one part) become a single create-only PUT. On any failure, or if
+    :meth:`abort` is called, the upload is aborted so that no orphaned parts remain.
+    """
+
+    def __init__(self, store: S3Store, key: str, *, part_bytes: int = 8 << 20) -> None:
+        if part_bytes < MIN_PART_BYTES:
+            raise errors.InvalidRequest("part_bytes must be at least 5 MiB")
+        self.store = store
+        self.key = key
+        self.part_bytes = part_bytes
+        self._buf = bytearray()
+        self._upload_id: str | None = None
+        self._parts: list[tuple[int, str]] = []
+        self._pos = 0
+        self.closed = False
+        self.etag: str | None = None
+
+    def writable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return False
+
+    def readable(self) -> bool:
+        return False
+
+    def tell(self) -> int:
+        return self._pos
+
+    def flush(self) -> None:
+        return None
+
+    def write(self, data: bytes | bytearray | memoryview) -> int:
+        if self.closed:
+            raise ValueError("write to a closed MultipartWriter")
+        n = len(data)
+        self._buf += data
+        self._pos += n
+        try:
+            while len(self._buf) >= self.part_bytes:
+                chunk = bytes(self._buf[: self.part_bytes])
+                del self._buf[: self.part_bytes]
+                self._upload(chunk)
+        except BaseException:
+            self.abort()
+            raise
+        return n
+
+    def _upload(self, chunk: bytes) -> None:
+        if self._upload_id is None:
+            self._upload_id = self.store.create_multipart(self.key)
+        n = len(self._parts) + 1
+        self._parts.append((n, self.store.upload_part(self.key, self._upload_id, n, chunk)))
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        try:
+            if self._upload_id is None:
+                self.etag = self.store.put(self.key, bytes(self._buf), if_none_match=True)
+            else:
+                if self._buf:
+                    self._upload(bytes(self._buf))
+                self.etag = self.store.complete_multipart(self.key, self._upload_id, self._parts)
+        except BaseException:
+            self.abort()
+            raise
+        finally:
+            self._buf = bytearray()
+            self.closed = True
+
+    def abort(self) -> None:
+        if self._upload_id is not None:
+            self.store.abort_multipart(self.key, self._upload_id)
+            self._upload_id = None
+        self.closed = True
+
+    def __enter__(self) -> MultipartWriter:
+        return self
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            self.abort()
