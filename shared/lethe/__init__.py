@@ -1,0 +1,14 @@
+"""Lethe: Parquet tables on Amazon S3 that can forget.
+
+Example:
+    >>> import lethe
+    >>> lethe.Table.__name__
+    'Table'
+"""
+
+from lethe import errors
+from lethe.store import IOCounters, S3Store
+from lethe.table import CommitResult, SnapshotInfo, Table
+
+__all__ = ["CommitResult", "IOCounters", "S3Store", "SnapshotInfo", "Table", "errors"]
+__version__ = "0.1.0"

@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import uuid
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
@@ -151,6 +152,7 @@ class Manifest(_Frozen):
     table_uuid: str
     version: int = Field(ge=0)
     previous: int | None = None
+    commit_id: str = ""
     created_at: datetime
     operation: Operation
     schema_b64: str
@@ -290,6 +292,7 @@ def _successor(
         update={
             "version": base.version + 1,
             "previous": base.version,
+            "commit_id": uuid.uuid4().hex,
             "created_at": now,
             "operation": operation,
             "files": tuple(files),
@@ -409,6 +412,7 @@ def initial_manifest(
 ) -> Manifest:
     return Manifest(
         table_uuid=table_uuid,
+        commit_id=uuid.uuid4().hex,
         version=0,
         previous=None,
         created_at=now or datetime.now(UTC),

@@ -155,7 +155,8 @@ class IOCounters:
 class IOStats:
     """Thread-safe request and byte counters shared by everything using one store."""
 
-    def __init__(self) -> None:
+    def __init__(self, parent: IOStats | None = None) -> None:
+        self.parent = parent
         self._lock = threading.Lock()
         self._requests: Counter[str] = Counter()
         self._down = 0
@@ -168,6 +169,8 @@ class IOStats:
             self._down += down
             self._up += up
             self._copied += copied
+        if self.parent is not None:
+            self.parent.record(op, down=down, up=up, copied=copied)
 
     def snapshot(self) -> IOCounters:
         with self._lock:
@@ -225,6 +228,10 @@ class S3Store:
 
     def __repr__(self) -> str:
         return f"S3Store(bucket={self.bucket!r})"
+
+    def child(self) -> S3Store:
+        """Same client and bucket, with counters of its own that also feed this store's."""
+        return S3Store(self.bucket, client=self.client, stats=IOStats(parent=self.stats))
 
     # --- single objects ---------------------------------------------------------------------
     def get(

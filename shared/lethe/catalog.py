@@ -1,0 +1,241 @@
+"""The in-bucket catalog: head, manifests, and the compare-and-swap commit loop.
+
+Commit protocol (DESIGN §2, with roll-forward):
+
+1. read the head (and its ETag) and manifest N;
+2. build manifest N+1 from N plus the change (a pure function: rebasing = calling it again);
+3. PUT ``manifest/v(N+1).json`` with ``If-None-Match: *`` — this create-only PUT is the
+   *commit point*: exactly one writer can create version N+1;
+4. PUT the head with ``If-Match: <etag of N>`` to advance it.
+
+A 412 on step 3 means someone else committed N+1: re-read, rebase, retry with jittered
+exponential backoff. If a committer died between steps 3 and 4, the head lags behind the
+newest manifest; the next committer (or :meth:`Catalog.roll_forward`) advances it, so a
+crash never wedges the table and never loses a landed commit. A 409
+(ConditionalRequestConflict) on either PUT is retried.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from lethe import errors
+from lethe.manifest import (
+    HEAD_KEY,
+    Head,
+    Manifest,
+    decode_head,
+    decode_manifest,
+    encode_head,
+    encode_manifest,
+    manifest_key,
+)
+from lethe.store import S3Store
+
+log = logging.getLogger(__name__)
+
+__all__ = ["Catalog", "CommitOutcome", "RetryPolicy"]
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """Bounded, jittered exponential backoff ("full jitter")."""
+
+    max_attempts: int = 60
+    base_delay: float = 0.02
+    max_delay: float = 1.0
+
+    def delay(self, attempt: int, rng: random.Random) -> float:
+        return rng.uniform(0, min(self.max_delay, self.base_delay * (2**attempt)))
+
+
+@dataclass(frozen=True, slots=True)
+class CommitOutcome:
+    """A commit that landed (``manifest``) or had nothing to do (``manifest is None``)."""
+
+    manifest: Manifest | None
+    base: Manifest
+    attempts: int
+    seconds: float
+
+    @property
+    def retries(self) -> int:
+        return self.attempts - 1
+
+
+class Catalog:
+    """Head and manifests of one table prefix in one bucket."""
+
+    def __init__(self, store: S3Store, prefix: str, *, retry: RetryPolicy | None = None) -> None:
+        self.store = store
+        self.prefix = prefix.strip("/")
+        self.retry = retry or RetryPolicy()
+        self._cache: OrderedDict[int, Manifest] = OrderedDict()
+        self._lock = threading.Lock()
+        self._rng = random.Random()
+
+    def key(self, rel: str) -> str:
+        """Absolute key of a table-relative path."""
+        return f"{self.prefix}/{rel}" if self.prefix else rel
+
+    @property
+    def uri(self) -> str:
+        return f"s3://{self.store.bucket}/{self.prefix}"
+
+    # --- reads --------------------------------------------------------------------------------
+    def read_head(self) -> tuple[Head, str]:
+        try:
+            r = self.store.get(self.key(HEAD_KEY))
+        except errors.NotFound as e:
+            raise errors.TableNotFound(
+                f"no Lethe table at {self.uri} (no {HEAD_KEY}); create it with Table.create"
+            ) from e
+        return decode_head(r.body, where=f"{self.uri}/{HEAD_KEY}"), r.etag
+
+    def read_manifest(self, version: int) -> Manifest:
+        with self._lock:
+            m = self._cache.get(version)
+            if m is not None:
+                self._cache.move_to_end(version)
+                return m
+        key = manifest_key(version)
+        try:
+            raw = self.store.get(self.key(key)).body
+        except errors.NotFound as e:
+            raise errors.SnapshotNotFound(self._missing_message(version)) from e
+        m = decode_manifest(raw, where=f"{self.uri}/{key}")
+        if m.version != version:
+            raise errors.CorruptManifest(f"{self.uri}/{key} claims version {m.version}")
+        with self._lock:
+            self._cache[version] = m
+            while len(self._cache) > 64:
+                self._cache.popitem(last=False)
+        return m
+
+    def _missing_message(self, version: int) -> str:
+        oldest = self.oldest_version()
+        if oldest is None:
+            return f"version {version} of {self.uri} does not exist"
+        if version < oldest:
+            return (
+                f"version {version} of {self.uri} has expired (garbage-collected); "
+                f"the oldest available version is {oldest}"
+            )
+        return f"version {version} of {self.uri} does not exist (oldest available: {oldest})"
+
+    def oldest_version(self) -> int | None:
+        versions = [
+            int(o.key.rsplit("/v", 1)[1].split(".")[0])
+            for o in self.store.list(self.key("manifest/"))
+            if o.key.endswith(".json") and "/v" in o.key
+        ]
+        return min(versions) if versions else None
+
+    def current(self) -> tuple[Manifest, str]:
+        """The manifest the head names, and the head's ETag."""
+        head, etag = self.read_head()
+        return self.read_manifest(head.version), etag
+
+    def roll_forward(self) -> Manifest:
+        """Advance a lagging head to the newest landed manifest (after a committer crashed
+        between its manifest PUT and its head PUT). Returns the newest manifest."""
+        m, etag = self.current()
+        while True:
+            try:
+                nxt = self.read_manifest(m.version + 1)
+            except errors.SnapshotNotFound:
+                return m
+            m, etag = self._advance(m, nxt, etag)
+
+    def _advance(self, m: Manifest, nxt: Manifest, etag: str) -> tuple[Manifest, str]:
+        if nxt.previous != m.version or nxt.table_uuid != m.table_uuid:
+            raise errors.CorruptManifest(
+                f"{self.uri}/{manifest_key(nxt.version)} does not follow version {m.version}"
+            )
+        try:
+            etag = self._put_head(nxt, etag)
+            log.info("advanced head of %s to version %s", self.uri, nxt.version)
+            return nxt, etag
+        except (errors.PreconditionFailed, errors.CommitConflict):
+            head, etag = self.read_head()
+            return self.read_manifest(head.version), etag
+
+    # --- writes -------------------------------------------------------------------------------
+    def _put_head(self, m: Manifest, if_match: str | None) -> str:
+        body = encode_head(
+            Head(version=m.version, manifest=manifest_key(m.version), table_uuid=m.table_uuid)
+        )
+        for attempt in range(8):
+            try:
+                if if_match is None:
+                    return self.store.put(self.key(HEAD_KEY), body, if_none_match=True)
+                return self.store.put(self.key(HEAD_KEY), body, if_match=if_match)
+            except errors.ConditionalRequestConflict:
+                time.sleep(self.retry.delay(attempt, self._rng))
+        raise errors.CommitConflict(f"head of {self.uri}: conditional PUT kept answering 409")
+
+    def _help_forward(self, base: Manifest) -> None:
+        """After losing v(N+1): if the head still names N, the winner may have died before
+        announcing; advance the head for it so the table never wedges."""
+        head, etag = self.read_head()
+        if head.version != base.version:
+            return
+        try:
+            nxt = self.read_manifest(base.version + 1)
+        except errors.SnapshotNotFound:
+            return
+        self._advance(base, nxt, etag)
+
+    def create(self, m0: Manifest) -> None:
+        try:
+            self.store.put(self.key(manifest_key(0)), encode_manifest(m0), if_none_match=True)
+            self._put_head(m0, None)
+        except errors.PreconditionFailed as e:
+            raise errors.TableExists(f"a table already exists at {self.uri}") from e
+
+    def commit(self, build: Callable[[Manifest], Manifest | None]) -> CommitOutcome:
+        """Run the commit loop: ``build(base)`` returns manifest base+1, or None for no-op.
+
+        ``build`` is called again on every retry with the newer base (that is the rebase); it
+        may raise :class:`~lethe.errors.CommitConflict` when the change no longer applies.
+        """
+        t0 = time.perf_counter()
+        last: Exception | None = None
+        for attempt in range(1, self.retry.max_attempts + 1):
+            base, etag = self.current()
+            new = build(base)
+            if new is None:
+                return CommitOutcome(None, base, attempt, time.perf_counter() - t0)
+            if new.version != base.version + 1 or new.previous != base.version:
+                raise errors.CommitConflict("internal: built manifest does not follow its base")
+            try:
+                self.store.put(
+                    self.key(manifest_key(new.version)), encode_manifest(new), if_none_match=True
+                )
+            except (errors.PreconditionFailed, errors.ConditionalRequestConflict) as e:
+                last = e
+                log.debug(
+                    "commit attempt %s on %s lost the race for v%s", attempt, self.uri, new.version
+                )
+                time.sleep(self.retry.delay(attempt, self._rng))
+                if isinstance(e, errors.PreconditionFailed):
+                    self._help_forward(base)
+                continue
+            # Landed. Announce it; if someone rolled the head past us already, that is fine.
+            with self._lock:
+                self._cache[new.version] = new
+            try:
+                self._put_head(new, etag)
+            except (errors.PreconditionFailed, errors.CommitConflict):
+                log.debug("head of %s was advanced by another writer", self.uri)
+            return CommitOutcome(new, base, attempt, time.perf_counter() - t0)
+        raise errors.CommitConflict(
+            f"commit to {self.uri} gave up after {self.retry.max_attempts} attempts "
+            f"(too much contention); last error: {last}"
+        )

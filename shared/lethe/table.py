@@ -1,0 +1,483 @@
+"""The public table API (DESIGN §9).
+
+Example:
+    >>> import pyarrow as pa, lethe                                     # doctest: +SKIP
+    >>> schema = pa.schema([("id", pa.int64()), ("name", pa.string())]) # doctest: +SKIP
+    >>> t = lethe.Table.create("s3://bucket/people", schema, key="id")  # doctest: +SKIP
+    >>> t.append(pa.table({"id": [1, 2], "name": ["a", "b"]}, schema=schema))  # doctest: +SKIP
+    >>> t.lookup(2).to_pylist()                                         # doctest: +SKIP
+    [{'id': 2, 'name': 'b'}]
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import pyarrow as pa
+
+from lethe import errors
+from lethe.catalog import Catalog, CommitOutcome, RetryPolicy
+from lethe.filters import Dnf, normalize
+from lethe.manifest import (
+    DataFile,
+    Manifest,
+    Operation,
+    TableProperties,
+    apply_append,
+    initial_manifest,
+)
+from lethe.reader import FileHandle, iter_row_groups
+from lethe.store import IOCounters, S3Store, parse_s3_uri
+from lethe.values import from_json
+from lethe.writer import WriteOptions, write_files
+
+log = logging.getLogger(__name__)
+
+__all__ = ["CommitResult", "SnapshotInfo", "Table"]
+
+
+@dataclass(frozen=True, slots=True)
+class CommitResult:
+    """What an append (or another file-adding commit) did."""
+
+    version: int
+    files_added: int
+    rows_added: int
+    attempts: int
+    io: IOCounters = field(default_factory=IOCounters)
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotInfo:
+    """One entry of :meth:`Table.history` (newest first)."""
+
+    version: int
+    previous: int | None
+    created_at: datetime
+    operation: str
+    rows_added: int
+    rows_deleted: int
+    rows_erased: int
+    files_added: int
+    files_removed: int
+    live_rows: int
+    live_files: int
+    request_id_hash: str | None
+
+
+def _store_for(uri: str, s3: Any | None) -> tuple[S3Store, str]:
+    bucket, prefix = parse_s3_uri(uri)
+    return S3Store(bucket, client=s3), prefix
+
+
+class Table:
+    """A handle on one snapshot of a Lethe table. Create with :meth:`create` or :meth:`open`."""
+
+    def __init__(self, catalog: Catalog, manifest: Manifest) -> None:
+        self._catalog = catalog
+        self._m = manifest
+
+    # --- construction ------------------------------------------------------------------------
+    @classmethod
+    def create(
+        cls,
+        uri: str,
+        schema: pa.Schema,
+        key: str = "id",
+        *,
+        s3: Any | None = None,
+        target_file_bytes: int = 256 << 20,
+        row_group_bytes: int = 16 << 20,
+        retry: RetryPolicy | None = None,
+    ) -> Table:
+        """Create an empty table at ``uri`` (``s3://bucket/prefix``) with a key column.
+
+        Raises:
+            TableExists: a table already lives at ``uri``.
+            InvalidRequest: ``key`` is not a column, or sizes are not positive.
+        """
+        if not isinstance(schema, pa.Schema):
+            raise errors.InvalidRequest("schema must be a pyarrow.Schema")
+        if schema.get_field_index(key) < 0:
+            raise errors.InvalidRequest(f"key column {key!r} is not in the schema {schema.names}")
+        if len(set(schema.names)) != len(schema.names):
+            raise errors.InvalidRequest("schema has duplicate column names")
+        if target_file_bytes <= 0 or row_group_bytes <= 0:
+            raise errors.InvalidRequest("target_file_bytes and row_group_bytes must be positive")
+        store, prefix = _store_for(uri, s3)
+        cat = Catalog(store, prefix, retry=retry)
+        m0 = initial_manifest(
+            table_uuid=uuid.uuid4().hex,
+            schema=schema,
+            properties=TableProperties(
+                key=key, target_file_bytes=target_file_bytes, row_group_bytes=row_group_bytes
+            ),
+        )
+        cat.create(m0)
+        log.info("created table %s (key=%s)", cat.uri, key)
+        return cls(cat, m0)
+
+    @classmethod
+    def open(
+        cls,
+        uri: str,
+        *,
+        version: int | None = None,
+        s3: Any | None = None,
+        retry: RetryPolicy | None = None,
+    ) -> Table:
+        """Open the latest snapshot of ``uri``, or ``version`` for time travel.
+
+        Raises:
+            TableNotFound: nothing at ``uri``.
+            SnapshotNotFound: ``version`` was never committed or has expired.
+            CorruptManifest: the head or manifest cannot be read as a Lethe manifest.
+        """
+        store, prefix = _store_for(uri, s3)
+        cat = Catalog(store, prefix, retry=retry)
+        if version is None:
+            m, _ = cat.current()
+        else:
+            if version < 0:
+                raise errors.InvalidRequest("version must be >= 0")
+            head, _ = cat.read_head()
+            if version > head.version:
+                raise errors.SnapshotNotFound(
+                    f"version {version} of {cat.uri} does not exist (latest is {head.version})"
+                )
+            m = cat.read_manifest(version)
+        return cls(cat, m)
+
+    # --- properties --------------------------------------------------------------------------
+    @property
+    def uri(self) -> str:
+        return self._catalog.uri
+
+    @property
+    def version(self) -> int:
+        return self._m.version
+
+    @property
+    def manifest(self) -> Manifest:
+        return self._m
+
+    @property
+    def schema(self) -> pa.Schema:
+        return self._m.arrow_schema()
+
+    @property
+    def key(self) -> str:
+        return self._m.key
+
+    @property
+    def store(self) -> S3Store:
+        return self._catalog.store
+
+    @property
+    def catalog(self) -> Catalog:
+        return self._catalog
+
+    @property
+    def io(self) -> IOCounters:
+        """Requests and bytes of every operation made through this handle's store."""
+        return self.store.stats.snapshot()
+
+    def __repr__(self) -> str:
+        return f"Table({self.uri!r}, version={self.version}, files={len(self._m.files)})"
+
+    def refresh(self) -> Table:
+        """Move this handle to the latest committed version (returns self)."""
+        self._m, _ = self._catalog.current()
+        return self
+
+    def key_of(self, rel: str) -> str:
+        return self._catalog.key(rel)
+
+    def _adopt(self, outcome: CommitOutcome) -> None:
+        self._m = outcome.manifest if outcome.manifest is not None else outcome.base
+
+    # --- writes ------------------------------------------------------------------------------
+    def _conform(self, data: Any) -> pa.Table | pa.RecordBatchReader:
+        schema = self.schema
+        if isinstance(data, pa.RecordBatch):
+            data = pa.Table.from_batches([data])
+        if isinstance(data, pa.Table):
+            names = set(data.column_names)
+            if names == set(schema.names) and data.column_names != schema.names:
+                data = data.select(schema.names)
+            if not data.schema.equals(schema, check_metadata=False):
+                from lethe.writer import _schema_diff
+
+                raise errors.SchemaMismatch(_schema_diff(data.schema, schema))
+            for f in schema:
+                if not f.nullable and data.column(f.name).null_count:
+                    raise errors.SchemaMismatch(f"column {f.name!r} is not nullable but has nulls")
+            return data.replace_schema_metadata(schema.metadata)
+        if isinstance(data, pa.RecordBatchReader):
+            if not data.schema.equals(schema, check_metadata=False):
+                from lethe.writer import _schema_diff
+
+                raise errors.SchemaMismatch(_schema_diff(data.schema, schema))
+            return data
+        raise errors.InvalidRequest(
+            f"append takes a pyarrow Table, RecordBatch or RecordBatchReader, not {type(data).__name__}"
+        )
+
+    def write_options(self) -> WriteOptions:
+        p = self._m.properties
+        return WriteOptions(
+            key=p.key, target_file_bytes=p.target_file_bytes, row_group_bytes=p.row_group_bytes
+        )
+
+    def write_data_files(self, data: Any) -> list[DataFile]:
+        """Write ``data`` as data files (not yet committed; see :meth:`commit_files`)."""
+        return write_files(
+            self.store, self._catalog.prefix, self._conform(data), self.schema, self.write_options()
+        )
+
+    def append(self, data: pa.Table | pa.RecordBatchReader) -> CommitResult:
+        """Append rows: write data files, then commit them by CAS (appends never conflict)."""
+        before = self.store.stats.snapshot()
+        files = self.write_data_files(data)
+        if not files:
+            return CommitResult(self.version, 0, 0, 0, self.store.stats.snapshot() - before)
+        return self.commit_files(files, kind="append", _io_before=before)
+
+    def commit_files(
+        self,
+        files: Sequence[DataFile],
+        *,
+        kind: str = "append",
+        params: dict[str, Any] | None = None,
+        request_id: str | None = None,
+        _io_before: IOCounters | None = None,
+    ) -> CommitResult:
+        """Commit already-written data files (used by append, ingest jobs and the trigger)."""
+        from lethe.manifest import request_hash
+
+        before = _io_before or self.store.stats.snapshot()
+        rid = request_hash(request_id) if request_id else None
+        rows = sum(f.rows for f in files)
+        op = Operation(
+            kind=kind,  # type: ignore[arg-type]
+            rows_added=rows,
+            files_added=len(files),
+            request_id_hash=rid,
+            params=params or {},
+        )
+        earlier: list[int] = []
+
+        def build(base: Manifest) -> Manifest | None:
+            if rid is not None:
+                rec = base.find_request(rid)
+                if rec is not None:
+                    earlier.append(rec.version)
+                    return None
+            return apply_append(base, files, op)
+
+        outcome = self._catalog.commit(build)
+        self._adopt(outcome)
+        io = self.store.stats.snapshot() - before
+        if outcome.manifest is None:
+            return CommitResult(earlier[0] if earlier else self.version, 0, 0, outcome.attempts, io)
+        return CommitResult(outcome.manifest.version, len(files), rows, outcome.attempts, io)
+
+    # --- reads -------------------------------------------------------------------------------
+    def _handle(self, f: DataFile, store: S3Store | None = None) -> FileHandle:
+        return FileHandle(store or self.store, self._catalog.key(f.path), f)
+
+    def _file_lookup(self, f: DataFile, schema: pa.Schema) -> Any:
+        def lookup(col: str) -> tuple[Any, Any, int | None] | None:
+            st = f.columns.get(col)
+            if st is None:
+                return None
+            t = schema.field(col).type
+            return from_json(st.min, t), from_json(st.max, t), st.null_count
+
+        return lookup
+
+    def plan(
+        self, dnf: Dnf | None, store: S3Store | None = None
+    ) -> list[tuple[FileHandle, int, int]]:
+        """``(file, row group, first row position)`` that may hold rows matching ``dnf``.
+
+        Files are pruned by manifest stats, row groups by the manifest's key stats and, for
+        other columns, by the footer's row-group statistics.
+        """
+        from lethe.values import comparable
+
+        schema = self.schema
+        key = self.key
+        key_t = schema.field(key).type
+        out: list[tuple[FileHandle, int, int]] = []
+        other_cols = [c for c in (dnf.columns if dnf else []) if c != key]
+        for f in self._m.files:
+            if f.live_rows == 0:
+                continue
+            if dnf is not None and not dnf.may_match(self._file_lookup(f, schema)):
+                continue
+            h = self._handle(f, store)
+            footer = h.footer() if (dnf is not None and other_cols) else None
+            first = 0
+            for i, rg in enumerate(f.row_groups):
+                start = first
+                first += rg.rows
+                if rg.rows == 0:
+                    continue
+                if dnf is not None:
+
+                    def lookup(
+                        col: str, rg: Any = rg, i: int = i
+                    ) -> tuple[Any, Any, int | None] | None:
+                        if col == key:
+                            if rg.key_min is None:
+                                return None
+                            return from_json(rg.key_min, key_t), from_json(rg.key_max, key_t), None
+                        if footer is None:
+                            return None
+                        md = footer.metadata.row_group(i)
+                        for j in range(md.num_columns):
+                            c = md.column(j)
+                            if c.path_in_schema == col:
+                                st = c.statistics
+                                if st is None or not st.has_min_max:
+                                    return None
+                                t = schema.field(col).type
+                                try:
+                                    return (
+                                        comparable(st.min, t),
+                                        comparable(st.max, t),
+                                        st.null_count,
+                                    )
+                                except (TypeError, ValueError, pa.ArrowException):
+                                    return None
+                        return None
+
+                    if not dnf.may_match(lookup):
+                        continue
+                out.append((h, i, start))
+        return out
+
+    def _output_schema(self, columns: Sequence[str] | None) -> pa.Schema:
+        schema = self.schema
+        if columns is None:
+            return schema
+        bad = [c for c in columns if schema.get_field_index(c) < 0]
+        if bad:
+            raise errors.InvalidRequest(f"unknown columns {bad}; columns are {schema.names}")
+        return pa.schema([schema.field(c) for c in columns], metadata=schema.metadata)
+
+    def to_batches(
+        self, columns: Sequence[str] | None = None, filters: Any = None
+    ) -> pa.RecordBatchReader:
+        """Stream the snapshot's rows (DVs applied), projected and filtered.
+
+        Only the needed column chunks of row groups that survive pruning are read, with
+        ETag-pinned ranged GETs, prefetched a few row groups ahead.
+        """
+        out_schema = self._output_schema(columns)
+        dnf = normalize(filters, self.schema) if filters is not None else None
+        return pa.RecordBatchReader.from_batches(out_schema, self._iter(out_schema, dnf))
+
+    def _iter(
+        self, out_schema: pa.Schema, dnf: Dnf | None, store: S3Store | None = None
+    ) -> Iterator[pa.RecordBatch]:
+        items = self.plan(dnf, store)
+        out_cols = out_schema.names
+        read_cols = list(dict.fromkeys([*out_cols, *(dnf.columns if dnf else [])]))
+        expr = dnf.expression() if dnf is not None else None
+        dvs = DVCache(self)
+        starts = {(id(h), rg): first for h, rg, first in items}
+        for h, rg, t in iter_row_groups([(h, rg) for h, rg, _ in items], read_cols):
+            mask = dvs.keep_mask(h.file, starts[(id(h), rg)], t.num_rows)
+            if mask is not None:
+                t = t.filter(mask)
+            if expr is not None:
+                t = t.filter(expr)
+            if t.num_rows == 0:
+                continue
+            t = t.select(out_cols)
+            if t.schema != out_schema:
+                t = t.cast(out_schema)
+            yield from t.to_batches()
+
+    def scan(self, columns: Sequence[str] | None = None, filters: Any = None) -> pa.Table:
+        """All rows of the snapshot (DVs applied) as one table; see :meth:`to_batches`."""
+        reader = self.to_batches(columns, filters)
+        return reader.read_all()
+
+    def lookup(self, key_value: Any, columns: Sequence[str] | None = None) -> pa.Table:
+        """Rows whose key equals ``key_value`` (a warm snapshot needs one ranged GET)."""
+        return self.scan(columns, [(self.key, "=", key_value)])
+
+    def history(self) -> list[SnapshotInfo]:
+        """Snapshot infos from this handle's version back to the oldest retained one."""
+        out: list[SnapshotInfo] = []
+        m: Manifest | None = self._m
+        while m is not None:
+            op = m.operation
+            out.append(
+                SnapshotInfo(
+                    version=m.version,
+                    previous=m.previous,
+                    created_at=m.created_at,
+                    operation=op.kind,
+                    rows_added=op.rows_added,
+                    rows_deleted=op.rows_deleted,
+                    rows_erased=op.rows_erased,
+                    files_added=op.files_added,
+                    files_removed=op.files_removed,
+                    live_rows=m.total_rows,
+                    live_files=len(m.files),
+                    request_id_hash=op.request_id_hash,
+                )
+            )
+            if m.previous is None:
+                break
+            try:
+                m = self._catalog.read_manifest(m.previous)
+            except errors.SnapshotNotFound:
+                break
+        return out
+
+
+class DVCache:
+    """Deletion vectors of one read, loaded once per file."""
+
+    def __init__(self, table: Table) -> None:
+        self._t = table
+        self._bms: dict[str, Any] = {}
+
+    def bitmap(self, f: DataFile) -> Any:
+        if f.dv is None:
+            return None
+        bm = self._bms.get(f.path)
+        if bm is None:
+            from lethe.dv import decode_dv
+            from lethe.reader import load_dv_bytes
+
+            blob = load_dv_bytes(self._t.store, self._t.catalog.prefix, f.dv)
+            bm = decode_dv(blob, expected_crc=f.dv.crc32)
+            if len(bm) != f.dv.cardinality:
+                raise errors.CorruptDeletionVector(
+                    f"DV of {f.path}: {len(bm)} positions, manifest says {f.dv.cardinality}"
+                )
+            self._bms[f.path] = bm
+        return bm
+
+    def keep_mask(self, f: DataFile, start: int, n: int) -> Any:
+        bm = self.bitmap(f)
+        if bm is None or not bm.range_cardinality(start, start + n):
+            return None
+        from lethe.dv import keep_mask
+
+        return pa.array(keep_mask(bm, start, n))
+
+
+def batches_of(items: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    yield from items

@@ -1,0 +1,318 @@
+"""Writing data files: the one Parquet layout every Lethe writer produces.
+
+zstd, statistics, page index, a bloom filter on the key column, row groups of about
+``row_group_bytes`` and files of about ``target_file_bytes``; sorted-by-key files declare
+``sorting_columns``. Files stream to S3 through a multipart writer (never buffered whole).
+:func:`describe` turns a Parquet footer into manifest entries (also for foreign files).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import uuid
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from lethe import errors
+from lethe.manifest import ColumnStats, DataFile, RowGroupInfo
+from lethe.store import S3Store
+from lethe.values import JsonScalar, is_orderable, to_json
+
+__all__ = ["WriteOptions", "describe", "new_data_path", "row_group_range", "write_files"]
+
+
+@dataclass(frozen=True, slots=True)
+class WriteOptions:
+    key: str
+    target_file_bytes: int = 256 << 20
+    row_group_bytes: int = 16 << 20
+    compression: str = "zstd"
+    compression_level: int | None = None
+    bloom_fpp: float = 0.01
+    part_bytes: int = 8 << 20
+
+
+def new_data_path(now: datetime | None = None) -> str:
+    """Table-relative path of a new data file: ``data/YYYY/MM/DD/HH/<uuid>.parquet``."""
+    now = now or datetime.now(UTC)
+    return f"data/{now:%Y/%m/%d/%H}/{uuid.uuid4().hex}.parquet"
+
+
+def row_group_range(rg: pq.RowGroupMetaData) -> tuple[int, int]:
+    """``[start, end)`` of a row group from its column chunks (not ``RowGroup.file_offset``)."""
+    start = None
+    end = 0
+    for i in range(rg.num_columns):
+        c = rg.column(i)
+        d = c.dictionary_page_offset
+        first = (
+            d
+            if (c.has_dictionary_page and d is not None and 0 < d < c.data_page_offset)
+            else c.data_page_offset
+        )
+        start = first if start is None else min(start, first)
+        end = max(end, first + c.total_compressed_size)
+    return (start or 4), end
+
+
+def _stat_json(v: Any, t: pa.DataType) -> JsonScalar:
+    if v is None:
+        return None
+    try:
+        return to_json(pa.scalar(v, type=t))
+    except (pa.ArrowException, TypeError, ValueError, OverflowError):
+        return None
+
+
+def describe(
+    md: pq.FileMetaData, schema: pa.Schema, key: str
+) -> tuple[tuple[RowGroupInfo, ...], dict[str, ColumnStats]]:
+    """Row-group entries (byte ranges, key stats) and file-level column stats of a footer.
+
+    Stats come from the footer's statistics, which for Lethe's own files are exact; a column
+    without usable statistics gets none (and is never pruned on).
+    """
+    top = {schema.field(i).name: schema.field(i).type for i in range(len(schema))}
+    leaf_index: dict[str, int] = {}
+    for i in range(md.num_columns):
+        path = md.schema.column(i).path
+        if path in top and is_orderable(top[path]):
+            leaf_index[path] = i
+    groups: list[RowGroupInfo] = []
+    agg: dict[str, list[Any]] = {c: [None, None, 0, True] for c in leaf_index}
+    for g in range(md.num_row_groups):
+        rg = md.row_group(g)
+        start, end = row_group_range(rg) if rg.num_columns else (4, 4)
+        kmin: JsonScalar = None
+        kmax: JsonScalar = None
+        for col, i in leaf_index.items():
+            st = rg.column(i).statistics
+            t = top[col]
+            if st is None or not st.has_min_max:
+                if rg.num_rows and not (st is not None and st.null_count == rg.num_rows):
+                    agg[col][3] = False  # unknown bounds somewhere: no file-level stats
+                if st is not None and st.has_null_count:
+                    agg[col][2] += st.null_count
+                continue
+            lo, hi = _stat_json(st.min, t), _stat_json(st.max, t)
+            if lo is None or hi is None:
+                agg[col][3] = False
+                continue
+            a = agg[col]
+            from lethe.values import from_json
+
+            if a[0] is None or from_json(lo, t) < from_json(a[0], t):
+                a[0] = lo
+            if a[1] is None or from_json(hi, t) > from_json(a[1], t):
+                a[1] = hi
+            if st.has_null_count:
+                a[2] += st.null_count
+            if col == key:
+                kmin, kmax = lo, hi
+        groups.append(
+            RowGroupInfo(
+                rows=rg.num_rows, offset=start, length=end - start, key_min=kmin, key_max=kmax
+            )
+        )
+    cols = {
+        c: ColumnStats(min=a[0], max=a[1], null_count=a[2])
+        for c, a in agg.items()
+        if a[3] and a[0] is not None
+    }
+    return tuple(groups), cols
+
+
+def _batches(
+    data: pa.Table | pa.RecordBatchReader | Iterable[pa.RecordBatch],
+) -> Iterator[pa.RecordBatch]:
+    if isinstance(data, pa.Table):
+        yield from data.to_batches(max_chunksize=64 * 1024)
+    else:
+        yield from data
+
+
+def _is_sorted(arr: pa.Array) -> bool:
+    if len(arr) < 2:
+        return True
+    if arr.null_count:
+        return False
+    try:
+        a = arr.slice(0, len(arr) - 1)
+        b = arr.slice(1)
+        return bool(pc.all(pc.less_equal(a, b)).as_py())
+    except pa.ArrowNotImplementedError:
+        return False
+
+
+class _FileSink:
+    """One data file being written: Parquet writer over a streaming multipart upload."""
+
+    def __init__(
+        self,
+        store: S3Store,
+        prefix: str,
+        schema: pa.Schema,
+        opts: WriteOptions,
+        sorted_key: bool,
+        rg_rows: int,
+    ):
+        self.path = new_data_path()
+        self.key = f"{prefix}/{self.path}" if prefix else self.path
+        self.out = store.open_writer(self.key, part_bytes=opts.part_bytes)
+        key_idx = schema.get_field_index(opts.key)
+        self.writer = pq.ParquetWriter(
+            pa.PythonFile(self.out, mode="w"),
+            schema,
+            compression=opts.compression,
+            compression_level=opts.compression_level,
+            write_statistics=True,
+            write_page_index=True,
+            bloom_filter_options={opts.key: {"ndv": max(1024, rg_rows), "fpp": opts.bloom_fpp}},
+            sorting_columns=[pq.SortingColumn(key_idx)] if sorted_key else None,
+            store_schema=True,
+        )
+        self.rows = 0
+        self.sorted = sorted_key
+        self.last_key: Any = None
+
+    def bytes_written(self) -> int:
+        return self.out.tell()
+
+    def write_group(self, t: pa.Table, key: str, group_sorted: bool) -> None:
+        self.writer.write_table(t, row_group_size=max(1, t.num_rows))
+        self.rows += t.num_rows
+        if self.sorted and t.num_rows:
+            col = t.column(key)
+            first = col[0].as_py()
+            if not group_sorted or (
+                self.last_key is not None and (first is None or first < self.last_key)
+            ):
+                self.sorted = False
+            self.last_key = col[t.num_rows - 1].as_py()
+
+    def close(self) -> tuple[str, pq.FileMetaData, int, str]:
+        self.writer.close()
+        md = self.writer.writer.metadata
+        self.out.close()
+        assert self.out.etag is not None
+        return self.path, md, self.out.tell(), self.out.etag
+
+    def abort(self) -> None:
+        with contextlib.suppress(Exception):
+            self.writer.close()
+        self.out.abort()
+
+
+def write_files(
+    store: S3Store,
+    prefix: str,
+    data: pa.Table | pa.RecordBatchReader | Iterable[pa.RecordBatch],
+    schema: pa.Schema,
+    opts: WriteOptions,
+) -> list[DataFile]:
+    """Write ``data`` as data files under ``prefix`` and describe them for the manifest.
+
+    Row groups are cut when their estimated encoded size reaches ``row_group_bytes`` (the
+    estimate adapts to the measured compression ratio); a file is closed when the next group
+    would push it past ``target_file_bytes``. Sortedness by key is detected per file.
+    """
+    files: list[DataFile] = []
+    sink: _FileSink | None = None
+    pending: list[pa.RecordBatch] = []
+    pending_rows = 0
+    ratio = 0.35  # encoded bytes per in-memory byte; refined after each group
+    mem_per_row: float | None = None
+
+    def rg_target_rows() -> int:
+        assert mem_per_row is not None
+        return max(1, int(opts.row_group_bytes / max(1e-9, mem_per_row * ratio)))
+
+    def flush(rows: int, final: bool) -> None:
+        nonlocal sink, pending, pending_rows, ratio
+        t = pa.Table.from_batches(pending, schema=schema)
+        group, rest = t.slice(0, rows), t.slice(rows)
+        sorted_key = _is_sorted(group.column(opts.key).combine_chunks()) if group.num_rows else True
+        if sink is not None:
+            est = group.nbytes * ratio
+            if sink.bytes_written() + est > opts.target_file_bytes * 1.05 and sink.rows:
+                files.append(_finish(sink))
+                sink = None
+        if sink is None:
+            sink = _FileSink(store, prefix, schema, opts, sorted_key, rows)
+        before = sink.bytes_written()
+        sink.write_group(group, opts.key, sorted_key)
+        written = sink.bytes_written() - before
+        if group.nbytes and written > 0:
+            ratio = 0.5 * ratio + 0.5 * (written / group.nbytes)
+        pending = rest.to_batches() if rest.num_rows else []
+        pending_rows = rest.num_rows
+
+    def _finish(s: _FileSink) -> DataFile:
+        path, md, size, etag = s.close()
+        groups, cols = describe(md, schema, opts.key)
+        return DataFile(
+            path=path,
+            size=size,
+            etag=etag,
+            rows=md.num_rows,
+            row_groups=groups,
+            columns=cols,
+            added_version=0,
+            sorted_by_key=s.sorted,
+        )
+
+    try:
+        for b in _batches(data):
+            if b.schema != schema:
+                if not b.schema.equals(schema, check_metadata=False):
+                    raise errors.SchemaMismatch(_schema_diff(b.schema, schema))
+                b = pa.RecordBatch.from_arrays(b.columns, schema=schema)
+            if b.num_rows == 0:
+                continue
+            if mem_per_row is None:
+                mem_per_row = max(1.0, b.nbytes / b.num_rows)
+            pending.append(b)
+            pending_rows += b.num_rows
+            while pending_rows >= rg_target_rows():
+                flush(rg_target_rows(), final=False)
+        if pending_rows:
+            flush(pending_rows, final=True)
+        if sink is not None:
+            files.append(_finish(sink))
+            sink = None
+    except BaseException:
+        if sink is not None:
+            sink.abort()
+        raise
+    return files
+
+
+def _schema_diff(got: pa.Schema, want: pa.Schema) -> str:
+    g = {f.name: f for f in got}
+    w = {f.name: f for f in want}
+    missing = [n for n in w if n not in g]
+    extra = [n for n in g if n not in w]
+    changed = [
+        f"{n}: {g[n].type} (table has {w[n].type})"
+        for n in w
+        if n in g and not g[n].type.equals(w[n].type)
+    ]
+    nulls = [n for n in w if n in g and g[n].nullable and not w[n].nullable]
+    parts = []
+    if missing:
+        parts.append(f"missing columns {missing}")
+    if extra:
+        parts.append(f"unknown columns {extra}")
+    if changed:
+        parts.append("type mismatch " + "; ".join(changed))
+    if nulls:
+        parts.append(f"nullable where the table requires values {nulls}")
+    if not parts and got.names != want.names:
+        parts.append(f"column order {got.names} differs from {want.names}")
+    return "data does not match the table schema: " + (", ".join(parts) or "field metadata differs")

@@ -1,0 +1,63 @@
+"""Shared fixtures: moto's server on 127.0.0.1 over HTTP (one per test process)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from lethe.local.server import LocalAws, start_moto
+
+
+@pytest.fixture(scope="session")
+def aws() -> Iterator[LocalAws]:
+    local = start_moto()
+    try:
+        yield local
+    finally:
+        local.stop()
+
+
+@pytest.fixture(scope="session")
+def s3(aws: LocalAws) -> Any:
+    return aws.client("s3")
+
+
+@pytest.fixture
+def bucket(s3: Any) -> str:
+    name = f"b-{uuid.uuid4().hex[:12]}"
+    s3.create_bucket(Bucket=name)
+    return name
+
+
+@pytest.fixture
+def table_uri(bucket: str) -> str:
+    return f"s3://{bucket}/tables/t{uuid.uuid4().hex[:6]}"
+
+
+EVENTS = pa.schema(
+    [
+        ("id", pa.int64(), False),
+        ("event_time", pa.timestamp("us", tz="UTC")),
+        ("customer_id", pa.int32()),
+        ("payload", pa.string()),
+    ]
+)
+
+
+def events(start: int, n: int, *, customers: int = 100) -> pa.Table:
+    import numpy as np
+
+    ids = np.arange(start, start + n, dtype=np.int64)
+    return pa.table(
+        {
+            "id": ids,
+            "event_time": pa.array(1_700_000_000_000_000 + ids * 1_000_000, pa.timestamp("us", tz="UTC")),
+            "customer_id": pa.array((ids % customers).astype(np.int32)),
+            "payload": pa.array([f"payload-{i}" for i in ids.tolist()]),
+        },
+        schema=EVENTS,
+    )
