@@ -29,7 +29,7 @@ log = logging.getLogger(__name__)
 __all__ = ["FileHandle", "Footer", "FooterCache", "SparseFile", "coalesce", "read_row_group"]
 
 TAIL_BYTES = 256 << 10
-COALESCE_GAP = 64 << 10
+COALESCE_GAP = 1 << 20  # a GET costs about as much time as ~1 MiB of transfer
 
 # Range GETs run on _POOL and never wait on other tasks; row-group prefetches run on _OUTER
 # and wait on range GETs. Two pools, so nested waits cannot deadlock.
