@@ -1,0 +1,436 @@
+"""The multipart part planner of a splice (DESIGN §4 rule 5).
+
+Given the segments of a new object (ranges of the source object and new bytes), choose how
+to upload it: server-side ``UploadPartCopy`` for long unchanged ranges, ``UploadPart`` for
+new bytes together with whatever source bytes must be downloaded to make every part but the
+last at least 5 MiB, or one plain PUT for small objects. The plan downloads as few source
+bytes as possible (then uses as few ranged GETs as possible).
+
+A short upload buffer borrows the missing bytes from the neighbouring copy ranges: from the
+spare tail of the range before it or the spare head of the range after it (spare: what a
+range has beyond the 5 MiB its own copy part needs); a range that cannot lend enough, or is
+under 5 MiB itself, is downloaded whole when that is cheaper. The choice is an exact dynamic
+program over the segments, so the plan is optimal for these rules.
+
+>>> from lethe.parquet.segments import Bytes, Copy
+>>> MiB = 1 << 20
+>>> plan = plan_parts([Copy(0, 100 * MiB), Bytes(b"x" * 1000)], 110 * MiB)
+>>> [type(p).__name__ for p in plan.parts], plan.bytes_downloaded
+(['CopyPart', 'UploadPart'], 0)
+>>> plan = plan_parts([Bytes(b"PAR1"), Copy(4, 100 * MiB), Bytes(b"x")], 110 * MiB)
+>>> plan.parts[0].size == 5 * MiB, plan.bytes_downloaded == 5 * MiB - 4
+(True, True)
+>>> type(plan_parts([Copy(0, 1000), Bytes(b"x")], 4_000_000)).__name__
+'SinglePut'
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import TypeAlias
+
+from lethe.errors import SpliceRefused
+from lethe.parquet.segments import Bytes, Copy, Segment, normalize
+
+__all__ = [
+    "CopyPart",
+    "Download",
+    "MultipartPlan",
+    "PartLimits",
+    "Piece",
+    "Plan",
+    "SinglePut",
+    "UploadPart",
+    "assemble",
+    "plan_parts",
+]
+
+MiB = 1 << 20
+GiB = 1 << 30
+
+
+@dataclass(frozen=True, slots=True)
+class PartLimits:
+    """The S3 multipart limits (overridable, e.g. to test with small numbers).
+
+    Attributes:
+        min_part: Smallest part but the last (5 MiB).
+        max_part: Largest part (5 GiB); must be at least twice ``min_part``.
+        max_parts: Most parts in one upload (10,000).
+        min_copy_source: A range copy needs a source larger than this (5 MB).
+        max_put: Largest single PUT (5 GiB).
+    """
+
+    min_part: int = 5 * MiB
+    max_part: int = 5 * GiB
+    max_parts: int = 10_000
+    min_copy_source: int = 5_000_000
+    max_put: int = 5 * GiB
+
+    def __post_init__(self) -> None:
+        if self.min_part < 1 or self.max_part < 2 * self.min_part or self.max_parts < 1:
+            raise ValueError(f"inconsistent part limits {self}")
+
+
+@dataclass(frozen=True, slots=True)
+class Download:
+    """Source bytes ``[start, end)`` fetched by a ranged GET.
+
+    Attributes:
+        start: First source byte.
+        end: One past the last source byte.
+    """
+
+    start: int
+    end: int
+
+    @property
+    def length(self) -> int:
+        """Number of bytes."""
+        return self.end - self.start
+
+
+Piece: TypeAlias = Bytes | Download
+
+
+@dataclass(frozen=True, slots=True)
+class CopyPart:
+    """A part copied server-side (``UploadPartCopy``) from source ``[start, end)``.
+
+    Attributes:
+        start: First source byte.
+        end: One past the last source byte.
+    """
+
+    start: int
+    end: int
+
+    @property
+    def size(self) -> int:
+        """Size of the part."""
+        return self.end - self.start
+
+
+@dataclass(frozen=True, slots=True)
+class UploadPart:
+    """A part uploaded from the client: new bytes and downloaded source ranges, in order.
+
+    Attributes:
+        pieces: The part's content, in order.
+    """
+
+    pieces: tuple[Piece, ...]
+
+    @property
+    def size(self) -> int:
+        """Size of the part."""
+        return sum(p.length for p in self.pieces)
+
+
+Part: TypeAlias = CopyPart | UploadPart
+
+
+def _downloads(pieces: Iterable[Piece]) -> list[Download]:
+    return [p for p in pieces if isinstance(p, Download)]
+
+
+@dataclass(frozen=True, slots=True)
+class SinglePut:
+    """The new object is small: download what is needed and PUT it whole.
+
+    Attributes:
+        pieces: The object's content, in order.
+    """
+
+    pieces: tuple[Piece, ...]
+
+    @property
+    def size(self) -> int:
+        """Size of the new object."""
+        return sum(p.length for p in self.pieces)
+
+    @property
+    def bytes_downloaded(self) -> int:
+        """Source bytes fetched by ranged GETs."""
+        return sum(d.length for d in _downloads(self.pieces))
+
+    @property
+    def bytes_copied(self) -> int:
+        """Source bytes copied server-side (none)."""
+        return 0
+
+    @property
+    def ranged_gets(self) -> int:
+        """Number of ranged GETs."""
+        return len(_downloads(self.pieces))
+
+
+@dataclass(frozen=True, slots=True)
+class MultipartPlan:
+    """A multipart upload: the parts in order.
+
+    Attributes:
+        parts: Part 1, part 2, ...
+    """
+
+    parts: tuple[Part, ...]
+
+    @property
+    def size(self) -> int:
+        """Size of the new object."""
+        return sum(p.size for p in self.parts)
+
+    @property
+    def bytes_downloaded(self) -> int:
+        """Source bytes fetched by ranged GETs."""
+        return sum(
+            d.length for p in self.parts if isinstance(p, UploadPart) for d in _downloads(p.pieces)
+        )
+
+    @property
+    def bytes_copied(self) -> int:
+        """Source bytes copied server-side."""
+        return sum(p.size for p in self.parts if isinstance(p, CopyPart))
+
+    @property
+    def ranged_gets(self) -> int:
+        """Number of ranged GETs."""
+        return sum(len(_downloads(p.pieces)) for p in self.parts if isinstance(p, UploadPart))
+
+
+Plan: TypeAlias = SinglePut | MultipartPlan
+
+
+# --- the dynamic program ------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class _Choice:
+    """For one copy segment: copy it (borrowing ``take_prev`` + ``head``) or download it."""
+
+    copy: bool
+    take_prev: int = 0
+    head: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class _Node:
+    choice: _Choice
+    parent: _Node | None
+
+
+@dataclass(frozen=True, slots=True)
+class _State:
+    downloaded: int
+    gets: int
+    spare: int
+    chain: _Node | None
+
+
+def _better(a: _State, b: _State) -> bool:
+    """Whether ``a`` is at least as good as ``b`` in every respect."""
+    return a.downloaded <= b.downloaded and a.gets <= b.gets and a.spare >= b.spare
+
+
+def _add(front: dict[int, list[_State]], buf: int, s: _State) -> None:
+    states = front.setdefault(buf, [])
+    if any(_better(x, s) for x in states):
+        return
+    states[:] = [x for x in states if not _better(s, x)]
+    states.append(s)
+
+
+def _choose(items: Sequence[Segment], lim: PartLimits) -> list[_Choice]:
+    """The optimal choice for every copy segment, in order."""
+    mn = lim.min_part
+    # front: capped buffer length -> Pareto-optimal states
+    front: dict[int, list[_State]] = {0: [_State(0, 0, 0, None)]}
+    for i, seg in enumerate(items):
+        nxt: dict[int, list[_State]] = {}
+        if isinstance(seg, Bytes):
+            for buf, states in front.items():
+                for s in states:
+                    _add(nxt, min(mn, buf + seg.length), s)
+            front = nxt
+            continue
+        length = seg.length
+        need = 1 if i == len(items) - 1 else mn
+        for buf, states in front.items():
+            deficit = 0 if buf == 0 or buf >= mn else mn - buf
+            for s in states:
+                dl = _Node(_Choice(False), s.chain)
+                _add(
+                    nxt,
+                    min(mn, buf + length),
+                    _State(s.downloaded + length, s.gets + 1, s.spare, dl),
+                )
+                take = min(deficit, s.spare)
+                head = deficit - take
+                if length - head >= need:
+                    cp = _Node(_Choice(True, take, head), s.chain)
+                    _add(
+                        nxt,
+                        0,
+                        _State(
+                            s.downloaded + deficit,
+                            s.gets + (take > 0) + (head > 0),
+                            max(0, length - head - mn),
+                            cp,
+                        ),
+                    )
+        front = nxt
+    best = min(
+        (s for states in front.values() for s in states),
+        key=lambda s: (s.downloaded, s.gets),
+    )
+    out: list[_Choice] = []
+    node = best.chain
+    while node is not None:
+        out.append(node.choice)
+        node = node.parent
+    out.reverse()
+    return out
+
+
+def _split(size: int, lim: PartLimits) -> list[int]:
+    """Sizes of the parts a run of ``size`` bytes is cut into (each <= max_part)."""
+    k = max(1, -(-size // lim.max_part))
+    base, extra = divmod(size, k)
+    return [base + (1 if i < extra else 0) for i in range(k)]
+
+
+def _cut_pieces(pieces: list[Piece], sizes: list[int]) -> list[UploadPart]:
+    parts: list[UploadPart] = []
+    queue = list(pieces)
+    for size in sizes:
+        out: list[Piece] = []
+        while size:
+            p = queue.pop(0)
+            if p.length <= size:
+                out.append(p)
+                size -= p.length
+                continue
+            if isinstance(p, Bytes):
+                out.append(Bytes(p.data[:size]))
+                queue.insert(0, Bytes(p.data[size:]))
+            else:
+                out.append(Download(p.start, p.start + size))
+                queue.insert(0, Download(p.start + size, p.end))
+            size = 0
+        parts.append(UploadPart(tuple(out)))
+    return parts
+
+
+def _merge(pieces: Iterable[Piece]) -> list[Piece]:
+    out: list[Piece] = []
+    for p in pieces:
+        if p.length == 0:
+            continue
+        prev = out[-1] if out else None
+        if isinstance(p, Download) and isinstance(prev, Download) and prev.end == p.start:
+            out[-1] = Download(prev.start, p.end)
+        elif isinstance(p, Bytes) and isinstance(prev, Bytes):
+            out[-1] = Bytes(prev.data + p.data)
+        else:
+            out.append(p)
+    return out
+
+
+def _as_pieces(items: Iterable[Segment]) -> tuple[Piece, ...]:
+    return tuple(_merge(Download(s.start, s.end) if isinstance(s, Copy) else s for s in items))
+
+
+def plan_parts(
+    segments: Iterable[Segment], source_size: int, *, limits: PartLimits | None = None
+) -> Plan:
+    """Plan the upload of the object the segments describe.
+
+    Args:
+        segments: The new object (e.g. :attr:`lethe.parquet.splice.SplicePlan.segments`).
+        source_size: Size of the source object the copies refer to.
+        limits: The multipart limits; S3's by default.
+
+    Returns:
+        A :class:`SinglePut` when the source is at most 5 MB (range copies need more), the
+        result is under 5 MiB, or nothing would be copied anyway; otherwise the
+        :class:`MultipartPlan` that downloads the fewest source bytes.
+
+    Raises:
+        ValueError: A copy reaches past ``source_size``.
+        SpliceRefused: The object cannot be uploaded within the part limits.
+    """
+    lim = limits or PartLimits()
+    items = normalize(segments)
+    for s in items:
+        if isinstance(s, Copy) and s.end > source_size:
+            raise ValueError(f"copy [{s.start}, {s.end}) past the source's {source_size} bytes")
+    size = sum(s.length for s in items)
+    single = SinglePut(_as_pieces(items))
+    if source_size <= lim.min_copy_source or size < lim.min_part:
+        if size > lim.max_put:
+            raise SpliceRefused(f"a {size}-byte object cannot be uploaded by one PUT")
+        return single
+    choices = iter(_choose(items, lim))
+    parts: list[Part] = []
+    buffer: list[Piece] = []
+    pending: Copy | None = None  # the last copied range, its tail still negotiable
+
+    def flush_copy() -> None:
+        nonlocal pending
+        if pending is not None and pending.length:
+            at = pending.start
+            for n in _split(pending.length, lim):
+                parts.append(CopyPart(at, at + n))
+                at += n
+        pending = None
+
+    def flush_buffer() -> None:
+        merged = _merge(buffer)
+        buffer.clear()
+        total = sum(p.length for p in merged)
+        if total:
+            parts.extend(_cut_pieces(merged, _split(total, lim)))
+
+    for seg in items:
+        if isinstance(seg, Bytes):
+            buffer.append(seg)
+            continue
+        choice = next(choices)
+        if not choice.copy:
+            buffer.append(Download(seg.start, seg.end))
+            continue
+        if choice.take_prev:
+            assert pending is not None
+            cut = pending.end - choice.take_prev
+            buffer.insert(0, Download(cut, pending.end))
+            pending = Copy(pending.start, cut)
+        flush_copy()
+        if choice.head:
+            buffer.append(Download(seg.start, seg.start + choice.head))
+        flush_buffer()
+        pending = Copy(seg.start + choice.head, seg.end)
+    flush_copy()
+    flush_buffer()
+    plan = MultipartPlan(tuple(parts))
+    if plan.bytes_copied == 0 and size <= lim.max_put:
+        return single
+    if len(parts) > lim.max_parts:
+        raise SpliceRefused(f"the object needs {len(parts)} parts, more than {lim.max_parts}")
+    return plan
+
+
+def assemble(plan: Plan, source: bytes) -> bytes:
+    """Build the planned object in memory (what S3 would assemble); for tests and tools."""
+    pieces: list[Piece | CopyPart]
+    if isinstance(plan, SinglePut):
+        pieces = list(plan.pieces)
+    else:
+        pieces = []
+        for p in plan.parts:
+            pieces.extend(p.pieces if isinstance(p, UploadPart) else (p,))
+    out = bytearray()
+    for x in pieces:
+        if isinstance(x, Bytes):
+            out += x.data
+        else:
+            out += source[x.start : x.end]
+    return bytes(out)

@@ -1,0 +1,103 @@
+"""The description of a new object as pieces of an old one and new bytes.
+
+A splice does not produce a file: it produces a list of segments that, concatenated, are the
+new file. :mod:`lethe.parquet.parts` turns such a list into a multipart upload plan.
+
+>>> segs = normalize([Copy(0, 4), Copy(4, 8), Bytes(b"ab"), Bytes(b""), Bytes(b"c")])
+>>> segs
+(Copy(start=0, end=8), Bytes(data=b'abc'))
+>>> apply_segments(segs, b"PAR1....rest")
+b'PAR1....abc'
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import TypeAlias
+
+__all__ = ["Bytes", "Copy", "Segment", "apply_segments", "normalize", "segments_size"]
+
+
+@dataclass(frozen=True, slots=True)
+class Copy:
+    """Bytes ``[start, end)`` of the source object, unchanged.
+
+    Attributes:
+        start: First source byte.
+        end: One past the last source byte.
+    """
+
+    start: int
+    end: int
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.start <= self.end:
+            raise ValueError(f"invalid copy range [{self.start}, {self.end})")
+
+    @property
+    def length(self) -> int:
+        """Number of bytes."""
+        return self.end - self.start
+
+
+@dataclass(frozen=True, slots=True)
+class Bytes:
+    """New bytes.
+
+    Attributes:
+        data: The bytes.
+    """
+
+    data: bytes
+
+    @property
+    def length(self) -> int:
+        """Number of bytes."""
+        return len(self.data)
+
+    def __repr__(self) -> str:
+        if len(self.data) <= 32:
+            return f"Bytes(data={self.data!r})"
+        return f"Bytes(<{len(self.data)} bytes>)"
+
+
+Segment: TypeAlias = Copy | Bytes
+
+
+def normalize(segments: Iterable[Segment]) -> tuple[Segment, ...]:
+    """Drop empty segments, merge adjacent new bytes and contiguous copies."""
+    out: list[Segment] = []
+    for s in segments:
+        if s.length == 0:
+            continue
+        prev = out[-1] if out else None
+        if isinstance(s, Copy) and isinstance(prev, Copy) and prev.end == s.start:
+            out[-1] = Copy(prev.start, s.end)
+        elif isinstance(s, Bytes) and isinstance(prev, Bytes):
+            out[-1] = Bytes(prev.data + s.data)
+        else:
+            out.append(s)
+    return tuple(out)
+
+
+def segments_size(segments: Iterable[Segment]) -> int:
+    """Total length of the described object."""
+    return sum(s.length for s in segments)
+
+
+def apply_segments(segments: Iterable[Segment], source: bytes) -> bytes:
+    """Build the described object in memory from the whole source.
+
+    Raises:
+        ValueError: A copy reaches past the end of the source.
+    """
+    out = bytearray()
+    for s in segments:
+        if isinstance(s, Copy):
+            if s.end > len(source):
+                raise ValueError(f"copy [{s.start}, {s.end}) past the source's {len(source)} B")
+            out += source[s.start : s.end]
+        else:
+            out += s.data
+    return bytes(out)

@@ -1,0 +1,856 @@
+"""The row-group splice, as pure functions over bytes already fetched (DESIGN §4).
+
+A splice rewrites only the row groups that lose rows. Each edited group is re-encoded on its
+own with pyarrow, using the codec, encodings, dictionary use, data page version, statistics,
+page index, bloom filters and checksums its original chunks show, and is moved into place;
+every other byte range of the data area is copied unchanged. All bloom filters, column
+indexes and offset indexes are rebuilt into one index region after the last row group, the
+edited groups' from their re-encoding only, so no statistic, page-index entry or bloom filter
+bit of a removed row survives; the old region is not copied. The footer is the original one,
+edited: groups grafted in or dropped, every absolute offset moved, row counts and ordinals
+renumbered, everything else (schema, key-value metadata such as ``ARROW:schema``, unknown
+fields) untouched.
+
+The result is a list of segments (:mod:`lethe.parquet.segments`): ranges of the original file
+and new bytes. Nothing here does I/O.
+
+>>> import io, pyarrow as pa, pyarrow.compute as pc, pyarrow.parquet as pq
+>>> buf = io.BytesIO()
+>>> pq.write_table(pa.table({"id": list(range(10))}), buf, row_group_size=5)
+>>> data = buf.getvalue()
+>>> footer = parse_tail(data, len(data))
+>>> rg = row_group_range(footer.metadata.row_groups[1])
+>>> rows = decode_row_group(footer.metadata, 1, data[rg.start : rg.end])
+>>> keep = rows.filter(pc.not_equal(rows["id"], 7))
+>>> plan = splice(footer, {1: GroupEdit(data[rg.start : rg.end], keep)}, [Extent(0, data)])
+>>> new = apply_segments(plan.segments, data)
+>>> pq.read_table(pa.BufferReader(new))["id"].to_pylist()
+[0, 1, 2, 3, 4, 5, 6, 8, 9]
+"""
+
+from __future__ import annotations
+
+import bisect
+import io
+import itertools
+import math
+import struct as _struct
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from lethe.errors import InvalidRequest, SpliceRefused, UnsupportedFile
+from lethe.parquet.footer import (
+    CC,
+    CMD,
+    FMD,
+    MAGIC,
+    PL,
+    RG,
+    ByteRange,
+    Codec,
+    ColumnChunk,
+    Encoding,
+    FileMetaData,
+    Footer,
+    IndexStructure,
+    InvalidParquet,
+    Page,
+    PageType,
+    PhysicalType,
+    check_roundtrip,
+    chunk_range,
+    index_structures,
+    parse_tail,
+    read_bloom_filter_header,
+    row_group_range,
+    walk_pages,
+)
+from lethe.parquet.segments import Bytes, Copy, Segment, apply_segments, normalize
+from lethe.parquet.thrift import Struct, ThriftError, ThriftList, TType, decode, encode
+
+__all__ = [
+    "Extent",
+    "GroupEdit",
+    "GroupFate",
+    "SplicePlan",
+    "apply_segments",
+    "decode_row_group",
+    "splice",
+]
+
+_KNOWN_FIELDS: dict[str, frozenset[int]] = {
+    "FileMetaData": frozenset(range(1, 10)),
+    "RowGroup": frozenset(range(1, 8)),
+    "ColumnChunk": frozenset(range(1, 8)),
+    "ColumnMetaData": frozenset(range(1, 18)),
+}
+_CODEC_NAMES: dict[int, str] = {
+    Codec.UNCOMPRESSED: "NONE",
+    Codec.SNAPPY: "SNAPPY",
+    Codec.GZIP: "GZIP",
+    Codec.BROTLI: "BROTLI",
+    Codec.ZSTD: "ZSTD",
+    Codec.LZ4_RAW: "LZ4_RAW",
+}
+_COLUMN_ENCODINGS: dict[int, str] = {
+    Encoding.PLAIN: "PLAIN",
+    Encoding.DELTA_BINARY_PACKED: "DELTA_BINARY_PACKED",
+    Encoding.DELTA_LENGTH_BYTE_ARRAY: "DELTA_LENGTH_BYTE_ARRAY",
+    Encoding.DELTA_BYTE_ARRAY: "DELTA_BYTE_ARRAY",
+    Encoding.BYTE_STREAM_SPLIT: "BYTE_STREAM_SPLIT",
+}
+_DICT = Encoding.RLE_DICTIONARY
+_BLOOM_FPP = 0.05
+
+
+# --- inputs and outputs ------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class Extent:
+    """Bytes of the original file already in memory.
+
+    Attributes:
+        offset: File offset of ``data[0]``.
+        data: The bytes.
+    """
+
+    offset: int
+    data: bytes
+
+    @property
+    def end(self) -> int:
+        """One past the last byte held."""
+        return self.offset + len(self.data)
+
+
+@dataclass(frozen=True, slots=True)
+class GroupEdit:
+    """What to do with one row group.
+
+    Attributes:
+        data: The group's original bytes (its :func:`~lethe.parquet.footer.row_group_range`).
+        keep: The rows that remain, in their original order (e.g. the output of
+            :func:`decode_row_group`, filtered). An empty table drops the group.
+    """
+
+    data: bytes
+    keep: pa.Table
+
+
+@dataclass(frozen=True, slots=True)
+class GroupFate:
+    """What happened to one row group of the original file.
+
+    Attributes:
+        index: Its index in the original footer.
+        new_index: Its index in the new footer, None if dropped.
+        rows_before: Rows it had.
+        rows_after: Rows it has now (0 if dropped).
+        edited: Whether it was re-encoded.
+    """
+
+    index: int
+    new_index: int | None
+    rows_before: int
+    rows_after: int
+    edited: bool
+
+
+@dataclass(frozen=True, slots=True)
+class SplicePlan:
+    """The new file, described as ranges of the original and new bytes.
+
+    Attributes:
+        segments: Concatenated, they are the new file.
+        footer: The new footer (``footer.raw`` is its serialized FileMetaData).
+        groups: The fate of every original row group, in original order.
+        index_region: Where the rebuilt index region lies in the new file.
+    """
+
+    segments: tuple[Segment, ...]
+    footer: Footer
+    groups: tuple[GroupFate, ...]
+    index_region: ByteRange
+
+    @property
+    def size(self) -> int:
+        """Size of the new file."""
+        return self.footer.file_size
+
+    @property
+    def new_bytes(self) -> int:
+        """Bytes that are not copied from the original."""
+        return sum(s.length for s in self.segments if isinstance(s, Bytes))
+
+    @property
+    def copied_bytes(self) -> int:
+        """Bytes copied unchanged from the original."""
+        return sum(s.length for s in self.segments if isinstance(s, Copy))
+
+
+class _Source:
+    """Random access to the fetched extents of the original file."""
+
+    def __init__(self, extents: Iterable[Extent]) -> None:
+        self._extents = sorted(extents, key=lambda e: e.offset)
+
+    def read(self, offset: int, length: int) -> bytes:
+        for e in self._extents:
+            if e.offset <= offset and offset + length <= e.end:
+                return e.data[offset - e.offset : offset + length - e.offset]
+        raise SpliceRefused(
+            f"bytes [{offset}, {offset + length}) of the original file were not provided"
+        )
+
+    def extent_at(self, offset: int) -> Extent:
+        for e in self._extents:
+            if e.offset <= offset < e.end:
+                return e
+        raise SpliceRefused(f"byte {offset} of the original file was not provided")
+
+
+# --- struct editing helpers -------------------------------------------------------------
+def _set_int(s: Struct, fid: int, value: int, default: TType = TType.I64) -> Struct:
+    f = s.field(fid)
+    return s.set(fid, f.type if f is not None else default, value)
+
+
+def _sub(s: Struct, fid: int) -> Struct:
+    v = s.get(fid)
+    if not isinstance(v, Struct):
+        raise InvalidParquet(f"field {fid} is not a struct")
+    return v
+
+
+def _with_list(s: Struct, fid: int, items: Sequence[Struct]) -> Struct:
+    old = s.get(fid)
+    lst = ThriftList(TType.STRUCT, tuple(items))
+    if isinstance(old, ThriftList):
+        lst = replace(old, items=tuple(items), long_size=old.long_size and len(items) < 15)
+    return s.set(fid, TType.LIST, lst)
+
+
+def _check_known(s: Struct, kind: str) -> None:
+    unknown = [f.id for f in s.fields if f.id not in _KNOWN_FIELDS[kind]]
+    if unknown:
+        raise SpliceRefused(
+            f"{kind} has fields {unknown} unknown to Lethe (they may hold offsets a splice "
+            "would have to move)"
+        )
+
+
+def _shift_column(cc: Struct, move: Callable[[int], int | None], fallback: int) -> Struct:
+    """Move a column chunk's page offsets (and its deprecated file_offset)."""
+    md = _sub(cc, CC.META_DATA)
+    for fid in (CMD.DATA_PAGE_OFFSET, CMD.DICTIONARY_PAGE_OFFSET, CMD.INDEX_PAGE_OFFSET):
+        v = md.get(fid)
+        if not isinstance(v, int) or (fid != CMD.DATA_PAGE_OFFSET and v == 0):
+            continue
+        moved = move(v)
+        if moved is None:
+            raise SpliceRefused(f"page offset {v} does not lie in a moved byte range")
+        md = _set_int(md, fid, moved)
+    cc = cc.set(CC.META_DATA, TType.STRUCT, md)
+    fo = cc.get(CC.FILE_OFFSET)
+    if isinstance(fo, int) and fo != 0:
+        moved = move(fo)
+        cc = _set_int(cc, CC.FILE_OFFSET, fallback if moved is None else moved)
+    return cc
+
+
+def _shift_offset_index(raw: bytes, move: Callable[[int], int | None]) -> bytes:
+    """Rewrite the absolute page offsets of a serialized OffsetIndex."""
+    try:
+        oi = decode(raw)
+    except ThriftError as e:
+        raise SpliceRefused(f"an offset index does not decode: {e}") from e
+    if encode(oi) != raw:
+        raise SpliceRefused("an offset index does not re-serialize identically")
+    locs = oi.get(1)
+    if not isinstance(locs, ThriftList):
+        raise SpliceRefused("an offset index has no page locations")
+    items: list[Struct] = []
+    for loc in locs.items:
+        if not isinstance(loc, Struct) or not isinstance(off := loc.get(PL.OFFSET), int):
+            raise SpliceRefused("an offset index page location has no offset")
+        moved = move(off)
+        if moved is None:
+            raise SpliceRefused(f"offset index page location {off} is not in a moved range")
+        items.append(_set_int(loc, PL.OFFSET, moved))
+    return encode(_with_list(oi, 1, items))
+
+
+# --- decoding one row group -------------------------------------------------------------
+def _one_group_footer(meta: FileMetaData, k: int, *, keep_kv: bool) -> bytes:
+    """A footer describing only group ``k``, its data placed right after the magic."""
+    rg = meta.row_groups[k]
+    rng = row_group_range(rg)
+    shift = 4 - rng.start
+
+    def move(p: int) -> int | None:
+        return p + shift if rng.start <= p <= rng.end else None
+
+    cols = []
+    for cc in rg.columns:
+        s = _shift_column(cc.struct, move, 0)
+        s = s.without(
+            CC.OFFSET_INDEX_OFFSET,
+            CC.OFFSET_INDEX_LENGTH,
+            CC.COLUMN_INDEX_OFFSET,
+            CC.COLUMN_INDEX_LENGTH,
+        )
+        md = _sub(s, CC.META_DATA).without(CMD.BLOOM_FILTER_OFFSET, CMD.BLOOM_FILTER_LENGTH)
+        cols.append(s.set(CC.META_DATA, TType.STRUCT, md))
+    g = _with_list(rg.struct, RG.COLUMNS, cols)
+    if rg.file_offset is not None:
+        g = _set_int(g, RG.FILE_OFFSET, 4)
+    if rg.ordinal is not None:
+        g = _set_int(g, RG.ORDINAL, 0, TType.I16)
+    fm = _with_list(meta.struct, FMD.ROW_GROUPS, [g])
+    fm = _set_int(fm, FMD.NUM_ROWS, rg.num_rows)
+    if not keep_kv:
+        fm = fm.without(FMD.KEY_VALUE_METADATA)
+    return encode(fm)
+
+
+def _wrap(body: bytes, footer_raw: bytes) -> bytes:
+    return MAGIC + body + footer_raw + _struct.pack("<I", len(footer_raw)) + MAGIC
+
+
+def decode_row_group(meta: FileMetaData, rg_index: int, rg_bytes: bytes) -> pa.Table:
+    """Decode one row group from its bytes alone.
+
+    The bytes are wrapped as ``PAR1`` + group + a one-group footer (offsets moved, index
+    structures left out, key-value metadata kept so that ``ARROW:schema`` types come back)
+    and read with pyarrow.
+
+    Args:
+        meta: The file's footer.
+        rg_index: Which group.
+        rg_bytes: Its bytes, exactly its :func:`~lethe.parquet.footer.row_group_range`.
+
+    Returns:
+        The group's rows.
+
+    Raises:
+        UnsupportedFile: The file is encrypted, a chunk lives in another file, or INT96
+            timestamps lie outside the range pyarrow can decode exactly.
+        InvalidRequest: ``rg_bytes`` does not have the group's length.
+    """
+    if meta.encrypted:
+        raise UnsupportedFile("Parquet files with encrypted columns are not supported")
+    rng = row_group_range(meta.row_groups[rg_index])
+    if len(rg_bytes) != rng.length:
+        raise InvalidRequest(
+            f"row group {rg_index} spans {rng.length} bytes, {len(rg_bytes)} were given"
+        )
+    file = _wrap(rg_bytes, _one_group_footer(meta, rg_index, keep_kv=True))
+    table = pq.ParquetFile(pa.BufferReader(file)).read()
+    int96 = [
+        path[0]
+        for path, e, _, _ in meta.leaves()
+        if e.type == PhysicalType.INT96 and len(path) == 1
+    ]
+    if int96:
+        coarse = pq.ParquetFile(pa.BufferReader(file), coerce_int96_timestamp_unit="us").read(
+            columns=int96
+        )
+        for name in int96:
+            ns = table[name].cast(pa.int64()).fill_null(0).to_numpy()
+            us = coarse[name].cast(pa.int64()).fill_null(0).to_numpy()
+            if not (ns // 1000 == us).all():
+                raise UnsupportedFile(
+                    f"INT96 timestamps of column {name!r} lie outside 1677-2262 and cannot be "
+                    "decoded exactly"
+                )
+    return table
+
+
+# --- re-encoding one row group ----------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class _Reencoded:
+    """A re-encoded row group, in the coordinates of the temporary file it was written to."""
+
+    data: bytes
+    start: int
+    row_group: Struct
+    blooms: tuple[bytes | None, ...]
+    column_indexes: tuple[bytes | None, ...]
+    offset_indexes: tuple[bytes | None, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class _ChunkShape:
+    """What a column chunk's pages show about how it was written."""
+
+    dictionary: bool
+    data_encodings: frozenset[int]
+    page_types: frozenset[int]
+    crc: bool
+
+
+def _shape(pages: Sequence[Page]) -> _ChunkShape:
+    data = [p for p in pages if p.header.is_data]
+    enc = {p.header.encoding for p in data}
+    norm = frozenset(_DICT if e == Encoding.PLAIN_DICTIONARY else e for e in enc if e is not None)
+    return _ChunkShape(
+        dictionary=any(p.header.type == PageType.DICTIONARY_PAGE for p in pages),
+        data_encodings=norm,
+        page_types=frozenset(p.header.type for p in data),
+        crc=any(p.header.crc is not None for p in pages),
+    )
+
+
+def _canon(v: object) -> object:
+    """A comparable form of a thrift value that ignores header-form choices."""
+    if isinstance(v, Struct):
+        return tuple(sorted((f.id, _canon(f.value)) for f in v.fields))
+    if isinstance(v, ThriftList):
+        et = TType.BOOL if v.elem_type == TType.BOOL_FALSE else v.elem_type
+        return ("list", int(et), tuple(_canon(x) for x in v.items))
+    return v
+
+
+def _natural_schema(meta: FileMetaData) -> pa.Schema:
+    """The Arrow schema pyarrow derives from the Parquet schema alone (no ``ARROW:schema``)."""
+    fm = _with_list(meta.struct, FMD.ROW_GROUPS, [])
+    fm = _set_int(fm, FMD.NUM_ROWS, 0).without(FMD.KEY_VALUE_METADATA)
+    return pq.ParquetFile(pa.BufferReader(_wrap(b"", encode(fm)))).schema_arrow
+
+
+def _bloom_ndv(num_bytes: int) -> int:
+    """An NDV for which pyarrow sizes a bloom filter at ``num_bytes`` (with FPP 5%)."""
+    bits_per_value = -8.0 / math.log(1.0 - _BLOOM_FPP ** (1.0 / 8.0))
+    return max(1, int(num_bytes * 8 * 0.75 / bits_per_value))
+
+
+def _reencode(
+    meta: FileMetaData, k: int, edit: GroupEdit, source: _Source, base: int
+) -> _Reencoded:
+    rg = meta.row_groups[k]
+    leaves = meta.leaves()
+    cols = rg.columns
+    if len(leaves) != len(cols):
+        raise SpliceRefused(f"row group {k} has {len(cols)} chunks for {len(leaves)} columns")
+    dotted = [".".join(p) for p, _, _, _ in leaves]
+    if len(set(dotted)) != len(dotted):
+        raise SpliceRefused(
+            "two columns share a dotted path; pyarrow options cannot tell them apart"
+        )
+
+    compression: dict[str, str] = {}
+    use_dictionary: list[str] = []
+    column_encoding: dict[str, str] = {}
+    statistics: list[str] = []
+    blooms: dict[str, dict[str, Any]] = {}
+    page_types: set[int] = set()
+    crc = False
+    page_index = False
+    int96 = False
+    decimal_as_int = False
+    time_utc: set[bool] = set()
+    shapes: list[_ChunkShape] = []
+    for (path, elem, _, _), cc, name in zip(leaves, cols, dotted, strict=True):
+        m = cc.meta_data
+        if m.path_in_schema != path:
+            raise SpliceRefused(f"chunk {m.path_in_schema} is out of schema order")
+        codec = _CODEC_NAMES.get(m.codec)
+        if codec is None:
+            raise SpliceRefused(f"column {name!r}: pyarrow cannot write codec {m.codec}")
+        compression[name] = codec
+        shape = _shape(walk_pages(edit.data, base, chunk_range(cc)))
+        shapes.append(shape)
+        page_types |= shape.page_types
+        crc |= shape.crc
+        other = shape.data_encodings - {_DICT}
+        if shape.dictionary or _DICT in shape.data_encodings:
+            use_dictionary.append(name)
+        elif len(other) > 1:
+            raise SpliceRefused(f"column {name!r} mixes encodings {sorted(other)}")
+        elif other and (enc := next(iter(other))) in _COLUMN_ENCODINGS:
+            column_encoding[name] = _COLUMN_ENCODINGS[enc]
+        if m.statistics is not None:
+            statistics.append(name)
+        if cc.column_index_offset is not None or cc.offset_index_offset is not None:
+            page_index = True
+        if m.bloom_filter_offset is not None:
+            length = m.bloom_filter_length
+            if length is None:
+                ext = source.extent_at(m.bloom_filter_offset)
+                hdr, at = read_bloom_filter_header(ext.data, m.bloom_filter_offset - ext.offset)
+                length = at + ext.offset - m.bloom_filter_offset + hdr.num_bytes
+            num_bytes = 1 << max(5, length.bit_length() - 1)
+            blooms[name] = {"ndv": _bloom_ndv(num_bytes), "fpp": _BLOOM_FPP}
+        if elem.type == PhysicalType.INT96:
+            int96 = True
+        logical = elem.logical_type
+        if elem.type in (PhysicalType.INT32, PhysicalType.INT64) and (
+            elem.converted_type == 5 or (logical is not None and logical.get(5) is not None)
+        ):
+            decimal_as_int = True
+        if logical is not None and isinstance(t := logical.get(7), Struct):
+            time_utc.add(t.get(1) is True)
+    if len(page_types) != 1:
+        raise SpliceRefused(f"row group {k} mixes data page types {sorted(page_types)}")
+    if len(time_utc) > 1:
+        raise SpliceRefused("TIME columns disagree on isAdjustedToUTC")
+
+    natural = _natural_schema(meta)
+    try:
+        table = edit.keep.cast(natural)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, ValueError, TypeError) as e:
+        raise SpliceRefused(f"the remaining rows do not fit the file's schema: {e}") from e
+    n = table.num_rows
+    buf = io.BytesIO()
+    try:
+        with pq.ParquetWriter(
+            buf,
+            natural,
+            version="2.6",
+            use_dictionary=use_dictionary,
+            compression=compression,
+            write_statistics=statistics,
+            use_deprecated_int96_timestamps=int96,
+            column_encoding=column_encoding or None,
+            data_page_version="2.0" if PageType.DATA_PAGE_V2 in page_types else "1.0",
+            use_compliant_nested_type=False,
+            store_schema=False,
+            write_page_index=page_index,
+            write_page_checksum=crc,
+            store_decimal_as_integer=decimal_as_int,
+            write_time_adjusted_to_utc=True in time_utc,
+            bloom_filter_options=blooms or None,
+        ) as writer:
+            writer.write_table(table, row_group_size=max(n, 1))
+    except (pa.ArrowException, ValueError, TypeError) as e:
+        raise SpliceRefused(f"pyarrow cannot re-encode row group {k}: {e}") from e
+    data = buf.getvalue()
+    tf = parse_tail(data, len(data))
+    tmeta = tf.metadata
+    _compare_schema(meta, tmeta)
+    if len(tmeta.row_groups) != 1 or tmeta.row_groups[0].num_rows != n:
+        raise SpliceRefused(f"re-encoding row group {k} did not give one group of {n} rows")
+    trg = tmeta.row_groups[0]
+    for (path, _, _, _), cc, tcc, shape in zip(leaves, cols, trg.columns, shapes, strict=True):
+        _compare_chunk(
+            ".".join(path), cc, tcc, shape, _shape(walk_pages(data, 0, chunk_range(tcc)))
+        )
+    trange = row_group_range(trg)
+    b_list: list[bytes | None] = []
+    ci_list: list[bytes | None] = []
+    oi_list: list[bytes | None] = []
+    for tcc in trg.columns:
+        tm = tcc.meta_data
+        bo, bl = tm.bloom_filter_offset, tm.bloom_filter_length
+        b_list.append(None if bo is None or bl is None else data[bo : bo + bl])
+        co, cl = tcc.column_index_offset, tcc.column_index_length
+        ci_list.append(None if co is None or cl is None else data[co : co + cl])
+        oo, ol = tcc.offset_index_offset, tcc.offset_index_length
+        oi_list.append(None if oo is None or ol is None else data[oo : oo + ol])
+    return _Reencoded(
+        data[trange.start : trange.end],
+        trange.start,
+        trg.struct,
+        tuple(b_list),
+        tuple(ci_list),
+        tuple(oi_list),
+    )
+
+
+def _compare_schema(orig: FileMetaData, new: FileMetaData) -> None:
+    a, b = orig.schema, new.schema
+    if len(a) != len(b) or a[0].num_children != b[0].num_children:
+        raise SpliceRefused("the re-encoded schema has a different shape")
+    for x, y in zip(a[1:], b[1:], strict=True):
+        if _canon(x.struct) != _canon(y.struct):
+            raise SpliceRefused(
+                f"re-encoding changes schema element {x.name!r} "
+                f"(type {x.type} -> {y.type}, converted {x.converted_type} -> {y.converted_type})"
+            )
+
+
+def _compare_chunk(
+    name: str, cc: ColumnChunk, tcc: ColumnChunk, old: _ChunkShape, new: _ChunkShape
+) -> None:
+    m, t = cc.meta_data, tcc.meta_data
+    if (m.type, m.path_in_schema, m.codec) != (t.type, t.path_in_schema, t.codec):
+        raise SpliceRefused(f"column {name!r}: re-encoding changes type, path or codec")
+    if old.dictionary != new.dictionary:
+        raise SpliceRefused(f"column {name!r}: re-encoding changes dictionary use")
+    allowed = set(old.data_encodings)
+    if old.dictionary:
+        allowed |= {_DICT, Encoding.PLAIN}
+    if not new.data_encodings <= allowed:
+        raise SpliceRefused(
+            f"column {name!r}: re-encoding uses encodings {sorted(new.data_encodings)}, "
+            f"the original {sorted(old.data_encodings)}"
+        )
+    if old.page_types != new.page_types:
+        raise SpliceRefused(f"column {name!r}: re-encoding changes the data page version")
+    if (m.bloom_filter_offset is None) != (t.bloom_filter_offset is None):
+        raise SpliceRefused(f"column {name!r}: re-encoding changes bloom filter presence")
+    if (cc.offset_index_offset is None) != (tcc.offset_index_offset is None):
+        raise SpliceRefused(f"column {name!r}: re-encoding changes offset index presence")
+
+
+# --- the splice -------------------------------------------------------------------------
+class _OffsetMap:
+    """Maps offsets of kept byte ranges of the original to their place in the new file."""
+
+    def __init__(self, kept: Sequence[tuple[int, int, int]]) -> None:
+        self._kept = list(kept)
+        self._starts = [k[0] for k in self._kept]
+
+    def __call__(self, p: int) -> int | None:
+        i = bisect.bisect_right(self._starts, p) - 1
+        # A position at the end of a kept range that is also the start of the next one
+        # belongs to the next one; bisect_right already picks the last range starting <= p.
+        if i < 0:
+            return None
+        start, end, new = self._kept[i]
+        return new + p - start if p <= end else None
+
+
+def splice(
+    footer: Footer,
+    edits: Mapping[int, GroupEdit],
+    fetched: Iterable[Extent],
+) -> SplicePlan:
+    """Plan the new file in which the edited row groups keep only ``edit.keep``.
+
+    Args:
+        footer: The original file's footer (:func:`~lethe.parquet.footer.parse_tail`).
+        edits: Row group index -> its original bytes and the rows that remain.
+        fetched: Bytes of the original file already in memory; they must cover every bloom
+            filter, column index and offset index of the groups that are not edited (the
+            tail from :func:`~lethe.parquet.footer.index_region` to the end usually does).
+
+    Returns:
+        The plan: segments of the new file, its footer and the fate of every group.
+
+    Raises:
+        SpliceRefused: The footer does not round-trip, the file uses something a splice
+            cannot reproduce exactly (see the message), or needed bytes were not provided.
+        UnsupportedFile: The file is encrypted.
+        InvalidRequest: An edit names a missing group, has the wrong number of bytes, or
+            keeps more rows than the group has.
+    """
+    check_roundtrip(footer.raw)
+    meta = footer.metadata
+    if meta.encrypted:
+        raise UnsupportedFile("Parquet files with encrypted columns are not supported")
+    _check_known(meta.struct, "FileMetaData")
+    groups = meta.row_groups
+    ranges = []
+    for g, rg in enumerate(groups):
+        _check_known(rg.struct, "RowGroup")
+        for cc in rg.columns:
+            _check_known(cc.struct, "ColumnChunk")
+            _check_known(cc.meta_data.struct, "ColumnMetaData")
+        r = row_group_range(rg)
+        if r.start < 4 or r.end > footer.start:
+            raise SpliceRefused(f"row group {g} [{r.start}, {r.end}) lies outside the data area")
+        ranges.append(r)
+    for g, e in edits.items():
+        if not 0 <= g < len(groups):
+            raise InvalidRequest(f"no row group {g} (the file has {len(groups)})")
+        if len(e.data) != ranges[g].length:
+            raise InvalidRequest(f"row group {g} spans {ranges[g].length} bytes, got {len(e.data)}")
+        if e.keep.num_rows > groups[g].num_rows:
+            raise InvalidRequest(
+                f"row group {g} has {groups[g].num_rows} rows, cannot keep {e.keep.num_rows}"
+            )
+    order = sorted(range(len(groups)), key=lambda g: ranges[g].start)
+    for a, b in itertools.pairwise(order):
+        if ranges[a].end > ranges[b].start:
+            raise SpliceRefused(f"row groups {a} and {b} overlap")
+    source = _Source(fetched)
+    data_end = max((r.end for r in ranges), default=4)
+
+    # Every index structure, with its exact length.
+    structures: list[tuple[IndexStructure, int]] = []
+    for s in index_structures(meta):
+        length = s.length
+        if length is None:
+            ext = source.extent_at(s.offset)
+            hdr, at = read_bloom_filter_header(ext.data, s.offset - ext.offset)
+            length = at + ext.offset - s.offset + hdr.num_bytes
+        r = ByteRange(s.offset, s.offset + length)
+        if r.start < 4 or r.end > footer.start or length <= 0:
+            raise SpliceRefused(f"{s.kind} of row group {s.row_group} lies outside the file")
+        if any(r.overlaps(x) for x in ranges):
+            raise SpliceRefused(f"{s.kind} of row group {s.row_group} overlaps row group data")
+        structures.append((s, length))
+
+    # Re-encode the edited groups.
+    reencoded: dict[int, _Reencoded | None] = {}
+    for g, e in sorted(edits.items()):
+        reencoded[g] = _reencode(meta, g, e, source, ranges[g].start) if e.keep.num_rows else None
+
+    # The data area: kept ranges, replaced groups, index structures cut out of it.
+    cuts: list[tuple[int, int, int | None]] = [  # (start, end, edited group or None)
+        (ranges[g].start, ranges[g].end, g) for g in reencoded
+    ]
+    cuts += [(s.offset, s.offset + n, None) for s, n in structures if s.offset < data_end]
+    cuts.sort()
+    for (_, a_end, _), (b_start, _, _) in itertools.pairwise(cuts):
+        if a_end > b_start:
+            raise SpliceRefused("index structures overlap each other or row group data")
+    segments: list[Segment] = [Copy(0, 4)]
+    kept: list[tuple[int, int, int]] = []
+    placed: dict[int, int] = {}  # edited group -> new start
+    pos, out = 4, 4
+    for start, end, cut_group in cuts:
+        kept.append((pos, start, out))
+        segments.append(Copy(pos, start))
+        out += start - pos
+        if cut_group is not None:
+            rec = reencoded[cut_group]
+            if rec is not None:
+                placed[cut_group] = out
+                segments.append(Bytes(rec.data))
+                out += len(rec.data)
+        pos = end
+    kept.append((pos, data_end, out))
+    segments.append(Copy(pos, data_end))
+    out += data_end - pos
+    move = _OffsetMap(kept)
+
+    # The new row groups and the rebuilt index region.
+    region = bytearray()
+    region_start = out
+    kinds: dict[str, list[tuple[int, int, bytes]]] = {
+        "bloom_filter": [],
+        "column_index": [],
+        "offset_index": [],
+    }
+    by_chunk = {(s.row_group, s.column, s.kind): n for s, n in structures}
+    new_groups: list[Struct] = []
+    fates: list[GroupFate] = []
+    for g, rg in enumerate(groups):
+        if g in reencoded and reencoded[g] is None:
+            fates.append(GroupFate(g, None, rg.num_rows, 0, True))
+            continue
+        ng = len(new_groups)
+        cols: list[Struct] = []
+        if g in reencoded:
+            rec = reencoded[g]
+            assert rec is not None
+            shift = placed[g] - rec.start
+
+            def tmove(p: int, shift: int = shift, rec: _Reencoded = rec) -> int | None:
+                return p + shift if rec.start <= p <= rec.start + len(rec.data) else None
+
+            gs = rec.row_group
+            for j, tcc in enumerate(ColumnChunk(x) for x in _structs(gs, RG.COLUMNS)):
+                c = _shift_column(tcc.struct, tmove, 0)
+                orig_md = rg.columns[j].meta_data.struct
+                kv = orig_md.field(CMD.KEY_VALUE_METADATA)
+                if kv is not None:
+                    c = c.set(
+                        CC.META_DATA,
+                        TType.STRUCT,
+                        _sub(c, CC.META_DATA).set(kv.id, kv.type, kv.value),
+                    )
+                cols.append(c)
+                if (bf := rec.blooms[j]) is not None:
+                    kinds["bloom_filter"].append((ng, j, bf))
+                if (ci := rec.column_indexes[j]) is not None:
+                    kinds["column_index"].append((ng, j, ci))
+                if (oi := rec.offset_indexes[j]) is not None:
+                    kinds["offset_index"].append((ng, j, _shift_offset_index(oi, tmove)))
+            gs = _with_list(gs, RG.COLUMNS, cols)
+            orig_sort = rg.struct.field(RG.SORTING_COLUMNS)
+            gs = gs.without(RG.SORTING_COLUMNS)
+            if orig_sort is not None:
+                gs = gs.set(orig_sort.id, orig_sort.type, orig_sort.value)
+            gs = gs.without(RG.FILE_OFFSET)
+            if rg.file_offset is not None:
+                gs = _set_int(gs, RG.FILE_OFFSET, placed[g])
+            rows_after = edits[g].keep.num_rows
+        else:
+            new_start = move(ranges[g].start)
+            assert new_start is not None
+            for j, cc in enumerate(rg.columns):
+                c = _shift_column(cc.struct, move, new_start)
+                cols.append(c)
+                for kind in ("bloom_filter", "column_index", "offset_index"):
+                    n = by_chunk.get((g, j, kind))
+                    if n is None:
+                        continue
+                    off = {
+                        "bloom_filter": cc.meta_data.bloom_filter_offset,
+                        "column_index": cc.column_index_offset,
+                        "offset_index": cc.offset_index_offset,
+                    }[kind]
+                    assert off is not None
+                    raw = source.read(off, n)
+                    if kind == "offset_index":
+                        raw = _shift_offset_index(raw, move)
+                    kinds[kind].append((ng, j, raw))
+            gs = _with_list(rg.struct, RG.COLUMNS, cols)
+            if (fo := rg.file_offset) is not None:
+                moved = move(fo)
+                gs = _set_int(gs, RG.FILE_OFFSET, new_start if moved is None else moved)
+            rows_after = rg.num_rows
+        if rg.ordinal is not None:
+            gs = _set_int(gs, RG.ORDINAL, ng, TType.I16)
+        else:
+            gs = gs.without(RG.ORDINAL)
+        new_groups.append(gs)
+        fates.append(GroupFate(g, ng, rg.num_rows, rows_after, g in reencoded))
+
+    # Lay out the index region: bloom filters, column indexes, offset indexes.
+    locations: dict[tuple[int, int, str], tuple[int, int]] = {}
+    for kind in ("bloom_filter", "column_index", "offset_index"):
+        for ng, j, raw in kinds[kind]:
+            locations[(ng, j, kind)] = (region_start + len(region), len(raw))
+            region += raw
+    final_groups: list[Struct] = []
+    for ng, gs in enumerate(new_groups):
+        cols = []
+        for j, c in enumerate(_structs(gs, RG.COLUMNS)):
+            c = c.without(
+                CC.COLUMN_INDEX_OFFSET,
+                CC.COLUMN_INDEX_LENGTH,
+                CC.OFFSET_INDEX_OFFSET,
+                CC.OFFSET_INDEX_LENGTH,
+            )
+            md = _sub(c, CC.META_DATA)
+            had_bloom_length = md.get(CMD.BLOOM_FILTER_LENGTH) is not None
+            md = md.without(CMD.BLOOM_FILTER_OFFSET, CMD.BLOOM_FILTER_LENGTH)
+            if (loc := locations.get((ng, j, "bloom_filter"))) is not None:
+                md = md.set(CMD.BLOOM_FILTER_OFFSET, TType.I64, loc[0])
+                if had_bloom_length:
+                    md = md.set(CMD.BLOOM_FILTER_LENGTH, TType.I32, loc[1])
+            c = c.set(CC.META_DATA, TType.STRUCT, md)
+            if (loc := locations.get((ng, j, "offset_index"))) is not None:
+                c = c.set(CC.OFFSET_INDEX_OFFSET, TType.I64, loc[0])
+                c = c.set(CC.OFFSET_INDEX_LENGTH, TType.I32, loc[1])
+            if (loc := locations.get((ng, j, "column_index"))) is not None:
+                c = c.set(CC.COLUMN_INDEX_OFFSET, TType.I64, loc[0])
+                c = c.set(CC.COLUMN_INDEX_LENGTH, TType.I32, loc[1])
+            cols.append(c)
+        final_groups.append(_with_list(gs, RG.COLUMNS, cols))
+
+    fm = _with_list(meta.struct, FMD.ROW_GROUPS, final_groups)
+    fm = _set_int(fm, FMD.NUM_ROWS, sum(f.rows_after for f in fates))
+    raw_footer = encode(fm)
+    tail = bytes(region) + raw_footer + _struct.pack("<I", len(raw_footer)) + MAGIC
+    segments.append(Bytes(tail))
+    segs = normalize(segments)
+    if segs and segs[0] == Copy(0, 4):
+        segs = normalize([Bytes(MAGIC), *segs[1:]])
+    size = out + len(tail)
+    new_footer = Footer(FileMetaData(fm), raw_footer, out + len(region), size)
+    return SplicePlan(segs, new_footer, tuple(fates), ByteRange(region_start, out + len(region)))
+
+
+def _structs(s: Struct, fid: int) -> list[Struct]:
+    v = s.get(fid)
+    if not isinstance(v, ThriftList):
+        raise InvalidParquet(f"field {fid} is not a list")
+    return [x for x in v.items if isinstance(x, Struct)]
