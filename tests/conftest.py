@@ -55,7 +55,9 @@ def events(start: int, n: int, *, customers: int = 100) -> pa.Table:
     return pa.table(
         {
             "id": ids,
-            "event_time": pa.array(1_700_000_000_000_000 + ids * 1_000_000, pa.timestamp("us", tz="UTC")),
+            "event_time": pa.array(
+                1_700_000_000_000_000 + ids * 1_000_000, pa.timestamp("us", tz="UTC")
+            ),
             "customer_id": pa.array((ids % customers).astype(np.int32)),
             "payload": pa.array([f"payload-{i}" for i in ids.tolist()]),
         },

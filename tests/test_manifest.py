@@ -68,7 +68,9 @@ def data_files(draw: st.DrawFn, idx: int | None = None) -> DataFile:
 
 
 def base(**kw: object) -> Manifest:
-    return initial_manifest(table_uuid="u1", schema=SCHEMA, properties=TableProperties(key="id"), **kw)  # type: ignore[arg-type]
+    return initial_manifest(
+        table_uuid="u1", schema=SCHEMA, properties=TableProperties(key="id"), **kw
+    )  # type: ignore[arg-type]
 
 
 @given(st.lists(data_files(), max_size=6, unique_by=lambda f: f.path))
@@ -119,7 +121,9 @@ def test_head_validation() -> None:
 
 
 @settings(max_examples=60)
-@given(st.lists(st.lists(data_files(), min_size=1, max_size=3), min_size=1, max_size=5), st.randoms())
+@given(
+    st.lists(st.lists(data_files(), min_size=1, max_size=3), min_size=1, max_size=5), st.randoms()
+)
 def test_concurrent_appends_rebase_in_any_order(batches: list[list[DataFile]], rnd: object) -> None:
     """Appends computed against the same base commute when rebased one after another."""
     seen: set[str] = set()
@@ -154,7 +158,9 @@ def test_dv_update_on_replaced_file_conflicts_and_replace_swaps() -> None:
     m2 = apply_dv_updates(m1, {f.path: dv}, Operation(kind="delete", rows_deleted=1))
     assert m2.file(f.path) is not None and m2.file(f.path).dv == dv  # type: ignore[union-attr]
     assert m2.total_rows == 9
-    m3 = apply_replace(m2, [f.path], [g], Operation(kind="erase", rows_erased=1, files_removed=1, files_added=1))
+    m3 = apply_replace(
+        m2, [f.path], [g], Operation(kind="erase", rows_erased=1, files_removed=1, files_added=1)
+    )
     assert [x.path for x in m3.files] == [g.path]
     with pytest.raises(errors.CommitConflict, match="no longer"):
         apply_dv_updates(m3, {f.path: dv}, Operation(kind="delete"))

@@ -77,7 +77,9 @@ def test_projection_and_filters(table: lethe.Table) -> None:
 
 
 def test_pruning_reads_only_needed_chunks(table_uri: str) -> None:
-    t = lethe.Table.create(table_uri, EVENTS, key="id", target_file_bytes=3 << 20, row_group_bytes=300_000)
+    t = lethe.Table.create(
+        table_uri, EVENTS, key="id", target_file_bytes=3 << 20, row_group_bytes=300_000
+    )
     t.append(events(0, 200_000))
     f = t.manifest.files[0]
     assert f.size > 1 << 20 and len(f.row_groups) > 4
@@ -175,7 +177,14 @@ def test_reordered_columns_are_accepted(table: lethe.Table) -> None:
 
 
 def test_bad_filters_are_invalid_requests(table: lethe.Table) -> None:
-    for f in ([("nope", "=", 1)], [("id", "~", 1)], [("id", "=", "abc")], [("id", "in", 5)], [], [("id",)]):
+    for f in (
+        [("nope", "=", 1)],
+        [("id", "~", 1)],
+        [("id", "=", "abc")],
+        [("id", "in", 5)],
+        [],
+        [("id",)],
+    ):
         with pytest.raises(errors.InvalidRequest):
             table.scan(filters=f)
     with pytest.raises(errors.InvalidRequest):
@@ -207,14 +216,23 @@ def test_crashed_committer_is_rolled_forward(table: lethe.Table, s3: Any) -> Non
 
     base = table.manifest
     orphan = apply_append(base, [], Operation(kind="append"))
-    s3.put_object(Bucket=table.store.bucket, Key=table.key_of(manifest_key(orphan.version)), Body=encode_manifest(orphan))
+    s3.put_object(
+        Bucket=table.store.bucket,
+        Key=table.key_of(manifest_key(orphan.version)),
+        Body=encode_manifest(orphan),
+    )
     # the head still names the old version; the next commit must land on top of the orphan
     r = lethe.Table.open(table.uri).append(events(90_000, 10))
     assert r.version == orphan.version + 1
     t = lethe.Table.open(table.uri)
     assert t.version == orphan.version + 1
     assert t.scan(["id"]).num_rows == 20_010
-    assert json.loads(s3.get_object(Bucket=table.store.bucket, Key=table.key_of(HEAD_KEY))["Body"].read())["version"] == r.version
+    assert (
+        json.loads(
+            s3.get_object(Bucket=table.store.bucket, Key=table.key_of(HEAD_KEY))["Body"].read()
+        )["version"]
+        == r.version
+    )
 
 
 def test_concurrent_appends(table_uri: str) -> None:

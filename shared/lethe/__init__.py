@@ -7,8 +7,19 @@ Example:
 """
 
 from lethe import errors
+from lethe.deletes import BatchDeleteResult, DeleteRequest, DeleteResult
 from lethe.store import IOCounters, S3Store
 from lethe.table import CommitResult, SnapshotInfo, Table
 
-__all__ = ["CommitResult", "IOCounters", "S3Store", "SnapshotInfo", "Table", "errors"]
+__all__ = [
+    "BatchDeleteResult",
+    "CommitResult",
+    "DeleteRequest",
+    "DeleteResult",
+    "IOCounters",
+    "S3Store",
+    "SnapshotInfo",
+    "Table",
+    "errors",
+]
 __version__ = "0.1.0"

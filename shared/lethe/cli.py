@@ -90,9 +90,15 @@ def _print_table(t: pa.Table, limit: int) -> None:
 
 
 def cmd_create(a: argparse.Namespace) -> int:
-    schema = pq.read_schema(a.schema) if a.schema.endswith(".parquet") else _read_local(a.schema).schema
+    schema = (
+        pq.read_schema(a.schema) if a.schema.endswith(".parquet") else _read_local(a.schema).schema
+    )
     t = Table.create(
-        a.uri, schema, key=a.key, target_file_bytes=a.target_file_bytes, row_group_bytes=a.row_group_bytes
+        a.uri,
+        schema,
+        key=a.key,
+        target_file_bytes=a.target_file_bytes,
+        row_group_bytes=a.row_group_bytes,
     )
     print(f"created {t.uri} version {t.version} key={a.key} columns={schema.names}")
     return 0
@@ -101,7 +107,9 @@ def cmd_create(a: argparse.Namespace) -> int:
 def cmd_append(a: argparse.Namespace) -> int:
     t = Table.open(a.uri)
     r = t.append(_conform(_read_local(a.file), t.schema))
-    print(f"appended {r.rows_added} rows in {r.files_added} files -> version {r.version} ({r.io.describe()})")
+    print(
+        f"appended {r.rows_added} rows in {r.files_added} files -> version {r.version} ({r.io.describe()})"
+    )
     return 0
 
 
@@ -122,7 +130,9 @@ def cmd_scan(a: argparse.Namespace) -> int:
 
 def cmd_history(a: argparse.Namespace) -> int:
     t = Table.open(a.uri)
-    print(f"{'version':>7}  {'created_at':<26} {'operation':<9} {'+rows':>9} {'-rows':>9} {'erased':>7} {'live rows':>10} {'files':>6}")
+    print(
+        f"{'version':>7}  {'created_at':<26} {'operation':<9} {'+rows':>9} {'-rows':>9} {'erased':>7} {'live rows':>10} {'files':>6}"
+    )
     for h in t.history():
         print(
             f"{h.version:>7}  {h.created_at.isoformat(timespec='seconds'):<26} {h.operation:<9} "
@@ -141,7 +151,9 @@ def cmd_inspect(a: argparse.Namespace) -> int:
     for f in files:
         h = t._handle(f)
         md = h.footer().metadata
-        print(f"{f.path}  size={f.size:,}  rows={f.rows}  deleted={f.deleted_rows}  row_groups={md.num_row_groups}  created_by={md.created_by}")
+        print(
+            f"{f.path}  size={f.size:,}  rows={f.rows}  deleted={f.deleted_rows}  row_groups={md.num_row_groups}  created_by={md.created_by}"
+        )
         print(f"  {'rg':>3} {'offset':>12} {'bytes':>12} {'rows':>9}  key min .. max")
         for i, rg in enumerate(f.row_groups):
             s, e = row_group_range(md.row_group(i))
@@ -203,7 +215,10 @@ def _extend(sub: Any, add_filters: Any) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING,
+        format="%(levelname)s %(name)s: %(message)s",
+    )
     try:
         return int(args.fn(args))
     except errors.LetheError as e:

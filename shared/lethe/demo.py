@@ -39,7 +39,9 @@ def generate(start: int, n: int, *, customers: int = 10_000, seed: int = 7) -> p
     return pa.table(
         {
             "id": ids,
-            "event_time": pa.array(1_700_000_000_000_000 + ids * 37_000, pa.timestamp("us", tz="UTC")),
+            "event_time": pa.array(
+                1_700_000_000_000_000 + ids * 37_000, pa.timestamp("us", tz="UTC")
+            ),
             "customer_id": pa.array(rng.integers(0, customers, n).astype(np.int32)),
             "payload": payload,
         },
@@ -83,7 +85,9 @@ def run(rows: int = 1_000_000, *, batches: int = 4) -> dict[str, Any]:
         for b in range(batches):
             n = per if b < batches - 1 else rows - per * (batches - 1)
             r, secs = story.timed(lambda b=b, n=n: t.append(generate(b * per, n)))
-            story.say(f"v{r.version}: +{r.rows_added:,} rows in {r.files_added} files, {secs:.2f}s; {r.io.describe()}")
+            story.say(
+                f"v{r.version}: +{r.rows_added:,} rows in {r.files_added} files, {secs:.2f}s; {r.io.describe()}"
+            )
         m = t.manifest
         story.say(
             f"table: {len(m.files)} files, {sum(len(f.row_groups) for f in m.files)} row groups, "
@@ -110,7 +114,9 @@ def run(rows: int = 1_000_000, *, batches: int = 4) -> dict[str, Any]:
 
         story.step("time travel and history")
         old = Table.open(uri, version=1)
-        story.say(f"version 1 has {old.scan(['id']).num_rows:,} rows; latest has {t.refresh().scan(['id']).num_rows:,}")
+        story.say(
+            f"version 1 has {old.scan(['id']).num_rows:,} rows; latest has {t.refresh().scan(['id']).num_rows:,}"
+        )
         for h in t.history():
             story.say(
                 f"v{h.version:<3} {h.operation:<8} +{h.rows_added:<9,} -{h.rows_deleted:<7,} live={h.live_rows:,} files={h.live_files}"

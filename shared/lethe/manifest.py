@@ -12,7 +12,7 @@ import base64
 import hashlib
 import json
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
@@ -135,6 +135,26 @@ class RequestRecord(_Frozen):
     files_touched: int = 0
 
 
+class ErasureTarget(_Frozen):
+    """Row groups of one data file that still hold (logically deleted) rows to erase."""
+
+    path: str
+    row_groups: tuple[int, ...]
+
+
+class ErasureRecord(_Frozen):
+    """An erase request: its rows are hidden by a DV at ``deleted_version``; splices then
+    remove them physically (``pending`` → ``spliced``); GC reports completion once every
+    ``superseded`` object (and old manifest naming the rows) is gone."""
+
+    id_hash: str
+    deleted_version: int
+    state: Literal["pending", "spliced"] = "pending"
+    targets: tuple[ErasureTarget, ...] = ()
+    spliced_version: int | None = None
+    superseded: tuple[str, ...] = ()
+
+
 class TableProperties(_Frozen):
     key: str
     target_file_bytes: int = Field(default=256 << 20, gt=0)
@@ -159,6 +179,7 @@ class Manifest(_Frozen):
     properties: TableProperties
     files: tuple[DataFile, ...] = ()
     requests: tuple[RequestRecord, ...] = ()
+    erasures: tuple[ErasureRecord, ...] = ()
 
     @property
     def key(self) -> str:
@@ -279,10 +300,14 @@ def _successor(
     operation: Operation,
     now: datetime,
     request: RequestRecord | None,
+    extra: Sequence[RequestRecord] = (),
 ) -> Manifest:
     requests = list(base.requests)
     if request is not None:
         requests.append(request)
+    requests.extend(
+        r.model_copy(update={"version": base.version + 1, "committed_at": now}) for r in extra
+    )
     props = base.properties
     horizon = now - timedelta(seconds=props.request_retention_seconds)
     requests = [r for r in requests if r.committed_at >= horizon]
@@ -346,6 +371,8 @@ def apply_dv_updates(
     operation: Operation,
     *,
     now: datetime | None = None,
+    requests: Sequence[RequestRecord] = (),
+    erasures: Sequence[ErasureRecord] = (),
 ) -> Manifest:
     """Manifest N+1 with the DVs of some files replaced (each must already hold the union).
 
@@ -361,12 +388,16 @@ def apply_dv_updates(
     files = [
         f.model_copy(update={"dv": updates[f.path]}) if f.path in updates else f for f in base.files
     ]
+    if erasures:
+        new = tuple(e.model_copy(update={"deleted_version": base.version + 1}) for e in erasures)
+        base = base.model_copy(update={"erasures": (*base.erasures, *new)})
     return _successor(
         base,
         files=files,
         operation=operation,
         now=now,
         request=_record(operation, base.version + 1, now, operation.rows_deleted, len(updates)),
+        extra=requests,
     )
 
 
@@ -377,6 +408,7 @@ def apply_replace(
     operation: Operation,
     *,
     now: datetime | None = None,
+    requests: Sequence[RequestRecord] = (),
 ) -> Manifest:
     """Manifest N+1 with files ``removed`` swapped for ``added`` (splice, compaction).
 
@@ -404,6 +436,7 @@ def apply_replace(
             operation.rows_erased or operation.rows_deleted,
             len(removed_set),
         ),
+        extra=requests,
     )
 
 

@@ -22,6 +22,7 @@ import pyarrow as pa
 
 from lethe import errors
 from lethe.catalog import Catalog, CommitOutcome, RetryPolicy
+from lethe.deletes import BatchDeleteResult, DeleteRequest, DeleteResult
 from lethe.filters import Dnf, normalize
 from lethe.manifest import (
     DataFile,
@@ -197,6 +198,12 @@ class Table:
 
     def key_of(self, rel: str) -> str:
         return self._catalog.key(rel)
+
+    def adopt(self, manifest: Manifest) -> None:
+        """Move this handle to ``manifest`` (a version this process just committed)."""
+        if manifest.table_uuid != self._m.table_uuid:
+            raise errors.InvalidRequest("manifest belongs to another table")
+        self._m = manifest
 
     def _adopt(self, outcome: CommitOutcome) -> None:
         self._m = outcome.manifest if outcome.manifest is not None else outcome.base
@@ -414,6 +421,29 @@ class Table:
     def lookup(self, key_value: Any, columns: Sequence[str] | None = None) -> pa.Table:
         """Rows whose key equals ``key_value`` (a warm snapshot needs one ranged GET)."""
         return self.scan(columns, [(self.key, "=", key_value)])
+
+    def delete(self, filters: Any, *, request_id: str | None = None) -> DeleteResult:
+        """Delete the rows matching ``filters`` from the latest version (deletion vectors).
+
+        Commits with at most 3 PUTs (DV container, manifest, head); a delete that matches
+        nothing commits nothing; a ``request_id`` already committed returns the earlier
+        result without a new version. The handle moves to the new version.
+        """
+        from lethe.deletes import DeleteRequest, delete_batch
+
+        r = delete_batch(self, [DeleteRequest(filters, request_id)])
+        one = r.results[0]
+        return DeleteResult(
+            one.version, one.rows_deleted, one.files_touched, one.duplicate, r.attempts, r.io
+        )
+
+    def delete_batch(
+        self, requests: Sequence[DeleteRequest], *, kind: str = "delete"
+    ) -> BatchDeleteResult:
+        """Several deletes in one commit (an SQS batch for one table)."""
+        from lethe.deletes import delete_batch
+
+        return delete_batch(self, requests, kind=kind)
 
     def history(self) -> list[SnapshotInfo]:
         """Snapshot infos from this handle's version back to the oldest retained one."""

@@ -1,0 +1,99 @@
+"""SQS delete requests -> deletion vectors (one commit per table per batch).
+
+Thin by design: parse and group with :func:`lethe.requests.process_delete_messages`, report
+partial batch failures through Powertools' ``BatchProcessor``. Invalid messages fail alone
+(with their reason in the log) and reach the DLQ after ``maxReceiveCount``; good messages
+commit once. ``mode="erase"`` requests are followed by splice jobs on the splice queue.
+Logs carry counts and hashes only, never keys.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from aws_lambda_powertools import Logger, Metrics, Tracer
+from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.utilities.batch import (
+    BatchProcessor,
+    EventType,
+    process_partial_response,
+)
+from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
+from lethe import Table
+from lethe.requests import MessageOutcome, process_delete_messages
+from lethe.splice_jobs import enqueue_erasures
+
+logger = Logger()
+tracer = Tracer()
+metrics = Metrics()
+processor = BatchProcessor(event_type=EventType.SQS)
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """Read once at cold start."""
+
+    splice_queue_url: str | None
+
+    @classmethod
+    def from_env(cls) -> Settings:
+        return cls(splice_queue_url=os.environ.get("LETHE_SPLICE_QUEUE_URL") or None)
+
+
+SETTINGS = Settings.from_env()
+
+
+class RequestFailed(Exception):
+    """One message failed; its reason is the message."""
+
+
+def record_handler(record: SQSRecord, outcomes: dict[str, MessageOutcome]) -> None:
+    outcome = outcomes[record.message_id]
+    if not outcome.ok:
+        logger.warning(
+            "delete request failed",
+            extra={
+                "message_id": record.message_id,
+                "reason": outcome.error,
+                "retryable": outcome.retryable,
+            },
+        )
+        raise RequestFailed(outcome.error)
+
+
+@logger.inject_lambda_context
+@tracer.capture_lambda_handler
+@metrics.log_metrics
+def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    records = event.get("Records", [])
+
+    def on_committed(table: Table, messages: list[Any], result: Any) -> None:
+        metrics.add_metric("RowsDeleted", MetricUnit.Count, result.rows_deleted)
+        metrics.add_metric("CasAttempts", MetricUnit.Count, result.attempts)
+        metrics.add_metric("CommitLatency", MetricUnit.Milliseconds, result.seconds * 1000)
+        enqueue_erasures(table, messages, result, queue_url=SETTINGS.splice_queue_url)
+
+    outcomes = process_delete_messages(
+        [(r["messageId"], r["body"]) for r in records],
+        open_table=lambda uri: Table.open(uri),
+        on_committed=on_committed,
+    )
+    failed = sum(1 for o in outcomes.values() if not o.ok)
+    metrics.add_metric("Requests", MetricUnit.Count, len(records))
+    metrics.add_metric("RequestsFailed", MetricUnit.Count, failed)
+    logger.info(
+        "batch processed",
+        extra={
+            "messages": len(records),
+            "failed": failed,
+            "tables": len({o.table for o in outcomes.values() if o.table}),
+        },
+    )
+    return process_partial_response(
+        event=event,
+        record_handler=lambda record: record_handler(record, outcomes),
+        processor=processor,
+        context=context,
+    )

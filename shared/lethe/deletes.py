@@ -1,0 +1,305 @@
+"""Deletes in constant time: locate matching row positions, write one DV container, CAS.
+
+A delete prunes files and row groups by manifest statistics, reads only the filter columns'
+chunks of candidate row groups (pinned ranged GETs), computes the matching positions minus
+those already deleted, unions them with each file's current DV and commits with at most
+three PUTs: the Puffin container, the manifest, the head. Several requests (one SQS batch)
+commit together. A request id already in the manifest's request log returns the earlier
+result and commits nothing. Concurrent deletes on the same file merge on rebase.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyarrow as pa
+from pyroaring import BitMap64
+
+from lethe import errors
+from lethe.dv import PuffinBlob, decode_dv, encode_dv, write_puffin
+from lethe.filters import Dnf, normalize
+from lethe.manifest import (
+    DVRef,
+    ErasureRecord,
+    ErasureTarget,
+    Manifest,
+    Operation,
+    RequestRecord,
+    apply_dv_updates,
+    request_hash,
+)
+from lethe.reader import iter_row_groups, load_dv_bytes
+from lethe.store import IOCounters
+
+if TYPE_CHECKING:  # pragma: no cover
+    from lethe.table import Table
+
+log = logging.getLogger(__name__)
+
+__all__ = ["BatchDeleteResult", "DeleteRequest", "DeleteResult", "delete_batch", "locate"]
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteRequest:
+    """One delete: DNF filters and an optional idempotency id."""
+
+    filters: Any
+    request_id: str | None = None
+    erase: bool = False  # the rows must also be physically erased (splice follows)
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteResult:
+    """Outcome of :meth:`lethe.Table.delete`.
+
+    ``version`` is None when nothing matched (nothing was committed). ``duplicate`` is True
+    when the request id had already been committed: the earlier result is returned.
+    """
+
+    version: int | None
+    rows_deleted: int
+    files_touched: int
+    duplicate: bool = False
+    attempts: int = 0
+    io: IOCounters = field(default_factory=IOCounters)
+    row_groups: tuple[ErasureTarget, ...] = ()  # where the rows were (no values): splice targets
+
+
+@dataclass(frozen=True, slots=True)
+class BatchDeleteResult:
+    version: int | None
+    results: tuple[DeleteResult, ...]
+    attempts: int
+    seconds: float
+    io: IOCounters = field(default_factory=IOCounters)
+
+    @property
+    def rows_deleted(self) -> int:
+        return sum(r.rows_deleted for r in self.results if not r.duplicate)
+
+
+class _Rebase(Exception):
+    """Raised inside the commit's build step: the base moved in a way that needs I/O."""
+
+    def __init__(self, base: Manifest) -> None:
+        super().__init__(f"rebase onto version {base.version}")
+        self.base = base
+
+
+def locate(
+    table: Table, base: Manifest, dnfs: Sequence[Dnf], *, only_paths: set[str] | None = None
+) -> list[dict[str, BitMap64]]:
+    """Per request, per file: positions of live rows matching that request in ``base``.
+
+    One combined read serves every request: the union of their candidate row groups and
+    filter columns is fetched once.
+    """
+    from lethe.table import DVCache, Table
+
+    view = Table(table.catalog, base)
+    wanted: dict[tuple[str, int], tuple[Any, int]] = {}
+    for dnf in dnfs:
+        for h, rg, first in view.plan(dnf):
+            if only_paths is not None and h.file.path not in only_paths:
+                continue
+            wanted.setdefault((h.file.path, rg), (h, first))
+    out: list[dict[str, BitMap64]] = [{} for _ in dnfs]
+    if not wanted:
+        return out
+    cols = list(dict.fromkeys(c for d in dnfs for c in d.columns))
+    exprs = [d.expression() for d in dnfs]
+    dvs = DVCache(view)
+    items = [
+        (h, rg) for (_, rg), (h, _) in sorted(wanted.items(), key=lambda kv: (kv[0][0], kv[0][1]))
+    ]
+    firsts = {(p, rg): first for (p, rg), (_, first) in wanted.items()}
+    for h, rg, t in iter_row_groups(items, cols):
+        first = firsts[(h.file.path, rg)]
+        keep = dvs.keep_mask(h.file, first, t.num_rows)
+        t = t.append_column(
+            "__pos", pa.array(np.arange(first, first + t.num_rows, dtype=np.uint64))
+        )
+        if keep is not None:
+            t = t.filter(keep)
+        for i, e in enumerate(exprs):
+            hit = t.filter(e)
+            if hit.num_rows:
+                bm = out[i].setdefault(h.file.path, BitMap64())
+                bm.update(hit.column("__pos").to_numpy())
+    return out
+
+
+def _write_container(table: Table, dvs: dict[str, BitMap64]) -> dict[str, DVRef]:
+    """One write-once Puffin object holding the (already unioned) DVs of every touched file."""
+    now = datetime.now(UTC)
+    blobs: list[PuffinBlob] = []
+    paths = sorted(dvs)
+    encoded = [encode_dv(dvs[p]) for p in paths]
+    for p, blob in zip(paths, encoded, strict=True):
+        blobs.append(
+            PuffinBlob(
+                data=blob,
+                properties={
+                    "referenced-data-file": f"s3://{table.store.bucket}/{table.key_of(p)}",
+                    "cardinality": str(len(dvs[p])),
+                },
+            )
+        )
+    rel = f"tombstone/{now:%Y/%m/%d/%H}/{uuid.uuid4().hex}.dv"
+    body, locs = write_puffin(blobs)
+    table.store.put(table.key_of(rel), body, if_none_match=True)
+    refs: dict[str, DVRef] = {}
+    for p, blob, loc in zip(paths, encoded, locs, strict=True):
+        from lethe.dv import dv_crc
+
+        refs[p] = DVRef(
+            container=rel,
+            offset=loc.offset,
+            length=loc.length,
+            cardinality=len(dvs[p]),
+            crc32=dv_crc(blob),
+        )
+    return refs
+
+
+def _targets(base: Manifest, found: dict[str, BitMap64]) -> tuple[ErasureTarget, ...]:
+    """Row groups (by index) of each file that hold the given positions."""
+    out = []
+    for path in sorted(found):
+        f = base.file(path)
+        if f is None:
+            continue
+        bounds = np.cumsum([0, *(rg.rows for rg in f.row_groups)])
+        pos = np.fromiter(found[path], dtype=np.int64, count=len(found[path]))
+        rgs = np.unique(np.searchsorted(bounds, pos, side="right") - 1)
+        out.append(ErasureTarget(path=path, row_groups=tuple(int(x) for x in rgs)))
+    return tuple(out)
+
+
+def load_dv(table: Table, ref: DVRef | None) -> BitMap64:
+    if ref is None:
+        return BitMap64()
+    return decode_dv(load_dv_bytes(table.store, table.catalog.prefix, ref), expected_crc=ref.crc32)
+
+
+def delete_batch(
+    table: Table, requests: Sequence[DeleteRequest], *, kind: str = "delete"
+) -> BatchDeleteResult:
+    """Delete the rows of several requests in one commit (see module docstring)."""
+    import time
+
+    t0 = time.perf_counter()
+    io0 = table.store.stats.snapshot()
+    schema = table.schema
+    dnfs = [normalize(r.filters, schema) for r in requests]
+    hashes = [request_hash(r.request_id) if r.request_id else None for r in requests]
+    base, _ = table.catalog.current()
+    attempts = 0
+    while True:
+        # Requests already committed (redelivery) are answered from the request log.
+        done = {h: base.find_request(h) for h in hashes if h is not None}
+        live = [i for i, h in enumerate(hashes) if h is None or done.get(h) is None]
+        located = locate(table, base, [dnfs[i] for i in live])
+        # attribute each position to the first request that matched it (batch overlap)
+        per_req: dict[int, dict[str, BitMap64]] = {}
+        claimed: dict[str, BitMap64] = {}
+        for i, found in zip(live, located, strict=True):
+            mine: dict[str, BitMap64] = {}
+            for path, bm in found.items():
+                fresh = bm - claimed.get(path, BitMap64())
+                if fresh:
+                    mine[path] = fresh
+                    claimed.setdefault(path, BitMap64()).update(fresh)
+            per_req[i] = mine
+        if not claimed:
+            outcome_version = None
+            break
+        snap_dv = {p: base.file(p).dv for p in claimed}  # type: ignore[union-attr]
+        unions = {p: load_dv(table, snap_dv[p]) | claimed[p] for p in claimed}
+        refs = _write_container(table, unions)
+        rows = sum(len(b) for b in claimed.values())
+        records = [
+            RequestRecord(
+                id_hash=hashes[i],  # type: ignore[arg-type]
+                version=0,
+                kind="erase" if requests[i].erase else kind,
+                committed_at=datetime.now(UTC),
+                rows=sum(len(b) for b in per_req[i].values()),
+                files_touched=len(per_req[i]),
+            )
+            for i in live
+            if hashes[i] is not None
+        ]
+        erasures = [
+            ErasureRecord(
+                id_hash=hashes[i],  # type: ignore[arg-type]
+                deleted_version=0,
+                targets=_targets(base, per_req[i]),
+            )
+            for i in live
+            if requests[i].erase and hashes[i] is not None and per_req[i]
+        ]
+        op = Operation(
+            kind=kind,  # type: ignore[arg-type]
+            rows_deleted=rows,
+            files_touched=len(claimed),
+            request_id_hash=None,
+            params={"requests": len(live)},
+        )
+
+        def build(b: Manifest) -> Manifest | None:
+            for r in records:
+                if b.find_request(r.id_hash) is not None:
+                    raise _Rebase(b)  # a redelivered twin landed meanwhile
+            for p in claimed:
+                f = b.file(p)
+                if f is None or f.dv != snap_dv[p]:
+                    raise _Rebase(b)
+            return apply_dv_updates(b, refs, op, requests=records, erasures=erasures)
+
+        try:
+            outcome = table.catalog.commit(build)
+        except _Rebase as r:
+            attempts += 1
+            if attempts > table.catalog.retry.max_attempts:
+                raise errors.CommitConflict(
+                    f"delete on {table.uri} kept conflicting with concurrent writers"
+                ) from r
+            log.debug("delete rebasing onto version %s", r.base.version)
+            base = r.base
+            continue
+        attempts += outcome.attempts
+        assert outcome.manifest is not None
+        base = outcome.manifest
+        outcome_version = base.version
+        break
+
+    if outcome_version is not None:
+        table.adopt(base)
+    results: list[DeleteResult] = []
+    for i, h in enumerate(hashes):
+        rec = done.get(h) if h is not None else None
+        if rec is not None:
+            results.append(DeleteResult(rec.version, rec.rows, rec.files_touched, duplicate=True))
+        elif outcome_version is None:
+            results.append(DeleteResult(None, 0, 0))
+        else:
+            mine = per_req.get(i, {})
+            results.append(
+                DeleteResult(
+                    outcome_version,
+                    sum(len(b) for b in mine.values()),
+                    len(mine),
+                    row_groups=_targets(base, mine),
+                )
+            )
+    io = table.store.stats.snapshot() - io0
+    return BatchDeleteResult(
+        outcome_version, tuple(results), attempts, time.perf_counter() - t0, io
+    )

@@ -1,0 +1,196 @@
+"""Delete-request messages (the JSON body of SQS messages) and their batch processing.
+
+The message is a frozen pydantic model validated with Powertools' parser in the Lambda; the
+work of a batch — grouping by table, validating filters against each table's schema, one
+commit per table — lives here so that handlers stay thin. Nothing here logs keys of people:
+request ids are hashed, filters are summarized as counts.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from lethe import errors
+from lethe.deletes import DeleteRequest, DeleteResult
+from lethe.filters import normalize
+from lethe.manifest import request_hash
+from lethe.store import parse_s3_uri
+
+log = logging.getLogger(__name__)
+
+__all__ = ["DeleteRequestMessage", "MessageOutcome", "parse_message", "process_delete_messages"]
+
+
+class DeleteRequestMessage(BaseModel):
+    """``{"request_id", "table", "filters", "mode", "requested_at"}`` — one delete request."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    request_id: str = Field(min_length=1, max_length=256)
+    table: str
+    filters: list[Any] = Field(min_length=1)
+    mode: Literal["logical", "erase"] = "logical"
+    requested_at: datetime
+
+    @field_validator("table")
+    @classmethod
+    def _uri(cls, v: str) -> str:
+        try:
+            parse_s3_uri(v)
+        except errors.InvalidRequest as e:
+            raise ValueError(str(e)) from e
+        return v
+
+    @field_validator("filters")
+    @classmethod
+    def _dnf_shape(cls, v: list[Any]) -> list[Any]:
+        clauses = v if v and isinstance(v[0], list) and v[0] and isinstance(v[0][0], list) else [v]
+        for c in clauses:
+            if not isinstance(c, list) or not c:
+                raise ValueError("each OR-clause must be a non-empty list of [column, op, value]")
+            for p in c:
+                if not (
+                    isinstance(p, list)
+                    and len(p) == 3
+                    and isinstance(p[0], str)
+                    and isinstance(p[1], str)
+                ):
+                    raise ValueError("a predicate is [column, op, value]")
+        return v
+
+    @property
+    def id_hash(self) -> str:
+        return request_hash(self.request_id)
+
+
+def parse_message(body: str | bytes | dict[str, Any]) -> DeleteRequestMessage:
+    """Validate one message body; any problem is an :class:`InvalidRequest` with the reason."""
+    try:
+        if isinstance(body, dict):
+            return DeleteRequestMessage.model_validate(body)
+        return DeleteRequestMessage.model_validate_json(body)
+    except ValidationError as e:
+        first = e.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "body"
+        if first["type"] == "json_invalid":
+            raise errors.InvalidRequest(f"message body is not valid JSON: {first['msg']}") from None
+        raise errors.InvalidRequest(f"invalid delete request ({where}): {first['msg']}") from None
+
+
+@dataclass(frozen=True, slots=True)
+class MessageOutcome:
+    """What happened to one message: ``error`` set means report it as a batch item failure."""
+
+    message_id: str
+    error: str | None = None
+    result: DeleteResult | None = None
+    table: str | None = None
+    mode: str | None = None
+    retryable: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+def process_delete_messages(
+    messages: Sequence[tuple[str, str | bytes | dict[str, Any]]],
+    *,
+    open_table: Callable[[str], Any],
+    on_committed: Callable[[Any, list[DeleteRequestMessage], Any], None] | None = None,
+) -> dict[str, MessageOutcome]:
+    """Process one batch: parse, group by table, one commit per table.
+
+    Args:
+        messages: ``(message_id, body)`` pairs.
+        open_table: opens a table by URI (lets callers inject clients).
+        on_committed: called per table after its commit with (table, messages, batch result);
+            used to enqueue splices for ``mode="erase"`` requests.
+    """
+    out: dict[str, MessageOutcome] = {}
+    groups: dict[str, list[tuple[str, DeleteRequestMessage]]] = defaultdict(list)
+    for mid, body in messages:
+        try:
+            msg = parse_message(body)
+        except errors.InvalidRequest as e:
+            out[mid] = MessageOutcome(mid, error=str(e))
+            continue
+        groups[msg.table].append((mid, msg))
+    for uri, items in groups.items():
+        try:
+            table = open_table(uri)
+        except errors.TableNotFound as e:
+            for mid, m in items:
+                out[mid] = MessageOutcome(mid, error=f"unknown table: {e}", table=uri, mode=m.mode)
+            continue
+        except errors.LetheError as e:
+            for mid, m in items:
+                out[mid] = MessageOutcome(
+                    mid, error=f"{type(e).__name__}: {e}", table=uri, mode=m.mode, retryable=True
+                )
+            continue
+        valid: list[tuple[str, DeleteRequestMessage]] = []
+        schema = table.schema
+        for mid, m in items:
+            try:
+                normalize(m.filters, schema)
+            except errors.InvalidRequest as e:
+                out[mid] = MessageOutcome(mid, error=str(e), table=uri, mode=m.mode)
+                continue
+            valid.append((mid, m))
+        if not valid:
+            continue
+        # The same request id twice in one batch (redelivery) commits once.
+        first_of: dict[str, int] = {}
+        reqs: list[DeleteRequest] = []
+        index: list[int] = []
+        for mid, m in valid:
+            if m.request_id in first_of:
+                index.append(first_of[m.request_id])
+                continue
+            first_of[m.request_id] = len(reqs)
+            index.append(len(reqs))
+            reqs.append(DeleteRequest(m.filters, m.request_id, erase=m.mode == "erase"))
+        try:
+            res = table.delete_batch(reqs)
+        except errors.LetheError as e:
+            for mid, m in valid:
+                out[mid] = MessageOutcome(
+                    mid, error=f"{type(e).__name__}: {e}", table=uri, mode=m.mode, retryable=True
+                )
+            continue
+        log.info(
+            "table %s: %s requests, %s rows deleted, version %s, %s attempts",
+            uri,
+            len(reqs),
+            res.rows_deleted,
+            res.version,
+            res.attempts,
+        )
+        if on_committed is not None:
+            on_committed(table, [m for _, m in valid], res)
+        for (mid, m), i in zip(valid, index, strict=True):
+            out[mid] = MessageOutcome(mid, result=res.results[i], table=uri, mode=m.mode)
+    return out
+
+
+def summarize_filters(filters: Any) -> dict[str, int]:
+    """Counts only (never values) for logs: clauses and predicates."""
+    text = json.dumps(filters, default=str)
+    clauses = (
+        filters
+        if filters
+        and isinstance(filters[0], list)
+        and filters[0]
+        and isinstance(filters[0][0], list)
+        else [filters]
+    )
+    return {"clauses": len(clauses), "predicates": sum(len(c) for c in clauses), "bytes": len(text)}
