@@ -2,11 +2,63 @@
 
 from __future__ import annotations
 
+import argparse
 from typing import Any
+
+from lethe import errors
 
 __all__ = ["register"]
 
 
+def _filters(a: argparse.Namespace) -> Any:
+    from lethe.cli import _filters as parse
+
+    f = parse(a)
+    if f is None:
+        raise errors.InvalidRequest(
+            "give --where or --filters: refusing to delete without a filter"
+        )
+    return f
+
+
+def cmd_delete(a: argparse.Namespace) -> int:
+    from lethe.table import Table
+
+    t = Table.open(a.uri)
+    r = t.delete(_filters(a), request_id=a.request_id)
+    if r.duplicate:
+        print(f"request already committed in version {r.version}: {r.rows_deleted} rows")
+    elif r.version is None:
+        print("no rows matched: nothing committed")
+    else:
+        print(
+            f"deleted {r.rows_deleted} rows in {r.files_touched} files -> version {r.version} ({r.io.describe()})"
+        )
+    return 0
+
+
+def cmd_verify(a: argparse.Namespace) -> int:
+    from lethe.table import Table
+    from lethe.verify import verify
+
+    rep = verify(Table.open(a.uri, version=a.version))
+    for p in rep.problems:
+        print(f"PROBLEM {p}")
+    print(
+        f"version {rep.version}: {rep.files_checked} files, {rep.dvs_checked} DVs checked, {len(rep.problems)} problems"
+    )
+    return 0 if rep.ok else 1
+
+
 def register(sub: Any, add_filters: Any) -> None:
     """Add the maintenance commands to the ``lethe`` parser."""
-    del sub, add_filters
+    c = sub.add_parser("delete", help="delete rows (deletion vectors, constant time)")
+    c.add_argument("uri")
+    add_filters(c)
+    c.add_argument("--request-id")
+    c.set_defaults(fn=cmd_delete)
+
+    c = sub.add_parser("verify", help="check every reference and DV of a snapshot")
+    c.add_argument("uri")
+    c.add_argument("--version", type=int)
+    c.set_defaults(fn=cmd_verify)
