@@ -281,19 +281,24 @@ def load_dv_bytes(store: S3Store, prefix: str, ref: DVRef) -> bytes:
 
 
 def iter_row_groups(
-    items: Sequence[tuple[FileHandle, int]], columns: Sequence[str] | None, *, depth: int = 3
+    items: Sequence[tuple[FileHandle, int]],
+    columns: Sequence[str] | None,
+    *,
+    depth: int = 3,
+    transform: Callable[[FileHandle, int, pa.Table], pa.Table] | None = None,
 ) -> Iterator[tuple[FileHandle, int, pa.Table]]:
-    """Decode ``(file, row group)`` items in order while the next ones are being fetched."""
-    futs: dict[int, Future[tuple[Footer, SparseFile]]] = {}
+    """Fetch, decode and ``transform`` ``(file, row group)`` items in worker threads,
+    ``depth`` items ahead of the consumer, yielding them in order."""
+    futs: dict[int, Future[pa.Table]] = {}
 
-    def fetch(h: FileHandle, rg: int) -> tuple[Footer, SparseFile]:
+    def work(h: FileHandle, rg: int) -> pa.Table:
         ft = h.footer()
-        return ft, h.prefetch(ft, rg, columns)
+        t = read_row_group(h, ft, rg, columns, h.prefetch(ft, rg, columns))
+        return transform(h, rg, t) if transform is not None else t
 
     nxt = 0
     for i, (h, rg) in enumerate(items):
         while nxt < len(items) and nxt <= i + depth:
-            futs[nxt] = submit(fetch, *items[nxt])
+            futs[nxt] = submit(work, *items[nxt])
             nxt += 1
-        ft, sparse = futs.pop(i).result()
-        yield h, rg, read_row_group(h, ft, rg, columns, sparse)
+        yield h, rg, futs.pop(i).result()

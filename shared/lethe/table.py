@@ -12,6 +12,7 @@ Example:
 from __future__ import annotations
 
 import logging
+import threading
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -399,16 +400,20 @@ class Table:
         read_cols = list(dict.fromkeys([*out_cols, *(dnf.columns if dnf else [])]))
         expr = dnf.expression() if dnf is not None else None
         dvs = DVCache(self)
-        starts = {(id(h), rg): first for h, rg, first in items}
-        for h, rg, t in iter_row_groups([(h, rg) for h, rg, _ in items], read_cols):
-            mask = dvs.keep_mask(h.file, starts[(id(h), rg)], t.num_rows)
+        starts = {(h.file.path, rg): first for h, rg, first in items}
+
+        def transform(h: FileHandle, rg: int, t: pa.Table) -> pa.Table:
+            mask = dvs.keep_mask(h.file, starts[(h.file.path, rg)], t.num_rows)
             if mask is not None:
                 t = t.filter(mask)
             if expr is not None:
                 t = t.filter(expr)
+            return t.select(out_cols)
+
+        pairs = [(h, rg) for h, rg, _ in items]
+        for _h, _rg, t in iter_row_groups(pairs, read_cols, transform=transform):
             if t.num_rows == 0:
                 continue
-            t = t.select(out_cols)
             if t.schema != out_schema:
                 t = t.cast(out_schema)
             yield from t.to_batches()
@@ -482,10 +487,16 @@ class DVCache:
     def __init__(self, table: Table) -> None:
         self._t = table
         self._bms: dict[str, Any] = {}
+        self._lock = threading.Lock()
 
     def bitmap(self, f: DataFile) -> Any:
         if f.dv is None:
             return None
+        with self._lock:
+            return self._load(f)
+
+    def _load(self, f: DataFile) -> Any:
+        assert f.dv is not None
         bm = self._bms.get(f.path)
         if bm is None:
             from lethe.dv import decode_dv

@@ -1,0 +1,1 @@
+"""Benchmarks (``make bench``): they print numbers; nothing here asserts on time."""

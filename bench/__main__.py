@@ -1,0 +1,26 @@
+"""Run every benchmark: ``python -m bench [name ...]``."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+BENCHES = ["bench_deletes", "bench_splice", "bench_spark"]
+
+
+def main(argv: list[str]) -> None:
+    names = argv or BENCHES
+    for name in names:
+        try:
+            mod = importlib.import_module(f"bench.{name}")
+        except ModuleNotFoundError as e:
+            if e.name == f"bench.{name}":
+                print(f"(skipping {name}: not present)")
+                continue
+            raise
+        print(f"\n===== {name} =====", flush=True)
+        mod.run()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
