@@ -112,6 +112,9 @@ def run(rows: int = 1_000_000, *, batches: int = 4) -> dict[str, Any]:
         story.say(f"lookup id={key}: {hit.to_pylist()} in {secs * 1000:.1f} ms; {d.describe()}")
         results["lookup_gets"] = d.count("get")
 
+        story.step("GDPR delete requests on SQS -> the delete-request Lambda (one batch)")
+        results.update(_sqs_deletes(story, aws, t, uri, rows))
+
         story.step("time travel and history")
         old = Table.open(uri, version=1)
         story.say(
@@ -124,6 +127,67 @@ def run(rows: int = 1_000_000, *, batches: int = 4) -> dict[str, Any]:
         story.step("totals")
         story.say(f"all requests of this handle: {t.io.describe()}")
     return results
+
+
+def _sqs_deletes(story: Story, aws: Any, t: Table, uri: str, rows: int) -> dict[str, Any]:
+    import json
+    import os
+
+    from lethe.local.events import LambdaContext, sqs_event
+
+    os.environ.setdefault("POWERTOOLS_SERVICE_NAME", "lethe-delete-requests")
+    os.environ.setdefault("POWERTOOLS_METRICS_NAMESPACE", "Lethe")
+    os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
+    os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")
+    from functions.delete_requests import handler as delete_handler
+
+    sqs = aws.client("sqs")
+    url = sqs.create_queue(QueueName="lethe-delete-requests")["QueueUrl"]
+    arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"][
+        "QueueArn"
+    ]
+    victims = [rows // 2 + 17, 12, rows - 1]
+    customer = int(t.lookup(victims[0], ["customer_id"])["customer_id"][0].as_py())
+    bodies = [
+        {"request_id": "gdpr-0001", "filters": [["id", "=", victims[0]]]},
+        {"request_id": "gdpr-0002", "filters": [["id", "in", victims[1:]]]},
+        {"request_id": "gdpr-0003", "filters": [["customer_id", "=", customer]]},
+        {"request_id": "gdpr-0001", "filters": [["id", "=", victims[0]]]},  # redelivered
+    ]
+    for b in bodies:
+        msg = {**b, "table": uri, "mode": "logical", "requested_at": "2026-11-22T10:00:00Z"}
+        sqs.send_message(QueueUrl=url, MessageBody=json.dumps(msg))
+    sqs.send_message(QueueUrl=url, MessageBody='{"request_id": "broken", "table": ')
+    msgs: list[dict[str, Any]] = []
+    while len(msgs) < len(bodies) + 1:
+        r = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=1)
+        msgs.extend(r.get("Messages", []))
+    before_rows = t.refresh().scan(["id"]).num_rows
+    customer_rows = t.scan(["id"], [("customer_id", "=", customer)]).num_rows
+    story.say(
+        f"{len(msgs)} messages on the queue: 3 requests + 1 redelivery + 1 malformed; "
+        f"customer #{customer} has {customer_rows} rows"
+    )
+    resp, secs = story.timed(
+        lambda: delete_handler.handler(sqs_event(msgs, queue_arn=arn), LambdaContext())
+    )
+    failed = len(resp["batchItemFailures"])
+    t.refresh()
+    after_rows = t.scan(["id"]).num_rows
+    story.say(
+        f"handler: {secs * 1000:.0f} ms, {failed} batch item failure(s) reported (-> DLQ after maxReceiveCount)"
+    )
+    story.say(
+        f"one commit -> version {t.version}: {before_rows - after_rows} rows deleted, {before_rows:,} -> {after_rows:,}"
+    )
+    story.say(
+        f"lookup id={victims[0]} now returns {t.lookup(victims[0]).num_rows} rows; customer #{customer}: {t.scan(['id'], [('customer_id', '=', customer)]).num_rows} rows"
+    )
+    f = next(f for f in t.manifest.files if f.dv is not None)
+    story.say(
+        f"deletion vector of {f.path.rsplit('/', 1)[-1]}: {f.dv.cardinality} positions in {f.dv.container} ({f.dv.length} bytes)"
+    )  # type: ignore[union-attr]
+    return {"deleted": before_rows - after_rows, "failed": failed}
 
 
 def main() -> None:
