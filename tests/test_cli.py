@@ -8,7 +8,6 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 import pytest
 from conftest import events
-
 from lethe.cli import main, parse_where
 
 

@@ -7,12 +7,11 @@ import threading
 from datetime import UTC, datetime
 from typing import Any
 
+import lethe
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 from conftest import EVENTS, events
-
-import lethe
 from lethe import errors
 from lethe.manifest import HEAD_KEY, encode_manifest, manifest_key
 
@@ -247,7 +246,7 @@ def test_concurrent_appends(table_uri: str) -> None:
             r = lethe.Table.open(table_uri).append(events(i * 100, 100))
             with lock:
                 results.append(r)
-        except BaseException as e:  # noqa: BLE001 - collected and asserted below
+        except BaseException as e:
             errs.append(e)
 
     threads = [threading.Thread(target=work, args=(i,)) for i in range(16)]

@@ -20,6 +20,7 @@ from aws_lambda_powertools.utilities.batch import (
     EventType,
     process_partial_response,
 )
+from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from lethe import Table
 from lethe.requests import MessageOutcome, process_delete_messages
@@ -66,7 +67,7 @@ def record_handler(record: SQSRecord, outcomes: dict[str, MessageOutcome]) -> No
 @logger.inject_lambda_context
 @tracer.capture_lambda_handler
 @metrics.log_metrics
-def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+def handler(event: dict[str, Any], context: Any) -> PartialItemFailureResponse:
     records = event.get("Records", [])
 
     def on_committed(table: Table, messages: list[Any], result: Any) -> None:

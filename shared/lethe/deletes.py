@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -168,6 +168,29 @@ def _write_container(table: Table, dvs: dict[str, BitMap64]) -> dict[str, DVRef]
     return refs
 
 
+def _builder(
+    records: list[RequestRecord],
+    snap_dv: dict[str, DVRef | None],
+    refs: dict[str, DVRef],
+    op: Operation,
+    erasures: list[ErasureRecord],
+) -> Callable[[Manifest], Manifest | None]:
+    """The commit step: apply the DVs if the base still has the DVs they were unioned with;
+    otherwise ask for a rebase (which needs I/O, so it happens outside the CAS loop)."""
+
+    def build(b: Manifest) -> Manifest | None:
+        for r in records:
+            if b.find_request(r.id_hash) is not None:
+                raise _Rebase(b)  # a redelivered twin landed meanwhile
+        for p, dv in snap_dv.items():
+            f = b.file(p)
+            if f is None or f.dv != dv:
+                raise _Rebase(b)
+        return apply_dv_updates(b, refs, op, requests=records, erasures=erasures)
+
+    return build
+
+
 def _targets(base: Manifest, found: dict[str, BitMap64]) -> tuple[ErasureTarget, ...]:
     """Row groups (by index) of each file that hold the given positions."""
     out = []
@@ -253,18 +276,8 @@ def delete_batch(
             params={"requests": len(live)},
         )
 
-        def build(b: Manifest) -> Manifest | None:
-            for r in records:
-                if b.find_request(r.id_hash) is not None:
-                    raise _Rebase(b)  # a redelivered twin landed meanwhile
-            for p in claimed:
-                f = b.file(p)
-                if f is None or f.dv != snap_dv[p]:
-                    raise _Rebase(b)
-            return apply_dv_updates(b, refs, op, requests=records, erasures=erasures)
-
         try:
-            outcome = table.catalog.commit(build)
+            outcome = table.catalog.commit(_builder(records, snap_dv, refs, op, erasures))
         except _Rebase as r:
             attempts += 1
             if attempts > table.catalog.retry.max_attempts:

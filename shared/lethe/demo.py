@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -84,7 +85,7 @@ def run(rows: int = 1_000_000, *, batches: int = 4) -> dict[str, Any]:
         per = rows // batches
         for b in range(batches):
             n = per if b < batches - 1 else rows - per * (batches - 1)
-            r, secs = story.timed(lambda b=b, n=n: t.append(generate(b * per, n)))
+            r, secs = story.timed(partial(_append, t, b * per, n))
             story.say(
                 f"v{r.version}: +{r.rows_added:,} rows in {r.files_added} files, {secs:.2f}s; {r.io.describe()}"
             )
@@ -129,6 +130,10 @@ def run(rows: int = 1_000_000, *, batches: int = 4) -> dict[str, Any]:
     return results
 
 
+def _append(t: Table, start: int, n: int) -> Any:
+    return t.append(generate(start, n))
+
+
 def _sqs_deletes(story: Story, aws: Any, t: Table, uri: str, rows: int) -> dict[str, Any]:
     import json
     import os
@@ -148,7 +153,7 @@ def _sqs_deletes(story: Story, aws: Any, t: Table, uri: str, rows: int) -> dict[
     ]
     victims = [rows // 2 + 17, 12, rows - 1]
     customer = int(t.lookup(victims[0], ["customer_id"])["customer_id"][0].as_py())
-    bodies = [
+    bodies: list[dict[str, Any]] = [
         {"request_id": "gdpr-0001", "filters": [["id", "=", victims[0]]]},
         {"request_id": "gdpr-0002", "filters": [["id", "in", victims[1:]]]},
         {"request_id": "gdpr-0003", "filters": [["customer_id", "=", customer]]},
@@ -184,9 +189,10 @@ def _sqs_deletes(story: Story, aws: Any, t: Table, uri: str, rows: int) -> dict[
         f"lookup id={victims[0]} now returns {t.lookup(victims[0]).num_rows} rows; customer #{customer}: {t.scan(['id'], [('customer_id', '=', customer)]).num_rows} rows"
     )
     f = next(f for f in t.manifest.files if f.dv is not None)
+    assert f.dv is not None
     story.say(
         f"deletion vector of {f.path.rsplit('/', 1)[-1]}: {f.dv.cardinality} positions in {f.dv.container} ({f.dv.length} bytes)"
-    )  # type: ignore[union-attr]
+    )
     return {"deleted": before_rows - after_rows, "failed": failed}
 
 

@@ -14,7 +14,7 @@ import json
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 import pyarrow as pa
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -45,8 +45,8 @@ __all__ = [
     "request_hash",
 ]
 
-FORMAT = "lethe.manifest"
-FORMAT_VERSION = 1
+FORMAT: Final = "lethe.manifest"
+FORMAT_VERSION: Final = 1
 HEAD_KEY = "_latest_manifest"
 
 

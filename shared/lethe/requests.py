@@ -152,7 +152,7 @@ def process_delete_messages(
         first_of: dict[str, int] = {}
         reqs: list[DeleteRequest] = []
         index: list[int] = []
-        for mid, m in valid:
+        for _mid, m in valid:
             if m.request_id in first_of:
                 index.append(first_of[m.request_id])
                 continue

@@ -12,6 +12,7 @@ Example:
 
 from __future__ import annotations
 
+import builtins
 import os
 import threading
 from collections import Counter
@@ -359,7 +360,7 @@ class S3Store:
                 return
             token = r.get("NextContinuationToken")
 
-    def delete_many(self, keys: Iterable[str]) -> list[str]:
+    def delete_many(self, keys: Iterable[str]) -> builtins.list[str]:
         """Delete keys in batches of 1,000 (DeleteObjects). Returns the keys that failed."""
         failed: list[str] = []
         batch: list[str] = []
@@ -438,7 +439,12 @@ class S3Store:
         return _etag(r["CopyPartResult"]["ETag"])
 
     def complete_multipart(
-        self, key: str, upload_id: str, parts: list[tuple[int, str]], *, if_none_match: bool = True
+        self,
+        key: str,
+        upload_id: str,
+        parts: builtins.list[tuple[int, str]],
+        *,
+        if_none_match: bool = True,
     ) -> str:
         kw: dict[str, Any] = {
             "Bucket": self.bucket,
@@ -467,7 +473,7 @@ class S3Store:
             raise err from e
         self.stats.record("abort_multipart")
 
-    def list_multipart(self, prefix: str) -> list[MultipartUpload]:
+    def list_multipart(self, prefix: str) -> builtins.list[MultipartUpload]:
         out: list[MultipartUpload] = []
         kw: dict[str, Any] = {"Bucket": self.bucket, "Prefix": prefix}
         while True:

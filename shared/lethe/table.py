@@ -317,11 +317,9 @@ class Table:
         Files are pruned by manifest stats, row groups by the manifest's key stats and, for
         other columns, by the footer's row-group statistics.
         """
-        from lethe.values import comparable
 
         schema = self.schema
         key = self.key
-        key_t = schema.field(key).type
         out: list[tuple[FileHandle, int, int]] = []
         other_cols = [c for c in (dnf.columns if dnf else []) if c != key]
         for f in self._m.files:
@@ -338,34 +336,9 @@ class Table:
                 if rg.rows == 0:
                     continue
                 if dnf is not None:
-
-                    def lookup(
-                        col: str, rg: Any = rg, i: int = i
-                    ) -> tuple[Any, Any, int | None] | None:
-                        if col == key:
-                            if rg.key_min is None:
-                                return None
-                            return from_json(rg.key_min, key_t), from_json(rg.key_max, key_t), None
-                        if footer is None:
-                            return None
-                        md = footer.metadata.row_group(i)
-                        for j in range(md.num_columns):
-                            c = md.column(j)
-                            if c.path_in_schema == col:
-                                st = c.statistics
-                                if st is None or not st.has_min_max:
-                                    return None
-                                t = schema.field(col).type
-                                try:
-                                    return (
-                                        comparable(st.min, t),
-                                        comparable(st.max, t),
-                                        st.null_count,
-                                    )
-                                except (TypeError, ValueError, pa.ArrowException):
-                                    return None
-                        return None
-
+                    lookup = _RowGroupStats(
+                        schema, key, rg, footer.metadata.row_group(i) if footer else None
+                    )
                     if not dnf.may_match(lookup):
                         continue
                 out.append((h, i, start))
@@ -479,6 +452,37 @@ class Table:
             except errors.SnapshotNotFound:
                 break
         return out
+
+
+class _RowGroupStats:
+    """Min/max of one row group: the key from the manifest, other columns from the footer."""
+
+    def __init__(self, schema: pa.Schema, key: str, rg: Any, md: Any) -> None:
+        self.schema, self.key, self.rg, self.md = schema, key, rg, md
+
+    def __call__(self, col: str) -> tuple[Any, Any, int | None] | None:
+        from lethe.values import comparable
+
+        if col == self.key:
+            if self.rg.key_min is None:
+                return None
+            t = self.schema.field(col).type
+            return from_json(self.rg.key_min, t), from_json(self.rg.key_max, t), None
+        if self.md is None:
+            return None
+        for j in range(self.md.num_columns):
+            c = self.md.column(j)
+            if c.path_in_schema != col:
+                continue
+            st = c.statistics
+            if st is None or not st.has_min_max:
+                return None
+            t = self.schema.field(col).type
+            try:
+                return comparable(st.min, t), comparable(st.max, t), st.null_count
+            except (TypeError, ValueError, pa.ArrowException):
+                return None
+        return None
 
 
 class DVCache:

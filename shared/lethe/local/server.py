@@ -39,7 +39,7 @@ class LocalAws:
     def client(self, service: str) -> Any:
         import boto3
 
-        return boto3.client(service, endpoint_url=self.endpoint, region_name="us-east-1")
+        return boto3.client(service, endpoint_url=self.endpoint, region_name="us-east-1")  # type: ignore[call-overload]
 
     def stop(self) -> None:
         if self._thread_server is not None:
