@@ -442,6 +442,21 @@ class SchemaElement:
         return _opt_int(self.struct, SE.CONVERTED_TYPE, "SchemaElement.converted_type")
 
     @property
+    def scale(self) -> int | None:
+        """Decimal scale (legacy annotation)."""
+        return _opt_int(self.struct, SE.SCALE, "SchemaElement.scale")
+
+    @property
+    def precision(self) -> int | None:
+        """Decimal precision (legacy annotation)."""
+        return _opt_int(self.struct, SE.PRECISION, "SchemaElement.precision")
+
+    @property
+    def field_id(self) -> int | None:
+        """The field id, if any."""
+        return _opt_int(self.struct, SE.FIELD_ID, "SchemaElement.field_id")
+
+    @property
     def logical_type(self) -> Struct | None:
         """The LogicalType union, as a struct."""
         return _opt_struct(self.struct, SE.LOGICAL_TYPE, "SchemaElement.logicalType")
@@ -958,9 +973,15 @@ def parse_tail(tail: bytes, file_size: int) -> Footer:
         raise TailTooShort(n + 8)
     raw = bytes(tail[len(tail) - 8 - n : len(tail) - 8])
     try:
-        meta = FileMetaData(decode(raw))
+        struct, end = decode_prefix(raw)
     except ThriftError as e:
         raise InvalidParquet(f"footer does not decode: {e}") from e
+    meta = FileMetaData(struct)
+    if struct.get(FMD.ENCRYPTION_ALGORITHM) is not None:
+        # plaintext footer mode: a signature follows the FileMetaData
+        raise UnsupportedFile("Parquet files with encrypted columns are not supported")
+    if end != len(raw):
+        raise InvalidParquet(f"footer does not decode: {len(raw) - end} trailing bytes")
     if meta.encrypted:
         raise UnsupportedFile("Parquet files with encrypted columns are not supported")
     return Footer(meta, raw, file_size - 8 - n, file_size)

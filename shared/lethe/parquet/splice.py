@@ -61,6 +61,7 @@ from lethe.parquet.footer import (
     Page,
     PageType,
     PhysicalType,
+    SchemaElement,
     check_roundtrip,
     chunk_range,
     index_structures,
@@ -560,15 +561,94 @@ def _reencode(
     )
 
 
+_TIME_UNITS = {1: "ms", 2: "us", 3: "ns"}
+_CONVERTED: dict[int, tuple[object, ...]] = {
+    0: ("string",),
+    1: ("map",),
+    3: ("list",),
+    4: ("enum",),
+    6: ("date",),
+    7: ("time", True, "ms"),
+    8: ("time", True, "us"),
+    9: ("timestamp", True, "ms"),
+    10: ("timestamp", True, "us"),
+    11: ("int", 8, False),
+    12: ("int", 16, False),
+    13: ("int", 32, False),
+    14: ("int", 64, False),
+    15: ("int", 8, True),
+    16: ("int", 16, True),
+    17: ("int", 32, True),
+    18: ("int", 64, True),
+    19: ("json",),
+    20: ("bson",),
+}
+_LOGICAL_TAGS = {
+    1: "string",
+    2: "map",
+    3: "list",
+    4: "enum",
+    6: "date",
+    11: "null",
+    12: "json",
+    13: "bson",
+    14: "uuid",
+    15: "float16",
+}
+
+
+def _unit(s: object) -> str:
+    if isinstance(s, Struct) and len(s.fields) == 1:
+        return _TIME_UNITS.get(s.fields[0].id, "?")
+    return "?"
+
+
+def _meaning(e: SchemaElement) -> tuple[object, ...]:
+    """What a schema element says about its values, however the writer annotated it.
+
+    Two elements with equal meanings store the same bytes for the same values and order
+    them (for statistics and column indexes) the same way: a legacy ``converted_type``
+    and the equivalent ``logicalType`` are the same thing, and a plain ``INT32``/``INT64``
+    is a signed integer of that width.
+    """
+    width = e.type_length if e.type == PhysicalType.FIXED_LEN_BYTE_ARRAY else None
+    shape = (e.name, e.type, width, e.repetition_type, e.num_children)
+    lt = e.logical_type
+    meaning: tuple[object, ...] | None = None
+    if lt is not None and len(lt.fields) == 1:
+        f = lt.fields[0]
+        v = f.value
+        if f.id in _LOGICAL_TAGS:
+            meaning = (_LOGICAL_TAGS[f.id],)
+        elif f.id == 5 and isinstance(v, Struct):
+            meaning = ("decimal", v.get(2), v.get(1))
+        elif f.id in (7, 8) and isinstance(v, Struct):
+            meaning = ("time" if f.id == 7 else "timestamp", v.get(1) is True, _unit(v.get(2)))
+        elif f.id == 10 and isinstance(v, Struct):
+            meaning = ("int", v.get(1), v.get(2) is True)
+        else:
+            meaning = ("logical", _canon(lt))
+    elif lt is not None:
+        meaning = ("logical", _canon(lt))
+    elif e.converted_type == 5:
+        meaning = ("decimal", e.precision, e.scale or 0)
+    elif e.converted_type is not None:
+        meaning = _CONVERTED.get(e.converted_type, ("converted", e.converted_type))
+    elif e.type == PhysicalType.INT32:
+        meaning = ("int", 32, True)
+    elif e.type == PhysicalType.INT64:
+        meaning = ("int", 64, True)
+    return (*shape, meaning)
+
+
 def _compare_schema(orig: FileMetaData, new: FileMetaData) -> None:
     a, b = orig.schema, new.schema
     if len(a) != len(b) or a[0].num_children != b[0].num_children:
         raise SpliceRefused("the re-encoded schema has a different shape")
     for x, y in zip(a[1:], b[1:], strict=True):
-        if _canon(x.struct) != _canon(y.struct):
+        if _meaning(x) != _meaning(y):
             raise SpliceRefused(
-                f"re-encoding changes schema element {x.name!r} "
-                f"(type {x.type} -> {y.type}, converted {x.converted_type} -> {y.converted_type})"
+                f"re-encoding changes schema element {x.name!r}: {_meaning(x)} -> {_meaning(y)}"
             )
 
 

@@ -298,6 +298,8 @@ def _read_struct(r: _Reader, depth: int) -> Struct:
         long_form = False
         if delta:
             fid = last + delta
+            if fid > 0x7FFF:
+                raise r.fail(f"field id {fid} out of range for a 16-bit integer")
         else:
             fid = r.zigzag(16)
             long_form = 0 < fid - last <= 15

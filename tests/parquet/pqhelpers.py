@@ -1,0 +1,262 @@
+"""Helpers shared by the ``lethe.parquet`` tests: writing, splicing in memory, reading back."""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+import io
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from lethe.parquet.footer import Footer, index_region, parse_tail, row_group_range
+from lethe.parquet.segments import apply_segments
+from lethe.parquet.splice import Extent, GroupEdit, SplicePlan, decode_row_group, splice
+
+TAIL = 1 << 20
+
+
+def write(table: pa.Table, **kwargs: Any) -> bytes:
+    """Write ``table`` with pyarrow to memory."""
+    buf = io.BytesIO()
+    pq.write_table(table, buf, **kwargs)
+    return buf.getvalue()
+
+
+def footer_of(data: bytes) -> Footer:
+    """Parse the footer the way a splice does: from a speculative tail."""
+    return parse_tail(data[-TAIL:], len(data))
+
+
+def group_offsets(data: bytes) -> list[int]:
+    """Row offset of the first row of every group."""
+    meta = footer_of(data).metadata
+    out, at = [], 0
+    for rg in meta.row_groups:
+        out.append(at)
+        at += rg.num_rows
+    return out
+
+
+def plan_erase(data: bytes, erase: Mapping[int, Iterable[int]]) -> SplicePlan:
+    """Plan a splice that removes rows by position within their group.
+
+    Only the bytes a real splice would fetch are handed over: the tail from the start of the
+    index region (or the footer) and the edited groups.
+    """
+    footer = footer_of(data)
+    region = index_region(footer)
+    tail_from = min(region.start if region else footer.start, footer.start)
+    edits = {}
+    for g, positions in erase.items():
+        rng = row_group_range(footer.metadata.row_groups[g])
+        raw = data[rng.start : rng.end]
+        rows = decode_row_group(footer.metadata, g, raw)
+        drop = set(positions)
+        mask = pa.array([i not in drop for i in range(rows.num_rows)])
+        edits[g] = GroupEdit(raw, rows.filter(mask))
+    return splice(footer, edits, [Extent(tail_from, data[tail_from:])])
+
+
+def erase(data: bytes, erase: Mapping[int, Iterable[int]]) -> bytes:
+    """The spliced file, built in memory."""
+    plan = plan_erase(data, erase)
+    new = apply_segments(plan.segments, data)
+    assert len(new) == plan.size
+    return new
+
+
+def expected(table: pa.Table, data: bytes, erase: Mapping[int, Iterable[int]]) -> pa.Table:
+    """``table`` minus the erased rows (positions per group)."""
+    starts = group_offsets(data)
+    drop = {starts[g] + p for g, ps in erase.items() for p in ps}
+    mask = pa.array([i not in drop for i in range(table.num_rows)])
+    return table.filter(mask)
+
+
+def read_pyarrow(data: bytes) -> pa.Table:
+    """Read with pyarrow."""
+    return pq.read_table(pa.BufferReader(data))
+
+
+def read_duckdb(path: Path) -> pa.Table:
+    """Read with DuckDB."""
+    con = duckdb.connect()
+    try:
+        return con.sql(f"select * from read_parquet('{path}')").to_arrow_table()
+    finally:
+        con.close()
+
+
+def datafusion_context() -> Any:
+    """A DataFusion context that uses page indexes, bloom filters and filter pushdown."""
+    import datafusion
+
+    config = (
+        datafusion.SessionConfig()
+        .set("datafusion.execution.parquet.enable_page_index", "true")
+        .set("datafusion.execution.parquet.bloom_filter_on_read", "true")
+        .set("datafusion.execution.parquet.pushdown_filters", "true")
+        .set("datafusion.execution.parquet.reorder_filters", "true")
+        .set("datafusion.execution.parquet.pruning", "true")
+    )
+    return datafusion.SessionContext(config)
+
+
+def read_datafusion(path: Path, where: str | None = None) -> pa.Table:
+    """Read with DataFusion (page index, bloom filters and pushdown on)."""
+    ctx = datafusion_context()
+    ctx.register_parquet("t", str(path))
+    sql = "select * from t" + (f" where {where}" if where else "")
+    table: pa.Table = ctx.sql(sql).to_arrow_table()
+    return table
+
+
+def same_rows(a: pa.Table, b: pa.Table, key: str | None = None) -> bool:
+    """Whether two tables hold the same rows (in order, or sorted by ``key``)."""
+    x, y = a.to_pylist(), b.to_pylist()
+    if key is not None:
+        x.sort(key=lambda r: r[key])
+        y.sort(key=lambda r: r[key])
+    return x == y
+
+
+def keep_where(table: pa.Table, predicate: Callable[[pa.Table], pa.Array]) -> pa.Table:
+    """Rows of ``table`` where ``predicate`` holds."""
+    return table.filter(predicate(table))
+
+
+def rich_table(n: int = 3000) -> pa.Table:
+    """Flat and nested columns, decimals, timestamps, nulls."""
+    ids = list(range(n))
+    return pa.table(
+        {
+            "id": pa.array(ids, pa.int64()),
+            "name": pa.array([f"name-{i % 97}" if i % 11 else None for i in ids]),
+            "score": pa.array([i / 7 for i in ids], pa.float64()),
+            "amount": pa.array([decimal.Decimal(i) / 100 for i in ids], pa.decimal128(12, 2)),
+            "big": pa.array([decimal.Decimal(i) for i in ids], pa.decimal128(30, 0)),
+            "at": pa.array([i * 1_000_001 for i in ids], pa.timestamp("us", tz="UTC")),
+            "ns": pa.array([i * 1_000_000_007 for i in ids], pa.timestamp("ns")),
+            "day": pa.array([dt.date(2020, 1, 1) + dt.timedelta(days=i % 400) for i in ids]),
+            "tags": pa.array(
+                [[f"t{i % 5}", f"u{i % 3}"] if i % 4 else None for i in ids],
+                pa.list_(pa.string()),
+            ),
+            "point": pa.array(
+                [{"x": i, "y": None if i % 3 else float(i)} for i in ids],
+                pa.struct([("x", pa.int32()), ("y", pa.float64())]),
+            ),
+            "attrs": pa.array(
+                [[("k", str(i))] if i % 2 else [] for i in ids], pa.map_(pa.string(), pa.string())
+            ),
+            "flag": pa.array([i % 3 == 0 if i % 13 else None for i in ids]),
+            "raw": pa.array([bytes([i % 256]) * (i % 5) for i in ids], pa.binary()),
+            "small": pa.array([i % 100 for i in ids], pa.uint8()),
+        }
+    )
+
+
+WRITER_OPTIONS: dict[str, dict[str, Any]] = {
+    "default": {},
+    "none-v2": {"compression": "none", "data_page_version": "2.0"},
+    "zstd-page-index-bloom": {
+        "compression": "zstd",
+        "write_page_index": True,
+        "bloom_filter_options": {"id": {"ndv": 1000, "fpp": 0.01}, "name": True},
+    },
+    "gzip-no-dict": {"compression": "gzip", "use_dictionary": False, "write_statistics": False},
+    "brotli-v2-index": {
+        "compression": "brotli",
+        "data_page_version": "2.0",
+        "write_page_index": True,
+        "write_page_checksum": True,
+    },
+    "lz4-small-pages": {"compression": "lz4", "data_page_size": 512, "write_batch_size": 64},
+    "encodings": {
+        "use_dictionary": ["name"],
+        "column_encoding": {"id": "DELTA_BINARY_PACKED", "score": "BYTE_STREAM_SPLIT"},
+        "store_decimal_as_integer": True,
+        "sorting_columns": [pq.SortingColumn(0)],
+    },
+    "int96-v1": {"use_deprecated_int96_timestamps": True, "version": "1.0"},
+}
+
+
+# --- bloom filters, independently of any Parquet library ------------------------------------
+_P1 = 0x9E3779B185EBCA87
+_P2 = 0xC2B2AE3D27D4EB4F
+_P3 = 0x165667B19E3779F9
+_P4 = 0x85EBCA77C2B2AE63
+_P5 = 0x27D4EB2F165667C5
+_M = (1 << 64) - 1
+_SALT = (
+    0x47B6137B,
+    0x44974D91,
+    0x8824AD5B,
+    0xA2B7289D,
+    0x705495C7,
+    0x2DF1424B,
+    0x9EFC4947,
+    0x5C6BFB31,
+)
+
+
+def _rotl(x: int, r: int) -> int:
+    return ((x << r) | (x >> (64 - r))) & _M
+
+
+def _round(acc: int, lane: int) -> int:
+    return (_rotl((acc + lane * _P2) & _M, 31) * _P1) & _M
+
+
+def xxh64(data: bytes, seed: int = 0) -> int:
+    """xxHash64, the hash of Parquet bloom filters."""
+    n, i = len(data), 0
+    if n >= 32:
+        v = [(seed + _P1 + _P2) & _M, (seed + _P2) & _M, seed, (seed - _P1) & _M]
+        while i + 32 <= n:
+            for k in range(4):
+                v[k] = _round(v[k], int.from_bytes(data[i + 8 * k : i + 8 * k + 8], "little"))
+            i += 32
+        h = (_rotl(v[0], 1) + _rotl(v[1], 7) + _rotl(v[2], 12) + _rotl(v[3], 18)) & _M
+        for lane in v:
+            h = ((h ^ _round(0, lane)) * _P1 + _P4) & _M
+    else:
+        h = (seed + _P5) & _M
+    h = (h + n) & _M
+    while i + 8 <= n:
+        h ^= _round(0, int.from_bytes(data[i : i + 8], "little"))
+        h = (_rotl(h, 27) * _P1 + _P4) & _M
+        i += 8
+    if i + 4 <= n:
+        h ^= (int.from_bytes(data[i : i + 4], "little") * _P1) & _M
+        h = (_rotl(h, 23) * _P2 + _P3) & _M
+        i += 4
+    while i < n:
+        h ^= (data[i] * _P5) & _M
+        h = (_rotl(h, 11) * _P1) & _M
+        i += 1
+    h ^= h >> 33
+    h = (h * _P2) & _M
+    h ^= h >> 29
+    h = (h * _P3) & _M
+    h ^= h >> 32
+    return h
+
+
+def bloom_may_contain(bitset: bytes, value: bytes) -> bool:
+    """Split-block bloom filter membership of a value's plain encoding."""
+    h = xxh64(value)
+    blocks = len(bitset) // 32
+    at = (((h >> 32) * blocks) >> 32) * 32
+    key = h & 0xFFFFFFFF
+    for i, salt in enumerate(_SALT):
+        word = int.from_bytes(bitset[at + 4 * i : at + 4 * i + 4], "little")
+        if not word >> (((key * salt) & 0xFFFFFFFF) >> 27) & 1:
+            return False
+    return True
