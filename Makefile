@@ -37,5 +37,11 @@ typecheck: setup
 bench: setup
 	$(PY) -m bench
 
+layer: setup
+	$(PY) -m layers.build
+
+synth: layer
+	$(PY) -m infra.app $(CONTEXT)
+
 clean:
 	rm -rf $(VENV) cdk.out layers/build .pytest_cache .mypy_cache .hypothesis

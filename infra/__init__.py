@@ -1,0 +1,1 @@
+"""AWS CDK app of Lethe: one stack composed of one construct per concern."""

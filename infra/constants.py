@@ -1,0 +1,219 @@
+"""Names, prefixes, handler entry points and fixed platform choices of the Lethe stack.
+
+Everything another module would otherwise spell out as a string literal lives here, so that
+the stack, the tests, the layer build and the docs agree. This module is plain Python (no CDK
+import): ``layers/build.py`` reads the Lambda platform from it without starting jsii.
+
+Values an operator may change per deployment (table prefix, encryption, schedule, …) are
+*context* values; their keys and defaults are in :data:`CONTEXT_DEFAULTS` and parsed by
+``infra/config.py``.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+# --------------------------------------------------------------------------------------------
+# Stack
+# --------------------------------------------------------------------------------------------
+STACK_ID: Final = "LetheStack"
+STACK_DESCRIPTION: Final = (
+    "Lethe: Parquet tables on S3 that can forget (deletion vectors, row-group splices, GC)"
+)
+SERVICE: Final = "lethe"
+
+# --------------------------------------------------------------------------------------------
+# Lambda platform
+# --------------------------------------------------------------------------------------------
+# arm64 (Graviton2): ~20% lower price per GB-second than x86_64 at equal or better speed for
+# this workload (Arrow decode/encode, zlib/zstd, CRC), and every runtime dependency ships
+# aarch64 manylinux wheels, so the layer is assembled from wheels without Docker.
+LAMBDA_ARCHITECTURE: Final = "arm64"
+# Python 3.12, not 3.11: Lambda's python3.11 runtime runs on Amazon Linux 2 (glibc 2.26),
+# and the locked pyarrow (26.x) ships only manylinux_2_28 aarch64 wheels (libarrow.so needs
+# GLIBC_2.28); pyarrow 20 was the last with a manylinux2014 aarch64 wheel. python3.12+ runs
+# on Amazon Linux 2023 (glibc 2.34). The code targets 3.11 (EMR Serverless 8.0's Python,
+# ruff's target-version) and runs unchanged on 3.12. Change both values together: the layer
+# build derives its wheel platform from them and checks every shared object against the glibc.
+LAMBDA_PYTHON_VERSION: Final = "3.12"
+LAMBDA_GLIBC_VERSION: Final = "2.34"
+LAMBDA_WHEEL_PLATFORM: Final = "aarch64-manylinux_2_34"  # uv --python-platform
+LAMBDA_EXTENSION_SUFFIX: Final = ".cpython-312-aarch64-linux-gnu.so"
+# Lambda's quota for a function's code plus all its layers, unzipped (bytes).
+LAMBDA_UNZIPPED_LIMIT_BYTES: Final = 262_144_000
+
+# --------------------------------------------------------------------------------------------
+# Repository paths (relative to the repository root, where cdk.json lives)
+# --------------------------------------------------------------------------------------------
+FUNCTIONS_DIR: Final = "functions"
+SPARK_JOBS_DIR: Final = "spark_jobs"
+LAYER_BUILD_DIR: Final = "layers/build"
+# Two layers, each directory holding python/ only (the layer zip's root): the locked
+# third-party dependencies (rebuilt when uv.lock changes) and the lethe library (rebuilt in
+# a second when shared/lethe changes, so a code change uploads kilobytes, not 70 MB).
+# The stack's assets are the zips (reproducible, so unchanged inputs keep their asset hash);
+# the directories are kept for inspection and for the import test.
+LAYER_DEPS_DIR: Final = "layers/build/deps"
+LAYER_LIB_DIR: Final = "layers/build/lethe"
+LAYER_DEPS_ZIP: Final = "layers/build/deps.zip"
+LAYER_LIB_ZIP: Final = "layers/build/lethe.zip"
+LAYER_REPORT_FILE: Final = "layers/build/report.json"
+ASSET_EXCLUDES: Final = ("**/__pycache__", "**/*.pyc", "**/tests", "**/.pytest_cache")
+
+# --------------------------------------------------------------------------------------------
+# Object layout (DESIGN.md §1), relative to the table prefix
+# --------------------------------------------------------------------------------------------
+HEAD_KEY: Final = "_latest_manifest"
+MANIFEST_PREFIX: Final = "manifest/"
+DATA_PREFIX: Final = "data/"
+TOMBSTONE_PREFIX: Final = "tombstone/"
+STAGING_PREFIX: Final = "_staging/"
+GC_PREFIX: Final = "_gc/"  # GC run workspace: batch lists, per-step results, reports
+# Relative to the bucket root: uploads that the ingest trigger registers or hands to EMR.
+INCOMING_PREFIX: Final = "incoming/"
+# In the artifacts bucket.
+ARTIFACTS_SPARK_JOBS_PREFIX: Final = "spark_jobs/"
+ARTIFACTS_JOB_ARCHIVE_KEY: Final = "lethe-pyspark.tar.gz"  # uploaded by the deploy step
+INGEST_JOB_FILE: Final = "ingest.py"
+
+# --------------------------------------------------------------------------------------------
+# Handler entry points (module path under functions/ + attribute)
+# --------------------------------------------------------------------------------------------
+DELETE_HANDLER: Final = "delete_requests.handler.handler"
+SPLICE_HANDLER: Final = "splice.handler.handler"
+INGEST_HANDLER: Final = "ingest_trigger.handler.handler"
+GC_PLAN_HANDLER: Final = "gc.handler.plan"
+GC_SWEEP_HANDLER: Final = "gc.handler.sweep"
+GC_EXPIRE_HANDLER: Final = "gc.handler.expire"
+GC_ABORT_HANDLER: Final = "gc.handler.abort"
+GC_PURGE_HANDLER: Final = "gc.handler.purge"
+GC_REPORT_HANDLER: Final = "gc.handler.report"
+GC_RECORD_FAILURE_HANDLER: Final = "gc.handler.record_failure"
+ALL_HANDLERS: Final = (
+    DELETE_HANDLER,
+    SPLICE_HANDLER,
+    INGEST_HANDLER,
+    GC_PLAN_HANDLER,
+    GC_SWEEP_HANDLER,
+    GC_EXPIRE_HANDLER,
+    GC_ABORT_HANDLER,
+    GC_PURGE_HANDLER,
+    GC_REPORT_HANDLER,
+    GC_RECORD_FAILURE_HANDLER,
+)
+
+# --------------------------------------------------------------------------------------------
+# Environment variable names read by the handlers
+# --------------------------------------------------------------------------------------------
+ENV_TABLE_URI: Final = "LETHE_TABLE_URI"
+ENV_SPLICE_QUEUE_URL: Final = "LETHE_SPLICE_QUEUE_URL"
+ENV_SPLICE_MAX_BYTES: Final = "LETHE_SPLICE_MAX_BYTES"
+ENV_DIRECT_REGISTER_MAX_BYTES: Final = "LETHE_DIRECT_REGISTER_MAX_BYTES"
+ENV_INCOMING_PREFIX: Final = "LETHE_INCOMING_PREFIX"
+ENV_EMR_APPLICATION_ID: Final = "LETHE_EMR_APPLICATION_ID"
+ENV_EMR_JOB_ROLE_ARN: Final = "LETHE_EMR_JOB_ROLE_ARN"
+ENV_EMR_ENTRY_POINT: Final = "LETHE_EMR_ENTRY_POINT"
+ENV_EMR_JOB_ARCHIVE: Final = "LETHE_EMR_JOB_ARCHIVE"
+ENV_GC_RETENTION: Final = "LETHE_GC_RETENTION"
+ENV_GC_GRACE: Final = "LETHE_GC_GRACE"
+ENV_GC_VERSIONED_BUCKET: Final = "LETHE_GC_VERSIONED_BUCKET"
+POWERTOOLS_SERVICE_NAME: Final = "POWERTOOLS_SERVICE_NAME"
+POWERTOOLS_LOG_LEVEL: Final = "POWERTOOLS_LOG_LEVEL"
+POWERTOOLS_METRICS_NAMESPACE: Final = "POWERTOOLS_METRICS_NAMESPACE"
+METRICS_NAMESPACE: Final = "Lethe"
+
+# --------------------------------------------------------------------------------------------
+# Event sources and queues
+# --------------------------------------------------------------------------------------------
+DELETE_BATCH_SIZE: Final = 100
+DELETE_MAX_BATCHING_WINDOW_SECONDS: Final = 5
+SPLICE_BATCH_SIZE: Final = 1
+MAX_RECEIVE_COUNT: Final = 5
+# AWS guidance for SQS-triggered functions: visibility timeout >= 6 x function timeout
+# (+ the batching window), so retries of a throttled or slow batch never run concurrently.
+VISIBILITY_TIMEOUT_FACTOR: Final = 6
+QUEUE_RETENTION_DAYS: Final = 14  # SQS maximum; a delete request must not silently expire
+MULTIPART_ABORT_DAYS: Final = 7
+
+# Function timeouts (seconds) and memory (MiB). Memory also buys CPU on Lambda.
+DELETE_TIMEOUT_SECONDS: Final = 120
+DELETE_MEMORY_MB: Final = 1769  # one full vCPU
+SPLICE_TIMEOUT_SECONDS: Final = 900
+SPLICE_MEMORY_MB: Final = 3008
+INGEST_TIMEOUT_SECONDS: Final = 300
+INGEST_MEMORY_MB: Final = 1769
+GC_TIMEOUT_SECONDS: Final = 900
+GC_MEMORY_MB: Final = 1024
+
+# --------------------------------------------------------------------------------------------
+# EMR Serverless
+# --------------------------------------------------------------------------------------------
+EMR_RELEASE_LABEL: Final = "emr-spark-8.0.0"  # Spark 4.0, Python 3.11
+EMR_APPLICATION_TYPE: Final = "SPARK"
+EMR_ARCHITECTURE: Final = "ARM64"
+EMR_SERVICE_PRINCIPAL: Final = "emr-serverless.amazonaws.com"
+
+# --------------------------------------------------------------------------------------------
+# GC workflow
+# --------------------------------------------------------------------------------------------
+GC_STATE_MACHINE_TIMEOUT_HOURS: Final = 6
+# Errors a Lambda task retries with exponential backoff (the Lambda service's transient
+# failures and a task heartbeat/timeout); anything else goes to record_failure then Fail.
+GC_RETRY_ERRORS: Final = (
+    "Lambda.TooManyRequestsException",
+    "Lambda.ServiceException",
+    "Lambda.AWSLambdaException",
+    "Lambda.SdkClientException",
+    "Lambda.ClientExecutionTimeoutException",
+    "States.Timeout",
+)
+GC_RETRY_INTERVAL_SECONDS: Final = 2
+GC_RETRY_BACKOFF_RATE: Final = 2.0
+GC_RETRY_MAX_ATTEMPTS: Final = 6
+
+# --------------------------------------------------------------------------------------------
+# Context keys (cdk.json "context" or `-c key=value`) and their defaults
+# --------------------------------------------------------------------------------------------
+CTX_TABLE_PREFIX: Final = "lethe:tablePrefix"
+CTX_ENCRYPTION: Final = "lethe:encryption"  # "s3" (SSE-S3 / SQS-managed) or "kms" (one CMK)
+CTX_VERSIONED: Final = "lethe:versioned"
+CTX_NONCURRENT_VERSION_DAYS: Final = "lethe:noncurrentVersionDays"
+CTX_ACCESS_LOGS: Final = "lethe:accessLogs"
+CTX_ACCESS_LOG_DAYS: Final = "lethe:accessLogRetentionDays"
+CTX_INCOMING_EXPIRATION_DAYS: Final = "lethe:incomingExpirationDays"
+CTX_LOG_LEVEL: Final = "lethe:logLevel"
+CTX_LOG_RETENTION_DAYS: Final = "lethe:logRetentionDays"
+CTX_SPLICE_CONCURRENCY: Final = "lethe:spliceConcurrency"
+CTX_SPLICE_MAX_BYTES: Final = "lethe:spliceMaxBytes"
+CTX_DIRECT_REGISTER_MAX_BYTES: Final = "lethe:directRegisterMaxBytes"
+CTX_GC_SCHEDULE: Final = "lethe:gcSchedule"
+CTX_GC_RETENTION: Final = "lethe:gcRetention"
+CTX_GC_GRACE: Final = "lethe:gcGrace"
+CTX_GC_DRY_RUN: Final = "lethe:gcDryRun"
+CTX_GC_MAP_CONCURRENCY: Final = "lethe:gcMapConcurrency"
+CTX_EMR_MAX_VCPU: Final = "lethe:emrMaxVcpu"
+CTX_EMR_IDLE_MINUTES: Final = "lethe:emrIdleTimeoutMinutes"
+CTX_ALARM_EMAIL: Final = "lethe:alarmEmail"
+
+CONTEXT_DEFAULTS: Final[dict[str, object]] = {
+    CTX_TABLE_PREFIX: "tables/main",
+    CTX_ENCRYPTION: "s3",
+    CTX_VERSIONED: False,
+    CTX_NONCURRENT_VERSION_DAYS: 1,
+    CTX_ACCESS_LOGS: True,
+    CTX_ACCESS_LOG_DAYS: 90,
+    CTX_INCOMING_EXPIRATION_DAYS: 7,
+    CTX_LOG_LEVEL: "INFO",
+    CTX_LOG_RETENTION_DAYS: 30,
+    CTX_SPLICE_CONCURRENCY: 2,
+    CTX_SPLICE_MAX_BYTES: 256 * 1024 * 1024,
+    CTX_DIRECT_REGISTER_MAX_BYTES: 1024 * 1024 * 1024,
+    CTX_GC_SCHEDULE: "rate(1 day)",
+    CTX_GC_RETENTION: "30d",
+    CTX_GC_GRACE: "7d",
+    CTX_GC_DRY_RUN: False,
+    CTX_GC_MAP_CONCURRENCY: 8,
+    CTX_EMR_MAX_VCPU: 32,
+    CTX_EMR_IDLE_MINUTES: 15,
+    CTX_ALARM_EMAIL: "",
+}

@@ -1,0 +1,21 @@
+"""One construct per concern; ``infra/stack.py`` composes them into ``LetheStack``."""
+
+from infra.constructs.erasure import ErasureFunctions
+from infra.constructs.gc import GarbageCollection
+from infra.constructs.ingest import Ingest
+from infra.constructs.monitoring import Monitoring
+from infra.constructs.queues import RequestQueues, WorkQueue
+from infra.constructs.runtime import LambdaRuntime, LetheFunction
+from infra.constructs.storage import TableStorage
+
+__all__ = [
+    "ErasureFunctions",
+    "GarbageCollection",
+    "Ingest",
+    "LambdaRuntime",
+    "LetheFunction",
+    "Monitoring",
+    "RequestQueues",
+    "TableStorage",
+    "WorkQueue",
+]

@@ -1,0 +1,98 @@
+"""Delete requests and splices: two SQS-driven functions and what they may touch.
+
+* Delete handler (``delete_requests.handler.handler``): batches of up to 100 requests from the
+  delete queue, one commit per batch where possible; partial batch failures. It reads the
+  table and writes deletion vectors, manifests and the head (conditional PUTs); requests that
+  demand erasure are forwarded to the splice queue. It may not delete anything.
+* Splice worker (``splice.handler.handler``): one splice request at a time, bounded by
+  ``LETHE_SPLICE_MAX_BYTES``; additionally writes new data files by multipart upload and aborts
+  its own failed uploads (DESIGN.md §4.5). Reserved concurrency (and the event source's
+  maximum concurrency, equal to it so SQS never polls into throttles) keeps splices from
+  stampeding one table's head. It may not delete anything either: replaced files go when GC
+  finds them unreferenced.
+"""
+
+from __future__ import annotations
+
+import aws_cdk as cdk
+from aws_cdk import aws_lambda_event_sources as sources
+from constructs import Construct
+
+from infra import constants as c
+from infra.constructs.queues import RequestQueues
+from infra.constructs.runtime import LambdaRuntime, LetheFunction
+from infra.constructs.storage import TableStorage
+
+COMMIT_KEYS = (c.TOMBSTONE_PREFIX + "*", c.MANIFEST_PREFIX + "*", c.HEAD_KEY)
+
+
+class ErasureFunctions(Construct):
+    """The delete handler and the splice worker, wired to their queues."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        runtime: LambdaRuntime,
+        storage: TableStorage,
+        queues: RequestQueues,
+        splice_concurrency: int,
+        splice_max_bytes: int,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.delete_handler: LetheFunction = runtime.function(
+            self,
+            "DeleteHandler",
+            handler=c.DELETE_HANDLER,
+            service=f"{c.SERVICE}-delete-requests",
+            description="Applies batches of delete requests as deletion vectors (one commit "
+            "per batch); forwards erasure requests to the splice queue.",
+            timeout=cdk.Duration.seconds(c.DELETE_TIMEOUT_SECONDS),
+            memory_mb=c.DELETE_MEMORY_MB,
+            environment={
+                c.ENV_TABLE_URI: storage.table_uri,
+                c.ENV_SPLICE_QUEUE_URL: queues.splice.queue.queue_url,
+            },
+        )
+        fn = self.delete_handler.function
+        fn.add_event_source(
+            sources.SqsEventSource(
+                queues.delete.queue,
+                batch_size=c.DELETE_BATCH_SIZE,
+                max_batching_window=cdk.Duration.seconds(c.DELETE_MAX_BATCHING_WINDOW_SECONDS),
+                report_batch_item_failures=True,
+            )
+        )
+        storage.grant_table_read(fn)
+        storage.grant_table_put(fn, *COMMIT_KEYS, sid="CommitDeletes")
+        queues.splice.grant_send(fn)
+
+        reserved = splice_concurrency or None
+        self.splice_worker: LetheFunction = runtime.function(
+            self,
+            "SpliceWorker",
+            handler=c.SPLICE_HANDLER,
+            service=f"{c.SERVICE}-splice",
+            description="Physically erases rows by splicing row groups of one data file into "
+            "a new object (multipart upload with server-side copies), then commits.",
+            timeout=cdk.Duration.seconds(c.SPLICE_TIMEOUT_SECONDS),
+            memory_mb=c.SPLICE_MEMORY_MB,
+            environment={
+                c.ENV_TABLE_URI: storage.table_uri,
+                c.ENV_SPLICE_MAX_BYTES: str(splice_max_bytes),
+            },
+            reserved_concurrency=reserved,
+        )
+        fn = self.splice_worker.function
+        fn.add_event_source(
+            sources.SqsEventSource(
+                queues.splice.queue,
+                batch_size=c.SPLICE_BATCH_SIZE,
+                max_concurrency=reserved,
+                report_batch_item_failures=True,
+            )
+        )
+        storage.grant_table_read(fn)
+        storage.grant_table_put(fn, c.DATA_PREFIX + "*", *COMMIT_KEYS, sid="WriteSplices")
+        storage.grant_multipart_cleanup(fn, c.DATA_PREFIX + "*")

@@ -1,0 +1,260 @@
+"""Ingest: uploads under ``incoming/`` trigger a function that registers or hands off to EMR.
+
+* EMR Serverless application (Spark, ARM64, auto-start/auto-stop, capped capacity) and the job
+  execution role, limited to the table bucket (uploads, the table prefix) and the artifacts.
+* Artifacts bucket: ``spark_jobs/*.py`` entry points are uploaded at deploy time with
+  ``aws_s3_deployment`` (its handler and AWS CLI layer ship inside aws-cdk-lib, no Docker);
+  the job archive (``lethe`` + dependencies for EMR's Python) is uploaded by the deploy step
+  documented in ``docs/deploy.md`` to ``ARTIFACTS_JOB_ARCHIVE_KEY``.
+  A separate bucket, so that neither the CloudFormation deployment handler (which prunes its
+  prefix) nor anything else with artifact rights can touch table data.
+* Ingest trigger (``ingest_trigger.handler.handler``) on S3 ObjectCreated under ``incoming/``:
+  registers a ready Parquet file up to ``LETHE_DIRECT_REGISTER_MAX_BYTES`` itself, otherwise
+  starts an EMR Serverless job run. S3 invokes it asynchronously: after two retries a failed
+  event lands in a dead-letter queue (alarmed) instead of vanishing.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import aws_cdk as cdk
+from aws_cdk import aws_emrserverless as emr
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_s3 as s3
+from aws_cdk import aws_s3_deployment as s3deploy
+from aws_cdk import aws_s3_notifications as s3n
+from aws_cdk import aws_sqs as sqs
+from constructs import Construct
+
+from infra import constants as c
+from infra.constructs._nag import acknowledge, arn_ref
+from infra.constructs.queues import grant_send, queue_encryption
+from infra.constructs.runtime import ROOT, LambdaRuntime, LetheFunction
+from infra.constructs.storage import TableStorage
+
+EMR_WRITE_KEYS = (
+    c.DATA_PREFIX + "*",
+    c.TOMBSTONE_PREFIX + "*",
+    c.MANIFEST_PREFIX + "*",
+    c.HEAD_KEY,
+    c.STAGING_PREFIX + "*",
+)
+TRIGGER_WRITE_KEYS = (c.DATA_PREFIX + "*", c.MANIFEST_PREFIX + "*", c.HEAD_KEY)
+
+
+def spark_entry_points(directory: Path) -> list[str]:
+    """The ``*.py`` job entry points found in ``spark_jobs/`` (sorted)."""
+    return sorted(p.name for p in directory.glob("*.py") if not p.name.startswith("_"))
+
+
+class Ingest(Construct):
+    """EMR Serverless application, job role, artifacts, ingest trigger and its notification.
+
+    Attributes:
+        application: the EMR Serverless application.
+        job_role: the job execution role passed to StartJobRun.
+        artifacts: the artifacts bucket.
+        trigger: the ingest trigger function.
+        failures: dead-letter queue of S3 events the trigger could not handle.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        runtime: LambdaRuntime,
+        storage: TableStorage,
+        encryption_key: kms.IKey | None,
+        direct_register_max_bytes: int,
+        emr_max_vcpu: int,
+        emr_idle_timeout_minutes: int,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        stack = cdk.Stack.of(self)
+
+        # ---------------------------------------------------------------- artifacts
+        self.artifacts = s3.Bucket(
+            self,
+            "Artifacts",
+            encryption=s3.BucketEncryption.KMS
+            if encryption_key
+            else s3.BucketEncryption.S3_MANAGED,
+            encryption_key=encryption_key,
+            bucket_key_enabled=encryption_key is not None,
+            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
+            enforce_ssl=True,
+            object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
+            server_access_logs_bucket=storage.access_logs,
+            server_access_logs_prefix="artifacts-bucket/" if storage.access_logs else None,
+            removal_policy=cdk.RemovalPolicy.DESTROY,
+        )
+        if storage.access_logs is None:
+            acknowledge(
+                self.artifacts,
+                "AwsSolutions-S1",
+                "Server access logging was switched off by the operator; this bucket holds "
+                "only code (job scripts and the job archive), no table data.",
+            )
+        entry_points = spark_entry_points(ROOT / c.SPARK_JOBS_DIR)
+        if entry_points:
+            s3deploy.BucketDeployment(
+                self,
+                "SparkJobs",
+                destination_bucket=self.artifacts,
+                destination_key_prefix=c.ARTIFACTS_SPARK_JOBS_PREFIX,
+                sources=[
+                    s3deploy.Source.asset(
+                        str(ROOT / c.SPARK_JOBS_DIR), exclude=list(c.ASSET_EXCLUDES)
+                    )
+                ],
+                prune=True,  # only under spark_jobs/: the job archive is not touched
+                memory_limit=256,
+            )
+            self._acknowledge_deployment_handler(stack)
+        else:
+            cdk.Annotations.of(self).add_warning_v2(
+                "lethe:no-spark-jobs",
+                f"{c.SPARK_JOBS_DIR}/ has no *.py entry points yet: nothing is uploaded to "
+                f"s3://<artifacts>/{c.ARTIFACTS_SPARK_JOBS_PREFIX}",
+            )
+        self.entry_point_uri = (
+            f"s3://{self.artifacts.bucket_name}/{c.ARTIFACTS_SPARK_JOBS_PREFIX}{c.INGEST_JOB_FILE}"
+        )
+        self.job_archive_uri = f"s3://{self.artifacts.bucket_name}/{c.ARTIFACTS_JOB_ARCHIVE_KEY}"
+
+        # ---------------------------------------------------------------- EMR Serverless
+        self.application = emr.CfnApplication(
+            self,
+            "Spark",
+            name=f"{stack.stack_name}-spark",
+            release_label=c.EMR_RELEASE_LABEL,
+            type=c.EMR_APPLICATION_TYPE,
+            architecture=c.EMR_ARCHITECTURE,
+            auto_start_configuration=emr.CfnApplication.AutoStartConfigurationProperty(
+                enabled=True
+            ),
+            auto_stop_configuration=emr.CfnApplication.AutoStopConfigurationProperty(
+                enabled=True, idle_timeout_minutes=emr_idle_timeout_minutes
+            ),
+            maximum_capacity=emr.CfnApplication.MaximumAllowedResourcesProperty(
+                cpu=f"{emr_max_vcpu} vCPU",
+                memory=f"{emr_max_vcpu * 4} GB",
+                disk=f"{emr_max_vcpu * 20} GB",
+            ),
+        )
+        application_arn = stack.format_arn(
+            service="emr-serverless",
+            resource="/applications",
+            resource_name=self.application.attr_application_id,
+            arn_format=cdk.ArnFormat.SLASH_RESOURCE_NAME,
+        )
+        self.job_role = iam.Role(
+            self,
+            "JobRole",
+            description="EMR Serverless job execution role of Lethe's ingest and compaction",
+            assumed_by=iam.ServicePrincipal(c.EMR_SERVICE_PRINCIPAL).with_conditions(
+                {
+                    "StringEquals": {"aws:SourceAccount": stack.account},
+                    "ArnLike": {"aws:SourceArn": application_arn},
+                }
+            ),
+        )
+        storage.grant_incoming_read(self.job_role)
+        storage.grant_table_read(self.job_role)
+        storage.grant_table_put(self.job_role, *EMR_WRITE_KEYS, sid="WriteTable")
+        storage.grant_multipart_cleanup(self.job_role, c.DATA_PREFIX + "*", c.STAGING_PREFIX + "*")
+        # Spark's own writers clean their temporary output; only under _staging/.
+        storage.grant_table_delete(self.job_role, c.STAGING_PREFIX + "*", sid="CleanStaging")
+        self.artifacts.grant_read(self.job_role)
+        cfn_artifacts = self.artifacts.node.default_child
+        assert isinstance(cfn_artifacts, cdk.CfnResource)
+        acknowledge(
+            self.job_role,
+            "AwsSolutions-IAM5",
+            "Read-only access to the artifacts bucket (job scripts and archive), whose object "
+            "names change with every deployment; CDK's grantRead spells it with wildcards.",
+            "Action::s3:GetBucket*",
+            "Action::s3:GetObject*",
+            "Action::s3:List*",
+            f"Resource::{arn_ref(cfn_artifacts, '/*')}",
+        )
+
+        # ---------------------------------------------------------------- trigger
+        self.failures = sqs.Queue(self, "TriggerFailures", **queue_encryption(encryption_key))
+        self.trigger: LetheFunction = runtime.function(
+            self,
+            "Trigger",
+            handler=c.INGEST_HANDLER,
+            service=f"{c.SERVICE}-ingest",
+            description="Registers an uploaded Parquet file in the table, or starts an EMR "
+            "Serverless ingest job for larger or non-Parquet uploads.",
+            timeout=cdk.Duration.seconds(c.INGEST_TIMEOUT_SECONDS),
+            memory_mb=c.INGEST_MEMORY_MB,
+            environment={
+                c.ENV_TABLE_URI: storage.table_uri,
+                c.ENV_INCOMING_PREFIX: c.INCOMING_PREFIX,
+                c.ENV_DIRECT_REGISTER_MAX_BYTES: str(direct_register_max_bytes),
+                c.ENV_EMR_APPLICATION_ID: self.application.attr_application_id,
+                c.ENV_EMR_JOB_ROLE_ARN: self.job_role.role_arn,
+                c.ENV_EMR_ENTRY_POINT: self.entry_point_uri,
+                c.ENV_EMR_JOB_ARCHIVE: self.job_archive_uri,
+            },
+            dead_letter_queue=self.failures,  # S3 invokes asynchronously
+            retry_attempts=2,
+        )
+        fn = self.trigger.function
+        # Function(dead_letter_queue=...) grants sqs:SendMessage but not the KMS side.
+        grant_send(self.failures, fn, encryption_key)
+        storage.bucket.add_event_notification(
+            s3.EventType.OBJECT_CREATED,
+            s3n.LambdaDestination(fn),
+            s3.NotificationKeyFilter(prefix=c.INCOMING_PREFIX),
+        )
+        self._acknowledge_notifications_handler(stack)
+        storage.grant_incoming_read(fn)
+        storage.grant_table_read(fn)
+        storage.grant_table_put(fn, *TRIGGER_WRITE_KEYS, sid="RegisterFiles")
+        storage.grant_multipart_cleanup(fn, c.DATA_PREFIX + "*")
+        fn.add_to_role_policy(
+            iam.PolicyStatement(
+                sid="StartIngestJobs",
+                actions=["emr-serverless:StartJobRun"],
+                resources=[application_arn],
+            )
+        )
+        self.job_role.grant_pass_role(fn.grant_principal)
+
+    # -------------------------------------------------------------- CDK-provided handlers
+
+    def _acknowledge_deployment_handler(self, stack: cdk.Stack) -> None:
+        for child in stack.node.children:
+            if child.node.id.startswith("Custom::CDKBucketDeployment"):
+                acknowledge(
+                    child,
+                    "AwsSolutions-IAM4",
+                    "CDK's BucketDeployment handler (a deploy-time custom resource) uses "
+                    "AWSLambdaBasicExecutionRole for its own logs.",
+                    "Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/"
+                    "AWSLambdaBasicExecutionRole",
+                )
+                acknowledge(
+                    child,
+                    "AwsSolutions-L1",
+                    "CDK's BucketDeployment handler runtime is chosen by aws-cdk-lib and "
+                    "runs only at deploy time.",
+                )
+
+    def _acknowledge_notifications_handler(self, stack: cdk.Stack) -> None:
+        for child in stack.node.children:
+            if child.node.id.startswith("BucketNotificationsHandler"):
+                acknowledge(
+                    child,
+                    "AwsSolutions-IAM4",
+                    "CDK's bucket-notification custom resource uses "
+                    "AWSLambdaBasicExecutionRole for its own logs; it runs at deploy time.",
+                    "Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/"
+                    "AWSLambdaBasicExecutionRole",
+                )

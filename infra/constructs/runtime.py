@@ -1,0 +1,233 @@
+"""What every Lethe Lambda function shares: layers, code asset, platform, Powertools settings.
+
+:class:`LambdaRuntime` owns the two layers (``layers/build/deps.zip`` and ``layers/build/lethe.zip``,
+built by ``make layer``) and makes :class:`LetheFunction` s: one role per function with no
+managed policy (only writes to its own log group, X-Ray, and what its wiring grants), an
+explicit log group with a retention, arm64, active tracing, Powertools environment.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+import aws_cdk as cdk
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_sqs as sqs
+from constructs import Construct
+
+from infra import constants as c
+from infra.constructs._nag import acknowledge
+
+ROOT = Path(__file__).resolve().parents[2]
+
+RUNTIME = lambda_.Runtime(f"python{c.LAMBDA_PYTHON_VERSION}", lambda_.RuntimeFamily.PYTHON)
+ARCHITECTURE = lambda_.Architecture.ARM_64
+
+
+class LayerMissingError(RuntimeError):
+    """The layer directories have not been built."""
+
+
+_RETENTION_BY_DAYS = {
+    1: "ONE_DAY",
+    3: "THREE_DAYS",
+    5: "FIVE_DAYS",
+    7: "ONE_WEEK",
+    14: "TWO_WEEKS",
+    30: "ONE_MONTH",
+    60: "TWO_MONTHS",
+    90: "THREE_MONTHS",
+    120: "FOUR_MONTHS",
+    150: "FIVE_MONTHS",
+    180: "SIX_MONTHS",
+    365: "ONE_YEAR",
+    400: "THIRTEEN_MONTHS",
+    545: "EIGHTEEN_MONTHS",
+    731: "TWO_YEARS",
+}
+
+
+def retention(days: int) -> logs.RetentionDays:
+    """The CloudWatch Logs retention for ``days`` (CloudWatch offers only some values)."""
+    name = _RETENTION_BY_DAYS.get(days)
+    if name is None:
+        raise ValueError(
+            f"log retention of {days} days is not offered by CloudWatch; "
+            f"choose one of {sorted(_RETENTION_BY_DAYS)}"
+        )
+    return logs.RetentionDays[name]
+
+
+class LetheFunction(Construct):
+    """One function with its own role and log group.
+
+    Attributes:
+        function: the Lambda function.
+        role: its execution role; grants are added next to the wiring that needs them.
+        log_group: its log group.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        runtime: LambdaRuntime,
+        handler: str,
+        service: str,
+        description: str,
+        timeout: cdk.Duration,
+        memory_mb: int,
+        environment: Mapping[str, str],
+        reserved_concurrency: int | None = None,
+        dead_letter_queue: sqs.IQueue | None = None,
+        retry_attempts: int | None = None,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.log_group = logs.LogGroup(
+            self,
+            "Logs",
+            retention=runtime.log_retention,
+            removal_policy=cdk.RemovalPolicy.DESTROY,
+        )
+        self.role = iam.Role(
+            self,
+            "Role",
+            assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+            description=f"Execution role of {service}: {description}",
+        )
+        # Instead of the AWSLambdaBasicExecutionRole managed policy (logs:* on any group).
+        self.role.add_to_policy(
+            iam.PolicyStatement(
+                sid="WriteOwnLogs",
+                actions=["logs:CreateLogStream", "logs:PutLogEvents"],
+                resources=[self.log_group.log_group_arn],
+            )
+        )
+        env = {
+            c.POWERTOOLS_SERVICE_NAME: service,
+            c.POWERTOOLS_LOG_LEVEL: runtime.log_level,
+            c.POWERTOOLS_METRICS_NAMESPACE: c.METRICS_NAMESPACE,
+            # Traces keep timings and annotations only: a handler's response or exception
+            # text could name a key of a person, and X-Ray keeps it for 30 days.
+            "POWERTOOLS_TRACER_CAPTURE_RESPONSE": "false",
+            "POWERTOOLS_TRACER_CAPTURE_ERROR": "false",
+            **environment,
+        }
+        self.function = lambda_.Function(
+            self,
+            "Function",
+            description=description,
+            runtime=RUNTIME,
+            architecture=ARCHITECTURE,
+            handler=handler,
+            code=runtime.code,
+            layers=runtime.layers,
+            timeout=timeout,
+            memory_size=memory_mb,
+            environment=env,  # URIs, ARNs and limits only: the default Lambda key suffices
+            role=self.role,
+            log_group=self.log_group,
+            logging_format=lambda_.LoggingFormat.JSON,
+            tracing=lambda_.Tracing.ACTIVE,
+            reserved_concurrent_executions=reserved_concurrency,
+            dead_letter_queue=dead_letter_queue,
+            retry_attempts=retry_attempts,
+            recursive_loop=lambda_.RecursiveLoop.TERMINATE,
+        )
+        acknowledge(
+            self.role,
+            "AwsSolutions-IAM5",
+            "X-Ray's PutTraceSegments/PutTelemetryRecords support no resource-level "
+            "permissions; CDK adds them for active tracing.",
+            "Resource::*",
+        )
+        acknowledge(
+            self.function,
+            "AwsSolutions-L1",
+            f"The runtime is pinned to python{c.LAMBDA_PYTHON_VERSION} because the layer's "
+            "compiled wheels (pyarrow, pyroaring, pydantic-core) are built for exactly that "
+            "interpreter and Amazon Linux 2023; bump infra/constants.py and rebuild the layer "
+            "together.",
+        )
+
+
+class LambdaRuntime(Construct):
+    """The layers and code asset shared by all functions, and a factory for functions."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        log_level: str,
+        log_retention_days: int,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.log_level = log_level
+        self.log_retention = retention(log_retention_days)
+        deps_zip = ROOT / c.LAYER_DEPS_ZIP
+        lib_zip = ROOT / c.LAYER_LIB_ZIP
+        for built in (deps_zip, lib_zip):
+            if not built.is_file():
+                raise LayerMissingError(
+                    f"{built.relative_to(ROOT)} is missing: run `make layer` "
+                    "(python -m layers.build) before synthesizing"
+                )
+        self.layers = [
+            lambda_.LayerVersion(
+                self,
+                "Dependencies",
+                code=lambda_.Code.from_asset(str(deps_zip)),
+                compatible_runtimes=[RUNTIME],
+                compatible_architectures=[ARCHITECTURE],
+                description="Lethe runtime dependencies (pyarrow, pyroaring, pydantic, "
+                "Powertools, boto3) from uv.lock, for "
+                f"python{c.LAMBDA_PYTHON_VERSION} {c.LAMBDA_WHEEL_PLATFORM}",
+            ),
+            lambda_.LayerVersion(
+                self,
+                "Library",
+                code=lambda_.Code.from_asset(str(lib_zip)),
+                compatible_runtimes=[RUNTIME],
+                compatible_architectures=[ARCHITECTURE],
+                description="The lethe library (shared/lethe)",
+            ),
+        ]
+        self.code = lambda_.Code.from_asset(
+            str(ROOT / c.FUNCTIONS_DIR), exclude=list(c.ASSET_EXCLUDES)
+        )
+
+    def function(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        handler: str,
+        service: str,
+        description: str,
+        timeout: cdk.Duration,
+        memory_mb: int,
+        environment: Mapping[str, str],
+        reserved_concurrency: int | None = None,
+        dead_letter_queue: sqs.IQueue | None = None,
+        retry_attempts: int | None = None,
+    ) -> LetheFunction:
+        """A function under ``scope`` with this runtime's layers, code and defaults."""
+        return LetheFunction(
+            scope,
+            construct_id,
+            runtime=self,
+            handler=handler,
+            service=service,
+            description=description,
+            timeout=timeout,
+            memory_mb=memory_mb,
+            environment=environment,
+            reserved_concurrency=reserved_concurrency,
+            dead_letter_queue=dead_letter_queue,
+            retry_attempts=retry_attempts,
+        )

@@ -1,0 +1,141 @@
+"""``LetheStack``: the whole deployment, composed of one construct per concern."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import aws_cdk as cdk
+from aws_cdk import aws_kms as kms
+from constructs import Construct
+
+from infra import constants as c
+from infra.config import LetheConfig
+from infra.constructs import (
+    ErasureFunctions,
+    GarbageCollection,
+    Ingest,
+    LambdaRuntime,
+    Monitoring,
+    RequestQueues,
+    TableStorage,
+)
+
+
+class LetheStack(cdk.Stack):
+    """Table bucket, request queues, functions, GC workflow, EMR application, alarms.
+
+    Attributes:
+        config: the settings it was built from.
+        storage, queues, runtime, erasure, ingest, gc, monitoring: its parts.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str = c.STACK_ID,
+        *,
+        config: LetheConfig,
+        **stack_props: Any,
+    ) -> None:
+        stack_props.setdefault("description", c.STACK_DESCRIPTION)
+        super().__init__(scope, construct_id, **stack_props)
+        self.config = config
+
+        self.key: kms.Key | None = None
+        if config.kms:
+            self.key = kms.Key(
+                self,
+                "Key",
+                description="Lethe: table bucket, queues and alarm topic",
+                enable_key_rotation=True,
+                removal_policy=cdk.RemovalPolicy.RETAIN,
+            )
+
+        self.storage = TableStorage(
+            self,
+            "Storage",
+            table_prefix=config.table_prefix,
+            encryption_key=self.key,
+            versioned=config.versioned,
+            noncurrent_version_days=config.noncurrent_version_days,
+            access_logs=config.access_logs,
+            access_log_retention_days=config.access_log_retention_days,
+            incoming_expiration_days=config.incoming_expiration_days,
+        )
+        self.queues = RequestQueues(self, "Queues", encryption_key=self.key)
+        self.runtime = LambdaRuntime(
+            self,
+            "Runtime",
+            log_level=config.log_level,
+            log_retention_days=config.log_retention_days,
+        )
+        self.erasure = ErasureFunctions(
+            self,
+            "Erasure",
+            runtime=self.runtime,
+            storage=self.storage,
+            queues=self.queues,
+            splice_concurrency=config.splice_concurrency,
+            splice_max_bytes=config.splice_max_bytes,
+        )
+        self.ingest = Ingest(
+            self,
+            "Ingest",
+            runtime=self.runtime,
+            storage=self.storage,
+            encryption_key=self.key,
+            direct_register_max_bytes=config.direct_register_max_bytes,
+            emr_max_vcpu=config.emr_max_vcpu,
+            emr_idle_timeout_minutes=config.emr_idle_timeout_minutes,
+        )
+        self.gc = GarbageCollection(
+            self,
+            "Gc",
+            runtime=self.runtime,
+            storage=self.storage,
+            schedule=config.gc_schedule,
+            retention=config.gc_retention,
+            grace=config.gc_grace,
+            dry_run=config.gc_dry_run,
+            map_concurrency=config.gc_map_concurrency,
+        )
+        functions = {
+            "DeleteHandler": self.erasure.delete_handler.function,
+            "SpliceWorker": self.erasure.splice_worker.function,
+            "IngestTrigger": self.ingest.trigger.function,
+            **{f"Gc{name}": made.function for name, made in self.gc.functions.items()},
+        }
+        self.monitoring = Monitoring(
+            self,
+            "Monitoring",
+            dead_letter_queues={
+                "DeleteRequestsDlq": self.queues.delete.dlq,
+                "SpliceRequestsDlq": self.queues.splice.dlq,
+                "IngestTriggerDlq": self.ingest.failures,
+            },
+            functions=functions,
+            state_machine=self.gc.state_machine,
+            encryption_key=self.key,
+            alarm_email=config.alarm_email,
+        )
+        self._outputs()
+
+    def _outputs(self) -> None:
+        outputs = {
+            "TableBucketName": self.storage.bucket.bucket_name,
+            "TableUri": self.storage.table_uri,
+            "IncomingUri": f"s3://{self.storage.bucket.bucket_name}/{c.INCOMING_PREFIX}",
+            "DeleteQueueUrl": self.queues.delete.queue.queue_url,
+            "DeleteDeadLetterQueueUrl": self.queues.delete.dlq.queue_url,
+            "SpliceQueueUrl": self.queues.splice.queue.queue_url,
+            "SpliceDeadLetterQueueUrl": self.queues.splice.dlq.queue_url,
+            "IngestFailuresQueueUrl": self.ingest.failures.queue_url,
+            "GcStateMachineArn": self.gc.state_machine.state_machine_arn,
+            "EmrApplicationId": self.ingest.application.attr_application_id,
+            "EmrJobRoleArn": self.ingest.job_role.role_arn,
+            "ArtifactsBucketName": self.ingest.artifacts.bucket_name,
+            "JobArchiveUri": self.ingest.job_archive_uri,
+            "AlarmTopicArn": self.monitoring.topic.topic_arn,
+        }
+        for name, value in outputs.items():
+            cdk.CfnOutput(self, name, value=value)

@@ -1,0 +1,1 @@
+"""Lambda layer build (see layers/build.py)."""
