@@ -17,13 +17,16 @@ import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
 from lethe import errors
 from lethe.catalog import Catalog, CommitOutcome, RetryPolicy
 from lethe.deletes import BatchDeleteResult, DeleteRequest, DeleteResult
+
+if TYPE_CHECKING:  # pragma: no cover
+    from lethe.erase import EraseResult
 from lethe.filters import Dnf, normalize
 from lethe.manifest import (
     DataFile,
@@ -422,6 +425,19 @@ class Table:
         from lethe.deletes import delete_batch
 
         return delete_batch(self, requests, kind=kind)
+
+    def erase(
+        self, filters: Any, *, request_id: str | None = None, max_bytes: int | None = None
+    ) -> EraseResult:
+        """Delete the matching rows, then remove them physically by row-group splices.
+
+        Returns the bytes copied server-side, uploaded and downloaded. ``max_bytes`` bounds
+        the row-group bytes spliced in this call (the rest stays pending, see
+        :func:`lethe.erase.process_erasure`).
+        """
+        from lethe.erase import erase
+
+        return erase(self, filters, request_id=request_id, max_bytes=max_bytes)
 
     def history(self) -> list[SnapshotInfo]:
         """Snapshot infos from this handle's version back to the oldest retained one."""

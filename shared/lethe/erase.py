@@ -1,0 +1,431 @@
+"""Hard erasure: the row-group splice on S3, its commit, and ``Table.erase``.
+
+An erase is a delete (the rows vanish from every new snapshot at once, with a DV) followed
+by splices that remove them physically: for each affected file, the row groups holding
+deleted rows are fetched (pinned ranged GETs), decoded, stripped of every deleted row and
+re-encoded; the new object is assembled to a *new key* by a multipart upload that copies the
+unchanged ranges server-side (``UploadPartCopy`` pinned with ``CopySourceIfMatch``) and
+uploads only the new bytes, the rebuilt index region and footer last. The commit replaces
+the file in the manifest with its DV rebased; a delete that landed on the old file meanwhile
+is mapped onto the new one. The pure parts live in :mod:`lethe.parquet`.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pyroaring import BitMap64
+
+from lethe import errors
+from lethe.deletes import DeleteRequest, _write_container, delete_batch, load_dv
+from lethe.dv import keep_mask, rebase_positions
+from lethe.manifest import (
+    DataFile,
+    DVRef,
+    ErasureRecord,
+    ErasureTarget,
+    Manifest,
+    Operation,
+    apply_replace,
+    request_hash,
+)
+from lethe.parquet.footer import Footer, TailTooShort, index_region, parse_tail, row_group_range
+from lethe.parquet.parts import CopyPart, Download, MultipartPlan, SinglePut, UploadPart, plan_parts
+from lethe.parquet.segments import Bytes
+from lethe.parquet.splice import Extent, GroupEdit, GroupFate, decode_row_group, splice
+from lethe.store import IOCounters, S3Store
+from lethe.writer import describe, new_data_path
+
+if TYPE_CHECKING:  # pragma: no cover
+    from lethe.table import Table
+
+log = logging.getLogger(__name__)
+
+__all__ = ["EraseResult", "SpliceResult", "erase", "process_erasure", "splice_file"]
+
+TAIL_BYTES = 1 << 20
+
+
+@dataclass(frozen=True, slots=True)
+class SpliceResult:
+    """One file spliced (not yet committed)."""
+
+    old: DataFile
+    new: DataFile | None  # None: every row of the file is gone, the file leaves the table
+    removed: BitMap64  # positions of the old file physically removed
+    fates: tuple[GroupFate, ...]
+    bytes_copied: int
+    bytes_uploaded: int
+    bytes_downloaded: int
+    io: IOCounters
+
+
+@dataclass(frozen=True, slots=True)
+class EraseResult:
+    """Outcome of :meth:`lethe.Table.erase`: the logical delete plus the splices.
+
+    ``bytes_copied`` were copied server-side (never left S3); ``bytes_uploaded`` and
+    ``bytes_downloaded`` crossed the wire; ``source_bytes`` is the size of the spliced files.
+    """
+
+    version: int | None
+    rows_deleted: int
+    files_touched: int
+    rows_erased: int = 0
+    files_spliced: int = 0
+    files_removed: int = 0
+    bytes_copied: int = 0
+    bytes_uploaded: int = 0
+    bytes_downloaded: int = 0
+    source_bytes: int = 0
+    duplicate: bool = False
+    complete: bool = True
+    io: IOCounters = field(default_factory=IOCounters)
+
+
+class _Fetcher:
+    """Pinned ranged GETs of one source object, served from what is already in memory."""
+
+    def __init__(self, store: S3Store, key: str, etag: str) -> None:
+        self.store, self.key, self.etag = store, key, etag
+        self.extents: list[Extent] = []
+
+    def get(self, start: int, end: int) -> bytes:
+        for e in self.extents:
+            if e.offset <= start and end <= e.end:
+                return e.data[start - e.offset : end - e.offset]
+        try:
+            data = self.store.get(self.key, etag=self.etag, start=start, end=end).body
+        except errors.PreconditionFailed as ex:
+            raise errors.StaleSnapshot(
+                f"{self.key} changed under the splice (ETag {self.etag})"
+            ) from ex
+        self.extents.append(Extent(start, data))
+        return data
+
+
+def _footer(fetch: _Fetcher, size: int) -> Footer:
+    n = min(size, TAIL_BYTES)
+    fetch.get(size - n, size)
+    try:
+        return parse_tail(fetch.get(size - n, size), size)
+    except TailTooShort as e:
+        fetch.get(size - e.needed, size)
+        return parse_tail(fetch.get(size - e.needed, size), size)
+
+
+def splice_file(
+    table: Table,
+    f: DataFile,
+    row_groups: Iterable[int],
+    *,
+    dv: BitMap64 | None = None,
+    fail_after_parts: int | None = None,
+) -> SpliceResult:
+    """Physically remove every deleted row (per ``f``'s DV) of the given row groups.
+
+    Writes the new object under a new key and returns its manifest entry (not committed).
+    ``fail_after_parts`` injects a failure after that many parts (tests): the upload is
+    aborted and nothing is left behind.
+    """
+    store = table.store.child()
+    src_key = table.key_of(f.path)
+    fetch = _Fetcher(store, src_key, f.etag)
+    bm = dv if dv is not None else load_dv(table, f.dv)
+    footer = _footer(fetch, f.size)
+    region = index_region(footer)
+    if region is not None:
+        fetch.get(region.start, f.size)
+    meta = footer.metadata
+    starts = [0]
+    for rg in meta.row_groups:
+        starts.append(starts[-1] + rg.num_rows)
+    edits: dict[int, GroupEdit] = {}
+    removed = BitMap64()
+    for k in sorted(set(row_groups)):
+        n = meta.row_groups[k].num_rows
+        gone = bm.range_cardinality(starts[k], starts[k] + n) if len(bm) else 0
+        if not gone:
+            continue
+        r = row_group_range(meta.row_groups[k])
+        data = fetch.get(r.start, r.end)
+        rows = decode_row_group(meta, k, data)
+        keep = rows.filter(pa.array(keep_mask(bm, starts[k], n)))
+        edits[k] = GroupEdit(data, keep)
+        window = BitMap64()
+        window.add_range(starts[k], starts[k] + n)
+        removed |= bm & window
+    if not edits:
+        raise errors.InvalidRequest(f"{f.path}: the given row groups hold no deleted rows")
+    plan = splice(footer, edits, fetch.extents)
+    io0 = store.stats.snapshot()
+    if all(g.rows_after == 0 for g in plan.groups):
+        return SpliceResult(f, None, removed, plan.groups, 0, 0, 0, store.stats.snapshot())
+    new_path = new_data_path()
+    new_key = table.key_of(new_path)
+    parts = plan_parts(plan.segments, f.size)
+    etag = _upload(store, fetch, new_key, parts, f.etag, fail_after_parts)
+    md = pq.read_metadata(
+        pa.BufferReader(plan.footer.raw + len(plan.footer.raw).to_bytes(4, "little") + b"PAR1")
+    )
+    groups, cols = describe(md, table.schema, table.key)
+    new = DataFile(
+        path=new_path,
+        size=plan.size,
+        etag=etag,
+        rows=md.num_rows,
+        row_groups=groups,
+        columns=cols,
+        added_version=0,
+        sorted_by_key=f.sorted_by_key,
+    )
+    d = store.stats.snapshot() - io0
+    total = store.stats.snapshot()
+    return SpliceResult(
+        f,
+        new,
+        removed,
+        plan.groups,
+        d.bytes_copied,
+        d.bytes_uploaded,
+        total.bytes_downloaded,
+        total,
+    )
+
+
+def _upload(
+    store: S3Store,
+    fetch: _Fetcher,
+    key: str,
+    plan: SinglePut | MultipartPlan,
+    src_etag: str,
+    fail_after_parts: int | None,
+) -> str:
+    def content(pieces: Sequence[Bytes | Download]) -> bytes:
+        return b"".join(
+            p.data if isinstance(p, Bytes) else fetch.get(p.start, p.end) for p in pieces
+        )
+
+    if isinstance(plan, SinglePut):
+        if fail_after_parts is not None:
+            raise RuntimeError("injected failure before the single PUT")
+        return store.put(key, content(plan.pieces), if_none_match=True)
+    upload_id = store.create_multipart(key)
+    try:
+        done: list[tuple[int, str]] = []
+        for n, part in enumerate(plan.parts, start=1):
+            if fail_after_parts is not None and len(done) >= fail_after_parts:
+                raise RuntimeError(f"injected failure after {len(done)} parts")
+            if isinstance(part, CopyPart):
+                tag = store.upload_part_copy(
+                    key, upload_id, n, fetch.key, part.start, part.end, src_etag=src_etag
+                )
+            else:
+                assert isinstance(part, UploadPart)
+                tag = store.upload_part(key, upload_id, n, content(part.pieces))
+            done.append((n, tag))
+        return store.complete_multipart(key, upload_id, done)
+    except BaseException:
+        store.abort_multipart(key, upload_id)
+        raise
+
+
+# --- commit ----------------------------------------------------------------------------------
+class _Rebase(Exception):
+    def __init__(self, base: Manifest) -> None:
+        super().__init__(f"rebase onto version {base.version}")
+        self.base = base
+
+
+def _remap_erasures(
+    erasures: Sequence[ErasureRecord],
+    old: str,
+    new: str | None,
+    fates: Sequence[GroupFate],
+    spliced: set[int],
+    version: int,
+) -> tuple[ErasureRecord, ...]:
+    """Targets on the spliced file: edited groups are done; others move to the new file."""
+    index = {g.index: g.new_index for g in fates}
+    out = []
+    for e in erasures:
+        if e.state != "pending" or not any(t.path == old for t in e.targets):
+            out.append(e)
+            continue
+        targets: list[ErasureTarget] = []
+        for t in e.targets:
+            if t.path != old:
+                targets.append(t)
+                continue
+            rest = tuple(
+                i for i in (index.get(g) for g in t.row_groups if g not in spliced) if i is not None
+            )
+            if rest and new is not None:
+                targets.append(ErasureTarget(path=new, row_groups=rest))
+        upd: dict[str, Any] = {"targets": tuple(targets), "superseded": (*e.superseded, old)}
+        if not targets:
+            upd.update(state="spliced", spliced_version=version)
+        out.append(e.model_copy(update=upd))
+    return tuple(out)
+
+
+def commit_splice(table: Table, s: SpliceResult, *, request_hashes: Sequence[str] = ()) -> Manifest:
+    """Replace ``s.old`` by ``s.new`` with the DV rebased; concurrent deletes on the old file
+    are mapped onto the new one. Raises CommitConflict if the old file is no longer live."""
+    snap_dv = s.old.dv
+    new_dv: DVRef | None = None
+    first = True
+    spliced = {g.index for g in s.fates if g.edited}
+    while True:
+        base, _ = table.catalog.current()
+        cur = base.file(s.old.path)
+        if cur is None:
+            raise errors.CommitConflict(
+                f"{s.old.path} was replaced by another commit during the splice; retry the erase"
+            )
+        if first or cur.dv != snap_dv:
+            # Map every position deleted so far (including deletes that landed during the
+            # splice) onto the new file: removed rows vanish, later ones shift down.
+            if s.new is not None:
+                rebased = rebase_positions(load_dv(table, cur.dv), s.removed)
+                new_dv = (
+                    _write_container(table, {s.new.path: rebased})[s.new.path]
+                    if len(rebased)
+                    else None
+                )
+            snap_dv = cur.dv
+            first = False
+        new_files = [s.new.model_copy(update={"dv": new_dv})] if s.new is not None else []
+        rows_erased = len(s.removed)
+        op = Operation(
+            kind="erase",
+            rows_erased=rows_erased,
+            files_removed=1,
+            files_added=len(new_files),
+            files_touched=1,
+            params={"row_groups_spliced": len(spliced)},
+        )
+        expected = snap_dv
+
+        def build(
+            b: Manifest,
+            expected: DVRef | None = expected,
+            new_files: list[DataFile] = new_files,
+            op: Operation = op,
+        ) -> Manifest | None:
+            f = b.file(s.old.path)
+            if f is None or f.dv != expected:
+                raise _Rebase(b)
+            m = apply_replace(b, [s.old.path], new_files, op)
+            return m.model_copy(
+                update={
+                    "erasures": _remap_erasures(
+                        m.erasures,
+                        s.old.path,
+                        s.new.path if s.new else None,
+                        s.fates,
+                        spliced,
+                        m.version,
+                    )
+                }
+            )
+
+        try:
+            outcome = table.catalog.commit(build)
+        except _Rebase:
+            continue
+        assert outcome.manifest is not None
+        table.adopt(outcome.manifest)
+        return outcome.manifest
+
+
+# --- erase -----------------------------------------------------------------------------------
+def _pending_targets(m: Manifest, id_hash: str) -> tuple[ErasureTarget, ...]:
+    for e in m.erasures:
+        if e.id_hash == id_hash and e.state == "pending":
+            return e.targets
+    return ()
+
+
+def process_erasure(
+    table: Table, id_hash: str, *, max_bytes: int | None = None
+) -> tuple[bool, list[SpliceResult]]:
+    """Splice the pending targets of one erasure, at most ``max_bytes`` of row groups
+    (at least one group per call). Returns ``(complete, splices)``."""
+    done: list[SpliceResult] = []
+    budget = max_bytes
+    while True:
+        m, _ = table.catalog.current()
+        targets = _pending_targets(m, id_hash)
+        if not targets:
+            return True, done
+        t = targets[0]
+        f = m.file(t.path)
+        if f is None:
+            raise errors.CommitConflict(
+                f"erasure target {t.path} is not live in version {m.version}"
+            )
+        # every pending erasure on this file rides along (one splice per file)
+        groups: set[int] = set()
+        for e in m.erasures:
+            if e.state == "pending":
+                for tt in e.targets:
+                    if tt.path == t.path:
+                        groups.update(tt.row_groups)
+        chosen: list[int] = []
+        for g in sorted(groups):
+            size = f.row_groups[g].length
+            if budget is not None and chosen and size > budget:
+                break
+            chosen.append(g)
+            if budget is not None:
+                budget -= size
+        s = splice_file(table, f, chosen)
+        commit_splice(table, s)
+        done.append(s)
+        if budget is not None and budget <= 0:
+            m, _ = table.catalog.current()
+            return not _pending_targets(m, id_hash), done
+
+
+def erase(
+    table: Table, filters: Any, *, request_id: str | None = None, max_bytes: int | None = None
+) -> EraseResult:
+    """Delete the matching rows, then splice them out of every file that held them."""
+    t0 = time.perf_counter()
+    io0 = table.store.stats.snapshot()
+    rid = request_id or f"erase-{uuid.uuid4().hex}"
+    res = delete_batch(table, [DeleteRequest(filters, rid, erase=True)], kind="erase")
+    one = res.results[0]
+    h = request_hash(rid)
+    complete, splices = process_erasure(table, h, max_bytes=max_bytes)
+    io = table.store.stats.snapshot() - io0
+    log.info(
+        "erase on %s: %s rows, %s splices in %.2fs",
+        table.uri,
+        one.rows_deleted,
+        len(splices),
+        time.perf_counter() - t0,
+    )
+    return EraseResult(
+        version=table.version if splices else one.version,
+        rows_deleted=one.rows_deleted,
+        files_touched=one.files_touched,
+        rows_erased=sum(len(s.removed) for s in splices),
+        files_spliced=sum(1 for s in splices if s.new is not None),
+        files_removed=sum(1 for s in splices if s.new is None),
+        bytes_copied=sum(s.bytes_copied for s in splices),
+        bytes_uploaded=sum(s.bytes_uploaded for s in splices),
+        bytes_downloaded=sum(s.bytes_downloaded for s in splices),
+        source_bytes=sum(s.old.size for s in splices),
+        duplicate=one.duplicate,
+        complete=complete,
+        io=io,
+    )
