@@ -73,10 +73,12 @@ class DeleteRequestMessage(BaseModel):
 
 def parse_message(body: str | bytes | dict[str, Any]) -> DeleteRequestMessage:
     """Validate one message body; any problem is an :class:`InvalidRequest` with the reason."""
+    from aws_lambda_powertools.utilities.parser import parse
+
     try:
-        if isinstance(body, dict):
-            return DeleteRequestMessage.model_validate(body)
-        return DeleteRequestMessage.model_validate_json(body)
+        event: Any = body.decode() if isinstance(body, bytes) else body
+        msg: DeleteRequestMessage = parse(event=event, model=DeleteRequestMessage)
+        return msg
     except ValidationError as e:
         first = e.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "body"
