@@ -494,6 +494,115 @@ class S3Store:
         """A write-once streaming writer: parts are uploaded as they fill (create-only)."""
         return MultipartWriter(self, key, part_bytes=part_bytes)
 
+    # --- versioned buckets and upload parts (garbage collection) -----------------------------
+    @dataclass(frozen=True, slots=True)
+    class ObjectVersion:
+        """One entry of ListObjectVersions: a version of a key, or a delete marker."""
+
+        key: str
+        version_id: str
+        is_latest: bool
+        is_delete_marker: bool
+        size: int = 0
+        last_modified: datetime | None = None
+
+    def versioning(self) -> str:
+        """The bucket's versioning status: ``"Enabled"``, ``"Suspended"`` or ``""`` (never on)."""
+        try:
+            r = self.client.get_bucket_versioning(Bucket=self.bucket)
+        except Exception as e:
+            self.stats.record("get_versioning")
+            raise translate_error(e, f"GetBucketVersioning s3://{self.bucket}") from e
+        self.stats.record("get_versioning")
+        return str(r.get("Status", ""))
+
+    def list_object_versions(self, prefix: str) -> Iterator[S3Store.ObjectVersion]:
+        """Every version and delete marker under ``prefix`` (paginated, 1,000 per request)."""
+        kw: dict[str, Any] = {"Bucket": self.bucket, "Prefix": prefix}
+        while True:
+            try:
+                r = self.client.list_object_versions(**kw)
+            except Exception as e:
+                self.stats.record("list_versions")
+                raise translate_error(e, f"ListObjectVersions s3://{self.bucket}/{prefix}") from e
+            self.stats.record("list_versions")
+            for v in r.get("Versions", []):
+                yield S3Store.ObjectVersion(
+                    v["Key"],
+                    str(v.get("VersionId", "null")),
+                    bool(v.get("IsLatest")),
+                    False,
+                    int(v.get("Size", 0)),
+                    v.get("LastModified"),
+                )
+            for d in r.get("DeleteMarkers", []):
+                yield S3Store.ObjectVersion(
+                    d["Key"],
+                    str(d.get("VersionId", "null")),
+                    bool(d.get("IsLatest")),
+                    True,
+                    0,
+                    d.get("LastModified"),
+                )
+            if not r.get("IsTruncated"):
+                return
+            kw["KeyMarker"] = r.get("NextKeyMarker")
+            kw["VersionIdMarker"] = r.get("NextVersionIdMarker")
+
+    def delete_versions(self, items: Iterable[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
+        """Permanently delete ``(key, version_id)`` pairs (versions or delete markers) in
+        batches of 1,000 (DeleteObjects). Returns the pairs that failed."""
+        failed: list[tuple[str, str]] = []
+        batch: list[tuple[str, str]] = []
+
+        def flush() -> None:
+            if not batch:
+                return
+            try:
+                r = self.client.delete_objects(
+                    Bucket=self.bucket,
+                    Delete={
+                        "Objects": [{"Key": k, "VersionId": v} for k, v in batch],
+                        "Quiet": True,
+                    },
+                )
+            except Exception as e:
+                self.stats.record("delete_versions")
+                raise translate_error(
+                    e, f"DELETE {len(batch)} versions in s3://{self.bucket}"
+                ) from e
+            self.stats.record("delete_versions")
+            failed.extend(
+                (err["Key"], str(err.get("VersionId", ""))) for err in r.get("Errors", [])
+            )
+            batch.clear()
+
+        for item in items:
+            batch.append(item)
+            if len(batch) == 1000:
+                flush()
+        flush()
+        return tuple(failed)
+
+    def list_parts(self, key: str, upload_id: str) -> tuple[tuple[int, int, datetime | None], ...]:
+        """``(part number, size, last modified)`` of the parts of a multipart upload."""
+        out: list[tuple[int, int, datetime | None]] = []
+        kw: dict[str, Any] = {"Bucket": self.bucket, "Key": key, "UploadId": upload_id}
+        while True:
+            try:
+                r = self.client.list_parts(**kw)
+            except Exception as e:
+                self.stats.record("list_parts")
+                raise translate_error(e, f"ListParts s3://{self.bucket}/{key}") from e
+            self.stats.record("list_parts")
+            for part in r.get("Parts", []):
+                out.append(
+                    (int(part["PartNumber"]), int(part.get("Size", 0)), part.get("LastModified"))
+                )
+            if not r.get("IsTruncated"):
+                return tuple(out)
+            kw["PartNumberMarker"] = r.get("NextPartNumberMarker")
+
 
 class MultipartWriter:
     """A binary file-like sink that streams to S3 with a multipart upload.
