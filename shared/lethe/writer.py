@@ -277,6 +277,7 @@ def write_files(
                 continue
             if mem_per_row is None:
                 mem_per_row = max(1.0, b.nbytes / b.num_rows)
+                ratio = _sample_ratio(b, schema, opts)
             pending.append(b)
             pending_rows += b.num_rows
             while pending_rows >= rg_target_rows():
@@ -291,6 +292,20 @@ def write_files(
             sink.abort()
         raise
     return files
+
+
+def _sample_ratio(b: pa.RecordBatch, schema: pa.Schema, opts: WriteOptions) -> float:
+    """Encoded bytes per in-memory byte, measured on a sample of the first batch."""
+    import io
+
+    sample = pa.Table.from_batches([b.slice(0, min(b.num_rows, 4096))], schema=schema)
+    if not sample.nbytes:
+        return 1.0
+    buf = io.BytesIO()
+    pq.write_table(
+        sample, buf, compression=opts.compression, compression_level=opts.compression_level
+    )
+    return min(2.0, max(0.01, buf.tell() / sample.nbytes))
 
 
 def _schema_diff(got: pa.Schema, want: pa.Schema) -> str:
