@@ -1,0 +1,810 @@
+"""Compaction: rewrite files with many deleted rows, bin small files, coalesce DV containers.
+
+DESIGN §5. Three steps, of which only the middle one is distributed (Spark on EMR, or a plain
+loop for small tables):
+
+1. :func:`plan_compaction` (pure): pick files whose deleted fraction reaches
+   ``min_deleted_fraction`` and files smaller than ``small_file_fraction`` of the target size,
+   order them by key and bin them into groups of about ``target_file_bytes`` of live data.
+   Untouched files whose DVs are spread over many small containers are listed for coalescing.
+2. :func:`run_rewrite_task`: one group's live rows (DVs applied) are read in file and row order
+   and written with the lethe writer. The rewrite is **order-preserving**: row ``p`` of source
+   ``s`` lands at ``offset(s) + p - |dv(s) ∩ [0, p)|`` of the group's output.
+3. :func:`commit_compaction`: one CAS commit replaces the sources by the outputs
+   (:func:`~lethe.manifest.apply_replace`). A delete that landed on a source after the plan was
+   made is *mapped* onto the outputs through that position map (:func:`map_deletes`) and
+   written as their DVs — never lost. Pending erasures that named a source are satisfied (the
+   rows are physically gone) or moved to the outputs. The coalesced DVs of untouched files are
+   copied blob for blob into the same new container.
+
+Example:
+    >>> import lethe                                                   # doctest: +SKIP
+    >>> from lethe.compaction import CompactionOptions, compact        # doctest: +SKIP
+    >>> t = lethe.Table.open("s3://bucket/events")                     # doctest: +SKIP
+    >>> print(compact(t, CompactionOptions(min_deleted_fraction=0.2)).describe())  # doctest: +SKIP
+    version 9: 3 groups, 5 files -> 3 files, 1,200,000 rows rewritten, ...
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import numpy.typing as npt
+from pydantic import BaseModel, ConfigDict
+from pyroaring import BitMap64
+
+from lethe import errors
+from lethe.dv import PuffinBlob, bitmap_from_positions, dv_crc, rebase_positions, write_puffin
+from lethe.manifest import (
+    DataFile,
+    DVRef,
+    ErasureRecord,
+    ErasureTarget,
+    Manifest,
+    Operation,
+    TableProperties,
+    apply_replace,
+)
+from lethe.store import IOCounters, S3Store, parse_s3_uri
+from lethe.values import from_json
+from lethe.writer import WriteOptions, write_files
+
+if TYPE_CHECKING:  # pragma: no cover
+    from lethe.table import Table
+
+log = logging.getLogger(__name__)
+
+__all__ = [
+    "CompactionGroup",
+    "CompactionOptions",
+    "CompactionPlan",
+    "CompactionResult",
+    "RewriteTask",
+    "commit_compaction",
+    "compact",
+    "map_deletes",
+    "plan_compaction",
+    "rewrite_tasks",
+    "run_rewrite_task",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionOptions:
+    """What compaction rewrites.
+
+    Attributes:
+        min_deleted_fraction: A file whose deleted rows / rows reaches this is rewritten.
+        small_file_fraction: A file smaller than this fraction of the target size is "small";
+            small files are binned together (a lone small file without deletes is left alone).
+        target_file_bytes: Output size; default the table's ``target_file_bytes``.
+        coalesce_dv_containers: Coalesce the DVs of untouched files into one container when
+            they are spread over at least this many containers (None: never).
+    """
+
+    min_deleted_fraction: float = 0.2
+    small_file_fraction: float = 0.5
+    target_file_bytes: int | None = None
+    coalesce_dv_containers: int | None = 8
+
+    def __post_init__(self) -> None:
+        if not 0.0 < self.min_deleted_fraction <= 1.0:
+            raise errors.InvalidRequest("min_deleted_fraction must be in (0, 1]")
+        if not 0.0 <= self.small_file_fraction <= 1.0:
+            raise errors.InvalidRequest("small_file_fraction must be in [0, 1]")
+        if self.target_file_bytes is not None and self.target_file_bytes <= 0:
+            raise errors.InvalidRequest("target_file_bytes must be positive")
+        if self.coalesce_dv_containers is not None and self.coalesce_dv_containers < 2:
+            raise errors.InvalidRequest("coalesce_dv_containers must be at least 2 (or None)")
+
+
+def _deleted_fraction(f: DataFile) -> float:
+    return f.deleted_rows / f.rows if f.rows else 1.0
+
+
+def _live_bytes(f: DataFile) -> float:
+    return f.size * (f.live_rows / f.rows) if f.rows else 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionGroup:
+    """Source files rewritten together, in this order, into one run of output files."""
+
+    index: int
+    files: tuple[DataFile, ...]
+    reasons: tuple[str, ...]
+
+    @property
+    def rows(self) -> int:
+        return sum(f.rows for f in self.files)
+
+    @property
+    def live_rows(self) -> int:
+        return sum(f.live_rows for f in self.files)
+
+    @property
+    def deleted_rows(self) -> int:
+        return sum(f.deleted_rows for f in self.files)
+
+    @property
+    def input_bytes(self) -> int:
+        return sum(f.size for f in self.files)
+
+    @property
+    def estimated_bytes(self) -> int:
+        return int(sum(_live_bytes(f) for f in self.files))
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionPlan:
+    """What one compaction run will do, made from one snapshot (``base_version``)."""
+
+    table_uri: str
+    base_version: int
+    target_file_bytes: int
+    options: CompactionOptions
+    groups: tuple[CompactionGroup, ...]
+    coalesce: tuple[DataFile, ...] = ()
+    dv_containers: int = 0
+
+    @property
+    def empty(self) -> bool:
+        return not self.groups and not self.coalesce
+
+    @property
+    def files(self) -> int:
+        return sum(len(g.files) for g in self.groups)
+
+    def describe(self) -> str:
+        """A human-readable plan (what ``--dry-run`` prints)."""
+        o = self.options
+        lines = [
+            f"compaction plan for {self.table_uri} at version {self.base_version} "
+            f"(min deleted fraction {o.min_deleted_fraction:g}, small files < "
+            f"{int(o.small_file_fraction * self.target_file_bytes):,} B, target "
+            f"{self.target_file_bytes:,} B)"
+        ]
+        if not self.groups:
+            lines.append("  no files to rewrite")
+        for g in self.groups:
+            lines.append(
+                f"  group {g.index}: {len(g.files)} files, {g.input_bytes:,} B, "
+                f"{g.rows:,} rows of which {g.deleted_rows:,} deleted -> ~{g.estimated_bytes:,} B"
+            )
+            for f, why in zip(g.files, g.reasons, strict=True):
+                lines.append(f"    {f.path}  {f.size:,} B  {f.rows:,} rows  {why}")
+        if self.coalesce:
+            lines.append(
+                f"  coalesce the DVs of {len(self.coalesce)} untouched files from "
+                f"{self.dv_containers} containers into 1"
+            )
+        elif self.dv_containers:
+            lines.append(f"  DV containers of untouched files: {self.dv_containers} (left as is)")
+        return "\n".join(lines)
+
+
+def _sort_key(f: DataFile, key: str, key_type: Any) -> tuple[int, Any, str]:
+    st = f.columns.get(key)
+    if st is None or st.min is None:
+        return (1, 0, f.path)
+    try:
+        return (0, from_json(st.min, key_type), f.path)
+    except (TypeError, ValueError):
+        return (1, 0, f.path)
+
+
+def plan_compaction(
+    manifest: Manifest, options: CompactionOptions | None = None, *, table_uri: str = ""
+) -> CompactionPlan:
+    """Choose what to rewrite (pure: no I/O).
+
+    Candidates are files with ``deleted/rows >= min_deleted_fraction`` (fully deleted files
+    included: they are dropped without output) and small files. Candidates are ordered by
+    their minimum key and binned greedily into groups of about ``target_file_bytes`` of live
+    data. A group made of a single file that has nothing deleted is not worth rewriting and is
+    dropped.
+
+    Example:
+        >>> from lethe.manifest import initial_manifest, TableProperties, DataFile, RowGroupInfo
+        >>> import pyarrow as pa
+        >>> m = initial_manifest(table_uuid="u", schema=pa.schema([("id", pa.int64())]),
+        ...                      properties=TableProperties(key="id", target_file_bytes=100))
+        >>> plan_compaction(m).empty
+        True
+    """
+    opts = options or CompactionOptions()
+    target = opts.target_file_bytes or manifest.properties.target_file_bytes
+    key = manifest.key
+    key_type = manifest.arrow_schema().field(key).type
+    small_limit = opts.small_file_fraction * target
+    reasons: dict[str, str] = {}
+    for f in manifest.files:
+        frac = _deleted_fraction(f)
+        if f.live_rows == 0:
+            reasons[f.path] = "all rows deleted"
+        elif frac >= opts.min_deleted_fraction:
+            reasons[f.path] = f"{frac:.0%} deleted"
+        elif f.size < small_limit:
+            reasons[f.path] = "small" + (f", {frac:.0%} deleted" if f.deleted_rows else "")
+    candidates = sorted(
+        (f for f in manifest.files if f.path in reasons), key=lambda f: _sort_key(f, key, key_type)
+    )
+    bins: list[list[DataFile]] = []
+    current: list[DataFile] = []
+    size = 0.0
+    for f in candidates:
+        b = _live_bytes(f)
+        if current and size + b > target * 1.1:
+            bins.append(current)
+            current, size = [], 0.0
+        current.append(f)
+        size += b
+    if current:
+        bins.append(current)
+    groups: list[CompactionGroup] = []
+    for files in bins:
+        if len(files) == 1 and files[0].deleted_rows == 0:
+            continue  # a lone small file: rewriting it gains nothing
+        if len(files) == 1 and _deleted_fraction(files[0]) < opts.min_deleted_fraction:
+            continue
+        groups.append(
+            CompactionGroup(
+                index=len(groups),
+                files=tuple(files),
+                reasons=tuple(reasons[f.path] for f in files),
+            )
+        )
+    touched = {f.path for g in groups for f in g.files}
+    untouched_dv = [
+        f
+        for f in manifest.files
+        if f.path not in touched and f.dv is not None and f.dv.container is not None
+    ]
+    containers = len({f.dv.container for f in untouched_dv if f.dv is not None})
+    coalesce: tuple[DataFile, ...] = ()
+    if opts.coalesce_dv_containers is not None and containers >= opts.coalesce_dv_containers:
+        coalesce = tuple(untouched_dv)
+    return CompactionPlan(
+        table_uri=table_uri,
+        base_version=manifest.version,
+        target_file_bytes=target,
+        options=opts,
+        groups=tuple(groups),
+        coalesce=coalesce,
+        dv_containers=containers,
+    )
+
+
+# --- the rewrite (runs on executors) -----------------------------------------------------------
+class RewriteTask(BaseModel):
+    """One group's rewrite, self-contained and JSON-serializable (shipped to an executor)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    table_uri: str
+    group: int
+    schema_b64: str
+    properties: TableProperties
+    target_file_bytes: int
+    files: tuple[DataFile, ...]
+
+
+def rewrite_tasks(plan: CompactionPlan, manifest: Manifest) -> list[RewriteTask]:
+    """The tasks of a plan (groups with live rows; fully deleted groups need no rewrite)."""
+    return [
+        RewriteTask(
+            table_uri=plan.table_uri,
+            group=g.index,
+            schema_b64=manifest.schema_b64,
+            properties=manifest.properties,
+            target_file_bytes=plan.target_file_bytes,
+            files=g.files,
+        )
+        for g in plan.groups
+        if g.live_rows > 0
+    ]
+
+
+def run_rewrite_task(task: RewriteTask, *, store: S3Store | None = None) -> list[DataFile]:
+    """Rewrite one group: its live rows, in order, into new data files (not committed).
+
+    Reads every source pinned to its ETag with its DV applied (the plan snapshot's DV) and
+    streams the rows through :func:`~lethe.writer.write_files`.
+
+    Raises:
+        CorruptManifest: the rows written differ from the live rows the plan counted.
+    """
+    from lethe.catalog import Catalog
+    from lethe.manifest import schema_from_b64
+    from lethe.table import Table
+
+    bucket, prefix = parse_s3_uri(task.table_uri)
+    store = store if store is not None and store.bucket == bucket else S3Store(bucket)
+    stub = Manifest(
+        table_uuid="compaction",
+        version=0,
+        created_at=datetime.now(UTC),
+        operation=Operation(kind="compact"),
+        schema_b64=task.schema_b64,
+        properties=task.properties,
+        files=task.files,
+    )
+    view = Table(Catalog(store, prefix), stub)
+    schema = schema_from_b64(task.schema_b64)
+    p = task.properties
+    opts = WriteOptions(
+        key=p.key, target_file_bytes=task.target_file_bytes, row_group_bytes=p.row_group_bytes
+    )
+    out = write_files(store, prefix, view.to_batches(), schema, opts)
+    written = sum(f.rows for f in out)
+    expected = sum(f.live_rows for f in task.files)
+    if written != expected:
+        store.delete_many([f"{prefix}/{f.path}" if prefix else f.path for f in out])
+        raise errors.CorruptManifest(
+            f"compaction group {task.group}: wrote {written} rows, the sources have {expected} live"
+        )
+    return out
+
+
+# --- mapping concurrent deletes ------------------------------------------------------------------
+def _positions(bm: BitMap64) -> npt.NDArray[np.uint64]:
+    return np.frombuffer(bm.to_array(), dtype=np.uint64)
+
+
+def _mapped_positions(
+    sources: Sequence[tuple[int, BitMap64, BitMap64]], output_rows: Sequence[int]
+) -> list[npt.NDArray[np.uint64]]:
+    """Per source, the group-output positions of the rows deleted since the plan."""
+    offset = 0
+    out: list[npt.NDArray[np.uint64]] = []
+    for rows, old, now in sources:
+        if not old.issubset(now):
+            raise errors.CommitConflict(
+                "a deletion vector lost positions while compacting; refusing to map it"
+            )
+        if now and now.max() >= rows:
+            raise errors.CommitConflict("a deletion vector names a row beyond its file")
+        delta = now - old
+        pos = _positions(rebase_positions(delta, old)) if delta else np.empty(0, np.uint64)
+        out.append(pos + np.uint64(offset))
+        offset += rows - len(old)
+    if offset != sum(output_rows):
+        raise errors.CommitConflict(
+            f"compaction outputs hold {sum(output_rows)} rows, the sources had {offset} live"
+        )
+    return out
+
+
+def _split(pos: npt.NDArray[np.uint64], output_rows: Sequence[int]) -> list[BitMap64]:
+    out = [BitMap64() for _ in output_rows]
+    if pos.size == 0:
+        return out
+    bounds = np.cumsum([0, *output_rows]).astype(np.uint64)
+    which = np.searchsorted(bounds, pos, side="right") - 1
+    for j in np.unique(which):
+        out[int(j)] = bitmap_from_positions(pos[which == j] - bounds[j])
+    return out
+
+
+def map_deletes(
+    sources: Sequence[tuple[int, BitMap64, BitMap64]], output_rows: Sequence[int]
+) -> list[BitMap64]:
+    """Map deletes that landed on a group's sources after the rewrite onto its outputs.
+
+    The rewrite is order-preserving, so a row ``p`` of source ``s`` that was live at plan time
+    is row ``offset(s) + p - |dv_at_plan(s) ∩ [0, p)|`` of the concatenated outputs, where
+    ``offset(s)`` is the live-row count of the sources before ``s``.
+
+    Args:
+        sources: Per source, in group order: ``(rows, dv_at_plan, dv_now)``; ``dv_now`` must
+            contain ``dv_at_plan`` (DVs only grow).
+        output_rows: Rows of each output file, in order (their sum is the sources' live rows).
+
+    Returns:
+        The DV of each output file.
+
+    Raises:
+        CommitConflict: a DV shrank, a position lies outside its file, or the row counts
+            do not add up.
+
+    Example:
+        >>> from pyroaring import BitMap64
+        >>> # source A: 4 rows, row 1 deleted at plan time, row 3 deleted since;
+        >>> # source B: 3 rows, row 0 deleted since. Outputs of 4 and 2 rows.
+        >>> out = map_deletes(
+        ...     [(4, BitMap64([1]), BitMap64([1, 3])), (3, BitMap64(), BitMap64([0]))], [4, 2]
+        ... )
+        >>> [sorted(b) for b in out]
+        [[2, 3], []]
+    """
+    per_source = _mapped_positions(sources, output_rows)
+    return _split(np.concatenate(per_source) if per_source else np.empty(0, np.uint64), output_rows)
+
+
+def _row_groups_of(f: DataFile, positions: BitMap64) -> tuple[int, ...]:
+    bounds = np.cumsum([0, *(rg.rows for rg in f.row_groups)])
+    pos = _positions(positions).astype(np.int64)
+    return tuple(int(x) for x in np.unique(np.searchsorted(bounds, pos, side="right") - 1))
+
+
+def _update_erasures(
+    erasures: Sequence[ErasureRecord],
+    removed: set[str],
+    plan_version: int,
+    moved: Mapping[str, Sequence[ErasureTarget]],
+    new_version: int,
+) -> tuple[ErasureRecord, ...]:
+    """Pending erasures after their files were compacted.
+
+    Rows deleted by the plan snapshot are physically gone from the outputs: those targets are
+    met (the old file joins ``superseded``, for GC). Rows deleted since were mapped onto the
+    outputs: the target moves to the outputs' row groups that now hold them.
+    """
+    out: list[ErasureRecord] = []
+    for e in erasures:
+        if e.state != "pending" or not any(t.path in removed for t in e.targets):
+            out.append(e)
+            continue
+        targets: dict[str, set[int]] = {}
+        superseded = list(e.superseded)
+        for t in e.targets:
+            if t.path not in removed:
+                targets.setdefault(t.path, set()).update(t.row_groups)
+                continue
+            if t.path not in superseded:
+                superseded.append(t.path)
+            if e.deleted_version > plan_version:
+                for nt in moved.get(t.path, ()):
+                    targets.setdefault(nt.path, set()).update(nt.row_groups)
+        new_targets = tuple(
+            ErasureTarget(path=p, row_groups=tuple(sorted(rgs))) for p, rgs in targets.items()
+        )
+        update: dict[str, Any] = {"targets": new_targets, "superseded": tuple(superseded)}
+        if not new_targets:
+            update |= {"state": "spliced", "spliced_version": new_version}
+        out.append(e.model_copy(update=update))
+    return tuple(out)
+
+
+# --- commit --------------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class CompactionResult:
+    """What a compaction did (``version`` None: nothing committed)."""
+
+    version: int | None
+    dry_run: bool
+    plan: CompactionPlan
+    groups_committed: int = 0
+    groups_skipped: int = 0
+    files_removed: int = 0
+    files_added: int = 0
+    rows_rewritten: int = 0
+    deleted_rows_purged: int = 0
+    concurrent_deletes_mapped: int = 0
+    dvs_coalesced: int = 0
+    bytes_before: int = 0
+    bytes_after: int = 0
+    attempts: int = 0
+    seconds: float = 0.0
+    io: IOCounters = field(default_factory=IOCounters)
+
+    def describe(self) -> str:
+        if self.dry_run:
+            return self.plan.describe()
+        if self.version is None:
+            return f"nothing committed ({self.groups_skipped} groups skipped)"
+        return (
+            f"version {self.version}: {self.groups_committed} groups, {self.files_removed} files "
+            f"-> {self.files_added} files ({self.bytes_before:,} B -> {self.bytes_after:,} B), "
+            f"{self.rows_rewritten:,} rows rewritten, {self.deleted_rows_purged:,} deleted rows "
+            f"purged, {self.concurrent_deletes_mapped:,} concurrent deletes mapped, "
+            f"{self.dvs_coalesced} DVs coalesced, {self.groups_skipped} groups skipped "
+            f"({self.attempts} attempts, {self.seconds:.1f} s)"
+        )
+
+
+class _Rebase(Exception):
+    def __init__(self, base: Manifest) -> None:
+        super().__init__(f"rebase onto version {base.version}")
+        self.base = base
+
+
+def _write_container(table: Table, blobs: Sequence[tuple[str, bytes, int]]) -> dict[str, DVRef]:
+    """One write-once Puffin container holding ready DV blobs ``(data file, blob, cardinality)``."""
+    now = datetime.now(UTC)
+    rel = f"tombstone/{now:%Y/%m/%d/%H}/{uuid.uuid4().hex}.dv"
+    body, locs = write_puffin(
+        [
+            PuffinBlob(
+                data=blob,
+                properties={
+                    "referenced-data-file": f"s3://{table.store.bucket}/{table.key_of(path)}",
+                    "cardinality": str(card),
+                },
+            )
+            for path, blob, card in blobs
+        ]
+    )
+    table.store.put(table.key_of(rel), body, if_none_match=True)
+    return {
+        path: DVRef(
+            container=rel,
+            offset=loc.offset,
+            length=loc.length,
+            cardinality=card,
+            crc32=dv_crc(blob),
+        )
+        for (path, blob, card), loc in zip(blobs, locs, strict=True)
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class _Replace:
+    """One compaction commit as data: ``validate`` + ``apply`` on any newer base.
+
+    Sources must still be live with exactly the DVs the mapping was computed from (else the
+    attempt is redone outside the CAS loop, which may need I/O); coalesced DVs move only for
+    files whose DV did not change meanwhile.
+    """
+
+    removed: tuple[str, ...]
+    dv_seen: Mapping[str, DVRef | None]
+    added: tuple[DataFile, ...]
+    operation: Operation
+    coalesced: Mapping[str, DVRef]
+    coalesced_from: Mapping[str, DVRef]
+    moved: Mapping[str, Sequence[ErasureTarget]]
+    plan_version: int
+
+    def validate(self, b: Manifest) -> None:
+        for p in self.removed:
+            f = b.file(p)
+            if f is None or f.dv != self.dv_seen[p]:
+                raise _Rebase(b)
+
+    def __call__(self, b: Manifest) -> Manifest:
+        self.validate(b)
+        m = apply_replace(b, self.removed, self.added, self.operation)
+        files = tuple(
+            f.model_copy(update={"dv": self.coalesced[f.path]})
+            if f.path in self.coalesced and f.dv == self.coalesced_from[f.path]
+            else f
+            for f in m.files
+        )
+        erasures = _update_erasures(
+            m.erasures, set(self.removed), self.plan_version, self.moved, m.version
+        )
+        return m.model_copy(update={"files": files, "erasures": erasures})
+
+
+def commit_compaction(
+    table: Table, plan: CompactionPlan, outputs: Mapping[int, Sequence[DataFile]]
+) -> CompactionResult:
+    """Commit a compaction's outputs by CAS, mapping concurrent deletes onto them.
+
+    Every attempt starts from the latest version: groups whose sources are all still live are
+    committed, others (a source was replaced meanwhile, e.g. by a splice) are skipped and their
+    outputs deleted. Deletes that reached a source since the plan are mapped onto the outputs
+    (:func:`map_deletes`) and written, with the coalesced DVs, in one new container. If a
+    source's DV changes between that work and the CAS, the attempt is redone.
+
+    Args:
+        table: The table (the handle moves to the new version).
+        plan: The plan the outputs were written for.
+        outputs: Output files per group index (fully deleted groups: none).
+    """
+    from lethe.deletes import load_dv
+    from lethe.dv import encode_dv
+    from lethe.reader import load_dv_bytes
+
+    t0 = time.perf_counter()
+    io0 = table.store.stats.snapshot()
+    bitmaps: dict[DVRef, BitMap64] = {}
+
+    def bitmap(ref: DVRef | None) -> BitMap64:
+        if ref is None:
+            return BitMap64()
+        bm = bitmaps.get(ref)
+        if bm is None:
+            bm = bitmaps[ref] = load_dv(table, ref)
+        return bm
+
+    raw_blobs: dict[DVRef, bytes] = {}
+    skipped: set[int] = set()
+    attempts = 0
+    base, _ = table.catalog.current()
+    while True:
+        live = [
+            g
+            for g in plan.groups
+            if g.index not in skipped and all(base.file(f.path) is not None for f in g.files)
+        ]
+        skipped |= {g.index for g in plan.groups} - {g.index for g in live}
+        dv_now: dict[str, DVRef | None] = {}
+        for g in live:
+            for f in g.files:
+                cur = base.file(f.path)
+                assert cur is not None
+                dv_now[f.path] = cur.dv
+        mapped: list[tuple[str, bytes, int]] = []
+        moved: dict[str, list[ErasureTarget]] = {}
+        n_mapped = 0
+        for g in live:
+            outs = list(outputs.get(g.index, ()))
+            if all(dv_now[f.path] == f.dv for f in g.files):
+                continue
+            rows = [o.rows for o in outs]
+            per_source = _mapped_positions(
+                [(f.rows, bitmap(f.dv), bitmap(dv_now[f.path])) for f in g.files], rows
+            )
+            for o, bm in zip(outs, _split(np.concatenate(per_source), rows), strict=True):
+                if bm:
+                    mapped.append((o.path, encode_dv(bm), len(bm)))
+                    n_mapped += len(bm)
+            for f, pos in zip(g.files, per_source, strict=True):  # for pending erasures
+                if pos.size:
+                    moved[f.path] = [
+                        ErasureTarget(path=o.path, row_groups=_row_groups_of(o, bm))
+                        for o, bm in zip(outs, _split(pos, rows), strict=True)
+                        if bm
+                    ]
+        coalesce: list[tuple[str, bytes, int]] = []
+        coalesce_from: dict[str, DVRef] = {}
+        for f in plan.coalesce:
+            cur = base.file(f.path)
+            if cur is None or cur.dv is None or cur.dv != f.dv or f.dv.container is None:
+                continue
+            blob = raw_blobs.get(f.dv)
+            if blob is None:
+                blob = raw_blobs[f.dv] = load_dv_bytes(table.store, table.catalog.prefix, f.dv)
+            coalesce.append((f.path, blob, f.dv.cardinality))
+            coalesce_from[f.path] = f.dv
+        if len({r.container for r in coalesce_from.values()}) < 2:
+            coalesce, coalesce_from = [], {}
+        if not live and not coalesce:
+            result = CompactionResult(
+                None,
+                False,
+                plan,
+                groups_skipped=len(skipped),
+                attempts=attempts,
+                seconds=time.perf_counter() - t0,
+                io=table.store.stats.snapshot() - io0,
+            )
+            break
+        refs = _write_container(table, mapped + coalesce) if (mapped or coalesce) else {}
+        added = [
+            o.model_copy(update={"dv": refs.get(o.path)})
+            for g in live
+            for o in outputs.get(g.index, ())
+        ]
+        removed = [f.path for g in live for f in g.files]
+        rows_rewritten = sum(o.rows for o in added)
+        purged = sum(f.deleted_rows for g in live for f in g.files)
+        op = Operation(
+            kind="compact",
+            files_added=len(added),
+            files_removed=len(removed),
+            files_touched=len(coalesce_from),
+            params={
+                "groups": len(live),
+                "rows_rewritten": rows_rewritten,
+                "deleted_rows_purged": purged,
+                "concurrent_deletes_mapped": n_mapped,
+                "dvs_coalesced": len(coalesce_from),
+                "base_version": plan.base_version,
+                "min_deleted_fraction": plan.options.min_deleted_fraction,
+            },
+        )
+        change = _Replace(
+            removed=tuple(removed),
+            dv_seen={p: dv_now[p] for p in removed},
+            added=tuple(added),
+            operation=op,
+            coalesced={p: refs[p] for p in coalesce_from},
+            coalesced_from=coalesce_from,
+            moved=moved,
+            plan_version=plan.base_version,
+        )
+        try:
+            outcome = table.catalog.commit(change)
+        except _Rebase as r:
+            attempts += 1
+            if attempts > table.catalog.retry.max_attempts:
+                raise errors.CommitConflict(
+                    f"compaction of {table.uri} kept conflicting with concurrent deletes"
+                ) from r
+            log.debug("compaction rebasing onto version %s", r.base.version)
+            base = r.base
+            continue
+        attempts += outcome.attempts
+        assert outcome.manifest is not None
+        table.adopt(outcome.manifest)
+        result = CompactionResult(
+            version=outcome.manifest.version,
+            dry_run=False,
+            plan=plan,
+            groups_committed=len(live),
+            groups_skipped=len(skipped),
+            files_removed=len(removed),
+            files_added=len(added),
+            rows_rewritten=rows_rewritten,
+            deleted_rows_purged=purged,
+            concurrent_deletes_mapped=n_mapped,
+            dvs_coalesced=len(coalesce_from),
+            bytes_before=sum(f.size for g in live for f in g.files),
+            bytes_after=sum(o.size for o in added),
+            attempts=attempts,
+            seconds=time.perf_counter() - t0,
+            io=table.store.stats.snapshot() - io0,
+        )
+        break
+    orphans = [o.path for i in skipped for o in outputs.get(i, ())]
+    if orphans:  # written for groups that did not commit: never referenced, safe to delete
+        table.store.delete_many([table.key_of(p) for p in orphans])
+    return result
+
+
+RunTasks = Callable[[Sequence[RewriteTask]], Sequence[Sequence[DataFile]]]
+
+
+def _run_locally(table: Table) -> RunTasks:
+    def run(tasks: Sequence[RewriteTask]) -> list[list[DataFile]]:
+        return [run_rewrite_task(t, store=table.store) for t in tasks]
+
+    return run
+
+
+def compact(
+    table: Table,
+    options: CompactionOptions | None = None,
+    *,
+    dry_run: bool = False,
+    run_tasks: RunTasks | None = None,
+    before_commit: Callable[[], None] | None = None,
+) -> CompactionResult:
+    """Plan, rewrite and commit one compaction of ``table``'s latest version.
+
+    Args:
+        table: The table (refreshed first; moves to the new version).
+        options: What to rewrite.
+        dry_run: Only plan (``result.describe()`` prints the plan).
+        run_tasks: Runs the rewrite tasks and returns each task's output files, in task order
+            (default: one after the other in this process; the Spark job distributes them).
+        before_commit: Called between the rewrite and the commit (tests inject a concurrent
+            delete here).
+    """
+    t0 = time.perf_counter()
+    io0 = table.store.stats.snapshot()
+    table.refresh()
+    plan = plan_compaction(table.manifest, options, table_uri=table.uri)
+    if dry_run or plan.empty:
+        return CompactionResult(None, dry_run, plan, seconds=time.perf_counter() - t0)
+    tasks = rewrite_tasks(plan, table.manifest)
+    results = list((run_tasks or _run_locally(table))(tasks)) if tasks else []
+    if len(results) != len(tasks):
+        raise errors.InvalidRequest(
+            f"run_tasks returned {len(results)} results for {len(tasks)} tasks"
+        )
+    outputs: dict[int, Sequence[DataFile]] = {
+        t.group: list(r) for t, r in zip(tasks, results, strict=True)
+    }
+    if before_commit is not None:
+        before_commit()
+    try:
+        res = commit_compaction(table, plan, outputs)
+    except errors.CommitConflict:
+        # the commit provably did not land: the outputs are garbage
+        table.store.delete_many([table.key_of(o.path) for r in outputs.values() for o in r])
+        raise
+    return dataclasses.replace(
+        res, seconds=time.perf_counter() - t0, io=table.store.stats.snapshot() - io0
+    )
