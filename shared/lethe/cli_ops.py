@@ -37,6 +37,26 @@ def cmd_delete(a: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_erase(a: argparse.Namespace) -> int:
+    from lethe.table import Table
+
+    t = Table.open(a.uri)
+    r = t.erase(_filters(a), request_id=a.request_id, max_bytes=a.max_bytes)
+    if r.duplicate and r.rows_erased == 0:
+        print(f"request already committed: {r.rows_deleted} rows (erasure {'complete' if r.complete else 'pending'})")
+        return 0
+    print(
+        f"erased {r.rows_erased} rows ({r.rows_deleted} newly deleted) in {r.files_spliced} spliced and "
+        f"{r.files_removed} removed files -> version {r.version}"
+    )
+    print(
+        f"  source files {r.source_bytes:,} B: copied server-side {r.bytes_copied:,} B, "
+        f"uploaded {r.bytes_uploaded:,} B, downloaded {r.bytes_downloaded:,} B"
+        + ("" if r.complete else "  (more row groups pending: run again)")
+    )
+    return 0
+
+
 def cmd_verify(a: argparse.Namespace) -> int:
     from lethe.table import Table
     from lethe.verify import verify
@@ -57,6 +77,13 @@ def register(sub: Any, add_filters: Any) -> None:
     add_filters(c)
     c.add_argument("--request-id")
     c.set_defaults(fn=cmd_delete)
+
+    c = sub.add_parser("erase", help="delete and physically remove rows (row-group splice)")
+    c.add_argument("uri")
+    add_filters(c)
+    c.add_argument("--request-id")
+    c.add_argument("--max-bytes", type=int, help="row-group bytes to splice in this run")
+    c.set_defaults(fn=cmd_erase)
 
     c = sub.add_parser("verify", help="check every reference and DV of a snapshot")
     c.add_argument("uri")
