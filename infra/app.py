@@ -41,6 +41,7 @@ def build_app(
     context: Mapping[str, object] | None = None,
     outdir: str | None = None,
     nag: bool = True,
+    spark_jobs_dir: Path | None = None,
 ) -> tuple[cdk.App, LetheStack]:
     """The app with its one stack, and cdk-nag's AwsSolutions checks unless ``nag=False``.
 
@@ -49,6 +50,7 @@ def build_app(
         outdir: cloud assembly directory (default: ``CDK_OUTDIR`` or ``cdk.out``).
         nag: run cdk-nag as a validation plugin: any unacknowledged finding fails
             ``app.synth()`` and is written to ``<outdir>/validation-report.json``.
+        spark_jobs_dir: Spark entry points to upload (default ``spark_jobs/``).
 
     Raises:
         ConfigError: a context value is unusable.
@@ -64,7 +66,7 @@ def build_app(
         env = cdk.Environment(
             account=os.environ["CDK_DEFAULT_ACCOUNT"], region=os.environ["CDK_DEFAULT_REGION"]
         )
-    stack = LetheStack(app, c.STACK_ID, config=config, env=env)
+    stack = LetheStack(app, c.STACK_ID, config=config, env=env, spark_jobs_dir=spark_jobs_dir)
     cdk.Tags.of(stack).add("project", c.SERVICE)
     if nag:
         cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app))

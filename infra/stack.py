@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import aws_cdk as cdk
@@ -19,13 +20,15 @@ from infra.constructs import (
     RequestQueues,
     TableStorage,
 )
+from infra.constructs.runtime import ROOT
 
 
 class LetheStack(cdk.Stack):
     """Table bucket, request queues, functions, GC workflow, EMR application, alarms.
 
     Attributes:
-        config: the settings it was built from.
+        config: the settings it was built from (``spark_jobs_dir``: where the Spark entry
+            points are read from, ``spark_jobs/`` by default).
         storage, queues, runtime, erasure, ingest, gc, monitoring: its parts.
     """
 
@@ -35,6 +38,7 @@ class LetheStack(cdk.Stack):
         construct_id: str = c.STACK_ID,
         *,
         config: LetheConfig,
+        spark_jobs_dir: Path | None = None,
         **stack_props: Any,
     ) -> None:
         stack_props.setdefault("description", c.STACK_DESCRIPTION)
@@ -87,6 +91,7 @@ class LetheStack(cdk.Stack):
             direct_register_max_bytes=config.direct_register_max_bytes,
             emr_max_vcpu=config.emr_max_vcpu,
             emr_idle_timeout_minutes=config.emr_idle_timeout_minutes,
+            spark_jobs_dir=spark_jobs_dir or ROOT / c.SPARK_JOBS_DIR,
         )
         self.gc = GarbageCollection(
             self,

@@ -31,7 +31,7 @@ from constructs import Construct
 from infra import constants as c
 from infra.constructs._nag import acknowledge, arn_ref
 from infra.constructs.queues import grant_send, queue_encryption
-from infra.constructs.runtime import ROOT, LambdaRuntime, LetheFunction
+from infra.constructs.runtime import LambdaRuntime, LetheFunction
 from infra.constructs.storage import TableStorage
 
 EMR_WRITE_KEYS = (
@@ -47,6 +47,19 @@ TRIGGER_WRITE_KEYS = (c.DATA_PREFIX + "*", c.MANIFEST_PREFIX + "*", c.HEAD_KEY)
 def spark_entry_points(directory: Path) -> list[str]:
     """The ``*.py`` job entry points found in ``spark_jobs/`` (sorted)."""
     return sorted(p.name for p in directory.glob("*.py") if not p.name.startswith("_"))
+
+
+def _asset_bucket_objects(stack: cdk.Stack) -> str:
+    """How cdk-nag spells the CDK bootstrap asset bucket's objects in a finding id."""
+    qualifier = (
+        stack.node.try_get_context("@aws-cdk/core:bootstrapQualifier")
+        or cdk.DefaultStackSynthesizer.DEFAULT_QUALIFIER
+    )
+    concrete = not cdk.Token.is_unresolved(stack.region)
+    partition = stack.partition if concrete else "<AWS::Partition>"
+    account = stack.account if not cdk.Token.is_unresolved(stack.account) else "<AWS::AccountId>"
+    region = stack.region if concrete else "<AWS::Region>"
+    return f"arn:{partition}:s3:::cdk-{qualifier}-assets-{account}-{region}/*"
 
 
 class Ingest(Construct):
@@ -71,6 +84,7 @@ class Ingest(Construct):
         direct_register_max_bytes: int,
         emr_max_vcpu: int,
         emr_idle_timeout_minutes: int,
+        spark_jobs_dir: Path,
     ) -> None:
         super().__init__(scope, construct_id)
         stack = cdk.Stack.of(self)
@@ -83,7 +97,7 @@ class Ingest(Construct):
             if encryption_key
             else s3.BucketEncryption.S3_MANAGED,
             encryption_key=encryption_key,
-            bucket_key_enabled=encryption_key is not None,
+            bucket_key_enabled=True if encryption_key else None,
             block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
             enforce_ssl=True,
             object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
@@ -98,7 +112,7 @@ class Ingest(Construct):
                 "Server access logging was switched off by the operator; this bucket holds "
                 "only code (job scripts and the job archive), no table data.",
             )
-        entry_points = spark_entry_points(ROOT / c.SPARK_JOBS_DIR)
+        entry_points = spark_entry_points(spark_jobs_dir)
         if entry_points:
             s3deploy.BucketDeployment(
                 self,
@@ -106,18 +120,16 @@ class Ingest(Construct):
                 destination_bucket=self.artifacts,
                 destination_key_prefix=c.ARTIFACTS_SPARK_JOBS_PREFIX,
                 sources=[
-                    s3deploy.Source.asset(
-                        str(ROOT / c.SPARK_JOBS_DIR), exclude=list(c.ASSET_EXCLUDES)
-                    )
+                    s3deploy.Source.asset(str(spark_jobs_dir), exclude=list(c.ASSET_EXCLUDES))
                 ],
                 prune=True,  # only under spark_jobs/: the job archive is not touched
                 memory_limit=256,
             )
-            self._acknowledge_deployment_handler(stack)
+            self._acknowledge_deployment_handler(stack, kms=encryption_key is not None)
         else:
             cdk.Annotations.of(self).add_warning_v2(
                 "lethe:no-spark-jobs",
-                f"{c.SPARK_JOBS_DIR}/ has no *.py entry points yet: nothing is uploaded to "
+                f"{spark_jobs_dir.name}/ has no *.py entry points yet: nothing is uploaded to "
                 f"s3://<artifacts>/{c.ARTIFACTS_SPARK_JOBS_PREFIX}",
             )
         self.entry_point_uri = (
@@ -229,7 +241,9 @@ class Ingest(Construct):
 
     # -------------------------------------------------------------- CDK-provided handlers
 
-    def _acknowledge_deployment_handler(self, stack: cdk.Stack) -> None:
+    def _acknowledge_deployment_handler(self, stack: cdk.Stack, *, kms: bool) -> None:
+        cfn_artifacts = self.artifacts.node.default_child
+        assert isinstance(cfn_artifacts, cdk.CfnResource)
         for child in stack.node.children:
             if child.node.id.startswith("Custom::CDKBucketDeployment"):
                 acknowledge(
@@ -245,6 +259,22 @@ class Ingest(Construct):
                     "AwsSolutions-L1",
                     "CDK's BucketDeployment handler runtime is chosen by aws-cdk-lib and "
                     "runs only at deploy time.",
+                )
+                acknowledge(
+                    child,
+                    "AwsSolutions-IAM5",
+                    "CDK's BucketDeployment handler copies the job scripts from the CDK asset "
+                    "bucket into the artifacts bucket (and prunes stale ones there): read on "
+                    "the asset bucket, read/write/delete on the artifacts bucket only - never "
+                    "on the table bucket, which is why the artifacts have their own bucket.",
+                    "Action::s3:GetBucket*",
+                    "Action::s3:GetObject*",
+                    "Action::s3:List*",
+                    "Action::s3:Abort*",
+                    "Action::s3:DeleteObject*",
+                    f"Resource::{arn_ref(cfn_artifacts, '/*')}",
+                    f"Resource::{_asset_bucket_objects(stack)}",
+                    *(["Action::kms:GenerateDataKey*", "Action::kms:ReEncrypt*"] if kms else []),
                 )
 
     def _acknowledge_notifications_handler(self, stack: cdk.Stack) -> None:

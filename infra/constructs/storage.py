@@ -108,7 +108,7 @@ class TableStorage(Construct):
             if encryption_key
             else s3.BucketEncryption.S3_MANAGED,
             encryption_key=encryption_key,
-            bucket_key_enabled=encryption_key is not None,
+            bucket_key_enabled=True if encryption_key else None,
             block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
             enforce_ssl=True,
             minimum_tls_version=1.2,
