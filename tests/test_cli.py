@@ -44,7 +44,7 @@ def test_cli_story(table_uri: str, tmp_path: Path, capsys: pytest.CaptureFixture
     assert "row_groups=" in capsys.readouterr().out
     assert main(["erase", table_uri, "--where", "id = 10", "--request-id", "r2"]) == 0
     out = capsys.readouterr().out
-    assert "erased 1 rows" in out and "copied server-side" in out
+    assert "erased 4 rows (1 newly deleted)" in out and "copied server-side" in out  # ids 1-3 were in its group
     assert main(["verify", table_uri]) == 0
     assert "0 problems" in capsys.readouterr().out
 
