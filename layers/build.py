@@ -508,6 +508,38 @@ def build(*, force: bool = False) -> LayerReport:
         return report
 
 
+def verify() -> LayerReport:
+    """Under the build lock: bring the layers up to date, then re-measure the trees and zips
+    and compare them with the report (so a stale or hand-edited build is caught).
+
+    Raises:
+        LayerBuildError: the built trees do not match the report, or the quota is exceeded.
+    """
+    build()
+    with _lock():
+        report = read_report()
+        if report is None:
+            raise LayerBuildError("no layer report after building")
+        measured = {
+            "deps unzipped": (tree_bytes(DEPS_DIR), report.deps.unzipped_bytes),
+            "lethe unzipped": (tree_bytes(LIB_DIR), report.lib.unzipped_bytes),
+            "deps zip": (DEPS_ZIP.stat().st_size, report.deps.zipped_bytes),
+            "lethe zip": (LIB_ZIP.stat().st_size, report.lib.zipped_bytes),
+        }
+        wrong = {k: v for k, v in measured.items() if v[0] != v[1]}
+        if wrong:
+            raise LayerBuildError(f"layers/build does not match its report: {wrong}")
+        current = LayerReport(
+            python_version=report.python_version,
+            platform=report.platform,
+            deps=report.deps,
+            lib=report.lib,
+            functions_bytes=tree_bytes(FUNCTIONS_DIR, skip_stripped=True),
+        )
+        check_size(current)
+        return current
+
+
 def check_size(report: LayerReport) -> None:
     """Fail clearly when function code + layers exceed Lambda's unzipped quota."""
     if report.total_unzipped_bytes > c.LAMBDA_UNZIPPED_LIMIT_BYTES:

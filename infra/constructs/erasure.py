@@ -5,8 +5,8 @@
   table and writes deletion vectors, manifests and the head (conditional PUTs); requests that
   demand erasure are forwarded to the splice queue. It may not delete anything.
 * Splice worker (``splice.handler.handler``): one splice request at a time, bounded by
-  ``LETHE_SPLICE_MAX_BYTES``; additionally writes new data files by multipart upload and aborts
-  its own failed uploads (DESIGN.md §4.5). Reserved concurrency (and the event source's
+  ``LETHE_SPLICE_MAX_BYTES`` and re-enqueued while targets remain; additionally writes new
+  data files by multipart upload and aborts its own failed uploads (DESIGN.md §4.5). Reserved concurrency (and the event source's
   maximum concurrency, equal to it so SQS never polls into throttles) keeps splices from
   stampeding one table's head. It may not delete anything either: replaced files go when GC
   finds them unreferenced.
@@ -81,6 +81,8 @@ class ErasureFunctions(Construct):
             environment={
                 c.ENV_TABLE_URI: storage.table_uri,
                 c.ENV_SPLICE_MAX_BYTES: str(splice_max_bytes),
+                # A bounded step re-enqueues its job while targets remain.
+                c.ENV_SPLICE_QUEUE_URL: queues.splice.queue.queue_url,
             },
             reserved_concurrency=reserved,
         )
@@ -96,3 +98,4 @@ class ErasureFunctions(Construct):
         storage.grant_table_read(fn)
         storage.grant_table_put(fn, c.DATA_PREFIX + "*", *COMMIT_KEYS, sid="WriteSplices")
         storage.grant_multipart_cleanup(fn, c.DATA_PREFIX + "*")
+        queues.splice.grant_send(fn)

@@ -11,10 +11,11 @@ Workflow (plain Task states whose ``Resource`` is the function ARN, so moto's St
 interpreter can run the same definition locally)::
 
     {"dry_run": bool}
-      Plan        -> $.plan = {"run_id", "batches": [S3 keys of batch lists under _gc/], ...}
+      Plan        -> $.plan = {"table", "run_id", "dry_run", "batches": [batch lists under
+                     _gc/], ...counts}   (lethe.gc_models.PlanState)
       SweepBatches (Map over $.plan.batches, MaxConcurrency bounded; each item gets
              {"run_id", "dry_run", "batch_key"} and runs the Sweep task; results stay in S3)
-      Compact (Pass) -> {"run_id", "dry_run"}: the batch list leaves the payload
+      Compact (Pass) -> {"table", "run_id", "dry_run"}: the batch list leaves the payload
       Expire -> $.expire, Abort -> $.abort, Purge -> $.purge, Report -> $.report
       Done (Succeed)
     any step, after its retries: Catch -> RecordFailure ($.error = {Error, Cause}) -> Failed
@@ -180,7 +181,10 @@ class GarbageCollection(Construct):
                 fn, actions=["s3:ListBucketMultipartUploads"], sid="ListTableUploads"
             )
             storage.grant_table_delete(
-                fn, "*", actions=["s3:AbortMultipartUpload"], sid="AbortStaleUploads"
+                fn,
+                "*",
+                actions=["s3:AbortMultipartUpload", "s3:ListMultipartUploadParts"],
+                sid="AbortStaleUploads",
             )
 
     # ------------------------------------------------------------------ workflow
@@ -228,7 +232,7 @@ class GarbageCollection(Construct):
             max_concurrency=map_concurrency,
             item_selector={
                 "run_id": sfn.JsonPath.string_at("$.plan.run_id"),
-                "dry_run": sfn.JsonPath.string_at("$.dry_run"),
+                "dry_run": sfn.JsonPath.string_at("$.plan.dry_run"),
                 "batch_key": sfn.JsonPath.string_at("$$.Map.Item.Value"),
             },
             result_path=sfn.JsonPath.DISCARD,
@@ -238,10 +242,11 @@ class GarbageCollection(Construct):
         compact = sfn.Pass(
             self,
             "Compact",
-            comment="Drop the batch list: later steps get only the run id and the mode.",
+            comment="Drop the batch list: later steps get the table, run id and mode only.",
             parameters={
+                "table": sfn.JsonPath.string_at("$.plan.table"),
                 "run_id": sfn.JsonPath.string_at("$.plan.run_id"),
-                "dry_run": sfn.JsonPath.string_at("$.dry_run"),
+                "dry_run": sfn.JsonPath.string_at("$.plan.dry_run"),
             },
         )
         chain = (

@@ -233,7 +233,8 @@ class Ingest(Construct):
         fn.add_to_role_policy(
             iam.PolicyStatement(
                 sid="StartIngestJobs",
-                actions=["emr-serverless:StartJobRun"],
+                # ListJobRuns: a redelivered upload event finds its earlier run (idempotence).
+                actions=["emr-serverless:StartJobRun", "emr-serverless:ListJobRuns"],
                 resources=[application_arn],
             )
         )

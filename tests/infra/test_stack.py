@@ -67,12 +67,16 @@ class Synth:
     def of_type(self, type_: str) -> dict[str, dict[str, Any]]:
         return {k: v for k, v in self.resources.items() if v["Type"] == type_}
 
+    def layer_ids(self) -> set[str]:
+        return {self.logical_id(layer) for layer in self.stack.runtime.layers}
+
     def functions(self) -> dict[str, dict[str, Any]]:
         """handler -> properties, for Lethe's functions (those with our layers)."""
+        ours = {json.dumps({"Ref": i}) for i in self.layer_ids()}
         return {
             f["Properties"]["Handler"]: f["Properties"]
             for f in self.of_type("AWS::Lambda::Function").values()
-            if f["Properties"].get("Layers")
+            if ours <= {json.dumps(x) for x in f["Properties"].get("Layers", [])}
         }
 
     def statements(self, handler: str) -> list[dict[str, Any]]:
@@ -179,7 +183,7 @@ def test_resource_counts(synth: Synth) -> None:
     assert set(synth.functions()) == set(c.ALL_HANDLERS)  # one function per handler
     t.resource_count_is("AWS::S3::Bucket", 3)  # table, access logs, artifacts
     t.resource_count_is("AWS::SQS::Queue", 5)  # 2 work queues + 2 DLQs + trigger DLQ
-    t.resource_count_is("AWS::Lambda::LayerVersion", 2)
+    assert len(synth.layer_ids()) == 2  # dependencies + lethe
     t.resource_count_is("AWS::Lambda::EventSourceMapping", 2)
     t.resource_count_is("AWS::StepFunctions::StateMachine", 1)
     t.resource_count_is("AWS::Events::Rule", 1)
@@ -299,7 +303,7 @@ def test_event_sources_report_batch_item_failures(synth: Synth) -> None:
 
 
 def test_functions_share_platform_tracing_and_powertools(synth: Synth) -> None:
-    layer_refs = [{"Ref": k} for k in synth.of_type("AWS::Lambda::LayerVersion")]
+    layer_refs = [{"Ref": k} for k in synth.layer_ids()]
     for handler, props in synth.functions().items():
         assert props["Runtime"] == f"python{c.LAMBDA_PYTHON_VERSION}", handler
         assert props["Architectures"] == ["arm64"], handler
@@ -321,6 +325,7 @@ def test_function_specific_environment(synth: Synth) -> None:
     }
     splice_env = fns[c.SPLICE_HANDLER]["Environment"]["Variables"]
     assert int(splice_env[c.ENV_SPLICE_MAX_BYTES]) == c.CONTEXT_DEFAULTS[c.CTX_SPLICE_MAX_BYTES]
+    assert splice_env[c.ENV_SPLICE_QUEUE_URL] == {"Ref": splice_queue}  # re-enqueues itself
     ingest_env = fns[c.INGEST_HANDLER]["Environment"]["Variables"]
     app_id = synth.logical_id(synth.stack.ingest.application)
     assert ingest_env[c.ENV_EMR_APPLICATION_ID] == {"Fn::GetAtt": [app_id, "ApplicationId"]}
@@ -412,7 +417,9 @@ def test_ingest_trigger_reads_uploads_registers_and_starts_emr(synth: Synth) -> 
         "_latest_manifest",
     }
     app_id = synth.logical_id(synth.stack.ingest.application)
-    assert any(app_id in r for r in g["emr-serverless:StartJobRun"])
+    for action in ("emr-serverless:StartJobRun", "emr-serverless:ListJobRuns"):
+        (resource,) = g[action]
+        assert app_id in resource and resource.endswith(f"<{app_id}.ApplicationId>")
     job_role = synth.logical_id(synth.stack.ingest.job_role)
     assert g["iam:PassRole"] == {f"<{job_role}.Arn>"}
 
@@ -434,6 +441,7 @@ def test_only_gc_steps_hold_destructive_rights(synth: Synth) -> None:
     assert table_keys(synth, "s3:DeleteObject", s[c.GC_PLAN_HANDLER]) == {"_gc/*"}
     assert table_keys(synth, "s3:AbortMultipartUpload", s[c.GC_ABORT_HANDLER]) == {"*"}
     assert "s3:ListBucketMultipartUploads" in grants(s[c.GC_ABORT_HANDLER])
+    assert table_keys(synth, "s3:ListMultipartUploadParts", s[c.GC_ABORT_HANDLER]) == {"*"}
     assert table_keys(synth, "s3:DeleteObjectVersion", s[c.GC_PURGE_HANDLER]) == {"*"}
     assert "s3:ListBucketVersions" in grants(s[c.GC_PURGE_HANDLER])
     for handler in (c.GC_PLAN_HANDLER, c.GC_REPORT_HANDLER, c.GC_RECORD_FAILURE_HANDLER):
@@ -497,13 +505,25 @@ def test_gc_workflow_states_retry_and_catch(synth: Synth) -> None:
                                         "ItemsPath": "$.plan.batches",
                                         "MaxConcurrency": 8,
                                         "ResultPath": None,
-                                        "ItemSelector": Match.object_like(
-                                            {"batch_key.$": "$$.Map.Item.Value"}
-                                        ),
+                                        "ItemSelector": {
+                                            "run_id.$": "$.plan.run_id",
+                                            "dry_run.$": "$.plan.dry_run",
+                                            "batch_key.$": "$$.Map.Item.Value",
+                                        },
                                         "Next": "Compact",
                                     }
                                 ),
-                                "Compact": Match.object_like({"Type": "Pass", "Next": "Expire"}),
+                                "Compact": Match.object_like(
+                                    {
+                                        "Type": "Pass",
+                                        "Next": "Expire",
+                                        "Parameters": {
+                                            "table.$": "$.plan.table",
+                                            "run_id.$": "$.plan.run_id",
+                                            "dry_run.$": "$.plan.dry_run",
+                                        },
+                                    }
+                                ),
                                 "Expire": Match.object_like({"Type": "Task", "Next": "Abort"}),
                                 "Abort": Match.object_like({"Type": "Task", "Next": "Purge"}),
                                 "Purge": Match.object_like({"Type": "Task", "Next": "Report"}),
@@ -745,20 +765,17 @@ def test_handler_resolves_to_a_python_function(synth: Synth, handler: str) -> No
 # ------------------------------------------------------------------------------- layers
 
 
-def test_layers_fit_lambda_quota(layers: layer_build.LayerReport) -> None:
-    deps = layer_build.tree_bytes(layer_build.DEPS_DIR)
-    lib = layer_build.tree_bytes(layer_build.LIB_DIR)
-    assert (deps, lib) == (layers.deps.unzipped_bytes, layers.lib.unzipped_bytes)  # not stale
-    functions = layer_build.tree_bytes(layer_build.FUNCTIONS_DIR, skip_stripped=True)
-    assert deps + lib + functions <= c.LAMBDA_UNZIPPED_LIMIT_BYTES, layers.summary()
-    assert layer_build.DEPS_ZIP.stat().st_size == layers.deps.zipped_bytes
-    assert layer_build.LIB_ZIP.stat().st_size == layers.lib.zipped_bytes
-    packages = {p.rsplit("-", 1)[0].lower() for p in layers.deps.packages}
+def test_layers_fit_lambda_quota() -> None:
+    report = layer_build.verify()  # re-measures the trees and zips under the build lock
+    assert report.total_unzipped_bytes <= c.LAMBDA_UNZIPPED_LIMIT_BYTES, report.summary()
+    assert report.python_version == c.LAMBDA_PYTHON_VERSION
+    packages = {p.rsplit("-", 1)[0].lower() for p in report.deps.packages}
     assert {"pyarrow", "pyroaring", "pydantic", "aws_lambda_powertools", "boto3"} <= packages
     assert not packages & {"pyspark", "aws_cdk_lib", "pytest", "moto"}  # runtime deps only
     site = layer_build.DEPS_DIR / "python"
     assert not list(site.rglob("__pycache__")) and not list(site.rglob("*.pyi"))
     assert not (site / "pyarrow" / "include").exists()
+    assert not list(site.glob("pyarrow/libarrow_flight.so*"))
     assert (layer_build.LIB_DIR / "python" / "lethe" / "__init__.py").is_file()
 
 
