@@ -178,8 +178,13 @@ class Ingest(Construct):
         storage.grant_table_read(self.job_role)
         storage.grant_table_put(self.job_role, *EMR_WRITE_KEYS, sid="WriteTable")
         storage.grant_multipart_cleanup(self.job_role, c.DATA_PREFIX + "*", c.STAGING_PREFIX + "*")
-        # Spark's own writers clean their temporary output; only under _staging/.
-        storage.grant_table_delete(self.job_role, c.STAGING_PREFIX + "*", sid="CleanStaging")
+        storage.grant_table_delete(
+            self.job_role,
+            c.STAGING_PREFIX + "*",
+            sid="CleanStaging",
+            reason="Spark's writers remove their own temporary output: only under the "
+            "table's _staging/ scratch prefix, never committed data.",
+        )
         self.artifacts.grant_read(self.job_role)
         cfn_artifacts = self.artifacts.node.default_child
         assert isinstance(cfn_artifacts, cdk.CfnResource)

@@ -240,14 +240,17 @@ class TableStorage(Construct):
         *relatives: str,
         actions: Sequence[str] = ("s3:DeleteObject",),
         sid: str,
+        reason: str | None = None,
     ) -> None:
-        """Delete rights: for the GC steps only (see ``infra/constructs/gc.py``)."""
+        """Delete rights: for the GC steps (see ``infra/constructs/gc.py``), and Spark's
+        scratch space ``_staging/``."""
         self._grant(
             grantee,
             actions=actions,
             keys=[self.key_pattern(r) for r in relatives],
             sid=sid,
-            reason="Garbage collection removes unreferenced objects it found by listing the "
+            reason=reason
+            or "Garbage collection removes unreferenced objects it found by listing the "
             f"table; scoped to {', '.join(relatives)} of the one table prefix.",
         )
 
