@@ -1,0 +1,1 @@
+"""Garbage-collection workflow steps (Lambda code root: ``functions/``)."""
