@@ -85,6 +85,10 @@ def register(sub: Any, add_filters: Any) -> None:
     c.add_argument("--max-bytes", type=int, help="row-group bytes to splice in this run")
     c.set_defaults(fn=cmd_erase)
 
+    from lethe import gc
+
+    gc.add_cli(sub)  # lethe gc s3://b/t [--dry-run] [--retention 30d|1000v] [--grace 7d]
+
     c = sub.add_parser("verify", help="check every reference and DV of a snapshot")
     c.add_argument("uri")
     c.add_argument("--version", type=int)
