@@ -1,21 +1,59 @@
-"""``make demo``: the local end-to-end story on embedded defaults (moto's server on 127.0.0.1).
+"""``make demo``: the whole story, event-driven, on the local runtime (moto on 127.0.0.1).
 
-Run: ``python -m lethe.demo [--rows N]``.
+Run: ``python -m lethe.demo [--rows N]``. The CDK stack's template is run by
+:mod:`lethe.local.runtime`: the same queues (with their DLQs), the same Lambda handlers fed
+real SQS and S3 events, EMR Serverless job runs executed with local Spark, and the GC state
+machine on moto's Step Functions interpreter. The story:
+
+1. the stack, created from its template;
+2. a table, and 1M generated rows appended by a producer through the library;
+3. uploads to ``incoming/``: a ready Parquet file is registered by the ingest trigger; CSV and
+   JSON lines start EMR Serverless job runs (local Spark) that validate, reject and append;
+4. scans and point lookups, with request and byte counts;
+5. GDPR delete requests on SQS: logical deletes, an erase, a redelivery and a malformed
+   message. The delete Lambda commits one batch (rows invisible at once); the erase becomes
+   splice jobs for the bounded splice worker; the malformed message is retried until it lands
+   in the dead-letter queue;
+6. compaction (a Spark job run) of a file with many deleted rows;
+7. history and time travel; GC by the state machine; an audit that reads every object in the
+   bucket (every Parquet page decompressed) looking for the erased rows' keys and payloads.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
+import io
+import json
+import re
+import struct
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
-from lethe.local.server import start_moto
+from lethe import errors
+from lethe.local.runtime import LocalRuntime, LocalSettings
+from lethe.manifest import DataFile, request_hash
 from lethe.table import Table
+
+__all__ = [
+    "SCHEMA",
+    "Audit",
+    "Demo",
+    "Sizes",
+    "audit_bucket",
+    "generate",
+    "main",
+    "parquet_pages",
+    "run",
+]
 
 SCHEMA = pa.schema(
     [
@@ -25,18 +63,36 @@ SCHEMA = pa.schema(
         ("payload", pa.string()),
     ]
 )
+DELETE = "delete_requests.handler.handler"
+SPLICE = "splice.handler.handler"
+TRIGGER = "ingest_trigger.handler.handler"
+MB = 1 << 20
 
 
-def generate(start: int, n: int, *, customers: int = 10_000, seed: int = 7) -> pa.Table:
-    """Synthetic events: ids ``start..start+n``, sorted by id."""
+def generate(
+    start: int,
+    n: int,
+    *,
+    customers: int = 10_000,
+    seed: int = 7,
+    payloads: Mapping[int, str] | None = None,
+) -> pa.Table:
+    """Synthetic events: ids ``start..start+n``, sorted by id; ``payloads`` replaces the
+    payload of some ids (the demo's unique, searchable values)."""
     rng = np.random.default_rng(seed + start)
     ids = np.arange(start, start + n, dtype=np.int64)
     words = np.array(["click", "view", "buy", "share", "login", "logout", "search", "rate"])
-    payload = pa.compute.binary_join_element_wise(
+    payload = pc.binary_join_element_wise(
         pa.array(words[rng.integers(0, len(words), n)]),
         pa.array(rng.integers(0, 1_000_000, n).astype(str)),
         ":",
     )
+    special = {i: p for i, p in (payloads or {}).items() if start <= i < start + n}
+    if special:
+        values = payload.to_pylist()
+        for i, p in special.items():
+            values[i - start] = p
+        payload = pa.array(values, pa.string())
     return pa.table(
         {
             "id": ids,
@@ -50,19 +106,158 @@ def generate(start: int, n: int, *, customers: int = 10_000, seed: int = 7) -> p
     )
 
 
+# --- the audit -----------------------------------------------------------------------------------
+_CODECS = {1: "snappy", 2: "gzip", 4: "brotli", 6: "zstd", 7: "lz4_raw"}
+
+
+def parquet_pages(body: bytes) -> Iterator[bytes]:
+    """Every page of every column chunk of a Parquet file, decompressed (the bytes a
+    reader decodes values from: dictionary pages hold the distinct values, PLAIN data pages
+    the values themselves)."""
+    from lethe.parquet.footer import (
+        DPH2,
+        PH,
+        PageType,
+        chunk_range,
+        parse_tail,
+        walk_pages,
+    )
+    from lethe.parquet.thrift import Struct
+
+    footer = parse_tail(body, len(body))
+    for rg in footer.metadata.row_groups:
+        for chunk in rg.columns:
+            codec = chunk.meta_data.codec
+            for page in walk_pages(body, 0, chunk_range(chunk)):
+                data = body[page.data_offset : page.end]
+                size = page.header.uncompressed_page_size
+                raw = b""
+                if page.header.type == PageType.DATA_PAGE_V2:
+                    v2 = page.header.struct.get(PH.DATA_PAGE_HEADER_V2)
+                    levels = 0
+                    compressed = True
+                    if isinstance(v2, Struct):
+                        for fid in (
+                            DPH2.DEFINITION_LEVELS_BYTE_LENGTH,
+                            DPH2.REPETITION_LEVELS_BYTE_LENGTH,
+                        ):
+                            n = v2.get(fid)
+                            levels += n if isinstance(n, int) else 0
+                        compressed = v2.get(DPH2.IS_COMPRESSED) is not False
+                    raw, data, size = data[:levels], data[levels:], size - levels
+                    if not compressed:
+                        yield raw + data
+                        continue
+                if codec == 0:
+                    yield raw + data
+                elif codec in _CODECS:
+                    out = pa.Codec(_CODECS[codec]).decompress(data, decompressed_size=size)
+                    yield raw + out.to_pybytes()
+                else:  # LZO, Hadoop-framed LZ4: pyarrow cannot decompress them standalone
+                    raise errors.UnsupportedFile(f"codec {codec} in an audited file")
+
+
+@dataclass(frozen=True, slots=True)
+class Needle:
+    """What to look for: exact byte strings (searched in raw objects and in decompressed
+    Parquet pages) and decimal numbers (searched as whole tokens in raw objects: JSON, CSV)."""
+
+    binary: tuple[bytes, ...]
+    numbers: tuple[int, ...] = ()
+
+    @classmethod
+    def row(cls, key: int, payload: str) -> Needle:
+        """A row of the demo table: its int64 key as stored (little-endian) and in text,
+        and its unique payload."""
+        return cls((struct.pack("<q", key), payload.encode()), (key,))
+
+
+@dataclass(frozen=True, slots=True)
+class Audit:
+    """Where each needle was found: label -> sorted ``(object key, how)`` hits."""
+
+    objects: int
+    bytes: int
+    parquet_files: int
+    pages: int
+    hits: Mapping[str, tuple[tuple[str, str], ...]]
+
+    def found(self, label: str) -> tuple[str, ...]:
+        return tuple(sorted({k for k, _ in self.hits.get(label, ())}))
+
+
+def audit_bucket(s3: Any, bucket: str, needles: Mapping[str, Needle]) -> Audit:
+    """Read every object (and every old version, if any) of ``bucket`` and report where each
+    needle occurs: raw bytes, decompressed Parquet pages, or decimal text."""
+    tokens = {
+        label: [
+            re.compile(rb"(?<![0-9A-Za-z_.])" + str(n).encode() + rb"(?![0-9A-Za-z_])")
+            for n in needle.numbers
+        ]
+        for label, needle in needles.items()
+    }
+    hits: dict[str, set[tuple[str, str]]] = {label: set() for label in needles}
+    objects = total = files = pages = 0
+    for key, version in _all_versions(s3, bucket):
+        kw: dict[str, Any] = {"Bucket": bucket, "Key": key}
+        if version and version != "null":
+            kw["VersionId"] = version
+        body = s3.get_object(**kw)["Body"].read()
+        name = key if not version or version == "null" else f"{key}?versionId={version}"
+        objects += 1
+        total += len(body)
+        decoded: list[bytes] = []
+        if len(body) >= 12 and body[:4] == b"PAR1" and body[-4:] == b"PAR1":
+            decoded = list(parquet_pages(body))
+            files += 1
+            pages += len(decoded)
+        for label, needle in needles.items():
+            for b in needle.binary:
+                if b in body:
+                    hits[label].add((name, "raw bytes"))
+                if any(b in page for page in decoded):
+                    hits[label].add((name, "decoded Parquet page"))
+            if any(t.search(body) for t in tokens[label]):
+                hits[label].add((name, "decimal text"))
+    return Audit(objects, total, files, pages, {k: tuple(sorted(v)) for k, v in hits.items()})
+
+
+def _all_versions(s3: Any, bucket: str) -> Iterator[tuple[str, str | None]]:
+    for page in s3.get_paginator("list_object_versions").paginate(Bucket=bucket):
+        for v in page.get("Versions", []):
+            yield str(v["Key"]), v.get("VersionId")
+
+
+# --- narration -----------------------------------------------------------------------------------
 class Story:
     """Prints numbered steps with timings."""
 
-    def __init__(self) -> None:
+    def __init__(self, out: Callable[[str], None] | None = None) -> None:
         self.n = 0
         self.t0 = time.perf_counter()
+        self.out = out or (lambda s: print(s, flush=True))
+        self.timings: list[tuple[str, float]] = []
+        self._step_t = self.t0
 
     def step(self, title: str) -> None:
+        now = time.perf_counter()
+        if self.n:
+            self.timings[-1] = (self.timings[-1][0], now - self._step_t)
         self.n += 1
-        print(f"\n[{self.n}] {title}  (t+{time.perf_counter() - self.t0:.1f}s)", flush=True)
+        self._step_t = now
+        self.timings.append((title, 0.0))
+        self.out(f"\n[{self.n}] {title}  (t+{now - self.t0:.1f}s)")
 
     def say(self, msg: str) -> None:
-        print(f"    {msg}", flush=True)
+        self.out(f"    {msg}")
+
+    def event(self, msg: str) -> None:
+        """A line of the runtime's own progress output."""
+        self.out(f"      | {msg}")
+
+    def finish(self) -> None:
+        if self.timings:
+            self.timings[-1] = (self.timings[-1][0], time.perf_counter() - self._step_t)
 
     def timed(self, fn: Callable[[], Any]) -> tuple[Any, float]:
         t = time.perf_counter()
@@ -70,137 +265,508 @@ class Story:
         return r, time.perf_counter() - t
 
 
-def run(rows: int = 1_000_000, *, batches: int = 4) -> dict[str, Any]:
-    story = Story()
-    results: dict[str, Any] = {}
-    with start_moto() as aws:
-        story.step(f"embedded S3: moto's server on {aws.endpoint}")
-        s3 = aws.client("s3")
-        s3.create_bucket(Bucket="lethe-demo")
-        uri = "s3://lethe-demo/tables/events"
-        t = Table.create(uri, SCHEMA, key="id", target_file_bytes=8 << 20, row_group_bytes=1 << 20)
-        story.say(f"created {uri}: key=id, columns={SCHEMA.names}")
+def _mb(n: float) -> str:
+    return f"{n / MB:,.2f} MiB"
 
-        story.step(f"append {rows:,} generated rows in {batches} commits")
-        per = rows // batches
-        for b in range(batches):
-            n = per if b < batches - 1 else rows - per * (batches - 1)
-            r, secs = story.timed(partial(_append, t, b * per, n))
-            story.say(
-                f"v{r.version}: +{r.rows_added:,} rows in {r.files_added} files, {secs:.2f}s; {r.io.describe()}"
+
+@dataclass(frozen=True, slots=True)
+class Sizes:
+    """How much data the story moves (the default is ``make demo``'s)."""
+
+    rows: int = 1_000_000  # appended by the producer, in ``appends`` commits
+    appends: int = 4
+    parquet_rows: int = 100_000  # uploaded as a ready Parquet file
+    csv_rows: int = 30_000  # uploaded as CSV (+1 bad row)
+    json_rows: int = 20_000  # uploaded as JSON lines (+1 bad line)
+    customers: int = 10_000
+    target_file_bytes: int = 8 * MB
+    row_group_bytes: int = 1 * MB
+    splice_max_bytes: int = 1 * MB  # the template's 256 MiB would splice everything at once
+
+    @classmethod
+    def small(cls) -> Sizes:
+        """A few seconds' worth, with the same shape (several files, several row groups)."""
+        return cls(
+            rows=24_000,
+            appends=2,
+            parquet_rows=3_000,
+            csv_rows=1_500,
+            json_rows=1_000,
+            customers=200,
+            target_file_bytes=160 << 10,
+            row_group_bytes=32 << 10,
+            splice_max_bytes=32 << 10,
+        )
+
+
+@dataclass
+class Results:
+    """The numbers of a run (also what the end-to-end test checks)."""
+
+    values: dict[str, Any] = field(default_factory=dict)
+
+    def __setitem__(self, k: str, v: Any) -> None:
+        self.values[k] = v
+
+    def __getitem__(self, k: str) -> Any:
+        return self.values[k]
+
+
+class Demo:
+    """The story's steps, in order, on a running :class:`LocalRuntime`."""
+
+    def __init__(self, rt: LocalRuntime, sizes: Sizes, story: Story | None = None) -> None:
+        self.rt = rt
+        self.sizes = sizes
+        self.story = story or Story()
+        self.uri = rt.table_uri
+        self.bucket = rt.bucket
+        self.s3 = rt.aws.client("s3")
+        self.sqs = rt.aws.client("sqs")
+        self.emr = rt.aws.client("emr-serverless")
+        self.results = Results()
+        n = sizes.rows
+        # erased rows (spread over the producer's files) and a control row that stays
+        self.victims = [int(n * f) + 7 for f in (0.2718, 0.5772, 0.9141)]
+        self.control = int(n * 0.4142) + 3
+        self.payloads = {k: self._secret("erase-me", k) for k in self.victims}
+        self.payloads[self.control] = self._secret("keep-me", self.control)
+        self.table: Table | None = None
+
+    @staticmethod
+    def _secret(kind: str, key: int) -> str:
+        return f"{kind}-{hashlib.sha256(f'{kind}/{key}'.encode()).hexdigest()[:24]}"
+
+    @property
+    def t(self) -> Table:
+        assert self.table is not None, "create the table first"
+        return self.table
+
+    def needles(self) -> dict[str, Needle]:
+        out = {f"erased id={k}": Needle.row(k, self.payloads[k]) for k in self.victims}
+        out[f"control id={self.control}"] = Needle.row(self.control, self.payloads[self.control])
+        return out
+
+    # ---------------------------------------------------------------- 1. the table
+    def create_and_append(self) -> None:
+        s, st = self.sizes, self.story
+        st.step(f"a table at {self.uri}; a producer appends {s.rows:,} rows in {s.appends} commits")
+        self.table = Table.create(
+            self.uri,
+            SCHEMA,
+            key="id",
+            target_file_bytes=s.target_file_bytes,
+            row_group_bytes=s.row_group_bytes,
+        )
+        per = s.rows // s.appends
+        for b in range(s.appends):
+            n = per if b < s.appends - 1 else s.rows - per * (s.appends - 1)
+            data = generate(b * per, n, customers=s.customers, payloads=self.payloads)
+            r, secs = st.timed(partial(self.t.append, data))
+            st.say(
+                f"v{r.version}: +{r.rows_added:,} rows in {r.files_added} files, {secs:.2f}s; "
+                f"{r.io.describe()}"
             )
-        m = t.manifest
-        story.say(
+        m = self.t.manifest
+        st.say(
             f"table: {len(m.files)} files, {sum(len(f.row_groups) for f in m.files)} row groups, "
             f"{sum(f.size for f in m.files):,} bytes"
         )
+        self.results["appended_files"] = len(m.files)
 
-        story.step("scan: full, projected, filtered")
-        before = t.io
-        full, secs = story.timed(t.scan)
-        story.say(f"full scan: {full.num_rows:,} rows in {secs:.2f}s; {(t.io - before).describe()}")
-        before = t.io
-        proj, secs = story.timed(lambda: t.scan(["id", "customer_id"], [("customer_id", "=", 42)]))
-        story.say(f"customer 42: {proj.num_rows} rows in {secs:.2f}s; {(t.io - before).describe()}")
-        results["rows"] = full.num_rows
+    # ---------------------------------------------------------------- 2. uploads
+    def upload(self) -> None:
+        s, st, rt = self.sizes, self.story, self.rt
+        st.step(f"uploads to s3://{self.bucket}/{rt.incoming_prefix} -> S3 events -> ingest")
+        base = s.rows
+        before = self.t.refresh().scan(["id"]).num_rows
+        prefix = f"{rt.incoming_prefix}2026-11-22/"
+        # a ready Parquet file, as a well-behaved producer writes it
+        pq_data = generate(base, s.parquet_rows, customers=s.customers, seed=11)
+        buf = io.BytesIO()
+        pq.write_table(pq_data, buf, row_group_size=max(1, s.parquet_rows // 4), compression="zstd")
+        # CSV and JSON lines, each with one row that does not fit the schema
+        start = base + s.parquet_rows
+        csv_data = generate(start, s.csv_rows, customers=s.customers, seed=12)
+        csv = _csv(csv_data) + b"not-a-number,2026-11-22T10:00:00Z,7,bad row\n"
+        start += s.csv_rows
+        json_data = generate(start, s.json_rows, customers=s.customers, seed=13)
+        jsonl = _jsonl(json_data) + b'{"id": 1, "event_time": "yesterday-ish"\n'
+        uploads = [
+            (f"{prefix}events-0001.parquet", buf.getvalue(), "ready Parquet"),
+            (f"{prefix}events-0002.csv", csv, "CSV"),
+            (f"{prefix}events-0003.jsonl", jsonl, "JSON lines"),
+        ]
+        for key, body, what in uploads:
+            self.s3.put_object(Bucket=self.bucket, Key=key, Body=body)
+            st.say(f"PUT {key}: {what}, {len(body):,} bytes")
+        pumped = rt.pump_until_idle(timeout=1800)
+        after = self.t.refresh().scan(["id"]).num_rows
+        jobs = [(j.id, _basename(j.entry_point), j.state, j.seconds) for j in pumped.jobs]
+        st.say(
+            f"ingest trigger: {rt.function(TRIGGER).invocations} invocations; EMR Serverless job "
+            f"runs: {', '.join(f'{i} {n} {state} ({sec:.0f}s)' for i, n, state, sec in jobs)}"
+        )
+        for h in reversed(self.t.history()[: 1 + len(uploads)]):
+            if h.operation in ("register", "append") and h.version > s.appends:
+                st.say(f"v{h.version:<3} {h.operation:<8} +{h.rows_added:,} rows")
+        rejects = self._rejects()
+        st.say(
+            f"table rows {before:,} -> {after:,} (+{after - before:,} of "
+            f"{s.parquet_rows + s.csv_rows + s.json_rows:,} good rows uploaded); "
+            f"{len(rejects)} rejected rows kept with their reasons under _staging/rejects/:"
+        )
+        for r in rejects:
+            st.say(f"    {r.get('source', '').rsplit('/', 1)[-1]}: {str(r.get('reason'))[:90]}")
+        self.results["ingested_rows"] = after - before
+        self.results["rejected_rows"] = len(rejects)
+        self.results["job_states"] = [j.state for j in pumped.jobs]
 
-        story.step("point lookups (warm snapshot: footers cached)")
-        key = rows // 2 + 17
-        t.lookup(key)  # warm the footer cache for this file
+    def _rejects(self) -> list[dict[str, Any]]:
+        prefix = self.uri.split("/", 3)[3] + "/_staging/rejects/"
+        out: list[dict[str, Any]] = []
+        for page in self.s3.get_paginator("list_objects_v2").paginate(
+            Bucket=self.bucket, Prefix=prefix
+        ):
+            for o in page.get("Contents", []):
+                body = self.s3.get_object(Bucket=self.bucket, Key=o["Key"])["Body"].read()
+                out.extend(json.loads(line) for line in body.decode().splitlines() if line)
+        return out
+
+    # ---------------------------------------------------------------- 3. reads
+    def scans_and_lookups(self) -> None:
+        st, t = self.story, Table.open(self.uri)  # a fresh handle: nothing cached yet
+        st.step("scans and point lookups (a fresh handle)")
         before = t.io
-        hit, secs = story.timed(lambda: t.lookup(key))
+        full, secs = st.timed(t.scan)
+        st.say(f"full scan: {full.num_rows:,} rows in {secs:.2f}s; {(t.io - before).describe()}")
+        before = t.io
+        proj, secs = st.timed(lambda: t.scan(["id", "customer_id"], [("customer_id", "=", 42)]))
+        st.say(f"customer 42: {proj.num_rows} rows in {secs:.2f}s; {(t.io - before).describe()}")
+        key = self.sizes.rows // 2 + 17
+        t.lookup(key)  # warm the footer cache of this file
+        before = t.io
+        hit, secs = st.timed(lambda: t.lookup(key))
         d = t.io - before
-        story.say(f"lookup id={key}: {hit.to_pylist()} in {secs * 1000:.1f} ms; {d.describe()}")
-        results["lookup_gets"] = d.count("get")
+        st.say(f"lookup id={key} (warm): {hit.to_pylist()} in {secs * 1000:.1f} ms; {d.describe()}")
+        self.results["rows"] = full.num_rows
+        self.results["lookup_gets"] = d.count("get")
 
-        story.step("GDPR delete requests on SQS -> the delete-request Lambda (one batch)")
-        results.update(_sqs_deletes(story, aws, t, uri, rows))
+    # ---------------------------------------------------------------- 4. delete requests
+    def delete_requests(self) -> None:
+        st, rt, t = self.story, self.rt, self.t.refresh()
+        st.step("GDPR requests on SQS -> the delete Lambda -> splice jobs -> the splice worker")
+        n = self.sizes.rows
+        k1 = n // 2 + 17
+        customer = int(t.lookup(k1, ["customer_id"])["customer_id"][0].as_py())
+        customer_rows = t.scan(["id"], [("customer_id", "=", customer)]).num_rows
+        held = {f.path: f.size for f in t.manifest.files}
+        bodies: list[dict[str, Any]] = [
+            {"request_id": "gdpr-0001", "filters": [["id", "=", k1]]},
+            {"request_id": "gdpr-0002", "filters": [["id", "in", [12, n - 1]]]},
+            {"request_id": "gdpr-0003", "filters": [["customer_id", "=", customer]]},
+            {"request_id": "gdpr-0004", "filters": [["id", "in", self.victims]], "mode": "erase"},
+            {"request_id": "gdpr-0001", "filters": [["id", "=", k1]]},  # redelivered
+        ]
+        url = rt.outputs["DeleteQueueUrl"]
+        for b in bodies:
+            msg = {"mode": "logical", **b, "table": self.uri, "requested_at": "2026-11-22T10:00Z"}
+            self.sqs.send_message(QueueUrl=url, MessageBody=json.dumps(msg))
+        self.sqs.send_message(QueueUrl=url, MessageBody='{"request_id": "gdpr-broken", "table": ')
+        st.say(
+            f"sent 6 messages: 3 logical deletes (1 key, 2 keys, customer #{customer} with "
+            f"{customer_rows} rows), 1 erase of {len(self.victims)} keys, 1 redelivery, 1 malformed"
+        )
+        before_rows = t.scan(["id"]).num_rows
+        v0 = t.version
+        rt.pump(only=[DELETE])  # the first batch only: deletes are visible before any splice
+        t.refresh()
+        after_rows = t.scan(["id"]).num_rows
+        gone = [k for k in [k1, *self.victims] if t.lookup(k).num_rows == 0]
+        st.say(
+            f"one commit, v{v0} -> v{t.version}: {before_rows - after_rows:,} rows invisible at "
+            f"once; lookups of {len(gone)}/{1 + len(self.victims)} deleted keys return nothing"
+        )
+        erasure = next(e for e in t.manifest.erasures if e.id_hash == request_hash("gdpr-0004"))
+        targets = {tt.path for tt in erasure.targets}
+        st.say(
+            f"erase gdpr-0004: pending, {sum(len(tt.row_groups) for tt in erasure.targets)} row "
+            f"groups in {len(targets)} files; splice queue: {rt.queue_depth('SpliceQueueUrl')}"
+        )
+        self.results["deleted_at_once"] = before_rows - after_rows
+        self.results["invisible_at_once"] = len(gone) == 1 + len(self.victims)
 
-        story.step("time travel and history")
-        old = Table.open(uri, version=1)
-        story.say(
-            f"version 1 has {old.scan(['id']).num_rows:,} rows; latest has {t.refresh().scan(['id']).num_rows:,}"
+        splice = rt.function(SPLICE)
+        calls0 = splice.invocations
+        pumped = rt.pump_until_idle(timeout=600)
+        t.refresh()
+        erasure = next(e for e in t.manifest.erasures if e.id_hash == request_hash("gdpr-0004"))
+        m = splice.metrics
+        size = sum(held[p] for p in targets)
+        st.say(
+            f"splice worker (LETHE_SPLICE_MAX_BYTES={self.sizes.splice_max_bytes:,}): "
+            f"{splice.invocations - calls0} invocations, erasure {erasure.state} at "
+            f"v{erasure.spliced_version}; {int(m.get('RowsErased', 0))} deleted rows physically "
+            "removed from the spliced row groups"
+        )
+        st.say(
+            f"spliced {len(targets)} files of {_mb(size)}: {_mb(m.get('BytesCopied', 0))} copied "
+            f"server-side, {_mb(m.get('BytesUploaded', 0))} uploaded, "
+            f"{_mb(m.get('BytesDownloaded', 0))} downloaded (a rewrite moves {_mb(size)} each way)"
+        )
+        dlq = rt.peek("DeleteDeadLetterQueueUrl")
+        dead = [d for d in dlq if d["Body"].startswith('{"request_id": "gdpr-broken"')]
+        received = rt.queue("DeleteQueueUrl").max_receive
+        st.say(
+            f"malformed message: failed {received} receives, now in the dead-letter queue "
+            f"({len(dead)} message, body {dead[0]['Body'][:40]!r}...)"
+            if dead
+            else "malformed message: NOT in the dead-letter queue"
+        )
+        self.results["erasure_state"] = erasure.state
+        self.results["splice_bytes"] = dict(m)
+        self.results["spliced_file_bytes"] = size
+        self.results["dead_letters"] = len(dead)
+        self.results["batch_failures"] = pumped.failed
+
+    # ---------------------------------------------------------------- 5. compaction
+    def compaction(self) -> None:
+        st, rt, t = self.story, self.rt, self.t.refresh()
+        st.step("compaction (an EMR Serverless job run, local Spark) of a DV-heavy file")
+        probe = int(self.sizes.rows * 0.66)
+        f = _file_of(t.manifest.files, probe)
+        cut = int(self.sizes.customers * 0.4)
+        url = rt.outputs["DeleteQueueUrl"]
+        body = {
+            "request_id": "gdpr-0005",
+            "table": self.uri,
+            "mode": "logical",
+            "filters": [
+                ["id", ">=", f.row_groups[0].key_min],
+                ["id", "<=", f.row_groups[-1].key_max],
+                ["customer_id", "<", cut],
+            ],
+            "requested_at": "2026-11-22T11:00Z",
+        }
+        self.sqs.send_message(QueueUrl=url, MessageBody=json.dumps(body))
+        rt.pump_until_idle(timeout=600)
+        f = t.refresh().manifest.file(f.path) or f
+        st.say(
+            f"delete request gdpr-0005 (customers < {cut} in one file's key range): "
+            f"{f.path.rsplit('/', 1)[-1]} has {f.deleted_rows:,} of {f.rows:,} rows deleted "
+            f"({f.deleted_rows / f.rows:.0%}), {f.size:,} bytes"
+        )
+        artifacts = rt.outputs["ArtifactsBucketName"]
+        run = self.emr.start_job_run(
+            applicationId=rt.outputs["EmrApplicationId"],
+            executionRoleArn=rt.outputs["EmrJobRoleArn"],
+            clientToken=f"compact-{t.version}",
+            name="lethe-compact",
+            jobDriver={
+                "sparkSubmit": {
+                    "entryPoint": f"s3://{artifacts}/spark_jobs/compact.py",
+                    "entryPointArguments": [
+                        "--table",
+                        self.uri,
+                        "--min-deleted-fraction",
+                        "0.3",
+                        "--small-file-fraction",
+                        "0",
+                    ],
+                }
+            },
+        )
+        st.say(f"StartJobRun spark_jobs/compact.py --min-deleted-fraction 0.3: {run['jobRunId']}")
+        before_files = len(t.manifest.files)
+        rt.pump_until_idle(timeout=1800)
+        t.refresh()
+        job = rt.job_runs[-1]
+        replaced = t.manifest.file(f.path) is None
+        new = [g for g in t.manifest.files if g.added_version == t.version]
+        st.say(
+            f"job run {job.id}: {job.state} in {job.seconds:.1f}s; the file "
+            + (
+                f"was rewritten: {f.rows:,} rows / {f.size:,} bytes with a DV -> "
+                f"{sum(g.rows for g in new):,} rows / {sum(g.size for g in new):,} bytes in "
+                f"{len(new)} file(s) without one; files {before_files} -> {len(t.manifest.files)}"
+                if replaced
+                else "was NOT rewritten"
+            )
+        )
+        self.results["compaction_state"] = job.state
+        self.results["compacted"] = replaced
+        self.results["compacted_bytes"] = (f.size, sum(g.size for g in new))
+        self.results["compacted_rows"] = (f.rows - f.deleted_rows, sum(g.rows for g in new))
+
+    # ---------------------------------------------------------------- 6. history, audit, GC
+    def history(self) -> None:
+        st, t = self.story, self.t.refresh()
+        st.step("history and time travel")
+        old = Table.open(self.uri, version=1)
+        st.say(
+            f"version 1 has {old.scan(['id']).num_rows:,} rows; "
+            f"latest (v{t.version}) has {t.scan(['id']).num_rows:,}"
         )
         for h in t.history():
-            story.say(
-                f"v{h.version:<3} {h.operation:<8} +{h.rows_added:<9,} -{h.rows_deleted:<7,} live={h.live_rows:,} files={h.live_files}"
+            st.say(
+                f"v{h.version:<3} {h.operation:<9} +{h.rows_added:<9,} -{h.rows_deleted:<7,} "
+                f"erased {h.rows_erased:<6,} live={h.live_rows:,} files={h.live_files}"
             )
-        story.step("totals")
-        story.say(f"all requests of this handle: {t.io.describe()}")
-    return results
+
+    def audit(self, when: str) -> Audit:
+        st = self.story
+        st.step(f"audit {when}: every object of the bucket, every Parquet page decompressed")
+        t0 = time.perf_counter()
+        a = audit_bucket(self.s3, self.bucket, self.needles())
+        secs = time.perf_counter() - t0
+        st.say(
+            f"read {a.objects} objects ({a.bytes:,} bytes; {a.parquet_files} Parquet files, "
+            f"{a.pages:,} pages) in {secs:.1f}s, looking for each row's int64 key bytes, its "
+            "key as decimal text, and its unique payload"
+        )
+        for label in self.needles():
+            found = a.found(label)
+            where = ", ".join(sorted({how for k, how in a.hits[label]}) if found else [])
+            st.say(
+                f"{label}: "
+                + (f"found in {len(found)} object(s) ({where})" if found else "found nowhere")
+            )
+            for k in found[:4]:
+                st.say(f"    {k}")
+        return a
+
+    def gc(self) -> None:
+        st, rt = self.story, self.rt
+        st.step("GC: the Step Functions workflow (moto's interpreter) over the GC Lambdas")
+        st.say(
+            "locally: retention 1 version, grace 0s (the template's schedule says "
+            "rate(1 day), retention 30d, grace 7d)"
+        )
+        run = rt.run_gc(retention="1v", grace="0s", erasure_grace="0s")
+        st.say(f"execution {run.execution.status}: {' -> '.join(run.execution.states)}")
+        if run.report is not None:
+            for line in run.report.describe().splitlines():
+                st.say(line)
+        self.results["gc_status"] = run.execution.status
+        self.results["gc_report"] = run.report
+        try:
+            Table.open(self.uri, version=1)
+            st.say("version 1 is still readable")
+            self.results["v1_gone"] = False
+        except errors.SnapshotNotFound as e:
+            st.say(f"time travel to v1 now fails: {e}")
+            self.results["v1_gone"] = True
+
+    def totals(self) -> None:
+        st, rt = self.story, self.rt
+        st.step("totals")
+        for f in rt.functions.values():
+            if f.invocations:
+                st.say(
+                    f"{f.handler:<34} {f.invocations:>3} invocations, {f.failures} failed "
+                    f"(log: {f.sink.path})"
+                )
+        for j in rt.job_runs:
+            st.say(f"EMR Serverless job run {j.id} {_basename(j.entry_point):<11} {j.state}")
+        st.say(f"GC executions: {', '.join(g.execution.status for g in rt.gc_runs)}")
+        st.say(f"this handle's requests: {self.t.io.describe()}")
+        st.finish()
+        st.say(
+            "step timings: "
+            + ", ".join(f"[{i + 1}] {secs:.1f}s" for i, (_, secs) in enumerate(st.timings))
+        )
 
 
-def _append(t: Table, start: int, n: int) -> Any:
-    return t.append(generate(start, n))
+def _basename(uri: str) -> str:
+    return uri.rsplit("/", 1)[-1]
 
 
-def _sqs_deletes(story: Story, aws: Any, t: Table, uri: str, rows: int) -> dict[str, Any]:
-    import json
-    import os
+def _file_of(files: Iterable[DataFile], key: int) -> DataFile:
+    for f in files:
+        lo, hi = f.row_groups[0].key_min, f.row_groups[-1].key_max
+        if isinstance(lo, int) and isinstance(hi, int) and lo <= key <= hi:
+            return f
+    raise LookupError(f"no file holds id {key}")
 
-    from lethe.local.events import LambdaContext, sqs_event
 
-    os.environ.setdefault("POWERTOOLS_SERVICE_NAME", "lethe-delete-requests")
-    os.environ.setdefault("POWERTOOLS_METRICS_NAMESPACE", "Lethe")
-    os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
-    os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")
-    from functions.delete_requests import handler as delete_handler
+def _csv(t: pa.Table) -> bytes:
+    import pyarrow.csv as pcsv
 
-    sqs = aws.client("sqs")
-    url = sqs.create_queue(QueueName="lethe-delete-requests")["QueueUrl"]
-    arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"][
-        "QueueArn"
+    buf = io.BytesIO()
+    out = t.set_column(1, "event_time", pc.strftime(t.column("event_time"), "%Y-%m-%dT%H:%M:%SZ"))
+    pcsv.write_csv(out, buf)
+    return buf.getvalue()
+
+
+def _jsonl(t: pa.Table) -> bytes:
+    times = pc.strftime(t.column("event_time"), "%Y-%m-%dT%H:%M:%SZ").to_pylist()
+    lines = [
+        json.dumps({"id": i, "event_time": ts, "customer_id": c, "payload": p})
+        for i, ts, c, p in zip(
+            t.column("id").to_pylist(),
+            times,
+            t.column("customer_id").to_pylist(),
+            t.column("payload").to_pylist(),
+            strict=True,
+        )
     ]
-    victims = [rows // 2 + 17, 12, rows - 1]
-    customer = int(t.lookup(victims[0], ["customer_id"])["customer_id"][0].as_py())
-    bodies: list[dict[str, Any]] = [
-        {"request_id": "gdpr-0001", "filters": [["id", "=", victims[0]]]},
-        {"request_id": "gdpr-0002", "filters": [["id", "in", victims[1:]]]},
-        {"request_id": "gdpr-0003", "filters": [["customer_id", "=", customer]]},
-        {"request_id": "gdpr-0001", "filters": [["id", "=", victims[0]]]},  # redelivered
-    ]
-    for b in bodies:
-        msg = {**b, "table": uri, "mode": "logical", "requested_at": "2026-11-22T10:00:00Z"}
-        sqs.send_message(QueueUrl=url, MessageBody=json.dumps(msg))
-    sqs.send_message(QueueUrl=url, MessageBody='{"request_id": "broken", "table": ')
-    msgs: list[dict[str, Any]] = []
-    while len(msgs) < len(bodies) + 1:
-        r = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=1)
-        msgs.extend(r.get("Messages", []))
-    before_rows = t.refresh().scan(["id"]).num_rows
-    customer_rows = t.scan(["id"], [("customer_id", "=", customer)]).num_rows
-    story.say(
-        f"{len(msgs)} messages on the queue: 3 requests + 1 redelivery + 1 malformed; "
-        f"customer #{customer} has {customer_rows} rows"
-    )
-    resp, secs = story.timed(
-        lambda: delete_handler.handler(sqs_event(msgs, queue_arn=arn), LambdaContext())
-    )
-    failed = len(resp["batchItemFailures"])
-    t.refresh()
-    after_rows = t.scan(["id"]).num_rows
-    story.say(
-        f"handler: {secs * 1000:.0f} ms, {failed} batch item failure(s) reported (-> DLQ after maxReceiveCount)"
-    )
-    story.say(
-        f"one commit -> version {t.version}: {before_rows - after_rows} rows deleted, {before_rows:,} -> {after_rows:,}"
-    )
-    story.say(
-        f"lookup id={victims[0]} now returns {t.lookup(victims[0]).num_rows} rows; customer #{customer}: {t.scan(['id'], [('customer_id', '=', customer)]).num_rows} rows"
-    )
-    f = next(f for f in t.manifest.files if f.dv is not None)
-    assert f.dv is not None
-    story.say(
-        f"deletion vector of {f.path.rsplit('/', 1)[-1]}: {f.dv.cardinality} positions in {f.dv.container} ({f.dv.length} bytes)"
-    )
-    return {"deleted": before_rows - after_rows, "failed": failed}
+    return ("\n".join(lines) + "\n").encode()
 
 
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__)
-    p.add_argument("--rows", type=int, default=1_000_000)
-    a = p.parse_args()
-    run(a.rows)
+def start_runtime(
+    sizes: Sizes,
+    *,
+    template: Any = None,
+    aws: Any = None,
+    echo: Callable[[str], None] | None = None,
+) -> LocalRuntime:
+    """The local runtime as the demo runs it: its own moto (unless ``aws``), stable names,
+    and the splice budget of ``sizes``."""
+    settings = LocalSettings(
+        env_overrides={"LETHE_SPLICE_MAX_BYTES": str(sizes.splice_max_bytes)},
+        name_suffix="" if aws is None else None,
+    )
+    return LocalRuntime.start(template=template, aws=aws, settings=settings, echo=echo)
+
+
+def run(sizes: Sizes | None = None, *, template: Any = None, aws: Any = None) -> dict[str, Any]:
+    """The whole story; returns its numbers."""
+    sizes = sizes or Sizes()
+    story = Story()
+    story.step("the stack's template on the local runtime (moto on 127.0.0.1, in this process)")
+    rt, secs = story.timed(
+        lambda: start_runtime(sizes, template=template, aws=aws, echo=story.event)
+    )
+    try:
+        story.say(f"created in {secs:.1f}s:")
+        for line in rt.describe():
+            story.say(line)
+        demo = Demo(rt, sizes, story)
+        demo.create_and_append()
+        demo.upload()
+        demo.scans_and_lookups()
+        demo.delete_requests()
+        demo.compaction()
+        demo.history()
+        before = demo.audit("before GC")
+        demo.gc()
+        after = demo.audit("after GC")
+        demo.totals()
+        demo.results["audit_before"] = before
+        demo.results["audit_after"] = after
+        return demo.results.values
+    finally:
+        rt.stop()
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    p = argparse.ArgumentParser(prog="python -m lethe.demo", description=__doc__.split("\n")[0])
+    p.add_argument("--rows", type=int, default=1_000_000, help="rows the producer appends")
+    p.add_argument("--small", action="store_true", help="the end-to-end test's sizes")
+    p.add_argument("--template", default=None, help="a synthesized *.template.json to use")
+    a = p.parse_args(argv)
+    sizes = Sizes.small() if a.small else Sizes(rows=a.rows)
+    run(sizes, template=a.template)
 
 
 if __name__ == "__main__":

@@ -75,7 +75,7 @@ import threading
 import time
 import traceback
 import uuid
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -643,6 +643,7 @@ class LocalSettings:
         log_dir: where function, job and GC output goes (default: a new temporary directory).
         name_suffix: appended to every resource name (None: a random one, so that several
             runtimes can share one moto server; "" for stable names).
+        code_root: the Lambda code root the handler strings are relative to (``functions/``).
     """
 
     visibility_timeout: int = 1
@@ -651,6 +652,7 @@ class LocalSettings:
     env_overrides: Mapping[str, str] = field(default_factory=dict)
     log_dir: Path | None = None
     name_suffix: str | None = None
+    code_root: Path = CODE_ROOT
 
 
 @dataclass(frozen=True, slots=True)
@@ -979,7 +981,7 @@ class LocalRuntime:
         ours = {
             json.dumps(props.get("Code"), sort_keys=True)
             for props in functions.values()
-            if _handler_file(str(props.get("Handler", ""))) is not None
+            if _handler_file(str(props.get("Handler", "")), self.settings.code_root) is not None
         }
         overrides = self.settings.env_overrides
         for lid, props in functions.items():
@@ -1004,6 +1006,7 @@ class LocalRuntime:
                 timeout=int(props.get("Timeout", 3)),
                 memory=int(props.get("MemorySize", 128)),
                 log_dir=self.log_dir,
+                code_root=self.settings.code_root,
             )
             if json.dumps(props.get("Code"), sort_keys=True) not in ours:
                 self.skipped[lid] = f"handler {fn.handler!r}: CDK-provided code, not functions/"
@@ -1154,7 +1157,10 @@ class LocalRuntime:
                 env[k] = v
         with environment({**self._base_env, "MOTO_PORT": str(self.aws.port)}):
             self.state_machine = LocalStateMachine.from_template(
-                self.template.template, aws=self.aws, environment=env
+                self.template.template,
+                aws=self.aws,
+                environment=env,
+                code_root=self.settings.code_root,
             )
         arn = self.state_machine.arn
         self.template.physical[lid] = Physical(arn, {"Name": arn.rsplit(":", 1)[-1], "Arn": arn})
@@ -1283,16 +1289,25 @@ class LocalRuntime:
         return lines
 
     # ------------------------------------------------------------------ event delivery
-    def pump(self) -> int:
-        """One pass over every event source; returns how many events were delivered."""
+    def pump(self, *, only: Collection[str] | None = None) -> int:
+        """One pass over every event source; returns how many events were delivered.
+
+        Args:
+            only: deliver only to these functions (logical ids, handler strings or names);
+                no job runs and no timer then.
+        """
+        wanted = None if only is None else {self.function(k).logical_id for k in only}
         done = 0
         for n in self._s3_sources:
-            done += self._pump_s3(n)
-        done += self._pump_jobs()
+            if wanted is None or n.function in wanted:
+                done += self._pump_s3(n)
+        if wanted is None:
+            done += self._pump_jobs()
         for s in self._sqs_sources:
-            done += self._pump_sqs(s)
+            if wanted is None or s.function in wanted:
+                done += self._pump_sqs(s)
         self._watch_dead_letters()
-        if self._next_gc is not None and time.monotonic() >= self._next_gc:
+        if wanted is None and self._next_gc is not None and time.monotonic() >= self._next_gc:
             assert self.settings.gc_interval is not None
             self._next_gc = time.monotonic() + self.settings.gc_interval
             self.run_gc(**{**self._schedule_input, **self.settings.gc_input})
@@ -1392,7 +1407,8 @@ class LocalRuntime:
                 }
             )
             limit = f"/{q.max_receive}" if q.max_receive else ""
-            why = (inv.error or "").split("\n", 1)[0] or "; ".join(fn.sink.problems[problems:][:2])
+            logged = "; ".join(dict.fromkeys(fn.sink.problems[problems:][:3]))
+            why = logged or (inv.error or "").split("\n", 1)[0]
             text += (
                 f", {len(msgs) - len(failed_ids)} done, {len(failed_ids)} failed "
                 f"(receive {','.join(map(str, counts))}{limit}; back after "
@@ -1552,9 +1568,10 @@ class LocalRuntime:
         job.seconds = time.perf_counter() - t0
         self._set_job_state(app_id, run_id, job.state, job.details)
         last = [ln for ln in job.output.splitlines() if ln.strip()][-1:] or [job.details]
+        shown = " ".join(a.rsplit("/", 1)[-1] if a.startswith("s3://") else a for a in args)
         self.echo(
-            f"emr-serverless job run {run_id} ({Path(entry).name} {' '.join(args[:4])} ...): "
-            f"{job.state} in {job.seconds:.1f}s: {last[0][:200]}"
+            f"emr-serverless job run {run_id} ({Path(entry).name} {shown[:80]}): "
+            f"{job.state} in {job.seconds:.1f}s: {last[0][:240]}"
         )
         return job
 
