@@ -3,7 +3,9 @@
 A splice rewrites only the row groups that lose rows. Each edited group is re-encoded on its
 own with pyarrow, using the codec, encodings, dictionary use, data page version, statistics,
 page index, bloom filters and checksums its original chunks show, and is moved into place;
-every other byte range of the data area is copied unchanged. All bloom filters, column
+every other byte range of the data area is copied unchanged (the bytes between an edited group
+and the next one go with the edited group: some writers store a copy of each chunk's metadata,
+statistics included, after the chunk). All bloom filters, column
 indexes and offset indexes are rebuilt into one index region after the last row group, the
 edited groups' from their re-encoding only, so no statistic, page-index entry or bloom filter
 bit of a removed row survives; the old region is not copied. The footer is the original one,
@@ -243,8 +245,13 @@ def _check_known(s: Struct, kind: str) -> None:
         )
 
 
-def _shift_column(cc: Struct, move: Callable[[int], int | None], fallback: int) -> Struct:
-    """Move a column chunk's page offsets (and its deprecated file_offset)."""
+def _shift_column(cc: Struct, move: Callable[[int], int | None]) -> Struct:
+    """Move a column chunk's page offsets and its deprecated ``file_offset``.
+
+    ``file_offset`` means different things to different writers (0, the chunk's start, a
+    copy of its metadata after it); it moves with the chunk when it lies in a moved range,
+    else it becomes the chunk's new start.
+    """
     md = _sub(cc, CC.META_DATA)
     for fid in (CMD.DATA_PAGE_OFFSET, CMD.DICTIONARY_PAGE_OFFSET, CMD.INDEX_PAGE_OFFSET):
         v = md.get(fid)
@@ -258,7 +265,9 @@ def _shift_column(cc: Struct, move: Callable[[int], int | None], fallback: int) 
     fo = cc.get(CC.FILE_OFFSET)
     if isinstance(fo, int) and fo != 0:
         moved = move(fo)
-        cc = _set_int(cc, CC.FILE_OFFSET, fallback if moved is None else moved)
+        if moved is None:
+            moved = chunk_range(ColumnChunk(cc)).start
+        cc = _set_int(cc, CC.FILE_OFFSET, moved)
     return cc
 
 
@@ -296,7 +305,7 @@ def _one_group_footer(meta: FileMetaData, k: int, *, keep_kv: bool) -> bytes:
 
     cols = []
     for cc in rg.columns:
-        s = _shift_column(cc.struct, move, 0)
+        s = _shift_column(cc.struct, move)
         s = s.without(
             CC.OFFSET_INDEX_OFFSET,
             CC.OFFSET_INDEX_LENGTH,
@@ -770,11 +779,18 @@ def splice(
     for g, e in sorted(edits.items()):
         reencoded[g] = _reencode(meta, g, e, source, ranges[g].start) if e.keep.num_rows else None
 
-    # The data area: kept ranges, replaced groups, index structures cut out of it.
+    # The data area: kept ranges, replaced groups, index structures cut out of it. An edited
+    # group takes the bytes up to the next group with it: writers such as polars put a copy
+    # of each chunk's ColumnMetaData (statistics included) right after the chunk.
+    following = {a: ranges[b].start for a, b in itertools.pairwise(order)}
     cuts: list[tuple[int, int, int | None]] = [  # (start, end, edited group or None)
-        (ranges[g].start, ranges[g].end, g) for g in reencoded
+        (ranges[g].start, following.get(g, data_end), g) for g in reencoded
     ]
-    cuts += [(s.offset, s.offset + n, None) for s, n in structures if s.offset < data_end]
+    cuts += [
+        (s.offset, s.offset + n, None)
+        for s, n in structures
+        if s.offset < data_end and not any(a <= s.offset < b for a, b, _ in cuts)
+    ]
     cuts.sort()
     for (_, a_end, _), (b_start, _, _) in itertools.pairwise(cuts):
         if a_end > b_start:
@@ -826,7 +842,7 @@ def splice(
 
             gs = rec.row_group
             for j, tcc in enumerate(ColumnChunk(x) for x in _structs(gs, RG.COLUMNS)):
-                c = _shift_column(tcc.struct, tmove, 0)
+                c = _shift_column(tcc.struct, tmove)
                 orig_md = rg.columns[j].meta_data.struct
                 kv = orig_md.field(CMD.KEY_VALUE_METADATA)
                 if kv is not None:
@@ -855,7 +871,7 @@ def splice(
             new_start = move(ranges[g].start)
             assert new_start is not None
             for j, cc in enumerate(rg.columns):
-                c = _shift_column(cc.struct, move, new_start)
+                c = _shift_column(cc.struct, move)
                 cols.append(c)
                 for kind in ("bloom_filter", "column_index", "offset_index"):
                     n = by_chunk.get((g, j, kind))
