@@ -75,6 +75,8 @@ __all__ = [
     "read_object",
     "register_parquet",
     "rejects_to_jsonl",
+    "stage",
+    "staged_schema",
     "start_ingest_job",
     "upload_request_id",
 ]
@@ -742,6 +744,42 @@ def read_object(store: S3Store, obj: InputObject, schema: pa.Schema) -> Iterator
     if obj.format == "parquet":
         return _read_parquet(store, obj, schema)
     raise errors.InvalidRequest(f"unsupported format {obj.format!r}")
+
+
+STAGED_PREFIX = "_reject_"
+
+
+def staged_schema(schema: pa.Schema) -> pa.Schema:
+    """One schema for good rows and rejects together (what a distributed reader emits):
+    the table's columns, all nullable, then ``_reject_<field>`` for each :data:`REJECT_SCHEMA`
+    field. A row is a reject exactly when ``_reject_reason`` is not null."""
+    return pa.schema(
+        [pa.field(f.name, f.type) for f in schema]
+        + [pa.field(STAGED_PREFIX + f.name, f.type) for f in REJECT_SCHEMA]
+    )
+
+
+def stage(c: Conformed, staged: pa.Schema) -> pa.Table:
+    """``c`` in :func:`staged_schema` form: good rows, then rejects."""
+    n_good, n_bad = c.good.num_rows, c.rejects.num_rows
+    cols = []
+    for f in staged:
+        if f.name.startswith(STAGED_PREFIX) and f.name[len(STAGED_PREFIX) :] in REJECT_SCHEMA.names:
+            bad = c.rejects.column(f.name[len(STAGED_PREFIX) :]).combine_chunks()
+            cols.append(pa.concat_arrays([pa.nulls(n_good, f.type), bad.cast(f.type)]))
+        else:
+            good = c.good.column(f.name).combine_chunks()
+            cols.append(pa.concat_arrays([good, pa.nulls(n_bad, f.type)]))
+    return pa.Table.from_arrays(cols, schema=staged)
+
+
+def unstage_rejects(staged: pa.Table) -> pa.Table:
+    """The rejects of a staged table, as :data:`REJECT_SCHEMA` rows."""
+    rej = staged.filter(pc.is_valid(staged.column(STAGED_PREFIX + "reason")))
+    return pa.Table.from_arrays(
+        [rej.column(STAGED_PREFIX + f.name).cast(f.type) for f in REJECT_SCHEMA],
+        schema=REJECT_SCHEMA,
+    )
 
 
 def rejects_to_jsonl(rejects: pa.Table) -> bytes:
