@@ -100,14 +100,14 @@ def test_conform_missing_required_column_rejects_every_row() -> None:
 # --- raw readers ---------------------------------------------------------------------------------
 def test_csv_with_malformed_rows(s3: Any, bucket: str) -> None:
     body = (
-        "id,event_time,customer_id,payload\n"
-        "1,2024-01-01T00:00:00Z,3,hello\n"
-        "2,2024-01-01T00:00:01Z,3\n"  # a field short
-        'x,2024-01-01T00:00:02Z,3,"bad id"\n'
-        "4,2024-01-01T00:00:03Z,,\n"  # empty nullable fields: nulls
-        ',2024-01-01T00:00:04Z,3,"no id"\n'
-        '5,2024-01-01T00:00:05Z,3,"with, comma"\n'
-    ).encode()
+        b"id,event_time,customer_id,payload\n"
+        b"1,2024-01-01T00:00:00Z,3,hello\n"
+        b"2,2024-01-01T00:00:01Z,3\n"  # a field short
+        b'x,2024-01-01T00:00:02Z,3,"bad id"\n'
+        b"4,2024-01-01T00:00:03Z,,\n"  # empty nullable fields: nulls
+        b',2024-01-01T00:00:04Z,3,"no id"\n'
+        b'5,2024-01-01T00:00:05Z,3,"with, comma"\n'
+    )
     obj = put(s3, bucket, "incoming/a.csv", body)
     good, rej = read_all(bucket, obj)
     assert good.column("id").to_pylist() == [1, 4, 5]
@@ -160,9 +160,7 @@ def test_json_lines_bad_lines_get_their_own_reasons(s3: Any, bucket: str) -> Non
     assert by_line[4]["record"] == "not json"
 
 
-def test_clean_json_lines_take_the_fast_path_with_exact_line_numbers(
-    s3: Any, bucket: str
-) -> None:
+def test_clean_json_lines_take_the_fast_path_with_exact_line_numbers(s3: Any, bucket: str) -> None:
     lines = [json.dumps({"id": i, "customer_id": i % 7}) for i in range(1000)]
     lines[500] = json.dumps({"id": 500, "customer_id": 2**40})  # converts, but not to int32
     obj = put(s3, bucket, "incoming/y.ndjson", "\n".join(lines).encode())  # no final newline

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import itertools
 import json
 import statistics
 import uuid
@@ -13,12 +14,12 @@ import pyarrow as pa
 import pyarrow.csv as pcsv
 import pyarrow.parquet as pq
 import pytest
-from tests.conftest import EVENTS, events  # tests/spark/conftest.py shadows "conftest"
 
 import lethe
 from lethe.ingest import register_parquet
 from lethe.verify import verify
 from spark_jobs.ingest import run_ingest
+from tests.conftest import EVENTS, events  # tests/spark/conftest.py shadows "conftest"
 
 pytestmark = [
     pytest.mark.slow,
@@ -82,7 +83,7 @@ def test_ingest_a_million_rows_sorted_into_target_sized_files(
     files = sorted(t.manifest.files, key=lambda f: f.row_groups[0].key_min)  # type: ignore[arg-type, return-value]
     # key order: within every file, and files cover disjoint ascending key ranges
     assert all(f.sorted_by_key for f in files)
-    for a, b in zip(files, files[1:], strict=False):
+    for a, b in itertools.pairwise(files):
         assert a.columns["id"].max < b.columns["id"].min  # type: ignore[operator]
     ids = t.scan(["id"])["id"].to_numpy()
     assert len(ids) == n and (np.sort(ids) == np.arange(n)).all()
