@@ -9,7 +9,8 @@ results, the report) lives under ``<table>/_gc/<run id>/``.
 entry point         event (from the state machine)            returns
 ==================  ========================================  =================================
 ``plan``            ``{"dry_run", ["table", "retention",       ``PlanState``: table, run_id,
-                    "grace", "erasure_grace"]}``               counts, batch URIs
+                    "grace", "erasure_grace",                  counts, batch URIs
+                    "batch_keys"]}``
 ``sweep``           ``{"batch_key", "dry_run", "run_id"}``     the batch's counts
 ``expire``          ``{"run_id", "dry_run", ["table"]}``       counts
 ``abort``           same                                       counts
@@ -37,7 +38,7 @@ from typing import Any, TypeVar
 
 from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.metrics import MetricUnit
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from lethe import errors
 from lethe import gc as lethe_gc
@@ -124,6 +125,7 @@ class PlanEvent(_Event):
     retention: str | None = None
     grace: str | None = None
     erasure_grace: str | None = None
+    batch_keys: int = Field(default=1000, ge=1, le=1000)
 
 
 class SweepEvent(_Event):
@@ -190,6 +192,7 @@ def plan(event: dict[str, Any], context: Any) -> dict[str, Any]:
         grace=e.grace or SETTINGS.grace,
         erasure_grace=e.erasure_grace or SETTINGS.erasure_grace,
         versioned=SETTINGS.versioned,
+        batch_keys=e.batch_keys,
     )
     objects = sum(s.objects for s in st.candidates.values())
     metrics.add_metric("GcCandidates", MetricUnit.Count, objects)

@@ -1198,9 +1198,11 @@ def plan_step(
     run_id: str | None = None,
     now: datetime | None = None,
     s3: Any | None = None,
+    batch_keys: int = BATCH_KEYS,
 ) -> PlanState:
-    """Workflow step Plan: list, mark, write ``plan.json`` and the sweep batches under
-    ``_gc/<run id>/``; return the compact state the workflow carries (batch URIs).
+    """Workflow step Plan: list, mark, write ``plan.json`` and the sweep batches (of at most
+    ``batch_keys`` <= 1,000 keys) under ``_gc/<run id>/``; return the compact state the
+    workflow carries (batch URIs).
 
     Example:
         >>> st = plan_step("s3://bucket/events", grace="7d")  # doctest: +SKIP
@@ -1225,6 +1227,7 @@ def plan_step(
         workspace=S3Workspace(catalog, run_id),
         hooks=None,
         max_batches=MAX_BATCHES,
+        batch_keys=batch_keys,
     )
     return PlanState(
         table=plan.table,
