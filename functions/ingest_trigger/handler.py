@@ -1,0 +1,207 @@
+"""S3 ObjectCreated on the upload prefix -> register a ready Parquet file, or start an ingest job.
+
+Thin by design: a Parquet upload up to ``LETHE_DIRECT_REGISTER_MAX_BYTES`` is registered with
+:func:`lethe.ingest.register_parquet` (footer stats into the manifest, server-side copy into
+``data/``, one commit); anything else (CSV, JSON lines, larger Parquet) becomes an EMR
+Serverless run of ``spark_jobs/ingest.py`` through :func:`lethe.ingest.start_ingest_job`.
+Both are idempotent on the upload's ``s3://bucket/key#etag``: a redelivered event registers
+nothing twice and starts no second run.
+
+S3 invokes the function asynchronously. A record that cannot be handled (wrong schema, an
+unsupported format) fails with its reason; the other records of the event are still handled,
+then the invocation raises so that the event is retried and finally lands in the dead-letter
+queue. Logs carry sizes, formats and the upload's hash, never object contents.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any, Literal
+from urllib.parse import unquote_plus
+
+import boto3
+from aws_lambda_powertools import Logger, Metrics, Tracer
+from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.utilities.data_classes import S3Event
+from aws_lambda_powertools.utilities.data_classes.s3_event import S3EventRecord
+
+from lethe import Table
+from lethe.ingest import (
+    EmrJobSettings,
+    detect_format,
+    register_parquet,
+    start_ingest_job,
+    upload_request_id,
+)
+from lethe.manifest import request_hash
+
+logger = Logger()
+tracer = Tracer()
+metrics = Metrics()
+
+
+class SettingsError(RuntimeError):
+    """The function's environment is incomplete or malformed (fails the cold start)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """Read once at cold start; every problem is reported at once."""
+
+    table_uri: str
+    incoming_prefix: str
+    direct_register_max_bytes: int
+    emr: EmrJobSettings
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] = os.environ) -> Settings:
+        required = (
+            "LETHE_TABLE_URI",
+            "LETHE_EMR_APPLICATION_ID",
+            "LETHE_EMR_JOB_ROLE_ARN",
+            "LETHE_EMR_ENTRY_POINT",
+        )
+        missing = [k for k in required if not env.get(k)]
+        if missing:
+            raise SettingsError(f"ingest trigger: missing environment variables {missing}")
+        raw_max = env.get("LETHE_DIRECT_REGISTER_MAX_BYTES", str(256 << 20))
+        try:
+            max_bytes = int(raw_max)
+        except ValueError:
+            max_bytes = -1
+        if max_bytes < 0:
+            raise SettingsError(
+                f"LETHE_DIRECT_REGISTER_MAX_BYTES must be a byte count, not {raw_max!r}"
+            )
+        if not env["LETHE_TABLE_URI"].startswith("s3://"):
+            raise SettingsError("LETHE_TABLE_URI must look like s3://bucket/prefix")
+        if not env["LETHE_EMR_ENTRY_POINT"].startswith("s3://"):
+            raise SettingsError("LETHE_EMR_ENTRY_POINT must be the s3:// URI of ingest.py")
+        return cls(
+            table_uri=env["LETHE_TABLE_URI"],
+            incoming_prefix=env.get("LETHE_INCOMING_PREFIX", "incoming/"),
+            direct_register_max_bytes=max_bytes,
+            emr=EmrJobSettings(
+                application_id=env["LETHE_EMR_APPLICATION_ID"],
+                execution_role_arn=env["LETHE_EMR_JOB_ROLE_ARN"],
+                entry_point=env["LETHE_EMR_ENTRY_POINT"],
+                archive=env.get("LETHE_EMR_JOB_ARCHIVE") or env.get("LETHE_EMR_ARCHIVE") or None,
+                lookback=timedelta(hours=int(env.get("LETHE_EMR_DEDUPE_HOURS", "24"))),
+            ),
+        )
+
+
+SETTINGS = Settings.from_env()
+EMR = boto3.client("emr-serverless")
+_table: Table | None = None
+
+
+def table() -> Table:
+    """The table handle, opened on first use and reused while the container lives."""
+    global _table
+    if _table is None:
+        _table = Table.open(SETTINGS.table_uri)
+    return _table
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    action: Literal["registered", "job_started", "ignored"]
+    duplicate: bool
+    upload: str  # hash of s3://bucket/key#etag (the manifest's request id hash)
+    version: int | None = None
+    rows: int = 0
+    job_run_id: str | None = None
+
+
+class UploadFailed(Exception):
+    """One upload could not be ingested; the message says why."""
+
+
+def record_handler(record: S3EventRecord) -> Outcome:
+    """Register or hand off one uploaded object (raises to fail only this record)."""
+    bucket = record.s3.bucket.name
+    obj = record.s3.get_object
+    key = unquote_plus(obj.key)
+    rid = upload_request_id(bucket, key, obj.etag)
+    upload = request_hash(rid)
+    if not key.startswith(SETTINGS.incoming_prefix) or key.endswith("/"):
+        return Outcome("ignored", False, upload)
+    fmt = detect_format(key)
+    if fmt is None:
+        raise UploadFailed(
+            "unsupported upload: name the object *.parquet, *.csv, *.json, *.jsonl or *.ndjson "
+            "(CSV and JSON may be gzipped: *.csv.gz)"
+        )
+    if fmt == "parquet" and obj.size <= SETTINGS.direct_register_max_bytes:
+        r = register_parquet(table(), key, bucket=bucket, etag=obj.etag, size=obj.size)
+        if not r.duplicate:
+            metrics.add_metric("FilesRegistered", MetricUnit.Count, 1)
+            metrics.add_metric("RowsRegistered", MetricUnit.Count, r.rows)
+        return Outcome("registered", r.duplicate, upload, r.version, r.rows)
+    run = start_ingest_job(
+        EMR,
+        SETTINGS.emr,
+        table_uri=SETTINGS.table_uri,
+        input_uri=f"s3://{bucket}/{key}",
+        fmt=fmt,
+        request_id=rid,
+    )
+    if not run.duplicate:
+        metrics.add_metric("IngestJobsStarted", MetricUnit.Count, 1)
+    return Outcome("job_started", run.duplicate, upload, job_run_id=run.job_run_id)
+
+
+@logger.inject_lambda_context
+@tracer.capture_lambda_handler
+@metrics.log_metrics
+def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    outcomes: list[Outcome] = []
+    failures: list[str] = []
+    for record in S3Event(event).records:
+        size, fmt = record.s3.get_object.size, detect_format(record.s3.get_object.key)
+        try:
+            outcome = record_handler(record)
+        except Exception as e:  # one record fails alone; the event is retried as a whole
+            reason = f"{type(e).__name__}: {e}"
+            failures.append(reason)
+            logger.warning(
+                "upload rejected", extra={"bytes": size, "format": fmt, "reason": reason}
+            )
+            continue
+        outcomes.append(outcome)
+        logger.info(
+            "upload handled",
+            extra={
+                "action": outcome.action,
+                "duplicate": outcome.duplicate,
+                "upload": outcome.upload,
+                "bytes": size,
+                "format": fmt,
+                "version": outcome.version,
+                "job_run_id": outcome.job_run_id,
+            },
+        )
+        if outcome.duplicate:
+            metrics.add_metric("DuplicateEvents", MetricUnit.Count, 1)
+    metrics.add_metric("UploadsFailed", MetricUnit.Count, len(failures))
+    if failures:
+        raise UploadFailed(
+            f"{len(failures)} of {len(failures) + len(outcomes)} uploads failed: "
+            + "; ".join(failures)
+        )
+    return {"uploads": [_as_dict(o) for o in outcomes]}
+
+
+def _as_dict(o: Outcome) -> dict[str, Any]:
+    return {
+        "action": o.action,
+        "duplicate": o.duplicate,
+        "upload": o.upload,
+        "version": o.version,
+        "rows": o.rows,
+        "job_run_id": o.job_run_id,
+    }

@@ -1,0 +1,175 @@
+"""The ingest-trigger Lambda with real S3 events from moto's server: direct registration,
+EMR Serverless hand-off (moto's emr-serverless), redelivery, wrong schemas."""
+
+from __future__ import annotations
+
+import importlib
+import io
+import json
+from collections.abc import Iterator
+from types import ModuleType
+from typing import Any
+from urllib.parse import quote_plus
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from conftest import EVENTS, events
+
+import lethe
+from lethe.local.events import LambdaContext, s3_put_event
+
+ROLE = "arn:aws:iam::123456789012:role/lethe-emr-job"
+ENTRY = "s3://artifacts/spark_jobs/ingest.py"
+
+
+@pytest.fixture
+def app(aws: Any) -> str:
+    """An EMR Serverless application in moto (which knows only a few release labels)."""
+    emr = aws.client("emr-serverless")
+    return str(
+        emr.create_application(name="lethe-spark", releaseLabel="emr-6.6.0", type="SPARK")[
+            "applicationId"
+        ]
+    )
+
+
+@pytest.fixture
+def trigger(table_uri: str, app: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[ModuleType]:
+    monkeypatch.setenv("POWERTOOLS_SERVICE_NAME", "lethe-ingest")
+    monkeypatch.setenv("POWERTOOLS_METRICS_NAMESPACE", "Lethe")
+    monkeypatch.setenv("LETHE_TABLE_URI", table_uri)
+    monkeypatch.setenv("LETHE_INCOMING_PREFIX", "incoming/")
+    monkeypatch.setenv("LETHE_DIRECT_REGISTER_MAX_BYTES", str(200_000))
+    monkeypatch.setenv("LETHE_EMR_APPLICATION_ID", app)
+    monkeypatch.setenv("LETHE_EMR_JOB_ROLE_ARN", ROLE)
+    monkeypatch.setenv("LETHE_EMR_ENTRY_POINT", ENTRY)
+    monkeypatch.setenv("LETHE_EMR_JOB_ARCHIVE", "s3://artifacts/lethe-pyspark.tar.gz")
+    lethe.Table.create(table_uri, EVENTS, key="id")
+    import functions.ingest_trigger.handler as h
+
+    yield importlib.reload(h)  # settings are read at (re)load: a cold start per test
+
+
+def upload(s3: Any, bucket: str, key: str, body: bytes) -> dict[str, Any]:
+    etag = s3.put_object(Bucket=bucket, Key=key, Body=body)["ETag"]
+    event = s3_put_event(bucket, key, size=len(body), etag=etag)
+    event["Records"][0]["s3"]["object"]["key"] = quote_plus(key)  # as S3 sends it
+    return event
+
+
+def parquet_bytes(t: pa.Table) -> bytes:
+    buf = io.BytesIO()
+    pq.write_table(t, buf)
+    return buf.getvalue()
+
+
+def job_runs(aws: Any, app: str) -> list[dict[str, Any]]:
+    emr = aws.client("emr-serverless")
+    try:
+        emr.list_job_runs(applicationId=app)
+    except emr.exceptions.ResourceNotFoundException:  # moto, before the first run
+        return []
+    return [
+        emr.get_job_run(applicationId=app, jobRunId=r["id"])["jobRun"]
+        for r in emr.list_job_runs(applicationId=app)["jobRuns"]
+    ]
+
+
+def test_parquet_upload_is_registered_once(
+    trigger: ModuleType, s3: Any, bucket: str, table_uri: str, aws: Any, app: str
+) -> None:
+    event = upload(s3, bucket, "incoming/2026/11/day one.parquet", parquet_bytes(events(0, 1000)))
+    out = trigger.handler(event, LambdaContext())
+    (u,) = out["uploads"]
+    assert (u["action"], u["duplicate"], u["version"], u["rows"]) == ("registered", False, 1, 1000)
+    t = lethe.Table.open(table_uri)
+    assert t.version == 1 and t.scan().equals(events(0, 1000))
+    assert t.manifest.files[0].path.startswith("data/")
+    # S3 delivers at least once: the same event again changes nothing
+    again = trigger.handler(event, LambdaContext())["uploads"][0]
+    assert (again["action"], again["duplicate"], again["version"]) == ("registered", True, 1)
+    assert lethe.Table.open(table_uri).version == 1
+    assert len(list(t.store.list(t.key_of("data/")))) == 1
+    assert job_runs(aws, app) == []
+
+
+def test_csv_and_large_parquet_start_one_emr_job_run_each(
+    trigger: ModuleType, s3: Any, bucket: str, table_uri: str, aws: Any, app: str
+) -> None:
+    csv_event = upload(s3, bucket, "incoming/batch.csv", b"id,payload\n1,a\n")
+    big = parquet_bytes(events(0, 60_000))
+    assert len(big) > 200_000
+    big_event = upload(s3, bucket, "incoming/big.parquet", big)
+    first = trigger.handler(csv_event, LambdaContext())["uploads"][0]
+    assert first["action"] == "job_started" and not first["duplicate"]
+    assert trigger.handler(csv_event, LambdaContext())["uploads"][0] == {
+        **first,
+        "duplicate": True,
+    }
+    trigger.handler(big_event, LambdaContext())
+    runs = job_runs(aws, app)
+    assert len(runs) == 2
+    by_format = {}
+    for run in runs:
+        assert run["executionRole"] == ROLE
+        driver = run["jobDriver"]["sparkSubmit"]
+        assert driver["entryPoint"] == ENTRY
+        args = driver["entryPointArguments"]
+        opts = dict(zip(args[::2], args[1::2], strict=True))
+        assert opts["--table"] == table_uri
+        assert opts["--request-id"].startswith(opts["--input"] + "#")
+        assert (
+            "spark.archives=s3://artifacts/lethe-pyspark.tar.gz#" in driver["sparkSubmitParameters"]
+        )
+        by_format[opts["--format"]] = opts["--input"]
+    assert by_format == {
+        "csv": f"s3://{bucket}/incoming/batch.csv",
+        "parquet": f"s3://{bucket}/incoming/big.parquet",
+    }
+    assert first["job_run_id"] in {r["jobRunId"] for r in runs}
+    assert lethe.Table.open(table_uri).version == 0  # the job commits, not the trigger
+
+
+def test_wrong_schema_fails_the_record_with_the_reason_and_leaves_the_table(
+    trigger: ModuleType, s3: Any, bucket: str, table_uri: str
+) -> None:
+    bad = events(0, 10).drop_columns(["payload"]).append_column("ssn", pa.array(["x"] * 10))
+    bad_event = upload(s3, bucket, "incoming/bad.parquet", parquet_bytes(bad))
+    good_event = upload(s3, bucket, "incoming/good.parquet", parquet_bytes(events(10, 5)))
+    both = {"Records": bad_event["Records"] + good_event["Records"]}
+    with pytest.raises(trigger.UploadFailed) as e:
+        trigger.handler(both, LambdaContext())
+    msg = str(e.value)
+    assert msg.startswith("1 of 2 uploads failed: SchemaMismatch")
+    assert "missing columns ['payload']" in msg and "unknown columns ['ssn']" in msg
+    t = lethe.Table.open(table_uri)
+    assert t.version == 1 and t.scan()["id"].to_pylist() == list(range(10, 15))
+    with pytest.raises(trigger.UploadFailed, match="unsupported upload"):
+        trigger.handler(upload(s3, bucket, "incoming/notes.txt", b"hi"), LambdaContext())
+    assert lethe.Table.open(table_uri).version == 1
+
+
+def test_uploads_outside_the_prefix_are_ignored(
+    trigger: ModuleType, s3: Any, bucket: str, table_uri: str
+) -> None:
+    out = trigger.handler(upload(s3, bucket, "elsewhere/x.parquet", b"PAR1"), LambdaContext())
+    assert out["uploads"][0]["action"] == "ignored"
+    assert lethe.Table.open(table_uri).version == 0
+
+
+def test_settings_fail_loudly_at_cold_start(trigger: ModuleType) -> None:
+    with pytest.raises(trigger.SettingsError, match="LETHE_EMR_APPLICATION_ID"):
+        trigger.Settings.from_env({"LETHE_TABLE_URI": "s3://b/t"})
+    env = {
+        "LETHE_TABLE_URI": "s3://b/t",
+        "LETHE_EMR_APPLICATION_ID": "a",
+        "LETHE_EMR_JOB_ROLE_ARN": ROLE,
+        "LETHE_EMR_ENTRY_POINT": ENTRY,
+        "LETHE_DIRECT_REGISTER_MAX_BYTES": "lots",
+    }
+    with pytest.raises(trigger.SettingsError, match="byte count"):
+        trigger.Settings.from_env(env)
+    ok = trigger.Settings.from_env({**env, "LETHE_DIRECT_REGISTER_MAX_BYTES": "10"})
+    assert ok.direct_register_max_bytes == 10 and ok.emr.archive is None
+    assert json.dumps(ok.emr.spark_submit_parameters()) == '""'
