@@ -53,7 +53,12 @@ def build_session(
         return active
     builder = SparkSession.builder.appName(app_name)
     settings: dict[str, str] = {"spark.sql.session.timeZone": "UTC"}
-    if not _under_spark_submit():
+    if _under_spark_submit():
+        from pyspark import SparkConf
+
+        if uses_local_master(SparkConf().get("spark.master", None)):  # spark-submit --master local
+            os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    else:
         master = master or "local[*]"
         builder = builder.master(master)
         settings |= {

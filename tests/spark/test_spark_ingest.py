@@ -5,8 +5,12 @@ from __future__ import annotations
 import io
 import itertools
 import json
+import os
 import statistics
+import subprocess
+import sys
 import uuid
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -18,6 +22,7 @@ import pytest
 import lethe
 from lethe.ingest import register_parquet
 from lethe.verify import verify
+from spark_jobs._session import LOCAL_JAVA_OPTIONS
 from spark_jobs.ingest import run_ingest
 from tests.conftest import EVENTS, events  # tests/spark/conftest.py shadows "conftest"
 
@@ -154,3 +159,35 @@ def test_spark_written_parquet_registers_directly(
     with pytest.raises(lethe.errors.SchemaMismatch, match="TIMESTAMP_MICROS"):
         register_parquet(t, "incoming/int96.parquet")
     assert lethe.Table.open(table_uri).version == 1
+
+
+def test_spark_submit_entry_point(s3: Any, bucket: str, table_uri: str) -> None:
+    """``spark-submit spark_jobs/ingest.py ...`` in its own JVM, as on EMR (the script imports
+    its helpers from the checkout, workers get this interpreter, S3 is moto's server)."""
+    root = Path(__file__).resolve().parents[2]
+    lethe.Table.create(table_uri, EVENTS, key="id")
+    s3.put_object(Bucket=bucket, Key="drop/e.csv", Body=csv_bytes(events(0, 500)))
+    env = {k: v for k, v in os.environ.items() if k != "PYSPARK_PYTHON"}
+    env["PYSPARK_DRIVER_PYTHON"] = sys.executable  # what `make` exports
+    cmd = [
+        str(Path(sys.executable).parent / "spark-submit"),
+        "--master",
+        "local[1]",
+        "--conf",
+        "spark.ui.enabled=false",
+        "--driver-java-options",
+        LOCAL_JAVA_OPTIONS,
+        "spark_jobs/ingest.py",
+        "--table",
+        table_uri,
+        "--input",
+        f"s3://{bucket}/drop/e.csv",
+        "--format",
+        "csv",
+        "--json",
+    ]
+    proc = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert (report["version"], report["rows_written"], report["rows_rejected"]) == (1, 500, 0)
+    assert lethe.Table.open(table_uri).scan().equals(events(0, 500))
