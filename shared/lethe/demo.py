@@ -160,7 +160,8 @@ def parquet_pages(body: bytes) -> Iterator[bytes]:
 @dataclass(frozen=True, slots=True)
 class Needle:
     """What to look for: exact byte strings (searched in raw objects and in decompressed
-    Parquet pages) and decimal numbers (searched as whole tokens in raw objects: JSON, CSV)."""
+    Parquet pages) and decimal numbers (searched as whole JSON/CSV number tokens in objects
+    that are not Parquet: manifests, DV container footers, uploads, GC workspace files)."""
 
     binary: tuple[bytes, ...]
     numbers: tuple[int, ...] = ()
@@ -189,9 +190,11 @@ class Audit:
 def audit_bucket(s3: Any, bucket: str, needles: Mapping[str, Needle]) -> Audit:
     """Read every object (and every old version, if any) of ``bucket`` and report where each
     needle occurs: raw bytes, decompressed Parquet pages, or decimal text."""
+    # a number as JSON or CSV write it: not part of a word, a decimal or a quoted string
+    # (the demo's payloads such as "view:865807" are strings)
     tokens = {
         label: [
-            re.compile(rb"(?<![0-9A-Za-z_.])" + str(n).encode() + rb"(?![0-9A-Za-z_])")
+            re.compile(rb"(?<![0-9A-Za-z_.\-])" + str(n).encode() + rb"(?![0-9A-Za-z_.\"])")
             for n in needle.numbers
         ]
         for label, needle in needles.items()
@@ -217,7 +220,7 @@ def audit_bucket(s3: Any, bucket: str, needles: Mapping[str, Needle]) -> Audit:
                     hits[label].add((name, "raw bytes"))
                 if any(b in page for page in decoded):
                     hits[label].add((name, "decoded Parquet page"))
-            if any(t.search(body) for t in tokens[label]):
+            if not decoded and any(t.search(body) for t in tokens[label]):
                 hits[label].add((name, "decimal text"))
     return Audit(objects, total, files, pages, {k: tuple(sorted(v)) for k, v in hits.items()})
 
@@ -273,13 +276,13 @@ def _mb(n: float) -> str:
 class Sizes:
     """How much data the story moves (the default is ``make demo``'s)."""
 
-    rows: int = 1_000_000  # appended by the producer, in ``appends`` commits
-    appends: int = 4
+    rows: int = 1_500_000  # appended by the producer, in ``appends`` commits (one file each)
+    appends: int = 3
     parquet_rows: int = 100_000  # uploaded as a ready Parquet file
     csv_rows: int = 30_000  # uploaded as CSV (+1 bad row)
     json_rows: int = 20_000  # uploaded as JSON lines (+1 bad line)
     customers: int = 10_000
-    target_file_bytes: int = 8 * MB
+    target_file_bytes: int = 16 * MB  # ~10 MB files: unchanged ranges >= 5 MiB are copied
     row_group_bytes: int = 1 * MB
     splice_max_bytes: int = 1 * MB  # the template's 256 MiB would splice everything at once
 
@@ -328,7 +331,7 @@ class Demo:
         n = sizes.rows
         # erased rows (spread over the producer's files) and a control row that stays
         self.victims = [int(n * f) + 7 for f in (0.2718, 0.5772, 0.9141)]
-        self.control = int(n * 0.4142) + 3
+        self.control = int(n * 0.1414) + 3
         self.payloads = {k: self._secret("erase-me", k) for k in self.victims}
         self.payloads[self.control] = self._secret("keep-me", self.control)
         self.table: Table | None = None
@@ -545,6 +548,7 @@ class Demo:
                 ["id", ">=", f.row_groups[0].key_min],
                 ["id", "<=", f.row_groups[-1].key_max],
                 ["customer_id", "<", cut],
+                ["id", "!=", self.control],
             ],
             "requested_at": "2026-11-22T11:00Z",
         }
@@ -761,7 +765,7 @@ def run(sizes: Sizes | None = None, *, template: Any = None, aws: Any = None) ->
 
 def main(argv: Sequence[str] | None = None) -> None:
     p = argparse.ArgumentParser(prog="python -m lethe.demo", description=__doc__.split("\n")[0])
-    p.add_argument("--rows", type=int, default=1_000_000, help="rows the producer appends")
+    p.add_argument("--rows", type=int, default=1_500_000, help="rows the producer appends")
     p.add_argument("--small", action="store_true", help="the end-to-end test's sizes")
     p.add_argument("--template", default=None, help="a synthesized *.template.json to use")
     a = p.parse_args(argv)

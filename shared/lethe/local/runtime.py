@@ -80,7 +80,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from types import FrameType, ModuleType
-from typing import Any, ClassVar, TextIO
+from typing import Any, ClassVar
+from urllib.parse import unquote_plus
 
 from lethe.local.events import LambdaContext, sqs_event
 from lethe.local.server import LocalAws, start_moto
@@ -328,12 +329,11 @@ class StackTemplate:
 
 # --- output routing and metrics ----------------------------------------------------------------
 class Sink:
-    """One destination of routed output (a function's log): a file, plus its EMF metrics
-    summed by name and its warning/error log records."""
+    """One destination of routed output (a function's log): a file, appended to per write,
+    plus the output's EMF metrics summed by name and its warning/error log records."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._file: TextIO | None = None
         self._partial = ""
         self._lock = threading.Lock()
         self.metrics: dict[str, float] = {}
@@ -341,10 +341,9 @@ class Sink:
 
     def write(self, s: str) -> None:
         with self._lock:
-            if self._file is None:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-                self._file = open(self.path, "a", encoding="utf-8")  # noqa: SIM115
-            self._file.write(s)
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with open(self.path, "a", encoding="utf-8") as f:
+                f.write(s)
             self._partial += s
             *lines, self._partial = self._partial.split("\n")
         for line in lines:
@@ -372,15 +371,7 @@ class Sink:
             self.problems.append(f"{d.get('message')}{': ' + str(reason) if reason else ''}")
 
     def flush(self) -> None:
-        with self._lock:
-            if self._file is not None:
-                self._file.flush()
-
-    def close(self) -> None:
-        with self._lock:
-            if self._file is not None:
-                self._file.close()
-                self._file = None
+        """Writes are not buffered."""
 
 
 class _Router(io.TextIOBase):
@@ -743,6 +734,7 @@ class LocalRuntime:
         self._spark_sink = Sink(self.log_dir / "emr-serverless-spark.log")
         self._gc_sink = Sink(self.log_dir / "gc-workflow.log")
         self._moto_patches: list[tuple[Any, str, Any]] = []
+        self._own_spark: Any = None
         self._stopped = False
         self._s3 = aws.client("s3")
         self._sqs = aws.client("sqs")
@@ -802,10 +794,6 @@ class LocalRuntime:
         for obj, attr, value in reversed(self._moto_patches):
             setattr(obj, attr, value)
         self._moto_patches.clear()
-        for f in self.functions.values():
-            f.sink.close()
-        self._spark_sink.close()
-        self._gc_sink.close()
         if self._owns_aws:
             self.aws.stop()
 
@@ -1407,7 +1395,9 @@ class LocalRuntime:
                 }
             )
             limit = f"/{q.max_receive}" if q.max_receive else ""
-            logged = "; ".join(dict.fromkeys(fn.sink.problems[problems:][:3]))
+            new = fn.sink.problems[problems:]
+            own = [p for p in new if not p.startswith("unhandled exception")]
+            logged = "; ".join(dict.fromkeys((own or new)[:2]))
             why = logged or (inv.error or "").split("\n", 1)[0]
             text += (
                 f", {len(msgs) - len(failed_ids)} done, {len(failed_ids)} failed "
@@ -1457,7 +1447,7 @@ class LocalRuntime:
                 self._delete(q.url, [m])
                 continue
             delivered += 1
-            keys = [r["s3"]["object"]["key"] for r in body.get("Records", [])]
+            keys = [unquote_plus(r["s3"]["object"]["key"]) for r in body.get("Records", [])]
             attempts: list[Invocation] = []
             for _ in range(1 + n.retries):
                 inv = fn.invoke(body)
@@ -1550,6 +1540,7 @@ class LocalRuntime:
             module = self._job_module(entry)
             with (
                 _fd_redirect(self._spark_sink.path),
+                self._shared_spark(),
                 _ROUTER.capture(out),
                 contextlib.redirect_stderr(_SinkStream(out)),
             ):
@@ -1563,8 +1554,6 @@ class LocalRuntime:
         except Exception as e:
             job.state, job.details = "FAILED", f"{type(e).__name__}: {e}"
             out.write(traceback.format_exc())
-        finally:
-            out.close()
         job.seconds = time.perf_counter() - t0
         self._set_job_state(app_id, run_id, job.state, job.details)
         last = [ln for ln in job.output.splitlines() if ln.strip()][-1:] or [job.details]
@@ -1595,16 +1584,39 @@ class LocalRuntime:
             raise LocalRunError(f"{local} has no main(argv)")
         return module
 
+    @contextlib.contextmanager
+    def _shared_spark(self) -> Iterator[None]:
+        """Jobs share one local SparkSession, like the pre-initialized capacity of an EMR
+        Serverless application: the active one (e.g. a test's), or one the runtime starts
+        (the JVM inherits the Spark log as its stdout and stderr). A job's own
+        ``spark.stop()`` (right under spark-submit, whose process ends with the job) is a
+        no-op for that shared session while the job runs."""
+        from pyspark.sql import SparkSession
+
+        session = SparkSession.getActiveSession()
+        if session is None:
+            build = importlib.import_module("spark_jobs._session").build_session
+            session = build("lethe-local-emr-serverless")
+            self._own_spark = session
+        original = SparkSession.stop
+
+        def stop(this: Any) -> None:
+            if this is not session:
+                original(this)
+
+        setattr(SparkSession, "stop", stop)  # noqa: B010
+        try:
+            yield
+        finally:
+            setattr(SparkSession, "stop", original)  # noqa: B010
+
     def _stop_spark(self) -> None:
-        if "pyspark" not in sys.modules:
+        session, self._own_spark = self._own_spark, None
+        if session is None:
             return
         try:
-            from pyspark.sql import SparkSession
-
-            active = SparkSession.getActiveSession()
-            if active is not None:
-                with _fd_redirect(self._spark_sink.path):
-                    active.stop()
+            with _fd_redirect(self._spark_sink.path):
+                session.stop()
         except Exception:  # pragma: no cover - best effort at shutdown
             pass
 
