@@ -13,8 +13,15 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from lethe.parquet.footer import Footer, index_region, parse_tail, row_group_range
-from lethe.parquet.segments import apply_segments
+from lethe.parquet.footer import (
+    ByteRange,
+    Footer,
+    index_region,
+    index_structures,
+    parse_tail,
+    row_group_range,
+)
+from lethe.parquet.segments import Copy, apply_segments
 from lethe.parquet.splice import Extent, GroupEdit, SplicePlan, decode_row_group, splice
 
 TAIL = 1 << 20
@@ -62,9 +69,22 @@ def plan_erase(data: bytes, erase: Mapping[int, Iterable[int]]) -> SplicePlan:
     return splice(footer, edits, [Extent(tail_from, data[tail_from:])])
 
 
+def assert_no_stale_copies(data: bytes, plan: SplicePlan, edited: Iterable[int]) -> None:
+    """No copied range holds bytes of an edited group or of one of its index structures."""
+    footer = footer_of(data)
+    stale = [row_group_range(footer.metadata.row_groups[g]) for g in edited]
+    for s in index_structures(footer.metadata):
+        if s.row_group in set(edited):
+            stale.append(ByteRange(s.offset, s.offset + (s.length or 1)))
+    for seg in plan.segments:
+        if isinstance(seg, Copy):
+            assert not any(ByteRange(seg.start, seg.end).overlaps(r) for r in stale), seg
+
+
 def erase(data: bytes, erase: Mapping[int, Iterable[int]]) -> bytes:
     """The spliced file, built in memory."""
     plan = plan_erase(data, erase)
+    assert_no_stale_copies(data, plan, erase)
     new = apply_segments(plan.segments, data)
     assert len(new) == plan.size
     return new

@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pqhelpers import (
     WRITER_OPTIONS,
+    assert_no_stale_copies,
     bloom_may_contain,
     erase,
     expected,
@@ -112,14 +113,13 @@ def test_dropping_every_group_leaves_an_empty_valid_file() -> None:
     assert got.schema == table.schema
 
 
-def test_no_edit_rebuilds_the_index_region_only() -> None:
+def test_no_edit_copies_everything_but_the_footer() -> None:
     table = rich_table(300)
     data = write(table, row_group_size=100, **WRITER_OPTIONS["zstd-page-index-bloom"])
     plan = plan_erase(data, {})
     footer = footer_of(data)
-    assert plan.segments[0] == Copy(
-        0, footer.metadata.row_groups and row_group_ranges(footer.metadata)[-1].end
-    )
+    assert plan.segments[0] == Copy(0, footer.start)
+    assert len(plan.segments) == 2
     assert apply_segments(plan.segments, data) == data
     assert [f.new_index for f in plan.groups] == [0, 1, 2]
 
@@ -135,9 +135,13 @@ def test_plan_layout_and_group_fates() -> None:
     assert segs[0] == Copy(0, ranges[0].end)
     assert isinstance(segs[1], Bytes)
     assert segs[2] == Copy(ranges[2].start, ranges[2].end)
-    assert segs[3] == Copy(ranges[4].start, ranges[5].end)
-    assert isinstance(segs[4], Bytes)
-    assert len(segs) == 5
+    # groups 4 and 5, then the unchanged structures of the index region that follow
+    assert isinstance(segs[3], Copy)
+    assert segs[3].start == ranges[4].start and segs[3].end > ranges[5].end
+    assert isinstance(segs[-1], Bytes) and segs[-1].data.endswith(
+        plan.footer.raw + struct.pack("<I", plan.footer.length) + b"PAR1"
+    )
+    assert_no_stale_copies(data, plan, [1, 3])
     assert plan.size == len(apply_segments(segs, data))
     assert plan.copied_bytes + plan.new_bytes == plan.size
     fates = [(f.index, f.new_index, f.rows_before, f.rows_after, f.edited) for f in plan.groups]
@@ -510,9 +514,18 @@ def test_bloom_filters_between_row_groups_are_cut_out(tmp_path: Path) -> None:
     t = read_pyarrow(data)
     for er in ({0: [0]}, {1: range(10000)}, {0: [1], 2: [7]}):
         plan = plan_erase(data, er)
-        copies = [s for s in plan.segments if isinstance(s, Copy)]
-        for c in copies:  # no copied range holds an old bloom filter
-            assert not any(o is not None and c.start <= o < c.end for o in bloom_offsets)
+        assert_no_stale_copies(data, plan, er)
+        # the unedited groups' bloom filters stay in place, between the groups
+        kept = [
+            cc.meta_data.bloom_filter_offset
+            for g, rg in enumerate(footer.metadata.row_groups)
+            if g not in er
+            for cc in rg.columns
+        ]
+        assert all(
+            any(isinstance(s, Copy) and s.start <= (o or -1) < s.end for s in plan.segments)
+            for o in kept
+        )
         new = check(data, t, er)
         out = tmp_path / "new.parquet"
         out.write_bytes(new)

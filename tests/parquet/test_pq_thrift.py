@@ -104,7 +104,7 @@ def structs(draw: st.DrawFn, depth: int = 0) -> Struct:
 
 
 # --- properties -------------------------------------------------------------------------
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(structs())
 def test_encode_then_decode_is_identity(s: Struct) -> None:
     data = encode(s)
@@ -112,7 +112,7 @@ def test_encode_then_decode_is_identity(s: Struct) -> None:
     assert encode(decode(data)) == data
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(structs(), st.binary(max_size=8))
 def test_decode_prefix_stops_at_the_struct_end(s: Struct, trailer: bytes) -> None:
     data = encode(s)

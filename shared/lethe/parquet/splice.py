@@ -713,9 +713,12 @@ def splice(
     Args:
         footer: The original file's footer (:func:`~lethe.parquet.footer.parse_tail`).
         edits: Row group index -> its original bytes and the rows that remain.
-        fetched: Bytes of the original file already in memory; they must cover every bloom
-            filter, column index and offset index of the groups that are not edited (the
-            tail from :func:`~lethe.parquet.footer.index_region` to the end usually does).
+        fetched: Bytes of the original file already in memory. They must cover the offset
+            indexes of the unedited groups that lie after the first edited one (their page
+            offsets are rewritten) and the header of any bloom filter whose length the footer
+            omits; the tail from :func:`~lethe.parquet.footer.index_region` (or just the
+            offset indexes) to the end does. Unchanged bloom filters and column indexes
+            become :class:`~lethe.parquet.segments.Copy` segments and are not read.
 
     Returns:
         The plan: segments of the new file, its footer and the fate of every group.
@@ -779,18 +782,34 @@ def splice(
     for g, e in sorted(edits.items()):
         reencoded[g] = _reencode(meta, g, e, source, ranges[g].start) if e.keep.num_rows else None
 
-    # The data area: kept ranges, replaced groups, index structures cut out of it. An edited
-    # group takes the bytes up to the next group with it: writers such as polars put a copy
-    # of each chunk's ColumnMetaData (statistics included) right after the chunk.
+    # The data area: kept ranges and replaced groups. An edited group takes the bytes up to
+    # the next group with it: writers such as polars put a copy of each chunk's
+    # ColumnMetaData (statistics included) right after the chunk. Index structures in the
+    # data area (arrow-rs puts bloom filters after each group) stay where they are, unless
+    # they belong to an edited group (cut: they describe removed rows) or must be rewritten
+    # (offset indexes whose pages move: moved to the new index region).
     following = {a: ranges[b].start for a, b in itertools.pairwise(order)}
+    extents = [(ranges[g].start, following.get(g, data_end)) for g in reencoded]
+    first_cut = min((a for a, _ in extents), default=footer.start)
     cuts: list[tuple[int, int, int | None]] = [  # (start, end, edited group or None)
         (ranges[g].start, following.get(g, data_end), g) for g in reencoded
     ]
-    cuts += [
-        (s.offset, s.offset + n, None)
-        for s, n in structures
-        if s.offset < data_end and not any(a <= s.offset < b for a, b, _ in cuts)
-    ]
+    in_place: dict[tuple[int, int, str], int] = {}  # unedited structure -> original offset
+    relocated: list[tuple[IndexStructure, int, bool]] = []  # (structure, length, rewrite)
+    for st, n in structures:
+        inside = any(a <= st.offset < b for a, b in extents)
+        in_data = st.offset < data_end
+        if st.row_group in reencoded:
+            if in_data and not inside:
+                cuts.append((st.offset, st.offset + n, None))
+            continue
+        rewrite = st.kind == "offset_index" and ranges[st.row_group].start > first_cut
+        if in_data and not inside and not rewrite:
+            in_place[(st.row_group, st.column, st.kind)] = st.offset
+            continue
+        if in_data and not inside:
+            cuts.append((st.offset, st.offset + n, None))
+        relocated.append((st, n, rewrite))
     cuts.sort()
     for (_, a_end, _), (b_start, _, _) in itertools.pairwise(cuts):
         if a_end > b_start:
@@ -815,22 +834,37 @@ def splice(
     out += data_end - pos
     move = _OffsetMap(kept)
 
-    # The new row groups and the rebuilt index region.
-    region = bytearray()
-    region_start = out
-    kinds: dict[str, list[tuple[int, int, bytes]]] = {
-        "bloom_filter": [],
-        "column_index": [],
-        "offset_index": [],
+    # The new row groups, and the content of the new index region: unchanged structures
+    # are copies of the original's, in the original's order (so that they coalesce into long
+    # ranges a multipart upload copies server-side); edited groups' come from the re-encoding
+    # and take the place of the structures they replace.
+    kind_rank = {"bloom_filter": 0, "column_index": 1, "offset_index": 2}
+    new_index: dict[int, int] = {}
+    for g in range(len(groups)):
+        if not (g in reencoded and reencoded[g] is None):
+            new_index[g] = len(new_index)
+    entries: list[tuple[tuple[int, int, int, int], tuple[int, int, str], Segment]] = []
+    for st, n, rewrite in relocated:
+        ng = new_index[st.row_group]
+        content: Segment = Copy(st.offset, st.offset + n)
+        if rewrite:
+            raw = source.read(st.offset, n)
+            shifted = _shift_offset_index(raw, move)
+            if shifted != raw:
+                content = Bytes(shifted)
+        key = (st.offset, kind_rank[st.kind], ng, st.column)
+        entries.append((key, (ng, st.column, st.kind), content))
+    original_at: dict[tuple[int, int, str], int] = {
+        (st.row_group, st.column, st.kind): st.offset for st, _ in structures
     }
-    by_chunk = {(s.row_group, s.column, s.kind): n for s, n in structures}
+
     new_groups: list[Struct] = []
     fates: list[GroupFate] = []
     for g, rg in enumerate(groups):
-        if g in reencoded and reencoded[g] is None:
+        if g not in new_index:
             fates.append(GroupFate(g, None, rg.num_rows, 0, True))
             continue
-        ng = len(new_groups)
+        ng = new_index[g]
         cols: list[Struct] = []
         if g in reencoded:
             rec = reencoded[g]
@@ -852,12 +886,19 @@ def splice(
                         _sub(c, CC.META_DATA).set(kv.id, kv.type, kv.value),
                     )
                 cols.append(c)
-                if (bf := rec.blooms[j]) is not None:
-                    kinds["bloom_filter"].append((ng, j, bf))
-                if (ci := rec.column_indexes[j]) is not None:
-                    kinds["column_index"].append((ng, j, ci))
-                if (oi := rec.offset_indexes[j]) is not None:
-                    kinds["offset_index"].append((ng, j, _shift_offset_index(oi, tmove)))
+                for kind, raw_or_none in (
+                    ("bloom_filter", rec.blooms[j]),
+                    ("column_index", rec.column_indexes[j]),
+                    ("offset_index", rec.offset_indexes[j]),
+                ):
+                    if raw_or_none is None:
+                        continue
+                    data = raw_or_none
+                    if kind == "offset_index":
+                        data = _shift_offset_index(data, tmove)
+                    at = original_at.get((g, j, kind), footer.start)
+                    key = (at, kind_rank[kind], ng, j)
+                    entries.append((key, (ng, j, kind), Bytes(data)))
             gs = _with_list(gs, RG.COLUMNS, cols)
             orig_sort = rg.struct.field(RG.SORTING_COLUMNS)
             gs = gs.without(RG.SORTING_COLUMNS)
@@ -870,23 +911,7 @@ def splice(
         else:
             new_start = move(ranges[g].start)
             assert new_start is not None
-            for j, cc in enumerate(rg.columns):
-                c = _shift_column(cc.struct, move)
-                cols.append(c)
-                for kind in ("bloom_filter", "column_index", "offset_index"):
-                    n = by_chunk.get((g, j, kind))
-                    if n is None:
-                        continue
-                    off = {
-                        "bloom_filter": cc.meta_data.bloom_filter_offset,
-                        "column_index": cc.column_index_offset,
-                        "offset_index": cc.offset_index_offset,
-                    }[kind]
-                    assert off is not None
-                    raw = source.read(off, n)
-                    if kind == "offset_index":
-                        raw = _shift_offset_index(raw, move)
-                    kinds[kind].append((ng, j, raw))
+            cols = [_shift_column(cc.struct, move) for cc in rg.columns]
             gs = _with_list(rg.struct, RG.COLUMNS, cols)
             if (fo := rg.file_offset) is not None:
                 moved = move(fo)
@@ -899,12 +924,21 @@ def splice(
         new_groups.append(gs)
         fates.append(GroupFate(g, ng, rg.num_rows, rows_after, g in reencoded))
 
-    # Lay out the index region: bloom filters, column indexes, offset indexes.
+    # Lay out the index region and point every chunk at its structures.
+    region_start = out
     locations: dict[tuple[int, int, str], tuple[int, int]] = {}
-    for kind in ("bloom_filter", "column_index", "offset_index"):
-        for ng, j, raw in kinds[kind]:
-            locations[(ng, j, kind)] = (region_start + len(region), len(raw))
-            region += raw
+    for (og, j, kind), at in in_place.items():
+        n = next(n for st, n in structures if (st.row_group, st.column, st.kind) == (og, j, kind))
+        moved_at = move(at)
+        if moved_at is None:
+            raise SpliceRefused(f"{kind} at {at} does not lie in a moved byte range")
+        locations[(new_index[og], j, kind)] = (moved_at, n)
+    entries.sort(key=lambda e: e[0])
+    for _, ident, content in entries:
+        locations[ident] = (out, content.length)
+        segments.append(content)
+        out += content.length
+    region_end = out
     final_groups: list[Struct] = []
     for ng, gs in enumerate(new_groups):
         cols = []
@@ -935,14 +969,13 @@ def splice(
     fm = _with_list(meta.struct, FMD.ROW_GROUPS, final_groups)
     fm = _set_int(fm, FMD.NUM_ROWS, sum(f.rows_after for f in fates))
     raw_footer = encode(fm)
-    tail = bytes(region) + raw_footer + _struct.pack("<I", len(raw_footer)) + MAGIC
-    segments.append(Bytes(tail))
+    segments.append(Bytes(raw_footer + _struct.pack("<I", len(raw_footer)) + MAGIC))
     segs = normalize(segments)
     if segs and segs[0] == Copy(0, 4):
         segs = normalize([Bytes(MAGIC), *segs[1:]])
-    size = out + len(tail)
-    new_footer = Footer(FileMetaData(fm), raw_footer, out + len(region), size)
-    return SplicePlan(segs, new_footer, tuple(fates), ByteRange(region_start, out + len(region)))
+    size = region_end + len(raw_footer) + 8
+    new_footer = Footer(FileMetaData(fm), raw_footer, region_end, size)
+    return SplicePlan(segs, new_footer, tuple(fates), ByteRange(region_start, region_end))
 
 
 def _structs(s: Struct, fid: int) -> list[Struct]:
