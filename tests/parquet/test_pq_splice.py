@@ -36,8 +36,9 @@ from lethe.parquet.footer import (
     row_group_range,
     row_group_ranges,
 )
+from lethe.parquet.parts import PartLimits, plan_parts
 from lethe.parquet.segments import Bytes, Copy, apply_segments
-from lethe.parquet.splice import Extent, GroupEdit, decode_row_group, splice
+from lethe.parquet.splice import Extent, GroupEdit, decode_row_group, needed_ranges, splice
 from lethe.parquet.thrift import TType, encode
 from lethe.parquet.validate import validate
 
@@ -113,13 +114,14 @@ def test_dropping_every_group_leaves_an_empty_valid_file() -> None:
     assert got.schema == table.schema
 
 
-def test_no_edit_copies_everything_but_the_footer() -> None:
+def test_no_edit_copies_the_data_and_rewrites_the_small_index_region() -> None:
     table = rich_table(300)
     data = write(table, row_group_size=100, **WRITER_OPTIONS["zstd-page-index-bloom"])
     plan = plan_erase(data, {})
     footer = footer_of(data)
-    assert plan.segments[0] == Copy(0, footer.start)
-    assert len(plan.segments) == 2
+    data_end = row_group_ranges(footer.metadata)[-1].end
+    assert plan.segments[0] == Copy(0, data_end)
+    assert len(plan.segments) == 2  # the index region was fetched and is short: inlined
     assert apply_segments(plan.segments, data) == data
     assert [f.new_index for f in plan.groups] == [0, 1, 2]
 
@@ -135,9 +137,8 @@ def test_plan_layout_and_group_fates() -> None:
     assert segs[0] == Copy(0, ranges[0].end)
     assert isinstance(segs[1], Bytes)
     assert segs[2] == Copy(ranges[2].start, ranges[2].end)
-    # groups 4 and 5, then the unchanged structures of the index region that follow
-    assert isinstance(segs[3], Copy)
-    assert segs[3].start == ranges[4].start and segs[3].end > ranges[5].end
+    assert segs[3] == Copy(ranges[4].start, ranges[5].end)
+    assert len(segs) == 5
     assert isinstance(segs[-1], Bytes) and segs[-1].data.endswith(
         plan.footer.raw + struct.pack("<I", plan.footer.length) + b"PAR1"
     )
@@ -208,6 +209,39 @@ def test_offset_index_entries_of_later_groups_move() -> None:
             ]
     assert pages > 5 * 14  # several pages per chunk
     assert validate(new) == []
+
+
+def test_unchanged_index_structures_are_copied_not_read() -> None:
+    """Runs of unchanged bloom filters stay server-side copies (here at a 64 KiB scale)."""
+    n, rg = 120_000, 20_000
+    table = pa.table({"id": pa.array(range(n), pa.int64()), "v": [i % 7 for i in range(n)]})
+    data = write(
+        table, row_group_size=rg, write_page_index=True, bloom_filter_options={"id": {"fpp": 0.001}}
+    )
+    footer = footer_of(data)
+    blooms = [rg.columns[0].meta_data.bloom_filter_length or 0 for rg in footer.metadata.row_groups]
+    assert min(blooms) >= 32 << 10
+    edit = {2: [17]}
+    # fetch only what the splice must read: the footer and the moved offset indexes
+    needed = needed_ranges(footer, edit)
+    assert 0 < sum(r.length for r in needed) < 1000
+    fetched = [Extent(r.start, data[r.start : r.end]) for r in needed]
+    fetched.append(Extent(footer.start, data[footer.start :]))
+    g = row_group_range(footer.metadata.row_groups[2])
+    rows = decode_row_group(footer.metadata, 2, data[g.start : g.end])
+    keep = rows.filter(pa.array([i != 17 for i in range(rows.num_rows)]))
+    plan = splice(
+        footer, {2: GroupEdit(data[g.start : g.end], keep)}, fetched, inline_below=64 << 10
+    )
+    new = apply_segments(plan.segments, data)
+    assert validate(new) == []
+    assert read_pyarrow(new).equals(expected(table, data, edit))
+    assert_no_stale_copies(data, plan, edit)
+    # new bytes: the re-encoded group, its bloom filter, the small rest of the region
+    assert plan.new_bytes < g.length + blooms[2] + 5000
+    lim = PartLimits(min_part=64 << 10, max_part=1 << 20, min_copy_source=0)
+    parts = plan_parts(plan.segments, len(data), limits=lim)
+    assert parts.bytes_downloaded < 64 << 10
 
 
 # --- no trace ---------------------------------------------------------------------------------
@@ -515,13 +549,15 @@ def test_bloom_filters_between_row_groups_are_cut_out(tmp_path: Path) -> None:
     for er in ({0: [0]}, {1: range(10000)}, {0: [1], 2: [7]}):
         plan = plan_erase(data, er)
         assert_no_stale_copies(data, plan, er)
-        # the unedited groups' bloom filters stay in place, between the groups
+        # the unedited groups' bloom filters between groups stay where they are
         kept = [
             cc.meta_data.bloom_filter_offset
             for g, rg in enumerate(footer.metadata.row_groups)
             if g not in er
             for cc in rg.columns
+            if (cc.meta_data.bloom_filter_offset or 0) < ranges[-1].end
         ]
+        assert kept
         assert all(
             any(isinstance(s, Copy) and s.start <= (o or -1) < s.end for s in plan.segments)
             for o in kept

@@ -82,6 +82,7 @@ __all__ = [
     "SplicePlan",
     "apply_segments",
     "decode_row_group",
+    "needed_ranges",
     "splice",
 ]
 
@@ -108,6 +109,8 @@ _COLUMN_ENCODINGS: dict[int, str] = {
 }
 _DICT = Encoding.RLE_DICTIONARY
 _BLOOM_FPP = 0.05
+COPY_RUN_MIN = 5 << 20
+"""Runs of unchanged index structures shorter than this are inlined when already fetched."""
 
 
 # --- inputs and outputs ------------------------------------------------------------------
@@ -207,6 +210,9 @@ class _Source:
         raise SpliceRefused(
             f"bytes [{offset}, {offset + length}) of the original file were not provided"
         )
+
+    def has(self, offset: int, length: int) -> bool:
+        return any(e.offset <= offset and offset + length <= e.end for e in self._extents)
 
     def extent_at(self, offset: int) -> Extent:
         for e in self._extents:
@@ -707,6 +713,8 @@ def splice(
     footer: Footer,
     edits: Mapping[int, GroupEdit],
     fetched: Iterable[Extent],
+    *,
+    inline_below: int = COPY_RUN_MIN,
 ) -> SplicePlan:
     """Plan the new file in which the edited row groups keep only ``edit.keep``.
 
@@ -719,6 +727,9 @@ def splice(
             omits; the tail from :func:`~lethe.parquet.footer.index_region` (or just the
             offset indexes) to the end does. Unchanged bloom filters and column indexes
             become :class:`~lethe.parquet.segments.Copy` segments and are not read.
+        inline_below: Runs of unchanged index structures at least this long (the smallest
+            multipart part) are copies at the head of the new index region; shorter runs
+            join the new bytes at its end (as new bytes when fetched, saving a second GET).
 
     Returns:
         The plan: segments of the new file, its footer and the fate of every group.
@@ -835,9 +846,7 @@ def splice(
     move = _OffsetMap(kept)
 
     # The new row groups, and the content of the new index region: unchanged structures
-    # are copies of the original's, in the original's order (so that they coalesce into long
-    # ranges a multipart upload copies server-side); edited groups' come from the re-encoding
-    # and take the place of the structures they replace.
+    # are copies of the original's; edited groups' come from the re-encoding.
     kind_rank = {"bloom_filter": 0, "column_index": 1, "offset_index": 2}
     new_index: dict[int, int] = {}
     for g in range(len(groups)):
@@ -933,8 +942,7 @@ def splice(
         if moved_at is None:
             raise SpliceRefused(f"{kind} at {at} does not lie in a moved byte range")
         locations[(new_index[og], j, kind)] = (moved_at, n)
-    entries.sort(key=lambda e: e[0])
-    for _, ident, content in entries:
+    for _, ident, content in _arrange_region(entries, source, inline_below):
         locations[ident] = (out, content.length)
         segments.append(content)
         out += content.length
@@ -976,6 +984,86 @@ def splice(
     size = region_end + len(raw_footer) + 8
     new_footer = Footer(FileMetaData(fm), raw_footer, region_end, size)
     return SplicePlan(segs, new_footer, tuple(fates), ByteRange(region_start, region_end))
+
+
+def _arrange_region(
+    entries: list[tuple[tuple[int, int, int, int], tuple[int, int, str], Segment]],
+    source: _Source,
+    below: int,
+) -> list[tuple[tuple[int, int, int, int], tuple[int, int, str], Segment]]:
+    """Order the new index region for a cheap multipart upload.
+
+    Unchanged structures, in the original's order, form runs of contiguous source bytes.
+    Runs of at least ``below`` bytes (a multipart part) come first, as copies; everything
+    else follows, as one stretch of new bytes that ends up with the footer in the last part:
+    the edited groups' structures, rewritten offset indexes, and short runs (as new bytes
+    when already fetched, else as copies the planner will download).
+    """
+    copies = sorted((e for e in entries if isinstance(e[2], Copy)), key=lambda e: e[0])
+    rest = [e for e in entries if not isinstance(e[2], Copy)]
+    head: list[tuple[tuple[int, int, int, int], tuple[int, int, str], Segment]] = []
+    i = 0
+    while i < len(copies):
+        j = i
+        while j + 1 < len(copies):
+            a, b = copies[j][2], copies[j + 1][2]
+            assert isinstance(a, Copy) and isinstance(b, Copy)
+            if a.end != b.start:
+                break
+            j += 1
+        run = copies[i : j + 1]
+        first, last = run[0][2], run[-1][2]
+        assert isinstance(first, Copy) and isinstance(last, Copy)
+        if last.end - first.start >= below:
+            head.extend(run)
+        elif source.has(first.start, last.end - first.start):
+            for key, ident, seg in run:
+                assert isinstance(seg, Copy)
+                rest.append((key, ident, Bytes(source.read(seg.start, seg.length))))
+        else:
+            rest.extend(run)
+        i = j + 1
+    rest.sort(key=lambda e: e[0])
+    return head + rest
+
+
+def needed_ranges(footer: Footer, edited: Iterable[int]) -> tuple[ByteRange, ...]:
+    """The bytes of the original, besides the edited groups, that :func:`splice` must read.
+
+    They are the offset indexes of unedited groups after the first edited one (their page
+    offsets are rewritten) and the headers of bloom filters whose length the footer omits
+    (up to 64 bytes each). Everything else unchanged becomes a copy. A speculative tail
+    read usually holds them all.
+
+    Args:
+        footer: The original footer.
+        edited: Indexes of the groups to edit.
+
+    Returns:
+        Coalesced ranges, in file order.
+    """
+    meta = footer.metadata
+    ranges = [row_group_range(rg) for rg in meta.row_groups]
+    chosen = set(edited)
+    first = min((ranges[g].start for g in chosen), default=footer.start)
+    out: list[ByteRange] = []
+    for st in index_structures(meta):
+        if st.length is None:
+            out.append(ByteRange(st.offset, min(st.offset + 64, footer.start)))
+        elif (
+            st.kind == "offset_index"
+            and st.row_group not in chosen
+            and ranges[st.row_group].start > first
+        ):
+            out.append(ByteRange(st.offset, st.offset + st.length))
+    out.sort(key=lambda r: r.start)
+    merged: list[ByteRange] = []
+    for r in out:
+        if merged and r.start <= merged[-1].end:
+            merged[-1] = ByteRange(merged[-1].start, max(merged[-1].end, r.end))
+        else:
+            merged.append(r)
+    return tuple(merged)
 
 
 def _structs(s: Struct, fid: int) -> list[Struct]:
