@@ -61,7 +61,7 @@ __all__ = ["main", "run_ingest"]
 
 log = logging.getLogger("lethe.spark_jobs.ingest")
 
-SAMPLE_ROWS = 50_000
+SAMPLE_ROWS = 20_000
 FILE_CAP = 1.5  # a partition larger than this many targets (a bad estimate) is split
 
 

@@ -67,15 +67,8 @@ class Settings:
         missing = [k for k in required if not env.get(k)]
         if missing:
             raise SettingsError(f"ingest trigger: missing environment variables {missing}")
-        raw_max = env.get("LETHE_DIRECT_REGISTER_MAX_BYTES", str(256 << 20))
-        try:
-            max_bytes = int(raw_max)
-        except ValueError:
-            max_bytes = -1
-        if max_bytes < 0:
-            raise SettingsError(
-                f"LETHE_DIRECT_REGISTER_MAX_BYTES must be a byte count, not {raw_max!r}"
-            )
+        max_bytes = _count(env, "LETHE_DIRECT_REGISTER_MAX_BYTES", 256 << 20, "a byte count")
+        dedupe_hours = _count(env, "LETHE_EMR_DEDUPE_HOURS", 24, "a number of hours")
         if not env["LETHE_TABLE_URI"].startswith("s3://"):
             raise SettingsError("LETHE_TABLE_URI must look like s3://bucket/prefix")
         if not env["LETHE_EMR_ENTRY_POINT"].startswith("s3://"):
@@ -89,9 +82,21 @@ class Settings:
                 execution_role_arn=env["LETHE_EMR_JOB_ROLE_ARN"],
                 entry_point=env["LETHE_EMR_ENTRY_POINT"],
                 archive=env.get("LETHE_EMR_JOB_ARCHIVE") or env.get("LETHE_EMR_ARCHIVE") or None,
-                lookback=timedelta(hours=int(env.get("LETHE_EMR_DEDUPE_HOURS", "24"))),
+                extra_spark_parameters=env.get("LETHE_EMR_SPARK_PARAMETERS", ""),
+                lookback=timedelta(hours=dedupe_hours),
             ),
         )
+
+
+def _count(env: Mapping[str, str], name: str, default: int, what: str) -> int:
+    raw = env.get(name, str(default))
+    try:
+        value = int(raw)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise SettingsError(f"{name} must be {what}, not {raw!r}")
+    return value
 
 
 SETTINGS = Settings.from_env()
