@@ -375,14 +375,18 @@ class Sink:
 
 
 class _Router(io.TextIOBase):
-    """``sys.stdout`` while a function, job or GC run executes: writes go to the current
-    sink. Powertools' Logger binds its stream at a function's cold start, which happens
-    under this router, so later log lines find the right sink too."""
+    """``sys.stdout`` while a runtime runs. A write goes to the sink its thread captures
+    (a function or a job run executing), else, from any thread but the main one (moto's Step
+    Functions interpreter invoking the GC functions), to the background sink (the workflow
+    log), else to the stdout the router replaced. Powertools' Logger binds its stream at a
+    function's cold start, always under this router, so its later lines are routed too."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.current: Sink | None = None
+        self._local = threading.local()
         self.fallback: Any = None
+        self.background: Sink | None = None
+        self._installs = 0
 
     @property
     def encoding(self) -> str:  # type: ignore[override]
@@ -391,29 +395,51 @@ class _Router(io.TextIOBase):
     def writable(self) -> bool:
         return True
 
+    def _sink(self) -> Sink | None:
+        sink: Sink | None = getattr(self._local, "sink", None)
+        if sink is None and threading.current_thread() is not threading.main_thread():
+            return self.background
+        return sink
+
     def write(self, s: str) -> int:
-        sink = self.current
+        sink = self._sink()
         if sink is not None:
             sink.write(s)
         else:
-            (self.fallback or sys.__stdout__ or sys.stderr).write(s)
+            out = self.fallback if self.fallback is not None else sys.__stdout__
+            if out is not None and out is not self:
+                out.write(s)
         return len(s)
 
     def flush(self) -> None:
-        if self.current is not None:
-            self.current.flush()
+        if self._sink() is None and self.fallback is not None and self.fallback is not self:
+            self.fallback.flush()
+
+    def install(self, background: Sink) -> None:
+        if self._installs == 0 and sys.stdout is not self:
+            self.fallback = sys.stdout
+            sys.stdout = self
+        self._installs += 1
+        self.background = background
+
+    def uninstall(self) -> None:
+        self._installs = max(0, self._installs - 1)
+        if self._installs == 0:
+            if sys.stdout is self:
+                sys.stdout = self.fallback
+            self.background = None
 
     @contextlib.contextmanager
     def capture(self, sink: Sink) -> Iterator[None]:
-        prev, saved = self.current, sys.stdout
-        self.current = sink
+        prev = getattr(self._local, "sink", None)
+        self._local.sink = sink
+        saved = sys.stdout
         sys.stdout = self
         try:
             yield
         finally:
             sys.stdout = saved
-            self.current = prev
-            sink.flush()
+            self._local.sink = prev
 
 
 _ROUTER = _Router()
@@ -735,6 +761,7 @@ class LocalRuntime:
         self._gc_sink = Sink(self.log_dir / "gc-workflow.log")
         self._moto_patches: list[tuple[Any, str, Any]] = []
         self._own_spark: Any = None
+        self._routed = False
         self._stopped = False
         self._s3 = aws.client("s3")
         self._sqs = aws.client("sqs")
@@ -791,6 +818,9 @@ class LocalRuntime:
                 self.state_machine.close()
             self.state_machine = None
         self._stop_spark()
+        if self._routed:
+            _ROUTER.uninstall()
+            self._routed = False
         for obj, attr, value in reversed(self._moto_patches):
             setattr(obj, attr, value)
         self._moto_patches.clear()
@@ -804,6 +834,8 @@ class LocalRuntime:
         return name.lower() if lower else name
 
     def _create(self) -> None:
+        _ROUTER.install(self._gc_sink)
+        self._routed = True
         self._patch_moto()
         self._create_buckets()
         self._create_queues()
@@ -1458,7 +1490,7 @@ class LocalRuntime:
             last = attempts[-1]
             what = f"s3 {self.buckets[n.bucket]}/{','.join(keys)} -> {fn.handler}"
             if last.ok:
-                summary = json.dumps(last.result)[:200] if last.result is not None else "ok"
+                summary = _brief(last.result)
                 tries = f" (after {len(attempts) - 1} retries)" if len(attempts) > 1 else ""
                 self.echo(f"{what}: {summary} in {last.seconds:.2f}s{tries}")
             else:
@@ -1643,8 +1675,8 @@ class LocalRuntime:
         payload = {"dry_run": dry_run, **{k: v for k, v in fields.items() if v is not None}}
         name = name or f"gc-{datetime.now(UTC):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:6]}"
         t0 = time.perf_counter()
-        with _ROUTER.capture(self._gc_sink):
-            execution = self.state_machine.run(payload, name=name, timeout=timeout)
+        # the interpreter invokes the functions from its own threads: the background sink
+        execution = self.state_machine.run(payload, name=name, timeout=timeout)
         report = None
         if execution.ok and isinstance(execution.output, dict):
             report = self._gc_report(execution.output)
@@ -1700,6 +1732,20 @@ class LocalRuntime:
         finally:
             if previous is not None:
                 signal.signal(signal.SIGTERM, previous)
+
+
+def _brief(result: Any, limit: int = 200) -> str:
+    """A handler's JSON result for one progress line: without null, false and empty values."""
+
+    def strip(v: Any) -> Any:
+        if isinstance(v, dict):
+            return {k: strip(x) for k, x in v.items() if x not in (None, False, "", [], {})}
+        if isinstance(v, list):
+            return [strip(x) for x in v]
+        return v
+
+    text = "ok" if result is None else json.dumps(strip(result), separators=(",", ":"))
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 # --- command line ------------------------------------------------------------------------------------
@@ -1767,7 +1813,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         rt.run_forever()
     finally:
         echo("stopping")
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut it short
         rt.stop()
+        echo("stopped")
     return 0
 
 
