@@ -1,0 +1,19 @@
+"""Parquet internals of the row-group splice; pure functions over bytes, no I/O.
+
+- :mod:`lethe.parquet.thrift`: a schema-less, byte-exact Thrift compact protocol codec.
+- :mod:`lethe.parquet.footer`: typed views of the Parquet Thrift structures; footer, row
+  group and index-structure location.
+- :mod:`lethe.parquet.splice`: decode one row group from its bytes; plan a splice.
+- :mod:`lethe.parquet.segments`: a new object as copies of the old one and new bytes.
+- :mod:`lethe.parquet.parts`: the multipart (or single PUT) upload plan of such an object.
+- :mod:`lethe.parquet.validate`: a structural validator for whole files in memory.
+
+A splice, end to end (the caller does the I/O)::
+
+    footer = parse_tail(tail, size)                       # 1 ranged GET (speculative tail)
+    r = row_group_range(footer.metadata.row_groups[k])
+    raw = get(r.start, r.end)                             # 1 ranged GET
+    rows = decode_row_group(footer.metadata, k, raw)
+    plan = splice(footer, {k: GroupEdit(raw, rows.filter(mask))}, [Extent(size - len(tail), tail)])
+    upload = plan_parts(plan.segments, size)              # then UploadPartCopy / UploadPart
+"""

@@ -352,8 +352,9 @@ def decode_row_group(meta: FileMetaData, rg_index: int, rg_bytes: bytes) -> pa.T
         The group's rows.
 
     Raises:
-        UnsupportedFile: The file is encrypted, a chunk lives in another file, or INT96
-            timestamps lie outside the range pyarrow can decode exactly.
+        UnsupportedFile: The file is encrypted or a chunk lives in another file.
+        SpliceRefused: INT96 timestamps lie outside the range pyarrow decodes exactly
+            (1677-2262), so the rows could not be re-encoded bit for bit.
         InvalidRequest: ``rg_bytes`` does not have the group's length.
     """
     if meta.encrypted:
@@ -378,7 +379,7 @@ def decode_row_group(meta: FileMetaData, rg_index: int, rg_bytes: bytes) -> pa.T
             ns = table[name].cast(pa.int64()).fill_null(0).to_numpy()
             us = coarse[name].cast(pa.int64()).fill_null(0).to_numpy()
             if not (ns // 1000 == us).all():
-                raise UnsupportedFile(
+                raise SpliceRefused(
                     f"INT96 timestamps of column {name!r} lie outside 1677-2262 and cannot be "
                     "decoded exactly"
                 )
@@ -687,8 +688,8 @@ def _compare_chunk(
         raise SpliceRefused(f"column {name!r}: re-encoding changes the data page version")
     if (m.bloom_filter_offset is None) != (t.bloom_filter_offset is None):
         raise SpliceRefused(f"column {name!r}: re-encoding changes bloom filter presence")
-    if (cc.offset_index_offset is None) != (tcc.offset_index_offset is None):
-        raise SpliceRefused(f"column {name!r}: re-encoding changes offset index presence")
+    if cc.offset_index_offset is not None and tcc.offset_index_offset is None:
+        raise SpliceRefused(f"column {name!r}: re-encoding loses the offset index")
 
 
 # --- the splice -------------------------------------------------------------------------
@@ -735,16 +736,16 @@ def splice(
         The plan: segments of the new file, its footer and the fate of every group.
 
     Raises:
-        SpliceRefused: The footer does not round-trip, the file uses something a splice
-            cannot reproduce exactly (see the message), or needed bytes were not provided.
-        UnsupportedFile: The file is encrypted.
+        SpliceRefused: The footer does not round-trip, the file is encrypted or uses
+            something a splice cannot reproduce exactly (see the message), or needed bytes
+            were not provided.
         InvalidRequest: An edit names a missing group, has the wrong number of bytes, or
             keeps more rows than the group has.
     """
     check_roundtrip(footer.raw)
     meta = footer.metadata
     if meta.encrypted:
-        raise UnsupportedFile("Parquet files with encrypted columns are not supported")
+        raise SpliceRefused("Parquet files with encrypted columns cannot be spliced")
     _check_known(meta.struct, "FileMetaData")
     groups = meta.row_groups
     ranges = []
@@ -885,16 +886,7 @@ def splice(
 
             gs = rec.row_group
             for j, tcc in enumerate(ColumnChunk(x) for x in _structs(gs, RG.COLUMNS)):
-                c = _shift_column(tcc.struct, tmove)
-                orig_md = rg.columns[j].meta_data.struct
-                kv = orig_md.field(CMD.KEY_VALUE_METADATA)
-                if kv is not None:
-                    c = c.set(
-                        CC.META_DATA,
-                        TType.STRUCT,
-                        _sub(c, CC.META_DATA).set(kv.id, kv.type, kv.value),
-                    )
-                cols.append(c)
+                cols.append(_shift_column(tcc.struct, tmove))
                 for kind, raw_or_none in (
                     ("bloom_filter", rec.blooms[j]),
                     ("column_index", rec.column_indexes[j]),
