@@ -386,11 +386,16 @@ def test_decode_row_group_matches_pyarrow() -> None:
 
 def test_int96_out_of_nanosecond_range_is_unsupported() -> None:
     far = pa.array([-(10**16), 0, 10**16], pa.timestamp("us"))  # years 1653 and 2286
-    data = write(pa.table({"t": far}), use_deprecated_int96_timestamps=True)
-    meta = footer_of(data).metadata
-    r = row_group_range(meta.row_groups[0])
-    with pytest.raises(UnsupportedFile, match="INT96"):
-        decode_row_group(meta, 0, data[r.start : r.end])
+    for table in (
+        pa.table({"t": far}),
+        pa.table({"s": pa.StructArray.from_arrays([far], ["t"])}),
+        pa.table({"l": pa.array([[x] for x in far.to_pylist()], pa.list_(pa.timestamp("us")))}),
+    ):
+        data = write(table, use_deprecated_int96_timestamps=True)
+        meta = footer_of(data).metadata
+        r = row_group_range(meta.row_groups[0])
+        with pytest.raises(UnsupportedFile, match="INT96"):
+            decode_row_group(meta, 0, data[r.start : r.end])
     near = pa.array([-(10**15), 0, 10**15], pa.timestamp("us"))
     table = pa.table({"t": near})
     data = write(table, use_deprecated_int96_timestamps=True, row_group_size=1)

@@ -2,16 +2,19 @@
 
 A splice rewrites only the row groups that lose rows. Each edited group is re-encoded on its
 own with pyarrow, using the codec, encodings, dictionary use, data page version, statistics,
-page index, bloom filters and checksums its original chunks show, and is moved into place;
-every other byte range of the data area is copied unchanged (the bytes between an edited group
-and the next one go with the edited group: some writers store a copy of each chunk's metadata,
-statistics included, after the chunk). All bloom filters, column
-indexes and offset indexes are rebuilt into one index region after the last row group, the
-edited groups' from their re-encoding only, so no statistic, page-index entry or bloom filter
-bit of a removed row survives; the old region is not copied. The footer is the original one,
-edited: groups grafted in or dropped, every absolute offset moved, row counts and ordinals
-renumbered, everything else (schema, key-value metadata such as ``ARROW:schema``, unknown
-fields) untouched.
+page index, bloom filters and checksums its original chunks show, and is moved into place.
+Every other byte range of the data area is copied unchanged, except the bytes between an
+edited group and the next one, which go with the edited group (some writers store a copy of
+each chunk's metadata, statistics included, after the chunk).
+
+The index region is rebuilt after the last row group: the edited groups' bloom filters,
+column indexes and offset indexes come from their re-encoding only (none of the old ones is
+kept, so no statistic, page-index entry or bloom filter bit of a removed row survives); the
+unchanged groups' are copies of the original ones, their offset indexes rewritten when their
+pages moved (readers such as DataFusion trust those absolute offsets). The footer is the
+original one, edited: groups grafted in or dropped, every absolute offset moved, row counts
+and ordinals renumbered, everything else (schema, key-value metadata such as
+``ARROW:schema``, unknown fields) untouched.
 
 The result is a list of segments (:mod:`lethe.parquet.segments`): ranges of the original file
 and new bytes. Nothing here does I/O.
@@ -366,24 +369,46 @@ def decode_row_group(meta: FileMetaData, rg_index: int, rg_bytes: bytes) -> pa.T
         )
     file = _wrap(rg_bytes, _one_group_footer(meta, rg_index, keep_kv=True))
     table = pq.ParquetFile(pa.BufferReader(file)).read()
-    int96 = [
-        path[0]
-        for path, e, _, _ in meta.leaves()
-        if e.type == PhysicalType.INT96 and len(path) == 1
-    ]
-    if int96:
-        coarse = pq.ParquetFile(pa.BufferReader(file), coerce_int96_timestamp_unit="us").read(
-            columns=int96
-        )
-        for name in int96:
-            ns = table[name].cast(pa.int64()).fill_null(0).to_numpy()
-            us = coarse[name].cast(pa.int64()).fill_null(0).to_numpy()
-            if not (ns // 1000 == us).all():
+    if any(e.type == PhysicalType.INT96 for _, e, _, _ in meta.leaves()):
+        # pyarrow decodes INT96 to nanoseconds and silently wraps outside 1677-2262: decode
+        # again to microseconds (no overflow) and compare
+        coarse = pq.ParquetFile(pa.BufferReader(file), coerce_int96_timestamp_unit="us").read()
+        for a, b in zip(_timestamp_leaves(table), _timestamp_leaves(coarse), strict=True):
+            if not (_micros(a) == _micros(b)).all():
                 raise SpliceRefused(
-                    f"INT96 timestamps of column {name!r} lie outside 1677-2262 and cannot be "
-                    "decoded exactly"
+                    "INT96 timestamps lie outside 1677-2262 and cannot be decoded exactly"
                 )
     return table
+
+
+def _timestamp_leaves(data: pa.Table | pa.Array) -> list[pa.Array]:
+    """Every timestamp array in a table, nested ones included, in a stable order."""
+    if isinstance(data, pa.Table):
+        return [x for col in data.columns for x in _timestamp_leaves(col.combine_chunks())]
+    if isinstance(data, pa.ChunkedArray):
+        return _timestamp_leaves(data.combine_chunks())
+    t = data.type
+    if pa.types.is_timestamp(t):
+        return [data]
+    if pa.types.is_struct(t):
+        return [x for i in range(t.num_fields) for x in _timestamp_leaves(data.field(i))]
+    if pa.types.is_map(t):
+        return _timestamp_leaves(data.keys) + _timestamp_leaves(data.items)
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+        return _timestamp_leaves(data.values)
+    if pa.types.is_dictionary(t):
+        return _timestamp_leaves(data.dictionary)
+    return []
+
+
+_PER_US = {"s": (1_000_000, 1), "ms": (1000, 1), "us": (1, 1), "ns": (1, 1000)}
+
+
+def _micros(a: pa.Array) -> Any:
+    """A timestamp array as whole microseconds (floor), nulls as 0, in a numpy array."""
+    mul, div = _PER_US[a.type.unit]
+    v = a.cast(pa.int64()).fill_null(0).to_numpy(zero_copy_only=False)
+    return v * mul // div
 
 
 # --- re-encoding one row group ----------------------------------------------------------
