@@ -42,8 +42,8 @@ Application`` + job runs       job run a handler starts is run here: ``spark_job
 StateMachine``                 (:mod:`lethe.local.stepfunctions`)
 ``AWS::Events::Rule``          a timer (:attr:`LocalSettings.gc_interval`) and
                                :meth:`LocalRuntime.run_gc`, with the rule's input
-``Custom::CDKBucketDeployment  ``spark_jobs/*.py`` uploaded to the artifacts bucket
-``
+``Custom::CDKBucket            ``spark_jobs/*.py`` uploaded to the artifacts bucket
+Deployment``
 IAM, KMS, logs, alarms, SNS    not created (moto would not enforce them)
 =============================  ==============================================================
 
@@ -83,6 +83,7 @@ from types import FrameType, ModuleType
 from typing import Any, ClassVar
 from urllib.parse import unquote_plus
 
+from lethe.gc_models import GcReport
 from lethe.local.events import LambdaContext, sqs_event
 from lethe.local.server import LocalAws, start_moto
 from lethe.local.stepfunctions import (
@@ -98,11 +99,14 @@ from lethe.local.stepfunctions import (
 __all__ = [
     "BatchOutcome",
     "GcRun",
+    "Invocation",
     "JobRun",
     "LocalFunction",
     "LocalRuntime",
     "LocalSettings",
+    "Physical",
     "PumpResult",
+    "Sink",
     "StackTemplate",
     "load_template",
     "main",
@@ -113,7 +117,7 @@ STACK_NAME = "LetheStack"
 ACCOUNT = "123456789012"
 REGION = "us-east-1"
 SPARK_JOBS = ROOT / "spark_jobs"
-# moto 5.2 accepts only ``emr-N.N.0`` labels; the template's own label is kept in JobRun.
+# moto 5.2 accepts only ``emr-N.N.0`` labels; the template's own is kept in emr_applications.
 MOTO_EMR_RELEASE_LABEL = "emr-7.0.0"
 TEMPLATE_INPUTS = ("infra", "cdk.json")
 _NO_VALUE = object()
@@ -212,10 +216,14 @@ def load_template(
     if echo:
         echo(f"synthesizing the CDK app (infra/) in-process; cached as {path}")
     template = synthesize_local_template(ctx)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(f".{uuid.uuid4().hex[:6]}.tmp")
-    tmp.write_text(json.dumps(template, indent=1, sort_keys=True))
-    tmp.replace(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{uuid.uuid4().hex[:6]}.tmp")
+        tmp.write_text(json.dumps(template, indent=1, sort_keys=True))
+        tmp.replace(path)
+    except OSError as e:  # a read-only home: synthesize again next time
+        if echo:
+            echo(f"could not cache the template in {path.parent}: {e}")
     return template
 
 
@@ -619,7 +627,7 @@ class GcRun:
     """A GC workflow execution and, when it got that far, the run's report."""
 
     execution: ExecutionResult
-    report: Any  # lethe.gc_models.GcReport | None
+    report: GcReport | None
     seconds: float
 
     @property
@@ -1695,8 +1703,7 @@ class LocalRuntime:
         self.echo(text)
         return run
 
-    def _gc_report(self, output: Mapping[str, Any]) -> Any:
-        from lethe.gc_models import GcReport
+    def _gc_report(self, output: Mapping[str, Any]) -> GcReport | None:
         from lethe.store import parse_s3_uri
 
         plan = output.get("plan") or {}  # the workflow's Compact state keeps table and run id
@@ -1727,6 +1734,8 @@ class LocalRuntime:
             while not stop.is_set():
                 if self.pump() == 0:
                     stop.wait(poll)
+                if len(self._outcomes) > 2000:  # serving for hours: keep the recent ones
+                    del self._outcomes[:-1000]
         except KeyboardInterrupt:
             pass
         finally:
