@@ -83,9 +83,9 @@ DELETE_HANDLER: Final = "delete_requests.handler.handler"
 SPLICE_HANDLER: Final = "splice.handler.handler"
 INGEST_HANDLER: Final = "ingest_trigger.handler.handler"
 # NOTE: a top-level package named ``gc`` cannot be imported: the interpreter's built-in ``gc``
-# module always wins (``import gc.handler`` -> "'gc' is not a package"), in Lambda as in tests.
+# module always wins (``import gc_steps.handler`` -> "'gc' is not a package"), in Lambda as in tests.
 # tests/infra/test_infra_units.py flags it; renaming the package is this one line.
-GC_MODULE: Final = "gc.handler"
+GC_MODULE: Final = "gc_steps.handler"
 GC_PLAN_HANDLER: Final = f"{GC_MODULE}.plan"
 GC_SWEEP_HANDLER: Final = f"{GC_MODULE}.sweep"
 GC_EXPIRE_HANDLER: Final = f"{GC_MODULE}.expire"

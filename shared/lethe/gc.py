@@ -1,7 +1,7 @@
 """Garbage collection (DESIGN §6): mark, expire, sweep, abort, purge, report.
 
 One run, whether from :func:`collect` (the CLI) or the Step Functions workflow (one Lambda
-per step, see ``functions/gc/handler.py``), does the same thing with the same functions:
+per step, see ``functions/gc_steps/handler.py``), does the same thing with the same functions:
 
 1. **list** ``data/``, ``tombstone/``, ``_staging/``, ``_gc/`` and ``manifest/`` (keys,
    sizes, LastModified);

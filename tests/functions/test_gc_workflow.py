@@ -32,7 +32,7 @@ from lethe.store import parse_s3_uri
 from lethe.verify import verify
 
 STEPS = ("plan", "sweep", "expire", "abort", "purge", "report", "record_failure")
-HANDLERS = tuple(f"gc.handler.{s}" for s in STEPS)
+HANDLERS = tuple(f"gc_steps.handler.{s}" for s in STEPS)
 
 
 def base_env(**extra: str) -> dict[str, str]:
@@ -51,7 +51,7 @@ class Steps:
     def __init__(self, env: dict[str, str]) -> None:
         self.env = env
         with environment(env):
-            self.fns = {s: load_handler(f"gc.handler.{s}") for s in STEPS}
+            self.fns = {s: load_handler(f"gc_steps.handler.{s}") for s in STEPS}
 
     def __call__(self, step: str, event: dict[str, Any]) -> Any:
         with environment(self.env):
@@ -124,7 +124,7 @@ def test_event_overrides_and_named_errors(table_uri: str, s3: Any) -> None:
         environment(base_env(LETHE_GC_GRACE="soon")),
         pytest.raises(errors.InvalidRequest, match="LETHE_GC_GRACE"),
     ):
-        load_handler("gc.handler.plan")  # settings fail loudly at cold start
+        load_handler("gc_steps.handler.plan")  # settings fail loudly at cold start
 
 
 def test_sweep_spares_files_committed_after_the_plan(table_uri: str, s3: Any) -> None:
@@ -232,13 +232,6 @@ def test_environment_swap_is_exclusive() -> None:
     assert "LETHE_ONLY_A" not in os.environ
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="functions/gc/ is shadowed on Lambda by Python's built-in `gc` module "
-    "(import gc.handler -> \"'gc' is not a package\"): rename the package (e.g. gc_workflow) "
-    "and the GC_*_HANDLER constants; then drop this xfail",
-)
 def test_gc_handlers_import_as_lambda_imports_them() -> None:
     from infra import constants as c
 
@@ -315,7 +308,7 @@ def test_state_machine_end_to_end_versioned(machine: Any, s3: Any) -> None:
         "Report",
         "Done",
     ]
-    assert sm.invocations("gc.handler.sweep") == 5
+    assert sm.invocations("gc_steps.handler.sweep") == 5
     out = run.output
     assert out["report"]["erasures_newly_complete"] == [h]
     assert out["expire"]["deleted"]["manifest"]["objects"] == spliced
@@ -367,7 +360,7 @@ def test_state_machine_catches_a_failed_step_and_records_it(
 
     def plan_then_replace(event: Any, context: Any) -> Any:
         if not real:
-            real.append(load_handler("gc.handler.plan"))  # in this function's environment
+            real.append(load_handler("gc_steps.handler.plan"))  # in this function's environment
         out = real[0](event, context)
         for k in listing(s3, table_uri):
             if not k.startswith("_gc/"):
@@ -379,7 +372,7 @@ def test_state_machine_catches_a_failed_step_and_records_it(
         template,
         aws=aws,
         environment={"LETHE_TABLE_URI": table_uri, "LETHE_GC_GRACE": "0s"},
-        handlers={"gc.handler.plan": plan_then_replace},
+        handlers={"gc_steps.handler.plan": plan_then_replace},
     )
     try:
         run = sm.run({"dry_run": False}, name=f"gc-fail-{uuid.uuid4().hex[:8]}")
@@ -399,10 +392,10 @@ def test_state_machine_catches_a_failed_step_and_records_it(
 def test_state_machine_retries_lambda_throttling(machine: Any, table_uri: str, s3: Any) -> None:
     lethe.Table.create(table_uri, EVENTS, key="id").append(events(0, 10))
     sm = machine(table_uri)
-    sm.inject_failure("gc.handler.expire", "Lambda.TooManyRequestsException", "Rate exceeded")
+    sm.inject_failure("gc_steps.handler.expire", "Lambda.TooManyRequestsException", "Rate exceeded")
     run = sm.run({"dry_run": False}, name=f"gc-retry-{uuid.uuid4().hex[:8]}")
     assert run.ok, (run.error, run.cause)
-    assert sm.invocations("gc.handler.expire") == 2
+    assert sm.invocations("gc_steps.handler.expire") == 2
     failed = [e for e in run.history if e["type"] == "LambdaFunctionFailed"]
     assert len(failed) == 1
     assert (
