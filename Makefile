@@ -43,5 +43,8 @@ layer: setup
 synth: layer
 	$(PY) -m infra.app $(CONTEXT)
 
+spark-package: setup
+	UV=$(UV) bash spark_jobs/package.sh
+
 clean:
 	rm -rf $(VENV) cdk.out layers/build .pytest_cache .mypy_cache .hypothesis
