@@ -37,7 +37,7 @@ from pyspark.sql.datasource import (
 )
 
 # Executors need not be able to import this module (they get its classes by value).
-cloudpickle.register_pickle_by_value(sys.modules[__name__])
+cloudpickle.register_pickle_by_value(sys.modules[__name__])  # type: ignore[no-untyped-call]
 
 __all__ = ["register_data_sources"]
 

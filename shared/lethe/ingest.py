@@ -773,15 +773,6 @@ def stage(c: Conformed, staged: pa.Schema) -> pa.Table:
     return pa.Table.from_arrays(cols, schema=staged)
 
 
-def unstage_rejects(staged: pa.Table) -> pa.Table:
-    """The rejects of a staged table, as :data:`REJECT_SCHEMA` rows."""
-    rej = staged.filter(pc.is_valid(staged.column(STAGED_PREFIX + "reason")))
-    return pa.Table.from_arrays(
-        [rej.column(STAGED_PREFIX + f.name).cast(f.type) for f in REJECT_SCHEMA],
-        schema=REJECT_SCHEMA,
-    )
-
-
 def rejects_to_jsonl(rejects: pa.Table) -> bytes:
     """Rejects as JSON lines (one object per rejected row)."""
     return b"".join(json.dumps(r, ensure_ascii=False).encode() + b"\n" for r in rejects.to_pylist())

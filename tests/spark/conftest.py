@@ -6,7 +6,10 @@ It starts after moto's server (fixture ``aws``), so the JVM and its Python worke
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
@@ -31,3 +34,22 @@ def spark(aws: LocalAws) -> Iterator[Any]:
         yield session
     finally:
         session.stop()
+
+
+# Without __init__.py files pytest imports this file as module "conftest", which then shadows
+# tests/conftest.py for every test module imported afterwards (``from conftest import EVENTS``).
+# Forward the names this file does not define to tests/conftest.py.
+_root: ModuleType | None = None
+
+
+def __getattr__(name: str) -> Any:
+    global _root
+    if name.startswith("__"):
+        raise AttributeError(name)
+    if _root is None:
+        path = Path(__file__).resolve().parent.parent / "conftest.py"
+        spec = importlib.util.spec_from_file_location("_lethe_tests_root_conftest", path)
+        assert spec is not None and spec.loader is not None
+        _root = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(_root)
+    return getattr(_root, name)

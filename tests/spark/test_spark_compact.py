@@ -5,12 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from conftest import EVENTS, events
 
 import lethe
 from lethe.deletes import load_dv
 from lethe.verify import verify
 from spark_jobs.compact import main, run_compaction
-from tests.conftest import EVENTS, events  # tests/spark/conftest.py shadows "conftest"
 
 pytestmark = [
     pytest.mark.slow,

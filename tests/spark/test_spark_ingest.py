@@ -18,13 +18,13 @@ import pyarrow as pa
 import pyarrow.csv as pcsv
 import pyarrow.parquet as pq
 import pytest
+from conftest import EVENTS, events
 
 import lethe
 from lethe.ingest import register_parquet
 from lethe.verify import verify
 from spark_jobs._session import LOCAL_JAVA_OPTIONS
 from spark_jobs.ingest import run_ingest
-from tests.conftest import EVENTS, events  # tests/spark/conftest.py shadows "conftest"
 
 pytestmark = [
     pytest.mark.slow,
