@@ -16,13 +16,18 @@ import pyarrow.parquet as pq
 from lethe.parquet.footer import (
     ByteRange,
     Footer,
+    check_roundtrip,
+    chunk_range,
     index_region,
     index_structures,
     parse_tail,
+    read_bloom_filter_header,
     row_group_range,
+    walk_pages,
 )
 from lethe.parquet.segments import Copy, apply_segments
 from lethe.parquet.splice import Extent, GroupEdit, SplicePlan, decode_row_group, splice
+from lethe.parquet.thrift import decode, encode
 
 TAIL = 1 << 20
 
@@ -67,6 +72,27 @@ def plan_erase(data: bytes, erase: Mapping[int, Iterable[int]]) -> SplicePlan:
         mask = pa.array([i not in drop for i in range(rows.num_rows)])
         edits[g] = GroupEdit(raw, rows.filter(mask))
     return splice(footer, edits, [Extent(tail_from, data[tail_from:])])
+
+
+def assert_everything_round_trips(data: bytes) -> None:
+    """Footer, every page header, offset and column index and bloom header: byte-exact."""
+    footer = footer_of(data)
+    assert encode(decode(footer.raw)) == footer.raw
+    check_roundtrip(footer.raw)
+    meta = footer.metadata
+    for rg in meta.row_groups:
+        for cc in rg.columns:
+            for page in walk_pages(data, 0, chunk_range(cc)):
+                raw = data[page.offset : page.data_offset]
+                assert encode(decode(raw)) == raw
+    for s in index_structures(meta):
+        if s.kind == "bloom_filter":
+            hdr, at = read_bloom_filter_header(data, s.offset)
+            assert encode(hdr.struct) == data[s.offset : at]
+        else:
+            assert s.length is not None
+            raw = data[s.offset : s.offset + s.length]
+            assert encode(decode(raw)) == raw
 
 
 def assert_no_stale_copies(data: bytes, plan: SplicePlan, edited: Iterable[int]) -> None:

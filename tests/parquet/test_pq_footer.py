@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pyarrow.parquet.encryption as pe
 import pytest
-from pqhelpers import WRITER_OPTIONS, footer_of, rich_table, write
+from pqhelpers import WRITER_OPTIONS, assert_everything_round_trips, footer_of, rich_table, write
 
 from lethe.errors import SpliceRefused, UnsupportedFile
 from lethe.parquet.footer import (
@@ -39,27 +39,6 @@ from lethe.parquet.footer import (
 from lethe.parquet.thrift import decode, decode_prefix, encode
 
 N = 3000
-
-
-def assert_everything_round_trips(data: bytes) -> None:
-    """Footer, every page header, offset and column index and bloom header: byte-exact."""
-    footer = footer_of(data)
-    assert encode(decode(footer.raw)) == footer.raw
-    check_roundtrip(footer.raw)
-    meta = footer.metadata
-    for rg in meta.row_groups:
-        for cc in rg.columns:
-            for page in walk_pages(data, 0, chunk_range(cc)):
-                raw = data[page.offset : page.data_offset]
-                assert encode(decode(raw)) == raw
-    for s in index_structures(meta):
-        if s.kind == "bloom_filter":
-            hdr, at = read_bloom_filter_header(data, s.offset)
-            assert encode(hdr.struct) == data[s.offset : at]
-        else:
-            assert s.length is not None
-            raw = data[s.offset : s.offset + s.length]
-            assert encode(decode(raw)) == raw
 
 
 @pytest.mark.parametrize("options", WRITER_OPTIONS.values(), ids=WRITER_OPTIONS.keys())
