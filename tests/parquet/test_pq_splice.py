@@ -32,6 +32,7 @@ from lethe.errors import InvalidRequest, SpliceRefused, UnsupportedFile
 from lethe.parquet.footer import (
     ColumnChunk,
     index_region,
+    index_structures,
     read_bloom_filter_header,
     row_group_range,
     row_group_ranges,
@@ -524,6 +525,42 @@ def test_refuses_a_schema_pyarrow_would_change() -> None:
     r = row_group_range(patched.metadata.row_groups[0])
     with pytest.raises(SpliceRefused):
         splice(patched, {0: GroupEdit(data[r.start : r.end], rows)}, [Extent(0, data)])
+
+
+def test_bloom_filters_without_length() -> None:
+    """Older parquet-java wrote bloom_filter_offset without bloom_filter_length."""
+    from lethe.parquet.footer import CC, CMD, FMD, RG, FileMetaData
+    from lethe.parquet.thrift import Struct, ThriftList
+
+    table = rich_table(1200)
+    data = write(table, row_group_size=400, **WRITER_OPTIONS["zstd-page-index-bloom"])
+    footer = footer_of(data)
+
+    def strip(fm: Struct) -> Struct:
+        groups = []
+        for rg in FileMetaData(fm).row_groups:
+            cols = []
+            for cc in rg.columns:
+                md = cc.meta_data.struct.without(CMD.BLOOM_FILTER_LENGTH)
+                cols.append(cc.struct.set(CC.META_DATA, TType.STRUCT, md))
+            groups.append(
+                rg.struct.set(RG.COLUMNS, TType.LIST, ThriftList(TType.STRUCT, tuple(cols)))
+            )
+        return fm.set(FMD.ROW_GROUPS, TType.LIST, ThriftList(TType.STRUCT, tuple(groups)))
+
+    raw = encode(strip(footer.metadata.struct))
+    old = data[: footer.start] + raw + struct.pack("<I", len(raw)) + b"PAR1"
+    assert validate(old) == []
+    before = footer_of(old)
+    assert all(
+        s.length is None for s in index_structures(before.metadata) if s.kind == "bloom_filter"
+    )
+    assert needed_ranges(before, [1])  # the headers must be read
+    new = check(old, table, {1: [3, 4]})
+    after = footer_of(new).metadata
+    assert all(
+        cc.meta_data.bloom_filter_length is None for rg in after.row_groups for cc in rg.columns
+    )
 
 
 # --- files with interleaved bloom filters (arrow-rs / DataFusion layout) -------------------

@@ -144,6 +144,8 @@ class _Checker:
         dpo = m.dictionary_page_offset
         if dicts and dpo is not None and dpo > 0 and dpo != pages[0].offset:
             self.add(name, f"dictionary_page_offset {dpo} != first page {pages[0].offset}")
+        if not dicts and dpo is not None and 0 < dpo < m.data_page_offset:
+            self.add(name, f"dictionary_page_offset {dpo} but no dictionary page")
         if not data_pages:
             self.add(name, "no data pages")
             return
