@@ -209,10 +209,23 @@ def test_moto_lambda_hook_canary(aws: LocalAws) -> None:
             raise KeyError("boom")
         return {"echo": event["x"]}
 
+    from moto.awslambda.models import LambdaFunction
+
+    moto_invoke = LambdaFunction.__dict__["_invoke_lambda"]
     routes = LocalLambdas()
     routes.register(arn, name=name, handler="x.handler", env=base_env(CANARY="1"), fn=handler)
+    other = LocalLambdas()  # a second runner, closed first: ours keeps routing
+    other.register(
+        "arn:aws:lambda:us-east-1:123456789012:function:none",
+        name="none",
+        handler="x.y",
+        env={},
+        fn=handler,
+    )
     routes.install()
+    other.install()
     try:
+        other.uninstall()
         r = lam.invoke(FunctionName=name, Payload=json.dumps({"x": 7}))
         assert json.loads(r["Payload"].read()) == {"echo": 7} and "FunctionError" not in r
         r = lam.invoke(FunctionName=name, Payload=json.dumps({"fail": True}))
@@ -220,6 +233,7 @@ def test_moto_lambda_hook_canary(aws: LocalAws) -> None:
     finally:
         routes.uninstall()
     assert seen == [({"x": 7}, "1"), ({"fail": True}, "1")] and "CANARY" not in os.environ
+    assert LambdaFunction.__dict__["_invoke_lambda"] is moto_invoke  # unhooked when unused
 
 
 def test_environment_swap_is_exclusive() -> None:

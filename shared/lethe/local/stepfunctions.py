@@ -177,6 +177,8 @@ def check_moto_hook() -> None:
             f"the local runner hooks moto 5.2.x internals; found {moto.__version__}"
         )
     target = getattr(LambdaFunction, "_invoke_lambda", None)
+    if target is _dispatch:  # already hooked by us: check what we wrapped
+        target = _MOTO_INVOKE
     if target is None:
         raise LocalRunError("moto's LambdaFunction._invoke_lambda is gone: update the hook")
     params = list(inspect.signature(target).parameters)
@@ -198,14 +200,28 @@ class _Route:
     invocations: int = 0
 
 
+# One process-wide hook, installed once: every LocalLambdas registers its function ARNs in
+# it, so several local state machines (or runtimes) can coexist and close in any order.
+_HOOK_LOCK = threading.Lock()
+_HOOKED: dict[str, tuple[LocalLambdas, _Route]] = {}
+_MOTO_INVOKE: Any = None
+
+
+def _dispatch(fn_self: Any, event: Any = None) -> tuple[str, bool, str]:
+    entry = _HOOKED.get(getattr(fn_self, "function_arn", ""))
+    if entry is None:
+        return _MOTO_INVOKE(fn_self, event)  # type: ignore[no-any-return]
+    owner, route = entry
+    return owner._invoke(route, event)
+
+
 class LocalLambdas:
     """Routes moto's invocations of registered function ARNs to in-process handlers;
     any other function keeps moto's own behaviour."""
 
     def __init__(self) -> None:
         self._routes: dict[str, _Route] = {}
-        self._original: Any = None
-        self._lock = threading.Lock()
+        self._installed = False
 
     def register(
         self,
@@ -217,37 +233,46 @@ class LocalLambdas:
         code_root: Path = CODE_ROOT,
         fn: Handler | None = None,
     ) -> None:
-        self._routes[arn] = _Route(name, handler, dict(env), code_root, fn)
+        route = _Route(name, handler, dict(env), code_root, fn)
+        self._routes[arn] = route
+        if self._installed:
+            with _HOOK_LOCK:
+                _HOOKED[arn] = (self, route)
 
     def route(self, arn: str) -> _Route:
         return self._routes[arn]
 
     def install(self) -> None:
+        """Start routing this instance's functions (hooks moto on first use)."""
+        global _MOTO_INVOKE
         check_moto_hook()
         from moto.awslambda.models import LambdaFunction
 
-        with self._lock:
-            if self._original is not None:
-                return
-            original = LambdaFunction._invoke_lambda
-            router = self
-
-            def _invoke_lambda(fn_self: Any, event: Any = None) -> tuple[str, bool, str]:
-                route = router._routes.get(getattr(fn_self, "function_arn", ""))
-                if route is None:
-                    return original(fn_self, event)
-                return router._invoke(route, event)
-
-            setattr(LambdaFunction, "_invoke_lambda", _invoke_lambda)  # noqa: B010
-            self._original = original
+        with _HOOK_LOCK:
+            if _MOTO_INVOKE is None:
+                _MOTO_INVOKE = LambdaFunction._invoke_lambda
+                setattr(LambdaFunction, "_invoke_lambda", _dispatch)  # noqa: B010
+            for arn, route in self._routes.items():
+                _HOOKED[arn] = (self, route)
+            self._installed = True
 
     def uninstall(self) -> None:
+        """Stop routing this instance's functions; unhook moto when no instance routes any."""
+        global _MOTO_INVOKE
         from moto.awslambda.models import LambdaFunction
 
-        with self._lock:
-            if self._original is not None:
-                setattr(LambdaFunction, "_invoke_lambda", self._original)  # noqa: B010
-                self._original = None
+        with _HOOK_LOCK:
+            for arn in self._routes:
+                if _HOOKED.get(arn, (None,))[0] is self:
+                    del _HOOKED[arn]
+            self._installed = False
+            if (
+                not _HOOKED
+                and _MOTO_INVOKE is not None
+                and LambdaFunction.__dict__.get("_invoke_lambda") is _dispatch
+            ):
+                setattr(LambdaFunction, "_invoke_lambda", _MOTO_INVOKE)  # noqa: B010
+                _MOTO_INVOKE = None
 
     def _invoke(self, route: _Route, event: Any) -> tuple[str, bool, str]:
         route.invocations += 1
