@@ -526,3 +526,19 @@ def test_cli_command(table_uri: str, s3: Any, capsys: pytest.CaptureFixture[str]
     assert "data/2026/01/01/00/orphan.parquet" not in listing(s3, table_uri)
     with pytest.raises(errors.InvalidRequest):
         cli_command(p.parse_args(["gc", table_uri, "--retention", "soon"]))
+
+
+def test_lethe_command_line_runs_gc(
+    table_uri: str, s3: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from lethe.cli import main
+
+    lethe.Table.create(table_uri, EVENTS, key="id").append(events(0, 10))
+    put(s3, table_uri, "data/orphan.parquet")
+    assert main(["gc", table_uri, "--dry-run", "--grace", "0s"]) == 0
+    assert "data/orphan.parquet" in capsys.readouterr().out
+    assert "data/orphan.parquet" in listing(s3, table_uri)
+    assert main(["gc", table_uri, "--grace", "0s"]) == 0
+    assert "data/orphan.parquet" not in listing(s3, table_uri)
+    assert main(["gc", table_uri, "--grace", "a week"]) == 2  # a typed error, exit status 2
+    assert "InvalidRequest" in capsys.readouterr().err

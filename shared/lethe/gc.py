@@ -1262,7 +1262,9 @@ def sweep_step(
     head and the grace period), record ``sweep-NNNN.json``. A re-run deletes nothing new.
 
     Example:
-        >>> sweep_step("s3://bucket/events/_gc/20261122T030000Z-1a2b3c4d/batch-0000.json")  # doctest: +SKIP
+        >>> uri = "s3://bucket/events/_gc/20261122T030000Z-1a2b3c4d/batch-0000.json"
+        >>> sweep_step(uri).skipped  # a commit since the plan referenced one key   # doctest: +SKIP
+        {'referenced': 1}
     """
     catalog, batch = _load_batch(batch_uri, s3)
     result = _sweep(
@@ -1285,7 +1287,12 @@ def _run(uri: str, run_id: str, s3: Any | None) -> tuple[Catalog, S3Workspace, P
 def expire_step(
     uri: str, run_id: str, *, dry_run: bool = False, s3: Any | None = None
 ) -> StepResult:
-    """Workflow step Expire: delete the manifests older than the run's oldest kept version."""
+    """Workflow step Expire: delete the manifests older than the run's oldest kept version.
+
+    Example:
+        >>> expire_step("s3://bucket/events", "20261122T030000Z-1a2b3c4d").deleted  # doctest: +SKIP
+        {'manifest': CategoryStats(objects=12, bytes=48211)}
+    """
     catalog, ws, plan = _run(uri, run_id, s3)
     result = _expire(catalog, plan, dry_run=dry_run or plan.dry_run)
     ws.write("expire.json", result)
@@ -1300,7 +1307,12 @@ def abort_step(
     now: datetime | None = None,
     s3: Any | None = None,
 ) -> StepResult:
-    """Workflow step Abort: abort multipart uploads older (and idle longer) than the grace."""
+    """Workflow step Abort: abort multipart uploads older (and idle longer) than the grace.
+
+    Example:
+        >>> abort_step("s3://bucket/events", "20261122T030000Z-1a2b3c4d").keys  # doctest: +SKIP
+        {'upload': ('data/2026/11/15/09/4f1c….parquet',)}
+    """
     catalog, ws, plan = _run(uri, run_id, s3)
     result = _abort(catalog, plan, now=now or datetime.now(UTC), dry_run=dry_run or plan.dry_run)
     ws.write("abort.json", result)
@@ -1310,7 +1322,12 @@ def abort_step(
 def purge_step(
     uri: str, run_id: str, *, dry_run: bool = False, s3: Any | None = None
 ) -> StepResult:
-    """Workflow step Purge: in a versioned bucket, remove the old versions of erased data."""
+    """Workflow step Purge: in a versioned bucket, remove the old versions of erased data.
+
+    Example:
+        >>> purge_step("s3://bucket/events", "20261122T030000Z-1a2b3c4d").versions_remaining  # doctest: +SKIP
+        {'5f0c…': 0}
+    """
     catalog, ws, plan = _run(uri, run_id, s3)
     result = _purge(catalog, plan, dry_run=dry_run or plan.dry_run)
     ws.write("purge.json", result)
@@ -1326,7 +1343,13 @@ def report_step(
     s3: Any | None = None,
 ) -> GcReport:
     """Workflow step Report: combine the step results, mark completed erasures, write
-    ``report.json`` (which also marks the run finished, so the next run cleans its files)."""
+    ``report.json`` (which also marks the run finished, so the next run cleans its files).
+
+    Example:
+        >>> rep = report_step("s3://bucket/events", "20261122T030000Z-1a2b3c4d")  # doctest: +SKIP
+        >>> rep.complete_erasures, rep.summary()["deleted"]                         # doctest: +SKIP
+        (('5f0c…',), {'data': {'objects': 3, 'bytes': 80112}})
+    """
     catalog, ws, plan = _run(uri, run_id, s3)
     results: list[StepResult] = []
     missing: list[str] = []
