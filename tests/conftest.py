@@ -8,6 +8,12 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
+from hypothesis import HealthCheck, settings
+
+# No wall-clock limits in tests (CI machines are shared): hypothesis' per-example deadline and
+# its too-slow health check are off; benchmarks measure time instead.
+settings.register_profile("lethe", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("lethe")
 
 from lethe.local.server import LocalAws, start_moto
 
