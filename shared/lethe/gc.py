@@ -834,7 +834,8 @@ def _expire(catalog: Catalog, plan: PlanDocument, *, dry_run: bool) -> StepResul
 
 def _abort(catalog: Catalog, plan: PlanDocument, *, now: datetime, dry_run: bool) -> StepResult:
     """Abort multipart uploads under the table initiated more than the grace period ago
-    whose newest part (if any) is as old: an upload still receiving parts is not stale."""
+    whose newest part (if any) is as old: an upload still receiving parts is not stale.
+    (moto reports every upload as initiated in 2010; only the parts' times are real there.)"""
     grace = timedelta(seconds=plan.grace_seconds)
     skipped: Counter[str] = Counter()
     done: list[tuple[str, int]] = []

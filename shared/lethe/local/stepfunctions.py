@@ -22,10 +22,12 @@ What the interpreter cannot do, and how it is handled:
   :meth:`LocalStateMachine.inject_failure` makes the next invocation(s) of a function fail
   with a given error name, which the interpreter matches against Retry/Catch exactly as it
   would the service's (the retry interval is really waited).
-* ``TimeoutSeconds`` of a Task is not enforced on an in-process handler (it cannot be
-  interrupted); the handlers are bounded by their own work instead.
-* Map ``MaxConcurrency``: moto runs inline Map iterations; our invocations are serialized by
-  the environment lock anyway.
+* A Task's ``TimeoutSeconds`` (and so a ``States.Timeout`` retry) is not exercised: an
+  in-process handler cannot be interrupted, and the local handlers finish in seconds.
+* Map ``MaxConcurrency`` is not observable: the environment lock serializes our handlers'
+  invocations (their S3 requests still go to moto concurrently with the interpreter).
+* Only ``Fn::Join``, ``Fn::GetAtt <function>.Arn`` and ``Ref <function>`` are resolved in
+  the definition; anything else fails with :class:`LocalRunError` naming it.
 
 Example:
     >>> from lethe.local.server import start_moto                            # doctest: +SKIP
