@@ -10,12 +10,12 @@ import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, settings
 
+from lethe.local.server import LocalAws, start_moto
+
 # No wall-clock limits in tests (CI machines are shared): hypothesis' per-example deadline and
 # its too-slow health check are off; benchmarks measure time instead.
 settings.register_profile("lethe", deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("lethe")
-
-from lethe.local.server import LocalAws, start_moto
 
 
 @pytest.fixture(scope="session")
