@@ -47,4 +47,4 @@ spark-package: setup
 	UV=$(UV) bash spark_jobs/package.sh
 
 clean:
-	rm -rf $(VENV) cdk.out layers/build .pytest_cache .mypy_cache .hypothesis
+	rm -rf $(VENV) cdk.out layers/build dist .pytest_cache .mypy_cache .hypothesis
