@@ -673,7 +673,7 @@ class Demo:
         for j in rt.job_runs:
             st.say(f"EMR Serverless job run {j.id} {_basename(j.entry_point):<11} {j.state}")
         st.say(f"GC executions: {', '.join(g.execution.status for g in rt.gc_runs)}")
-        st.say(f"this handle's requests: {self.t.io.describe()}")
+        st.say(f"the demo's own table handle (appends, checks): {self.t.io.describe()}")
         st.finish()
         st.say(
             "step timings: "
