@@ -6,10 +6,10 @@ from __future__ import annotations
 import statistics
 
 import numpy as np
-from lethe.demo import SCHEMA, generate
-from lethe.table import Table
 
 from bench.common import measure, moto_process, new_bucket
+from lethe.demo import SCHEMA, generate
+from lethe.table import Table
 
 
 def run(rows: int = 1_000_000) -> dict[str, object]:

@@ -8,7 +8,6 @@ neighbour range is under the part minimum); client CPU >= 5x less than the rewri
 
 from __future__ import annotations
 
-import io
 import os
 
 import numpy as np
@@ -50,7 +49,13 @@ def full_rewrite(t: Table, victim: int) -> dict[str, int]:
     tbl = pq.read_table(pa.BufferReader(body))
     kept = tbl.filter(pc.not_equal(tbl["id"], victim))
     opts = WriteOptions(key="id", target_file_bytes=1 << 40, row_group_bytes=16 << 20)
-    write_files(store, t.catalog.prefix, pa.RecordBatchReader.from_batches(SCHEMA, kept.to_batches()), SCHEMA, opts)
+    write_files(
+        store,
+        t.catalog.prefix,
+        pa.RecordBatchReader.from_batches(SCHEMA, kept.to_batches()),
+        SCHEMA,
+        opts,
+    )
     s = store.stats.snapshot()
     return {"down": s.bytes_downloaded, "up": s.bytes_uploaded, "copied": s.bytes_copied}
 
@@ -61,13 +66,15 @@ def run(size_mib: int | None = None) -> dict[str, float]:
     out: dict[str, float] = {}
     with moto_process() as aws:
         uri = f"s3://{new_bucket(aws)}/blobs"
-        t = Table.create(uri, SCHEMA, key="id", target_file_bytes=(size_mib + 64) << 20, row_group_bytes=16 << 20)
+        t = Table.create(
+            uri, SCHEMA, key="id", target_file_bytes=(size_mib + 64) << 20, row_group_bytes=16 << 20
+        )
         t.append(batches(rows))
         [f] = t.manifest.files
         tail = t.store.get(t.key_of(f.path), suffix=min(f.size, 1 << 20)).body
         ft = parse_tail(tail, f.size)
         region = index_region(ft)
-        region_bytes = (region.length if region else 0)
+        region_bytes = region.length if region else 0
         rg_len = max(rg.length for rg in f.row_groups)
         print(
             f"file: {mib(f.size)}, {len(f.row_groups)} row groups (largest {mib(rg_len)}), "
@@ -79,16 +86,28 @@ def run(size_mib: int | None = None) -> dict[str, float]:
         r = sp.result
         moved = r.bytes_downloaded + r.bytes_uploaded
         bound = 1.1 * (rg_len + region_bytes + ft.length)
-        print(f"{'':<14}{'downloaded':>14}{'uploaded':>14}{'copied (S3)':>14}{'client CPU':>12}{'wall':>9}")
-        print(f"{'full rewrite':<14}{mib(rw.result['down']):>14}{mib(rw.result['up']):>14}{mib(rw.result['copied']):>14}{rw.cpu:>11.2f}s{rw.wall:>8.2f}s")
-        print(f"{'splice':<14}{mib(r.bytes_downloaded):>14}{mib(r.bytes_uploaded):>14}{mib(r.bytes_copied):>14}{sp.cpu:>11.2f}s{sp.wall:>8.2f}s")
+        print(
+            f"{'':<14}{'downloaded':>14}{'uploaded':>14}{'copied (S3)':>14}{'client CPU':>12}{'wall':>9}"
+        )
+        print(
+            f"{'full rewrite':<14}{mib(rw.result['down']):>14}{mib(rw.result['up']):>14}{mib(rw.result['copied']):>14}{rw.cpu:>11.2f}s{rw.wall:>8.2f}s"
+        )
+        print(
+            f"{'splice':<14}{mib(r.bytes_downloaded):>14}{mib(r.bytes_uploaded):>14}{mib(r.bytes_copied):>14}{sp.cpu:>11.2f}s{sp.wall:>8.2f}s"
+        )
         print(
             f"splice moved {mib(moved)} over the wire vs bound 1.1 x (row group + index + footer) = {mib(bound)} "
             f"(+5 MiB allowance) -> {'OK' if moved <= bound + (5 << 20) else 'OVER'}; "
             f"client CPU {rw.cpu / max(sp.cpu, 1e-9):.1f}x less than the rewrite (target >= 5x); "
             f"requests: {r.io.describe()}"
         )
-        out = {"moved": moved, "bound": bound, "cpu_ratio": rw.cpu / max(sp.cpu, 1e-9), "splice_wall": sp.wall, "rewrite_wall": rw.wall}
+        out = {
+            "moved": moved,
+            "bound": bound,
+            "cpu_ratio": rw.cpu / max(sp.cpu, 1e-9),
+            "splice_wall": sp.wall,
+            "rewrite_wall": rw.wall,
+        }
     return out
 
 

@@ -8,6 +8,7 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 import pytest
 from conftest import events
+
 from lethe.cli import main, parse_where
 
 
@@ -44,7 +45,9 @@ def test_cli_story(table_uri: str, tmp_path: Path, capsys: pytest.CaptureFixture
     assert "row_groups=" in capsys.readouterr().out
     assert main(["erase", table_uri, "--where", "id = 10", "--request-id", "r2"]) == 0
     out = capsys.readouterr().out
-    assert "erased 4 rows (1 newly deleted)" in out and "copied server-side" in out  # ids 1-3 were in its group
+    assert (
+        "erased 4 rows (1 newly deleted)" in out and "copied server-side" in out
+    )  # ids 1-3 were in its group
     assert main(["gc", table_uri, "--dry-run", "--grace", "0s"]) == 0
     assert "dry" in capsys.readouterr().out.lower()
     assert main(["verify", table_uri]) == 0

@@ -5,13 +5,14 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-import lethe
 import pyarrow as pa
 import pytest
 from conftest import EVENTS, events
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
+
+import lethe
 from lethe import errors
 
 SMALL = {"target_file_bytes": 60_000, "row_group_bytes": 15_000}

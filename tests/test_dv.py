@@ -16,6 +16,10 @@ import numpy as np
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
+from pyiceberg.table.deletion_vector import deletion_vectors_from_puffin_file
+from pyiceberg.table.puffin import PuffinFile
+from pyroaring import BitMap, BitMap64
+
 from lethe import errors
 from lethe.dv import (
     DELETION_VECTOR_V1,
@@ -39,9 +43,6 @@ from lethe.dv import (
     rebase_positions,
     write_puffin,
 )
-from pyiceberg.table.deletion_vector import deletion_vectors_from_puffin_file
-from pyiceberg.table.puffin import PuffinFile
-from pyroaring import BitMap, BitMap64
 
 # --- strategies ----------------------------------------------------------------------------
 _BUCKET = 1 << 32

@@ -88,9 +88,7 @@ def test_erase_many_rows_and_a_whole_group(big: lethe.Table) -> None:
     assert r.rows_erased == len(gone)
     check_file(big, gone, 20_000)
     f = lethe.Table.open(big.uri).manifest.files[0]
-    assert len(f.row_groups) == groups_before - 1, (
-        "the emptied group was dropped"
-    )
+    assert len(f.row_groups) == groups_before - 1, "the emptied group was dropped"
     assert f.rows == 20_000 - len(gone)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+
 from lethe import errors
 from lethe.store import MIN_PART_BYTES, S3Store, parse_s3_uri
 

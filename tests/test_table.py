@@ -7,11 +7,12 @@ import threading
 from datetime import UTC, datetime
 from typing import Any
 
-import lethe
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 from conftest import EVENTS, events
+
+import lethe
 from lethe import errors
 from lethe.manifest import HEAD_KEY, encode_manifest, manifest_key
 

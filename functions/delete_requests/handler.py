@@ -22,6 +22,7 @@ from aws_lambda_powertools.utilities.batch import (
 )
 from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
+
 from lethe import Table
 from lethe.requests import MessageOutcome, process_delete_messages
 from lethe.splice_jobs import enqueue_erasures

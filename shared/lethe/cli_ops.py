@@ -43,7 +43,9 @@ def cmd_erase(a: argparse.Namespace) -> int:
     t = Table.open(a.uri)
     r = t.erase(_filters(a), request_id=a.request_id, max_bytes=a.max_bytes)
     if r.duplicate and r.rows_erased == 0:
-        print(f"request already committed: {r.rows_deleted} rows (erasure {'complete' if r.complete else 'pending'})")
+        print(
+            f"request already committed: {r.rows_deleted} rows (erasure {'complete' if r.complete else 'pending'})"
+        )
         return 0
     print(
         f"erased {r.rows_erased} rows ({r.rows_deleted} newly deleted) in {r.files_spliced} spliced and "

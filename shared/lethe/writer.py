@@ -305,7 +305,7 @@ def _sample_ratio(b: pa.RecordBatch, schema: pa.Schema, opts: WriteOptions) -> f
     pq.write_table(
         sample, buf, compression=opts.compression, compression_level=opts.compression_level
     )
-    return min(2.0, max(0.01, buf.tell() / sample.nbytes))
+    return min(2.0, max(0.01, buf.tell() / float(sample.nbytes)))
 
 
 def _schema_diff(got: pa.Schema, want: pa.Schema) -> str:

@@ -6,9 +6,10 @@ import json
 import uuid
 from typing import Any
 
-import lethe
 import pytest
 from conftest import EVENTS, events
+
+import lethe
 from lethe.local.events import LambdaContext, sqs_event
 
 

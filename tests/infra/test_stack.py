@@ -425,7 +425,7 @@ def test_ingest_trigger_reads_uploads_registers_and_starts_emr(synth: Synth) -> 
 
 
 def test_only_gc_steps_hold_destructive_rights(synth: Synth) -> None:
-    gc_handlers = [h for h in c.ALL_HANDLERS if h.startswith("gc.")]
+    gc_handlers = [h for h in c.ALL_HANDLERS if h.startswith(c.GC_MODULE)]
     for handler in c.ALL_HANDLERS:
         held = set(grants(synth.statements(handler))) & GC_ONLY
         if handler not in gc_handlers:
