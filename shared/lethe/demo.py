@@ -646,6 +646,26 @@ class Demo:
             "locally: retention 1 version, grace 0s (the template's schedule says "
             "rate(1 day), retention 30d, grace 7d)"
         )
+
+        def table_objects() -> set[str]:
+            return {
+                o.key
+                for prefix in ("data/", "tombstone/", "manifest/")
+                for o in self.t.store.list(self.t.key_of(prefix))
+            }
+
+        objects_before = table_objects()
+        dry = rt.run_gc(dry_run=True, retention="1v", grace="0s", erasure_grace="0s")
+        st.say(f"dry run first: execution {dry.execution.status}; its report:")
+        if dry.report is not None:
+            for line in dry.report.describe().splitlines():
+                st.say("  " + line)
+        objects_after = table_objects()
+        st.say(
+            f"the dry run deleted nothing: {len(objects_before)} data/tombstone/manifest objects "
+            f"before, {len(objects_after)} after, the same ones: {objects_before == objects_after}"
+        )
+        self.results["gc_dry_report"] = dry.report
         run = rt.run_gc(retention="1v", grace="0s", erasure_grace="0s")
         st.say(f"execution {run.execution.status}: {' -> '.join(run.execution.states)}")
         if run.report is not None:
