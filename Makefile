@@ -1,18 +1,20 @@
 # Lethe: the two commands of the README are `make demo` and `make test`.
 SHELL := /bin/bash
-UV ?= $(shell command -v uv 2>/dev/null || echo "$(HOME)/.local/bin/uv")
+# uv from PATH, else the one pip installed (user or site); `=` re-evaluates after ensure-uv.
+UV = $(shell command -v uv 2>/dev/null || python3 -c "import uv; print(uv.find_uv_bin())" 2>/dev/null)
 VENV := .venv
 PY := $(VENV)/bin/python
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export PYSPARK_PYTHON := $(CURDIR)/$(PY)
 export PYSPARK_DRIVER_PYTHON := $(CURDIR)/$(PY)
 
-.PHONY: setup demo test test-fast lint typecheck bench synth spark-package layer clean
+.PHONY: ensure-uv setup demo test test-fast lint typecheck bench synth spark-package layer clean
 
-$(UV):
-	python3 -m pip install --user --quiet uv
+ensure-uv:
+	@command -v uv >/dev/null 2>&1 || python3 -c "import uv" 2>/dev/null \
+		|| python3 -m pip install --quiet --user uv || python3 -m pip install --quiet uv
 
-$(VENV)/.synced: pyproject.toml uv.lock | $(UV)
+$(VENV)/.synced: pyproject.toml uv.lock | ensure-uv
 	$(UV) sync --frozen --all-groups
 	touch $@
 
