@@ -5,6 +5,8 @@ from __future__ import annotations
 import importlib
 import sys
 
+from lethe.process import run_main
+
 BENCHES = ["bench_deletes", "bench_splice", "bench_spark"]
 
 
@@ -23,4 +25,4 @@ def main(argv: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    run_main(lambda: main(sys.argv[1:]))

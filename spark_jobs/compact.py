@@ -29,6 +29,7 @@ except ImportError:  # run as a script from a checkout: python spark_jobs/compac
 import lethe
 from lethe.compaction import CompactionOptions, CompactionResult, RewriteTask, compact
 from lethe.manifest import DataFile
+from lethe.process import run_main
 
 __all__ = ["main", "run_compaction", "spark_runner"]
 
@@ -145,4 +146,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_main(main)

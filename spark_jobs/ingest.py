@@ -56,6 +56,7 @@ from lethe.ingest import (
     staged_schema,
 )
 from lethe.manifest import DataFile, request_hash
+from lethe.process import run_main
 
 __all__ = ["main", "run_ingest"]
 
@@ -297,4 +298,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_main(main)

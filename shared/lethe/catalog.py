@@ -94,7 +94,8 @@ class Catalog:
             r = self.store.get(self.key(HEAD_KEY))
         except errors.NotFound as e:
             raise errors.TableNotFound(
-                f"no Lethe table at {self.uri} (no {HEAD_KEY}); create it with Table.create"
+                f"no Lethe table at {self.uri} (no {HEAD_KEY}); create it with Table.create",
+                uri=self.uri,
             ) from e
         return decode_head(r.body, where=f"{self.uri}/{HEAD_KEY}"), r.etag
 

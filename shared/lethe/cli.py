@@ -18,16 +18,17 @@ import logging
 import re
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from lethe import errors
+from lethe.process import run_main
 from lethe.table import Table
 
-__all__ = ["main", "parse_where"]
+__all__ = ["console_main", "main", "parse_where"]
 
 _WHERE = re.compile(r"^\s*([A-Za-z_][\w.]*)\s*(==|=|!=|<=|>=|<|>|not\s+in|in)\s*(.+?)\s*$", re.I)
 
@@ -221,10 +222,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     try:
         return int(args.fn(args))
+    except errors.TableNotFound as e:
+        uri = e.uri or getattr(args, "uri", None) or "s3://BUCKET/PREFIX"
+        print(
+            f"lethe: TableNotFound: no Lethe table at {uri}; create it with "
+            f"`lethe create {uri} --schema FILE --key COLUMN`",
+            file=sys.stderr,
+        )
+        return 2
     except errors.LetheError as e:
         print(f"lethe: {type(e).__name__}: {e}", file=sys.stderr)
         return 2
 
 
+def console_main() -> NoReturn:
+    """The ``lethe`` console script: :func:`main`, ended by :func:`lethe.process.run_main`
+    (quiet on a closed pipe, immune to pyarrow's abort at interpreter exit)."""
+    run_main(main)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    console_main()

@@ -41,6 +41,7 @@ import pyarrow.parquet as pq
 from lethe import errors
 from lethe.local.runtime import LocalRuntime, LocalSettings
 from lethe.manifest import DataFile, request_hash
+from lethe.process import run_main
 from lethe.table import Table
 
 __all__ = [
@@ -794,4 +795,4 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

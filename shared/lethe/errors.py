@@ -38,7 +38,14 @@ class Throttled(StoreError):
 
 # --- catalog and table --------------------------------------------------------------------
 class TableNotFound(LetheError):
-    """No table exists at the given URI (no ``_latest_manifest`` head)."""
+    """No table exists at the given URI (no ``_latest_manifest`` head).
+
+    ``uri`` names the table looked for, so that a front end can say how to create it.
+    """
+
+    def __init__(self, message: str, *, uri: str | None = None) -> None:
+        super().__init__(message)
+        self.uri = uri
 
 
 class TableExists(LetheError):

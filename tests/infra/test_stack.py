@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import warnings
 from dataclasses import dataclass
@@ -25,6 +24,7 @@ os.environ.setdefault("JSII_DEPRECATED", "fail")
 os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 
 import aws_cdk as cdk
+import pychild
 from aws_cdk.assertions import Match, Template
 
 from infra import constants as c
@@ -755,11 +755,9 @@ def test_handler_resolves_to_a_python_function(synth: Synth, handler: str) -> No
         "assert callable(f), f'{f!r} is not callable'\n"
         "print(inspect.signature(inspect.unwrap(f)))\n"
     )
-    proc = subprocess.run(
-        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120
-    )
-    assert proc.returncode == 0, f"{handler}: {proc.stderr.strip().splitlines()[-1:]}"
-    assert "(" in proc.stdout
+    proc = pychild.run_python(code, env=env, timeout=120)
+    assert pychild.ok(proc), f"{handler}: {pychild.explain(proc)}"
+    assert "(" in pychild.output(proc)
 
 
 # ------------------------------------------------------------------------------- layers
@@ -811,11 +809,10 @@ def test_stripped_layer_still_imports(tmp_path: Path) -> None:
         "assert pq.read_table(io.BytesIO(buf.getvalue())).num_rows == 100\n"
         "assert pa.__file__.startswith(sys.path[0]) and lethe.__file__.startswith(sys.path[1])\n"
     )
-    proc = subprocess.run(
-        [sys.executable, "-S", "-c", code],  # -S: nothing from the venv's site-packages
-        capture_output=True,
-        text=True,
+    proc = pychild.run_python(
+        code,
+        flags=["-S"],  # -S: nothing from the venv's site-packages
         timeout=300,
         env={"PATH": os.environ.get("PATH", ""), "POWERTOOLS_TRACE_DISABLED": "true"},
     )
-    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert pychild.ok(proc), pychild.explain(proc)

@@ -95,6 +95,7 @@ from lethe.local.stepfunctions import (
     environment,
     load_handler,
 )
+from lethe.process import run_main
 
 __all__ = [
     "BatchOutcome",
@@ -1829,4 +1830,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    run_main(main)

@@ -147,9 +147,9 @@ def lambda_importable(handler: str, *, code_root: Path = CODE_ROOT) -> str | Non
     import subprocess
 
     mod_path = handler.rpartition(".")[0]
-    code = (
-        "import importlib, sys; sys.path.insert(0, sys.argv[1]); "
-        "importlib.import_module(sys.argv[2])"
+    code = (  # os._exit: pyarrow may abort a finished interpreter's teardown (lethe.process)
+        "import importlib, os, sys; sys.path.insert(0, sys.argv[1]); "
+        "importlib.import_module(sys.argv[2]); print('importable', flush=True); os._exit(0)"
     )
     env = {**os.environ, "POWERTOOLS_TRACE_DISABLED": "true", "PYTHONPATH": ""}
     shared = str(ROOT / "shared")
@@ -162,7 +162,7 @@ def lambda_importable(handler: str, *, code_root: Path = CODE_ROOT) -> str | Non
         timeout=120,
         check=False,
     )
-    if r.returncode == 0:
+    if r.returncode == 0 and r.stdout.strip().endswith("importable"):
         return None
     return (r.stderr.strip().splitlines() or ["failed"])[-1]
 
