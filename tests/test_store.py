@@ -89,3 +89,40 @@ def test_multipart_writer_streams_and_aborts(store: S3Store) -> None:
 def test_bad_uris(uri: str) -> None:
     with pytest.raises(errors.InvalidRequest):
         parse_s3_uri(uri)
+
+
+def test_listings_paginate_and_count_one_request_a_page(store: S3Store, s3: Any) -> None:
+    """Over 1,000 keys: every key listed once, one counted LIST per page; batch deletes too."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    keys = [f"many/{i:05d}" for i in range(2_345)]
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(lambda k: store.put(k, b"x"), keys))
+    before = store.stats.snapshot()
+    assert [o.key for o in store.list("many/")] == keys
+    assert (store.stats.snapshot() - before).count("list") == 3
+    s3.put_bucket_versioning(Bucket=store.bucket, VersioningConfiguration={"Status": "Enabled"})
+    for k in keys[:5]:
+        store.put(k, b"y")  # a second version of five keys
+    versions = list(store.list_object_versions("many/"))
+    assert len(versions) == len(keys) + 5
+    assert sum(v.is_latest for v in versions) == len(keys)
+    before = store.stats.snapshot()
+    assert store.delete_many(keys) == []
+    assert (store.stats.snapshot() - before).count("delete") == 3
+    markers = [v for v in store.list_object_versions("many/") if v.is_delete_marker]
+    assert len(markers) == len(keys)
+    gone = [(v.key, v.version_id) for v in store.list_object_versions("many/")]
+    assert store.delete_versions(gone) == ()
+    assert list(store.list_object_versions("many/")) == []
+
+
+def test_listing_errors_are_translated_and_counted(store: S3Store) -> None:
+    missing = S3Store("no-such-bucket-xyz", client=store.client)
+    with pytest.raises(errors.NotFound, match="LIST s3://no-such-bucket-xyz/p/"):
+        list(missing.list("p/"))
+    assert missing.stats.snapshot().count("list") == 1
+    with pytest.raises(errors.NotFound):
+        missing.list_multipart("p/")
+    missing.abort_multipart("k", "no-such-upload")  # already gone: not an error
+    assert missing.stats.snapshot().count("abort_multipart") == 1

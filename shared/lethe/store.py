@@ -13,13 +13,14 @@ Example:
 from __future__ import annotations
 
 import builtins
+import contextlib
 import os
 import threading
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from lethe import errors
 
@@ -210,8 +211,16 @@ def _etag(value: Any) -> str:
     return str(value)
 
 
+_T = TypeVar("_T")
+_BATCH = 1000  # DeleteObjects takes at most 1,000 keys
+
+
 class S3Store:
     """Conditional, counted S3 primitives over one bucket.
+
+    Every request goes through :meth:`_call` (listings through :meth:`_pages`, boto3's
+    paginators): it is counted in :attr:`stats` whether it succeeds or fails, and its botocore
+    error is translated into :mod:`lethe.errors` there and nowhere else.
 
     Args:
         bucket: the bucket every key of this store lives in.
@@ -233,6 +242,42 @@ class S3Store:
     def child(self) -> S3Store:
         """Same client and bucket, with counters of its own that also feed this store's."""
         return S3Store(self.bucket, client=self.client, stats=IOStats(parent=self.stats))
+
+    # --- the one request helper -------------------------------------------------------------
+    def _call(
+        self,
+        op: str,
+        what: str,
+        fn: Callable[[], _T],
+        *,
+        counted: Callable[[_T], Mapping[str, int]] | None = None,
+    ) -> _T:
+        """Run one S3 request ``fn``: count it as ``op`` (with the byte counts ``counted``
+        gives for its result), and translate a failure, described by ``what``."""
+        try:
+            result = fn()
+        except Exception as e:
+            self.stats.record(op)
+            raise translate_error(e, what) from e
+        self.stats.record(op, **(counted(result) if counted is not None else {}))
+        return result
+
+    def _pages(self, op: str, what: str, operation: str, **kw: Any) -> Iterator[Any]:
+        """The pages of a listing through boto3's paginator, one counted request a page."""
+        pages = iter(self.client.get_paginator(operation).paginate(**kw))  # type: ignore[call-overload]
+        while True:
+            try:
+                page = next(pages)  # the paginator sends the request for the next page
+            except StopIteration:
+                return
+            except Exception as e:
+                self.stats.record(op)
+                raise translate_error(e, what) from e
+            self.stats.record(op)
+            yield page
+
+    def _url(self, key: str) -> str:
+        return f"s3://{self.bucket}/{key}"
 
     # --- single objects ---------------------------------------------------------------------
     def get(
@@ -261,13 +306,14 @@ class S3Store:
                 kw["Range"] = f"bytes={start}-{end - 1}"
             else:
                 kw["Range"] = f"bytes={start}-"
-        try:
+
+        def request() -> tuple[Any, bytes]:
             r = self.client.get_object(**kw)
-            body = r["Body"].read()
-        except Exception as e:
-            self.stats.record("get")
-            raise translate_error(e, f"GET s3://{self.bucket}/{key}") from e
-        self.stats.record("get", down=len(body))
+            return r, r["Body"].read()
+
+        r, body = self._call(
+            "get", f"GET {self._url(key)}", request, counted=lambda rb: {"down": len(rb[1])}
+        )
         size = len(body)
         cr = r.get("ContentRange")
         if cr and "/" in cr:
@@ -299,21 +345,20 @@ class S3Store:
             kw["IfMatch"] = if_match
         if content_type:
             kw["ContentType"] = content_type
-        try:
-            r = self.client.put_object(**kw)
-        except Exception as e:
-            self.stats.record("put")
-            raise translate_error(e, f"PUT s3://{self.bucket}/{key}") from e
-        self.stats.record("put", up=len(body))
+        r = self._call(
+            "put",
+            f"PUT {self._url(key)}",
+            lambda: self.client.put_object(**kw),
+            counted=lambda _: {"up": len(body)},
+        )
         return _etag(r["ETag"])
 
     def head(self, key: str) -> ObjectInfo:
-        try:
-            r = self.client.head_object(Bucket=self.bucket, Key=key)
-        except Exception as e:
-            self.stats.record("head")
-            raise translate_error(e, f"HEAD s3://{self.bucket}/{key}") from e
-        self.stats.record("head")
+        r = self._call(
+            "head",
+            f"HEAD {self._url(key)}",
+            lambda: self.client.head_object(Bucket=self.bucket, Key=key),
+        )
         return ObjectInfo(key, int(r["ContentLength"]), _etag(r["ETag"]), r.get("LastModified"))
 
     def exists(self, key: str) -> bool:
@@ -332,80 +377,77 @@ class S3Store:
         }
         if src_etag is not None:
             kw["CopySourceIfMatch"] = src_etag
+        what = f"COPY {self._url(src_key)} -> {dst_key}"
         try:
             r = self.client.copy_object(**kw)
         except Exception as e:
             self.stats.record("copy")
-            raise translate_error(e, f"COPY s3://{self.bucket}/{src_key} -> {dst_key}") from e
-        size = self.head(dst_key).size
+            raise translate_error(e, what) from e
+        size = self.head(dst_key).size  # the copy is counted with its size, after the HEAD
         self.stats.record("copy", copied=size)
         return _etag(r["CopyObjectResult"]["ETag"])
 
     def list(self, prefix: str) -> Iterator[ObjectInfo]:
         """Every object under ``prefix`` (paginated, one LIST request per 1,000 keys)."""
-        token: str | None = None
-        while True:
-            kw: dict[str, Any] = {"Bucket": self.bucket, "Prefix": prefix}
-            if token:
-                kw["ContinuationToken"] = token
-            try:
-                r = self.client.list_objects_v2(**kw)
-            except Exception as e:
-                self.stats.record("list")
-                raise translate_error(e, f"LIST s3://{self.bucket}/{prefix}") from e
-            self.stats.record("list")
-            for o in r.get("Contents", []):
+        for page in self._pages(
+            "list",
+            f"LIST {self._url(prefix)}",
+            "list_objects_v2",
+            Bucket=self.bucket,
+            Prefix=prefix,
+        ):
+            for o in page.get("Contents", []):
                 yield ObjectInfo(o["Key"], int(o["Size"]), _etag(o["ETag"]), o.get("LastModified"))
-            if not r.get("IsTruncated"):
-                return
-            token = r.get("NextContinuationToken")
 
-    def delete_many(self, keys: Iterable[str]) -> builtins.list[str]:
-        """Delete keys in batches of 1,000 (DeleteObjects). Returns the keys that failed."""
-        failed: list[str] = []
-        batch: list[str] = []
+    def _delete_batches(
+        self, op: str, objects: Iterable[dict[str, str]]
+    ) -> builtins.list[dict[str, Any]]:
+        """DeleteObjects in batches of 1,000 (quiet mode); the ``Errors`` entries of all."""
+        failed: list[dict[str, Any]] = []
+        batch: list[dict[str, str]] = []
 
         def flush() -> None:
             if not batch:
                 return
-            try:
-                r = self.client.delete_objects(
-                    Bucket=self.bucket,
-                    Delete={"Objects": [{"Key": k} for k in batch], "Quiet": True},
-                )
-            except Exception as e:
-                self.stats.record("delete")
-                raise translate_error(e, f"DELETE {len(batch)} keys in s3://{self.bucket}") from e
-            self.stats.record("delete")
-            failed.extend(err["Key"] for err in r.get("Errors", []))
+            todo = {"Objects": list(batch), "Quiet": True}
+            r = self._call(
+                op,
+                f"DELETE {len(batch)} objects in s3://{self.bucket}",
+                lambda: self.client.delete_objects(Bucket=self.bucket, Delete=todo),  # type: ignore[arg-type]
+            )
+            failed.extend(dict(e) for e in r.get("Errors", []))
             batch.clear()
 
-        for k in keys:
-            batch.append(k)
-            if len(batch) == 1000:
+        for o in objects:
+            batch.append(o)
+            if len(batch) == _BATCH:
                 flush()
         flush()
         return failed
 
+    def delete_many(self, keys: Iterable[str]) -> builtins.list[str]:
+        """Delete keys in batches of 1,000 (DeleteObjects). Returns the keys that failed."""
+        errs = self._delete_batches("delete", ({"Key": k} for k in keys))
+        return [str(e["Key"]) for e in errs]
+
     # --- multipart --------------------------------------------------------------------------
     def create_multipart(self, key: str) -> str:
-        try:
-            r = self.client.create_multipart_upload(Bucket=self.bucket, Key=key)
-        except Exception as e:
-            self.stats.record("create_multipart")
-            raise translate_error(e, f"CreateMultipartUpload s3://{self.bucket}/{key}") from e
-        self.stats.record("create_multipart")
+        r = self._call(
+            "create_multipart",
+            f"CreateMultipartUpload {self._url(key)}",
+            lambda: self.client.create_multipart_upload(Bucket=self.bucket, Key=key),
+        )
         return str(r["UploadId"])
 
     def upload_part(self, key: str, upload_id: str, part_number: int, body: bytes) -> str:
-        try:
-            r = self.client.upload_part(
+        r = self._call(
+            "upload_part",
+            f"UploadPart {part_number} {self._url(key)}",
+            lambda: self.client.upload_part(
                 Bucket=self.bucket, Key=key, UploadId=upload_id, PartNumber=part_number, Body=body
-            )
-        except Exception as e:
-            self.stats.record("upload_part")
-            raise translate_error(e, f"UploadPart {part_number} s3://{self.bucket}/{key}") from e
-        self.stats.record("upload_part", up=len(body))
+            ),
+            counted=lambda _: {"up": len(body)},
+        )
         return _etag(r["ETag"])
 
     def upload_part_copy(
@@ -420,8 +462,10 @@ class S3Store:
         src_etag: str,
     ) -> str:
         """Copy ``[start, end)`` of ``src_key`` (pinned to ``src_etag``) as one part."""
-        try:
-            r = self.client.upload_part_copy(
+        r = self._call(
+            "upload_part_copy",
+            f"UploadPartCopy {part_number} {self._url(key)}",
+            lambda: self.client.upload_part_copy(
                 Bucket=self.bucket,
                 Key=key,
                 UploadId=upload_id,
@@ -429,13 +473,9 @@ class S3Store:
                 CopySource={"Bucket": self.bucket, "Key": src_key},
                 CopySourceRange=f"bytes={start}-{end - 1}",
                 CopySourceIfMatch=src_etag,
-            )
-        except Exception as e:
-            self.stats.record("upload_part_copy")
-            raise translate_error(
-                e, f"UploadPartCopy {part_number} s3://{self.bucket}/{key}"
-            ) from e
-        self.stats.record("upload_part_copy", copied=end - start)
+            ),
+            counted=lambda _: {"copied": end - start},
+        )
         return _etag(r["CopyPartResult"]["ETag"])
 
     def complete_multipart(
@@ -454,41 +494,36 @@ class S3Store:
         }
         if if_none_match:
             kw["IfNoneMatch"] = "*"
-        try:
-            r = self.client.complete_multipart_upload(**kw)
-        except Exception as e:
-            self.stats.record("complete_multipart")
-            raise translate_error(e, f"CompleteMultipartUpload s3://{self.bucket}/{key}") from e
-        self.stats.record("complete_multipart")
+        r = self._call(
+            "complete_multipart",
+            f"CompleteMultipartUpload {self._url(key)}",
+            lambda: self.client.complete_multipart_upload(**kw),
+        )
         return _etag(r["ETag"])
 
     def abort_multipart(self, key: str, upload_id: str) -> None:
-        try:
-            self.client.abort_multipart_upload(Bucket=self.bucket, Key=key, UploadId=upload_id)
-        except Exception as e:
-            self.stats.record("abort_multipart")
-            err = translate_error(e, f"AbortMultipartUpload s3://{self.bucket}/{key}")
-            if isinstance(err, errors.NotFound):
-                return
-            raise err from e
-        self.stats.record("abort_multipart")
+        """Abort an upload; an upload already gone (aborted or completed) is not an error."""
+        with contextlib.suppress(errors.NotFound):
+            self._call(
+                "abort_multipart",
+                f"AbortMultipartUpload {self._url(key)}",
+                lambda: self.client.abort_multipart_upload(
+                    Bucket=self.bucket, Key=key, UploadId=upload_id
+                ),
+            )
 
     def list_multipart(self, prefix: str) -> builtins.list[MultipartUpload]:
-        out: list[MultipartUpload] = []
-        kw: dict[str, Any] = {"Bucket": self.bucket, "Prefix": prefix}
-        while True:
-            try:
-                r = self.client.list_multipart_uploads(**kw)
-            except Exception as e:
-                self.stats.record("list_multipart")
-                raise translate_error(e, f"ListMultipartUploads s3://{self.bucket}/{prefix}") from e
-            self.stats.record("list_multipart")
-            for u in r.get("Uploads", []):
-                out.append(MultipartUpload(u["Key"], u["UploadId"], u.get("Initiated")))
-            if not r.get("IsTruncated"):
-                return out
-            kw["KeyMarker"] = r.get("NextKeyMarker")
-            kw["UploadIdMarker"] = r.get("NextUploadIdMarker")
+        return [
+            MultipartUpload(u["Key"], u["UploadId"], u.get("Initiated"))
+            for page in self._pages(
+                "list_multipart",
+                f"ListMultipartUploads {self._url(prefix)}",
+                "list_multipart_uploads",
+                Bucket=self.bucket,
+                Prefix=prefix,
+            )
+            for u in page.get("Uploads", [])
+        ]
 
     def open_writer(self, key: str, *, part_bytes: int = 8 << 20) -> MultipartWriter:
         """A write-once streaming writer: parts are uploaded as they fill (create-only)."""
@@ -508,100 +543,55 @@ class S3Store:
 
     def versioning(self) -> str:
         """The bucket's versioning status: ``"Enabled"``, ``"Suspended"`` or ``""`` (never on)."""
-        try:
-            r = self.client.get_bucket_versioning(Bucket=self.bucket)
-        except Exception as e:
-            self.stats.record("get_versioning")
-            raise translate_error(e, f"GetBucketVersioning s3://{self.bucket}") from e
-        self.stats.record("get_versioning")
+        r = self._call(
+            "get_versioning",
+            f"GetBucketVersioning s3://{self.bucket}",
+            lambda: self.client.get_bucket_versioning(Bucket=self.bucket),
+        )
         return str(r.get("Status", ""))
 
     def list_object_versions(self, prefix: str) -> Iterator[S3Store.ObjectVersion]:
         """Every version and delete marker under ``prefix`` (paginated, 1,000 per request)."""
-        kw: dict[str, Any] = {"Bucket": self.bucket, "Prefix": prefix}
-        while True:
-            try:
-                r = self.client.list_object_versions(**kw)
-            except Exception as e:
-                self.stats.record("list_versions")
-                raise translate_error(e, f"ListObjectVersions s3://{self.bucket}/{prefix}") from e
-            self.stats.record("list_versions")
-            for v in r.get("Versions", []):
-                yield S3Store.ObjectVersion(
-                    v["Key"],
-                    str(v.get("VersionId", "null")),
-                    bool(v.get("IsLatest")),
-                    False,
-                    int(v.get("Size", 0)),
-                    v.get("LastModified"),
-                )
-            for d in r.get("DeleteMarkers", []):
-                yield S3Store.ObjectVersion(
-                    d["Key"],
-                    str(d.get("VersionId", "null")),
-                    bool(d.get("IsLatest")),
-                    True,
-                    0,
-                    d.get("LastModified"),
-                )
-            if not r.get("IsTruncated"):
-                return
-            kw["KeyMarker"] = r.get("NextKeyMarker")
-            kw["VersionIdMarker"] = r.get("NextVersionIdMarker")
+        for page in self._pages(
+            "list_versions",
+            f"ListObjectVersions {self._url(prefix)}",
+            "list_object_versions",
+            Bucket=self.bucket,
+            Prefix=prefix,
+        ):
+            for marker, entries in ((False, "Versions"), (True, "DeleteMarkers")):
+                for v in page.get(entries, []):
+                    yield S3Store.ObjectVersion(
+                        v["Key"],
+                        str(v.get("VersionId", "null")),
+                        bool(v.get("IsLatest")),
+                        marker,
+                        0 if marker else int(v.get("Size", 0)),
+                        v.get("LastModified"),
+                    )
 
     def delete_versions(self, items: Iterable[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
         """Permanently delete ``(key, version_id)`` pairs (versions or delete markers) in
         batches of 1,000 (DeleteObjects). Returns the pairs that failed."""
-        failed: list[tuple[str, str]] = []
-        batch: list[tuple[str, str]] = []
-
-        def flush() -> None:
-            if not batch:
-                return
-            try:
-                r = self.client.delete_objects(
-                    Bucket=self.bucket,
-                    Delete={
-                        "Objects": [{"Key": k, "VersionId": v} for k, v in batch],
-                        "Quiet": True,
-                    },
-                )
-            except Exception as e:
-                self.stats.record("delete_versions")
-                raise translate_error(
-                    e, f"DELETE {len(batch)} versions in s3://{self.bucket}"
-                ) from e
-            self.stats.record("delete_versions")
-            failed.extend(
-                (err["Key"], str(err.get("VersionId", ""))) for err in r.get("Errors", [])
-            )
-            batch.clear()
-
-        for item in items:
-            batch.append(item)
-            if len(batch) == 1000:
-                flush()
-        flush()
-        return tuple(failed)
+        errs = self._delete_batches(
+            "delete_versions", ({"Key": k, "VersionId": v} for k, v in items)
+        )
+        return tuple((str(e["Key"]), str(e.get("VersionId", ""))) for e in errs)
 
     def list_parts(self, key: str, upload_id: str) -> tuple[tuple[int, int, datetime | None], ...]:
         """``(part number, size, last modified)`` of the parts of a multipart upload."""
-        out: list[tuple[int, int, datetime | None]] = []
-        kw: dict[str, Any] = {"Bucket": self.bucket, "Key": key, "UploadId": upload_id}
-        while True:
-            try:
-                r = self.client.list_parts(**kw)
-            except Exception as e:
-                self.stats.record("list_parts")
-                raise translate_error(e, f"ListParts s3://{self.bucket}/{key}") from e
-            self.stats.record("list_parts")
-            for part in r.get("Parts", []):
-                out.append(
-                    (int(part["PartNumber"]), int(part.get("Size", 0)), part.get("LastModified"))
-                )
-            if not r.get("IsTruncated"):
-                return tuple(out)
-            kw["PartNumberMarker"] = r.get("NextPartNumberMarker")
+        return tuple(
+            (int(part["PartNumber"]), int(part.get("Size", 0)), part.get("LastModified"))
+            for page in self._pages(
+                "list_parts",
+                f"ListParts {self._url(key)}",
+                "list_parts",
+                Bucket=self.bucket,
+                Key=key,
+                UploadId=upload_id,
+            )
+            for part in page.get("Parts", [])
+        )
 
 
 class MultipartWriter:
