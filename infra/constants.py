@@ -61,13 +61,14 @@ LAYER_REPORT_FILE: Final = "layers/build/report.json"
 ASSET_EXCLUDES: Final = ("**/__pycache__", "**/*.pyc", "**/tests", "**/.pytest_cache")
 
 # --------------------------------------------------------------------------------------------
-# Object layout (DESIGN.md §1), relative to the table prefix
+# Object layout (DESIGN.md §1), relative to the table prefix: spelled once, in lethe.layout
 # --------------------------------------------------------------------------------------------
-HEAD_KEY: Final = "_latest_manifest"
-MANIFEST_PREFIX: Final = "manifest/"
-DATA_PREFIX: Final = "data/"
-TOMBSTONE_PREFIX: Final = "tombstone/"
-STAGING_PREFIX: Final = "_staging/"
+from lethe.layout import DATA_PREFIX as DATA_PREFIX  # noqa: E402
+from lethe.layout import HEAD_KEY as HEAD_KEY  # noqa: E402
+from lethe.layout import MANIFEST_PREFIX as MANIFEST_PREFIX  # noqa: E402
+from lethe.layout import STAGING_PREFIX as STAGING_PREFIX  # noqa: E402
+from lethe.layout import TOMBSTONE_PREFIX as TOMBSTONE_PREFIX  # noqa: E402
+
 GC_PREFIX: Final = "_gc/"  # GC run workspace: batch lists, per-step results, reports
 # Relative to the bucket root: uploads that the ingest trigger registers or hands to EMR.
 INCOMING_PREFIX: Final = "incoming/"

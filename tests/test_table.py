@@ -14,7 +14,8 @@ from conftest import EVENTS, events
 
 import lethe
 from lethe import errors
-from lethe.manifest import HEAD_KEY, encode_manifest, manifest_key
+from lethe.layout import HEAD_KEY
+from lethe.manifest import encode_manifest, manifest_key
 
 SMALL = {"target_file_bytes": 40_000, "row_group_bytes": 10_000}
 

@@ -26,8 +26,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from lethe import errors
+from lethe.layout import HEAD_KEY, MANIFEST_PREFIX
 from lethe.manifest import (
-    HEAD_KEY,
     Head,
     Manifest,
     decode_head,
@@ -133,7 +133,7 @@ class Catalog:
     def oldest_version(self) -> int | None:
         versions = [
             int(o.key.rsplit("/v", 1)[1].split(".")[0])
-            for o in self.store.list(self.key("manifest/"))
+            for o in self.store.list(self.key(MANIFEST_PREFIX))
             if o.key.endswith(".json") and "/v" in o.key
         ]
         return min(versions) if versions else None

@@ -30,7 +30,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -43,6 +42,7 @@ from pyroaring import BitMap64
 
 from lethe import errors
 from lethe.dv import PuffinBlob, bitmap_from_positions, dv_crc, rebase_positions, write_puffin
+from lethe.layout import tombstone_key
 from lethe.manifest import (
     DataFile,
     DVRef,
@@ -520,7 +520,7 @@ class _Rebase(Exception):
 def _write_container(table: Table, blobs: Sequence[tuple[str, bytes, int]]) -> dict[str, DVRef]:
     """One write-once Puffin container holding ready DV blobs ``(data file, blob, cardinality)``."""
     now = datetime.now(UTC)
-    rel = f"tombstone/{now:%Y/%m/%d/%H}/{uuid.uuid4().hex}.dv"
+    rel = tombstone_key(now)
     body, locs = write_puffin(
         [
             PuffinBlob(

@@ -20,6 +20,7 @@ import pyarrow as pa
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from lethe import errors
+from lethe.layout import manifest_key
 from lethe.values import JsonScalar
 
 __all__ = [
@@ -47,7 +48,6 @@ __all__ = [
 
 FORMAT: Final = "lethe.manifest"
 FORMAT_VERSION: Final = 1
-HEAD_KEY = "_latest_manifest"
 
 
 class _Frozen(BaseModel):
@@ -225,11 +225,6 @@ def schema_from_b64(s: str) -> pa.Schema:
         return pa.ipc.read_schema(pa.py_buffer(base64.b64decode(s)))
     except Exception as e:
         raise errors.CorruptManifest(f"manifest schema is not a valid Arrow schema: {e}") from e
-
-
-def manifest_key(version: int) -> str:
-    """Table-relative key of manifest ``version``."""
-    return f"manifest/v{version:08d}.json"
 
 
 def encode_manifest(m: Manifest) -> bytes:

@@ -9,10 +9,9 @@ zstd, statistics, page index, a bloom filter on the key column, row groups of ab
 from __future__ import annotations
 
 import contextlib
-import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 import pyarrow as pa
@@ -20,6 +19,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from lethe import errors
+from lethe.layout import data_key
 from lethe.manifest import ColumnStats, DataFile, RowGroupInfo
 from lethe.store import S3Store
 from lethe.values import JsonScalar, is_orderable, to_json
@@ -40,8 +40,7 @@ class WriteOptions:
 
 def new_data_path(now: datetime | None = None) -> str:
     """Table-relative path of a new data file: ``data/YYYY/MM/DD/HH/<uuid>.parquet``."""
-    now = now or datetime.now(UTC)
-    return f"data/{now:%Y/%m/%d/%H}/{uuid.uuid4().hex}.parquet"
+    return data_key(now)
 
 
 def row_group_range(rg: pq.RowGroupMetaData) -> tuple[int, int]:

@@ -1,0 +1,52 @@
+"""Where a table's objects live, relative to the table prefix (DESIGN §1).
+
+The one place that spells the layout; the library, GC and the CDK app (``infra``) import it.
+
+>>> manifest_key(124)
+'manifest/v00000124.json'
+>>> from datetime import datetime, UTC
+>>> data_key(datetime(2026, 11, 24, 3, tzinfo=UTC)).startswith("data/2026/11/24/03/")
+True
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+from typing import Final
+
+__all__ = [
+    "DATA_PREFIX",
+    "HEAD_KEY",
+    "MANIFEST_PREFIX",
+    "STAGING_PREFIX",
+    "TOMBSTONE_PREFIX",
+    "data_key",
+    "manifest_key",
+    "tombstone_key",
+]
+
+HEAD_KEY: Final = "_latest_manifest"  # the mutable head, changed only by conditional PUT
+MANIFEST_PREFIX: Final = "manifest/"  # immutable snapshots vNNNNNNNN.json
+DATA_PREFIX: Final = "data/"  # write-once Parquet data files
+TOMBSTONE_PREFIX: Final = "tombstone/"  # write-once Puffin deletion-vector containers
+STAGING_PREFIX: Final = "_staging/"  # uploads not yet committed (e.g. ingest rejects)
+
+
+def manifest_key(version: int) -> str:
+    """Table-relative key of manifest ``version``."""
+    return f"{MANIFEST_PREFIX}v{version:08d}.json"
+
+
+def _hour_dir(prefix: str, now: datetime | None) -> str:
+    return f"{prefix}{(now or datetime.now(UTC)):%Y/%m/%d/%H}/{uuid.uuid4().hex}"
+
+
+def data_key(now: datetime | None = None) -> str:
+    """A new data file: ``data/YYYY/MM/DD/HH/<uuid>.parquet``."""
+    return _hour_dir(DATA_PREFIX, now) + ".parquet"
+
+
+def tombstone_key(now: datetime | None = None) -> str:
+    """A new DV container: ``tombstone/YYYY/MM/DD/HH/<uuid>.dv``."""
+    return _hour_dir(TOMBSTONE_PREFIX, now) + ".dv"
