@@ -1,0 +1,120 @@
+"""The EMR Serverless hand-off: one ingest job run per upload, at most once."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from lethe.ingest.inputs import Format
+
+
+# --- EMR Serverless hand-off -------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class EmrJobSettings:
+    """Where and how ingest job runs start (from the trigger's environment)."""
+
+    application_id: str
+    execution_role_arn: str
+    entry_point: str
+    archive: str | None = None
+    archive_alias: str = "lethe_env"
+    extra_spark_parameters: str = ""
+    lookback: timedelta = timedelta(days=1)
+
+    def spark_submit_parameters(self) -> str:
+        """``--conf`` flags that put the job archive (``lethe`` + dependencies, built by
+        ``spark_jobs/package.sh``) on the driver's and executors' ``PYTHONPATH``."""
+        parts: list[str] = []
+        if self.archive:
+            a = self.archive_alias
+            parts += [
+                f"--conf spark.archives={self.archive}#{a}",
+                f"--conf spark.emr-serverless.driverEnv.PYTHONPATH=./{a}",
+                f"--conf spark.executorEnv.PYTHONPATH=./{a}",
+            ]
+        if self.extra_spark_parameters:
+            parts.append(self.extra_spark_parameters)
+        return " ".join(parts)
+
+
+def _error_code(e: Exception) -> str | None:
+    response = getattr(e, "response", None)
+    if not isinstance(response, dict):
+        return None
+    code = response.get("Error", {}).get("Code")
+    return str(code) if code is not None else None
+
+
+@dataclass(frozen=True, slots=True)
+class JobRunStarted:
+    """A requested ingest job run (``duplicate``: an earlier run for the same upload exists)."""
+
+    job_run_id: str
+    name: str
+    duplicate: bool
+
+
+def start_ingest_job(
+    emr: Any,
+    settings: EmrJobSettings,
+    *,
+    table_uri: str,
+    input_uri: str,
+    fmt: Format | None,
+    request_id: str,
+    now: datetime | None = None,
+) -> JobRunStarted:
+    """Start an EMR Serverless run of ``spark_jobs/ingest.py`` for one upload, at most once.
+
+    The run's name and ``clientToken`` derive from ``request_id`` (the upload's
+    ``s3://bucket/key#etag``): EMR Serverless answers a repeated token with the same run, and a
+    run of that name already listed within ``settings.lookback`` (not failed or cancelled) is
+    returned instead of starting another. The job itself commits with the same request id, so
+    even two runs land at most once.
+
+    Args:
+        emr: A boto3 ``emr-serverless`` client.
+        settings: Application, role, entry point and archive.
+        table_uri: The table.
+        input_uri: The object (or prefix) to ingest.
+        fmt: Its format, or None to let the job tell by name.
+        request_id: The idempotency id.
+    """
+    digest = hashlib.sha256(request_id.encode()).hexdigest()
+    name = f"lethe-ingest-{digest[:24]}"
+    now = now or datetime.now(UTC)
+    kw: dict[str, Any] = {
+        "applicationId": settings.application_id,
+        "createdAtAfter": now - settings.lookback,
+    }
+    while True:
+        try:
+            page = emr.list_job_runs(**kw)
+        except Exception as e:  # moto answers "no such application" until the first run
+            if _error_code(e) != "ResourceNotFoundException":
+                raise
+            break
+        for run in page.get("jobRuns", []):
+            if run.get("name") == name and run.get("state") not in ("FAILED", "CANCELLED"):
+                return JobRunStarted(str(run["id"]), name, True)
+        token = page.get("nextToken")
+        if not token:
+            break
+        kw["nextToken"] = token
+    args = ["--table", table_uri, "--input", input_uri, "--request-id", request_id]
+    if fmt is not None:
+        args += ["--format", fmt]
+    driver: dict[str, Any] = {"entryPoint": settings.entry_point, "entryPointArguments": args}
+    params = settings.spark_submit_parameters()
+    if params:
+        driver["sparkSubmitParameters"] = params
+    r = emr.start_job_run(
+        applicationId=settings.application_id,
+        clientToken=digest[:64],
+        executionRoleArn=settings.execution_role_arn,
+        name=name,
+        jobDriver={"sparkSubmit": driver},
+    )
+    return JobRunStarted(str(r["jobRunId"]), name, False)

@@ -1,0 +1,265 @@
+"""Direct registration of a ready Parquet upload: schema check from its footer, a pinned
+server-side copy into ``data/``, one commit (idempotent on ``s3://bucket/key#etag``)."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from lethe import errors
+from lethe.ingest.conform import _short
+from lethe.ingest.inputs import upload_request_id
+from lethe.manifest import DataFile, request_hash
+from lethe.reader import FileHandle
+from lethe.store import S3Store
+from lethe.writer import describe, new_data_path
+
+if TYPE_CHECKING:  # pragma: no cover
+    from lethe.table import Table
+
+log = logging.getLogger(__name__)
+
+
+# --- direct registration -----------------------------------------------------------------------
+_EQUIVALENT = (
+    (pa.string(), pa.large_string()),
+    (pa.binary(), pa.large_binary()),
+)
+
+
+def _same_type(a: pa.DataType, b: pa.DataType) -> bool:
+    if a.equals(b):
+        return True
+    for x, y in _EQUIVALENT:
+        if (a.equals(x) and b.equals(y)) or (a.equals(y) and b.equals(x)):
+            return True
+    if pa.types.is_timestamp(a) and pa.types.is_timestamp(b) and a.unit == b.unit:
+        utc = {"UTC", "Etc/UTC", "+00:00", "Z"}
+        return (a.tz is None and b.tz is None) or (a.tz in utc and b.tz in utc)
+    return False
+
+
+def check_file_schema(file_schema: pa.Schema, md: pq.FileMetaData, schema: pa.Schema) -> None:
+    """Refuse a Parquet file that does not match the table schema, saying exactly why.
+
+    Columns may come in any order; ``string``/``large_string`` and ``binary``/``large_binary``
+    are interchangeable and any UTC spelling of a zoned timestamp is accepted. A column the
+    table requires may be nullable in the file only if the file's statistics prove it has no
+    nulls.
+
+    Raises:
+        SchemaMismatch: missing or unknown columns, other types, or possible nulls.
+    """
+    problems: list[str] = []
+    got = {f.name: f for f in file_schema}
+    missing = [f.name for f in schema if f.name not in got]
+    extra = [n for n in file_schema.names if schema.get_field_index(n) < 0]
+    if missing:
+        problems.append(f"missing columns {missing}")
+    if extra:
+        problems.append(f"unknown columns {extra}")
+    for f in schema:
+        g = got.get(f.name)
+        if g is None:
+            continue
+        if not _same_type(g.type, f.type):
+            hint = ""
+            if (
+                pa.types.is_timestamp(g.type)
+                and g.type.unit == "ns"
+                and pa.types.is_timestamp(f.type)
+            ):
+                hint = (
+                    " (an INT96 or nanosecond timestamp: write microseconds, e.g. Spark's "
+                    "spark.sql.parquet.outputTimestampType=TIMESTAMP_MICROS)"
+                )
+            problems.append(f"column {f.name!r} is {g.type}, the table has {f.type}{hint}")
+            continue
+        if not f.nullable and g.nullable and not _proven_non_null(md, f.name):
+            problems.append(
+                f"column {f.name!r} is required by the table but nullable in the file "
+                "(and its statistics do not prove it has no nulls)"
+            )
+    if problems:
+        raise errors.SchemaMismatch(
+            "the Parquet file does not match the table schema: " + "; ".join(problems)
+        )
+
+
+def _proven_non_null(md: pq.FileMetaData, name: str) -> bool:
+    leaf = next((i for i in range(md.num_columns) if md.schema.column(i).path == name), None)
+    if leaf is None:
+        return False
+    for g in range(md.num_row_groups):
+        st = md.row_group(g).column(leaf).statistics
+        if st is None or not st.has_null_count or st.null_count:
+            return False
+    return True
+
+
+def _declared_sorted(
+    md: pq.FileMetaData, key: str, key_type: pa.DataType, groups: Sequence[Any]
+) -> bool:
+    leaf = next((i for i in range(md.num_columns) if md.schema.column(i).path == key), None)
+    if leaf is None or md.num_row_groups == 0:
+        return False
+    for g in range(md.num_row_groups):
+        sc = md.row_group(g).sorting_columns
+        if not sc or sc[0].column_index != leaf or sc[0].descending:
+            return False
+    # groups must follow each other too (a per-group sort order says nothing across groups)
+    from lethe.values import from_json
+
+    prev = None
+    for rg in groups:
+        if rg.key_min is None or rg.key_max is None:
+            return False
+        lo = from_json(rg.key_min, key_type)
+        if prev is not None and lo < prev:
+            return False
+        prev = from_json(rg.key_max, key_type)
+    return True
+
+
+@dataclass(frozen=True, slots=True)
+class RegisterResult:
+    """Outcome of :func:`register_parquet`.
+
+    ``duplicate`` is True when this object version had been registered before (``version`` is
+    then the version that registered it); ``version`` is None when the file had no rows.
+    """
+
+    version: int | None
+    duplicate: bool
+    path: str | None
+    rows: int
+    bytes: int
+    row_groups: int
+    seconds: float = 0.0
+
+
+def register_parquet(
+    table: Table,
+    key: str,
+    *,
+    bucket: str | None = None,
+    etag: str | None = None,
+    size: int | None = None,
+    request_id: str | None = None,
+) -> RegisterResult:
+    """Register an uploaded Parquet object in ``table`` without rewriting it.
+
+    Reads the footer (one ETag-pinned tail GET), checks the schema
+    (:func:`check_file_schema`), copies the object server-side into ``data/`` (pinned with
+    ``x-amz-copy-source-if-match``), describes it for the manifest (row groups, key and column
+    stats) and commits. The request id (default :func:`upload_request_id`) is recorded in the
+    manifest, so the same object version is registered once however often its event arrives.
+    Files written by pyarrow, Spark, DuckDB or polars are accepted when their schema matches.
+
+    Args:
+        table: The table handle (moves to the new version).
+        key: Object key of the upload.
+        bucket: Its bucket (default: the table's bucket).
+        etag: The ETag the event announced (default: HEAD the object).
+        size: Its size (default: HEAD the object).
+        request_id: Idempotency id (default ``s3://bucket/key#etag``).
+
+    Raises:
+        SchemaMismatch: the file does not fit the table (the table is not changed).
+        UnsupportedFile: not Parquet, or encrypted.
+        StaleSnapshot: the object changed after the event was sent.
+
+    Example:
+        >>> from lethe.ingest import register_parquet                 # doctest: +SKIP
+        >>> register_parquet(table, "incoming/2024/batch-7.parquet")  # doctest: +SKIP
+        RegisterResult(version=12, duplicate=False, path='data/...', rows=1000, ...)
+    """
+    t0 = time.perf_counter()
+    bucket = bucket or table.store.bucket
+    src = (
+        table.store if bucket == table.store.bucket else S3Store(bucket, client=table.store.client)
+    )
+    if etag is None or size is None:
+        info = src.head(key)
+        etag, size = info.etag, info.size
+    if not etag.startswith('"'):
+        etag = f'"{etag}"'
+    rid = request_id or upload_request_id(bucket, key, etag)
+    rid_hash = request_hash(rid)
+    table.refresh()
+    earlier = table.manifest.find_request(rid_hash)
+    if earlier is not None:
+        log.info("upload already registered at version %s", earlier.version)
+        return RegisterResult(
+            earlier.version, True, None, earlier.rows, 0, 0, time.perf_counter() - t0
+        )
+    if size > 5 << 30:
+        raise errors.InvalidRequest(
+            f"s3://{bucket}/{key} is {size:,} bytes: too large to register by copy (5 GiB); "
+            "ingest it with the Spark job"
+        )
+    stub = DataFile(path=key, size=size, etag=etag, rows=0, row_groups=(), added_version=0)
+    footer = FileHandle(src, key, stub).footer()
+    md = footer.metadata
+    schema = table.schema
+    try:
+        file_schema = md.schema.to_arrow_schema()
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+        raise errors.UnsupportedFile(
+            f"s3://{bucket}/{key}: unreadable Parquet schema: {_short(e)}"
+        ) from e
+    check_file_schema(file_schema, md, schema)
+    if md.num_rows == 0:
+        return RegisterResult(None, False, None, 0, 0, 0, time.perf_counter() - t0)
+    groups, cols = describe(md, schema, table.key)
+    rel = new_data_path()
+    dst = table.key_of(rel)
+    if src is table.store:
+        new_etag = table.store.copy(key, dst, src_etag=etag)
+    else:
+        new_etag = _copy_across(table.store, bucket, key, dst, etag)
+    df = DataFile(
+        path=rel,
+        size=size,
+        etag=new_etag,
+        rows=md.num_rows,
+        row_groups=groups,
+        columns=cols,
+        added_version=0,
+        sorted_by_key=_declared_sorted(md, table.key, schema.field(table.key).type, groups),
+    )
+    res = table.commit_files(
+        [df], kind="register", params={"bytes": size, "row_groups": len(groups)}, request_id=rid
+    )
+    if res.files_added == 0:  # a redelivered twin committed first: ours was never referenced
+        table.store.delete_many([dst])
+        return RegisterResult(res.version, True, None, md.num_rows, 0, 0, time.perf_counter() - t0)
+    log.info(
+        "registered %s rows in %s row groups at version %s", md.num_rows, len(groups), res.version
+    )
+    return RegisterResult(
+        res.version, False, rel, md.num_rows, size, len(groups), time.perf_counter() - t0
+    )
+
+
+def _copy_across(dst_store: S3Store, src_bucket: str, src_key: str, dst_key: str, etag: str) -> str:
+    from lethe.store import translate_error
+
+    try:
+        r = dst_store.client.copy_object(
+            Bucket=dst_store.bucket,
+            Key=dst_key,
+            CopySource={"Bucket": src_bucket, "Key": src_key},
+            CopySourceIfMatch=etag,
+        )
+    except Exception as e:
+        dst_store.stats.record("copy")
+        raise translate_error(e, f"COPY s3://{src_bucket}/{src_key} -> {dst_key}") from e
+    dst_store.stats.record("copy")
+    return str(r["CopyObjectResult"]["ETag"])
