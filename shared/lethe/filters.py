@@ -23,7 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lethe import errors
-from lethe.values import comparable, is_orderable
+from lethe.values import NotExact, exact, exact_scalar, is_orderable
 
 __all__ = ["Dnf", "Predicate", "StatsLookup", "normalize"]
 
@@ -134,21 +134,24 @@ class Dnf:
 
 def _field_type(schema: pa.Schema, name: str) -> pa.DataType:
     idx = schema.get_field_index(name)
-    if idx < 0:
+    if idx < 0:  # never echo the name: a swapped predicate puts a person's key here
         raise errors.InvalidRequest(
-            f"filter names unknown column {name!r}; columns are {schema.names}"
+            f"filter names a column that is not in the table; columns are {schema.names}"
         )
     return schema.field(idx).type
 
 
 def _predicate(raw: Any, schema: pa.Schema) -> Predicate:
     if not isinstance(raw, list | tuple) or len(raw) != 3:
-        raise errors.InvalidRequest(f"a filter predicate is [column, op, value], got {raw!r}")
+        raise errors.InvalidRequest(
+            "a filter predicate is [column, op, value]"
+            + (f", got a list of {len(raw)} items" if isinstance(raw, list | tuple) else "")
+        )
     col, op, value = raw
     if not isinstance(col, str):
-        raise errors.InvalidRequest(f"filter column must be a string, got {col!r}")
-    if op not in OPS:
-        raise errors.InvalidRequest(f"unknown filter op {op!r}; use one of {sorted(OPS)}")
+        raise errors.InvalidRequest("filter column must be a string (a column name)")
+    if not isinstance(op, str) or op not in OPS:
+        raise errors.InvalidRequest(f"unknown filter op; use one of {sorted(OPS)}")
     t = _field_type(schema, col)
     if not is_orderable(t) and op not in ("=", "==", "!=", "in", "not in"):
         raise errors.InvalidRequest(f"column {col!r} of type {t} cannot be compared with {op}")
@@ -161,34 +164,21 @@ def _predicate(raw: Any, schema: pa.Schema) -> Predicate:
             if not value:
                 raise errors.InvalidRequest(f"'{op}' on column {col!r} has an empty list")
             values = list(value)
-            cmp_vals = sorted({comparable(v, t) for v in values if v is not None})
-            has_null = any(v is None for v in values)
-            arr = pa.array([_coerce(v, t) for v in values], type=t)
-            return Predicate(col, op, arr, tuple(cmp_vals), has_null)
+            exact_vals = [exact(v, t) for v in values if v is not None]
+            has_null = len(exact_vals) != len(values)
+            arr = pa.array(
+                [exact_scalar(v, t) for v in exact_vals] + ([None] if has_null else []), type=t
+            )
+            return Predicate(col, op, arr, tuple(sorted(set(exact_vals))), has_null)
         if value is None:
             raise errors.InvalidRequest(
                 f"filter on {col!r} compares with null; null never matches '{op}'"
             )
-        cmp_val = comparable(value, t)
-        return Predicate(col, op, _coerce(value, t), cmp_val)
-    except errors.InvalidRequest:
-        raise
-    except (TypeError, ValueError, OverflowError, pa.ArrowException) as e:
+        cmp_val = exact(value, t)
+        return Predicate(col, op, exact_scalar(cmp_val, t), cmp_val)
+    except NotExact as e:
         # never echo the value: filters of delete requests carry keys of people
-        raise errors.InvalidRequest(
-            f"filter value for column {col!r} ({op}) does not fit its type {t} ({type(e).__name__})"
-        ) from e
-
-
-def _coerce(value: Any, t: pa.DataType) -> Any:
-    """The user's value as a pyarrow scalar of the column type (for exact expressions)."""
-    if value is None:
-        return None
-    if isinstance(value, str) and (pa.types.is_timestamp(t) or pa.types.is_date(t)):
-        return pa.scalar(
-            comparable(value, t), type=pa.int64() if not pa.types.is_date32(t) else pa.int32()
-        ).cast(t)
-    return pa.scalar(value, type=t)
+        raise errors.InvalidRequest(f"filter value for column {col!r} ({op}) {e}") from e
 
 
 def normalize(filters: Any, schema: pa.Schema) -> Dnf:
@@ -208,6 +198,6 @@ def normalize(filters: Any, schema: pa.Schema) -> Dnf:
     clauses: list[tuple[Predicate, ...]] = []
     for c in clauses_raw:
         if not isinstance(c, list | tuple) or not c:
-            raise errors.InvalidRequest(f"each OR-clause must be a non-empty list, got {c!r}")
+            raise errors.InvalidRequest("each OR-clause must be a non-empty list of predicates")
         clauses.append(tuple(_predicate(p, schema) for p in c))
     return Dnf(tuple(clauses))
