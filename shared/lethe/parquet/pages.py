@@ -342,10 +342,9 @@ def _temporal_decoder(element: SchemaElement, t: pa.DataType) -> Callable[[bytes
     if pa.types.is_timestamp(t):
         ok = p == PhysicalType.INT64 and _time_unit(element, 8) == t.unit
         return _unpacker("<q") if ok else None
-    if pa.types.is_time(t):
-        want = PhysicalType.INT32 if t.unit == "ms" else PhysicalType.INT64
-        ok = p == want and _time_unit(element, 7) == t.unit
-        return _unpacker("<i" if want == PhysicalType.INT32 else "<q") if ok else None
+    if pa.types.is_time64(t):  # time32 values have no comparable form (no cast to int)
+        ok = p == PhysicalType.INT64 and _time_unit(element, 7) == t.unit
+        return _unpacker("<q") if ok else None
     if pa.types.is_duration(t):
         plain = element.logical_type is None and element.converted_type is None
         return _unpacker("<q") if p == PhysicalType.INT64 and plain else None
