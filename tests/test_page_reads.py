@@ -252,3 +252,20 @@ def test_in_with_none_keeps_null_rows_through_every_pruning(s3: Any) -> None:
         assert want.num_rows > 0
         assert t.scan(filters=f).equals(want), f
         assert t.scan(filters=f, page_index=False).equals(want), f
+
+
+def test_a_page_index_beyond_the_tail_is_fetched_once(s3: Any) -> None:
+    t = _make(s3, {"max_rows_per_page": 4})
+    f = t.manifest.files[0]
+    handle = t._handle(f)
+    footer = handle.footer()
+    before = t.io
+    pi = handle.page_index(footer)
+    assert pi is not None and pi.start < footer.tail_start, "the index starts before the tail"
+    assert (t.io - before).count("get") == 1
+    full = t.scan(page_index=False)
+    before = t.io
+    got = t.lookup(3 * 12_345)
+    d = t.io - before
+    assert got.equals(full.filter(normalize([("id", "=", 3 * 12_345)], SCHEMA).expression()))
+    assert got.num_rows == 1 and d.count("get") <= 2, d.describe()

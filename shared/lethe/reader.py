@@ -236,8 +236,9 @@ class PageIndex:
     """A file's footer decoded by :mod:`lethe.parquet` and the bytes of its column and offset
     indexes, with what page-level reads derive from them memoized per chunk.
 
-    One per data file (per ETag) in :data:`PAGE_INDEXES`; ``meta`` is None when the footer
-    cannot be decoded there (encrypted columns), ``data`` empty when there is no page index.
+    One per data file (per ETag) in :data:`PAGE_INDEXES`; ``meta`` is None and ``data``
+    empty when the file has no page index or its footer cannot be decoded here (encrypted
+    columns).
     """
 
     def __init__(
@@ -249,6 +250,8 @@ class PageIndex:
         self.footer_bytes = footer_bytes
         self._memo: dict[tuple[Any, ...], Any] = {}
         self._leaves: dict[str, int | None] = {}
+        self._groups = meta.row_groups if meta is not None else ()
+        self._elements = tuple(e for _p, e, _d, _r in meta.leaves()) if meta is not None else ()
 
     @property
     def has_index(self) -> bool:
@@ -286,10 +289,10 @@ class PageIndex:
         return self._leaves[name]
 
     def chunk(self, rg: int, col: int) -> pqf.ColumnChunk:
-        return self._meta().row_groups[rg].columns[col]
+        return self._groups[rg].columns[col]
 
     def num_rows(self, rg: int) -> int:
-        return self._meta().row_groups[rg].num_rows
+        return self._groups[rg].num_rows
 
     def layout(self, rg: int, col: int) -> pages.ChunkLayout | None:
         """Where chunk ``col`` of ``rg`` has its pages (None without an OffsetIndex)."""
@@ -299,8 +302,7 @@ class PageIndex:
             raw = self._slice(cc.offset_index_offset, cc.offset_index_length)
             if raw is None:
                 return None
-            group = self._meta().row_groups[rg]
-            return pages.chunk_layout(group, col, pqf.read_offset_index(raw))
+            return pages.chunk_layout(self._groups[rg], col, pqf.read_offset_index(raw))
 
         return self._memoized(("layout", rg, col), make)  # type: ignore[no-any-return]
 
@@ -312,8 +314,8 @@ class PageIndex:
             raw = self._slice(cc.column_index_offset, cc.column_index_length)
             if raw is None:
                 return None
-            element = self._meta().leaves()[col][1]
-            return pages.page_bounds(pqf.read_column_index(raw), element, t)
+            ci = pqf.read_column_index(raw)
+            return pages.page_bounds(ci, self._elements[col], t)
 
         return self._memoized(("bounds", rg, col, str(t)), make)  # type: ignore[no-any-return]
 
@@ -442,17 +444,18 @@ class FileHandle:
         try:
             parsed = pqf.parse_tail(footer.tail, self.file.size)
             span = _index_span(parsed.metadata)
+            if span is None or span.length > MAX_INDEX_BYTES:
+                return PageIndex(None, 0, b"")
+            t0 = footer.tail_start
+            if span.start >= t0:
+                data = footer.tail[span.start - t0 : span.end - t0]
+            else:
+                head = self.fetch(span.start, min(span.end, t0))
+                data = head + footer.tail[: max(0, span.end - t0)]
+            return PageIndex(parsed.metadata, span.start, data, parsed.length)
         except errors.UnsupportedFile as e:  # InvalidParquet included
             log.debug("no page-level reads for %s: %s", self.key, e)
             return PageIndex(None, 0, b"")
-        if span is None or span.length > MAX_INDEX_BYTES:
-            return PageIndex(parsed.metadata, 0, b"")
-        t0 = footer.tail_start
-        if span.start >= t0:
-            data = footer.tail[span.start - t0 : span.end - t0]
-        else:
-            data = self.fetch(span.start, min(span.end, t0)) + footer.tail[: max(0, span.end - t0)]
-        return PageIndex(parsed.metadata, span.start, data, parsed.length)
 
 
 def read_row_group(
