@@ -79,7 +79,9 @@ class Predicate:
                 return bool(hi > v)
             if op == ">=":
                 return bool(hi >= v)
-            if op == "in":
+            if op == "in":  # with a None member, null rows match: prune only without nulls
+                if self.has_null and _nulls != 0:
+                    return True
                 i = bisect.bisect_left(v, lo)
                 return i < len(v) and v[i] <= hi
             if op == "not in":  # null rows satisfy pyarrow's "not in": prune only without nulls

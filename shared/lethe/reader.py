@@ -4,6 +4,13 @@ Every GET of a data file carries ``If-Match: <etag in the manifest>``, so an obj
 under a pinned snapshot fails loudly (:class:`~lethe.errors.StaleSnapshot`) instead of
 mixing data. Only the column chunks of the row groups that survive pruning are fetched;
 adjacent chunks are coalesced into one ranged GET and fetched in parallel.
+
+Selective filters read pages, not chunks (:func:`read_pages`): the page index (ColumnIndex
+and OffsetIndex, cached with the footer per ETag in :data:`PAGE_INDEXES`) names the pages of
+the filter columns that can hold a match; those pages are fetched and decoded (see
+:mod:`lethe.parquet.pages`), the DV and the filter applied, and only then the pages of the
+other columns that hold the matching rows. A warm point lookup thus downloads a few pages
+per column in two rounds of parallel GETs instead of the row group's chunks.
 """
 
 from __future__ import annotations
@@ -15,18 +22,37 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, TypeVar
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from lethe import errors
+from lethe.filters import Dnf, Predicate
 from lethe.manifest import DataFile, DVRef
+from lethe.parquet import footer as pqf
+from lethe.parquet import pages
 from lethe.store import S3Store
 
 log = logging.getLogger(__name__)
 
-__all__ = ["FileHandle", "Footer", "FooterCache", "SparseFile", "coalesce", "read_row_group"]
+V = TypeVar("V")
+
+__all__ = [
+    "FileHandle",
+    "Footer",
+    "FooterCache",
+    "LruCache",
+    "PageIndex",
+    "RowFilter",
+    "SparseFile",
+    "coalesce",
+    "read_filtered",
+    "read_pages",
+    "read_row_group",
+]
 
 TAIL_BYTES = 256 << 10
 COALESCE_GAP = 1 << 20  # a GET costs about as much time as ~1 MiB of transfer
@@ -149,30 +175,170 @@ class Footer:
         return [i for i in range(md.num_columns) if md.schema.column(i).path.split(".")[0] in want]
 
 
-class FooterCache:
+class LruCache(Generic[V]):
+    """A thread-safe LRU bounded by entry count and by total weight (bytes).
+
+    >>> c = LruCache[bytes](capacity=8, max_bytes=10, weigh=len)
+    >>> c.put(("b", "k1", "e"), b"123456"); c.put(("b", "k2", "e"), b"123456")
+    >>> c.get(("b", "k1", "e")) is None, c.get(("b", "k2", "e"))
+    (True, b'123456')
+    """
+
+    def __init__(
+        self,
+        capacity: int = 512,
+        *,
+        max_bytes: int = 128 << 20,
+        weigh: Callable[[V], int] | None = None,
+    ) -> None:
+        self.capacity = capacity
+        self.max_bytes = max_bytes
+        self._weigh = weigh or (lambda _v: 0)
+        self._d: OrderedDict[tuple[str, str, str], tuple[V, int]] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    def get(self, k: tuple[str, str, str]) -> V | None:
+        with self._lock:
+            hit = self._d.get(k)
+            if hit is None:
+                return None
+            self._d.move_to_end(k)
+            return hit[0]
+
+    def put(self, k: tuple[str, str, str], v: V) -> None:
+        w = self._weigh(v)
+        with self._lock:
+            old = self._d.pop(k, None)
+            if old is not None:
+                self._bytes -= old[1]
+            self._d[k] = (v, w)
+            self._bytes += w
+            while len(self._d) > self.capacity or (
+                self._bytes > self.max_bytes and len(self._d) > 1
+            ):
+                _, (_, ow) = self._d.popitem(last=False)
+                self._bytes -= ow
+
+
+class FooterCache(LruCache[Footer]):
     """Process-wide LRU of footers keyed by (bucket, key, etag): a warm snapshot's lookups
     and deletes need no footer GET."""
 
-    def __init__(self, capacity: int = 512) -> None:
-        self.capacity = capacity
-        self._d: OrderedDict[tuple[str, str, str], Footer] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(self, k: tuple[str, str, str]) -> Footer | None:
-        with self._lock:
-            f = self._d.get(k)
-            if f is not None:
-                self._d.move_to_end(k)
-            return f
-
-    def put(self, k: tuple[str, str, str], f: Footer) -> None:
-        with self._lock:
-            self._d[k] = f
-            while len(self._d) > self.capacity:
-                self._d.popitem(last=False)
+    def __init__(self, capacity: int = 512, *, max_bytes: int = 128 << 20) -> None:
+        super().__init__(capacity, max_bytes=max_bytes, weigh=lambda f: len(f.tail))
 
 
 FOOTERS = FooterCache()
+
+
+class PageIndex:
+    """A file's footer decoded by :mod:`lethe.parquet` and the bytes of its column and offset
+    indexes, with what page-level reads derive from them memoized per chunk.
+
+    One per data file (per ETag) in :data:`PAGE_INDEXES`; ``meta`` is None and ``data``
+    empty when the file has no page index or its footer cannot be decoded here (encrypted
+    columns).
+    """
+
+    def __init__(
+        self, meta: pqf.FileMetaData | None, start: int, data: bytes, footer_bytes: int = 0
+    ) -> None:
+        self.meta = meta
+        self.start = start
+        self.data = data
+        self.footer_bytes = footer_bytes
+        self._memo: dict[tuple[Any, ...], Any] = {}
+        self._leaves: dict[str, int | None] = {}
+        self._groups = meta.row_groups if meta is not None else ()
+        self._elements = tuple(e for _p, e, _d, _r in meta.leaves()) if meta is not None else ()
+
+    @property
+    def has_index(self) -> bool:
+        return self.meta is not None and bool(self.data)
+
+    @property
+    def nbytes(self) -> int:
+        """Rough memory held, for the cache bound: the index bytes and what their decoding
+        and the decoded footer take (Python objects: about 8x and 20x their bytes)."""
+        return 8 * len(self.data) + 20 * self.footer_bytes
+
+    def _meta(self) -> pqf.FileMetaData:
+        assert self.meta is not None
+        return self.meta
+
+    def _slice(self, offset: int | None, length: int | None) -> bytes | None:
+        if offset is None or not length or offset < self.start:
+            return None
+        at = offset - self.start
+        return self.data[at : at + length] if at + length <= len(self.data) else None
+
+    def _memoized(self, key: tuple[Any, ...], make: Callable[[], Any]) -> Any:
+        if key not in self._memo:
+            try:
+                self._memo[key] = make()
+            except errors.UnsupportedFile as e:  # InvalidParquet included
+                log.debug("page index of %s unusable: %s", key, e)
+                self._memo[key] = None
+        return self._memo[key]
+
+    def leaf(self, name: str) -> int | None:
+        """Leaf index of a flat top-level column, None for nested or repeated ones."""
+        if name not in self._leaves:
+            self._leaves[name] = pages.flat_leaf(self._meta(), name)
+        return self._leaves[name]
+
+    def chunk(self, rg: int, col: int) -> pqf.ColumnChunk:
+        return self._groups[rg].columns[col]
+
+    def num_rows(self, rg: int) -> int:
+        return self._groups[rg].num_rows
+
+    def layout(self, rg: int, col: int) -> pages.ChunkLayout | None:
+        """Where chunk ``col`` of ``rg`` has its pages (None without an OffsetIndex)."""
+
+        def make() -> pages.ChunkLayout | None:
+            cc = self.chunk(rg, col)
+            raw = self._slice(cc.offset_index_offset, cc.offset_index_length)
+            if raw is None:
+                return None
+            return pages.chunk_layout(self._groups[rg], col, pqf.read_offset_index(raw))
+
+        return self._memoized(("layout", rg, col), make)  # type: ignore[no-any-return]
+
+    def bounds(self, rg: int, col: int, t: pa.DataType) -> tuple[pages.PageBound, ...] | None:
+        """Per-page bounds of chunk ``col`` of ``rg`` (None without a usable ColumnIndex)."""
+
+        def make() -> tuple[pages.PageBound, ...] | None:
+            cc = self.chunk(rg, col)
+            raw = self._slice(cc.column_index_offset, cc.column_index_length)
+            if raw is None:
+                return None
+            ci = pqf.read_column_index(raw)
+            return pages.page_bounds(ci, self._elements[col], t)
+
+        return self._memoized(("bounds", rg, col, str(t)), make)  # type: ignore[no-any-return]
+
+    def schema(self, col: int) -> pages.ChunkSchema:
+        """The schema part of a one-column file of leaf ``col``."""
+        got: pages.ChunkSchema | None = self._memo.get(("schema", col))
+        if got is None:
+            got = self._memo[("schema", col)] = pages.chunk_schema(self._meta(), col)
+        return got
+
+
+PAGE_INDEXES = LruCache[PageIndex](512, max_bytes=128 << 20, weigh=lambda p: p.nbytes)
+"""Process-wide LRU of page indexes keyed by (bucket, key, etag)."""
+
+
+def _index_span(meta: pqf.FileMetaData) -> pqf.ByteRange | None:
+    """The range holding every column and offset index (bloom filters left out)."""
+    items = [s for s in pqf.index_structures(meta) if s.kind != "bloom_filter" and s.length]
+    if not items:
+        return None
+    return pqf.ByteRange(
+        min(s.offset for s in items), max(s.offset + (s.length or 0) for s in items)
+    )
 
 
 class FileHandle:
@@ -240,18 +406,56 @@ class FileHandle:
 
     def prefetch(self, footer: Footer, rg: int, columns: Sequence[str] | None) -> SparseFile:
         """Fetch the chunks of ``columns`` in row group ``rg`` (parallel coalesced GETs)."""
+        return self.fetch_ranges(
+            footer, self.chunk_ranges(footer, rg, footer.leaf_indices(columns))
+        )
+
+    def fetch_ranges(
+        self, footer: Footer, ranges: Sequence[tuple[int, int]], *, gap: int = COALESCE_GAP
+    ) -> SparseFile:
+        """Fetch ``[start, end)`` ranges (coalesced within ``gap``, in parallel) into a
+        :class:`SparseFile` that also holds the footer's tail."""
         sparse = SparseFile(self.file.size, self.fetch)
         sparse.add(footer.tail_start, footer.tail)
-        ranges = coalesce(self.chunk_ranges(footer, rg, footer.leaf_indices(columns)))
-        ranges = [r for r in ranges if not (r[0] >= footer.tail_start)]
-        if len(ranges) == 1:
-            s, e = ranges[0]
+        todo = [r for r in coalesce(ranges, gap) if not (r[0] >= footer.tail_start)]
+        if len(todo) == 1:
+            s, e = todo[0]
             sparse.add(s, self.fetch(s, e))
         else:
-            futs = [(s, io_pool().submit(self.fetch, s, e)) for s, e in ranges]
+            futs = [(s, io_pool().submit(self.fetch, s, e)) for s, e in todo]
             for s, fut in futs:
                 sparse.add(s, fut.result())
         return sparse
+
+    def page_index(self, footer: Footer) -> PageIndex | None:
+        """The file's page index (cached with the footer per ETag), None when it has none.
+
+        The column and offset indexes usually lie in the tail fetched with the footer;
+        otherwise they are fetched once (one ranged GET) and cached.
+        """
+        ck = (self.store.bucket, self.key, self.file.etag)
+        pi = PAGE_INDEXES.get(ck)
+        if pi is None:
+            pi = self._load_page_index(footer)
+            PAGE_INDEXES.put(ck, pi)
+        return pi if pi.has_index else None
+
+    def _load_page_index(self, footer: Footer) -> PageIndex:
+        try:
+            parsed = pqf.parse_tail(footer.tail, self.file.size)
+            span = _index_span(parsed.metadata)
+            if span is None or span.length > MAX_INDEX_BYTES:
+                return PageIndex(None, 0, b"")
+            t0 = footer.tail_start
+            if span.start >= t0:
+                data = footer.tail[span.start - t0 : span.end - t0]
+            else:
+                head = self.fetch(span.start, min(span.end, t0))
+                data = head + footer.tail[: max(0, span.end - t0)]
+            return PageIndex(parsed.metadata, span.start, data, parsed.length)
+        except errors.UnsupportedFile as e:  # InvalidParquet included
+            log.debug("no page-level reads for %s: %s", self.key, e)
+            return PageIndex(None, 0, b"")
 
 
 def read_row_group(
@@ -286,14 +490,21 @@ def iter_row_groups(
     *,
     depth: int = 3,
     transform: Callable[[FileHandle, int, pa.Table], pa.Table] | None = None,
+    read: Callable[[FileHandle, int], pa.Table] | None = None,
 ) -> Iterator[tuple[FileHandle, int, pa.Table]]:
     """Fetch, decode and ``transform`` ``(file, row group)`` items in worker threads,
-    ``depth`` items ahead of the consumer, yielding them in order."""
+    ``depth`` items ahead of the consumer, yielding them in order.
+
+    ``read`` replaces the default read of ``columns`` of the whole group.
+    """
     futs: dict[int, Future[pa.Table]] = {}
 
     def work(h: FileHandle, rg: int) -> pa.Table:
-        ft = h.footer()
-        t = read_row_group(h, ft, rg, columns, h.prefetch(ft, rg, columns))
+        if read is not None:
+            t = read(h, rg)
+        else:
+            ft = h.footer()
+            t = read_row_group(h, ft, rg, columns, h.prefetch(ft, rg, columns))
         return transform(h, rg, t) if transform is not None else t
 
     nxt = 0
@@ -302,3 +513,251 @@ def iter_row_groups(
             futs[nxt] = submit(work, *items[nxt])
             nxt += 1
         yield h, rg, futs.pop(i).result()
+
+
+# --- filtered reads: page level through the page index, else whole row groups -------------
+PAGE_COALESCE_GAP = 256 << 10
+"""Page reads merge ranges closer than this (smaller than for chunks: pages are small)."""
+PAGE_READ_MAX_FRACTION = 0.5
+"""Page-level reads only when the candidate rows are at most this share of the group."""
+MAX_INDEX_BYTES = 16 << 20
+"""A page index larger than this is not loaded (reads fall back to whole row groups)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RowFilter:
+    """What a read keeps: rows not in the DV that match the filter.
+
+    Attributes:
+        dnf: The filter (pages are chosen by its predicates), or None for all rows.
+        schema: The table's schema (column types for the page bounds).
+        keep: DV keep mask of rows ``[start, start + n)`` of a file, None when none is deleted.
+        expression: ``dnf``'s expression (rows are chosen by it).
+    """
+
+    dnf: Dnf | None
+    schema: pa.Schema
+    keep: Callable[[DataFile, int, int], pa.Array | None]
+    expression: pc.Expression | None = None
+
+    @classmethod
+    def of(
+        cls,
+        dnf: Dnf | None,
+        schema: pa.Schema,
+        keep: Callable[[DataFile, int, int], pa.Array | None],
+    ) -> RowFilter:
+        return cls(dnf, schema, keep, dnf.expression() if dnf is not None else None)
+
+
+def read_filtered(
+    handle: FileHandle,
+    rg: int,
+    first_row: int,
+    columns: Sequence[str],
+    rf: RowFilter,
+    *,
+    page_index: bool = True,
+) -> pa.Table:
+    """The rows of row group ``rg`` (whose first row is ``first_row`` of the file) that
+    ``rf`` keeps, projected to ``columns``.
+
+    With a filter and ``page_index``, only the pages that can hold matching rows are read
+    (:func:`read_pages`); otherwise, or when that does not apply, the group's chunks.
+    """
+    if page_index and rf.dnf is not None:
+        got = read_pages(handle, rg, first_row, columns, rf)
+        if got is not None:
+            return got
+    cols = list(dict.fromkeys([*columns, *(rf.dnf.columns if rf.dnf else [])]))
+    ft = handle.footer()
+    t = read_row_group(handle, ft, rg, cols, handle.prefetch(ft, rg, cols))
+    mask = rf.keep(handle.file, first_row, t.num_rows)
+    if mask is not None:
+        t = t.filter(mask)
+    if rf.expression is not None:
+        t = t.filter(rf.expression)
+    return t.select(list(columns))
+
+
+@dataclass(frozen=True, slots=True)
+class _PagePlan:
+    layouts: dict[str, pages.ChunkLayout]
+    candidates: pages.Ranges
+
+
+def read_pages(
+    handle: FileHandle, rg: int, first_row: int, columns: Sequence[str], rf: RowFilter
+) -> pa.Table | None:
+    """:func:`read_filtered` through the page index; None when page level does not apply.
+
+    The filter columns' ColumnIndexes give the candidate rows; their pages overlapping
+    those rows (with the dictionary page when one of them needs it) are fetched, decoded
+    and filtered (DV, then expression); then the other columns' pages overlapping the
+    matching rows. It does not apply without a page index, to nested or repeated columns,
+    or when the candidates are more than :data:`PAGE_READ_MAX_FRACTION` of the group.
+    """
+    assert rf.dnf is not None
+    pi = handle.page_index(handle.footer())
+    if pi is None:
+        return None
+    plan = _plan_pages(pi, rg, columns, rf.dnf, rf.schema)
+    if plan is None:
+        return None
+    try:
+        return _read_planned(handle, pi, rg, first_row, columns, rf, plan)
+    except (pqf.InvalidParquet, pa.ArrowException) as e:
+        log.warning(
+            "page-level read of %s row group %s fell back to the whole group (%s)",
+            handle.key,
+            rg,
+            type(e).__name__,
+        )
+        return None
+
+
+def _plan_pages(
+    pi: PageIndex, rg: int, columns: Sequence[str], dnf: Dnf, schema: pa.Schema
+) -> _PagePlan | None:
+    layouts: dict[str, pages.ChunkLayout] = {}
+    for c in dict.fromkeys([*dnf.columns, *columns]):
+        leaf = pi.leaf(c)
+        layout = pi.layout(rg, leaf) if leaf is not None else None
+        if layout is None:
+            return None
+        layouts[c] = layout
+    n = pi.num_rows(rg)
+    full: pages.Ranges = ((0, n),)
+    cand: pages.Ranges = ()
+    for clause in dnf.clauses:
+        rows = full
+        for p in clause:
+            layout = layouts[p.column]
+            bounds = pi.bounds(rg, layout.column, schema.field(p.column).type)
+            if bounds is None or len(bounds) != len(layout.pages):
+                continue
+            hits = tuple(
+                (s.first_row, s.end_row)
+                for s, b in zip(layout.pages, bounds, strict=True)
+                if _page_may_match(p, b)
+            )
+            rows = pages.intersect(rows, pages.union(hits))
+        cand = pages.union(cand, rows)
+    if pages.count(cand) > PAGE_READ_MAX_FRACTION * n:
+        return None
+    return _PagePlan(layouts, cand)
+
+
+def _page_may_match(p: Predicate, b: pages.PageBound) -> bool:
+    """Whether a page with bounds ``b`` may hold a row matching ``p`` (nulls included:
+    pyarrow's ``not in`` keeps nulls, and ``in`` with a None member matches them)."""
+    nulls_match = (p.op == "in" and p.has_null) or (p.op == "not in" and not p.has_null)
+    if nulls_match and (b.all_null or b.null_count is None or b.null_count > 0):
+        return True
+    if b.all_null:
+        return False
+    return p.may_match((b.lo, b.hi, b.null_count))
+
+
+def _row_name(names: Sequence[str]) -> str:
+    name = "__lethe_row"
+    while name in names:
+        name += "_"
+    return name
+
+
+def _read_planned(
+    handle: FileHandle,
+    pi: PageIndex,
+    rg: int,
+    first_row: int,
+    columns: Sequence[str],
+    rf: RowFilter,
+    plan: _PagePlan,
+) -> pa.Table:
+    assert rf.dnf is not None and rf.expression is not None
+    out_schema = pa.schema([rf.schema.field(c) for c in columns])
+    if not plan.candidates:
+        return out_schema.empty_table()
+    fcols = rf.dnf.columns
+    # columns whose pages over the candidates are few come along now (one round fewer)
+    cheap = [c for c in columns if c not in fcols and _cheap(plan.layouts[c], plan.candidates)]
+    first = {c: plan.layouts[c] for c in [*fcols, *cheap]}
+    got = _read_columns(handle, pi, rg, first, plan.candidates)
+    row = _row_name(rf.schema.names)
+    rows = _row_indices(plan.candidates)
+    t = pa.table({**got, row: pa.array(rows)})
+    mask = _dv_mask(rf, handle.file, first_row, plan.candidates)
+    if mask is not None:
+        t = t.filter(mask)
+    t = t.filter(rf.expression)
+    rest = [c for c in columns if c not in got]
+    if not t.num_rows:
+        return out_schema.empty_table()
+    if rest:
+        matched = t.column(row).to_numpy()
+        more = _read_columns(
+            handle, pi, rg, {c: plan.layouts[c] for c in rest}, pages.runs(matched)
+        )
+        return pa.table({c: more[c] if c in more else t.column(c) for c in columns})
+    return t.select(list(columns))
+
+
+def _cheap(layout: pages.ChunkLayout, rows: pages.Ranges) -> bool:
+    """Whether reading a column's pages over ``rows`` costs little more than over a few of
+    them (then it is read with the filter columns instead of in a second round)."""
+    return sum(p.size for p in layout.overlapping(rows)) <= PAGE_COALESCE_GAP
+
+
+def _row_indices(ranges: pages.Ranges) -> Any:
+    return np.concatenate([np.arange(s, e, dtype=np.int64) for s, e in ranges])
+
+
+def _dv_mask(rf: RowFilter, f: DataFile, first_row: int, ranges: pages.Ranges) -> pa.Array | None:
+    parts = [rf.keep(f, first_row + s, e - s) for s, e in ranges]
+    if all(m is None for m in parts):
+        return None
+    return pa.concat_arrays(
+        [
+            m if m is not None else pa.array(np.ones(e - s, dtype=bool))
+            for m, (s, e) in zip(parts, ranges, strict=True)
+        ]
+    )
+
+
+def _read_columns(
+    handle: FileHandle,
+    pi: PageIndex,
+    rg: int,
+    layouts: dict[str, pages.ChunkLayout],
+    rows: pages.Ranges,
+) -> dict[str, pa.ChunkedArray]:
+    """The values of ``rows`` (in order) of each column, read from the pages holding them."""
+    chosen = {c: layout.overlapping(rows) for c, layout in layouts.items()}
+    spans: list[tuple[int, int]] = []
+    for c, ps in chosen.items():
+        spans += [(p.offset, p.offset + p.size) for p in ps]
+        d = layouts[c].dictionary
+        if d is not None and layouts[c].predicts_dictionary(ps):
+            spans.append((d.start, d.end))
+    sparse = handle.fetch_ranges(handle.footer(), spans, gap=PAGE_COALESCE_GAP)
+    wanted = _row_indices(rows)
+    out: dict[str, pa.ChunkedArray] = {}
+    for c, ps in chosen.items():
+        layout = layouts[c]
+        raw = [sparse.read_at(p.offset, p.size) for p in ps]
+        d = layout.dictionary
+        dictionary = None
+        if d is not None and (layout.predicts_dictionary(ps) or pages.dictionary_needed(raw)):
+            dictionary = sparse.read_at(d.start, d.length)  # a GET only if mispredicted
+        file = pages.chunk_file(
+            pi.schema(layout.column),
+            pi.chunk(rg, layout.column),
+            dictionary,
+            raw,
+            [p.rows for p in ps],
+        )
+        values = pages.decode_chunk(file)
+        pos = pages.positions(ps, wanted)
+        out[c] = values if len(pos) == len(values) else values.take(pa.array(pos))
+    return out

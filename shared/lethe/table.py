@@ -36,7 +36,7 @@ from lethe.manifest import (
     apply_append,
     initial_manifest,
 )
-from lethe.reader import FileHandle, iter_row_groups
+from lethe.reader import FileHandle, RowFilter, iter_row_groups, read_filtered
 from lethe.store import IOCounters, S3Store, parse_s3_uri
 from lethe.values import from_json
 from lethe.writer import WriteOptions, write_files
@@ -357,51 +357,63 @@ class Table:
         return pa.schema([schema.field(c) for c in columns], metadata=schema.metadata)
 
     def to_batches(
-        self, columns: Sequence[str] | None = None, filters: Any = None
+        self, columns: Sequence[str] | None = None, filters: Any = None, *, page_index: bool = True
     ) -> pa.RecordBatchReader:
         """Stream the snapshot's rows (DVs applied), projected and filtered.
 
         Only the needed column chunks of row groups that survive pruning are read, with
-        ETag-pinned ranged GETs, prefetched a few row groups ahead.
+        ETag-pinned ranged GETs, prefetched a few row groups ahead. With a selective filter
+        only the pages that can hold matching rows are read, through the files' page
+        indexes (``page_index=False`` reads whole row groups, as before).
         """
         out_schema = self._output_schema(columns)
         dnf = normalize(filters, self.schema) if filters is not None else None
-        return pa.RecordBatchReader.from_batches(out_schema, self._iter(out_schema, dnf))
+        return pa.RecordBatchReader.from_batches(
+            out_schema, self._iter(out_schema, dnf, page_index=page_index)
+        )
 
     def _iter(
-        self, out_schema: pa.Schema, dnf: Dnf | None, store: S3Store | None = None
+        self,
+        out_schema: pa.Schema,
+        dnf: Dnf | None,
+        store: S3Store | None = None,
+        *,
+        page_index: bool = True,
     ) -> Iterator[pa.RecordBatch]:
         items = self.plan(dnf, store)
         out_cols = out_schema.names
-        read_cols = list(dict.fromkeys([*out_cols, *(dnf.columns if dnf else [])]))
-        expr = dnf.expression() if dnf is not None else None
-        dvs = DVCache(self)
+        rf = RowFilter.of(dnf, self.schema, DVCache(self).keep_mask)
         starts = {(h.file.path, rg): first for h, rg, first in items}
 
-        def transform(h: FileHandle, rg: int, t: pa.Table) -> pa.Table:
-            mask = dvs.keep_mask(h.file, starts[(h.file.path, rg)], t.num_rows)
-            if mask is not None:
-                t = t.filter(mask)
-            if expr is not None:
-                t = t.filter(expr)
-            return t.select(out_cols)
+        def read(h: FileHandle, rg: int) -> pa.Table:
+            first = starts[(h.file.path, rg)]
+            return read_filtered(h, rg, first, out_cols, rf, page_index=page_index)
 
         pairs = [(h, rg) for h, rg, _ in items]
-        for _h, _rg, t in iter_row_groups(pairs, read_cols, transform=transform):
+        for _h, _rg, t in iter_row_groups(pairs, out_cols, read=read):
             if t.num_rows == 0:
                 continue
             if t.schema != out_schema:
                 t = t.cast(out_schema)
             yield from t.to_batches()
 
-    def scan(self, columns: Sequence[str] | None = None, filters: Any = None) -> pa.Table:
+    def scan(
+        self, columns: Sequence[str] | None = None, filters: Any = None, *, page_index: bool = True
+    ) -> pa.Table:
         """All rows of the snapshot (DVs applied) as one table; see :meth:`to_batches`."""
-        reader = self.to_batches(columns, filters)
+        reader = self.to_batches(columns, filters, page_index=page_index)
         return reader.read_all()
 
-    def lookup(self, key_value: Any, columns: Sequence[str] | None = None) -> pa.Table:
-        """Rows whose key equals ``key_value`` (a warm snapshot needs one ranged GET)."""
-        return self.scan(columns, [(self.key, "=", key_value)])
+    def lookup(
+        self, key_value: Any, columns: Sequence[str] | None = None, *, page_index: bool = True
+    ) -> pa.Table:
+        """Rows whose key equals ``key_value``.
+
+        Files and row groups are pruned by the manifest's key stats, pages by the page
+        index: a warm snapshot reads the key's page, then the other columns' pages holding
+        the matching rows (two rounds of parallel ranged GETs, a few pages per column).
+        """
+        return self.scan(columns, [(self.key, "=", key_value)], page_index=page_index)
 
     def delete(self, filters: Any, *, request_id: str | None = None) -> DeleteResult:
         """Delete the rows matching ``filters`` from the latest version (deletion vectors).

@@ -12,7 +12,7 @@ import contextlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -36,6 +36,12 @@ class WriteOptions:
     compression_level: int | None = None
     bloom_fpp: float = 0.01
     part_bytes: int = 8 << 20
+    data_page_size: int | None = None  # pyarrow's default: 1 MiB
+    data_page_version: Literal["1.0", "2.0"] = "1.0"
+    max_rows_per_page: int | None = None  # pyarrow's default: 20,000
+    dictionary_pagesize_limit: int | None = None  # pyarrow's default: 1 MiB
+    use_dictionary: bool = True
+    write_page_index: bool = True
 
 
 def new_data_path(now: datetime | None = None) -> str:
@@ -171,7 +177,12 @@ class _FileSink:
             compression=opts.compression,
             compression_level=opts.compression_level,
             write_statistics=True,
-            write_page_index=True,
+            write_page_index=opts.write_page_index,
+            data_page_size=opts.data_page_size,
+            data_page_version=opts.data_page_version,
+            max_rows_per_page=opts.max_rows_per_page,
+            dictionary_pagesize_limit=opts.dictionary_pagesize_limit,
+            use_dictionary=opts.use_dictionary,
             bloom_filter_options={opts.key: {"ndv": max(1024, rg_rows), "fpp": opts.bloom_fpp}},
             sorting_columns=[pq.SortingColumn(key_idx)] if sorted_key else None,
             store_schema=True,

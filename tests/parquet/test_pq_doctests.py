@@ -7,7 +7,7 @@ import importlib
 
 import pytest
 
-MODULES = ["thrift", "footer", "segments", "splice", "parts", "validate"]
+MODULES = ["thrift", "footer", "segments", "splice", "parts", "validate", "pages"]
 
 
 @pytest.mark.parametrize("name", MODULES)
