@@ -7,7 +7,16 @@ import importlib
 
 import pytest
 
-MODULES = ["layout", "filters", "values", "store", "cli", "ingest", "ingest.inputs", "ingest.staging"]
+MODULES = [
+    "layout",
+    "filters",
+    "values",
+    "store",
+    "cli",
+    "ingest",
+    "ingest.inputs",
+    "ingest.staging",
+]
 
 
 @pytest.mark.parametrize("name", MODULES)

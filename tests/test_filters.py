@@ -207,3 +207,17 @@ def test_accepted_values_denote_exactly_the_value_given(t: pa.DataType, v: Any) 
     table = pa.table({"the_column": neighbours})
     hit = table.filter(p.expression())
     assert hit.num_rows == 2 and set(hit.column("the_column").to_pylist()) == {got}
+
+
+def test_fingerprint_names_what_a_filter_selects() -> None:
+    s = pa.schema([("id", pa.int64()), ("p", pa.string())])
+
+    def fp(f: Any) -> str:
+        return normalize(f, s).fingerprint()
+
+    assert fp([("id", "in", [2, 1])]) == fp([("id", "in", [1, 2, 2])])
+    assert fp([("id", "==", 1)]) == fp([("id", "=", 1.0)])
+    assert fp([("id", "=", 1)]) != fp([("id", "=", 2)])
+    assert fp([("id", "in", [1, None])]) != fp([("id", "in", [1])])
+    assert fp([("id", "<", 1)]) != fp([("id", "<=", 1)])
+    assert fp([[("id", "=", 1)], [("p", "=", "a")]]) != fp([("id", "=", 1), ("p", "=", "a")])

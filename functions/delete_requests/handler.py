@@ -30,7 +30,9 @@ from lethe.splice_jobs import enqueue_erasures
 logger = Logger()
 tracer = Tracer()
 metrics = Metrics()
-processor = BatchProcessor(event_type=EventType.SQS)
+# An all-bad batch is reported in batchItemFailures like any other failure: the invocation
+# itself succeeded (Powertools would raise BatchProcessingError and count a Lambda error).
+processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
 
 
 @dataclass(frozen=True, slots=True)

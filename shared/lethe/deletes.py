@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -69,6 +69,7 @@ class DeleteResult:
     attempts: int = 0
     io: IOCounters = field(default_factory=IOCounters)
     row_groups: tuple[ErasureTarget, ...] = ()  # where the rows were (no values): splice targets
+    error: str | None = None  # set when this request was refused (its id names another request)
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +83,56 @@ class BatchDeleteResult:
     @property
     def rows_deleted(self) -> int:
         return sum(r.rows_deleted for r in self.results if not r.duplicate)
+
+
+_CONFLICT = (
+    "request id already names a different request (other filters or mode); "
+    "a request id identifies one request: use a new id"
+)
+
+
+def _body_hash(request_id: str | None, dnf: Dnf, erase: bool) -> str | None:
+    """What a request asks (its filter's fingerprint and its mode), hashed together with its
+    id: the stored hash cannot be matched against guessed keys without the id itself."""
+    if request_id is None:
+        return None
+    mode = "erase" if erase else "delete"
+    return request_hash(f"{request_id}\x00{dnf.fingerprint()}\x00{mode}")
+
+
+def _sort_requests(
+    hashes: Sequence[str | None], bodies: Sequence[str | None], base: Manifest
+) -> tuple[dict[int, RequestRecord], dict[int, int], set[int], list[int]]:
+    """Split a batch against the request log of ``base`` and within itself.
+
+    Returns the requests committed earlier (index -> record), in-batch twins (index -> index
+    of the first request with that id and body), conflicts (an id already naming another
+    body, in the log or earlier in the batch), and the indexes to execute now.
+    """
+    done: dict[int, RequestRecord] = {}
+    twins: dict[int, int] = {}
+    conflicts: set[int] = set()
+    live: list[int] = []
+    first: dict[str, int] = {}
+    for i, h in enumerate(hashes):
+        if h is None:
+            live.append(i)
+            continue
+        rec = base.find_request(h)
+        if rec is not None:
+            if rec.body_hash is not None and rec.body_hash != bodies[i]:
+                conflicts.add(i)
+            else:
+                done[i] = rec
+        elif h in first:
+            if bodies[first[h]] != bodies[i]:
+                conflicts.add(i)
+            else:
+                twins[i] = first[h]
+        else:
+            first[h] = i
+            live.append(i)
+    return done, twins, conflicts, live
 
 
 class _Rebase(Exception):
@@ -214,7 +265,13 @@ def load_dv(table: Table, ref: DVRef | None) -> BitMap64:
 def delete_batch(
     table: Table, requests: Sequence[DeleteRequest], *, kind: str = "delete"
 ) -> BatchDeleteResult:
-    """Delete the rows of several requests in one commit (see module docstring)."""
+    """Delete the rows of several requests in one commit (see module docstring).
+
+    A request whose id was committed earlier with the same body returns the earlier result
+    (``duplicate``); so does a second request with the same id and body in this batch. A
+    request whose id names a different body (in the log or earlier in the batch) is refused:
+    its result carries ``error`` and nothing of it is committed.
+    """
     import time
 
     t0 = time.perf_counter()
@@ -222,12 +279,11 @@ def delete_batch(
     schema = table.schema
     dnfs = [normalize(r.filters, schema) for r in requests]
     hashes = [request_hash(r.request_id) if r.request_id else None for r in requests]
+    bodies = [_body_hash(r.request_id, d, r.erase) for d, r in zip(dnfs, requests, strict=True)]
     base, _ = table.catalog.current()
     attempts = 0
     while True:
-        # Requests already committed (redelivery) are answered from the request log.
-        done = {h: base.find_request(h) for h in hashes if h is not None}
-        live = [i for i, h in enumerate(hashes) if h is None or done.get(h) is None]
+        done, twins, conflicts, live = _sort_requests(hashes, bodies, base)
         located = locate(table, base, [dnfs[i] for i in live])
         # attribute each position to the first request that matched it (batch overlap)
         per_req: dict[int, dict[str, BitMap64]] = {}
@@ -255,6 +311,7 @@ def delete_batch(
                 committed_at=datetime.now(UTC),
                 rows=sum(len(b) for b in per_req[i].values()),
                 files_touched=len(per_req[i]),
+                body_hash=bodies[i],
             )
             for i in live
             if hashes[i] is not None
@@ -296,10 +353,15 @@ def delete_batch(
     if outcome_version is not None:
         table.adopt(base)
     results: list[DeleteResult] = []
-    for i, h in enumerate(hashes):
-        rec = done.get(h) if h is not None else None
-        if rec is not None:
+    for i in range(len(requests)):
+        rec = done.get(i)
+        if i in conflicts:
+            results.append(DeleteResult(None, 0, 0, error=_CONFLICT))
+        elif rec is not None:
             results.append(DeleteResult(rec.version, rec.rows, rec.files_touched, duplicate=True))
+        elif i in twins:
+            first = results[twins[i]]
+            results.append(replace(first, duplicate=True))
         elif outcome_version is None:
             results.append(DeleteResult(None, 0, 0))
         else:

@@ -404,6 +404,8 @@ def erase(
     rid = request_id or f"erase-{uuid.uuid4().hex}"
     res = delete_batch(table, [DeleteRequest(filters, rid, erase=True)], kind="erase")
     one = res.results[0]
+    if one.error is not None:
+        raise errors.RequestIdConflict(one.error)
     h = request_hash(rid)
     complete, splices = process_erasure(table, h, max_bytes=max_bytes)
     io = table.store.stats.snapshot() - io0

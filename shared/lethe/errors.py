@@ -72,6 +72,11 @@ class InvalidRequest(LetheError):
     """The caller's input is malformed (filters, schema, options, delete request)."""
 
 
+class RequestIdConflict(InvalidRequest):
+    """A request id already names a different request (another filter or mode): an id
+    identifies one request, so this one is refused rather than silently acknowledged."""
+
+
 class SchemaMismatch(InvalidRequest):
     """Data offered to a table does not match the table's schema."""
 

@@ -15,6 +15,8 @@ False
 from __future__ import annotations
 
 import bisect
+import hashlib
+import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -96,6 +98,20 @@ class Dnf:
     """A validated filter: OR of ANDs of predicates."""
 
     clauses: tuple[tuple[Predicate, ...], ...]
+
+    def fingerprint(self) -> str:
+        """A stable hash of what this filter selects (columns, ops, exact values), so that a
+        request id can be checked against the body it was first committed with.
+
+        >>> s = pa.schema([("id", pa.int64())])
+        >>> normalize([("id", "==", 3.0)], s).fingerprint() == normalize([("id", "=", 3)], s).fingerprint()
+        True
+        """
+        canon = [
+            [[p.column, "=" if p.op == "==" else p.op, repr(p.cmp), p.has_null] for p in clause]
+            for clause in self.clauses
+        ]
+        return hashlib.sha256(json.dumps(canon).encode()).hexdigest()[:32]
 
     @property
     def columns(self) -> list[str]:

@@ -133,6 +133,7 @@ class RequestRecord(_Frozen):
     committed_at: datetime
     rows: int = 0
     files_touched: int = 0
+    body_hash: str | None = None  # what the request asked (filters, mode), hashed; None: not known
 
 
 class ErasureTarget(_Frozen):

@@ -45,8 +45,8 @@ class DeleteRequestMessage(BaseModel):
     def _uri(cls, v: str) -> str:
         try:
             parse_s3_uri(v)
-        except errors.InvalidRequest as e:
-            raise ValueError(str(e)) from e
+        except errors.InvalidRequest as e:  # the reason, without the sender's string
+            raise ValueError("table must look like s3://bucket/prefix") from e
         return v
 
     @field_validator("filters")
@@ -81,7 +81,12 @@ def parse_message(body: str | bytes | dict[str, Any]) -> DeleteRequestMessage:
         return msg
     except ValidationError as e:
         first = e.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "body"
+        # a location names our fields only: an unknown key is the sender's string, not echoed
+        where = ".".join(
+            str(p) if isinstance(p, int) or p in DeleteRequestMessage.model_fields else "<extra>"
+            for p in first["loc"]
+        )
+        where = where or "body"
         if first["type"] == "json_invalid":
             raise errors.InvalidRequest(f"message body is not valid JSON: {first['msg']}") from None
         raise errors.InvalidRequest(f"invalid delete request ({where}): {first['msg']}") from None
@@ -129,14 +134,20 @@ def process_delete_messages(
     for uri, items in groups.items():
         try:
             table = open_table(uri)
-        except errors.TableNotFound as e:
-            for mid, m in items:
-                out[mid] = MessageOutcome(mid, error=f"unknown table: {e}", table=uri, mode=m.mode)
+        except errors.TableNotFound:
+            for mid, m in items:  # the URI is the sender's string: not repeated in the reason
+                out[mid] = MessageOutcome(
+                    mid, error="no Lethe table at the message's table URI", table=uri, mode=m.mode
+                )
             continue
-        except errors.LetheError as e:
+        except errors.LetheError as e:  # e.g. access denied; its text would name the URI
             for mid, m in items:
                 out[mid] = MessageOutcome(
-                    mid, error=f"{type(e).__name__}: {e}", table=uri, mode=m.mode, retryable=True
+                    mid,
+                    error=f"{type(e).__name__} opening the table",
+                    table=uri,
+                    mode=m.mode,
+                    retryable=True,
                 )
             continue
         valid: list[tuple[str, DeleteRequestMessage]] = []
@@ -150,17 +161,9 @@ def process_delete_messages(
             valid.append((mid, m))
         if not valid:
             continue
-        # The same request id twice in one batch (redelivery) commits once.
-        first_of: dict[str, int] = {}
-        reqs: list[DeleteRequest] = []
-        index: list[int] = []
-        for _mid, m in valid:
-            if m.request_id in first_of:
-                index.append(first_of[m.request_id])
-                continue
-            first_of[m.request_id] = len(reqs)
-            index.append(len(reqs))
-            reqs.append(DeleteRequest(m.filters, m.request_id, erase=m.mode == "erase"))
+        # Redeliveries (same id and body, in the log or twice in this batch) commit once;
+        # an id reused for another body fails that message (delete_batch decides both).
+        reqs = [DeleteRequest(m.filters, m.request_id, erase=m.mode == "erase") for _, m in valid]
         try:
             res = table.delete_batch(reqs)
         except errors.LetheError as e:
@@ -179,8 +182,8 @@ def process_delete_messages(
         )
         if on_committed is not None:
             on_committed(table, [m for _, m in valid], res)
-        for (mid, m), i in zip(valid, index, strict=True):
-            out[mid] = MessageOutcome(mid, result=res.results[i], table=uri, mode=m.mode)
+        for (mid, m), r in zip(valid, res.results, strict=True):
+            out[mid] = MessageOutcome(mid, error=r.error, result=r, table=uri, mode=m.mode)
     return out
 
 

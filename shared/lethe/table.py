@@ -426,6 +426,8 @@ class Table:
 
         r = delete_batch(self, [DeleteRequest(filters, request_id)])
         one = r.results[0]
+        if one.error is not None:
+            raise errors.RequestIdConflict(one.error)
         return DeleteResult(
             one.version, one.rows_deleted, one.files_touched, one.duplicate, r.attempts, r.io
         )

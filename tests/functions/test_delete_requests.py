@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -17,6 +18,30 @@ from lethe.local.events import LambdaContext, sqs_event
 def _powertools_env(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("POWERTOOLS_SERVICE_NAME", "lethe-delete-requests")
     monkeypatch.setenv("POWERTOOLS_METRICS_NAMESPACE", "Lethe")
+
+
+@pytest.fixture
+def logs(capsys: pytest.CaptureFixture[str]) -> Callable[[], str]:
+    """The handler's log lines of this test (its Powertools handler writes to this stdout)."""
+    import sys
+
+    from functions.delete_requests import handler as h
+
+    class Stdout:  # whatever sys.stdout is when a line is written (capsys swaps it per phase)
+        def write(self, s: str) -> int:
+            return sys.stdout.write(s)
+
+        def flush(self) -> None:
+            sys.stdout.flush()
+
+    # not setStream: it flushes the previous test's (closed) capture first
+    h.logger.registered_handler.stream = Stdout()  # type: ignore[attr-defined]
+
+    def read() -> str:
+        got = capsys.readouterr()
+        return got.out + got.err
+
+    return read
 
 
 @pytest.fixture
@@ -52,7 +77,7 @@ def msg(table: str, filters: Any, rid: str | None = None, mode: str = "logical")
 
 
 def test_mixed_batch_reports_exactly_the_bad_ones(
-    table_uri: str, bucket: str, queue: Any, capsys: pytest.CaptureFixture[str]
+    table_uri: str, bucket: str, queue: Any, logs: Callable[[], str]
 ) -> None:
     from functions.delete_requests import handler as h
 
@@ -104,9 +129,9 @@ def test_mixed_batch_reports_exactly_the_bad_ones(
     )
     assert resp2["batchItemFailures"] == []
     assert lethe.Table.open(table_uri).version == v_before + 1
-    logs = capsys.readouterr().out
-    assert "req-1" not in logs and '"id", "=", 1' not in logs
-    assert "RowsDeleted" in logs
+    text = logs()
+    assert "req-1" not in text and '"id", "=", 1' not in text
+    assert "RowsDeleted" in text and "delete request failed" in text
 
 
 def test_erase_mode_records_pending_erasure(table_uri: str, queue: Any) -> None:
@@ -125,3 +150,264 @@ def test_erase_mode_records_pending_erasure(table_uri: str, queue: Any) -> None:
     assert t.lookup(42).num_rows == 0
     [e] = t.manifest.erasures
     assert e.state == "pending" and e.targets[0].row_groups == (0,)
+
+
+def records(table_uri: str, bodies: list[str]) -> dict[str, Any]:
+    """An SQS event as Lambda delivers it, for bodies SQS itself would not carry (> 256 KiB)."""
+    import hashlib
+
+    return {
+        "Records": [
+            {
+                "messageId": str(uuid.uuid4()),
+                "receiptHandle": uuid.uuid4().hex,
+                "body": b,
+                "attributes": {},
+                "messageAttributes": {},
+                "md5OfBody": hashlib.md5(b.encode("utf-8", "surrogatepass")).hexdigest(),
+                "eventSource": "aws:sqs",
+                "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:deletes",
+                "awsRegion": "us-east-1",
+            }
+            for b in bodies
+        ]
+    }
+
+
+def test_an_all_bad_batch_is_reported_not_raised(table_uri: str, queue: Any) -> None:
+    from functions.delete_requests import handler as h
+
+    lethe.Table.create(table_uri, EVENTS, key="id").append(events(0, 10))
+    sqs, url, arn = queue
+    for body in ("not json", msg(table_uri, [["nope", "=", 1]]), msg(table_uri, "id = 1")):
+        sqs.send_message(QueueUrl=url, MessageBody=body)
+    received = receive_all(sqs, url, 3)
+    assert len(received) == 3
+    resp = h.handler(sqs_event(received, queue_arn=arn), LambdaContext())
+    assert {f["itemIdentifier"] for f in resp["batchItemFailures"]} == {
+        m["MessageId"] for m in received
+    }
+    assert lethe.Table.open(table_uri).scan(["id"]).num_rows == 10
+
+
+def test_swapped_predicate_slots_never_echo_the_value(
+    table_uri: str, queue: Any, logs: Callable[[], str]
+) -> None:
+    from functions.delete_requests import handler as h
+
+    lethe.Table.create(table_uri, EVENTS, key="id").append(events(0, 10))
+    sqs, url, arn = queue
+    planted = "alice.planted@example.com"
+    bodies = [
+        msg(table_uri, [[planted, "=", "id"]]),  # value in the column slot
+        msg(table_uri, [["id", planted, 1]]),  # value in the op slot
+        msg(table_uri, [["payload", "=", 1], [planted, "in", [planted]]]),
+        json.dumps({"request_id": "r", "table": table_uri, "filters": [], planted: 1}),
+        msg(f"s3://{planted.replace('@', '-')}/t", [["id", "=", 1]]),  # a bucket named by it
+    ]
+    for body in bodies:
+        sqs.send_message(QueueUrl=url, MessageBody=body)
+    received = receive_all(sqs, url, len(bodies))
+    resp = h.handler(sqs_event(received, queue_arn=arn), LambdaContext())
+    assert len(resp["batchItemFailures"]) == len(bodies)
+    text = logs()
+    assert "delete request failed" in text  # the failures were logged ...
+    assert "alice" not in text  # ... without the sender's strings
+    assert "names a column that is not in the table" in text and "unknown filter op" in text
+
+
+def test_a_request_id_names_one_request(
+    table_uri: str, queue: Any, logs: Callable[[], str]
+) -> None:
+    from functions.delete_requests import handler as h
+
+    t = lethe.Table.create(table_uri, EVENTS, key="id")
+    t.append(events(0, 100))
+    sqs, url, arn = queue
+    # the same id with another body in one batch: the first commits, the second fails
+    for body in (
+        msg(table_uri, [["id", "=", 1]], "rid-A"),
+        msg(table_uri, [["id", "=", 2]], "rid-A"),
+    ):
+        sqs.send_message(QueueUrl=url, MessageBody=body)
+        # FIFO-free queue: send one at a time so the order of receipt is the order sent
+    received = receive_all(sqs, url, 2)
+    by_body = {json.loads(m["Body"])["filters"][0][2]: m["MessageId"] for m in received}
+    resp = h.handler(sqs_event(received, queue_arn=arn), LambdaContext())
+    [failed] = [f["itemIdentifier"] for f in resp["batchItemFailures"]]
+    first = 1 if received[0]["MessageId"] == by_body[1] else 2
+    second = 3 - first
+    assert failed == by_body[second]
+    remaining = set(lethe.Table.open(table_uri).scan(["id"])["id"].to_pylist())
+    assert first not in remaining and second in remaining
+    assert "request id already names a different request" in logs()
+
+    # across batches: the committed id with another body (or mode) fails; the same body is
+    # a redelivery and succeeds without a commit
+    v = lethe.Table.open(table_uri).version
+    for body in (
+        msg(table_uri, [["id", "=", 7]], "rid-A"),
+        msg(table_uri, [["id", "=", first]], "rid-A", mode="erase"),
+        msg(table_uri, [["id", "=", first]], "rid-A"),
+    ):
+        sqs.send_message(QueueUrl=url, MessageBody=body)
+    received = receive_all(sqs, url, 3)
+    resp = h.handler(sqs_event(received, queue_arn=arn), LambdaContext())
+    failed_bodies = {
+        m["Body"]
+        for m in received
+        if m["MessageId"] in {f["itemIdentifier"] for f in resp["batchItemFailures"]}
+    }
+    assert failed_bodies == {
+        msg_body
+        for msg_body in (m["Body"] for m in received)
+        if json.loads(msg_body)["mode"] == "erase"
+        or json.loads(msg_body)["filters"] == [["id", "=", 7]]
+    }
+    t = lethe.Table.open(table_uri)
+    assert t.version == v and t.lookup(7).num_rows == 1
+
+
+def test_a_conflicting_request_id_raises_through_the_api(table_uri: str) -> None:
+    t = lethe.Table.create(table_uri, EVENTS, key="id")
+    t.append(events(0, 10))
+    assert t.delete([("id", "=", 1)], request_id="same").rows_deleted == 1
+    assert t.delete([("id", "=", 1)], request_id="same").duplicate
+    with pytest.raises(lethe.errors.RequestIdConflict, match="different request"):
+        t.delete([("id", "=", 2)], request_id="same")
+    with pytest.raises(lethe.errors.RequestIdConflict):
+        t.erase([("id", "=", 1)], request_id="same")
+    assert t.lookup(2).num_rows == 1
+
+
+PLANTED = "zz-planted-7731@example.org"  # a person's key: must never reach a log line
+
+
+def _bad_bodies(table: str, other_bucket: str) -> Any:
+    """Message bodies that must fail (each carries the planted key somewhere)."""
+    from hypothesis import strategies as st
+
+    def req(filters: Any, **over: Any) -> str:
+        body = {
+            "request_id": PLANTED,
+            "table": table,
+            "filters": filters,
+            "mode": "logical",
+            "requested_at": "2026-11-22T10:00:00Z",
+        }
+        body.update(over)
+        return json.dumps(body)
+
+    ctrl = st.text(alphabet=st.characters(max_codepoint=31), min_size=1, max_size=5)
+    return st.one_of(
+        # malformed JSON around the key
+        st.text(max_size=40).map(lambda s: '{"request_id": "' + PLANTED + s),
+        st.integers(1, 60).map(lambda n: req([["id", "=", 1]])[:n] + PLANTED),
+        # wrong types in every slot
+        st.sampled_from(
+            [
+                req(PLANTED),
+                req({"id": PLANTED}),
+                req([["id", "=", 1]], mode=PLANTED),
+                req([["id", "=", 1]], table=[PLANTED]),
+                req([["id", "=", 1]], request_id=["x", PLANTED]),
+                req([["id", "=", 1]], requested_at=PLANTED),
+                req([[["id", "=", 1]], [PLANTED]]),
+                req([["id", "=", 1]], **{PLANTED: True}),
+            ]
+        ),
+        # swapped slots, unknown columns and ops, control characters
+        st.sampled_from([[PLANTED, "=", "id"], ["id", PLANTED, 1], [PLANTED, "in", [1]]]).map(
+            lambda p: req([p])
+        ),
+        ctrl.map(lambda c: req([[c + PLANTED, "=", 1]])),
+        ctrl.map(lambda c: req([["payload", c, PLANTED]])),
+        # values that cannot be exact for the column
+        st.sampled_from(
+            [
+                ["id", "=", PLANTED],
+                ["id", "=", 1.5],
+                ["id", "in", [1, 2.25]],
+                ["customer_id", "=", 2**40],
+                ["event_time", "=", PLANTED],
+                ["payload", "=", 7],
+            ]
+        ).map(lambda p: req([p])),
+        # giant IN lists and megabyte bodies (beyond what SQS carries: Lambda's shape, direct)
+        st.integers(10_000, 60_000).map(lambda n: req([["id", "in", [PLANTED] * n]])),
+        st.integers(1, 2).map(lambda n: req([["id", "=", PLANTED * (n * 40_000)]])),
+        st.just("x" * 1_000_000 + PLANTED),
+        # tables that are not there, in this bucket or another
+        st.sampled_from(
+            [
+                req([["id", "=", 1]], table=f"s3://{other_bucket}/{PLANTED.replace('@', '-')}"),
+                req([["id", "=", 1]], table=f"s3://nonexistent-{uuid.uuid4().hex[:8]}/t"),
+                req([["id", "=", 1]], table=table + "/" + PLANTED.replace("@", "-")),
+            ]
+        ),
+    )
+
+
+@pytest.mark.slow
+def test_fuzzed_batches_never_raise_never_log_a_key_never_delete_an_unnamed_row(
+    bucket: str, s3: Any, logs: Callable[[], str]
+) -> None:
+    """Hypothesis builds SQS batches of good requests (by id) and bad ones around a planted
+    key; the handler reports exactly the bad ones, logs none of their strings, and deletes
+    exactly the rows the good ones name."""
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    from functions.delete_requests import handler as h
+
+    other = f"b-{uuid.uuid4().hex[:12]}"
+    s3.create_bucket(Bucket=other)
+    probe = f"s3://{bucket}/fuzz/probe"
+    good = st.one_of(
+        st.integers(0, 199).map(lambda k: [["id", "=", k]]),
+        st.lists(st.integers(0, 199), min_size=1, max_size=5).map(lambda ks: [["id", "in", ks]]),
+        # valid but naming no row: a megabyte string on a string column
+        st.just([["payload", "=", "y" * 1_000_000]]),
+    )
+    batch = st.lists(
+        st.one_of(
+            good.map(lambda f: ("good", f)), _bad_bodies(probe, other).map(lambda b: ("bad", b))
+        ),
+        min_size=1,
+        max_size=10,
+    )
+
+    @settings(
+        max_examples=25,
+        suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.large_base_example],
+    )
+    @given(batch)
+    def run(items: list[tuple[str, Any]]) -> None:
+        uri = f"s3://{bucket}/fuzz/t{uuid.uuid4().hex[:8]}"
+        t = lethe.Table.create(uri, EVENTS, key="id")
+        t.append(events(0, 200))
+        named: set[int] = set()
+        bodies: list[str] = []
+        for kind, x in items:
+            if kind == "good":
+                named |= {x[0][2]} if x[0][1] == "=" and x[0][0] == "id" else set()
+                named |= set(x[0][2]) if x[0][1] == "in" else set()
+                bodies.append(msg(uri, x))
+            else:
+                bodies.append(x.replace(probe, uri))
+        event = records(uri, bodies)
+        logs()  # drop earlier lines
+        resp = h.handler(event, LambdaContext())  # never raises
+        failed = {f["itemIdentifier"] for f in resp["batchItemFailures"]}
+        expect = {
+            r["messageId"]
+            for r, (kind, _) in zip(event["Records"], items, strict=True)
+            if kind == "bad"
+        }
+        assert failed == expect
+        text = logs()
+        assert PLANTED not in text and "planted" not in text
+        left = set(lethe.Table.open(uri).scan(["id"])["id"].to_pylist())
+        assert left == set(range(200)) - named
+
+    run()
