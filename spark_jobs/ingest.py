@@ -44,6 +44,7 @@ except ImportError:  # run as a script from a checkout: python spark_jobs/ingest
     from spark_jobs._session import build_session
 
 import lethe
+from lethe.errors import GraceExpired
 from lethe.ingest import (
     REJECT_SCHEMA,
     STAGED_PREFIX,
@@ -176,6 +177,7 @@ def run_ingest(
                 reject_parts = json.load(f)
 
         files: list[DataFile] = []
+        written_at: float | None = None
         if good_rows:
             good = staged.filter(reason.isNull()).select(*schema.names)
             # The smallest keys: a contiguous run of rows, as dense as in a real output file
@@ -196,6 +198,7 @@ def run_ingest(
             key = table.key
             previous = spark.conf.get("spark.sql.execution.arrow.maxRecordsPerBatch", None)
             spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", str(batch))
+            written_at = time.time()  # before any executor uploads: the GC grace clock
             try:
                 (
                     good.repartitionByRange(parts, F.col(key))
@@ -225,21 +228,26 @@ def run_ingest(
     version: int | None = None
     duplicate = False
     if files:
-        res = table.commit_files(
-            files,
-            kind="append",
-            params={
-                "source": "spark-ingest",
-                "objects": len(objects),
-                "input_bytes": in_bytes,
-                "rows_rejected": bad_rows,
-            },
-            request_id=rid,
-        )
+        try:
+            res = table.commit_files(
+                files,
+                kind="append",
+                params={
+                    "source": "spark-ingest",
+                    "objects": len(objects),
+                    "input_bytes": in_bytes,
+                    "rows_rejected": bad_rows,
+                },
+                request_id=rid,
+                written_at=written_at,
+            )
+        except GraceExpired:  # the job outlived the table's GC grace: leave nothing behind
+            table.discard(files)
+            raise
         version = res.version
         if res.files_added == 0:  # a twin run committed first: our files were never referenced
             duplicate = True
-            table.store.delete_many([table.key_of(f.path) for f in files])
+            table.discard(files)
     return IngestReport(
         version=version,
         duplicate=duplicate,

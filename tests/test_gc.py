@@ -46,13 +46,25 @@ def referenced(uri: str, versions: range | list[int]) -> set[str]:
     return refs
 
 
-def soon(seconds: float = 1) -> datetime:
+# The tables' GC grace (a table property its writers obey): GC runs below look ahead with
+# ``now=soon()`` past it instead of sleeping.
+GRACE = "30s"
+# Tests that run GC on the real clock (CLI, workflow steps) use a short grace and wait it out:
+# 2 s grace, LastModified rounded up to the next second, so 3.1 s after the last write.
+QUICK = "2s"
+
+
+def past_quick_grace() -> None:
+    time.sleep(3.1)
+
+
+def soon(seconds: float = 60) -> datetime:
     return datetime.now(UTC) + timedelta(seconds=seconds)
 
 
-def table_with_history(uri: str) -> lethe.Table:
+def table_with_history(uri: str, *, gc_grace: str = GRACE) -> lethe.Table:
     """v0 create, v1 append, v2 append, v3 delete (DV), v4 replace of v1's file."""
-    t = lethe.Table.create(uri, EVENTS, key="id")
+    t = lethe.Table.create(uri, EVENTS, key="id", gc_grace=gc_grace)
     t.append(events(0, 100))
     t.append(events(100, 100))
     t.delete([("id", "=", 150)])
@@ -160,19 +172,20 @@ def test_durations_and_retention_parse() -> None:
 
 
 def test_orphans_old_go_young_stay_referenced_never(table_uri: str, s3: Any) -> None:
-    table_with_history(table_uri)
+    table_with_history(table_uri, gc_grace="2s")
     retained_only = set(referenced(table_uri, [1, 2, 3])) - referenced(table_uri, [4])
     assert retained_only  # the file v4 replaced, referenced only by retained versions
     put(s3, table_uri, "data/2026/01/01/00/old-orphan.parquet")
     put(s3, table_uri, "tombstone/2026/01/01/00/old-orphan.dv")
     put(s3, table_uri, "_staging/upload-1/part.parquet")
-    # LastModified has one-second resolution (truncated): 1.6 s apart, a 1.5 s grace splits them
-    time.sleep(1.6)
+    # LastModified has one-second resolution (truncated) and GC rounds it up: 3.1 s apart, a
+    # 2 s grace splits them
+    time.sleep(3.1)
     put(s3, table_uri, "data/2026/01/01/00/young-orphan.parquet")
     young_at = datetime.now(UTC)
     before = listing(s3, table_uri)
 
-    rep = collect(table_uri, retention="30d", grace="1.5s", now=young_at)
+    rep = collect(table_uri, retention="30d", grace="2s", now=young_at)
     after = listing(s3, table_uri)
     gone = before - after
     assert gone == {
@@ -229,7 +242,7 @@ def test_age_retention_keeps_recent_versions(table_uri: str) -> None:
 
 
 def test_commit_landing_after_listing_keeps_its_files(table_uri: str, s3: Any) -> None:
-    t = lethe.Table.create(table_uri, EVENTS, key="id")
+    t = lethe.Table.create(table_uri, EVENTS, key="id", gc_grace=GRACE)
     t.append(events(0, 50))
     files = t.write_data_files(events(50, 50))  # uploaded, not committed: an orphan now
     path = files[0].path
@@ -245,7 +258,7 @@ def test_commit_landing_after_listing_keeps_its_files(table_uri: str, s3: Any) -
 
 
 def test_commit_landing_between_mark_and_delete_is_spared(table_uri: str, s3: Any) -> None:
-    t = lethe.Table.create(table_uri, EVENTS, key="id")
+    t = lethe.Table.create(table_uri, EVENTS, key="id", gc_grace=GRACE)
     t.append(events(0, 50))
     files = t.write_data_files(events(50, 50))
     put(s3, table_uri, "data/2026/01/01/00/orphan.parquet")
@@ -267,7 +280,7 @@ def test_commit_landing_between_mark_and_delete_is_spared(table_uri: str, s3: An
 
 
 def test_default_grace_protects_a_slow_writer(table_uri: str, s3: Any) -> None:
-    t = lethe.Table.create(table_uri, EVENTS, key="id")
+    t = lethe.Table.create(table_uri, EVENTS, key="id", gc_grace=GRACE)
     files = t.write_data_files(events(0, 50))
     rep = collect(table_uri)  # grace 7 days: the upload may still be committed
     assert rep.objects_deleted == 0 and rep.young["data"].objects == 1
@@ -278,7 +291,7 @@ def test_default_grace_protects_a_slow_writer(table_uri: str, s3: Any) -> None:
 def test_landed_commit_whose_head_update_is_pending_keeps_its_files(
     table_uri: str, s3: Any
 ) -> None:
-    t = lethe.Table.create(table_uri, EVENTS, key="id")
+    t = lethe.Table.create(table_uri, EVENTS, key="id", gc_grace=GRACE)
     t.append(events(0, 10))
     files = t.write_data_files(events(10, 10))
     from lethe.manifest import apply_append, encode_manifest
@@ -351,7 +364,7 @@ def test_interrupted_sweep_rerun_reaches_the_same_end_state(table_uri: str, s3: 
 
 
 def test_stale_multipart_uploads_are_aborted_active_ones_kept(table_uri: str, s3: Any) -> None:
-    lethe.Table.create(table_uri, EVENTS, key="id")
+    lethe.Table.create(table_uri, EVENTS, key="id", gc_grace=GRACE)
     bucket, prefix = parse_s3_uri(table_uri)
     # moto reports every upload as initiated in 2010; an upload receiving parts is active
     stale = s3.create_multipart_upload(Bucket=bucket, Key=f"{prefix}/data/stale.parquet")
@@ -395,7 +408,7 @@ def test_workspace_of_finished_runs_is_cleaned(table_uri: str, s3: Any) -> None:
 def test_erase_then_gc_removes_the_old_object_and_reports_completion(
     table_uri: str, s3: Any
 ) -> None:
-    t = lethe.Table.create(table_uri, EVENTS, key="id")
+    t = lethe.Table.create(table_uri, EVENTS, key="id", gc_grace=GRACE)
     t.append(events(0, 100))
     t.append(events(100, 100))
     h, old, spliced = erase(t, 42, "erase-42")
@@ -424,7 +437,7 @@ def test_erase_then_gc_removes_the_old_object_and_reports_completion(
 
 
 def test_erasure_grace_counts_from_the_splice(table_uri: str, s3: Any) -> None:
-    t = lethe.Table.create(table_uri, EVENTS, key="id")
+    t = lethe.Table.create(table_uri, EVENTS, key="id", gc_grace=GRACE)
     t.append(events(0, 100))
     h, old, _ = erase(t, 7, "erase-7")
     rep = collect(table_uri, retention="1v", grace="0s", erasure_grace="1h", now=soon())
@@ -436,7 +449,7 @@ def test_erasure_grace_counts_from_the_splice(table_uri: str, s3: Any) -> None:
 
 
 def test_pending_erasure_is_not_complete(table_uri: str) -> None:
-    t = lethe.Table.create(table_uri, EVENTS, key="id")
+    t = lethe.Table.create(table_uri, EVENTS, key="id", gc_grace=GRACE)
     t.append(events(0, 100))
     t.delete_batch([DeleteRequest([("id", "=", 3)], request_id="e-3", erase=True)], kind="erase")
     rep = collect(table_uri, retention="1v", grace="0s", now=soon())
@@ -447,7 +460,7 @@ def test_pending_erasure_is_not_complete(table_uri: str) -> None:
 def test_erase_in_versioned_bucket_purges_old_versions(s3: Any) -> None:
     bucket = versioned_bucket(s3)
     uri = f"s3://{bucket}/tables/people"
-    t = lethe.Table.create(uri, EVENTS, key="id")
+    t = lethe.Table.create(uri, EVENTS, key="id", gc_grace=GRACE)
     t.append(events(0, 100))
     t.append(events(100, 100))
     h, old, spliced = erase(t, 150, "erase-150")
@@ -472,7 +485,7 @@ def test_erase_in_versioned_bucket_purges_old_versions(s3: Any) -> None:
 def test_versioned_bucket_without_erasures_leaves_versions_to_lifecycle(s3: Any) -> None:
     bucket = versioned_bucket(s3)
     uri = f"s3://{bucket}/t"
-    lethe.Table.create(uri, EVENTS, key="id").append(events(0, 10))
+    lethe.Table.create(uri, EVENTS, key="id", gc_grace=GRACE).append(events(0, 10))
     put(s3, uri, "data/orphan.parquet")
     rep = collect(uri, grace="0s", now=soon())
     assert rep.deleted["data"].objects == 1 and "version" not in rep.deleted
@@ -510,8 +523,9 @@ def test_store_version_primitives(s3: Any) -> None:
 def test_cli_command(table_uri: str, s3: Any, capsys: pytest.CaptureFixture[str]) -> None:
     from lethe.gc import add_cli, cli_command
 
-    table_with_history(table_uri)
+    table_with_history(table_uri, gc_grace=QUICK)
     put(s3, table_uri, "data/2026/01/01/00/orphan.parquet")
+    past_quick_grace()
     p = argparse.ArgumentParser(prog="lethe")
     add_cli(p.add_subparsers(dest="cmd"))
     a = p.parse_args(["gc", table_uri, "--dry-run", "--retention", "1000v", "--grace", "0s"])
@@ -533,8 +547,9 @@ def test_lethe_command_line_runs_gc(
 ) -> None:
     from lethe.cli import main
 
-    lethe.Table.create(table_uri, EVENTS, key="id").append(events(0, 10))
+    lethe.Table.create(table_uri, EVENTS, key="id", gc_grace=QUICK).append(events(0, 10))
     put(s3, table_uri, "data/orphan.parquet")
+    past_quick_grace()
     assert main(["gc", table_uri, "--dry-run", "--grace", "0s"]) == 0
     assert "data/orphan.parquet" in capsys.readouterr().out
     assert "data/orphan.parquet" in listing(s3, table_uri)

@@ -26,6 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from lethe import errors
+from lethe.grace import check_fresh
 from lethe.layout import HEAD_KEY, MANIFEST_PREFIX
 from lethe.manifest import (
     Head,
@@ -200,11 +201,16 @@ class Catalog:
         except errors.PreconditionFailed as e:
             raise errors.TableExists(f"a table already exists at {self.uri}") from e
 
-    def commit(self, build: Callable[[Manifest], Manifest | None]) -> CommitOutcome:
+    def commit(
+        self, build: Callable[[Manifest], Manifest | None], *, written_at: float | None = None
+    ) -> CommitOutcome:
         """Run the commit loop: ``build(base)`` returns manifest base+1, or None for no-op.
 
         ``build`` is called again on every retry with the newer base (that is the rebase); it
         may raise :class:`~lethe.errors.CommitConflict` when the change no longer applies.
+        ``written_at`` is the writer's clock (``time.time()``) before it uploaded the objects
+        the change references: no manifest is PUT once the table's GC grace rule says GC may
+        have removed them (:class:`~lethe.errors.GraceExpired`, see :mod:`lethe.grace`).
         """
         t0 = time.perf_counter()
         last: Exception | None = None
@@ -215,6 +221,7 @@ class Catalog:
                 return CommitOutcome(None, base, attempt, time.perf_counter() - t0)
             if new.version != base.version + 1 or new.previous != base.version:
                 raise errors.CommitConflict("internal: built manifest does not follow its base")
+            check_fresh(written_at, new.properties.gc_grace_seconds)
             try:
                 self.store.put(
                     self.key(manifest_key(new.version)), encode_manifest(new), if_none_match=True

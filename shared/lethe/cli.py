@@ -100,6 +100,7 @@ def cmd_create(a: argparse.Namespace) -> int:
         key=a.key,
         target_file_bytes=a.target_file_bytes,
         row_group_bytes=a.row_group_bytes,
+        gc_grace=a.gc_grace,
     )
     print(f"created {t.uri} version {t.version} key={a.key} columns={schema.names}")
     return 0
@@ -173,6 +174,12 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--key", default="id")
     c.add_argument("--target-file-bytes", type=int, default=256 << 20)
     c.add_argument("--row-group-bytes", type=int, default=16 << 20)
+    c.add_argument(
+        "--gc-grace",
+        default="7d",
+        help="how long GC keeps objects no manifest references yet; writers commit within it "
+        "(default %(default)s, fixed for the table's life)",
+    )
     c.set_defaults(fn=cmd_create)
 
     c = sub.add_parser("append", help="append a local Parquet or CSV file")

@@ -586,7 +586,11 @@ class _Replace:
 
 
 def commit_compaction(
-    table: Table, plan: CompactionPlan, outputs: Mapping[int, Sequence[DataFile]]
+    table: Table,
+    plan: CompactionPlan,
+    outputs: Mapping[int, Sequence[DataFile]],
+    *,
+    written_at: float | None = None,
 ) -> CompactionResult:
     """Commit a compaction's outputs by CAS, mapping concurrent deletes onto them.
 
@@ -600,6 +604,9 @@ def commit_compaction(
         table: The table (the handle moves to the new version).
         plan: The plan the outputs were written for.
         outputs: Output files per group index (fully deleted groups: none).
+        written_at: ``time.time()`` before the first output was uploaded (default: read
+            from the outputs' ``LastModified``); past the table's GC grace rule the commit
+            is refused with :class:`~lethe.errors.GraceExpired`.
     """
     from lethe.deletes import load_dv
     from lethe.dv import encode_dv
@@ -607,6 +614,9 @@ def commit_compaction(
 
     t0 = time.perf_counter()
     io0 = table.store.stats.snapshot()
+    all_outputs = [o for r in outputs.values() for o in r]
+    if written_at is None and all_outputs:
+        written_at = table._written_at(all_outputs)
     bitmaps: dict[DVRef, BitMap64] = {}
 
     def bitmap(ref: DVRef | None) -> BitMap64:
@@ -680,6 +690,7 @@ def commit_compaction(
                 io=table.store.stats.snapshot() - io0,
             )
             break
+        container_at = time.time()
         refs = _write_container(table, mapped + coalesce) if (mapped or coalesce) else {}
         added = [
             o.model_copy(update={"dv": refs.get(o.path)})
@@ -715,7 +726,9 @@ def commit_compaction(
             plan_version=plan.base_version,
         )
         try:
-            outcome = table.catalog.commit(change)
+            outcome = table.catalog.commit(
+                change, written_at=container_at if written_at is None else written_at
+            )
         except _Rebase as r:
             attempts += 1
             if attempts > table.catalog.retry.max_attempts:
@@ -789,6 +802,7 @@ def compact(
     if dry_run or plan.empty:
         return CompactionResult(None, dry_run, plan, seconds=time.perf_counter() - t0)
     tasks = rewrite_tasks(plan, table.manifest)
+    written_at = time.time()  # before any output is uploaded: the GC grace clock
     results = list((run_tasks or _run_locally(table))(tasks)) if tasks else []
     if len(results) != len(tasks):
         raise errors.InvalidRequest(
@@ -800,7 +814,7 @@ def compact(
     if before_commit is not None:
         before_commit()
     try:
-        res = commit_compaction(table, plan, outputs)
+        res = commit_compaction(table, plan, outputs, written_at=written_at)
     except errors.CommitConflict:
         # the commit provably did not land: the outputs are garbage
         table.store.delete_many([table.key_of(o.path) for r in outputs.values() for o in r])

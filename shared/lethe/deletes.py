@@ -186,6 +186,15 @@ def locate(
     return out
 
 
+def _discard_containers(table: Table, refs: dict[str, DVRef]) -> None:
+    """Delete uncommitted DV containers (best effort: GC removes what is left)."""
+    keys = sorted({table.key_of(r.container) for r in refs.values() if r.container})
+    try:
+        table.store.delete_many(keys)
+    except errors.LetheError as e:
+        log.warning("could not remove %d uncommitted DV containers (%s)", len(keys), e)
+
+
 def _write_container(table: Table, dvs: dict[str, BitMap64]) -> dict[str, DVRef]:
     """One write-once Puffin object holding the (already unioned) DVs of every touched file."""
     now = datetime.now(UTC)
@@ -301,6 +310,7 @@ def delete_batch(
             break
         snap_dv = {p: base.file(p).dv for p in claimed}  # type: ignore[union-attr]
         unions = {p: load_dv(table, snap_dv[p]) | claimed[p] for p in claimed}
+        written_at = time.time()  # before the container's PUT: the GC grace clock
         refs = _write_container(table, unions)
         rows = sum(len(b) for b in claimed.values())
         records = [
@@ -334,7 +344,19 @@ def delete_batch(
         )
 
         try:
-            outcome = table.catalog.commit(_builder(records, snap_dv, refs, op, erasures))
+            outcome = table.catalog.commit(
+                _builder(records, snap_dv, refs, op, erasures), written_at=written_at
+            )
+        except errors.GraceExpired as g:
+            # the container outlived the grace under contention: write it anew (cheap) and
+            # try again; the old one is dropped (GC would sweep it otherwise)
+            attempts += 1
+            if attempts > table.catalog.retry.max_attempts:
+                raise
+            log.info("delete on %s rewrites its DV container: %s", table.uri, g)
+            _discard_containers(table, refs)
+            base, _ = table.catalog.current()
+            continue
         except _Rebase as r:
             attempts += 1
             if attempts > table.catalog.retry.max_attempts:

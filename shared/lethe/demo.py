@@ -44,6 +44,10 @@ from lethe.manifest import DataFile, request_hash
 from lethe.process import run_main
 from lethe.table import Table
 
+# The demo table's GC grace: short, so GC can show its work within the story; long enough for
+# the story's slowest writer (a Spark job) to commit within it (lethe.grace).
+DEMO_GC_GRACE = "10s"
+
 __all__ = [
     "SCHEMA",
     "Audit",
@@ -361,6 +365,7 @@ class Demo:
             key="id",
             target_file_bytes=s.target_file_bytes,
             row_group_bytes=s.row_group_bytes,
+            gc_grace=DEMO_GC_GRACE,
         )
         per = s.rows // s.appends
         for b in range(s.appends):
@@ -640,13 +645,37 @@ class Demo:
                 st.say(f"    {k}")
         return a
 
+    def _wait_for_grace(self) -> None:
+        """GC keeps unreferenced data younger than the table's grace (its writers may still
+        commit it; lethe.grace): wait until what this story left unreferenced is older."""
+        from datetime import UTC, datetime
+
+        from lethe.gc import _references
+        from lethe.grace import round_up
+
+        refs = _references(self.t.refresh().manifest)
+        newest = [
+            round_up(o.last_modified)
+            for prefix in ("data/", "_staging/")
+            for o in self.t.store.list(self.t.key_of(prefix))
+            if o.last_modified is not None and o.key[len(self.t.key_of("")) :] not in refs
+        ]
+        if not newest:
+            return
+        grace = self.t.manifest.properties.gc_grace_seconds
+        wait = (max(newest) - datetime.now(UTC)).total_seconds() + grace
+        if wait > 0:
+            self.story.say(f"waiting {wait:.1f}s until the unreferenced data is past the grace")
+            time.sleep(wait)
+
     def gc(self) -> None:
         st, rt = self.story, self.rt
         st.step("GC: the Step Functions workflow (moto's interpreter) over the GC Lambdas")
         st.say(
-            "locally: retention 1 version, grace 0s (the template's schedule says "
-            "rate(1 day), retention 30d, grace 7d)"
+            f"locally: retention 1 version, the table's grace {DEMO_GC_GRACE} (the template's "
+            "schedule says rate(1 day), retention 30d, grace 7d)"
         )
+        self._wait_for_grace()
 
         def table_objects() -> set[str]:
             return {

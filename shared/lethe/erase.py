@@ -13,9 +13,10 @@ is mapped onto the new one. The pure parts live in :mod:`lethe.parquet`.
 from __future__ import annotations
 
 import logging
+import random
 import time
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -65,6 +66,7 @@ class SpliceResult:
     bytes_uploaded: int
     bytes_downloaded: int
     io: IOCounters
+    written_at: float | None = None  # time.time() before ``new`` was uploaded (GC grace clock)
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,6 +173,7 @@ def splice_file(
     new_path = new_data_path()
     new_key = table.key_of(new_path)
     parts = plan_parts(plan.segments, f.size)
+    written_at = time.time()
     etag = _upload(store, fetch, new_key, parts, f.etag, fail_after_parts)
     md = pq.read_metadata(
         pa.BufferReader(plan.footer.raw + len(plan.footer.raw).to_bytes(4, "little") + b"PAR1")
@@ -197,6 +200,7 @@ def splice_file(
         d.bytes_uploaded,
         total.bytes_downloaded,
         total,
+        written_at,
     )
 
 
@@ -278,72 +282,98 @@ def _remap_erasures(
 
 def commit_splice(table: Table, s: SpliceResult, *, request_hashes: Sequence[str] = ()) -> Manifest:
     """Replace ``s.old`` by ``s.new`` with the DV rebased; concurrent deletes on the old file
-    are mapped onto the new one. Raises CommitConflict if the old file is no longer live."""
+    are mapped onto the new one.
+
+    Bounded: at most the catalog's ``max_attempts`` passes, with jittered backoff between
+    passes whose base moved under the rebased DV; a DV container is written only when the
+    old file's DV changed since the last one. Raises CommitConflict (the spliced object and
+    this call's containers removed: the commit provably did not land) if the old file is no
+    longer live, contention outlasts the bound, or the GC grace rule refuses the commit.
+    """
     snap_dv = s.old.dv
     new_dv: DVRef | None = None
     first = True
     spliced = {g.index for g in s.fates if g.edited}
-    while True:
-        base, _ = table.catalog.current()
-        cur = base.file(s.old.path)
-        if cur is None:
-            raise errors.CommitConflict(
-                f"{s.old.path} was replaced by another commit during the splice; retry the erase"
-            )
-        if first or cur.dv != snap_dv:
-            # Map every position deleted so far (including deletes that landed during the
-            # splice) onto the new file: removed rows vanish, later ones shift down.
-            if s.new is not None:
-                rebased = rebase_positions(load_dv(table, cur.dv), s.removed)
-                new_dv = (
-                    _write_container(table, {s.new.path: rebased})[s.new.path]
-                    if len(rebased)
-                    else None
+    retry = table.catalog.retry
+    rng = random.Random()
+    containers: list[str] = []  # written by this call (all but the last are garbage)
+    try:
+        for attempt in range(1, retry.max_attempts + 1):
+            base, _ = table.catalog.current()
+            cur = base.file(s.old.path)
+            if cur is None:
+                raise errors.CommitConflict(
+                    f"{s.old.path} was replaced by another commit during the splice; "
+                    "retry the erase"
                 )
-            snap_dv = cur.dv
-            first = False
-        new_files = [s.new.model_copy(update={"dv": new_dv})] if s.new is not None else []
-        rows_erased = len(s.removed)
-        op = Operation(
-            kind="erase",
-            rows_erased=rows_erased,
-            files_removed=1,
-            files_added=len(new_files),
-            files_touched=1,
-            params={"row_groups_spliced": len(spliced)},
+            if first or cur.dv != snap_dv:
+                # Map every position deleted so far (including deletes that landed during the
+                # splice) onto the new file: removed rows vanish, later ones shift down.
+                if s.new is not None:
+                    rebased = rebase_positions(load_dv(table, cur.dv), s.removed)
+                    new_dv = None
+                    if len(rebased):
+                        new_dv = _write_container(table, {s.new.path: rebased})[s.new.path]
+                        containers.append(new_dv.container)  # type: ignore[arg-type]
+                snap_dv = cur.dv
+                first = False
+            try:
+                outcome = table.catalog.commit(
+                    _splice_builder(s, snap_dv, new_dv, spliced), written_at=s.written_at
+                )
+            except _Rebase:
+                time.sleep(retry.delay(attempt, rng))
+                continue
+            assert outcome.manifest is not None
+            table.adopt(outcome.manifest)
+            return outcome.manifest
+        raise errors.CommitConflict(
+            f"splice of {s.old.path} kept conflicting with concurrent deletes "
+            f"({retry.max_attempts} attempts); retry the erase"
         )
-        expected = snap_dv
-
-        def build(
-            b: Manifest,
-            expected: DVRef | None = expected,
-            new_files: list[DataFile] = new_files,
-            op: Operation = op,
-        ) -> Manifest | None:
-            f = b.file(s.old.path)
-            if f is None or f.dv != expected:
-                raise _Rebase(b)
-            m = apply_replace(b, [s.old.path], new_files, op)
-            return m.model_copy(
-                update={
-                    "erasures": _remap_erasures(
-                        m.erasures,
-                        s.old.path,
-                        s.new.path if s.new else None,
-                        s.fates,
-                        spliced,
-                        m.version,
-                    )
-                }
-            )
-
+    except errors.CommitConflict:
+        keys = [table.key_of(c) for c in containers]
+        if s.new is not None:
+            keys.append(table.key_of(s.new.path))
         try:
-            outcome = table.catalog.commit(build)
-        except _Rebase:
-            continue
-        assert outcome.manifest is not None
-        table.adopt(outcome.manifest)
-        return outcome.manifest
+            table.store.delete_many(keys)
+        except errors.LetheError as e:
+            log.warning("could not remove %d objects of a failed splice (%s)", len(keys), e)
+        raise
+
+
+def _splice_builder(
+    s: SpliceResult, expected: DVRef | None, new_dv: DVRef | None, spliced: set[int]
+) -> Callable[[Manifest], Manifest | None]:
+    new_files = [s.new.model_copy(update={"dv": new_dv})] if s.new is not None else []
+    op = Operation(
+        kind="erase",
+        rows_erased=len(s.removed),
+        files_removed=1,
+        files_added=len(new_files),
+        files_touched=1,
+        params={"row_groups_spliced": len(spliced)},
+    )
+
+    def build(b: Manifest) -> Manifest | None:
+        f = b.file(s.old.path)
+        if f is None or f.dv != expected:
+            raise _Rebase(b)
+        m = apply_replace(b, [s.old.path], new_files, op)
+        return m.model_copy(
+            update={
+                "erasures": _remap_erasures(
+                    m.erasures,
+                    s.old.path,
+                    s.new.path if s.new else None,
+                    s.fates,
+                    spliced,
+                    m.version,
+                )
+            }
+        )
+
+    return build
 
 
 # --- erase -----------------------------------------------------------------------------------

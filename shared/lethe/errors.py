@@ -91,3 +91,8 @@ class UnsupportedFile(LetheError):
 
 class SpliceRefused(UnsupportedFile):
     """A row-group splice was refused before anything was written; the reason says why."""
+
+
+class GraceExpired(CommitConflict):
+    """A commit's new objects are older than the table's GC grace allows (minus its margin):
+    GC may already have removed them, so the commit was refused (docs/format.md §9)."""

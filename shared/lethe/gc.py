@@ -38,6 +38,7 @@ Example:
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import logging
 import re
@@ -69,6 +70,7 @@ from lethe.gc_models import (
     StepResult,
     add_stats,
 )
+from lethe.grace import _UNITS, parse_duration, round_up
 from lethe.manifest import ErasureRecord, Manifest
 from lethe.store import S3Store, parse_s3_uri
 
@@ -122,8 +124,6 @@ REPORT_KEY_LIMIT = 10_000
 MAX_CAUSE_CHARS = 32_000
 _MANIFEST_RE = re.compile(r"^manifest/v(\d+)\.json$")
 _RUN_RE = re.compile(r"^\d{8}T\d{6}Z-[0-9a-f]{8}$")
-_DURATION_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*$")
-_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 _M = TypeVar("_M", bound=BaseModel)
 
 
@@ -142,33 +142,6 @@ class GcRunNotFound(GcError):
 
 
 # --- options --------------------------------------------------------------------------------
-def parse_duration(value: str | timedelta | float) -> timedelta:
-    """A duration from ``"7d"``, ``"12h"``, ``"30m"``, ``"45s"``, ``"2w"``, seconds, or a
-    timedelta.
-
-    >>> parse_duration("7d")
-    datetime.timedelta(days=7)
-    >>> parse_duration("0")
-    datetime.timedelta(0)
-    """
-    if isinstance(value, timedelta):
-        td = value
-    elif isinstance(value, bool):
-        raise errors.InvalidRequest(f"not a duration: {value!r}")
-    elif isinstance(value, int | float):
-        td = timedelta(seconds=value)
-    else:
-        m = _DURATION_RE.match(str(value))
-        if not m:
-            raise errors.InvalidRequest(
-                f"not a duration: {value!r}; use a number with s, m, h, d or w (e.g. 7d)"
-            )
-        td = timedelta(seconds=float(m.group(1)) * _UNITS[m.group(2)])
-    if td < timedelta(0):
-        raise errors.InvalidRequest(f"duration must not be negative: {value!r}")
-    return td
-
-
 def _fmt_duration(td: timedelta) -> str:
     s = td.total_seconds()
     for unit in ("w", "d", "h", "m"):
@@ -274,6 +247,7 @@ class Marks:
     created_at: Mapping[int, datetime]
     referenced: frozenset[str]
     erasures: tuple[ErasureRecord, ...]
+    gc_grace: timedelta = timedelta(0)  # the table's grace property (lethe.grace)
 
     @property
     def oldest_kept(self) -> int:
@@ -374,6 +348,7 @@ def mark(catalog: Catalog, retention: Retention, now: datetime, *, workers: int 
         created_at=created,
         referenced=frozenset(refs),
         erasures=tuple(erasures.values()),
+        gc_grace=timedelta(seconds=max(m.properties.gc_grace_seconds for m in (*successors, top))),
     )
 
 
@@ -430,8 +405,11 @@ def _manifest_version(path: str) -> int | None:
     return int(m.group(1)) if m else None
 
 
-def _old(t: datetime | None, now: datetime, grace: timedelta) -> bool:
-    return t is not None and now - t >= grace
+def _old(t: datetime | None, now: datetime, grace: timedelta, *, s3_time: bool = True) -> bool:
+    """Whether ``t`` is older than ``grace`` at ``now``. A time S3 reports (LastModified,
+    Initiated) is rounded up first: S3 truncates it to seconds (see :mod:`lethe.grace`); a
+    commit time from a manifest is exact."""
+    return t is not None and now - (round_up(t) if s3_time else t) >= grace
 
 
 def _select(
@@ -505,7 +483,7 @@ def _select(
         at = erased_at.get(o.path)
         if at is not None:
             # committed once, so no writer can claim it: only the erasure grace applies
-            if not _old(at, now, erasure_grace):
+            if not _old(at, now, erasure_grace, s3_time=False):
                 keep_young(cat, o)
                 continue
             sweep.append(
@@ -652,6 +630,8 @@ def _plan(
     if hooks is not None and hooks.after_list is not None:
         hooks.after_list()
     marks = mark(catalog, opts.retention, now)  # after listing: see the module docstring
+    # the table's grace binds its writers (lethe.grace): a shorter one asked for is raised
+    opts = dataclasses.replace(opts, grace=max(opts.grace, marks.gc_grace))
     sel = _select(
         listing,
         marks,
@@ -770,7 +750,7 @@ def _sweep(
         elif e.path in fresh:
             skipped["referenced"] += 1
         elif e.category != "workspace" and not (
-            _old(_utc(e.erased_at), now, erasure_grace)
+            _old(_utc(e.erased_at), now, erasure_grace, s3_time=False)
             if e.erased_at is not None
             else _old(_utc(e.last_modified), now, grace)
         ):
@@ -1090,14 +1070,14 @@ def _catalog(table_or_uri: Table | str, s3: Any | None = None) -> Catalog:
 def _options(
     *,
     retention: str | timedelta | Retention,
-    grace: str | timedelta | float,
+    grace: str | timedelta | float | None,
     erasure_grace: str | timedelta | float,
     dry_run: bool,
     versioned: bool | None,
 ) -> _Options:
     return _Options(
         retention=Retention.parse(retention),
-        grace=parse_duration(grace),
+        grace=timedelta(0) if grace is None else parse_duration(grace),
         erasure_grace=parse_duration(erasure_grace),
         dry_run=bool(dry_run),
         versioned=versioned,
@@ -1108,7 +1088,7 @@ def collect(
     table_or_uri: Table | str,
     *,
     retention: str | timedelta | Retention = DEFAULT_RETENTION,
-    grace: str | timedelta | float = DEFAULT_GRACE,
+    grace: str | timedelta | float | None = None,
     erasure_grace: str | timedelta | float = DEFAULT_ERASURE_GRACE,
     dry_run: bool = False,
     versioned: bool | None = None,
@@ -1124,7 +1104,9 @@ def collect(
         retention: versions that stay readable: ``"30d"`` (age), ``"1000v"`` (count), or
             ``"30d,1000v"`` (either keeps a version); the head always stays.
         grace: unreferenced objects younger than this are kept (an uncommitted writer may
-            still commit them); also the minimum age of an aborted multipart upload.
+            still commit them); also the minimum age of an aborted multipart upload. Default
+            and minimum: the table's ``gc_grace`` property, which its writers obey
+            (:mod:`lethe.grace`); a shorter value is raised to it.
         erasure_grace: for files superseded by an erasure splice, the time since the splice
             commit after which they go (readers of just-expired snapshots finish meanwhile).
         dry_run: compute and report everything, delete nothing, write nothing.
@@ -1193,7 +1175,7 @@ def plan_step(
     *,
     dry_run: bool = False,
     retention: str | timedelta | Retention = DEFAULT_RETENTION,
-    grace: str | timedelta | float = DEFAULT_GRACE,
+    grace: str | timedelta | float | None = None,
     erasure_grace: str | timedelta | float = DEFAULT_ERASURE_GRACE,
     versioned: bool | None = None,
     run_id: str | None = None,
@@ -1445,8 +1427,9 @@ def add_cli(subparsers: Any) -> argparse.ArgumentParser:
     )
     c.add_argument(
         "--grace",
-        default=DEFAULT_GRACE,
-        help="keep unreferenced objects younger than this (default %(default)s)",
+        default=None,
+        help="keep unreferenced objects younger than this (default and minimum: the "
+        "table's gc_grace property)",
     )
     c.add_argument(
         "--erasure-grace",

@@ -162,6 +162,8 @@ class TableProperties(_Frozen):
     row_group_bytes: int = Field(default=16 << 20, gt=0)
     request_retention_seconds: int = Field(default=7 * 24 * 3600, ge=0)
     request_log_max: int = Field(default=5000, ge=0)
+    # GC keeps unreferenced objects this long; writers commit within it (lethe.grace)
+    gc_grace_seconds: float = Field(default=7 * 86400.0, gt=0)
 
 
 class Manifest(_Frozen):

@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -28,6 +29,7 @@ from lethe.deletes import BatchDeleteResult, DeleteRequest, DeleteResult
 if TYPE_CHECKING:  # pragma: no cover
     from lethe.erase import EraseResult
 from lethe.filters import Dnf, normalize
+from lethe.grace import parse_duration
 from lethe.manifest import (
     DataFile,
     Manifest,
@@ -99,8 +101,13 @@ class Table:
         target_file_bytes: int = 256 << 20,
         row_group_bytes: int = 16 << 20,
         retry: RetryPolicy | None = None,
+        gc_grace: str | timedelta | float = "7d",
     ) -> Table:
         """Create an empty table at ``uri`` (``s3://bucket/prefix``) with a key column.
+
+        ``gc_grace`` (``"7d"``, ``"1h"``, seconds) is how long GC keeps objects no manifest
+        references yet; every writer commits within it or refuses (docs/format.md §9). It is
+        fixed for the life of the table.
 
         Raises:
             TableExists: a table already lives at ``uri``.
@@ -114,13 +121,19 @@ class Table:
             raise errors.InvalidRequest("schema has duplicate column names")
         if target_file_bytes <= 0 or row_group_bytes <= 0:
             raise errors.InvalidRequest("target_file_bytes and row_group_bytes must be positive")
+        grace = parse_duration(gc_grace).total_seconds()
+        if grace <= 0:
+            raise errors.InvalidRequest("gc_grace must be positive")
         store, prefix = _store_for(uri, s3)
         cat = Catalog(store, prefix, retry=retry)
         m0 = initial_manifest(
             table_uuid=uuid.uuid4().hex,
             schema=schema,
             properties=TableProperties(
-                key=key, target_file_bytes=target_file_bytes, row_group_bytes=row_group_bytes
+                key=key,
+                target_file_bytes=target_file_bytes,
+                row_group_bytes=row_group_bytes,
+                gc_grace_seconds=grace,
             ),
         )
         cat.create(m0)
@@ -252,12 +265,42 @@ class Table:
         )
 
     def append(self, data: pa.Table | pa.RecordBatchReader) -> CommitResult:
-        """Append rows: write data files, then commit them by CAS (appends never conflict)."""
+        """Append rows: write data files, then commit them by CAS (appends never conflict).
+
+        Raises:
+            GraceExpired: the files took longer than the table's GC grace rule allows to
+                commit (they are removed again; append anew).
+        """
         before = self.store.stats.snapshot()
+        written_at = time.time()
         files = self.write_data_files(data)
         if not files:
             return CommitResult(self.version, 0, 0, 0, self.store.stats.snapshot() - before)
-        return self.commit_files(files, kind="append", _io_before=before)
+        try:
+            return self.commit_files(files, kind="append", written_at=written_at, _io_before=before)
+        except errors.GraceExpired:
+            self.discard(files)
+            raise
+
+    def discard(self, files: Iterable[DataFile]) -> None:
+        """Delete uncommitted data files (best effort: GC removes what is left)."""
+        keys = [self._catalog.key(f.path) for f in files]
+        try:
+            self.store.delete_many(keys)
+        except errors.LetheError as e:
+            log.warning("could not remove %d uncommitted files (%s); GC will", len(keys), e)
+
+    def _written_at(self, files: Sequence[DataFile]) -> float:
+        """When the oldest of ``files`` was uploaded, by its ``LastModified`` (for callers
+        that did not note their clock before uploading)."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(max_workers=min(16, len(files))) as pool:
+            infos = list(pool.map(lambda f: self.store.head(self._catalog.key(f.path)), files))
+        known = [
+            i.last_modified.replace(microsecond=0).timestamp() for i in infos if i.last_modified
+        ]
+        return min(known, default=time.time())
 
     def commit_files(
         self,
@@ -266,9 +309,16 @@ class Table:
         kind: str = "append",
         params: dict[str, Any] | None = None,
         request_id: str | None = None,
+        written_at: float | None = None,
         _io_before: IOCounters | None = None,
     ) -> CommitResult:
-        """Commit already-written data files (used by append, ingest jobs and the trigger)."""
+        """Commit already-written data files (used by append, ingest jobs and the trigger).
+
+        ``written_at`` is the writer's ``time.time()`` before the first of ``files`` was
+        uploaded; without it the files' ``LastModified`` is read (one HEAD per file). The
+        commit is refused with :class:`~lethe.errors.GraceExpired` once the table's GC grace
+        rule says GC may have removed them (the caller decides what to do with the files).
+        """
         from lethe.manifest import request_hash
 
         before = _io_before or self.store.stats.snapshot()
@@ -291,7 +341,9 @@ class Table:
                     return None
             return apply_append(base, files, op)
 
-        outcome = self._catalog.commit(build)
+        if written_at is None and files:
+            written_at = self._written_at(files)
+        outcome = self._catalog.commit(build, written_at=written_at)
         self._adopt(outcome)
         io = self.store.stats.snapshot() - before
         if outcome.manifest is None:

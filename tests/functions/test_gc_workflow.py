@@ -5,13 +5,24 @@ from __future__ import annotations
 
 import json
 import os
+import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from conftest import EVENTS, events
-from test_gc import erase, listing, put, table_with_history, versioned_bucket, versions_of
+from test_gc import (
+    GRACE,
+    QUICK,
+    erase,
+    listing,
+    past_quick_grace,
+    put,
+    table_with_history,
+    versioned_bucket,
+    versions_of,
+)
 
 import lethe
 from lethe import errors
@@ -62,10 +73,11 @@ class Steps:
 
 
 def test_steps_in_workflow_order(table_uri: str, s3: Any) -> None:
-    t = table_with_history(table_uri)
+    t = table_with_history(table_uri, gc_grace=QUICK)
     h, old, spliced = erase(t, 42, "erase-42")
     for i in range(3):
         put(s3, table_uri, f"data/2026/01/01/00/orphan-{i}.parquet")
+    past_quick_grace()
     run = Steps(
         base_env(
             LETHE_TABLE_URI=table_uri,
@@ -104,8 +116,9 @@ def test_steps_in_workflow_order(table_uri: str, s3: Any) -> None:
 
 
 def test_event_overrides_and_named_errors(table_uri: str, s3: Any) -> None:
-    lethe.Table.create(table_uri, EVENTS, key="id").append(events(0, 10))
+    lethe.Table.create(table_uri, EVENTS, key="id", gc_grace=QUICK).append(events(0, 10))
     put(s3, table_uri, "data/orphan.parquet")
+    past_quick_grace()
     run = Steps(base_env(LETHE_TABLE_URI="s3://elsewhere/none"))  # the event names the table
     plan = run("plan", {"dry_run": True, "table": table_uri, "grace": "0s"})
     assert plan["candidates"]["data"]["objects"] == 1 and plan["dry_run"]
@@ -128,12 +141,17 @@ def test_event_overrides_and_named_errors(table_uri: str, s3: Any) -> None:
 
 
 def test_sweep_spares_files_committed_after_the_plan(table_uri: str, s3: Any) -> None:
-    t = lethe.Table.create(table_uri, EVENTS, key="id")
+    t = lethe.Table.create(table_uri, EVENTS, key="id", gc_grace=QUICK)
     t.append(events(0, 10))
     files = t.write_data_files(events(10, 10))
+    past_quick_grace()
     run = Steps(base_env(LETHE_TABLE_URI=table_uri, LETHE_GC_GRACE="0s"))
     plan = run("plan", {"dry_run": False})
-    t.commit_files(files)  # lands between Plan and Sweep
+    with pytest.raises(errors.GraceExpired):  # an honest writer this late refuses ...
+        t.commit_files(files)
+    # ... one whose clock wrongly says its files are fresh lands between Plan and Sweep, and
+    # the sweep's own re-check still spares them
+    t.commit_files(files, written_at=time.time())
     out = run("sweep", {"batch_key": plan["batches"][0], "run_id": plan["run_id"]})
     assert out["skipped"] == {"referenced": 1} and out["deleted"] == {}
     assert files[0].path in listing(s3, table_uri)
@@ -141,14 +159,15 @@ def test_sweep_spares_files_committed_after_the_plan(table_uri: str, s3: Any) ->
 
 
 def test_sweep_refuses_a_replaced_table(table_uri: str, s3: Any) -> None:
-    lethe.Table.create(table_uri, EVENTS, key="id").append(events(0, 10))
+    lethe.Table.create(table_uri, EVENTS, key="id", gc_grace=QUICK).append(events(0, 10))
     put(s3, table_uri, "data/orphan.parquet")
+    past_quick_grace()
     run = Steps(base_env(LETHE_TABLE_URI=table_uri, LETHE_GC_GRACE="0s"))
     plan = run("plan", {"dry_run": False})
     bucket, prefix = parse_s3_uri(table_uri)
     for k in listing(s3, table_uri) - {p for p in listing(s3, table_uri) if p.startswith("_gc/")}:
         s3.delete_object(Bucket=bucket, Key=f"{prefix}/{k}")
-    lethe.Table.create(table_uri, EVENTS, key="id")
+    lethe.Table.create(table_uri, EVENTS, key="id", gc_grace=GRACE)
     put(s3, table_uri, "data/orphan.parquet")
     with pytest.raises(lethe.gc.GcConflict):
         run("sweep", {"batch_key": plan["batches"][0]})
@@ -156,7 +175,7 @@ def test_sweep_refuses_a_replaced_table(table_uri: str, s3: Any) -> None:
 
 
 def test_record_failure_infers_the_step(table_uri: str, s3: Any) -> None:
-    lethe.Table.create(table_uri, EVENTS, key="id")
+    lethe.Table.create(table_uri, EVENTS, key="id", gc_grace=GRACE)
     run = Steps(base_env(LETHE_TABLE_URI=table_uri))
     rid = "20260101T000000Z-0123abcd"
     cases = [
@@ -294,11 +313,12 @@ def machine(template: dict[str, Any], aws: LocalAws) -> Iterator[Any]:
 def test_state_machine_end_to_end_versioned(machine: Any, s3: Any) -> None:
     bucket = versioned_bucket(s3)
     uri = f"s3://{bucket}/tables/main"
-    t = table_with_history(uri)
+    t = table_with_history(uri, gc_grace=QUICK)
     h, old, spliced = erase(t, 120, "erase-120")
     for i in range(5):
         put(s3, uri, f"data/2026/01/01/00/o-{i:04d}.parquet")
     stale = s3.create_multipart_upload(Bucket=bucket, Key="tables/main/data/stale.parquet")
+    past_quick_grace()
     sm = machine(
         uri,
         LETHE_GC_RETENTION="1v",
@@ -344,8 +364,9 @@ def test_state_machine_end_to_end_versioned(machine: Any, s3: Any) -> None:
 @pytest.mark.slow
 @pytest.mark.xdist_group("cdk")
 def test_state_machine_dry_run_deletes_nothing(machine: Any, table_uri: str, s3: Any) -> None:
-    table_with_history(table_uri)
+    table_with_history(table_uri, gc_grace=QUICK)
     put(s3, table_uri, "data/orphan.parquet")
+    past_quick_grace()
     before = listing(s3, table_uri)
     sm = machine(table_uri, LETHE_GC_RETENTION="1v", LETHE_GC_GRACE="0s")
     run = sm.run({"dry_run": True}, name=f"gc-dry-{uuid.uuid4().hex[:8]}")
@@ -367,8 +388,9 @@ def test_state_machine_catches_a_failed_step_and_records_it(
     template: dict[str, Any], aws: LocalAws, table_uri: str, s3: Any
 ) -> None:
     """A real GcConflict: the table is replaced between Plan and Sweep."""
-    lethe.Table.create(table_uri, EVENTS, key="id").append(events(0, 10))
+    lethe.Table.create(table_uri, EVENTS, key="id", gc_grace=QUICK).append(events(0, 10))
     put(s3, table_uri, "data/orphan.parquet")
+    past_quick_grace()
     bucket, prefix = parse_s3_uri(table_uri)
     real: list[Any] = []
 
@@ -379,7 +401,7 @@ def test_state_machine_catches_a_failed_step_and_records_it(
         for k in listing(s3, table_uri):
             if not k.startswith("_gc/"):
                 s3.delete_object(Bucket=bucket, Key=f"{prefix}/{k}")
-        lethe.Table.create(table_uri, EVENTS, key="id")
+        lethe.Table.create(table_uri, EVENTS, key="id", gc_grace=GRACE)
         return out
 
     sm = LocalStateMachine.from_template(
@@ -404,7 +426,7 @@ def test_state_machine_catches_a_failed_step_and_records_it(
 @pytest.mark.slow
 @pytest.mark.xdist_group("cdk")
 def test_state_machine_retries_lambda_throttling(machine: Any, table_uri: str, s3: Any) -> None:
-    lethe.Table.create(table_uri, EVENTS, key="id").append(events(0, 10))
+    lethe.Table.create(table_uri, EVENTS, key="id", gc_grace=GRACE).append(events(0, 10))
     sm = machine(table_uri)
     sm.inject_failure("gc_steps.handler.expire", "Lambda.TooManyRequestsException", "Rate exceeded")
     run = sm.run({"dry_run": False}, name=f"gc-retry-{uuid.uuid4().hex[:8]}")

@@ -220,6 +220,7 @@ def register_parquet(
     groups, cols = describe(md, schema, table.key)
     rel = new_data_path()
     dst = table.key_of(rel)
+    written_at = time.time()  # before the copy: the GC grace clock of the new object
     if src is table.store:
         new_etag = table.store.copy(key, dst, src_etag=etag)
     else:
@@ -234,11 +235,19 @@ def register_parquet(
         added_version=0,
         sorted_by_key=_declared_sorted(md, table.key, schema.field(table.key).type, groups),
     )
-    res = table.commit_files(
-        [df], kind="register", params={"bytes": size, "row_groups": len(groups)}, request_id=rid
-    )
+    try:
+        res = table.commit_files(
+            [df],
+            kind="register",
+            params={"bytes": size, "row_groups": len(groups)},
+            request_id=rid,
+            written_at=written_at,
+        )
+    except errors.GraceExpired:  # the copy is ours and uncommitted: leave nothing behind
+        table.discard([df])
+        raise
     if res.files_added == 0:  # a redelivered twin committed first: ours was never referenced
-        table.store.delete_many([dst])
+        table.discard([df])
         return RegisterResult(res.version, True, None, md.num_rows, 0, 0, time.perf_counter() - t0)
     log.info(
         "registered %s rows in %s row groups at version %s", md.num_rows, len(groups), res.version
