@@ -59,6 +59,43 @@ def cmd_erase(a: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_purge(a: argparse.Namespace) -> int:
+    import uuid
+
+    from lethe.table import Table
+
+    t = Table.open(a.uri)
+    rid = a.request_id or f"purge-{uuid.uuid4().hex}"
+    if a.queue_url:  # record here, splice in the stack's bounded splice worker
+        from lethe.erase import record_purge
+        from lethe.splice_jobs import SpliceJob, send_jobs
+
+        h, version, duplicate = record_purge(t, rid)
+        if version is None:
+            print("no row is hidden by a deletion vector: nothing to purge")
+            return 0
+        send_jobs([SpliceJob(table=t.uri, erasure=h)], queue_url=a.queue_url)
+        print(
+            f"purge {'already ' if duplicate else ''}recorded in version {version} "
+            f"(request id {rid}); splice job queued"
+        )
+        return 0
+    r = t.purge(request_id=rid, max_bytes=a.max_bytes)
+    if r.version is None and r.complete:
+        print("no row is hidden by a deletion vector: nothing to purge")
+        return 0
+    print(
+        f"purged {r.rows_erased} hidden rows in {r.files_spliced} spliced and "
+        f"{r.files_removed} removed files -> version {r.version} (request id {rid})"
+    )
+    print(
+        f"  source files {r.source_bytes:,} B: copied server-side {r.bytes_copied:,} B, "
+        f"uploaded {r.bytes_uploaded:,} B, downloaded {r.bytes_downloaded:,} B"
+        + ("" if r.complete else f"  (more pending: run again with --request-id {rid})")
+    )
+    return 0
+
+
 def cmd_verify(a: argparse.Namespace) -> int:
     from lethe.table import Table
     from lethe.verify import verify
@@ -86,6 +123,17 @@ def register(sub: Any, add_filters: Any) -> None:
     c.add_argument("--request-id")
     c.add_argument("--max-bytes", type=int, help="row-group bytes to splice in this run")
     c.set_defaults(fn=cmd_erase)
+
+    c = sub.add_parser(
+        "purge", help="physically remove every row a deletion vector hides (row-group splices)"
+    )
+    c.add_argument("uri")
+    c.add_argument("--request-id", help="resume (or make idempotent) a purge by its id")
+    c.add_argument("--max-bytes", type=int, help="row-group bytes to splice in this run")
+    c.add_argument(
+        "--queue-url", help="record the purge and leave the splicing to the splice worker's queue"
+    )
+    c.set_defaults(fn=cmd_purge)
 
     from lethe import gc
 

@@ -144,19 +144,27 @@ class _Rebase(Exception):
 
 
 def locate(
-    table: Table, base: Manifest, dnfs: Sequence[Dnf], *, only_paths: set[str] | None = None
+    table: Table,
+    base: Manifest,
+    dnfs: Sequence[Dnf],
+    *,
+    only_paths: set[str] | None = None,
+    physical: Sequence[bool] | None = None,
 ) -> list[dict[str, BitMap64]]:
-    """Per request, per file: positions of live rows matching that request in ``base``.
+    """Per request, per file: positions of rows matching that request in ``base``.
 
-    One combined read serves every request: the union of their candidate row groups and
-    filter columns is fetched once.
+    Live rows only, except for requests flagged in ``physical``: those get every row still
+    physically in a live file, hidden by a DV or not (what an erasure must remove). One
+    combined read serves every request: the union of their candidate row groups and filter
+    columns is fetched once.
     """
     from lethe.table import DVCache, Table
 
+    phys = list(physical) if physical is not None else [False] * len(dnfs)
     view = Table(table.catalog, base)
     wanted: dict[tuple[str, int], tuple[Any, int]] = {}
-    for dnf in dnfs:
-        for h, rg, first in view.plan(dnf):
+    for dnf, ph in zip(dnfs, phys, strict=True):
+        for h, rg, first in view.plan(dnf, physical=ph):
             if only_paths is not None and h.file.path not in only_paths:
                 continue
             wanted.setdefault((h.file.path, rg), (h, first))
@@ -173,13 +181,12 @@ def locate(
     for h, rg, t in iter_row_groups(items, cols):
         first = firsts[(h.file.path, rg)]
         keep = dvs.keep_mask(h.file, first, t.num_rows)
-        t = t.append_column(
+        every = t.append_column(
             "__pos", pa.array(np.arange(first, first + t.num_rows, dtype=np.uint64))
         )
-        if keep is not None:
-            t = t.filter(keep)
+        live = every.filter(keep) if keep is not None else every
         for i, e in enumerate(exprs):
-            hit = t.filter(e)
+            hit = (every if phys[i] else live).filter(e)
             if hit.num_rows:
                 bm = out[i].setdefault(h.file.path, BitMap64())
                 bm.update(hit.column("__pos").to_numpy())
@@ -246,9 +253,25 @@ def _builder(
             f = b.file(p)
             if f is None or f.dv != dv:
                 raise _Rebase(b)
+        for e in erasures:  # a file holding an erasure's rows was replaced: locate again
+            if any(b.file(t.path) is None for t in e.targets):
+                raise _Rebase(b)
         return apply_dv_updates(b, refs, op, requests=records, erasures=erasures)
 
     return build
+
+
+class _DVsOf:
+    """The DVs of ``base``'s files, loaded on first use."""
+
+    def __init__(self, table: Table, base: Manifest) -> None:
+        self.table, self.base, self.got = table, base, dict[str, BitMap64]()
+
+    def __call__(self, path: str) -> BitMap64:
+        if path not in self.got:
+            f = self.base.file(path)
+            self.got[path] = load_dv(self.table, f.dv if f is not None else None)
+        return self.got[path]
 
 
 def _targets(base: Manifest, found: dict[str, BitMap64]) -> tuple[ErasureTarget, ...]:
@@ -293,25 +316,38 @@ def delete_batch(
     attempts = 0
     while True:
         done, twins, conflicts, live = _sort_requests(hashes, bodies, base)
-        located = locate(table, base, [dnfs[i] for i in live])
-        # attribute each position to the first request that matched it (batch overlap)
+        # an erase finds every matching row still physically in a live file, hidden or not
+        located = locate(
+            table, base, [dnfs[i] for i in live], physical=[requests[i].erase for i in live]
+        )
+        physical = {i: found for i, found in zip(live, located, strict=True) if requests[i].erase}
+        current_dv = _DVsOf(table, base)
+
+        # attribute each newly deleted position to the first request that matched it
         per_req: dict[int, dict[str, BitMap64]] = {}
         claimed: dict[str, BitMap64] = {}
         for i, found in zip(live, located, strict=True):
             mine: dict[str, BitMap64] = {}
             for path, bm in found.items():
                 fresh = bm - claimed.get(path, BitMap64())
+                if requests[i].erase:
+                    fresh = fresh - current_dv(path)
                 if fresh:
                     mine[path] = fresh
                     claimed.setdefault(path, BitMap64()).update(fresh)
             per_req[i] = mine
-        if not claimed:
+        targets = {
+            i: _targets(base, physical[i])
+            for i in live
+            if requests[i].erase and hashes[i] is not None and physical[i]
+        }
+        if not claimed and not targets:
             outcome_version = None
             break
         snap_dv = {p: base.file(p).dv for p in claimed}  # type: ignore[union-attr]
-        unions = {p: load_dv(table, snap_dv[p]) | claimed[p] for p in claimed}
+        unions = {p: current_dv(p) | claimed[p] for p in claimed}
         written_at = time.time()  # before the container's PUT: the GC grace clock
-        refs = _write_container(table, unions)
+        refs = _write_container(table, unions) if unions else {}
         rows = sum(len(b) for b in claimed.values())
         records = [
             RequestRecord(
@@ -330,10 +366,9 @@ def delete_batch(
             ErasureRecord(
                 id_hash=hashes[i],  # type: ignore[arg-type]
                 deleted_version=0,
-                targets=_targets(base, per_req[i]),
+                targets=t,
             )
-            for i in live
-            if requests[i].erase and hashes[i] is not None and per_req[i]
+            for i, t in targets.items()
         ]
         op = Operation(
             kind=kind,  # type: ignore[arg-type]
@@ -345,7 +380,8 @@ def delete_batch(
 
         try:
             outcome = table.catalog.commit(
-                _builder(records, snap_dv, refs, op, erasures), written_at=written_at
+                _builder(records, snap_dv, refs, op, erasures),
+                written_at=written_at if refs else None,
             )
         except errors.GraceExpired as g:
             # the container outlived the grace under contention: write it anew (cheap) and
@@ -393,7 +429,7 @@ def delete_batch(
                     outcome_version,
                     sum(len(b) for b in mine.values()),
                     len(mine),
-                    row_groups=_targets(base, mine),
+                    row_groups=targets.get(i) or _targets(base, mine),
                 )
             )
     io = table.store.stats.snapshot() - io0

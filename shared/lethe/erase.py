@@ -18,6 +18,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -25,7 +26,7 @@ import pyarrow.parquet as pq
 from pyroaring import BitMap64
 
 from lethe import errors
-from lethe.deletes import DeleteRequest, _write_container, delete_batch, load_dv
+from lethe.deletes import DeleteRequest, _targets, _write_container, delete_batch, load_dv
 from lethe.dv import keep_mask, rebase_positions
 from lethe.manifest import (
     DataFile,
@@ -34,6 +35,8 @@ from lethe.manifest import (
     ErasureTarget,
     Manifest,
     Operation,
+    RequestRecord,
+    apply_dv_updates,
     apply_replace,
     request_hash,
 )
@@ -446,10 +449,31 @@ def erase(
         len(splices),
         time.perf_counter() - t0,
     )
+    return _result(
+        table.version if splices else one.version,
+        one.rows_deleted,
+        one.files_touched,
+        splices,
+        duplicate=one.duplicate,
+        complete=complete,
+        io=io,
+    )
+
+
+def _result(
+    version: int | None,
+    rows_deleted: int,
+    files_touched: int,
+    splices: Sequence[SpliceResult],
+    *,
+    duplicate: bool,
+    complete: bool,
+    io: IOCounters,
+) -> EraseResult:
     return EraseResult(
-        version=table.version if splices else one.version,
-        rows_deleted=one.rows_deleted,
-        files_touched=one.files_touched,
+        version=version,
+        rows_deleted=rows_deleted,
+        files_touched=files_touched,
         rows_erased=sum(len(s.removed) for s in splices),
         files_spliced=sum(1 for s in splices if s.new is not None),
         files_removed=sum(1 for s in splices if s.new is None),
@@ -457,7 +481,100 @@ def erase(
         bytes_uploaded=sum(s.bytes_uploaded for s in splices),
         bytes_downloaded=sum(s.bytes_downloaded for s in splices),
         source_bytes=sum(s.old.size for s in splices),
-        duplicate=one.duplicate,
+        duplicate=duplicate,
         complete=complete,
         io=io,
+    )
+
+
+def record_purge(table: Table, request_id: str) -> tuple[str, int | None, bool]:
+    """Commit an erasure record naming every row group that holds a row a DV hides.
+
+    Idempotent by ``request_id``: a second call finds the first one's record. Returns
+    ``(request hash, version of the record or None when nothing is hidden, duplicate)``.
+    """
+    h = request_hash(request_id)
+    retry = table.catalog.retry
+    rng = random.Random()
+    for attempt in range(1, retry.max_attempts + 1):
+        base, _ = table.catalog.current()
+        rec = base.find_request(h)
+        if rec is not None:
+            return h, rec.version, True
+        hidden = {f.path: load_dv(table, f.dv) for f in base.files if f.dv is not None}
+        targets = _targets(base, {p: bm for p, bm in hidden.items() if len(bm)})
+        if not targets:
+            return h, None, False
+        record = RequestRecord(
+            id_hash=h,
+            version=0,
+            kind="purge",
+            committed_at=datetime.now(UTC),
+            rows=sum(len(bm) for bm in hidden.values()),
+            files_touched=len(targets),
+        )
+        erasure = ErasureRecord(id_hash=h, deleted_version=0, targets=targets)
+        op = Operation(
+            kind="purge",
+            files_touched=len(targets),
+            request_id_hash=h,
+            params={"hidden_rows": record.rows},
+        )
+
+        def build(
+            b: Manifest,
+            record: RequestRecord = record,
+            erasure: ErasureRecord = erasure,
+            op: Operation = op,
+        ) -> Manifest | None:
+            if b.find_request(h) is not None:
+                return None
+            if any(b.file(t.path) is None for t in erasure.targets):
+                raise _Rebase(b)  # a target was replaced meanwhile: look again
+            return apply_dv_updates(b, {}, op, requests=[record], erasures=[erasure])
+
+        try:
+            outcome = table.catalog.commit(build)
+        except _Rebase:
+            time.sleep(retry.delay(attempt, rng))
+            continue
+        if outcome.manifest is None:
+            continue  # a twin recorded it: read its version next pass
+        table.adopt(outcome.manifest)
+        return h, outcome.manifest.version, False
+    raise errors.CommitConflict(
+        f"purge of {table.uri} kept conflicting with concurrent commits; run it again"
+    )
+
+
+def purge(
+    table: Table, *, request_id: str | None = None, max_bytes: int | None = None
+) -> EraseResult:
+    """Physically remove every row a DV hides (REORG ... APPLY (PURGE)): one erasure record
+    over every row group holding hidden rows, then bounded splices (``max_bytes`` per call;
+    call again with the same ``request_id`` to go on, or let the splice worker do it)."""
+    t0 = time.perf_counter()
+    io0 = table.store.stats.snapshot()
+    rid = request_id or f"purge-{uuid.uuid4().hex}"
+    h, version, duplicate = record_purge(table, rid)
+    splices: list[SpliceResult] = []
+    complete = True
+    if version is not None:
+        complete, splices = process_erasure(table, h, max_bytes=max_bytes)
+    log.info(
+        "purge on %s: %s rows erased, %s splices, complete=%s in %.2fs",
+        table.uri,
+        sum(len(s.removed) for s in splices),
+        len(splices),
+        complete,
+        time.perf_counter() - t0,
+    )
+    return _result(
+        table.version if splices else version,
+        0,
+        0,
+        splices,
+        duplicate=duplicate,
+        complete=complete,
+        io=table.store.stats.snapshot() - io0,
     )

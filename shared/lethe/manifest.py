@@ -113,7 +113,7 @@ class DataFile(_Frozen):
 class Operation(_Frozen):
     """What a commit did: counts and hashes only, never personal data."""
 
-    kind: Literal["create", "append", "delete", "erase", "compact", "register", "gc"]
+    kind: Literal["create", "append", "delete", "erase", "purge", "compact", "register", "gc"]
     request_id_hash: str | None = None
     rows_added: int = 0
     rows_deleted: int = 0

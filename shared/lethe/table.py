@@ -365,12 +365,13 @@ class Table:
         return lookup
 
     def plan(
-        self, dnf: Dnf | None, store: S3Store | None = None
+        self, dnf: Dnf | None, store: S3Store | None = None, *, physical: bool = False
     ) -> list[tuple[FileHandle, int, int]]:
         """``(file, row group, first row position)`` that may hold rows matching ``dnf``.
 
         Files are pruned by manifest stats, row groups by the manifest's key stats and, for
-        other columns, by the footer's row-group statistics.
+        other columns, by the footer's row-group statistics. Files whose rows are all
+        deleted are skipped unless ``physical`` (an erasure looks for rows still in files).
         """
 
         schema = self.schema
@@ -378,7 +379,7 @@ class Table:
         out: list[tuple[FileHandle, int, int]] = []
         other_cols = [c for c in (dnf.columns if dnf else []) if c != key]
         for f in self._m.files:
-            if f.live_rows == 0:
+            if f.live_rows == 0 and not physical:
                 continue
             if dnf is not None and not dnf.may_match(self._file_lookup(f, schema)):
                 continue
@@ -504,6 +505,18 @@ class Table:
         from lethe.erase import erase
 
         return erase(self, filters, request_id=request_id, max_bytes=max_bytes)
+
+    def purge(self, *, request_id: str | None = None, max_bytes: int | None = None) -> EraseResult:
+        """Physically remove every row a deletion vector hides (what Databricks calls
+        ``REORG TABLE ... APPLY (PURGE)``), by row-group splices, with an erasure record.
+
+        ``max_bytes`` bounds the row-group bytes spliced in this call; ``complete`` says
+        whether anything is left; call again with the same ``request_id`` to go on (or let
+        the stack's splice worker do it: ``lethe purge --queue-url``).
+        """
+        from lethe.erase import purge
+
+        return purge(self, request_id=request_id, max_bytes=max_bytes)
 
     def history(self) -> list[SnapshotInfo]:
         """Snapshot infos from this handle's version back to the oldest retained one."""

@@ -1,0 +1,233 @@
+"""Erase finishes whatever the rows' logical state (issue 10 item 5): rows already hidden by
+a DV are still found in the files and spliced out; a retry without the request id completes
+the first attempt's erasure; purge removes every hidden row; the splice commit is bounded."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pyarrow.parquet as pq
+import pytest
+from conftest import EVENTS, events
+
+import lethe
+from lethe import errors
+from lethe.catalog import RetryPolicy
+from lethe.deletes import DeleteRequest
+from lethe.demo import Needle, audit_bucket
+from lethe.gc import collect
+from lethe.store import parse_s3_uri
+from lethe.verify import verify
+
+# ids are 0..199: "payload-77" is no prefix of another row's payload
+NEEDLE = {"row 77": Needle((b"payload-77",))}
+
+
+def physically_present(t: lethe.Table, key: int) -> bool:
+    """Whether a live file of the head still holds a row with this key (DVs ignored)."""
+    import io
+
+    for f in t.manifest.files:
+        body = t.store.get(t.key_of(f.path)).body
+        if key in pq.read_table(io.BytesIO(body), columns=["id"])["id"].to_pylist():
+            return True
+    return False
+
+
+def gc_now(uri: str) -> None:
+    collect(uri, retention="1v", erasure_grace="0s", now=datetime.now(UTC) + timedelta(hours=1))
+
+
+def make(uri: str, **kw: Any) -> lethe.Table:
+    t = lethe.Table.create(uri, EVENTS, key="id", gc_grace="30m", row_group_bytes=2048, **kw)
+    t.append(events(0, 100))
+    t.append(events(100, 100))
+    return t
+
+
+def test_delete_then_erase_removes_the_row_physically(table_uri: str, s3: Any) -> None:
+    t = make(table_uri)
+    assert t.delete([("id", "=", 77)]).rows_deleted == 1
+    assert physically_present(t, 77)
+    r = t.erase([("id", "=", 77)], request_id="erase-77")
+    assert r.rows_deleted == 0 and r.rows_erased >= 1 and r.complete
+    t.refresh()
+    assert not physically_present(t, 77)
+    [e] = t.manifest.erasures
+    assert e.state == "spliced"
+    gc_now(table_uri)
+    audit = audit_bucket(s3, parse_s3_uri(table_uri)[0], NEEDLE)
+    assert audit.found("row 77") == ()
+    assert verify(lethe.Table.open(table_uri)).ok
+    assert lethe.Table.open(table_uri).scan(["id"]).num_rows == 199
+
+
+def test_an_interrupted_erase_retried_without_its_id_completes(table_uri: str, s3: Any) -> None:
+    t = make(table_uri)
+    # the first attempt died after its DV commit: the erasure is pending, the row in place
+    t.delete_batch([DeleteRequest([("id", "=", 77)], "erase-first", erase=True)], kind="erase")
+    t.refresh()
+    assert [e.state for e in t.manifest.erasures] == ["pending"]
+    r = t.erase([("id", "=", 77)])  # a retry that lost the id
+    assert r.complete and r.rows_erased >= 1 and r.rows_deleted == 0
+    t.refresh()
+    assert {e.state for e in t.manifest.erasures} == {"spliced"}  # both requests done
+    assert not physically_present(t, 77)
+    gc_now(table_uri)
+    assert audit_bucket(s3, parse_s3_uri(table_uri)[0], NEEDLE).found("row 77") == ()
+
+
+def test_erase_of_rows_in_a_fully_deleted_file(table_uri: str) -> None:
+    t = make(table_uri)
+    t.delete([("id", "<", 100)])  # the first file: every row hidden, the file still there
+    assert any(f.live_rows == 0 for f in t.manifest.files)
+    r = t.erase([("id", "=", 77)], request_id="e")
+    assert r.complete and r.rows_erased >= 1
+    assert not physically_present(t.refresh(), 77)
+
+
+def test_erase_of_a_row_nobody_has_is_complete_and_commits_nothing(table_uri: str) -> None:
+    t = make(table_uri)
+    v = t.version
+    r = t.erase([("id", "=", 10_000)], request_id="none")
+    assert r.complete and r.rows_erased == 0 and t.refresh().version == v
+
+
+def test_purge_removes_every_hidden_row_and_nothing_else(table_uri: str, s3: Any) -> None:
+    t = make(table_uri)
+    t.delete([("id", "in", [3, 77, 150])])
+    t.delete([("customer_id", "=", 5)])  # ids 5, 105
+    live = sorted(t.scan(["id"])["id"].to_pylist())
+    r = t.purge(request_id="purge-1")
+    assert r.complete and r.rows_erased == 5 and r.version is not None
+    t.refresh()
+    assert all(f.dv is None and f.deleted_rows == 0 for f in t.manifest.files)
+    assert sorted(t.scan(["id"])["id"].to_pylist()) == live
+    for k in (3, 5, 77, 105, 150):
+        assert not physically_present(t, k)
+    assert t.manifest.erasures[-1].state == "spliced"
+    [op] = [h for h in t.history() if h.operation == "purge"]
+    assert op.version < t.version
+    again = t.purge(request_id="purge-1")  # idempotent
+    assert again.duplicate and again.rows_erased == 0 and t.refresh().version == r.version
+    nothing = t.purge()
+    assert nothing.version is None and nothing.complete
+    gc_now(table_uri)
+    assert audit_bucket(s3, parse_s3_uri(table_uri)[0], NEEDLE).found("row 77") == ()
+
+
+def test_purge_is_bounded_and_resumable(table_uri: str) -> None:
+    t = make(table_uri)
+    t.delete([("id", "in", [1, 60, 120, 190])])
+    groups = {(f.path, g) for f in t.manifest.files for g in range(len(f.row_groups))}
+    assert len(groups) > 2
+    first = t.purge(request_id="slow-purge", max_bytes=1)  # one row group per call
+    assert not first.complete and first.files_spliced == 1
+    rounds = 1
+    while True:
+        r = t.purge(request_id="slow-purge", max_bytes=1)
+        rounds += 1
+        if r.complete:
+            break
+        assert rounds < 10
+    assert rounds >= 2
+    assert all(f.deleted_rows == 0 for f in t.refresh().manifest.files)
+    assert t.scan(["id"]).num_rows == 196
+
+
+def test_lethe_purge_command(table_uri: str, capsys: pytest.CaptureFixture[str]) -> None:
+    from lethe.cli import main
+
+    t = make(table_uri)
+    t.delete([("id", "=", 9)])
+    assert main(["purge", table_uri, "--request-id", "cli-purge"]) == 0
+    out = capsys.readouterr().out
+    assert "purged 1 hidden rows" in out
+    assert not physically_present(t.refresh(), 9)
+    assert main(["purge", table_uri]) == 0
+    assert "nothing to purge" in capsys.readouterr().out
+
+
+def test_lethe_purge_through_the_splice_queue(
+    table_uri: str, aws: Any, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--queue-url`` records the purge and queues a splice job; the splice worker (the
+    stack's Lambda, here on real SQS messages) finishes it."""
+    from lethe.cli import main
+    from lethe.local.events import LambdaContext, sqs_event
+
+    sqs = aws.client("sqs")
+    url = sqs.create_queue(QueueName=f"splice-{uuid.uuid4().hex[:8]}")["QueueUrl"]
+    arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"][
+        "QueueArn"
+    ]
+    t = make(table_uri)
+    t.delete([("id", "in", [9, 99])])
+    assert main(["purge", table_uri, "--queue-url", url, "--request-id", "q-purge"]) == 0
+    assert "splice job queued" in capsys.readouterr().out
+    assert physically_present(t.refresh(), 9)  # recorded, not yet spliced
+    import importlib
+
+    monkeypatch.setenv("POWERTOOLS_SERVICE_NAME", "lethe-test")
+    monkeypatch.setenv("POWERTOOLS_METRICS_NAMESPACE", "Lethe")
+    monkeypatch.setenv("LETHE_SPLICE_QUEUE_URL", url)
+    monkeypatch.setenv("LETHE_SPLICE_MAX_BYTES", "1")  # one row group per invocation
+    worker = importlib.reload(importlib.import_module("functions.splice.handler"))
+    for _ in range(10):
+        got = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=1)
+        msgs = got.get("Messages", [])
+        if not msgs:
+            break
+        resp = worker.handler(sqs_event(msgs, queue_arn=arn), LambdaContext())
+        assert resp["batchItemFailures"] == []
+        for m in msgs:
+            sqs.delete_message(QueueUrl=url, ReceiptHandle=m["ReceiptHandle"])
+    t.refresh()
+    assert not physically_present(t, 9) and not physically_present(t, 99)
+    assert t.manifest.erasures[-1].state == "spliced"
+
+
+def test_commit_splice_is_bounded_under_a_hot_file(
+    table_uri: str, s3: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A delete lands on the spliced file before every commit attempt: the splice gives up
+    after max_attempts (jittered backoff between passes) and leaves nothing behind."""
+    import lethe.erase as erase_mod
+
+    t = make(table_uri, retry=RetryPolicy(max_attempts=4, base_delay=0.001, max_delay=0.01))
+    t.delete_batch([DeleteRequest([("id", "=", 7)], "hot", erase=True)], kind="erase")
+    other = lethe.Table.open(table_uri)
+    real_write, real_rebase = erase_mod._write_container, erase_mod.rebase_positions
+    ours: list[str] = []
+    passes: list[int] = []
+    victims = iter(range(20, 100))
+
+    def write(table: Any, dvs: Any) -> Any:
+        refs = real_write(table, dvs)
+        ours.extend(r.container for r in refs.values())
+        return refs
+
+    def rebase_then_a_delete(*a: Any) -> Any:
+        passes.append(1)
+        other.delete([("id", "=", next(victims))])  # the base moves under the splice
+        return real_rebase(*a)
+
+    monkeypatch.setattr(erase_mod, "_write_container", write)
+    monkeypatch.setattr(erase_mod, "rebase_positions", rebase_then_a_delete)
+    data_before = _keys(s3, table_uri, "data/")
+    with pytest.raises(errors.CommitConflict, match="kept conflicting"):
+        erase_mod.process_erasure(t.refresh(), t.manifest.erasures[0].id_hash)
+    assert len(passes) == 4 and 1 <= len(ours) <= 4  # bounded passes, a container at most each
+    assert _keys(s3, table_uri, "data/") == data_before  # the spliced object removed
+    assert not set(ours) & _keys(s3, table_uri, "tombstone/")  # and its containers
+    head = lethe.Table.open(table_uri)
+    assert verify(head).ok and head.manifest.erasures[0].state == "pending"
+    assert head.scan(["id"]).num_rows == 200 - 1 - 4
+
+
+def _keys(s3: Any, uri: str, prefix: str) -> set[str]:
+    bucket, root = parse_s3_uri(uri)
+    pages = s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=f"{root}/{prefix}")
+    return {o["Key"][len(root) + 1 :] for p in pages for o in p.get("Contents", [])}
