@@ -231,3 +231,69 @@ def _keys(s3: Any, uri: str, prefix: str) -> set[str]:
     bucket, root = parse_s3_uri(uri)
     pages = s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=f"{root}/{prefix}")
     return {o["Key"][len(root) + 1 :] for p in pages for o in p.get("Contents", [])}
+
+
+_CHILD = """
+import sys, time
+import lethe
+import lethe.erase as E
+
+where = sys.argv[2]
+real_splice, real_commit = E.splice_file, E.commit_splice
+
+def hang(*a, **k):
+    print("AT " + where, flush=True)
+    time.sleep(600)
+
+def after_upload(*a, **k):
+    s = real_splice(*a, **k)
+    hang()
+
+if where == "before-splice":
+    E.splice_file = hang
+else:
+    E.splice_file = after_upload
+t = lethe.Table.open(sys.argv[1])
+t.erase([("id", "=", 77)], request_id="killed-erase")
+"""
+
+
+@pytest.mark.parametrize("where", ["before-splice", "after-upload"])
+def test_an_erase_killed_mid_way_then_retried_without_its_id(
+    table_uri: str, s3: Any, where: str, tmp_path: Any
+) -> None:
+    """SIGKILL a child erasing after its DV commit (before the splice, or with the spliced
+    object uploaded but not committed); a retry that lost the id finishes both requests, and
+    after GC no byte of the row is left in the bucket."""
+    import signal
+    import subprocess
+    import sys
+
+    t = make(table_uri)
+    err = tmp_path / "child.err"
+    with (
+        err.open("w") as stderr,
+        subprocess.Popen(
+            [sys.executable, "-c", _CHILD, table_uri, where],
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            text=True,
+        ) as child,
+    ):
+        try:
+            line = child.stdout.readline()  # type: ignore[union-attr]
+        finally:
+            child.send_signal(signal.SIGKILL)
+            child.wait(timeout=60)
+    assert line.strip() == f"AT {where}", err.read_text()
+    assert child.returncode == -signal.SIGKILL
+    t.refresh()
+    [e] = t.manifest.erasures
+    assert e.state == "pending" and t.lookup(77).num_rows == 0 and physically_present(t, 77)
+    r = t.erase([("id", "=", 77)])  # the retry lost the id
+    assert r.complete and r.rows_erased >= 1
+    t.refresh()
+    assert {x.state for x in t.manifest.erasures} == {"spliced"}
+    gc_now(table_uri)
+    assert audit_bucket(s3, parse_s3_uri(table_uri)[0], NEEDLE).found("row 77") == ()
+    assert verify(lethe.Table.open(table_uri)).ok
