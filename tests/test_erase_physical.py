@@ -238,43 +238,61 @@ import sys, time
 import lethe
 import lethe.erase as E
 
-where = sys.argv[2]
-real_splice, real_commit = E.splice_file, E.commit_splice
+uri, op, where = sys.argv[1:4]
+real_splice = E.splice_file
+calls = []
 
-def hang(*a, **k):
+def hang():
     print("AT " + where, flush=True)
     time.sleep(600)
 
-def after_upload(*a, **k):
+def spliced(*a, **k):
+    calls.append(1)
+    if where == "before-splice" or (where == "second-splice" and len(calls) == 2):
+        hang()
     s = real_splice(*a, **k)
-    hang()
+    if where == "after-upload":
+        hang()
+    return s
 
-if where == "before-splice":
-    E.splice_file = hang
+E.splice_file = spliced
+t = lethe.Table.open(uri)
+if op == "erase":
+    t.erase([("id", "=", 77)], request_id="killed-erase")
 else:
-    E.splice_file = after_upload
-t = lethe.Table.open(sys.argv[1])
-t.erase([("id", "=", 77)], request_id="killed-erase")
+    t.purge(request_id="killed-purge")
 """
 
 
-@pytest.mark.parametrize("where", ["before-splice", "after-upload"])
-def test_an_erase_killed_mid_way_then_retried_without_its_id(
-    table_uri: str, s3: Any, where: str, tmp_path: Any
+@pytest.mark.parametrize(
+    ("op", "where", "retry_id"),
+    [
+        ("erase", "before-splice", None),
+        ("erase", "after-upload", None),
+        ("purge", "after-upload", None),
+        ("purge", "second-splice", "killed-purge"),
+        ("purge", "second-splice", None),
+    ],
+)
+def test_erase_and_purge_killed_mid_way_then_retried(
+    table_uri: str, s3: Any, op: str, where: str, retry_id: str | None, tmp_path: Any
 ) -> None:
-    """SIGKILL a child erasing after its DV commit (before the splice, or with the spliced
-    object uploaded but not committed); a retry that lost the id finishes both requests, and
-    after GC no byte of the row is left in the bucket."""
+    """SIGKILL a child erasing or purging once its erasure record is committed: before a
+    splice, with a spliced object uploaded but not committed, or between two splices. A retry
+    (with its id, or one that lost it) finishes the work, and after GC no byte of the row is
+    left in the bucket."""
     import signal
     import subprocess
     import sys
 
     t = make(table_uri)
+    if op == "purge":
+        t.delete([("id", "in", [10, 77, 150])])  # hidden rows in both files
     err = tmp_path / "child.err"
     with (
         err.open("w") as stderr,
         subprocess.Popen(
-            [sys.executable, "-c", _CHILD, table_uri, where],
+            [sys.executable, "-c", _CHILD, table_uri, op, where],
             stdout=subprocess.PIPE,
             stderr=stderr,
             text=True,
@@ -289,11 +307,19 @@ def test_an_erase_killed_mid_way_then_retried_without_its_id(
     assert child.returncode == -signal.SIGKILL
     t.refresh()
     [e] = t.manifest.erasures
-    assert e.state == "pending" and t.lookup(77).num_rows == 0 and physically_present(t, 77)
-    r = t.erase([("id", "=", 77)])  # the retry lost the id
-    assert r.complete and r.rows_erased >= 1
+    assert e.state == "pending" and t.lookup(77).num_rows == 0
+    if where != "second-splice":
+        assert physically_present(t, 77)
+    if op == "erase":
+        r = t.erase([("id", "=", 77)], request_id=retry_id)
+    else:
+        r = t.purge(request_id=retry_id)
+    assert r.complete
     t.refresh()
     assert {x.state for x in t.manifest.erasures} == {"spliced"}
+    for k in (10, 77, 150) if op == "purge" else (77,):
+        assert not physically_present(t, k)
     gc_now(table_uri)
     assert audit_bucket(s3, parse_s3_uri(table_uri)[0], NEEDLE).found("row 77") == ()
     assert verify(lethe.Table.open(table_uri)).ok
+    assert lethe.Table.open(table_uri).scan(["id"]).num_rows == (197 if op == "purge" else 199)
