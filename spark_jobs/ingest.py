@@ -44,7 +44,6 @@ except ImportError:  # run as a script from a checkout: python spark_jobs/ingest
     from spark_jobs._session import build_session
 
 import lethe
-from lethe.errors import GraceExpired
 from lethe.ingest import (
     REJECT_SCHEMA,
     STAGED_PREFIX,
@@ -228,26 +227,22 @@ def run_ingest(
     version: int | None = None
     duplicate = False
     if files:
-        try:
-            res = table.commit_files(
-                files,
-                kind="append",
-                params={
-                    "source": "spark-ingest",
-                    "objects": len(objects),
-                    "input_bytes": in_bytes,
-                    "rows_rejected": bad_rows,
-                },
-                request_id=rid,
-                written_at=written_at,
-            )
-        except GraceExpired:  # the job outlived the table's GC grace: leave nothing behind
-            table.discard(files)
-            raise
+        res = table.commit_files(  # our files: removed if they are not committed
+            files,
+            kind="append",
+            params={
+                "source": "spark-ingest",
+                "objects": len(objects),
+                "input_bytes": in_bytes,
+                "rows_rejected": bad_rows,
+            },
+            request_id=rid,
+            written_at=written_at,
+            own=True,
+        )
         version = res.version
-        if res.files_added == 0:  # a twin run committed first: our files were never referenced
+        if res.files_added == 0:  # a twin run committed first (our files are removed)
             duplicate = True
-            table.discard(files)
     return IngestReport(
         version=version,
         duplicate=duplicate,

@@ -109,7 +109,7 @@ def test_a_delete_rewrites_a_stale_dv_container(
 
     t = lethe.Table.create(table_uri, EVENTS, key="id", gc_grace="3s")
     t.append(events(0, 100))
-    real = deletes._write_container
+    real = deletes.write_dvs
     calls: list[str] = []
 
     def slow_first(table: Any, dvs: Any) -> Any:
@@ -119,7 +119,7 @@ def test_a_delete_rewrites_a_stale_dv_container(
             time.sleep(2.2)  # contention held this commit past the deadline
         return refs
 
-    monkeypatch.setattr(deletes, "_write_container", slow_first)
+    monkeypatch.setattr(deletes, "write_dvs", slow_first)
     r = t.delete([("id", "in", [3, 4])])
     assert r.rows_deleted == 2 and len(calls) == 2
     containers = keys_under(s3, table_uri, "tombstone/")

@@ -13,6 +13,14 @@ exponential backoff. If a committer died between steps 3 and 4, the head lags be
 newest manifest; the next committer (or :meth:`Catalog.roll_forward`) advances it, so a
 crash never wedges the table and never loses a landed commit. A 409
 (ConditionalRequestConflict) on either PUT is retried.
+
+Every writer commits through the one loop here, :meth:`Catalog.commit_change`: a
+:class:`Change` has an I/O step (``prepare``: locate rows, write a DV container) that runs
+outside the CAS and yields a :class:`Prepared` value whose ``apply(base)`` is pure. A newer
+base is tried with the same preparation first; ``apply`` raises :class:`Rebase` when only new
+I/O can fix it, and the loop prepares again. Objects a preparation wrote, and objects the
+caller hands over (``Change.owned``), are removed exactly when the failure proves the commit
+did not land (or the change turned out to be a no-op); never after an ambiguous manifest PUT.
 """
 
 from __future__ import annotations
@@ -22,8 +30,9 @@ import random
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 from lethe import errors
 from lethe.grace import check_fresh
@@ -41,7 +50,7 @@ from lethe.store import S3Store
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Catalog", "CommitOutcome", "RetryPolicy"]
+__all__ = ["Catalog", "Change", "CommitOutcome", "Prepared", "Rebase", "RetryPolicy"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +65,67 @@ class RetryPolicy:
         return rng.uniform(0, min(self.max_delay, self.base_delay * (2**attempt)))
 
 
+class Rebase(Exception):
+    """Raised by :meth:`Prepared.apply`: the base moved in a way only new I/O can absorb (a
+    DV it unioned with changed, a file it targets was replaced); the loop prepares again."""
+
+    def __init__(self, base: Manifest, why: str = "") -> None:
+        super().__init__(f"rebase onto version {base.version}" + (f": {why}" if why else ""))
+        self.base = base
+
+
+@dataclass(frozen=True, slots=True)
+class Prepared:
+    """One preparation of a change: a pure ``apply`` plus what preparing it wrote.
+
+    ``apply(base)`` returns manifest base+1, None for "nothing to do", or raises
+    :class:`Rebase`. ``written`` are table-relative keys of objects this preparation wrote
+    (removed when the commit provably did not land, or when the preparation is superseded).
+    ``written_at`` is the writer's clock before the oldest upload the commit references (the
+    GC grace rule, :mod:`lethe.grace`); when ``renewable``, a preparation past that rule is
+    made anew instead of failing the commit. ``detail`` carries whatever the caller needs
+    from the preparation that landed.
+    """
+
+    apply: Callable[[Manifest], Manifest | None]
+    written: tuple[str, ...] = ()
+    written_at: float | None = None
+    renewable: bool = False
+    detail: Any = None
+
+
+class Change(Protocol):
+    """One commit's intent (see the module docstring)."""
+
+    @property
+    def what(self) -> str:
+        """Names the change in messages ("delete", "compaction", ...)."""
+        ...
+
+    @property
+    def owned(self) -> Sequence[str]:
+        """Table-relative keys the caller wrote for this commit and hands to the loop:
+        removed when the commit provably did not land or was a no-op."""
+        ...
+
+    def prepare(self, base: Manifest) -> Prepared:
+        """The I/O step, outside the CAS, for ``base``."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class PureChange:
+    """A change without an I/O step: ``build(base)`` is the whole commit."""
+
+    build: Callable[[Manifest], Manifest | None]
+    written_at: float | None = None
+    what: str = "commit"
+    owned: Sequence[str] = ()
+
+    def prepare(self, base: Manifest) -> Prepared:
+        return Prepared(self.build, written_at=self.written_at)
+
+
 @dataclass(frozen=True, slots=True)
 class CommitOutcome:
     """A commit that landed (``manifest``) or had nothing to do (``manifest is None``)."""
@@ -64,6 +134,7 @@ class CommitOutcome:
     base: Manifest
     attempts: int
     seconds: float
+    prepared: Prepared | None = field(default=None, compare=False)
 
     @property
     def retries(self) -> int:
@@ -204,46 +275,110 @@ class Catalog:
     def commit(
         self, build: Callable[[Manifest], Manifest | None], *, written_at: float | None = None
     ) -> CommitOutcome:
-        """Run the commit loop: ``build(base)`` returns manifest base+1, or None for no-op.
+        """Commit a change without an I/O step: ``build(base)`` returns manifest base+1, or
+        None for no-op; it is called again on every retry with the newer base (that is the
+        rebase) and may raise :class:`~lethe.errors.CommitConflict` when the change no longer
+        applies. ``written_at``: see :class:`Prepared`."""
+        return self.commit_change(PureChange(build, written_at))
 
-        ``build`` is called again on every retry with the newer base (that is the rebase); it
-        may raise :class:`~lethe.errors.CommitConflict` when the change no longer applies.
-        ``written_at`` is the writer's clock (``time.time()``) before it uploaded the objects
-        the change references: no manifest is PUT once the table's GC grace rule says GC may
-        have removed them (:class:`~lethe.errors.GraceExpired`, see :mod:`lethe.grace`).
-        """
+    def commit_change(self, change: Change) -> CommitOutcome:
+        """The commit loop (the only one): bounded attempts with jittered backoff; each reads
+        the head, applies the current preparation to it (preparing anew on :class:`Rebase`,
+        or on :class:`~lethe.errors.GraceExpired` when renewable), and PUTs manifest N+1
+        create-only. Raises :class:`~lethe.errors.CommitConflict` when contention outlasts
+        the bound, :class:`~lethe.errors.GraceExpired` when a preparation is too old."""
         t0 = time.perf_counter()
         last: Exception | None = None
-        for attempt in range(1, self.retry.max_attempts + 1):
-            base, etag = self.current()
-            new = build(base)
-            if new is None:
-                return CommitOutcome(None, base, attempt, time.perf_counter() - t0)
-            if new.version != base.version + 1 or new.previous != base.version:
-                raise errors.CommitConflict("internal: built manifest does not follow its base")
-            check_fresh(written_at, new.properties.gc_grace_seconds)
+        prepared: Prepared | None = None
+        ambiguous = False  # a manifest PUT whose outcome is unknown: remove nothing
+        try:
+            for attempt in range(1, self.retry.max_attempts + 1):
+                base, etag = self.current()
+                new, prepared = self._apply(change, prepared, base)
+                if new is None:
+                    self._remove((*prepared.written, *change.owned), "of a no-op commit")
+                    return CommitOutcome(None, base, attempt, time.perf_counter() - t0, prepared)
+                if new.version != base.version + 1 or new.previous != base.version:
+                    raise errors.CommitConflict("internal: built manifest does not follow its base")
+                try:
+                    check_fresh(prepared.written_at, new.properties.gc_grace_seconds)
+                except errors.GraceExpired as e:
+                    if not prepared.renewable:
+                        raise
+                    log.info("%s on %s prepares anew: %s", change.what, self.uri, e)
+                    self._remove(prepared.written, "past the GC grace")
+                    prepared, last = None, e
+                    continue
+                body = encode_manifest(new)
+                try:
+                    ambiguous = True
+                    self.store.put(self.key(manifest_key(new.version)), body, if_none_match=True)
+                except (errors.PreconditionFailed, errors.ConditionalRequestConflict) as e:
+                    if not (isinstance(e, errors.PreconditionFailed) and self._ours(new, body)):
+                        ambiguous = False  # a 412/409 proves the version is not ours
+                        last = e
+                        log.debug(
+                            "%s attempt %s on %s lost the race for v%s",
+                            change.what,
+                            attempt,
+                            self.uri,
+                            new.version,
+                        )
+                        time.sleep(self.retry.delay(attempt, self._rng))
+                        if isinstance(e, errors.PreconditionFailed):
+                            self._help_forward(base)
+                        continue
+                # Landed. Announce it; if someone rolled the head past us already, that is fine.
+                with self._lock:
+                    self._cache[new.version] = new
+                try:
+                    self._put_head(new, etag)
+                except (errors.PreconditionFailed, errors.CommitConflict):
+                    log.debug("head of %s was advanced by another writer", self.uri)
+                return CommitOutcome(new, base, attempt, time.perf_counter() - t0, prepared)
+            raise errors.CommitConflict(
+                f"{change.what} on {self.uri} gave up after {self.retry.max_attempts} attempts "
+                f"(too much contention); last error: {last}"
+            )
+        except BaseException:
+            if not ambiguous:
+                written = prepared.written if prepared is not None else ()
+                self._remove((*written, *change.owned), "of a commit that did not land")
+            raise
+
+    def _apply(
+        self, change: Change, prepared: Prepared | None, base: Manifest
+    ) -> tuple[Manifest | None, Prepared]:
+        """Apply the current preparation to ``base``, preparing anew when it asks to."""
+        if prepared is not None:
             try:
-                self.store.put(
-                    self.key(manifest_key(new.version)), encode_manifest(new), if_none_match=True
-                )
-            except (errors.PreconditionFailed, errors.ConditionalRequestConflict) as e:
-                last = e
-                log.debug(
-                    "commit attempt %s on %s lost the race for v%s", attempt, self.uri, new.version
-                )
-                time.sleep(self.retry.delay(attempt, self._rng))
-                if isinstance(e, errors.PreconditionFailed):
-                    self._help_forward(base)
-                continue
-            # Landed. Announce it; if someone rolled the head past us already, that is fine.
-            with self._lock:
-                self._cache[new.version] = new
-            try:
-                self._put_head(new, etag)
-            except (errors.PreconditionFailed, errors.CommitConflict):
-                log.debug("head of %s was advanced by another writer", self.uri)
-            return CommitOutcome(new, base, attempt, time.perf_counter() - t0)
-        raise errors.CommitConflict(
-            f"commit to {self.uri} gave up after {self.retry.max_attempts} attempts "
-            f"(too much contention); last error: {last}"
-        )
+                return prepared.apply(base), prepared
+            except Rebase as r:
+                log.debug("%s on %s: %s", change.what, self.uri, r)
+                # every manifest PUT with it was answered 412/409: nothing references it
+                self._remove(prepared.written, "of a superseded preparation")
+        prepared = change.prepare(base)
+        try:
+            return prepared.apply(base), prepared
+        except Rebase as r:
+            raise errors.CommitConflict(
+                f"internal: {change.what} does not apply to the base it was prepared on ({r})"
+            ) from r
+
+    def _ours(self, new: Manifest, body: bytes) -> bool:
+        """After a 412 on our manifest PUT: whether the version that exists is ours (an SDK
+        retry of a PUT whose first response was lost lands, then answers 412)."""
+        try:  # cached: the next attempt builds on it when it is not ours
+            landed = self.read_manifest(new.version)
+        except errors.SnapshotNotFound:
+            return False
+        return encode_manifest(landed) == body
+
+    def _remove(self, keys: Sequence[str], why: str) -> None:
+        """Delete objects nothing references (best effort: GC sweeps what is left)."""
+        if not keys:
+            return
+        try:
+            self.store.delete_many(sorted({self.key(k) for k in keys}))
+        except errors.LetheError as e:
+            log.warning("could not remove %d objects %s (%s); GC will", len(keys), why, e)

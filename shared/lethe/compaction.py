@@ -41,8 +41,8 @@ from pydantic import BaseModel, ConfigDict
 from pyroaring import BitMap64
 
 from lethe import errors
-from lethe.dv import PuffinBlob, bitmap_from_positions, dv_crc, rebase_positions, write_puffin
-from lethe.layout import tombstone_key
+from lethe.catalog import Prepared, Rebase
+from lethe.dv import bitmap_from_positions, rebase_positions
 from lethe.manifest import (
     DataFile,
     DVRef,
@@ -511,41 +511,6 @@ class CompactionResult:
         )
 
 
-class _Rebase(Exception):
-    def __init__(self, base: Manifest) -> None:
-        super().__init__(f"rebase onto version {base.version}")
-        self.base = base
-
-
-def _write_container(table: Table, blobs: Sequence[tuple[str, bytes, int]]) -> dict[str, DVRef]:
-    """One write-once Puffin container holding ready DV blobs ``(data file, blob, cardinality)``."""
-    now = datetime.now(UTC)
-    rel = tombstone_key(now)
-    body, locs = write_puffin(
-        [
-            PuffinBlob(
-                data=blob,
-                properties={
-                    "referenced-data-file": f"s3://{table.store.bucket}/{table.key_of(path)}",
-                    "cardinality": str(card),
-                },
-            )
-            for path, blob, card in blobs
-        ]
-    )
-    table.store.put(table.key_of(rel), body, if_none_match=True)
-    return {
-        path: DVRef(
-            container=rel,
-            offset=loc.offset,
-            length=loc.length,
-            cardinality=card,
-            crc32=dv_crc(blob),
-        )
-        for (path, blob, card), loc in zip(blobs, locs, strict=True)
-    }
-
-
 @dataclass(frozen=True, slots=True)
 class _Replace:
     """One compaction commit as data: ``validate`` + ``apply`` on any newer base.
@@ -568,7 +533,7 @@ class _Replace:
         for p in self.removed:
             f = b.file(p)
             if f is None or f.dv != self.dv_seen[p]:
-                raise _Rebase(b)
+                raise Rebase(b, "a source was replaced or its DV changed")
 
     def __call__(self, b: Manifest) -> Manifest:
         self.validate(b)
@@ -585,75 +550,54 @@ class _Replace:
         return m.model_copy(update={"files": files, "erasures": erasures})
 
 
-def commit_compaction(
-    table: Table,
-    plan: CompactionPlan,
-    outputs: Mapping[int, Sequence[DataFile]],
-    *,
-    written_at: float | None = None,
-) -> CompactionResult:
-    """Commit a compaction's outputs by CAS, mapping concurrent deletes onto them.
+class _CompactionChange:
+    """A compaction commit as a change: ``prepare`` drops groups whose sources are gone,
+    maps deletes that reached a source since the plan onto the outputs and writes them with
+    the coalesced DVs in one container; ``apply`` is :class:`_Replace`. Outputs of groups
+    that do not commit are removed by the loop (``owned``) or when skipped."""
 
-    Every attempt starts from the latest version: groups whose sources are all still live are
-    committed, others (a source was replaced meanwhile, e.g. by a splice) are skipped and their
-    outputs deleted. Deletes that reached a source since the plan are mapped onto the outputs
-    (:func:`map_deletes`) and written, with the coalesced DVs, in one new container. If a
-    source's DV changes between that work and the CAS, the attempt is redone.
+    what = "compaction"
 
-    Args:
-        table: The table (the handle moves to the new version).
-        plan: The plan the outputs were written for.
-        outputs: Output files per group index (fully deleted groups: none).
-        written_at: ``time.time()`` before the first output was uploaded (default: read
-            from the outputs' ``LastModified``); past the table's GC grace rule the commit
-            is refused with :class:`~lethe.errors.GraceExpired`.
-    """
-    from lethe.deletes import load_dv
-    from lethe.dv import encode_dv
-    from lethe.reader import load_dv_bytes
+    def __init__(
+        self,
+        table: Table,
+        plan: CompactionPlan,
+        outputs: Mapping[int, Sequence[DataFile]],
+        written_at: float | None,
+    ) -> None:
+        self.table, self.plan, self.outputs, self.written_at = table, plan, outputs, written_at
+        self.owned = tuple(o.path for r in outputs.values() for o in r)
+        self.skipped: set[int] = set()
+        self._bitmaps: dict[DVRef, BitMap64] = {}
+        self._raw: dict[DVRef, bytes] = {}
 
-    t0 = time.perf_counter()
-    io0 = table.store.stats.snapshot()
-    all_outputs = [o for r in outputs.values() for o in r]
-    if written_at is None and all_outputs:
-        written_at = table._written_at(all_outputs)
-    bitmaps: dict[DVRef, BitMap64] = {}
+    def _bitmap(self, ref: DVRef | None) -> BitMap64:
+        from lethe.deletes import load_dv
 
-    def bitmap(ref: DVRef | None) -> BitMap64:
         if ref is None:
             return BitMap64()
-        bm = bitmaps.get(ref)
-        if bm is None:
-            bm = bitmaps[ref] = load_dv(table, ref)
-        return bm
+        if ref not in self._bitmaps:
+            self._bitmaps[ref] = load_dv(self.table, ref)
+        return self._bitmaps[ref]
 
-    raw_blobs: dict[DVRef, bytes] = {}
-    skipped: set[int] = set()
-    attempts = 0
-    base, _ = table.catalog.current()
-    while True:
-        live = [
-            g
-            for g in plan.groups
-            if g.index not in skipped and all(base.file(f.path) is not None for f in g.files)
-        ]
-        skipped |= {g.index for g in plan.groups} - {g.index for g in live}
-        dv_now: dict[str, DVRef | None] = {}
-        for g in live:
-            for f in g.files:
-                cur = base.file(f.path)
-                assert cur is not None
-                dv_now[f.path] = cur.dv
+    def _map(
+        self, live: Sequence[CompactionGroup], dv_now: Mapping[str, DVRef | None]
+    ) -> tuple[list[tuple[str, bytes, int]], dict[str, list[ErasureTarget]], int]:
+        """Deletes that reached a source since the plan, as DV blobs of the outputs; the
+        erasure targets they move; how many positions were mapped."""
+        from lethe.dv import encode_dv
+
         mapped: list[tuple[str, bytes, int]] = []
         moved: dict[str, list[ErasureTarget]] = {}
         n_mapped = 0
         for g in live:
-            outs = list(outputs.get(g.index, ()))
+            outs = list(self.outputs.get(g.index, ()))
             if all(dv_now[f.path] == f.dv for f in g.files):
                 continue
             rows = [o.rows for o in outs]
             per_source = _mapped_positions(
-                [(f.rows, bitmap(f.dv), bitmap(dv_now[f.path])) for f in g.files], rows
+                [(f.rows, self._bitmap(f.dv), self._bitmap(dv_now[f.path])) for f in g.files],
+                rows,
             )
             for o, bm in zip(outs, _split(np.concatenate(per_source), rows), strict=True):
                 if bm:
@@ -666,51 +610,67 @@ def commit_compaction(
                         for o, bm in zip(outs, _split(pos, rows), strict=True)
                         if bm
                     ]
+        return mapped, moved, n_mapped
+
+    def _coalesce(self, base: Manifest) -> tuple[list[tuple[str, bytes, int]], dict[str, DVRef]]:
+        from lethe.reader import load_dv_bytes
+
         coalesce: list[tuple[str, bytes, int]] = []
         coalesce_from: dict[str, DVRef] = {}
-        for f in plan.coalesce:
+        for f in self.plan.coalesce:
             cur = base.file(f.path)
             if cur is None or cur.dv is None or cur.dv != f.dv or f.dv.container is None:
                 continue
-            blob = raw_blobs.get(f.dv)
-            if blob is None:
-                blob = raw_blobs[f.dv] = load_dv_bytes(table.store, table.catalog.prefix, f.dv)
-            coalesce.append((f.path, blob, f.dv.cardinality))
+            if f.dv not in self._raw:
+                self._raw[f.dv] = load_dv_bytes(self.table.store, self.table.catalog.prefix, f.dv)
+            coalesce.append((f.path, self._raw[f.dv], f.dv.cardinality))
             coalesce_from[f.path] = f.dv
         if len({r.container for r in coalesce_from.values()}) < 2:
-            coalesce, coalesce_from = [], {}
-        if not live and not coalesce:
-            result = CompactionResult(
-                None,
-                False,
-                plan,
-                groups_skipped=len(skipped),
-                attempts=attempts,
-                seconds=time.perf_counter() - t0,
-                io=table.store.stats.snapshot() - io0,
+            return [], {}
+        return coalesce, coalesce_from
+
+    def prepare(self, base: Manifest) -> Prepared:
+        from lethe.deletes import write_container
+
+        table, plan, outputs = self.table, self.plan, self.outputs
+        live = [
+            g
+            for g in plan.groups
+            if g.index not in self.skipped and all(base.file(f.path) is not None for f in g.files)
+        ]
+        gone = {g.index for g in plan.groups} - {g.index for g in live} - self.skipped
+        if gone:  # written for groups that cannot commit: never referenced, safe to delete
+            self.skipped |= gone
+            table.store.delete_many(
+                [table.key_of(o.path) for i in gone for o in outputs.get(i, ())]
             )
-            break
+        dv_now = {f.path: base.file(f.path).dv for g in live for f in g.files}  # type: ignore[union-attr]
+        mapped, moved, n_mapped = self._map(live, dv_now)
+        coalesce, coalesce_from = self._coalesce(base)
+        if not live and not coalesce:
+            return Prepared(lambda b: None)
         container_at = time.time()
-        refs = _write_container(table, mapped + coalesce) if (mapped or coalesce) else {}
+        refs = write_container(table, mapped + coalesce) if (mapped or coalesce) else {}
         added = [
             o.model_copy(update={"dv": refs.get(o.path)})
             for g in live
             for o in outputs.get(g.index, ())
         ]
         removed = [f.path for g in live for f in g.files]
-        rows_rewritten = sum(o.rows for o in added)
-        purged = sum(f.deleted_rows for g in live for f in g.files)
+        stats = {
+            "groups": len(live),
+            "rows_rewritten": sum(o.rows for o in added),
+            "deleted_rows_purged": sum(f.deleted_rows for g in live for f in g.files),
+            "concurrent_deletes_mapped": n_mapped,
+            "dvs_coalesced": len(coalesce_from),
+        }
         op = Operation(
             kind="compact",
             files_added=len(added),
             files_removed=len(removed),
             files_touched=len(coalesce_from),
             params={
-                "groups": len(live),
-                "rows_rewritten": rows_rewritten,
-                "deleted_rows_purged": purged,
-                "concurrent_deletes_mapped": n_mapped,
-                "dvs_coalesced": len(coalesce_from),
+                **stats,
                 "base_version": plan.base_version,
                 "min_deleted_fraction": plan.options.min_deleted_fraction,
             },
@@ -725,45 +685,82 @@ def commit_compaction(
             moved=moved,
             plan_version=plan.base_version,
         )
-        try:
-            outcome = table.catalog.commit(
-                change, written_at=container_at if written_at is None else written_at
-            )
-        except _Rebase as r:
-            attempts += 1
-            if attempts > table.catalog.retry.max_attempts:
-                raise errors.CommitConflict(
-                    f"compaction of {table.uri} kept conflicting with concurrent deletes"
-                ) from r
-            log.debug("compaction rebasing onto version %s", r.base.version)
-            base = r.base
-            continue
-        attempts += outcome.attempts
-        assert outcome.manifest is not None
-        table.adopt(outcome.manifest)
-        result = CompactionResult(
-            version=outcome.manifest.version,
-            dry_run=False,
-            plan=plan,
-            groups_committed=len(live),
-            groups_skipped=len(skipped),
-            files_removed=len(removed),
-            files_added=len(added),
-            rows_rewritten=rows_rewritten,
-            deleted_rows_purged=purged,
-            concurrent_deletes_mapped=n_mapped,
-            dvs_coalesced=len(coalesce_from),
-            bytes_before=sum(f.size for g in live for f in g.files),
-            bytes_after=sum(o.size for o in added),
-            attempts=attempts,
+        return Prepared(
+            change,
+            written=tuple(sorted({r.container for r in refs.values() if r.container})),
+            written_at=container_at if self.written_at is None else self.written_at,
+            renewable=self.written_at is None,  # only a container of ours: write it anew
+            detail=(
+                stats,
+                sum(f.size for g in live for f in g.files),
+                sum(o.size for o in added),
+            ),
+        )
+
+
+def commit_compaction(
+    table: Table,
+    plan: CompactionPlan,
+    outputs: Mapping[int, Sequence[DataFile]],
+    *,
+    written_at: float | None = None,
+) -> CompactionResult:
+    """Commit a compaction's outputs by CAS, mapping concurrent deletes onto them.
+
+    Every attempt starts from the latest version: groups whose sources are all still live are
+    committed, others (a source was replaced meanwhile, e.g. by a splice) are skipped and their
+    outputs deleted. Deletes that reached a source since the plan are mapped onto the outputs
+    (:func:`map_deletes`) and written, with the coalesced DVs, in one new container. If a
+    source's DV changes between that work and the CAS, the attempt is redone. When the commit
+    provably did not land (:class:`~lethe.errors.CommitConflict`,
+    :class:`~lethe.errors.GraceExpired`), the outputs are removed.
+
+    Args:
+        table: The table (the handle moves to the new version).
+        plan: The plan the outputs were written for.
+        outputs: Output files per group index (fully deleted groups: none).
+        written_at: ``time.time()`` before the first output was uploaded (default: read
+            from the outputs' ``LastModified``); past the table's GC grace rule the commit
+            is refused with :class:`~lethe.errors.GraceExpired`.
+    """
+    t0 = time.perf_counter()
+    io0 = table.store.stats.snapshot()
+    all_outputs = [o for r in outputs.values() for o in r]
+    if written_at is None and all_outputs:
+        written_at = table._written_at(all_outputs)
+    change = _CompactionChange(table, plan, outputs, written_at)
+    outcome = table.catalog.commit_change(change)
+    if outcome.manifest is None:
+        return CompactionResult(
+            None,
+            False,
+            plan,
+            groups_skipped=len(change.skipped),
+            attempts=outcome.attempts,
             seconds=time.perf_counter() - t0,
             io=table.store.stats.snapshot() - io0,
         )
-        break
-    orphans = [o.path for i in skipped for o in outputs.get(i, ())]
-    if orphans:  # written for groups that did not commit: never referenced, safe to delete
-        table.store.delete_many([table.key_of(p) for p in orphans])
-    return result
+    assert outcome.prepared is not None
+    stats, bytes_before, bytes_after = outcome.prepared.detail
+    table.adopt(outcome.manifest)
+    return CompactionResult(
+        version=outcome.manifest.version,
+        dry_run=False,
+        plan=plan,
+        groups_committed=stats["groups"],
+        groups_skipped=len(change.skipped),
+        files_removed=len(outcome.prepared.apply.removed),  # type: ignore[attr-defined]
+        files_added=len(outcome.prepared.apply.added),  # type: ignore[attr-defined]
+        rows_rewritten=stats["rows_rewritten"],
+        deleted_rows_purged=stats["deleted_rows_purged"],
+        concurrent_deletes_mapped=stats["concurrent_deletes_mapped"],
+        dvs_coalesced=stats["dvs_coalesced"],
+        bytes_before=bytes_before,
+        bytes_after=bytes_after,
+        attempts=outcome.attempts,
+        seconds=time.perf_counter() - t0,
+        io=table.store.stats.snapshot() - io0,
+    )
 
 
 RunTasks = Callable[[Sequence[RewriteTask]], Sequence[Sequence[DataFile]]]
@@ -813,12 +810,7 @@ def compact(
     }
     if before_commit is not None:
         before_commit()
-    try:
-        res = commit_compaction(table, plan, outputs, written_at=written_at)
-    except errors.CommitConflict:
-        # the commit provably did not land: the outputs are garbage
-        table.store.delete_many([table.key_of(o.path) for r in outputs.values() for o in r])
-        raise
+    res = commit_compaction(table, plan, outputs, written_at=written_at)
     return dataclasses.replace(
         res, seconds=time.perf_counter() - t0, io=table.store.stats.snapshot() - io0
     )

@@ -11,7 +11,7 @@ result and commits nothing. Concurrent deletes on the same file merge on rebase.
 from __future__ import annotations
 
 import logging
-import uuid
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -21,9 +21,10 @@ import numpy as np
 import pyarrow as pa
 from pyroaring import BitMap64
 
-from lethe import errors
-from lethe.dv import PuffinBlob, decode_dv, encode_dv, write_puffin
+from lethe.catalog import Prepared, Rebase
+from lethe.dv import PuffinBlob, decode_dv, dv_crc, encode_dv, write_puffin
 from lethe.filters import Dnf, normalize
+from lethe.layout import tombstone_key
 from lethe.manifest import (
     DVRef,
     ErasureRecord,
@@ -135,14 +136,6 @@ def _sort_requests(
     return done, twins, conflicts, live
 
 
-class _Rebase(Exception):
-    """Raised inside the commit's build step: the base moved in a way that needs I/O."""
-
-    def __init__(self, base: Manifest) -> None:
-        super().__init__(f"rebase onto version {base.version}")
-        self.base = base
-
-
 def locate(
     table: Table,
     base: Manifest,
@@ -193,46 +186,38 @@ def locate(
     return out
 
 
-def _discard_containers(table: Table, refs: dict[str, DVRef]) -> None:
-    """Delete uncommitted DV containers (best effort: GC removes what is left)."""
-    keys = sorted({table.key_of(r.container) for r in refs.values() if r.container})
-    try:
-        table.store.delete_many(keys)
-    except errors.LetheError as e:
-        log.warning("could not remove %d uncommitted DV containers (%s)", len(keys), e)
-
-
-def _write_container(table: Table, dvs: dict[str, BitMap64]) -> dict[str, DVRef]:
-    """One write-once Puffin object holding the (already unioned) DVs of every touched file."""
-    now = datetime.now(UTC)
-    blobs: list[PuffinBlob] = []
-    paths = sorted(dvs)
-    encoded = [encode_dv(dvs[p]) for p in paths]
-    for p, blob in zip(paths, encoded, strict=True):
-        blobs.append(
+def write_container(table: Table, blobs: Sequence[tuple[str, bytes, int]]) -> dict[str, DVRef]:
+    """One write-once Puffin container holding ready DV blobs ``(data file, blob, cardinality)``;
+    returns each file's reference into it."""
+    rel = tombstone_key(datetime.now(UTC))
+    body, locs = write_puffin(
+        [
             PuffinBlob(
                 data=blob,
                 properties={
-                    "referenced-data-file": f"s3://{table.store.bucket}/{table.key_of(p)}",
-                    "cardinality": str(len(dvs[p])),
+                    "referenced-data-file": f"s3://{table.store.bucket}/{table.key_of(path)}",
+                    "cardinality": str(card),
                 },
             )
-        )
-    rel = f"tombstone/{now:%Y/%m/%d/%H}/{uuid.uuid4().hex}.dv"
-    body, locs = write_puffin(blobs)
+            for path, blob, card in blobs
+        ]
+    )
     table.store.put(table.key_of(rel), body, if_none_match=True)
-    refs: dict[str, DVRef] = {}
-    for p, blob, loc in zip(paths, encoded, locs, strict=True):
-        from lethe.dv import dv_crc
-
-        refs[p] = DVRef(
+    return {
+        path: DVRef(
             container=rel,
             offset=loc.offset,
             length=loc.length,
-            cardinality=len(dvs[p]),
+            cardinality=card,
             crc32=dv_crc(blob),
         )
-    return refs
+        for (path, blob, card), loc in zip(blobs, locs, strict=True)
+    }
+
+
+def write_dvs(table: Table, dvs: dict[str, BitMap64]) -> dict[str, DVRef]:
+    """:func:`write_container` for (already unioned) bitmaps."""
+    return write_container(table, [(p, encode_dv(dvs[p]), len(dvs[p])) for p in sorted(dvs)])
 
 
 def _builder(
@@ -248,14 +233,14 @@ def _builder(
     def build(b: Manifest) -> Manifest | None:
         for r in records:
             if b.find_request(r.id_hash) is not None:
-                raise _Rebase(b)  # a redelivered twin landed meanwhile
+                raise Rebase(b, "a redelivered twin landed")
         for p, dv in snap_dv.items():
             f = b.file(p)
             if f is None or f.dv != dv:
-                raise _Rebase(b)
+                raise Rebase(b, "a DV it unions with changed")
         for e in erasures:  # a file holding an erasure's rows was replaced: locate again
             if any(b.file(t.path) is None for t in e.targets):
-                raise _Rebase(b)
+                raise Rebase(b, "an erasure target was replaced")
         return apply_dv_updates(b, refs, op, requests=records, erasures=erasures)
 
     return build
@@ -294,31 +279,40 @@ def load_dv(table: Table, ref: DVRef | None) -> BitMap64:
     return decode_dv(load_dv_bytes(table.store, table.catalog.prefix, ref), expected_crc=ref.crc32)
 
 
-def delete_batch(
-    table: Table, requests: Sequence[DeleteRequest], *, kind: str = "delete"
-) -> BatchDeleteResult:
-    """Delete the rows of several requests in one commit (see module docstring).
+@dataclass(frozen=True, slots=True)
+class _Located:
+    """What one preparation of a delete batch found (the results are read from it)."""
 
-    A request whose id was committed earlier with the same body returns the earlier result
-    (``duplicate``); so does a second request with the same id and body in this batch. A
-    request whose id names a different body (in the log or earlier in the batch) is refused:
-    its result carries ``error`` and nothing of it is committed.
-    """
-    import time
+    done: dict[int, RequestRecord]
+    twins: dict[int, int]
+    conflicts: set[int]
+    per_req: dict[int, dict[str, BitMap64]]
+    targets: dict[int, tuple[ErasureTarget, ...]]
 
-    t0 = time.perf_counter()
-    io0 = table.store.stats.snapshot()
-    schema = table.schema
-    dnfs = [normalize(r.filters, schema) for r in requests]
-    hashes = [request_hash(r.request_id) if r.request_id else None for r in requests]
-    bodies = [_body_hash(r.request_id, d, r.erase) for d, r in zip(dnfs, requests, strict=True)]
-    base, _ = table.catalog.current()
-    attempts = 0
-    while True:
-        done, twins, conflicts, live = _sort_requests(hashes, bodies, base)
+
+@dataclass(frozen=True, slots=True)
+class _DeleteChange:
+    """A batch of delete requests as a commit: ``prepare`` locates the rows and writes one DV
+    container with the unions; ``apply`` is :func:`_builder`."""
+
+    table: Table
+    requests: Sequence[DeleteRequest]
+    dnfs: Sequence[Dnf]
+    hashes: Sequence[str | None]
+    bodies: Sequence[str | None]
+    kind: str
+    owned: tuple[str, ...] = ()
+
+    @property
+    def what(self) -> str:
+        return self.kind
+
+    def prepare(self, base: Manifest) -> Prepared:
+        table, requests, hashes = self.table, self.requests, self.hashes
+        done, twins, conflicts, live = _sort_requests(hashes, self.bodies, base)
         # an erase finds every matching row still physically in a live file, hidden or not
         located = locate(
-            table, base, [dnfs[i] for i in live], physical=[requests[i].erase for i in live]
+            table, base, [self.dnfs[i] for i in live], physical=[requests[i].erase for i in live]
         )
         physical = {i: found for i, found in zip(live, located, strict=True) if requests[i].erase}
         current_dv = _DVsOf(table, base)
@@ -341,23 +335,21 @@ def delete_batch(
             for i in live
             if requests[i].erase and hashes[i] is not None and physical[i]
         }
+        result = _Located(done, twins, conflicts, per_req, targets)
         if not claimed and not targets:
-            outcome_version = None
-            break
+            return Prepared(lambda b: None, detail=result)
         snap_dv = {p: base.file(p).dv for p in claimed}  # type: ignore[union-attr]
-        unions = {p: current_dv(p) | claimed[p] for p in claimed}
         written_at = time.time()  # before the container's PUT: the GC grace clock
-        refs = _write_container(table, unions) if unions else {}
-        rows = sum(len(b) for b in claimed.values())
+        refs = write_dvs(table, {p: current_dv(p) | claimed[p] for p in claimed}) if claimed else {}
         records = [
             RequestRecord(
                 id_hash=hashes[i],  # type: ignore[arg-type]
                 version=0,
-                kind="erase" if requests[i].erase else kind,
+                kind="erase" if requests[i].erase else self.kind,
                 committed_at=datetime.now(UTC),
                 rows=sum(len(b) for b in per_req[i].values()),
                 files_touched=len(per_req[i]),
-                body_hash=bodies[i],
+                body_hash=self.bodies[i],
             )
             for i in live
             if hashes[i] is not None
@@ -371,68 +363,69 @@ def delete_batch(
             for i, t in targets.items()
         ]
         op = Operation(
-            kind=kind,  # type: ignore[arg-type]
-            rows_deleted=rows,
+            kind=self.kind,  # type: ignore[arg-type]
+            rows_deleted=sum(len(b) for b in claimed.values()),
             files_touched=len(claimed),
             request_id_hash=None,
             params={"requests": len(live)},
         )
+        return Prepared(
+            _builder(records, snap_dv, refs, op, erasures),
+            written=tuple(sorted({r.container for r in refs.values() if r.container})),
+            written_at=written_at if refs else None,
+            renewable=True,  # past the grace, a new container is cheap
+            detail=result,
+        )
 
-        try:
-            outcome = table.catalog.commit(
-                _builder(records, snap_dv, refs, op, erasures),
-                written_at=written_at if refs else None,
-            )
-        except errors.GraceExpired as g:
-            # the container outlived the grace under contention: write it anew (cheap) and
-            # try again; the old one is dropped (GC would sweep it otherwise)
-            attempts += 1
-            if attempts > table.catalog.retry.max_attempts:
-                raise
-            log.info("delete on %s rewrites its DV container: %s", table.uri, g)
-            _discard_containers(table, refs)
-            base, _ = table.catalog.current()
-            continue
-        except _Rebase as r:
-            attempts += 1
-            if attempts > table.catalog.retry.max_attempts:
-                raise errors.CommitConflict(
-                    f"delete on {table.uri} kept conflicting with concurrent writers"
-                ) from r
-            log.debug("delete rebasing onto version %s", r.base.version)
-            base = r.base
-            continue
-        attempts += outcome.attempts
-        assert outcome.manifest is not None
-        base = outcome.manifest
-        outcome_version = base.version
-        break
 
-    if outcome_version is not None:
-        table.adopt(base)
+def delete_batch(
+    table: Table, requests: Sequence[DeleteRequest], *, kind: str = "delete"
+) -> BatchDeleteResult:
+    """Delete the rows of several requests in one commit (see module docstring).
+
+    A request whose id was committed earlier with the same body returns the earlier result
+    (``duplicate``); so does a second request with the same id and body in this batch. A
+    request whose id names a different body (in the log or earlier in the batch) is refused:
+    its result carries ``error`` and nothing of it is committed.
+    """
+    t0 = time.perf_counter()
+    io0 = table.store.stats.snapshot()
+    schema = table.schema
+    dnfs = [normalize(r.filters, schema) for r in requests]
+    hashes = [request_hash(r.request_id) if r.request_id else None for r in requests]
+    bodies = [_body_hash(r.request_id, d, r.erase) for d, r in zip(dnfs, requests, strict=True)]
+    outcome = table.catalog.commit_change(
+        _DeleteChange(table, requests, dnfs, hashes, bodies, kind)
+    )
+    assert outcome.prepared is not None
+    found: _Located = outcome.prepared.detail
+    outcome_version = outcome.manifest.version if outcome.manifest is not None else None
+    base = outcome.manifest or outcome.base
+    if outcome.manifest is not None:
+        table.adopt(outcome.manifest)
     results: list[DeleteResult] = []
     for i in range(len(requests)):
-        rec = done.get(i)
-        if i in conflicts:
+        rec = found.done.get(i)
+        if i in found.conflicts:
             results.append(DeleteResult(None, 0, 0, error=_CONFLICT))
         elif rec is not None:
             results.append(DeleteResult(rec.version, rec.rows, rec.files_touched, duplicate=True))
-        elif i in twins:
-            first = results[twins[i]]
+        elif i in found.twins:
+            first = results[found.twins[i]]
             results.append(replace(first, duplicate=True))
         elif outcome_version is None:
             results.append(DeleteResult(None, 0, 0))
         else:
-            mine = per_req.get(i, {})
+            mine = found.per_req.get(i, {})
             results.append(
                 DeleteResult(
                     outcome_version,
                     sum(len(b) for b in mine.values()),
                     len(mine),
-                    row_groups=targets.get(i) or _targets(base, mine),
+                    row_groups=found.targets.get(i) or _targets(base, mine),
                 )
             )
     io = table.store.stats.snapshot() - io0
     return BatchDeleteResult(
-        outcome_version, tuple(results), attempts, time.perf_counter() - t0, io
+        outcome_version, tuple(results), outcome.attempts, time.perf_counter() - t0, io
     )

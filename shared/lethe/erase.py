@@ -13,7 +13,6 @@ is mapped onto the new one. The pure parts live in :mod:`lethe.parquet`.
 from __future__ import annotations
 
 import logging
-import random
 import time
 import uuid
 from collections.abc import Callable, Iterable, Sequence
@@ -26,7 +25,8 @@ import pyarrow.parquet as pq
 from pyroaring import BitMap64
 
 from lethe import errors
-from lethe.deletes import DeleteRequest, _targets, _write_container, delete_batch, load_dv
+from lethe.catalog import Prepared, Rebase
+from lethe.deletes import DeleteRequest, _targets, delete_batch, load_dv, write_dvs
 from lethe.dv import keep_mask, rebase_positions
 from lethe.manifest import (
     DataFile,
@@ -245,12 +245,6 @@ def _upload(
 
 
 # --- commit ----------------------------------------------------------------------------------
-class _Rebase(Exception):
-    def __init__(self, base: Manifest) -> None:
-        super().__init__(f"rebase onto version {base.version}")
-        self.base = base
-
-
 def _remap_erasures(
     erasures: Sequence[ErasureRecord],
     old: str,
@@ -283,66 +277,54 @@ def _remap_erasures(
     return tuple(out)
 
 
+@dataclass(frozen=True, slots=True)
+class _SpliceChange:
+    """Replace ``s.old`` by ``s.new``: ``prepare`` maps every position deleted so far
+    (including deletes that landed during the splice) onto the new file, where removed rows
+    vanish and later ones shift down, and writes that DV; ``apply`` is :func:`_splice_builder`.
+    The spliced object is the caller's (``owned``): removed if the commit does not land."""
+
+    table: Table
+    s: SpliceResult
+    what: str = "splice"
+
+    @property
+    def owned(self) -> tuple[str, ...]:
+        return (self.s.new.path,) if self.s.new is not None else ()
+
+    def prepare(self, base: Manifest) -> Prepared:
+        s = self.s
+        cur = base.file(s.old.path)
+        if cur is None:
+            raise errors.CommitConflict(
+                f"{s.old.path} was replaced by another commit during the splice; retry the erase"
+            )
+        new_dv: DVRef | None = None
+        if s.new is not None:
+            rebased = rebase_positions(load_dv(self.table, cur.dv), s.removed)
+            if len(rebased):
+                new_dv = write_dvs(self.table, {s.new.path: rebased})[s.new.path]
+        spliced = {g.index for g in s.fates if g.edited}
+        return Prepared(
+            _splice_builder(s, cur.dv, new_dv, spliced),
+            written=(new_dv.container,) if new_dv is not None and new_dv.container else (),
+            written_at=s.written_at,
+        )
+
+
 def commit_splice(table: Table, s: SpliceResult, *, request_hashes: Sequence[str] = ()) -> Manifest:
     """Replace ``s.old`` by ``s.new`` with the DV rebased; concurrent deletes on the old file
-    are mapped onto the new one.
+    are mapped onto the new one (through the catalog's one commit loop: bounded, jittered; a
+    DV container is written anew only when the old file's DV changed).
 
-    Bounded: at most the catalog's ``max_attempts`` passes, with jittered backoff between
-    passes whose base moved under the rebased DV; a DV container is written only when the
-    old file's DV changed since the last one. Raises CommitConflict (the spliced object and
-    this call's containers removed: the commit provably did not land) if the old file is no
-    longer live, contention outlasts the bound, or the GC grace rule refuses the commit.
+    Raises CommitConflict (the spliced object and this call's containers removed: the commit
+    provably did not land) if the old file is no longer live, contention outlasts the bound,
+    or the GC grace rule refuses the commit.
     """
-    snap_dv = s.old.dv
-    new_dv: DVRef | None = None
-    first = True
-    spliced = {g.index for g in s.fates if g.edited}
-    retry = table.catalog.retry
-    rng = random.Random()
-    containers: list[str] = []  # written by this call (all but the last are garbage)
-    try:
-        for attempt in range(1, retry.max_attempts + 1):
-            base, _ = table.catalog.current()
-            cur = base.file(s.old.path)
-            if cur is None:
-                raise errors.CommitConflict(
-                    f"{s.old.path} was replaced by another commit during the splice; "
-                    "retry the erase"
-                )
-            if first or cur.dv != snap_dv:
-                # Map every position deleted so far (including deletes that landed during the
-                # splice) onto the new file: removed rows vanish, later ones shift down.
-                if s.new is not None:
-                    rebased = rebase_positions(load_dv(table, cur.dv), s.removed)
-                    new_dv = None
-                    if len(rebased):
-                        new_dv = _write_container(table, {s.new.path: rebased})[s.new.path]
-                        containers.append(new_dv.container)  # type: ignore[arg-type]
-                snap_dv = cur.dv
-                first = False
-            try:
-                outcome = table.catalog.commit(
-                    _splice_builder(s, snap_dv, new_dv, spliced), written_at=s.written_at
-                )
-            except _Rebase:
-                time.sleep(retry.delay(attempt, rng))
-                continue
-            assert outcome.manifest is not None
-            table.adopt(outcome.manifest)
-            return outcome.manifest
-        raise errors.CommitConflict(
-            f"splice of {s.old.path} kept conflicting with concurrent deletes "
-            f"({retry.max_attempts} attempts); retry the erase"
-        )
-    except errors.CommitConflict:
-        keys = [table.key_of(c) for c in containers]
-        if s.new is not None:
-            keys.append(table.key_of(s.new.path))
-        try:
-            table.store.delete_many(keys)
-        except errors.LetheError as e:
-            log.warning("could not remove %d objects of a failed splice (%s)", len(keys), e)
-        raise
+    outcome = table.catalog.commit_change(_SpliceChange(table, s))
+    assert outcome.manifest is not None
+    table.adopt(outcome.manifest)
+    return outcome.manifest
 
 
 def _splice_builder(
@@ -361,7 +343,7 @@ def _splice_builder(
     def build(b: Manifest) -> Manifest | None:
         f = b.file(s.old.path)
         if f is None or f.dv != expected:
-            raise _Rebase(b)
+            raise Rebase(b, "the old file's DV changed")
         m = apply_replace(b, [s.old.path], new_files, op)
         return m.model_copy(
             update={
@@ -487,24 +469,25 @@ def _result(
     )
 
 
-def record_purge(table: Table, request_id: str) -> tuple[str, int | None, bool]:
-    """Commit an erasure record naming every row group that holds a row a DV hides.
+@dataclass(frozen=True, slots=True)
+class _PurgeRecord:
+    """The erasure record of a purge as a change: ``prepare`` finds every row group holding a
+    hidden row (or the record an earlier call with this id committed)."""
 
-    Idempotent by ``request_id``: a second call finds the first one's record. Returns
-    ``(request hash, version of the record or None when nothing is hidden, duplicate)``.
-    """
-    h = request_hash(request_id)
-    retry = table.catalog.retry
-    rng = random.Random()
-    for attempt in range(1, retry.max_attempts + 1):
-        base, _ = table.catalog.current()
+    table: Table
+    id_hash: str
+    what: str = "purge"
+    owned: tuple[str, ...] = ()
+
+    def prepare(self, base: Manifest) -> Prepared:
+        h = self.id_hash
         rec = base.find_request(h)
         if rec is not None:
-            return h, rec.version, True
-        hidden = {f.path: load_dv(table, f.dv) for f in base.files if f.dv is not None}
+            return Prepared(lambda b: None, detail=(rec.version, True))
+        hidden = {f.path: load_dv(self.table, f.dv) for f in base.files if f.dv is not None}
         targets = _targets(base, {p: bm for p, bm in hidden.items() if len(bm)})
         if not targets:
-            return h, None, False
+            return Prepared(lambda b: None, detail=(None, False))
         record = RequestRecord(
             id_hash=h,
             version=0,
@@ -521,30 +504,30 @@ def record_purge(table: Table, request_id: str) -> tuple[str, int | None, bool]:
             params={"hidden_rows": record.rows},
         )
 
-        def build(
-            b: Manifest,
-            record: RequestRecord = record,
-            erasure: ErasureRecord = erasure,
-            op: Operation = op,
-        ) -> Manifest | None:
+        def build(b: Manifest) -> Manifest | None:
             if b.find_request(h) is not None:
-                return None
+                raise Rebase(b, "a twin recorded it")  # its version is read by prepare
             if any(b.file(t.path) is None for t in erasure.targets):
-                raise _Rebase(b)  # a target was replaced meanwhile: look again
+                raise Rebase(b, "a target was replaced")  # look again
             return apply_dv_updates(b, {}, op, requests=[record], erasures=[erasure])
 
-        try:
-            outcome = table.catalog.commit(build)
-        except _Rebase:
-            time.sleep(retry.delay(attempt, rng))
-            continue
-        if outcome.manifest is None:
-            continue  # a twin recorded it: read its version next pass
+        return Prepared(build, detail=(None, False))
+
+
+def record_purge(table: Table, request_id: str) -> tuple[str, int | None, bool]:
+    """Commit an erasure record naming every row group that holds a row a DV hides.
+
+    Idempotent by ``request_id``: a second call finds the first one's record. Returns
+    ``(request hash, version of the record or None when nothing is hidden, duplicate)``.
+    """
+    h = request_hash(request_id)
+    outcome = table.catalog.commit_change(_PurgeRecord(table, h))
+    if outcome.manifest is not None:
         table.adopt(outcome.manifest)
         return h, outcome.manifest.version, False
-    raise errors.CommitConflict(
-        f"purge of {table.uri} kept conflicting with concurrent commits; run it again"
-    )
+    assert outcome.prepared is not None
+    version, duplicate = outcome.prepared.detail
+    return h, version, duplicate
 
 
 def purge(

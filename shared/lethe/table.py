@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from lethe import errors
-from lethe.catalog import Catalog, CommitOutcome, RetryPolicy
+from lethe.catalog import Catalog, CommitOutcome, PureChange, RetryPolicy
 from lethe.deletes import BatchDeleteResult, DeleteRequest, DeleteResult
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -276,11 +276,9 @@ class Table:
         files = self.write_data_files(data)
         if not files:
             return CommitResult(self.version, 0, 0, 0, self.store.stats.snapshot() - before)
-        try:
-            return self.commit_files(files, kind="append", written_at=written_at, _io_before=before)
-        except errors.GraceExpired:
-            self.discard(files)
-            raise
+        return self.commit_files(
+            files, kind="append", written_at=written_at, own=True, _io_before=before
+        )
 
     def discard(self, files: Iterable[DataFile]) -> None:
         """Delete uncommitted data files (best effort: GC removes what is left)."""
@@ -310,6 +308,7 @@ class Table:
         params: dict[str, Any] | None = None,
         request_id: str | None = None,
         written_at: float | None = None,
+        own: bool = False,
         _io_before: IOCounters | None = None,
     ) -> CommitResult:
         """Commit already-written data files (used by append, ingest jobs and the trigger).
@@ -317,7 +316,9 @@ class Table:
         ``written_at`` is the writer's ``time.time()`` before the first of ``files`` was
         uploaded; without it the files' ``LastModified`` is read (one HEAD per file). The
         commit is refused with :class:`~lethe.errors.GraceExpired` once the table's GC grace
-        rule says GC may have removed them (the caller decides what to do with the files).
+        rule says GC may have removed them. With ``own``, the files are the caller's
+        uncommitted copies: they are removed when the commit provably did not land, or when a
+        redelivered twin (same ``request_id``) committed first; otherwise the caller decides.
         """
         from lethe.manifest import request_hash
 
@@ -343,7 +344,14 @@ class Table:
 
         if written_at is None and files:
             written_at = self._written_at(files)
-        outcome = self._catalog.commit(build, written_at=written_at)
+        outcome = self._catalog.commit_change(
+            PureChange(
+                build,
+                written_at,
+                what=kind,
+                owned=tuple(f.path for f in files) if own else (),
+            )
+        )
         self._adopt(outcome)
         io = self.store.stats.snapshot() - before
         if outcome.manifest is None:

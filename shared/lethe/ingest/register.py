@@ -235,19 +235,15 @@ def register_parquet(
         added_version=0,
         sorted_by_key=_declared_sorted(md, table.key, schema.field(table.key).type, groups),
     )
-    try:
-        res = table.commit_files(
-            [df],
-            kind="register",
-            params={"bytes": size, "row_groups": len(groups)},
-            request_id=rid,
-            written_at=written_at,
-        )
-    except errors.GraceExpired:  # the copy is ours and uncommitted: leave nothing behind
-        table.discard([df])
-        raise
-    if res.files_added == 0:  # a redelivered twin committed first: ours was never referenced
-        table.discard([df])
+    res = table.commit_files(  # the copy is ours: removed if it is not committed
+        [df],
+        kind="register",
+        params={"bytes": size, "row_groups": len(groups)},
+        request_id=rid,
+        written_at=written_at,
+        own=True,
+    )
+    if res.files_added == 0:  # a redelivered twin committed first
         return RegisterResult(res.version, True, None, md.num_rows, 0, 0, time.perf_counter() - t0)
     log.info(
         "registered %s rows in %s row groups at version %s", md.num_rows, len(groups), res.version
