@@ -12,7 +12,7 @@ MODULES = [
     "filters",
     "values",
     "store",
-    "cli",
+    "cli.common",
     "ingest",
     "ingest.inputs",
     "ingest.staging",

@@ -126,3 +126,39 @@ def test_listing_errors_are_translated_and_counted(store: S3Store) -> None:
         missing.list_multipart("p/")
     missing.abort_multipart("k", "no-such-upload")  # already gone: not an error
     assert missing.stats.snapshot().count("abort_multipart") == 1
+
+
+def test_create_only_puts_of_one_key_race_to_exactly_one_winner(store: S3Store) -> None:
+    """The commit point's guarantee, on the server the tests use: of many concurrent
+    ``If-None-Match: *`` PUTs of one key, exactly one succeeds (moto alone checks, then
+    writes; lethe.local.server serializes conditional writes as S3 makes them atomic)."""
+    import threading
+
+    body = b"x" * (256 << 10)  # a body big enough to widen moto's check-then-write window
+    for round_ in range(6):
+        key = f"race/{round_}"
+        wins: list[int] = []
+        lost: list[int] = []
+        go = threading.Barrier(8)
+
+        def put(
+            i: int,
+            key: str = key,
+            wins: list[int] = wins,
+            lost: list[int] = lost,
+            go: threading.Barrier = go,
+        ) -> None:
+            go.wait()
+            try:
+                store.put(key, body + bytes([i]), if_none_match=True)
+                wins.append(i)
+            except errors.PreconditionFailed:
+                lost.append(i)
+
+        threads = [threading.Thread(target=put, args=(i,)) for i in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert len(wins) == 1 and len(lost) == 7
+        assert store.get(key).body[-1] == wins[0]  # and the object is the winner's

@@ -36,6 +36,7 @@ from lethe.manifest import (
     request_hash,
 )
 from lethe.reader import iter_row_groups, load_dv_bytes
+from lethe.scan import DVCache, plan
 from lethe.store import IOCounters
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -151,13 +152,11 @@ def locate(
     combined read serves every request: the union of their candidate row groups and filter
     columns is fetched once.
     """
-    from lethe.table import DVCache, Table
-
     phys = list(physical) if physical is not None else [False] * len(dnfs)
-    view = Table(table.catalog, base)
+    store, prefix = table.store, table.catalog.prefix
     wanted: dict[tuple[str, int], tuple[Any, int]] = {}
     for dnf, ph in zip(dnfs, phys, strict=True):
-        for h, rg, first in view.plan(dnf, physical=ph):
+        for h, rg, first in plan(store, prefix, base, dnf, physical=ph):
             if only_paths is not None and h.file.path not in only_paths:
                 continue
             wanted.setdefault((h.file.path, rg), (h, first))
@@ -166,7 +165,7 @@ def locate(
         return out
     cols = list(dict.fromkeys(c for d in dnfs for c in d.columns))
     exprs = [d.expression() for d in dnfs]
-    dvs = DVCache(view)
+    dvs = DVCache(store, prefix)
     items = [
         (h, rg) for (_, rg), (h, _) in sorted(wanted.items(), key=lambda kv: (kv[0][0], kv[0][1]))
     ]

@@ -12,7 +12,6 @@ Example:
 from __future__ import annotations
 
 import logging
-import threading
 import time
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
@@ -39,8 +38,8 @@ from lethe.manifest import (
     initial_manifest,
 )
 from lethe.reader import FileHandle, RowFilter, iter_row_groups, read_filtered
+from lethe.scan import DVCache, plan
 from lethe.store import IOCounters, S3Store, parse_s3_uri
-from lethe.values import from_json
 from lethe.writer import WriteOptions, write_files
 
 log = logging.getLogger(__name__)
@@ -362,51 +361,12 @@ class Table:
     def _handle(self, f: DataFile, store: S3Store | None = None) -> FileHandle:
         return FileHandle(store or self.store, self._catalog.key(f.path), f)
 
-    def _file_lookup(self, f: DataFile, schema: pa.Schema) -> Any:
-        def lookup(col: str) -> tuple[Any, Any, int | None] | None:
-            st = f.columns.get(col)
-            if st is None:
-                return None
-            t = schema.field(col).type
-            return from_json(st.min, t), from_json(st.max, t), st.null_count
-
-        return lookup
-
     def plan(
         self, dnf: Dnf | None, store: S3Store | None = None, *, physical: bool = False
     ) -> list[tuple[FileHandle, int, int]]:
-        """``(file, row group, first row position)`` that may hold rows matching ``dnf``.
-
-        Files are pruned by manifest stats, row groups by the manifest's key stats and, for
-        other columns, by the footer's row-group statistics. Files whose rows are all
-        deleted are skipped unless ``physical`` (an erasure looks for rows still in files).
-        """
-
-        schema = self.schema
-        key = self.key
-        out: list[tuple[FileHandle, int, int]] = []
-        other_cols = [c for c in (dnf.columns if dnf else []) if c != key]
-        for f in self._m.files:
-            if f.live_rows == 0 and not physical:
-                continue
-            if dnf is not None and not dnf.may_match(self._file_lookup(f, schema)):
-                continue
-            h = self._handle(f, store)
-            footer = h.footer() if (dnf is not None and other_cols) else None
-            first = 0
-            for i, rg in enumerate(f.row_groups):
-                start = first
-                first += rg.rows
-                if rg.rows == 0:
-                    continue
-                if dnf is not None:
-                    lookup = _RowGroupStats(
-                        schema, key, rg, footer.metadata.row_group(i) if footer else None
-                    )
-                    if not dnf.may_match(lookup):
-                        continue
-                out.append((h, i, start))
-        return out
+        """``(file, row group, first row position)`` that may hold rows matching ``dnf``
+        (see :func:`lethe.scan.plan`)."""
+        return plan(store or self.store, self._catalog.prefix, self._m, dnf, physical=physical)
 
     def _output_schema(self, columns: Sequence[str] | None) -> pa.Schema:
         schema = self.schema
@@ -443,7 +403,7 @@ class Table:
     ) -> Iterator[pa.RecordBatch]:
         items = self.plan(dnf, store)
         out_cols = out_schema.names
-        rf = RowFilter.of(dnf, self.schema, DVCache(self).keep_mask)
+        rf = RowFilter.of(dnf, self.schema, DVCache(self.store, self._catalog.prefix).keep_mask)
         starts = {(h.file.path, rg): first for h, rg, first in items}
 
         def read(h: FileHandle, rg: int) -> pa.Table:
@@ -555,76 +515,6 @@ class Table:
             except errors.SnapshotNotFound:
                 break
         return out
-
-
-class _RowGroupStats:
-    """Min/max of one row group: the key from the manifest, other columns from the footer."""
-
-    def __init__(self, schema: pa.Schema, key: str, rg: Any, md: Any) -> None:
-        self.schema, self.key, self.rg, self.md = schema, key, rg, md
-
-    def __call__(self, col: str) -> tuple[Any, Any, int | None] | None:
-        from lethe.values import comparable
-
-        if col == self.key:
-            if self.rg.key_min is None:
-                return None
-            t = self.schema.field(col).type
-            return from_json(self.rg.key_min, t), from_json(self.rg.key_max, t), None
-        if self.md is None:
-            return None
-        for j in range(self.md.num_columns):
-            c = self.md.column(j)
-            if c.path_in_schema != col:
-                continue
-            st = c.statistics
-            if st is None or not st.has_min_max:
-                return None
-            t = self.schema.field(col).type
-            try:
-                return comparable(st.min, t), comparable(st.max, t), st.null_count
-            except (TypeError, ValueError, pa.ArrowException):
-                return None
-        return None
-
-
-class DVCache:
-    """Deletion vectors of one read, loaded once per file."""
-
-    def __init__(self, table: Table) -> None:
-        self._t = table
-        self._bms: dict[str, Any] = {}
-        self._lock = threading.Lock()
-
-    def bitmap(self, f: DataFile) -> Any:
-        if f.dv is None:
-            return None
-        with self._lock:
-            return self._load(f)
-
-    def _load(self, f: DataFile) -> Any:
-        assert f.dv is not None
-        bm = self._bms.get(f.path)
-        if bm is None:
-            from lethe.dv import decode_dv
-            from lethe.reader import load_dv_bytes
-
-            blob = load_dv_bytes(self._t.store, self._t.catalog.prefix, f.dv)
-            bm = decode_dv(blob, expected_crc=f.dv.crc32)
-            if len(bm) != f.dv.cardinality:
-                raise errors.CorruptDeletionVector(
-                    f"DV of {f.path}: {len(bm)} positions, manifest says {f.dv.cardinality}"
-                )
-            self._bms[f.path] = bm
-        return bm
-
-    def keep_mask(self, f: DataFile, start: int, n: int) -> Any:
-        bm = self.bitmap(f)
-        if bm is None or not bm.range_cardinality(start, start + n):
-            return None
-        from lethe.dv import keep_mask
-
-        return pa.array(keep_mask(bm, start, n))
 
 
 def batches_of(items: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:

@@ -3,6 +3,12 @@
 The real S3/SQS protocol over HTTP via boto3: nothing in Lethe is patched. Credentials and
 ``AWS_ENDPOINT_URL`` are set in ``os.environ`` so that every boto3 client (and Spark
 executors, which inherit the environment) talks to it.
+
+One fidelity fix, at the HTTP boundary: S3 evaluates ``If-None-Match``/``If-Match`` and
+writes as one atomic step; moto checks, then writes, so two concurrent create-only PUTs of
+one key can both succeed (seen under load: two committers both "won" manifest vN). Requests
+carrying a write condition are therefore served one at a time (:class:`AtomicConditions`);
+everything else stays concurrent.
 """
 
 from __future__ import annotations
@@ -12,12 +18,14 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["LocalAws", "start_moto"]
+__all__ = ["AtomicConditions", "LocalAws", "start_moto"]
 
 DEFAULT_ENV = {
     "AWS_ACCESS_KEY_ID": "testing",
@@ -66,6 +74,48 @@ class LocalAws:
         self.stop()
 
 
+class AtomicConditions:
+    """WSGI middleware: conditional writes (PUT/POST with ``If-None-Match``/``If-Match``) run
+    one at a time, their whole response produced under the lock, as S3 makes them atomic."""
+
+    def __init__(self, app: Callable[..., Iterable[bytes]]) -> None:
+        self.app = app
+        self.lock = threading.Lock()
+
+    def __call__(self, environ: dict[str, Any], start_response: Any) -> Iterable[bytes]:
+        conditional = environ.get("REQUEST_METHOD") in ("PUT", "POST") and (
+            "HTTP_IF_NONE_MATCH" in environ or "HTTP_IF_MATCH" in environ
+        )
+        if not conditional:
+            return self.app(environ, start_response)
+        with self.lock:
+            return list(self.app(environ, start_response))
+
+
+def _server(port: int) -> Any:
+    """moto's app behind :class:`AtomicConditions`, as a threaded werkzeug server."""
+    from moto.moto_server.werkzeug_app import (
+        DomainDispatcherApplication,
+        MotoRequestHandler,
+        create_backend_app,
+    )
+    from werkzeug.serving import make_server
+
+    app = AtomicConditions(DomainDispatcherApplication(create_backend_app))
+    return make_server("127.0.0.1", port, app, True, request_handler=MotoRequestHandler)
+
+
+class _ThreadServer:
+    def __init__(self, port: int) -> None:
+        self.server = _server(port)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.thread.join()
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -79,7 +129,7 @@ def start_moto(*, process: bool = False, port: int = 0, set_env: bool = True) ->
     if process:
         port = port or _free_port()
         proc = subprocess.Popen(
-            [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+            [sys.executable, "-m", "lethe.local.server", str(port)],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
@@ -96,11 +146,8 @@ def start_moto(*, process: bool = False, port: int = 0, set_env: bool = True) ->
                 time.sleep(0.1)
         local = LocalAws(endpoint, port, _proc=proc)
     else:
-        from moto.server import ThreadedMotoServer
-
-        srv = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-        srv.start()
-        host, real_port = srv.get_host_and_port()
+        srv = _ThreadServer(port)
+        host, real_port = srv.server.server_address[:2]
         local = LocalAws(f"http://{host}:{real_port}", int(real_port), _thread_server=srv)
     if set_env:
         env = {**DEFAULT_ENV, "AWS_ENDPOINT_URL": local.endpoint, "MOTO_PORT": str(local.port)}
@@ -108,3 +155,8 @@ def start_moto(*, process: bool = False, port: int = 0, set_env: bool = True) ->
             local._saved_env.setdefault(k, os.environ.get(k))
             os.environ[k] = v
     return local
+
+
+if __name__ == "__main__":  # the server process of start_moto(process=True)
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
+    _server(int(sys.argv[1])).serve_forever()

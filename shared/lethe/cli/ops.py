@@ -1,4 +1,4 @@
-"""CLI commands for deletes, erasure, verification and GC (registered by :mod:`lethe.cli`)."""
+"""Maintenance commands: delete, erase, purge, gc, verify."""
 
 from __future__ import annotations
 
@@ -6,13 +6,13 @@ import argparse
 from typing import Any
 
 from lethe import errors
+from lethe.cli.common import add_filters
+from lethe.cli.common import filters as parse
 
 __all__ = ["register"]
 
 
 def _filters(a: argparse.Namespace) -> Any:
-    from lethe.cli import _filters as parse
-
     f = parse(a)
     if f is None:
         raise errors.InvalidRequest(
@@ -109,7 +109,7 @@ def cmd_verify(a: argparse.Namespace) -> int:
     return 0 if rep.ok else 1
 
 
-def register(sub: Any, add_filters: Any) -> None:
+def register(sub: Any) -> None:
     """Add the maintenance commands to the ``lethe`` parser."""
     c = sub.add_parser("delete", help="delete rows (deletion vectors, constant time)")
     c.add_argument("uri")

@@ -1,0 +1,62 @@
+"""The ``lethe`` command line: the public API from a shell.
+
+Examples::
+
+    lethe create s3://b/events --schema events.parquet --key id
+    lethe append s3://b/events data.csv
+    lethe scan s3://b/events --where "customer_id = 7" --columns id,payload
+    lethe delete s3://b/events --where "id in [1,2,3]" --request-id r-1
+    lethe history s3://b/events
+    lethe inspect s3://b/events data/2026/11/22/16/ab.parquet
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+from typing import NoReturn
+
+from lethe import errors
+from lethe.cli import ops, tables
+from lethe.cli.common import parse_where
+from lethe.process import run_main
+
+__all__ = ["console_main", "main", "parse_where"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="lethe", description="Parquet tables on S3 that can forget.")
+    p.add_argument("-v", "--verbose", action="store_true")
+    sub = p.add_subparsers(dest="cmd", required=True)
+    tables.register(sub)  # create, append, scan, history, inspect
+    ops.register(sub)  # delete, erase, purge, gc, verify
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING,
+        format="%(levelname)s %(name)s: %(message)s",
+    )
+    try:
+        return int(args.fn(args))
+    except errors.TableNotFound as e:
+        uri = e.uri or getattr(args, "uri", None) or "s3://BUCKET/PREFIX"
+        print(
+            f"lethe: TableNotFound: no Lethe table at {uri}; create it with "
+            f"`lethe create {uri} --schema FILE --key COLUMN`",
+            file=sys.stderr,
+        )
+        return 2
+    except errors.LetheError as e:
+        print(f"lethe: {type(e).__name__}: {e}", file=sys.stderr)
+        return 2
+
+
+def console_main() -> NoReturn:
+    """The ``lethe`` console script: :func:`main`, ended by :func:`lethe.process.run_main`
+    (quiet on a closed pipe, immune to pyarrow's abort at interpreter exit)."""
+    run_main(main)

@@ -1,0 +1,5 @@
+"""``python -m lethe.cli``: the ``lethe`` command."""
+
+from lethe.cli import console_main
+
+console_main()

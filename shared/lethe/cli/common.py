@@ -1,0 +1,80 @@
+"""What every ``lethe`` command shares: filter arguments, local files, table printing."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
+
+from lethe import errors
+
+__all__ = ["add_filters", "conform", "filters", "parse_where", "print_table", "read_local"]
+
+_WHERE = re.compile(r"^\s*([A-Za-z_][\w.]*)\s*(==|=|!=|<=|>=|<|>|not\s+in|in)\s*(.+?)\s*$", re.I)
+
+
+def parse_where(expr: str) -> tuple[str, str, Any]:
+    """Parse ``"col op value"``; the value is JSON when it parses as JSON, else a string.
+
+    >>> parse_where("id in [1, 2]")
+    ('id', 'in', [1, 2])
+    >>> parse_where("name = bob")
+    ('name', '=', 'bob')
+    """
+    m = _WHERE.match(expr)
+    if not m:
+        raise errors.InvalidRequest(f"cannot parse --where {expr!r}; use 'column op value'")
+    col, op, raw = m.group(1), re.sub(r"\s+", " ", m.group(2).lower()), m.group(3)
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError:
+        value = raw.strip("'\"")
+    return col, op, value
+
+
+def filters(args: argparse.Namespace) -> Any:
+    if getattr(args, "filters", None):
+        try:
+            return json.loads(args.filters)
+        except json.JSONDecodeError as e:
+            raise errors.InvalidRequest(f"--filters is not JSON: {e}") from e
+    if getattr(args, "where", None):
+        return [parse_where(w) for w in args.where]
+    return None
+
+
+def read_local(path: str) -> pa.Table:
+    if path.endswith(".csv"):
+        return pacsv.read_csv(path)
+    return pq.read_table(path)
+
+
+def conform(data: pa.Table, schema: pa.Schema) -> pa.Table:
+    missing = [n for n in schema.names if n not in data.column_names]
+    if missing:
+        raise errors.SchemaMismatch(f"input lacks columns {missing}")
+    try:
+        return data.select(schema.names).cast(schema)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+        raise errors.SchemaMismatch(f"input does not fit the table schema: {e}") from e
+
+
+def print_table(t: pa.Table, limit: int) -> None:
+    shown = t.slice(0, limit)
+    cols = shown.column_names
+    rows = [[("" if v is None else str(v)) for v in r.values()] for r in shown.to_pylist()]
+    widths = [max([len(c)] + [min(40, len(r[i])) for r in rows]) for i, c in enumerate(cols)]
+    print("  ".join(c.ljust(w) for c, w in zip(cols, widths, strict=True)))
+    for r in rows:
+        print("  ".join(v[:40].ljust(w) for v, w in zip(r, widths, strict=True)))
+    print(f"({t.num_rows} rows{', showing ' + str(limit) if t.num_rows > limit else ''})")
+
+
+def add_filters(c: argparse.ArgumentParser) -> None:
+    c.add_argument("--where", action="append", help="'column op value' (repeat to AND)")
+    c.add_argument("--filters", help="pyarrow DNF filters as JSON")

@@ -1,0 +1,129 @@
+"""Table commands: create, append, scan, history, inspect."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
+
+from lethe import errors
+from lethe.cli.common import add_filters, conform, filters, print_table, read_local
+from lethe.table import Table
+
+__all__ = ["register"]
+
+
+def cmd_create(a: argparse.Namespace) -> int:
+    schema = (
+        pq.read_schema(a.schema) if a.schema.endswith(".parquet") else read_local(a.schema).schema
+    )
+    t = Table.create(
+        a.uri,
+        schema,
+        key=a.key,
+        target_file_bytes=a.target_file_bytes,
+        row_group_bytes=a.row_group_bytes,
+        gc_grace=a.gc_grace,
+    )
+    print(f"created {t.uri} version {t.version} key={a.key} columns={schema.names}")
+    return 0
+
+
+def cmd_append(a: argparse.Namespace) -> int:
+    t = Table.open(a.uri)
+    r = t.append(conform(read_local(a.file), t.schema))
+    print(
+        f"appended {r.rows_added} rows in {r.files_added} files -> version {r.version} ({r.io.describe()})"
+    )
+    return 0
+
+
+def cmd_scan(a: argparse.Namespace) -> int:
+    t = Table.open(a.uri, version=a.version)
+    cols = a.columns.split(",") if a.columns else None
+    out = t.scan(cols, filters(a))
+    if a.out:
+        if a.out.endswith(".csv"):
+            pacsv.write_csv(out, a.out)
+        else:
+            pq.write_table(out, a.out)
+        print(f"wrote {out.num_rows} rows to {a.out}")
+    else:
+        print_table(out, a.limit)
+    return 0
+
+
+def cmd_history(a: argparse.Namespace) -> int:
+    t = Table.open(a.uri)
+    print(
+        f"{'version':>7}  {'created_at':<26} {'operation':<9} {'+rows':>9} {'-rows':>9} {'erased':>7} {'live rows':>10} {'files':>6}"
+    )
+    for h in t.history():
+        print(
+            f"{h.version:>7}  {h.created_at.isoformat(timespec='seconds'):<26} {h.operation:<9} "
+            f"{h.rows_added:>9} {h.rows_deleted:>9} {h.rows_erased:>7} {h.live_rows:>10} {h.live_files:>6}"
+        )
+    return 0
+
+
+def cmd_inspect(a: argparse.Namespace) -> int:
+    from lethe.writer import row_group_range
+
+    t = Table.open(a.uri, version=a.version)
+    files = [f for f in t.manifest.files if a.path in (None, f.path)]
+    if a.path and not files:
+        raise errors.InvalidRequest(f"{a.path} is not a live file of version {t.version}")
+    for f in files:
+        h = t._handle(f)
+        md = h.footer().metadata
+        print(
+            f"{f.path}  size={f.size:,}  rows={f.rows}  deleted={f.deleted_rows}  row_groups={md.num_row_groups}  created_by={md.created_by}"
+        )
+        print(f"  {'rg':>3} {'offset':>12} {'bytes':>12} {'rows':>9}  key min .. max")
+        for i, rg in enumerate(f.row_groups):
+            s, e = row_group_range(md.row_group(i))
+            print(f"  {i:>3} {s:>12,} {e - s:>12,} {rg.rows:>9}  {rg.key_min} .. {rg.key_max}")
+    return 0
+
+
+def register(sub: Any) -> None:
+    """Add the table commands to the ``lethe`` parser."""
+    c = sub.add_parser("create", help="create a table")
+    c.add_argument("uri")
+    c.add_argument("--schema", required=True, help="a Parquet or CSV file whose schema to use")
+    c.add_argument("--key", default="id")
+    c.add_argument("--target-file-bytes", type=int, default=256 << 20)
+    c.add_argument("--row-group-bytes", type=int, default=16 << 20)
+    c.add_argument(
+        "--gc-grace",
+        default="7d",
+        help="how long GC keeps objects no manifest references yet; writers commit within it "
+        "(default %(default)s, fixed for the table's life)",
+    )
+    c.set_defaults(fn=cmd_create)
+
+    c = sub.add_parser("append", help="append a local Parquet or CSV file")
+    c.add_argument("uri")
+    c.add_argument("file")
+    c.set_defaults(fn=cmd_append)
+
+    c = sub.add_parser("scan", help="print or export rows")
+    c.add_argument("uri")
+    c.add_argument("--version", type=int)
+    c.add_argument("--columns")
+    add_filters(c)
+    c.add_argument("--out", help="write to .parquet or .csv instead of printing")
+    c.add_argument("--limit", type=int, default=20)
+    c.set_defaults(fn=cmd_scan)
+
+    c = sub.add_parser("history", help="list versions, newest first")
+    c.add_argument("uri")
+    c.set_defaults(fn=cmd_history)
+
+    c = sub.add_parser("inspect", help="a data file's row groups: offsets, sizes, rows, key range")
+    c.add_argument("uri")
+    c.add_argument("path", nargs="?", help="table-relative data file path (default: all files)")
+    c.add_argument("--version", type=int)
+    c.set_defaults(fn=cmd_inspect)

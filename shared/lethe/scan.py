@@ -1,0 +1,144 @@
+"""Scan planning over one manifest: which row groups may hold matching rows (pruned by the
+manifest's stats, then by footer statistics), and the deletion vectors of one read.
+
+Operations take ``(store, prefix, manifest)`` rather than the :class:`~lethe.table.Table`
+façade, so lower layers (deletes, erase) plan reads without building a table handle.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pyarrow as pa
+
+from lethe import errors
+from lethe.filters import Dnf
+from lethe.manifest import DataFile, Manifest
+from lethe.reader import FileHandle
+from lethe.store import S3Store
+from lethe.values import from_json
+
+__all__ = ["DVCache", "plan"]
+
+
+def _file_lookup(f: DataFile, schema: pa.Schema) -> Any:
+    def lookup(col: str) -> tuple[Any, Any, int | None] | None:
+        st = f.columns.get(col)
+        if st is None:
+            return None
+        t = schema.field(col).type
+        return from_json(st.min, t), from_json(st.max, t), st.null_count
+
+    return lookup
+
+
+def plan(
+    store: S3Store,
+    prefix: str,
+    manifest: Manifest,
+    dnf: Dnf | None,
+    *,
+    physical: bool = False,
+) -> list[tuple[FileHandle, int, int]]:
+    """``(file, row group, first row position)`` that may hold rows matching ``dnf``.
+
+    Files are pruned by manifest stats, row groups by the manifest's key stats and, for
+    other columns, by the footer's row-group statistics. Files whose rows are all
+    deleted are skipped unless ``physical`` (an erasure looks for rows still in files).
+    """
+    schema = manifest.arrow_schema()
+    key = manifest.key
+    out: list[tuple[FileHandle, int, int]] = []
+    other_cols = [c for c in (dnf.columns if dnf else []) if c != key]
+    for f in manifest.files:
+        if f.live_rows == 0 and not physical:
+            continue
+        if dnf is not None and not dnf.may_match(_file_lookup(f, schema)):
+            continue
+        h = FileHandle(store, f"{prefix}/{f.path}" if prefix else f.path, f)
+        footer = h.footer() if (dnf is not None and other_cols) else None
+        first = 0
+        for i, rg in enumerate(f.row_groups):
+            start = first
+            first += rg.rows
+            if rg.rows == 0:
+                continue
+            if dnf is not None:
+                lookup = _RowGroupStats(
+                    schema, key, rg, footer.metadata.row_group(i) if footer else None
+                )
+                if not dnf.may_match(lookup):
+                    continue
+            out.append((h, i, start))
+    return out
+
+
+class _RowGroupStats:
+    """Min/max of one row group: the key from the manifest, other columns from the footer."""
+
+    def __init__(self, schema: pa.Schema, key: str, rg: Any, md: Any) -> None:
+        self.schema, self.key, self.rg, self.md = schema, key, rg, md
+
+    def __call__(self, col: str) -> tuple[Any, Any, int | None] | None:
+        from lethe.values import comparable
+
+        if col == self.key:
+            if self.rg.key_min is None:
+                return None
+            t = self.schema.field(col).type
+            return from_json(self.rg.key_min, t), from_json(self.rg.key_max, t), None
+        if self.md is None:
+            return None
+        for j in range(self.md.num_columns):
+            c = self.md.column(j)
+            if c.path_in_schema != col:
+                continue
+            st = c.statistics
+            if st is None or not st.has_min_max:
+                return None
+            t = self.schema.field(col).type
+            try:
+                return comparable(st.min, t), comparable(st.max, t), st.null_count
+            except (TypeError, ValueError, pa.ArrowException):
+                return None
+        return None
+
+
+class DVCache:
+    """Deletion vectors of one read, loaded once per file."""
+
+    def __init__(self, store: S3Store, prefix: str) -> None:
+        self._store, self._prefix = store, prefix
+        self._bms: dict[str, Any] = {}
+        self._lock = threading.Lock()
+
+    def bitmap(self, f: DataFile) -> Any:
+        if f.dv is None:
+            return None
+        with self._lock:
+            return self._load(f)
+
+    def _load(self, f: DataFile) -> Any:
+        assert f.dv is not None
+        bm = self._bms.get(f.path)
+        if bm is None:
+            from lethe.dv import decode_dv
+            from lethe.reader import load_dv_bytes
+
+            blob = load_dv_bytes(self._store, self._prefix, f.dv)
+            bm = decode_dv(blob, expected_crc=f.dv.crc32)
+            if len(bm) != f.dv.cardinality:
+                raise errors.CorruptDeletionVector(
+                    f"DV of {f.path}: {len(bm)} positions, manifest says {f.dv.cardinality}"
+                )
+            self._bms[f.path] = bm
+        return bm
+
+    def keep_mask(self, f: DataFile, start: int, n: int) -> Any:
+        bm = self.bitmap(f)
+        if bm is None or not bm.range_cardinality(start, start + n):
+            return None
+        from lethe.dv import keep_mask
+
+        return pa.array(keep_mask(bm, start, n))
