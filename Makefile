@@ -21,7 +21,7 @@ $(VENV)/.synced: pyproject.toml uv.lock | ensure-uv
 setup: $(VENV)/.synced
 
 demo: setup
-	$(PY) -m lethe.demo
+	$(PY) -m devtools.demo
 
 test: setup
 	$(PY) -m pytest -n 2 --dist loadgroup -q

@@ -8,7 +8,7 @@ import statistics
 import numpy as np
 
 from bench.common import measure, moto_process, new_bucket
-from lethe.demo import SCHEMA, generate
+from devtools.demo import SCHEMA, generate
 from lethe.table import Table
 
 

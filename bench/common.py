@@ -10,7 +10,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from lethe.local.server import LocalAws, start_moto
+from devtools.local.server import LocalAws, start_moto
 
 
 @contextmanager

@@ -69,9 +69,8 @@ LIB_ZIP = ROOT / c.LAYER_LIB_ZIP
 REPORT_FILE = ROOT / c.LAYER_REPORT_FILE
 FUNCTIONS_DIR = ROOT / c.FUNCTIONS_DIR
 LIBRARY_SOURCE = ROOT / "shared" / "lethe"
-DEV_ONLY = ("local", "demo.py")  # moto-backed local runtime and demo: never shipped to Lambda
 # Bump when the strip rules or the layout change, to invalidate cached builds.
-BUILD_FORMAT = 4
+BUILD_FORMAT = 5
 
 # Removed wherever they appear (directory names / file suffixes).
 STRIP_DIRS = frozenset({"__pycache__", "tests"})
@@ -264,7 +263,7 @@ def deps_input_hash(target: Target = LAMBDA_TARGET) -> str:
 
 def lib_input_hash() -> str:
     """Hash of the ``lethe`` sources that go into the library layer."""
-    h = hashlib.sha256(f"format={BUILD_FORMAT};dev_only={DEV_ONLY}".encode())
+    h = hashlib.sha256(f"format={BUILD_FORMAT}".encode())
     _hash_files(h, LIBRARY_SOURCE)
     return h.hexdigest()
 
@@ -402,20 +401,14 @@ def assemble_deps(site: Path, target: Target, *, requirements: Path) -> list[str
 
 
 def assemble_lib(site: Path) -> None:
-    """Copy ``shared/lethe`` (without caches, tests and the development-only local runtime and
-    demo, which import moto) into ``site/lethe``."""
+    """Copy ``shared/lethe`` (without caches and tests) into ``site/lethe``. The library holds
+    only what runs: the local runtime and the demo live in ``devtools/``, outside it."""
     site.mkdir(parents=True)
     shutil.copytree(
         LIBRARY_SOURCE,
         site / "lethe",
         ignore=shutil.ignore_patterns(*STRIP_DIRS, *(f"*{s}" for s in (".pyc", ".pyo"))),
     )
-    for dev_only in DEV_ONLY:
-        target = site / "lethe" / dev_only
-        if target.is_dir():
-            shutil.rmtree(target)
-        elif target.exists():
-            target.unlink()
 
 
 # ---------------------------------------------------------------------------- driver

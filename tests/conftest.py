@@ -10,7 +10,7 @@ import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, settings
 
-from lethe.local.server import LocalAws, start_moto
+from devtools.local.server import LocalAws, start_moto
 
 # No wall-clock limits in tests (CI machines are shared): hypothesis' per-example deadline and
 # its too-slow health check are off; benchmarks measure time instead.

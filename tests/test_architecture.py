@@ -94,3 +94,31 @@ def test_the_detector_finds_a_circle() -> None:
     assert "lethe.catalog" in g["lethe.deletes"]  # it sees real edges
     g["lethe.catalog"] = {*g["lethe.catalog"], "lethe.deletes"}
     assert ["lethe.catalog", "lethe.deletes"] in cycles(g)
+
+
+DEV_ONLY = ("moto", "devtools", "infra", "layers", "pytest", "hypothesis")
+
+
+def test_what_ships_is_the_library_and_imports_no_dev_tool(tmp_path: Path) -> None:
+    """The wheel packs ``shared/lethe``; the Lambda layer and the EMR archive copy it. No
+    module of it may import the local runtime, moto, the CDK app or test tools."""
+    from layers.build import assemble_lib
+
+    assemble_lib(tmp_path / "site")
+    shipped = tmp_path / "site" / "lethe"
+    names = {p.relative_to(shipped).as_posix() for p in shipped.rglob("*.py")}
+    assert names == {p.relative_to(LIB).as_posix() for p in LIB.rglob("*.py")}
+    offenders = []
+    for p in sorted(shipped.rglob("*.py")):
+        for node in ast.walk(ast.parse(p.read_text(encoding="utf-8"))):
+            mods = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom) and not node.level
+                else []
+            )
+            offenders += [
+                f"{p.name}:{node.lineno} {m}" for m in mods if m.split(".")[0] in DEV_ONLY
+            ]
+    assert offenders == []

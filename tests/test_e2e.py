@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
-from lethe.demo import Demo, Needle, Sizes, Story, audit_bucket, start_runtime
-from lethe.local.events import sqs_event
-from lethe.local.runtime import (
+from devtools.demo import Demo, Needle, Sizes, Story, audit_bucket, start_runtime
+from devtools.local.events import sqs_event
+from devtools.local.runtime import (
     Invocation,
     LocalFunction,
     LocalRuntime,
@@ -29,8 +29,8 @@ from lethe.local.runtime import (
     _SqsSource,
     load_template,
 )
-from lethe.local.server import LocalAws
-from lethe.local.stepfunctions import LocalRunError
+from devtools.local.server import LocalAws
+from devtools.local.stepfunctions import LocalRunError
 from lethe.manifest import request_hash
 
 

@@ -171,7 +171,7 @@ def test_splice_worker_through_sqs(
 ) -> None:
     import importlib
 
-    from lethe.local.events import LambdaContext, sqs_event
+    from devtools.local.events import LambdaContext, sqs_event
 
     sqs = aws.client("sqs")
     dq = sqs.create_queue(QueueName=f"d-{uuid.uuid4().hex[:6]}")["QueueUrl"]

@@ -13,10 +13,10 @@ import pytest
 from conftest import EVENTS, events
 
 import lethe
+from devtools.demo import Needle, audit_bucket
 from lethe import errors
 from lethe.catalog import RetryPolicy
 from lethe.deletes import DeleteRequest
-from lethe.demo import Needle, audit_bucket
 from lethe.gc import collect
 from lethe.store import parse_s3_uri
 from lethe.verify import verify
@@ -155,8 +155,8 @@ def test_lethe_purge_through_the_splice_queue(
 ) -> None:
     """``--queue-url`` records the purge and queues a splice job; the splice worker (the
     stack's Lambda, here on real SQS messages) finishes it."""
+    from devtools.local.events import LambdaContext, sqs_event
     from lethe.cli import main
-    from lethe.local.events import LambdaContext, sqs_event
 
     sqs = aws.client("sqs")
     url = sqs.create_queue(QueueName=f"splice-{uuid.uuid4().hex[:8]}")["QueueUrl"]

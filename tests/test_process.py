@@ -47,8 +47,8 @@ def _child(code: str, *argv: str) -> subprocess.CompletedProcess[str]:
     [
         "sys.argv = ['ingest.py', '--help']; runpy.run_path('spark_jobs/ingest.py', run_name='__main__')",
         "sys.argv = ['compact.py', '--help']; runpy.run_path('spark_jobs/compact.py', run_name='__main__')",
-        "sys.argv = ['x', '--help']; runpy.run_module('lethe.local.runtime', run_name='__main__')",
-        "sys.argv = ['x', '--help']; runpy.run_module('lethe.demo', run_name='__main__')",
+        "sys.argv = ['x', '--help']; runpy.run_module('devtools.local.runtime', run_name='__main__')",
+        "sys.argv = ['x', '--help']; runpy.run_module('devtools.demo', run_name='__main__')",
         "sys.argv = ['lethe', '--help']; runpy.run_module('lethe.cli', run_name='__main__')",
         "sys.argv = ['lethe', '--help']; from lethe.cli import console_main; console_main()",
     ],

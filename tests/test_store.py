@@ -131,7 +131,7 @@ def test_listing_errors_are_translated_and_counted(store: S3Store) -> None:
 def test_create_only_puts_of_one_key_race_to_exactly_one_winner(store: S3Store) -> None:
     """The commit point's guarantee, on the server the tests use: of many concurrent
     ``If-None-Match: *`` PUTs of one key, exactly one succeeds (moto alone checks, then
-    writes; lethe.local.server serializes conditional writes as S3 makes them atomic)."""
+    writes; devtools.local.server serializes conditional writes as S3 makes them atomic)."""
     import threading
 
     body = b"x" * (256 << 10)  # a body big enough to widen moto's check-then-write window

@@ -11,7 +11,7 @@ import pytest
 from conftest import EVENTS, events
 
 import lethe
-from lethe.local.events import LambdaContext, sqs_event
+from devtools.local.events import LambdaContext, sqs_event
 
 
 @pytest.fixture(autouse=True)

@@ -25,10 +25,9 @@ from test_gc import (
 )
 
 import lethe
-from lethe import errors
-from lethe.local.events import LambdaContext
-from lethe.local.server import LocalAws
-from lethe.local.stepfunctions import (
+from devtools.local.events import LambdaContext
+from devtools.local.server import LocalAws
+from devtools.local.stepfunctions import (
     LocalLambdas,
     LocalStateMachine,
     check_moto_hook,
@@ -38,6 +37,7 @@ from lethe.local.stepfunctions import (
     states_of,
     synthesize_template,
 )
+from lethe import errors
 from lethe.manifest import manifest_key
 from lethe.store import parse_s3_uri
 from lethe.verify import verify

@@ -17,7 +17,7 @@ import pytest
 from conftest import EVENTS, events
 
 import lethe
-from lethe.local.events import LambdaContext, s3_put_event
+from devtools.local.events import LambdaContext, s3_put_event
 
 ROLE = "arn:aws:iam::123456789012:role/lethe-emr-job"
 ENTRY = "s3://artifacts/spark_jobs/ingest.py"

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from lethe.local.server import LocalAws
+from devtools.local.server import LocalAws
 
 
 @pytest.fixture(scope="session")

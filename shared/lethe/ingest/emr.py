@@ -39,14 +39,6 @@ class EmrJobSettings:
         return " ".join(parts)
 
 
-def _error_code(e: Exception) -> str | None:
-    response = getattr(e, "response", None)
-    if not isinstance(response, dict):
-        return None
-    code = response.get("Error", {}).get("Code")
-    return str(code) if code is not None else None
-
-
 @dataclass(frozen=True, slots=True)
 class JobRunStarted:
     """A requested ingest job run (``duplicate``: an earlier run for the same upload exists)."""
@@ -90,12 +82,7 @@ def start_ingest_job(
         "createdAtAfter": now - settings.lookback,
     }
     while True:
-        try:
-            page = emr.list_job_runs(**kw)
-        except Exception as e:  # moto answers "no such application" until the first run
-            if _error_code(e) != "ResourceNotFoundException":
-                raise
-            break
+        page = emr.list_job_runs(**kw)
         for run in page.get("jobRuns", []):
             if run.get("name") == name and run.get("state") not in ("FAILED", "CANCELLED"):
                 return JobRunStarted(str(run["id"]), name, True)

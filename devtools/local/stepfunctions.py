@@ -13,7 +13,7 @@ another's settings.
 The routing replaces ``moto.awslambda.models.LambdaFunction._invoke_lambda(self, event) ->
 (payload, errored, logs)``, a private moto 5.2 internal (moto runs handlers in Docker
 otherwise): :func:`check_moto_hook` fails loudly if it moves. It only works when moto's
-server runs as a thread of this process (:func:`lethe.local.server.start_moto`); the
+server runs as a thread of this process (:func:`devtools.local.server.start_moto`); the
 interpreter calls Lambda at ``localhost:$MOTO_PORT``.
 
 What the interpreter cannot do, and how it is handled:
@@ -30,7 +30,7 @@ What the interpreter cannot do, and how it is handled:
   the definition; anything else fails with :class:`LocalRunError` naming it.
 
 Example:
-    >>> from lethe.local.server import start_moto                            # doctest: +SKIP
+    >>> from devtools.local.server import start_moto                            # doctest: +SKIP
     >>> aws = start_moto()                                                  # doctest: +SKIP
     >>> template = synthesize_template()                                    # doctest: +SKIP
     >>> with LocalStateMachine.from_template(template, aws=aws,             # doctest: +SKIP
@@ -62,8 +62,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from lethe.local.events import LambdaContext
-from lethe.local.server import LocalAws
+from devtools.local.events import LambdaContext
+from devtools.local.server import LocalAws
 
 __all__ = [
     "ExecutionResult",
@@ -78,7 +78,7 @@ __all__ = [
     "synthesize_template",
 ]
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[2]
 CODE_ROOT = ROOT / "functions"
 Handler = Callable[[Any, Any], Any]
 
@@ -312,16 +312,16 @@ def synthesize_template(
     first (``layers.build.build()``, a no-op when current).
     """
     os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
-    if str(ROOT) not in sys.path:
-        sys.path.insert(0, str(ROOT))
-    # imported by name: infra/ and layers/ are the deployment's code, not the library's
+    import aws_cdk.assertions as assertions
+
+    from infra.app import build_app
+    from layers.build import build
+
     if build_layers:
-        importlib.import_module("layers.build").build()
-    build_app = importlib.import_module("infra.app").build_app
-    assertions = importlib.import_module("aws_cdk.assertions")
+        build()
     with tempfile.TemporaryDirectory(prefix="lethe-cdk-") as out:
         _, stack = build_app(context=dict(context or {}), outdir=out, nag=False)
-        template: dict[str, Any] = assertions.Template.from_stack(stack).to_json()
+        template: dict[str, Any] = dict(assertions.Template.from_stack(stack).to_json())
     return template
 
 

@@ -1,6 +1,6 @@
 """The local event-driven runtime: the synthesized CDK stack, run against moto on 127.0.0.1.
 
-``python -m lethe.local.runtime`` starts moto's server, creates what the stack's template
+``python -m devtools.local.runtime`` starts moto's server, creates what the stack's template
 describes and then delivers events to the project's own handlers until Ctrl-C. As a library::
 
     rt = LocalRuntime.start()             # moto + resources from the template
@@ -39,7 +39,7 @@ Application`` + job runs       job run a handler starts is run here: ``spark_job
                                point>.main(entryPointArguments)`` on a local Spark session,
                                its state (RUNNING, SUCCESS, FAILED) written back to moto
 ``AWS::StepFunctions::         moto's ASL interpreter, GC functions routed to our handlers
-StateMachine``                 (:mod:`lethe.local.stepfunctions`)
+StateMachine``                 (:mod:`devtools.local.stepfunctions`)
 ``AWS::Events::Rule``          a timer (:attr:`LocalSettings.gc_interval`) and
                                :meth:`LocalRuntime.run_gc`, with the rule's input
 ``Custom::CDKBucket            ``spark_jobs/*.py`` uploaded to the artifacts bucket
@@ -83,10 +83,9 @@ from types import FrameType, ModuleType
 from typing import Any, ClassVar
 from urllib.parse import unquote_plus
 
-from lethe.gc_models import GcReport
-from lethe.local.events import LambdaContext, sqs_event
-from lethe.local.server import LocalAws, start_moto
-from lethe.local.stepfunctions import (
+from devtools.local.events import LambdaContext, sqs_event
+from devtools.local.server import LocalAws, start_moto
+from devtools.local.stepfunctions import (
     CODE_ROOT,
     ROOT,
     ExecutionResult,
@@ -95,6 +94,7 @@ from lethe.local.stepfunctions import (
     environment,
     load_handler,
 )
+from lethe.gc_models import GcReport
 from lethe.process import run_main
 
 __all__ = [
@@ -162,12 +162,11 @@ def synthesize_local_template(context: Mapping[str, object] | None = None) -> di
     import zipfile
 
     os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
-    if str(ROOT) not in sys.path:
-        sys.path.insert(0, str(ROOT))
-    # imported by name: infra/ is the deployment's code, not the library's
-    constants = importlib.import_module("infra.constants")
-    build_app = importlib.import_module("infra.app").build_app
-    assertions = importlib.import_module("aws_cdk.assertions")
+    import aws_cdk.assertions as assertions
+
+    from infra import constants
+    from infra.app import build_app
+
     names = ("LAYER_DEPS_ZIP", "LAYER_LIB_ZIP")
     saved = [getattr(constants, n) for n in names]
     with tempfile.TemporaryDirectory(prefix="lethe-local-synth-") as tmp:
@@ -181,7 +180,7 @@ def synthesize_local_template(context: Mapping[str, object] | None = None) -> di
             setattr(constants, n, placeholder)
         try:
             _, stack = build_app(context=dict(context or {}), outdir=f"{tmp}/out", nag=False)
-            template: dict[str, Any] = assertions.Template.from_stack(stack).to_json()
+            template: dict[str, Any] = dict(assertions.Template.from_stack(stack).to_json())
         finally:
             for n, v in zip(names, saved, strict=True):
                 setattr(constants, n, v)
@@ -969,7 +968,6 @@ class LocalRuntime:
                 type=str(props.get("Type", "SPARK")),
             )
             app_id = str(app["applicationId"])
-            self._moto_emr_backend_fix(app_id)
             self.emr_applications[lid] = {
                 "id": app_id,
                 "name": name,
@@ -979,16 +977,6 @@ class LocalRuntime:
             self.template.physical[lid] = Physical(
                 app_id, {"ApplicationId": app_id, "Arn": str(app["arn"])}
             )
-
-    def _moto_emr_backend_fix(self, app_id: str) -> None:
-        """moto 5.2 answers ListJobRuns of an application without runs with
-        ResourceNotFoundException (AWS: an empty list), which would break the trigger's
-        duplicate check: give the application its empty list of runs."""
-        try:
-            backends = importlib.import_module("moto.emrserverless.models").emrserverless_backends
-            backends[ACCOUNT][REGION].job_runs.setdefault(app_id, [])
-        except Exception as e:
-            raise LocalRunError(f"moto's EMR Serverless backend moved: {e}") from e
 
     def _create_functions(self) -> None:
         functions = self.template.of_type("AWS::Lambda::Function")
@@ -1618,8 +1606,6 @@ class LocalRuntime:
         local = SPARK_JOBS / name
         if not name.endswith(".py") or not local.is_file():
             raise LocalRunError(f"no local job for {entry}: {local} does not exist")
-        if str(ROOT) not in sys.path:
-            sys.path.insert(0, str(ROOT))
         module = importlib.import_module(f"spark_jobs.{local.stem}")
         if not callable(getattr(module, "main", None)):
             raise LocalRunError(f"{local} has no main(argv)")
@@ -1636,7 +1622,8 @@ class LocalRuntime:
 
         session = SparkSession.getActiveSession()
         if session is None:
-            build = importlib.import_module("spark_jobs._session").build_session
+            from spark_jobs._session import build_session as build
+
             session = build("lethe-local-emr-serverless")
             self._own_spark = session
         original = SparkSession.stop
@@ -1770,9 +1757,9 @@ def _parse_context(pairs: Sequence[str]) -> dict[str, object]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m lethe.local.runtime``: serve the stack locally until Ctrl-C."""
+    """``python -m devtools.local.runtime``: serve the stack locally until Ctrl-C."""
     p = argparse.ArgumentParser(
-        prog="python -m lethe.local.runtime",
+        prog="python -m devtools.local.runtime",
         description="Run Lethe's CDK stack locally: moto on 127.0.0.1, the project's handlers "
         "and Spark jobs in this process.",
     )

@@ -9,6 +9,11 @@ writes as one atomic step; moto checks, then writes, so two concurrent create-on
 one key can both succeed (seen under load: two committers both "won" manifest vN). Requests
 carrying a write condition are therefore served one at a time (:class:`AtomicConditions`);
 everything else stays concurrent.
+
+One protocol fix, in moto's EMR Serverless backend (:func:`fix_moto_quirks`): moto 5.2 answers
+``ListJobRuns`` of an application that has no run yet with ``ResourceNotFoundException``
+(AWS answers an empty list). The library's duplicate check calls ``ListJobRuns`` before the
+first run, so the fix belongs here, never in ``lethe``.
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["AtomicConditions", "LocalAws", "start_moto"]
+__all__ = ["AtomicConditions", "LocalAws", "fix_moto_quirks", "start_moto"]
 
 DEFAULT_ENV = {
     "AWS_ACCESS_KEY_ID": "testing",
@@ -92,8 +97,30 @@ class AtomicConditions:
             return list(self.app(environ, start_response))
 
 
+def fix_moto_quirks() -> None:
+    """Make moto's ``ListJobRuns`` answer an existing application without runs with an empty
+    list, as AWS does. Idempotent; raises ``RuntimeError`` if moto's internals moved (a moto
+    upgrade must fail loudly, not misbehave)."""
+    try:
+        from moto.emrserverless.models import EMRServerlessBackend
+    except ImportError as e:
+        raise RuntimeError(f"moto's EMR Serverless backend moved: {e}") from e
+    original = EMRServerlessBackend.list_job_runs
+    if getattr(original, "_lethe_fixed", False):
+        return
+
+    def list_job_runs(self: Any, application_id: str, *args: Any, **kwargs: Any) -> Any:
+        if application_id in self.applications:
+            self.job_runs.setdefault(application_id, [])
+        return original(self, application_id, *args, **kwargs)
+
+    list_job_runs._lethe_fixed = True  # type: ignore[attr-defined]
+    EMRServerlessBackend.list_job_runs = list_job_runs  # type: ignore[method-assign]
+
+
 def _server(port: int) -> Any:
     """moto's app behind :class:`AtomicConditions`, as a threaded werkzeug server."""
+    fix_moto_quirks()
     from moto.moto_server.werkzeug_app import (
         DomainDispatcherApplication,
         MotoRequestHandler,
@@ -129,7 +156,7 @@ def start_moto(*, process: bool = False, port: int = 0, set_env: bool = True) ->
     if process:
         port = port or _free_port()
         proc = subprocess.Popen(
-            [sys.executable, "-m", "lethe.local.server", str(port)],
+            [sys.executable, "-m", "devtools.local.server", str(port)],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )

@@ -1,7 +1,7 @@
 """``make demo``: the whole story, event-driven, on the local runtime (moto on 127.0.0.1).
 
-Run: ``python -m lethe.demo [--rows N]``. The CDK stack's template is run by
-:mod:`lethe.local.runtime`: the same queues (with their DLQs), the same Lambda handlers fed
+Run: ``python -m devtools.demo [--rows N]``. The CDK stack's template is run by
+:mod:`devtools.local.runtime`: the same queues (with their DLQs), the same Lambda handlers fed
 real SQS and S3 events, EMR Serverless job runs executed with local Spark, and the GC state
 machine on moto's Step Functions interpreter. The story:
 
@@ -38,8 +38,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from devtools.local.runtime import LocalRuntime, LocalSettings
 from lethe import errors
-from lethe.local.runtime import LocalRuntime, LocalSettings
 from lethe.manifest import DataFile, request_hash
 from lethe.process import run_main
 from lethe.table import Table
@@ -814,7 +814,7 @@ def run(sizes: Sizes | None = None, *, template: Any = None, aws: Any = None) ->
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    p = argparse.ArgumentParser(prog="python -m lethe.demo", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m devtools.demo", description=__doc__.split("\n")[0])
     p.add_argument("--rows", type=int, default=1_500_000, help="rows the producer appends")
     p.add_argument("--small", action="store_true", help="the end-to-end test's sizes")
     p.add_argument("--template", default=None, help="a synthesized *.template.json to use")
