@@ -17,7 +17,15 @@ import lethe
 from lethe import errors
 from lethe.compaction import CompactionOptions, compact, map_deletes, plan_compaction
 from lethe.deletes import DeleteRequest, load_dv
-from lethe.manifest import DataFile, DVRef, RowGroupInfo, TableProperties, initial_manifest
+from lethe.manifest import (
+    DataFile,
+    DVRef,
+    Operation,
+    RowGroupInfo,
+    TableProperties,
+    initial_manifest,
+)
+from lethe.transforms import apply_append
 from lethe.verify import verify
 
 SMALL = {"target_file_bytes": 200_000, "row_group_bytes": 40_000}
@@ -109,7 +117,7 @@ def _manifest(*files: DataFile) -> Any:
         schema=pa.schema([("id", pa.int64())]),
         properties=TableProperties(key="id", target_file_bytes=1000, row_group_bytes=100),
     )
-    return m.model_copy(update={"files": files})
+    return apply_append(m, files, Operation(kind="append"))
 
 
 def test_plan_picks_deleted_and_small_files_and_bins_them_by_key() -> None:

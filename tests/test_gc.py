@@ -15,8 +15,9 @@ import lethe
 from lethe import errors
 from lethe.deletes import DeleteRequest
 from lethe.gc import GcHooks, Retention, collect, parse_duration
-from lethe.manifest import Manifest, Operation, apply_replace, manifest_key, request_hash
+from lethe.manifest import Manifest, Operation, manifest_key, request_hash
 from lethe.store import S3Store, parse_s3_uri
+from lethe.transforms import apply_replace
 from lethe.verify import verify
 
 # --- helpers -------------------------------------------------------------------------------
@@ -294,9 +295,11 @@ def test_landed_commit_whose_head_update_is_pending_keeps_its_files(
     t = lethe.Table.create(table_uri, EVENTS, key="id", gc_grace=GRACE)
     t.append(events(0, 10))
     files = t.write_data_files(events(10, 10))
-    from lethe.manifest import apply_append, encode_manifest
+    from lethe.manifest import encode_manifest
+    from lethe.transforms import apply_append
 
     nxt = apply_append(t.manifest, files, Operation(kind="append"))
+    t.catalog.write_segments(nxt)
     # a committer died between its manifest PUT (the commit point) and its head PUT
     t.store.put(t.key_of(manifest_key(nxt.version)), encode_manifest(nxt), if_none_match=True)
     from lethe.gc import plan_step

@@ -18,15 +18,15 @@ from lethe.manifest import (
     Operation,
     RowGroupInfo,
     TableProperties,
-    apply_append,
-    apply_dv_updates,
-    apply_replace,
     decode_head,
     decode_manifest,
+    decode_segment,
     encode_manifest,
+    encode_segment,
     initial_manifest,
     request_hash,
 )
+from lethe.transforms import apply_append, apply_dv_updates, apply_replace
 
 SCHEMA = pa.schema([("id", pa.int64()), ("s", pa.string())])
 scalars = st.one_of(st.none(), st.integers(-(2**62), 2**62), st.text(max_size=4))
@@ -80,6 +80,13 @@ def test_encode_decode_roundtrip(files: list[DataFile]) -> None:
     assert again == m
     assert again.arrow_schema() == SCHEMA
     assert again.version == 1 and again.previous == 0
+    assert again.layout == "segmented" and again.format_version == 2
+    segs = m.pending_segments()
+    assert len(segs) == (1 if files else 0) and set(segs) == {s.path for s in m.segments}
+    for path, seg in segs.items():
+        assert decode_segment(encode_segment(seg), table_uuid="u1") == seg
+        assert path.startswith("manifest/segments/v00000001-")
+    assert [f.path for f in m.files] == [f.path for f in files]
 
 
 @pytest.mark.parametrize(

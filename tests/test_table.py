@@ -213,10 +213,12 @@ def test_corrupt_head_and_manifest(table: lethe.Table, s3: Any) -> None:
 
 def test_crashed_committer_is_rolled_forward(table: lethe.Table, s3: Any) -> None:
     """A writer that died between its manifest PUT and its head PUT does not wedge the table."""
-    from lethe.manifest import Operation, apply_append
+    from lethe.manifest import Operation
+    from lethe.transforms import apply_append
 
     base = table.manifest
     orphan = apply_append(base, [], Operation(kind="append"))
+    table.catalog.write_segments(orphan)
     s3.put_object(
         Bucket=table.store.bucket,
         Key=table.key_of(manifest_key(orphan.version)),

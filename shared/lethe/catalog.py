@@ -8,6 +8,12 @@ Commit protocol (DESIGN §2, with roll-forward):
    *commit point*: exactly one writer can create version N+1;
 4. PUT the head with ``If-Match: <etag of N>`` to advance it.
 
+A format-2 manifest's new segments (:meth:`~lethe.manifest.Manifest.pending_segments`) are
+PUT create-only just before step 3; a commit that provably did not land removes them.
+Segments are immutable: :class:`Segments` caches them by key for every manifest of the
+table, and remembers which segment held which file (the hint that lets a commit find the
+one segment to rewrite).
+
 A 412 on step 3 means someone else committed N+1: re-read, rebase, retry with jittered
 exponential backoff. If a committer died between steps 3 and 4, the head lags behind the
 newest manifest; the next committer (or :meth:`Catalog.roll_forward`) advances it, so a
@@ -31,26 +37,39 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from lethe import errors
 from lethe.grace import check_fresh
-from lethe.layout import HEAD_KEY, MANIFEST_PREFIX
+from lethe.layout import HEAD_KEY, MANIFEST_PREFIX, is_manifest_key
 from lethe.manifest import (
     Head,
     Manifest,
+    Segment,
+    SegmentSummary,
     decode_head,
     decode_manifest,
+    decode_segment,
     encode_head,
     encode_manifest,
+    encode_segment,
     manifest_key,
 )
 from lethe.store import S3Store
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Catalog", "Change", "CommitOutcome", "Prepared", "Rebase", "RetryPolicy"]
+__all__ = [
+    "Catalog",
+    "Change",
+    "CommitOutcome",
+    "Prepared",
+    "Rebase",
+    "RetryPolicy",
+    "Segments",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,6 +160,65 @@ class CommitOutcome:
         return self.attempts - 1
 
 
+class Segments:
+    """The segments of one table: loaded once per key (they are immutable), kept in a
+    bounded LRU, and indexed by the files they hold (:meth:`where`, a hint)."""
+
+    def __init__(self, store: S3Store, prefix: str, *, capacity: int = 512) -> None:
+        self.store, self.prefix, self.capacity = store, prefix, capacity
+        self._cache: OrderedDict[str, Segment] = OrderedDict()
+        self._where: dict[str, str] = {}
+        self._lock = threading.Lock()
+        self.table_uuid: str | None = None
+
+    def _key(self, rel: str) -> str:
+        return f"{self.prefix}/{rel}" if self.prefix else rel
+
+    def remember(self, path: str, seg: Segment) -> None:
+        """Cache ``seg``, stored (or about to be) at table-relative ``path``."""
+        with self._lock:
+            self._cache[path] = seg
+            self._cache.move_to_end(path)
+            while len(self._cache) > self.capacity:
+                self._cache.popitem(last=False)
+            for f in seg.files:
+                self._where[f.path] = seg.id
+
+    def load(self, summary: SegmentSummary) -> Segment:
+        with self._lock:
+            seg = self._cache.get(summary.path)
+            if seg is not None:
+                self._cache.move_to_end(summary.path)
+                return seg
+        try:
+            raw = self.store.get(self._key(summary.path)).body
+        except errors.NotFound as e:
+            raise errors.CorruptManifest(
+                f"segment {summary.path} of s3://{self.store.bucket}/{self.prefix} is missing"
+            ) from e
+        seg = decode_segment(
+            raw,
+            where=f"s3://{self.store.bucket}/{self._key(summary.path)}",
+            table_uuid=self.table_uuid,
+        )
+        if seg.id != summary.id or len(seg.files) != summary.files:
+            raise errors.CorruptManifest(
+                f"segment {summary.path} does not match its summary (id or file count)"
+            )
+        self.remember(summary.path, seg)
+        return seg
+
+    def load_many(self, summaries: Sequence[SegmentSummary]) -> list[Segment]:
+        if len(summaries) <= 1:
+            return [self.load(s) for s in summaries]
+        with ThreadPoolExecutor(max_workers=min(16, len(summaries))) as pool:
+            return list(pool.map(self.load, summaries))
+
+    def where(self, path: str) -> str | None:
+        with self._lock:
+            return self._where.get(path)
+
+
 class Catalog:
     """Head and manifests of one table prefix in one bucket."""
 
@@ -151,6 +229,7 @@ class Catalog:
         self._cache: OrderedDict[int, Manifest] = OrderedDict()
         self._lock = threading.Lock()
         self._rng = random.Random()
+        self.segments = Segments(store, self.prefix)
 
     def key(self, rel: str) -> str:
         """Absolute key of a table-relative path."""
@@ -185,6 +264,8 @@ class Catalog:
         m = decode_manifest(raw, where=f"{self.uri}/{key}")
         if m.version != version:
             raise errors.CorruptManifest(f"{self.uri}/{key} claims version {m.version}")
+        self.segments.table_uuid = m.table_uuid
+        m.attach(self.segments)
         with self._lock:
             self._cache[version] = m
             while len(self._cache) > 64:
@@ -203,10 +284,11 @@ class Catalog:
         return f"version {version} of {self.uri} does not exist (oldest available: {oldest})"
 
     def oldest_version(self) -> int | None:
+        base = self.key(MANIFEST_PREFIX)
         versions = [
             int(o.key.rsplit("/v", 1)[1].split(".")[0])
-            for o in self.store.list(self.key(MANIFEST_PREFIX))
-            if o.key.endswith(".json") and "/v" in o.key
+            for o in self.store.list(base)
+            if is_manifest_key(MANIFEST_PREFIX + o.key[len(base) :])
         ]
         return min(versions) if versions else None
 
@@ -267,10 +349,39 @@ class Catalog:
 
     def create(self, m0: Manifest) -> None:
         try:
+            self.write_segments(m0)
             self.store.put(self.key(manifest_key(0)), encode_manifest(m0), if_none_match=True)
             self._put_head(m0, None)
         except errors.PreconditionFailed as e:
             raise errors.TableExists(f"a table already exists at {self.uri}") from e
+        m0.attach(self.segments)
+
+    def write_segments(self, m: Manifest) -> list[str]:
+        """PUT (create-only, in parallel) the segments ``m`` introduces; returns their keys.
+        They stay cached, and ``m`` loads them through this catalog from now on."""
+        pending = m.pending_segments()
+        if not pending:
+            m.attach(self.segments)
+            return []
+
+        def put(item: tuple[str, Segment]) -> str:
+            path, seg = item
+            self.store.put(self.key(path), encode_segment(seg), if_none_match=True)
+            return path
+
+        items = sorted(pending.items())
+        written: list[str] = []
+        try:
+            with ThreadPoolExecutor(max_workers=min(8, len(items))) as pool:
+                for path in pool.map(put, items):
+                    written.append(path)
+        except BaseException:
+            self._remove([p for p, _ in items], "of a failed segment write")
+            raise
+        for path, seg in items:
+            self.segments.remember(path, seg)
+        m.attach(self.segments).with_pending({})  # stored: loaded through the cache now
+        return written
 
     def commit(
         self, build: Callable[[Manifest], Manifest | None], *, written_at: float | None = None
@@ -310,12 +421,14 @@ class Catalog:
                     prepared, last = None, e
                     continue
                 body = encode_manifest(new)
+                segments = self.write_segments(new)
                 try:
                     ambiguous = True
                     self.store.put(self.key(manifest_key(new.version)), body, if_none_match=True)
                 except (errors.PreconditionFailed, errors.ConditionalRequestConflict) as e:
                     if not (isinstance(e, errors.PreconditionFailed) and self._ours(new, body)):
                         ambiguous = False  # a 412/409 proves the version is not ours
+                        self._remove(segments, "of a commit that lost the race")
                         last = e
                         log.debug(
                             "%s attempt %s on %s lost the race for v%s",

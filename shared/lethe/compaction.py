@@ -51,9 +51,9 @@ from lethe.manifest import (
     Manifest,
     Operation,
     TableProperties,
-    apply_replace,
 )
 from lethe.store import IOCounters, S3Store, parse_s3_uri
+from lethe.transforms import apply_replace
 from lethe.values import from_json
 from lethe.writer import WriteOptions, write_files
 
@@ -537,17 +537,18 @@ class _Replace:
 
     def __call__(self, b: Manifest) -> Manifest:
         self.validate(b)
-        m = apply_replace(b, self.removed, self.added, self.operation)
-        files = tuple(
-            f.model_copy(update={"dv": self.coalesced[f.path]})
-            if f.path in self.coalesced and f.dv == self.coalesced_from[f.path]
-            else f
-            for f in m.files
-        )
+        gone = set(self.removed)
+        still = {  # coalesced DVs of files whose DV did not change meanwhile
+            p: ref
+            for p, ref in self.coalesced.items()
+            if p not in gone and (f := b.file(p)) is not None and f.dv == self.coalesced_from[p]
+        }
         erasures = _update_erasures(
-            m.erasures, set(self.removed), self.plan_version, self.moved, m.version
+            b.erasures, set(self.removed), self.plan_version, self.moved, b.version + 1
         )
-        return m.model_copy(update={"files": files, "erasures": erasures})
+        return apply_replace(
+            b, self.removed, self.added, self.operation, dv_updates=still, erasures=erasures
+        )
 
 
 class _CompactionChange:

@@ -32,12 +32,12 @@ from lethe.manifest import (
     Manifest,
     Operation,
     RequestRecord,
-    apply_dv_updates,
     request_hash,
 )
 from lethe.reader import iter_row_groups, load_dv_bytes
 from lethe.scan import DVCache, plan
 from lethe.store import IOCounters
+from lethe.transforms import apply_dv_updates
 
 if TYPE_CHECKING:  # pragma: no cover
     from lethe.table import Table

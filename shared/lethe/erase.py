@@ -36,8 +36,6 @@ from lethe.manifest import (
     Manifest,
     Operation,
     RequestRecord,
-    apply_dv_updates,
-    apply_replace,
     request_hash,
 )
 from lethe.parquet.footer import Footer, TailTooShort, index_region, parse_tail, row_group_range
@@ -45,6 +43,7 @@ from lethe.parquet.parts import CopyPart, Download, MultipartPlan, SinglePut, Up
 from lethe.parquet.segments import Bytes
 from lethe.parquet.splice import Extent, GroupEdit, GroupFate, decode_row_group, splice
 from lethe.store import IOCounters, S3Store
+from lethe.transforms import apply_dv_updates, apply_replace
 from lethe.writer import describe, new_data_path
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -252,8 +251,11 @@ def _remap_erasures(
     fates: Sequence[GroupFate],
     spliced: set[int],
     version: int,
+    segment: str | None = None,
 ) -> tuple[ErasureRecord, ...]:
-    """Targets on the spliced file: edited groups are done; others move to the new file."""
+    """Targets on the spliced file: edited groups are done; others move to the new file.
+    The old file (and ``segment``, the segment object whose entry describes it, stats of
+    the erased values included) join ``superseded``: GC must remove them."""
     index = {g.index: g.new_index for g in fates}
     out = []
     for e in erasures:
@@ -270,7 +272,8 @@ def _remap_erasures(
             )
             if rest and new is not None:
                 targets.append(ErasureTarget(path=new, row_groups=rest))
-        upd: dict[str, Any] = {"targets": tuple(targets), "superseded": (*e.superseded, old)}
+        gone = (old,) if segment is None else (old, segment)
+        upd: dict[str, Any] = {"targets": tuple(targets), "superseded": (*e.superseded, *gone)}
         if not targets:
             upd.update(state="spliced", spliced_version=version)
         out.append(e.model_copy(update=upd))
@@ -344,19 +347,17 @@ def _splice_builder(
         f = b.file(s.old.path)
         if f is None or f.dv != expected:
             raise Rebase(b, "the old file's DV changed")
-        m = apply_replace(b, [s.old.path], new_files, op)
-        return m.model_copy(
-            update={
-                "erasures": _remap_erasures(
-                    m.erasures,
-                    s.old.path,
-                    s.new.path if s.new else None,
-                    s.fates,
-                    spliced,
-                    m.version,
-                )
-            }
+        held = b.locate([s.old.path]).get(s.old.path)
+        erasures = _remap_erasures(
+            b.erasures,
+            s.old.path,
+            s.new.path if s.new else None,
+            s.fates,
+            spliced,
+            b.version + 1,
+            held.path if held is not None else None,
         )
+        return apply_replace(b, [s.old.path], new_files, op, erasures=erasures)
 
     return build
 

@@ -4,6 +4,8 @@ The one place that spells the layout; the library, GC and the CDK app (``infra``
 
 >>> manifest_key(124)
 'manifest/v00000124.json'
+>>> segment_key(124, "ab12").startswith("manifest/segments/v00000124-ab12-")
+True
 >>> from datetime import datetime, UTC
 >>> data_key(datetime(2026, 11, 24, 3, tzinfo=UTC)).startswith("data/2026/11/24/03/")
 True
@@ -19,15 +21,19 @@ __all__ = [
     "DATA_PREFIX",
     "HEAD_KEY",
     "MANIFEST_PREFIX",
+    "SEGMENT_PREFIX",
     "STAGING_PREFIX",
     "TOMBSTONE_PREFIX",
     "data_key",
+    "is_manifest_key",
     "manifest_key",
+    "segment_key",
     "tombstone_key",
 ]
 
 HEAD_KEY: Final = "_latest_manifest"  # the mutable head, changed only by conditional PUT
 MANIFEST_PREFIX: Final = "manifest/"  # immutable snapshots vNNNNNNNN.json
+SEGMENT_PREFIX: Final = "manifest/segments/"  # immutable segments of format-2 manifests
 DATA_PREFIX: Final = "data/"  # write-once Parquet data files
 TOMBSTONE_PREFIX: Final = "tombstone/"  # write-once Puffin deletion-vector containers
 STAGING_PREFIX: Final = "_staging/"  # uploads not yet committed (e.g. ingest rejects)
@@ -36,6 +42,21 @@ STAGING_PREFIX: Final = "_staging/"  # uploads not yet committed (e.g. ingest re
 def manifest_key(version: int) -> str:
     """Table-relative key of manifest ``version``."""
     return f"{MANIFEST_PREFIX}v{version:08d}.json"
+
+
+def segment_key(version: int, segment_id: str) -> str:
+    """A new object of segment ``segment_id``, written by the commit of ``version``:
+    ``manifest/segments/vNNNNNNNN-<id>-<uuid>.json.gz``."""
+    return f"{SEGMENT_PREFIX}v{version:08d}-{segment_id}-{uuid.uuid4().hex[:12]}.json.gz"
+
+
+def is_manifest_key(rel: str) -> bool:
+    """Whether a table-relative key is a manifest root ``manifest/vN.json`` (not a segment).
+
+    >>> is_manifest_key("manifest/v00000003.json"), is_manifest_key("manifest/segments/x.json.gz")
+    (True, False)
+    """
+    return rel.startswith(MANIFEST_PREFIX + "v") and rel.endswith(".json")
 
 
 def _hour_dir(prefix: str, now: datetime | None) -> str:

@@ -1,53 +1,74 @@
-"""The manifest format: immutable snapshots, the mutable head, and pure commit transforms.
+"""The manifest format: immutable snapshots, their segments, and the mutable head.
 
 Nothing here does I/O. A manifest is a frozen pydantic model; :func:`decode_manifest` turns
-any bad input into :class:`~lethe.errors.CorruptManifest`; the ``apply_*`` functions build
-manifest N+1 from manifest N plus one change (they are what a commit rebases).
-See ``docs/format.md`` for the field-by-field description.
+any bad input into :class:`~lethe.errors.CorruptManifest`. The pure commit transforms that
+build manifest N+1 from N live in :mod:`lethe.transforms`. See ``docs/format.md``.
+
+Two layouts:
+
+* format 1, ``layout: "inline"``: the manifest lists every live file (``files``). Read only;
+  the next commit upgrades the table.
+* format 2, ``layout: "segmented"``: the manifest (the *root*) lists immutable **segments**
+  (``manifest/segments/…json.gz``, each a bounded group of file entries with their DV
+  references) with a :class:`SegmentSummary` each, enough to prune without opening it.
+  A manifest decoded from storage is given a :class:`SegmentSource` (the catalog's cache of
+  immutable segment objects) and loads segments only when asked: :attr:`Manifest.files`
+  loads all of them, :meth:`Manifest.files_where` only those whose summary passes a test,
+  :meth:`Manifest.file` the one that holds a path. A manifest built by a commit also holds
+  its new segments until the catalog stores them (:meth:`Manifest.pending_segments`).
 """
 
 from __future__ import annotations
 
 import base64
+import gzip
 import hashlib
 import json
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
-from datetime import UTC, datetime, timedelta
-from typing import Any, Final, Literal
+from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any, Final, Literal, Protocol
 
 import pyarrow as pa
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
 from lethe import errors
-from lethe.layout import manifest_key
+from lethe.layout import manifest_key, segment_key
 from lethe.values import JsonScalar
 
 __all__ = [
     "FORMAT",
     "FORMAT_VERSION",
+    "SEGMENT_FORMAT",
     "ColumnStats",
     "DVRef",
     "DataFile",
     "Head",
     "Manifest",
     "Operation",
+    "OverlayDV",
     "RequestRecord",
     "RowGroupInfo",
+    "Segment",
+    "SegmentSource",
+    "SegmentSummary",
     "TableProperties",
-    "apply_append",
-    "apply_dv_updates",
-    "apply_replace",
     "decode_head",
     "decode_manifest",
+    "decode_segment",
     "encode_head",
     "encode_manifest",
+    "encode_segment",
+    "initial_manifest",
     "manifest_key",
     "request_hash",
+    "segment_key",
 ]
 
 FORMAT: Final = "lethe.manifest"
-FORMAT_VERSION: Final = 1
+FORMAT_VERSION: Final = 2  # what this Lethe writes; it reads 1 and 2
+READABLE_VERSIONS: Final = (1, 2)
+SEGMENT_FORMAT: Final = "lethe.segment"
 
 
 class _Frozen(BaseModel):
@@ -113,7 +134,9 @@ class DataFile(_Frozen):
 class Operation(_Frozen):
     """What a commit did: counts and hashes only, never personal data."""
 
-    kind: Literal["create", "append", "delete", "erase", "purge", "compact", "register", "gc"]
+    kind: Literal[
+        "create", "append", "delete", "erase", "purge", "compact", "register", "gc", "upgrade"
+    ]
     request_id_hash: str | None = None
     rows_added: int = 0
     rows_deleted: int = 0
@@ -164,14 +187,72 @@ class TableProperties(_Frozen):
     request_log_max: int = Field(default=5000, ge=0)
     # GC keeps unreferenced objects this long; writers commit within it (lethe.grace)
     gc_grace_seconds: float = Field(default=7 * 86400.0, gt=0)
+    # format 2: file entries per segment (a commit rewrites at most a few segments)
+    segment_target_files: int = Field(default=1000, gt=0)
+    # format 2: DV changes the root may carry before they are folded into their segments
+    dv_overlay_max: int = Field(default=256, ge=0)
+
+
+class SegmentSummary(_Frozen):
+    """A segment as the root lists it: where it is and what it holds, to prune without
+    opening it. ``id`` is stable across rewrites of the segment (a delete that changes a
+    DV writes the segment anew under a new ``path`` with the same ``id``); ``columns``
+    holds the min/max/null count of a column over all its files when every file has them
+    (the key column included)."""
+
+    id: str
+    path: str
+    files: int = Field(ge=0)
+    rows: int = Field(ge=0)
+    deleted_rows: int = Field(ge=0)
+    data_bytes: int = Field(ge=0)
+    columns: Mapping[str, ColumnStats] = Field(default_factory=dict)
+    created_version: int = Field(ge=0)
+
+    @property
+    def live_rows(self) -> int:
+        return self.rows - self.deleted_rows
+
+
+class OverlayDV(_Frozen):
+    """A DV newer than the one in its file's segment entry (format 2): a delete changes
+    only the root (and its DV container), not the segment; readers apply the overlay."""
+
+    path: str
+    segment: str  # id of the segment holding the file
+    dv: DVRef
+
+
+class Segment(_Frozen):
+    """One immutable segment object: a bounded group of file entries."""
+
+    format: Literal["lethe.segment"] = SEGMENT_FORMAT
+    format_version: Literal[1] = 1
+    table_uuid: str
+    id: str
+    files: tuple[DataFile, ...]
+
+
+class SegmentSource(Protocol):
+    """Loads immutable segments (the catalog's cache, :class:`lethe.catalog.Segments`)."""
+
+    def load(self, summary: SegmentSummary) -> Segment: ...
+
+    def load_many(self, summaries: Sequence[SegmentSummary]) -> list[Segment]: ...
+
+    def where(self, path: str) -> str | None:
+        """The id of the segment this process last saw holding ``path`` (a hint)."""
+        ...
 
 
 class Manifest(_Frozen):
-    """One immutable table snapshot (``manifest/vNNNNNNNN.json``)."""
+    """One immutable table snapshot (``manifest/vNNNNNNNN.json``); see the module docstring."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
 
     format: Literal["lethe.manifest"] = FORMAT
-    format_version: Literal[1] = FORMAT_VERSION
-    layout: Literal["inline"] = "inline"
+    format_version: Literal[1, 2] = FORMAT_VERSION
+    layout: Literal["inline", "segmented"] = "segmented"
     table_uuid: str
     version: int = Field(ge=0)
     previous: int | None = None
@@ -180,26 +261,221 @@ class Manifest(_Frozen):
     operation: Operation
     schema_b64: str
     properties: TableProperties
-    files: tuple[DataFile, ...] = ()
+    inline_files: tuple[DataFile, ...] = Field(default=(), alias="files")
+    segments: tuple[SegmentSummary, ...] = ()
+    dv_overlay: tuple[OverlayDV, ...] = ()
     requests: tuple[RequestRecord, ...] = ()
     erasures: tuple[ErasureRecord, ...] = ()
+
+    _source: SegmentSource | None = PrivateAttr(default=None)
+    _pending: dict[str, Segment] = PrivateAttr(default_factory=dict)
+    _all: tuple[DataFile, ...] | None = PrivateAttr(default=None)
+    _overlay: dict[str, dict[str, DVRef]] | None = PrivateAttr(default=None)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _infer_layout(cls, data: Any) -> Any:
+        """A manifest given ``files`` (and no layout) is format 1, inline."""
+        if (
+            isinstance(data, dict)
+            and "layout" not in data
+            and (data.get("files") or data.get("inline_files"))
+        ):
+            data = {**data, "layout": "inline", "format_version": 1}
+        return data
+
+    @model_validator(mode="after")
+    def _check_layout(self) -> Manifest:
+        inline = self.layout == "inline"
+        if inline != (self.format_version == 1):
+            raise ValueError(f"layout {self.layout!r} is not format {self.format_version}")
+        if inline and self.segments:
+            raise ValueError("an inline manifest lists files, not segments")
+        if not inline and self.inline_files:
+            raise ValueError("a segmented manifest lists segments, not files")
+        if inline and self.dv_overlay:
+            raise ValueError("an inline manifest has no DV overlay")
+        return self
+
+    def __eq__(self, other: object) -> bool:
+        """Equal fields (the loader and loaded segments are not part of the value)."""
+        if not isinstance(other, Manifest):
+            return NotImplemented
+        return self.__dict__ == other.__dict__
+
+    __hash__ = BaseModel.__hash__
+
+    def model_copy(
+        self, *, update: Mapping[str, Any] | None = None, deep: bool = False
+    ) -> Manifest:
+        """pydantic's copy, refusing unknown field names (``files`` is not a field: build
+        manifests with :mod:`lethe.transforms`)."""
+        unknown = set(update or ()) - set(type(self).model_fields)
+        if unknown:
+            raise TypeError(f"Manifest has no field(s) {sorted(unknown)}")
+        return super().model_copy(update=update, deep=deep)
 
     @property
     def key(self) -> str:
         return self.properties.key
 
+    @property
+    def segmented(self) -> bool:
+        return self.layout == "segmented"
+
     def arrow_schema(self) -> pa.Schema:
         return schema_from_b64(self.schema_b64)
 
+    # --- segments ------------------------------------------------------------------------------
+    def attach(self, source: SegmentSource | None) -> Manifest:
+        """Give this manifest the loader of its segments (returns self)."""
+        self._source = source
+        return self
+
+    @property
+    def source(self) -> SegmentSource | None:
+        return self._source
+
+    def with_pending(self, pending: Mapping[str, Segment]) -> Manifest:
+        """Hold ``pending`` (segment path -> segment) until the catalog stores them."""
+        self._pending = dict(pending)
+        self._all = None
+        self._overlay = None
+        return self
+
+    def pending_segments(self) -> dict[str, Segment]:
+        """Segments this manifest references that are not stored yet (path -> segment)."""
+        return {s.path: self._pending[s.path] for s in self.segments if s.path in self._pending}
+
+    def segment(self, summary: SegmentSummary) -> Segment:
+        """The segment ``summary`` describes (pending, or loaded through the source)."""
+        seg = self._pending.get(summary.path)
+        if seg is not None:
+            return seg
+        if self._source is None:
+            raise errors.CorruptManifest(
+                f"version {self.version}: segment {summary.path} cannot be loaded (no source)"
+            )
+        return self._source.load(summary)
+
+    def overlay_of(self, segment_id: str) -> dict[str, DVRef]:
+        """The overlay's DVs of the files of one segment (path -> DV)."""
+        if self._overlay is None:
+            by_seg: dict[str, dict[str, DVRef]] = {}
+            for o in self.dv_overlay:
+                by_seg.setdefault(o.segment, {})[o.path] = o.dv
+            self._overlay = by_seg
+        return self._overlay.get(segment_id, {})
+
+    def segment_files(
+        self, summary: SegmentSummary, seg: Segment | None = None
+    ) -> tuple[DataFile, ...]:
+        """The files of one segment as of this manifest (the DV overlay applied)."""
+        seg = seg if seg is not None else self.segment(summary)
+        ov = self.overlay_of(summary.id)
+        if not ov:
+            return seg.files
+        return tuple(
+            f.model_copy(update={"dv": ov[f.path]}) if f.path in ov else f for f in seg.files
+        )
+
+    def segments_of(self, summaries: Sequence[SegmentSummary]) -> list[Segment]:
+        """Several segments, loaded in parallel where the source can."""
+        missing = [s for s in summaries if s.path not in self._pending]
+        loaded: dict[str, Segment] = {}
+        if missing:
+            if self._source is None:
+                raise errors.CorruptManifest(
+                    f"version {self.version}: segments cannot be loaded (no source)"
+                )
+            loaded = {
+                s.path: seg for s, seg in zip(missing, self._source.load_many(missing), strict=True)
+            }
+        return [self._pending.get(s.path) or loaded[s.path] for s in summaries]
+
+    # --- files ---------------------------------------------------------------------------------
+    @property
+    def files(self) -> tuple[DataFile, ...]:
+        """Every live file (a segmented manifest loads all its segments)."""
+        if not self.segmented:
+            return self.inline_files
+        if self._all is None:
+            segs = self.segments_of(self.segments)
+            self._all = tuple(
+                f
+                for s, seg in zip(self.segments, segs, strict=True)
+                for f in self.segment_files(s, seg)
+            )
+        return self._all
+
+    def files_where(self, keep: Callable[[SegmentSummary], bool]) -> list[DataFile]:
+        """Live files of the segments whose summary passes ``keep`` (all files if inline)."""
+        if not self.segmented:
+            return list(self.inline_files)
+        if self._all is not None:
+            chosen = {s.path for s in self.segments if keep(s)}
+            if len(chosen) == len(self.segments):
+                return list(self._all)
+        wanted = [s for s in self.segments if keep(s)]
+        segs = self.segments_of(wanted)
+        return [f for s, seg in zip(wanted, segs, strict=True) for f in self.segment_files(s, seg)]
+
+    def locate(self, paths: Sequence[str]) -> dict[str, SegmentSummary]:
+        """The segment holding each of ``paths`` that is live (absent paths are left out).
+
+        Uses the source's hint of where a path was last seen, then falls back to opening
+        every segment (a file moved by a segment merge, or not in this table)."""
+        if not self.segmented:
+            return {}
+        out: dict[str, SegmentSummary] = {}
+        by_id = {s.id: s for s in self.segments}
+        todo = set(paths)
+        hinted: dict[str, SegmentSummary] = {}
+        for p in todo:
+            sid = self._source.where(p) if self._source is not None else None
+            if sid is not None and sid in by_id:
+                hinted[p] = by_id[sid]
+        if hinted:
+            summaries = list({s.path: s for s in hinted.values()}.values())
+            for summ, seg in zip(summaries, self.segments_of(summaries), strict=True):
+                for f in seg.files:
+                    if f.path in todo:
+                        out[f.path] = summ
+        rest = todo - out.keys()
+        if rest:
+            for summ, seg in zip(self.segments, self.segments_of(self.segments), strict=True):
+                for f in seg.files:
+                    if f.path in rest:
+                        out[f.path] = summ
+        return out
+
     def file(self, path: str) -> DataFile | None:
-        for f in self.files:
+        """The live file at ``path``, or None."""
+        if not self.segmented:
+            for f in self.inline_files:
+                if f.path == path:
+                    return f
+            return None
+        summ = self.locate([path]).get(path)
+        if summ is None:
+            return None
+        for f in self.segment_files(summ):
             if f.path == path:
                 return f
-        return None
+        return None  # pragma: no cover - locate found it there
+
+    @property
+    def file_count(self) -> int:
+        if not self.segmented:
+            return len(self.inline_files)
+        return sum(s.files for s in self.segments)
 
     @property
     def total_rows(self) -> int:
-        return sum(f.live_rows for f in self.files)
+        """Live rows (physical rows minus deleted ones)."""
+        if not self.segmented:
+            return sum(f.live_rows for f in self.inline_files)
+        return sum(s.live_rows for s in self.segments)
 
     def find_request(self, id_hash: str) -> RequestRecord | None:
         for r in self.requests:
@@ -231,7 +507,40 @@ def schema_from_b64(s: str) -> pa.Schema:
 
 
 def encode_manifest(m: Manifest) -> bytes:
-    return m.model_dump_json(exclude_defaults=False).encode()
+    """The root's JSON (a segmented manifest's segments are separate objects)."""
+    if m.segmented:
+        return m.model_dump_json(by_alias=True, exclude={"inline_files"}).encode()
+    return m.model_dump_json(by_alias=True, exclude={"segments"}).encode()
+
+
+def encode_segment(seg: Segment) -> bytes:
+    """A segment object: gzip (no timestamp) of its JSON."""
+    return gzip.compress(seg.model_dump_json().encode(), compresslevel=6, mtime=0)
+
+
+def decode_segment(raw: bytes, *, where: str = "segment", table_uuid: str | None = None) -> Segment:
+    """Parse and validate a segment object; anything wrong is a :class:`CorruptManifest`."""
+    try:
+        body = gzip.decompress(raw)
+    except (OSError, EOFError) as e:
+        raise errors.CorruptManifest(f"{where} is not gzip ({len(raw)} bytes): {e}") from e
+    obj = _load_json(body, where)
+    if obj.get("format") != SEGMENT_FORMAT:
+        raise errors.CorruptManifest(
+            f"{where} is not a Lethe segment (format={obj.get('format')!r})"
+        )
+    if obj.get("format_version") != 1:
+        raise errors.CorruptManifest(
+            f"{where} has segment format version {obj.get('format_version')!r}; this Lethe "
+            "reads version 1. Upgrade Lethe to read it."
+        )
+    try:
+        seg = Segment.model_validate(obj)
+    except ValidationError as e:
+        raise errors.CorruptManifest(f"{where} fails validation: {_summarize(e)}") from e
+    if table_uuid is not None and seg.table_uuid != table_uuid:
+        raise errors.CorruptManifest(f"{where} belongs to another table")
+    return seg
 
 
 def _load_json(raw: bytes, what: str) -> dict[str, Any]:
@@ -254,10 +563,10 @@ def decode_manifest(raw: bytes, *, where: str = "manifest") -> Manifest:
             f"{where} is not a Lethe manifest (format={obj.get('format')!r})"
         )
     fv = obj.get("format_version")
-    if fv != FORMAT_VERSION:
+    if fv not in READABLE_VERSIONS:
         raise errors.CorruptManifest(
-            f"{where} has manifest format version {fv!r}; this Lethe reads version {FORMAT_VERSION}. "
-            "Upgrade Lethe to read it."
+            f"{where} has manifest format version {fv!r}; this Lethe reads versions "
+            f"{', '.join(map(str, READABLE_VERSIONS))}. Upgrade Lethe to read it."
         )
     try:
         m = Manifest.model_validate(obj)
@@ -288,154 +597,6 @@ def _summarize(e: ValidationError) -> str:
 def request_hash(request_id: str) -> str:
     """Stable hash of a request id (request ids are never stored in clear)."""
     return hashlib.sha256(request_id.encode()).hexdigest()[:32]
-
-
-# --- pure transforms -------------------------------------------------------------------------
-def _successor(
-    base: Manifest,
-    *,
-    files: Iterable[DataFile],
-    operation: Operation,
-    now: datetime,
-    request: RequestRecord | None,
-    extra: Sequence[RequestRecord] = (),
-) -> Manifest:
-    requests = list(base.requests)
-    if request is not None:
-        requests.append(request)
-    requests.extend(
-        r.model_copy(update={"version": base.version + 1, "committed_at": now}) for r in extra
-    )
-    props = base.properties
-    horizon = now - timedelta(seconds=props.request_retention_seconds)
-    requests = [r for r in requests if r.committed_at >= horizon]
-    if len(requests) > props.request_log_max:
-        requests = requests[len(requests) - props.request_log_max :]
-    return base.model_copy(
-        update={
-            "version": base.version + 1,
-            "previous": base.version,
-            "commit_id": uuid.uuid4().hex,
-            "created_at": now,
-            "operation": operation,
-            "files": tuple(files),
-            "requests": tuple(requests),
-        }
-    )
-
-
-def _record(
-    operation: Operation, version: int, now: datetime, rows: int, files_touched: int
-) -> RequestRecord | None:
-    if operation.request_id_hash is None:
-        return None
-    return RequestRecord(
-        id_hash=operation.request_id_hash,
-        version=version,
-        kind=operation.kind,
-        committed_at=now,
-        rows=rows,
-        files_touched=files_touched,
-    )
-
-
-def apply_append(
-    base: Manifest,
-    new_files: Iterable[DataFile],
-    operation: Operation,
-    *,
-    now: datetime | None = None,
-) -> Manifest:
-    """Manifest N+1 = N plus ``new_files``. Appends never conflict."""
-    now = now or datetime.now(UTC)
-    added = [f.model_copy(update={"added_version": base.version + 1}) for f in new_files]
-    existing = {f.path for f in base.files}
-    dup = [f.path for f in added if f.path in existing]
-    if dup:
-        raise errors.CommitConflict(f"append adds files already in the table: {dup[:3]}")
-    rows = sum(f.rows for f in added)
-    return _successor(
-        base,
-        files=(*base.files, *added),
-        operation=operation,
-        now=now,
-        request=_record(operation, base.version + 1, now, rows, len(added)),
-    )
-
-
-def apply_dv_updates(
-    base: Manifest,
-    updates: Mapping[str, DVRef],
-    operation: Operation,
-    *,
-    now: datetime | None = None,
-    requests: Sequence[RequestRecord] = (),
-    erasures: Sequence[ErasureRecord] = (),
-) -> Manifest:
-    """Manifest N+1 with the DVs of some files replaced (each must already hold the union).
-
-    Raises CommitConflict if a file named in ``updates`` is no longer live in ``base``.
-    """
-    now = now or datetime.now(UTC)
-    live = {f.path for f in base.files}
-    missing = [p for p in updates if p not in live]
-    if missing:
-        raise errors.CommitConflict(
-            f"{len(missing)} file(s) this delete touches are no longer in version {base.version}"
-        )
-    files = [
-        f.model_copy(update={"dv": updates[f.path]}) if f.path in updates else f for f in base.files
-    ]
-    if erasures:
-        new = tuple(e.model_copy(update={"deleted_version": base.version + 1}) for e in erasures)
-        base = base.model_copy(update={"erasures": (*base.erasures, *new)})
-    return _successor(
-        base,
-        files=files,
-        operation=operation,
-        now=now,
-        request=_record(operation, base.version + 1, now, operation.rows_deleted, len(updates)),
-        extra=requests,
-    )
-
-
-def apply_replace(
-    base: Manifest,
-    removed: Iterable[str],
-    added: Iterable[DataFile],
-    operation: Operation,
-    *,
-    now: datetime | None = None,
-    requests: Sequence[RequestRecord] = (),
-) -> Manifest:
-    """Manifest N+1 with files ``removed`` swapped for ``added`` (splice, compaction).
-
-    The caller has already mapped any concurrent DV onto the ``added`` files.
-    """
-    now = now or datetime.now(UTC)
-    removed_set = set(removed)
-    live = {f.path for f in base.files}
-    missing = removed_set - live
-    if missing:
-        raise errors.CommitConflict(
-            f"{len(missing)} file(s) to replace are no longer in version {base.version}"
-        )
-    new = [f.model_copy(update={"added_version": base.version + 1}) for f in added]
-    files = [f for f in base.files if f.path not in removed_set] + new
-    return _successor(
-        base,
-        files=files,
-        operation=operation,
-        now=now,
-        request=_record(
-            operation,
-            base.version + 1,
-            now,
-            operation.rows_erased or operation.rows_deleted,
-            len(removed_set),
-        ),
-        extra=requests,
-    )
 
 
 def initial_manifest(

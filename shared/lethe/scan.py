@@ -1,5 +1,6 @@
 """Scan planning over one manifest: which row groups may hold matching rows (pruned by the
-manifest's stats, then by footer statistics), and the deletion vectors of one read.
+segments' summaries, the manifest's file stats, then footer statistics), and the deletion
+vectors of one read. Only the segments whose summary can match are loaded.
 
 Operations take ``(store, prefix, manifest)`` rather than the :class:`~lethe.table.Table`
 façade, so lower layers (deletes, erase) plan reads without building a table handle.
@@ -8,29 +9,53 @@ façade, so lower layers (deletes, erase) plan reads without building a table ha
 from __future__ import annotations
 
 import threading
+from collections.abc import Mapping
 from typing import Any
 
 import pyarrow as pa
 
 from lethe import errors
 from lethe.filters import Dnf
-from lethe.manifest import DataFile, Manifest
+from lethe.manifest import ColumnStats, DataFile, Manifest, SegmentSummary
 from lethe.reader import FileHandle
 from lethe.store import S3Store
 from lethe.values import from_json
 
-__all__ = ["DVCache", "plan"]
+__all__ = ["DVCache", "candidate_files", "plan"]
 
 
-def _file_lookup(f: DataFile, schema: pa.Schema) -> Any:
+def _stats_lookup(columns: Mapping[str, ColumnStats], schema: pa.Schema) -> Any:
     def lookup(col: str) -> tuple[Any, Any, int | None] | None:
-        st = f.columns.get(col)
+        st = columns.get(col)
         if st is None:
             return None
         t = schema.field(col).type
         return from_json(st.min, t), from_json(st.max, t), st.null_count
 
     return lookup
+
+
+def _file_lookup(f: DataFile, schema: pa.Schema) -> Any:
+    return _stats_lookup(f.columns, schema)
+
+
+def candidate_files(
+    manifest: Manifest, dnf: Dnf | None, *, physical: bool = False
+) -> list[DataFile]:
+    """Files of ``manifest`` that may hold rows matching ``dnf``, loading only the segments
+    whose summary can match (live rows only unless ``physical``)."""
+    schema = manifest.arrow_schema()
+
+    def keep(s: SegmentSummary) -> bool:
+        if s.files == 0 or (s.live_rows == 0 and not physical):
+            return False
+        return dnf is None or dnf.may_match(_stats_lookup(s.columns, schema))
+
+    return [
+        f
+        for f in manifest.files_where(keep)
+        if (physical or f.live_rows > 0) and (dnf is None or dnf.may_match(_file_lookup(f, schema)))
+    ]
 
 
 def plan(
@@ -51,11 +76,7 @@ def plan(
     key = manifest.key
     out: list[tuple[FileHandle, int, int]] = []
     other_cols = [c for c in (dnf.columns if dnf else []) if c != key]
-    for f in manifest.files:
-        if f.live_rows == 0 and not physical:
-            continue
-        if dnf is not None and not dnf.may_match(_file_lookup(f, schema)):
-            continue
+    for f in candidate_files(manifest, dnf, physical=physical):
         h = FileHandle(store, f"{prefix}/{f.path}" if prefix else f.path, f)
         footer = h.footer() if (dnf is not None and other_cols) else None
         first = 0

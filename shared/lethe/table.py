@@ -34,12 +34,12 @@ from lethe.manifest import (
     Manifest,
     Operation,
     TableProperties,
-    apply_append,
     initial_manifest,
 )
 from lethe.reader import FileHandle, RowFilter, iter_row_groups, read_filtered
 from lethe.scan import DVCache, plan
 from lethe.store import IOCounters, S3Store, parse_s3_uri
+from lethe.transforms import apply_append
 from lethe.writer import WriteOptions, write_files
 
 log = logging.getLogger(__name__)
@@ -205,7 +205,7 @@ class Table:
         return self.store.stats.snapshot()
 
     def __repr__(self) -> str:
-        return f"Table({self.uri!r}, version={self.version}, files={len(self._m.files)})"
+        return f"Table({self.uri!r}, version={self.version}, files={self._m.file_count})"
 
     def refresh(self) -> Table:
         """Move this handle to the latest committed version (returns self)."""
@@ -504,7 +504,7 @@ class Table:
                     files_added=op.files_added,
                     files_removed=op.files_removed,
                     live_rows=m.total_rows,
-                    live_files=len(m.files),
+                    live_files=m.file_count,
                     request_id_hash=op.request_id_hash,
                 )
             )
