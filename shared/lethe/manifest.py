@@ -600,9 +600,17 @@ def request_hash(request_id: str) -> str:
 
 
 def initial_manifest(
-    *, table_uuid: str, schema: pa.Schema, properties: TableProperties, now: datetime | None = None
+    *,
+    table_uuid: str,
+    schema: pa.Schema,
+    properties: TableProperties,
+    now: datetime | None = None,
+    layout: Literal["inline", "segmented"] = "segmented",
 ) -> Manifest:
+    """Version 0 of a new table (``layout="inline"`` only to play a format-1 writer)."""
     return Manifest(
+        format_version=1 if layout == "inline" else 2,
+        layout=layout,
         table_uuid=table_uuid,
         commit_id=uuid.uuid4().hex,
         version=0,

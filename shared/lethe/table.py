@@ -101,12 +101,16 @@ class Table:
         row_group_bytes: int = 16 << 20,
         retry: RetryPolicy | None = None,
         gc_grace: str | timedelta | float = "7d",
+        segment_target_files: int = 1000,
+        dv_overlay_max: int = 256,
     ) -> Table:
         """Create an empty table at ``uri`` (``s3://bucket/prefix``) with a key column.
 
         ``gc_grace`` (``"7d"``, ``"1h"``, seconds) is how long GC keeps objects no manifest
         references yet; every writer commits within it or refuses (docs/format.md §9). It is
-        fixed for the life of the table.
+        fixed for the life of the table. ``segment_target_files`` (file entries per manifest
+        segment) and ``dv_overlay_max`` (DV changes the root carries before folding them into
+        segments) tune the format-2 metadata (docs/format.md §3).
 
         Raises:
             TableExists: a table already lives at ``uri``.
@@ -120,12 +124,19 @@ class Table:
             raise errors.InvalidRequest("schema has duplicate column names")
         if target_file_bytes <= 0 or row_group_bytes <= 0:
             raise errors.InvalidRequest("target_file_bytes and row_group_bytes must be positive")
+        if segment_target_files <= 0 or dv_overlay_max < 0:
+            raise errors.InvalidRequest(
+                "segment_target_files must be positive and dv_overlay_max not negative"
+            )
         grace = parse_duration(gc_grace).total_seconds()
         if grace <= 0:
             raise errors.InvalidRequest("gc_grace must be positive")
         store, prefix = _store_for(uri, s3)
         cat = Catalog(store, prefix, retry=retry)
+        from lethe import transforms
+
         m0 = initial_manifest(
+            layout=transforms.WRITE_LAYOUT,
             table_uuid=uuid.uuid4().hex,
             schema=schema,
             properties=TableProperties(
@@ -133,6 +144,8 @@ class Table:
                 target_file_bytes=target_file_bytes,
                 row_group_bytes=row_group_bytes,
                 gc_grace_seconds=grace,
+                segment_target_files=segment_target_files,
+                dv_overlay_max=dv_overlay_max,
             ),
         )
         cat.create(m0)
@@ -485,6 +498,23 @@ class Table:
         from lethe.erase import purge
 
         return purge(self, request_id=request_id, max_bytes=max_bytes)
+
+    def upgrade(self) -> CommitResult:
+        """Rewrite the latest manifest in format 2 (segmented) if it is still format 1;
+        returns the commit (``files_added`` 0), or this version when there is nothing to do.
+        Any other commit upgrades a format-1 table as well."""
+        from lethe.transforms import upgrade
+
+        before = self.store.stats.snapshot()
+
+        def build(base: Manifest) -> Manifest | None:
+            return None if base.segmented else upgrade(base)
+
+        outcome = self._catalog.commit_change(PureChange(build, what="upgrade"))
+        self._adopt(outcome)
+        return CommitResult(
+            self.version, 0, 0, outcome.attempts, self.store.stats.snapshot() - before
+        )
 
     def history(self) -> list[SnapshotInfo]:
         """Snapshot infos from this handle's version back to the oldest retained one."""

@@ -1,11 +1,14 @@
-"""``lethe verify``: every reference of a snapshot resolves and every DV matches its file."""
+"""``lethe verify``: every reference of a snapshot resolves and every DV matches its file;
+a format-2 snapshot's segments exist and agree with their summaries."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
 from lethe import errors
+from lethe.manifest import DataFile, Manifest
 from lethe.table import Table
+from lethe.transforms import summarize
 
 __all__ = ["VerifyReport", "verify"]
 
@@ -16,6 +19,7 @@ class VerifyReport:
     files_checked: int
     dvs_checked: int
     problems: tuple[str, ...] = field(default_factory=tuple)
+    segments_checked: int = 0
 
     @property
     def ok(self) -> bool:
@@ -31,7 +35,9 @@ def verify(table: Table) -> VerifyReport:
     problems: list[str] = []
     dvs = 0
     m = table.manifest
-    for f in m.files:
+    seg_problems, files = _check_segments(m)
+    problems.extend(seg_problems)
+    for f in files:
         key = table.key_of(f.path)
         try:
             info = table.store.head(key)
@@ -69,4 +75,37 @@ def verify(table: Table) -> VerifyReport:
                 )
             if len(bm) and bm.max() >= f.rows:
                 problems.append(f"{f.path}: DV position {bm.max()} beyond the file's {f.rows} rows")
-    return VerifyReport(m.version, len(m.files), dvs, tuple(problems))
+    return VerifyReport(m.version, len(files), dvs, tuple(problems), len(m.segments))
+
+
+def _check_segments(m: Manifest) -> tuple[list[str], list[DataFile]]:
+    """Every segment loads, holds its summary's files, and its summary is what the files
+    (with the DV overlay) say; no file is listed twice; the overlay names live files.
+    Returns the problems and the files of the segments that could be read."""
+    if not m.segmented:
+        return [], list(m.files)
+    problems: list[str] = []
+    out: list[DataFile] = []
+    schema = m.arrow_schema()
+    seen: set[str] = set()
+    for s in m.segments:
+        try:
+            files = m.segment_files(s)
+        except errors.LetheError as e:
+            problems.append(f"segment {s.path}: unreadable: {e}")
+            continue
+        want = summarize(s.id, s.path, files, schema, s.created_version)
+        if want != s:
+            problems.append(f"segment {s.path}: summary differs from its files")
+        dup = seen & {f.path for f in files}
+        if dup:
+            problems.append(f"segment {s.path}: {len(dup)} file(s) listed in another segment too")
+        seen |= {f.path for f in files}
+        out.extend(files)
+    ids = {s.id for s in m.segments}
+    if len(ids) != len(m.segments):
+        problems.append("two segments share an id")
+    stray = [o.path for o in m.dv_overlay if o.segment not in ids or o.path not in seen]
+    if stray:
+        problems.append(f"{len(stray)} DV overlay entries name no live file of their segment")
+    return problems, out

@@ -104,7 +104,8 @@ def cmd_verify(a: argparse.Namespace) -> int:
     for p in rep.problems:
         print(f"PROBLEM {p}")
     print(
-        f"version {rep.version}: {rep.files_checked} files, {rep.dvs_checked} DVs checked, {len(rep.problems)} problems"
+        f"version {rep.version}: {rep.segments_checked} segments, {rep.files_checked} files, "
+        f"{rep.dvs_checked} DVs checked, {len(rep.problems)} problems"
     )
     return 0 if rep.ok else 1
 

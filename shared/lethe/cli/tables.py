@@ -68,10 +68,48 @@ def cmd_history(a: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_upgrade(a: argparse.Namespace) -> int:
+    t = Table.open(a.uri)
+    before = t.manifest.format_version
+    r = t.upgrade()
+    m = t.manifest
+    if before == m.format_version:
+        print(f"{t.uri} version {t.version} is already format {m.format_version} ({m.layout})")
+    else:
+        print(
+            f"upgraded {t.uri} to format {m.format_version} ({m.layout}) at version {r.version}: "
+            f"{m.file_count} files in {len(m.segments)} segments"
+        )
+    return 0
+
+
+def _print_segments(t: Table) -> None:
+    m = t.manifest
+    print(
+        f"version {m.version}: format {m.format_version} ({m.layout}), {m.file_count} files, "
+        f"{len(m.segments)} segments, {len(m.dv_overlay)} DV overlay entries"
+    )
+    if not m.segmented:
+        return
+    print(
+        f"  {'segment':<60} {'files':>6} {'rows':>11} {'deleted':>9} {'data bytes':>14}  key range"
+    )
+    key = m.key
+    for s in m.segments:
+        k = s.columns.get(key)
+        rng = f"{k.min} .. {k.max}" if k is not None else "?"
+        print(
+            f"  {s.path:<60} {s.files:>6} {s.rows:>11,} {s.deleted_rows:>9,} {s.data_bytes:>14,}  {rng}"
+        )
+
+
 def cmd_inspect(a: argparse.Namespace) -> int:
     from lethe.writer import row_group_range
 
     t = Table.open(a.uri, version=a.version)
+    if a.segments:
+        _print_segments(t)
+        return 0
     files = [f for f in t.manifest.files if a.path in (None, f.path)]
     if a.path and not files:
         raise errors.InvalidRequest(f"{a.path} is not a live file of version {t.version}")
@@ -126,4 +164,11 @@ def register(sub: Any) -> None:
     c.add_argument("uri")
     c.add_argument("path", nargs="?", help="table-relative data file path (default: all files)")
     c.add_argument("--version", type=int)
+    c.add_argument(
+        "--segments", action="store_true", help="list the manifest's segments and summaries instead"
+    )
     c.set_defaults(fn=cmd_inspect)
+
+    c = sub.add_parser("upgrade", help="rewrite the latest manifest in format 2 (segmented)")
+    c.add_argument("uri")
+    c.set_defaults(fn=cmd_upgrade)

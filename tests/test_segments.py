@@ -1,0 +1,243 @@
+"""Format 2 (segmented manifests): O(change) commits, pruned reads, the upgrade from format 1,
+racing writers, and the hypothesis state machine on small segments."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from conftest import EVENTS, events
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import initialize, invariant, precondition, rule
+from test_deletes import TableModel
+
+import lethe
+from lethe import errors, transforms
+from lethe.manifest import decode_manifest
+from lethe.verify import verify
+
+TINY = {"target_file_bytes": 8_000, "row_group_bytes": 2_000}
+
+
+def ids(t: lethe.Table) -> list[int]:
+    return sorted(t.scan(["id"])["id"].to_pylist())
+
+
+@pytest.fixture
+def old_writer() -> Iterator[None]:
+    """Play a format-1 writer (what Lethe wrote before segments) for the block's commits."""
+    transforms.WRITE_LAYOUT = "inline"
+    try:
+        yield
+    finally:
+        transforms.WRITE_LAYOUT = "segmented"
+
+
+def test_new_tables_are_segmented_and_a_delete_writes_only_the_root(table_uri: str) -> None:
+    t = lethe.Table.create(table_uri, EVENTS, key="id", segment_target_files=4, **TINY)
+    for i in range(6):
+        t.append(events(i * 1_000, 1_000))
+    m = t.manifest
+    assert (m.format_version, m.layout) == (2, "segmented")
+    assert m.file_count == len(m.files) > 8 and len(m.segments) >= 3
+    assert all(s.files <= 4 for s in m.segments)
+    assert verify(t).ok
+    before, segs = t.io, m.segments
+    r = t.delete([("id", "=", 2_500)])
+    d = t.io - before
+    assert r.rows_deleted == 1
+    assert d.puts == 3, d.describe()  # DV container, root, head: no segment rewritten
+    assert t.manifest.segments != segs  # the summary's deleted count moved
+    assert [s.path for s in t.manifest.segments] == [s.path for s in segs]
+    holder = [f.path for f in m.files if f.columns["id"].min <= 2_500 <= f.columns["id"].max]
+    assert [o.path for o in t.manifest.dv_overlay] == holder
+    assert 2_500 not in ids(lethe.Table.open(table_uri))
+    assert verify(lethe.Table.open(table_uri)).ok
+
+
+def test_a_lookup_opens_only_the_segment_that_can_hold_the_key(table_uri: str) -> None:
+    t = lethe.Table.create(table_uri, EVENTS, key="id", segment_target_files=2, **TINY)
+    for i in range(8):
+        t.append(events(i * 500, 500))
+    assert len(t.manifest.segments) >= 4
+    fresh = lethe.Table.open(table_uri)
+    assert fresh.lookup(1_234)["id"].to_pylist() == [1_234]
+    hits = [
+        s for s in fresh.manifest.segments if s.columns["id"].min <= 1_234 <= s.columns["id"].max
+    ]
+    assert len(hits) == 1
+    # the segment, the footer tail and the pages: never the other segments
+    cache = fresh.catalog.segments
+    loaded = {p for p in (s.path for s in fresh.manifest.segments) if p in cache._cache}
+    assert loaded == {hits[0].path}
+
+
+def test_overlay_is_bounded_and_folds_into_the_fullest_segments(table_uri: str) -> None:
+    t = lethe.Table.create(
+        table_uri, EVENTS, key="id", segment_target_files=3, dv_overlay_max=4, **TINY
+    )
+    for i in range(4):
+        t.append(events(i * 1_000, 1_000))
+    keys = list(range(0, 4_000, 97))
+    for k in keys:
+        t.delete([("id", "=", k)])
+        assert len(t.manifest.dv_overlay) <= 4
+    assert set(keys).isdisjoint(ids(lethe.Table.open(table_uri)))
+    assert verify(lethe.Table.open(table_uri)).ok
+    assert lethe.Table.open(table_uri).manifest.total_rows == 4_000 - len(keys)
+
+
+def test_old_versions_read_exactly_after_their_segments_were_rewritten(table_uri: str) -> None:
+    t = lethe.Table.create(
+        table_uri, EVENTS, key="id", segment_target_files=2, dv_overlay_max=0, **TINY
+    )
+    seen: dict[int, list[int]] = {}
+    for i in range(3):
+        t.append(events(i * 1_000, 1_000))
+        seen[t.version] = ids(t)
+    for k in (5, 1_500, 2_999):
+        t.delete([("id", "=", k)])  # no overlay: every delete rewrites its segment
+        seen[t.version] = ids(t)
+    t.erase([("id", "=", 7)])
+    seen[t.version] = ids(t)
+    for v, want in seen.items():
+        old = lethe.Table.open(table_uri, version=v)
+        assert ids(old) == want, v
+        assert verify(old).ok
+
+
+def test_upgrade_from_format_1_keeps_every_snapshot(table_uri: str, old_writer: None) -> None:
+    t = lethe.Table.create(table_uri, EVENTS, key="id", segment_target_files=2, **TINY)
+    t.append(events(0, 2_000))
+    t.delete([("id", "in", [1, 2, 3])])
+    t.append(events(2_000, 1_000))
+    t.erase([("id", "=", 10)])
+    assert t.manifest.format_version == 1 and t.manifest.layout == "inline"
+    raw = t.store.get(t.key_of("manifest/v00000004.json")).body
+    assert decode_manifest(raw).inline_files  # a format-1 manifest lists its files
+    seen = {v: ids(lethe.Table.open(table_uri, version=v)) for v in range(t.version + 1)}
+    transforms.WRITE_LAYOUT = "segmented"
+    if uuid.uuid4().int % 2:  # either path upgrades: the command, or any next commit
+        r = lethe.Table.open(table_uri).upgrade()
+        assert lethe.Table.open(table_uri).manifest.operation.kind == "upgrade"
+        assert lethe.Table.open(table_uri).upgrade().version == r.version  # idempotent
+    else:
+        lethe.Table.open(table_uri).delete([("id", "=", 11)])
+        seen[lethe.Table.open(table_uri).version] = [i for i in seen[t.version] if i != 11]
+    head = lethe.Table.open(table_uri)
+    assert (head.manifest.format_version, head.manifest.layout) == (2, "segmented")
+    assert len(head.manifest.segments) >= 2 and verify(head).ok
+    for v, want in seen.items():
+        assert ids(lethe.Table.open(table_uri, version=v)) == want, v
+    if head.version not in seen:
+        assert ids(head) == seen[head.version - 1]
+    head.append(events(5_000, 10))
+    assert ids(lethe.Table.open(table_uri))[-10:] == list(range(5_000, 5_010))
+
+
+def test_racing_writers_on_small_segments_lose_nothing(table_uri: str) -> None:
+    lethe.Table.create(
+        table_uri, EVENTS, key="id", segment_target_files=3, dv_overlay_max=2, **TINY
+    ).append(events(0, 4_000))
+    errs: list[BaseException] = []
+    deleted: set[int] = set()
+    lock = threading.Lock()
+
+    def appender(i: int) -> None:
+        try:
+            lethe.Table.open(table_uri).append(events(10_000 + i * 100, 100))
+        except BaseException as e:  # pragma: no cover - reported below
+            errs.append(e)
+
+    def deleter(i: int) -> None:
+        try:
+            ks = list(range(i * 200, i * 200 + 200, 9))
+            r = lethe.Table.open(table_uri).delete([("id", "in", ks)])
+            assert r.rows_deleted == len(ks)
+            with lock:
+                deleted.update(ks)
+        except BaseException as e:  # pragma: no cover - reported below
+            errs.append(e)
+
+    threads = [threading.Thread(target=appender, args=(i,)) for i in range(8)]
+    threads += [threading.Thread(target=deleter, args=(i,)) for i in range(8)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert not errs, errs
+    t = lethe.Table.open(table_uri)
+    want = (set(range(4_000)) - deleted) | {
+        10_000 + i * 100 + j for i in range(8) for j in range(100)
+    }
+    assert ids(t) == sorted(want)
+    assert t.version == 17 and [h.version for h in t.history()] == list(range(17, -1, -1))
+    assert verify(t).ok
+
+
+class SegmentedModel(TableModel):
+    """The table state machine on tiny segments and overlay (splits, merges and folds happen
+    all the time), with erases, sometimes starting from a format-1 table."""
+
+    @initialize(v1=st.booleans())
+    def setup(self, v1: bool) -> None:  # type: ignore[override]
+        self.t = lethe.Table.create(
+            f"{self.uri}-{uuid.uuid4().hex[:8]}",
+            EVENTS,
+            key="id",
+            segment_target_files=2,
+            dv_overlay_max=2,
+            **TINY,
+        )
+        self.model: dict[int, dict[str, Any]] = {}
+        self.versions: dict[int, set[int]] = {0: set()}
+        self.next_id = 0
+        if v1:
+            transforms.WRITE_LAYOUT = "inline"
+            try:
+                self.append(300)
+                self.append(300)
+            finally:
+                transforms.WRITE_LAYOUT = "segmented"
+
+    @precondition(lambda self: bool(getattr(self, "model", None)))
+    @rule(data=st.data())
+    def erase(self, data: st.DataObject) -> None:
+        k = data.draw(st.sampled_from(sorted(self.model)))
+        r = self.t.erase([("id", "=", k)])
+        assert r.rows_deleted == 1 and r.rows_erased >= 1 and r.complete  # + hidden rows nearby
+        del self.model[k]
+        self.versions[lethe.Table.open(self.t.uri).version] = set(self.model)
+
+    @invariant()
+    def verified(self) -> None:
+        if hasattr(self, "t"):
+            rep = verify(lethe.Table.open(self.t.uri))
+            assert rep.ok, rep.problems
+
+
+def test_segmented_state_machine(table_uri: str) -> None:
+    SegmentedModel.uri = table_uri
+    run = SegmentedModel.TestCase
+    run.settings = settings(
+        max_examples=10,
+        stateful_step_count=10,
+        deadline=None,
+        suppress_health_check=list(HealthCheck),
+    )
+    run().runTest()
+
+
+def test_segment_objects_are_checked(table_uri: str) -> None:
+    t = lethe.Table.create(table_uri, EVENTS, key="id", **TINY)
+    t.append(events(0, 100))
+    [s] = t.manifest.segments
+    t.store.put(t.key_of(s.path), b"not gzip")  # overwritten behind Lethe's back
+    fresh = lethe.Table.open(table_uri)
+    with pytest.raises(errors.CorruptManifest, match="not gzip"):
+        fresh.scan()
+    assert not verify(lethe.Table.open(table_uri)).ok
