@@ -161,12 +161,14 @@ class CommitOutcome:
 
 
 class Segments:
-    """The segments of one table: loaded once per key (they are immutable), kept in a
-    bounded LRU, and indexed by the files they hold (:meth:`where`, a hint)."""
+    """The segments of one table: loaded once per key (they are immutable), kept in an LRU
+    bounded by the file entries it holds, and indexed by the files they hold (:meth:`where`,
+    a hint)."""
 
-    def __init__(self, store: S3Store, prefix: str, *, capacity: int = 512) -> None:
+    def __init__(self, store: S3Store, prefix: str, *, capacity: int = 250_000) -> None:
         self.store, self.prefix, self.capacity = store, prefix, capacity
         self._cache: OrderedDict[str, Segment] = OrderedDict()
+        self._entries = 0
         self._where: dict[str, str] = {}
         self._lock = threading.Lock()
         self.table_uuid: str | None = None
@@ -177,10 +179,13 @@ class Segments:
     def remember(self, path: str, seg: Segment) -> None:
         """Cache ``seg``, stored (or about to be) at table-relative ``path``."""
         with self._lock:
+            if path not in self._cache:
+                self._entries += len(seg.files)
             self._cache[path] = seg
             self._cache.move_to_end(path)
-            while len(self._cache) > self.capacity:
-                self._cache.popitem(last=False)
+            while self._entries > self.capacity and len(self._cache) > 1:
+                _, old = self._cache.popitem(last=False)
+                self._entries -= len(old.files)
             for f in seg.files:
                 self._where[f.path] = seg.id
 

@@ -420,11 +420,15 @@ class Manifest(_Frozen):
         segs = self.segments_of(wanted)
         return [f for s, seg in zip(wanted, segs, strict=True) for f in self.segment_files(s, seg)]
 
-    def locate(self, paths: Sequence[str]) -> dict[str, SegmentSummary]:
+    def locate(
+        self, paths: Sequence[str], *, exhaustive: bool = True
+    ) -> dict[str, SegmentSummary]:
         """The segment holding each of ``paths`` that is live (absent paths are left out).
 
-        Uses the source's hint of where a path was last seen, then falls back to opening
-        every segment (a file moved by a segment merge, or not in this table)."""
+        Uses the source's hint of where a path was last seen, then (``exhaustive``) opens
+        every segment for the rest (a file moved by a segment merge, or not in this table).
+        Without ``exhaustive`` only hinted segments are opened: a path found nowhere may
+        still be in an unopened segment (appends of new paths use this)."""
         if not self.segmented:
             return {}
         out: dict[str, SegmentSummary] = {}
@@ -442,7 +446,7 @@ class Manifest(_Frozen):
                     if f.path in todo:
                         out[f.path] = summ
         rest = todo - out.keys()
-        if rest:
+        if rest and exhaustive:
             for summ, seg in zip(self.segments, self.segments_of(self.segments), strict=True):
                 for f in seg.files:
                     if f.path in rest:

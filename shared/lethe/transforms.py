@@ -178,12 +178,13 @@ class _Plan:
                 assert summ is not None
                 w.files = list(self.base.segment_files(summ, seg))
 
-    def find(self, paths: Iterable[str]) -> dict[str, _Work]:
-        """The working segment holding each path (absent paths left out)."""
+    def find(self, paths: Iterable[str], *, exhaustive: bool = True) -> dict[str, _Work]:
+        """The working segment holding each path (absent paths left out; see
+        :meth:`~lethe.manifest.Manifest.locate` for ``exhaustive``)."""
         paths = set(paths)
         out: dict[str, _Work] = {}
         if self.base.segmented:
-            where = self.base.locate(sorted(paths))
+            where = self.base.locate(sorted(paths), exhaustive=exhaustive)
             by_id = {w.id: w for w in self.work}
             self.load_many([by_id[sid] for sid in {s.id for s in where.values()}])
             for p, summ in where.items():
@@ -398,8 +399,12 @@ def apply_append(
         )
     plan = _Plan(base)
     if added:
-        _no_duplicates(added, set(plan.find(f.path for f in added)))
+        # new files have fresh keys: check the segments they were seen in and the tail,
+        # never the whole table
+        _no_duplicates(added, set(plan.find((f.path for f in added), exhaustive=False)))
         tail = plan.work[-1] if plan.work else None
+        if tail is not None:
+            _no_duplicates(added, {f.path for f in plan.load(tail)} if plan._size(tail) < plan.target else set())
         if tail is not None and plan._size(tail) < plan.target:
             plan.load(tail).extend(added)
             tail.changed = True
