@@ -420,9 +420,7 @@ class Manifest(_Frozen):
         segs = self.segments_of(wanted)
         return [f for s, seg in zip(wanted, segs, strict=True) for f in self.segment_files(s, seg)]
 
-    def locate(
-        self, paths: Sequence[str], *, exhaustive: bool = True
-    ) -> dict[str, SegmentSummary]:
+    def locate(self, paths: Sequence[str], *, exhaustive: bool = True) -> dict[str, SegmentSummary]:
         """The segment holding each of ``paths`` that is live (absent paths are left out).
 
         Uses the source's hint of where a path was last seen, then (``exhaustive``) opens

@@ -404,7 +404,10 @@ def apply_append(
         _no_duplicates(added, set(plan.find((f.path for f in added), exhaustive=False)))
         tail = plan.work[-1] if plan.work else None
         if tail is not None:
-            _no_duplicates(added, {f.path for f in plan.load(tail)} if plan._size(tail) < plan.target else set())
+            _no_duplicates(
+                added,
+                {f.path for f in plan.load(tail)} if plan._size(tail) < plan.target else set(),
+            )
         if tail is not None and plan._size(tail) < plan.target:
             plan.load(tail).extend(added)
             tail.changed = True
