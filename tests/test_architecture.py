@@ -1,12 +1,14 @@
 """The library's shape: no import circle in ``shared/lethe`` (imports inside functions count:
-a deferred import hides a circle, it does not remove it; ``TYPE_CHECKING`` blocks do not)."""
+a deferred import hides a circle, it does not remove it; ``TYPE_CHECKING`` blocks do not);
+nothing shipped imports a dev tool; one commit loop."""
 
 from __future__ import annotations
 
 import ast
 from pathlib import Path
 
-LIB = Path(__file__).resolve().parents[1] / "shared" / "lethe"
+ROOT = Path(__file__).resolve().parents[1]
+LIB = ROOT / "shared" / "lethe"
 
 
 def _module(p: Path) -> str:
@@ -122,3 +124,29 @@ def test_what_ships_is_the_library_and_imports_no_dev_tool(tmp_path: Path) -> No
                 f"{p.name}:{node.lineno} {m}" for m in mods if m.split(".")[0] in DEV_ONLY
             ]
     assert offenders == []
+
+
+# --- one commit loop -------------------------------------------------------------------------
+def _loops(path: Path) -> list[str]:
+    """Retry/rebase loops in one module: catching a Rebase, or reading a retry bound."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found = []
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.ExceptHandler)
+            and node.type is not None
+            and "Rebase" in ast.unparse(node.type)
+        ):
+            found.append(f"{path.name}:{node.lineno} catches {ast.unparse(node.type)}")
+        if isinstance(node, ast.Attribute) and node.attr == "max_attempts":
+            found.append(f"{path.name}:{node.lineno} reads max_attempts")
+    return found
+
+
+def test_no_commit_loop_outside_the_catalog() -> None:
+    """Catalog.commit_change is the one retry/rebase loop; no other module runs its own."""
+    offenders = [
+        hit for p in sorted(LIB.rglob("*.py")) if p.name != "catalog.py" for hit in _loops(p)
+    ]
+    assert offenders == []
+    assert _loops(LIB / "catalog.py")  # the detector sees the one loop there
