@@ -9,6 +9,7 @@ import pytest
 
 MODULES = [
     "layout",
+    "objects",
     "filters",
     "values",
     "store",

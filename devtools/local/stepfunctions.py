@@ -1,7 +1,8 @@
 """Run a synthesized Step Functions state machine locally, on moto's ASL interpreter.
 
-The definition is the one the CDK app synthesizes (:func:`synthesize_template` builds the
-app in-process and takes the ``AWS::StepFunctions::StateMachine``'s ``DefinitionString``),
+The definition is the one the CDK app synthesizes (the local tools' one synthesis,
+:func:`devtools.local.template.synthesize_template`, builds the app in-process; this module
+takes the ``AWS::StepFunctions::StateMachine``'s ``DefinitionString``),
 so the states, paths, Map, Retry and Catch that run are the deployed ones. moto executes it
 (``execute_state_machine``) against its own Lambda service; each Lambda function the
 definition names is created in moto (any zip: only its ARN matters) and its invocations are
@@ -26,8 +27,14 @@ What the interpreter cannot do, and how it is handled:
   in-process handler cannot be interrupted, and the local handlers finish in seconds.
 * Map ``MaxConcurrency`` is not observable: the environment lock serializes our handlers'
   invocations (their S3 requests still go to moto concurrently with the interpreter).
-* Only ``Fn::Join``, ``Fn::GetAtt <function>.Arn`` and ``Ref <function>`` are resolved in
-  the definition; anything else fails with :class:`LocalRunError` naming it.
+* The definition's intrinsics are resolved by the runtime's template reader
+  (:class:`devtools.local.template.StackTemplate`) against the functions created in moto
+  and the pseudo parameters; a reference to anything else fails with
+  :class:`LocalRunError` naming it.
+
+``environment``, ``load_handler`` and ``lambda_importable`` live in
+:mod:`devtools.local.functions`; ``synthesize_template`` in :mod:`devtools.local.template`.
+They are re-exported here, where the state machine tests have always imported them.
 
 Example:
     >>> from devtools.local.server import start_moto                            # doctest: +SKIP
@@ -42,28 +49,26 @@ Example:
 
 from __future__ import annotations
 
-import importlib.util
 import inspect
 import io
 import json
 import os
-import sys
-import tempfile
 import threading
 import time
 import traceback
 import uuid
 import zipfile
 from collections import deque
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
+from devtools.local.common import CODE_ROOT, LocalRunError
 from devtools.local.events import LambdaContext
+from devtools.local.functions import Handler, environment, lambda_importable, load_handler
 from devtools.local.server import LocalAws
+from devtools.local.template import Physical, StackTemplate, synthesize_template
 
 __all__ = [
     "ExecutionResult",
@@ -72,99 +77,12 @@ __all__ = [
     "LocalStateMachine",
     "check_moto_hook",
     "environment",
+    "lambda_importable",
     "load_handler",
-    "resolve_definition",
     "state_machine_definition",
+    "states_of",
     "synthesize_template",
 ]
-
-ROOT = Path(__file__).resolve().parents[2]
-CODE_ROOT = ROOT / "functions"
-Handler = Callable[[Any, Any], Any]
-
-_ENV_LOCK = threading.RLock()
-
-
-class LocalRunError(RuntimeError):
-    """The local runner cannot do what was asked (unresolvable template, moto changed, …)."""
-
-
-# --- environment and handler loading -------------------------------------------------------
-@contextmanager
-def environment(env: Mapping[str, str]) -> Iterator[None]:
-    """Run with ``os.environ`` set to exactly ``env`` (under a process-wide lock), then
-    restore it. Threads that only *read* the environment see ``env`` meanwhile: pass a
-    superset of what they need (the runner passes the process environment plus the
-    function's variables)."""
-    with _ENV_LOCK:
-        saved = dict(os.environ)
-        try:
-            os.environ.clear()
-            os.environ.update(env)
-            yield
-        finally:
-            os.environ.clear()
-            os.environ.update(saved)
-
-
-def load_handler(
-    handler: str, *, code_root: Path = CODE_ROOT, module_name: str | None = None
-) -> Handler:
-    """Load ``"pkg.module.function"`` from ``code_root`` as a fresh module (its own globals,
-    settings read now, in the caller's environment) and return the function.
-
-    Loading by file path sidesteps module names that Lambda itself would resolve differently
-    (see :func:`lambda_importable`).
-    """
-    mod_path, _, attr = handler.rpartition(".")
-    if not mod_path or not attr:
-        raise LocalRunError(f"handler {handler!r} is not 'module.function'")
-    parts = mod_path.split(".")
-    file = code_root.joinpath(*parts).with_suffix(".py")
-    if not file.is_file():
-        raise LocalRunError(f"handler {handler!r}: {file} does not exist")
-    name = module_name or f"_lethe_local_{'_'.join(parts)}_{uuid.uuid4().hex[:8]}"
-    spec = importlib.util.spec_from_file_location(name, file)
-    if spec is None or spec.loader is None:
-        raise LocalRunError(f"cannot load {file}")
-    module: ModuleType = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    try:
-        spec.loader.exec_module(module)
-    except BaseException:
-        sys.modules.pop(name, None)
-        raise
-    fn = getattr(module, attr, None)
-    if not callable(fn):
-        raise LocalRunError(f"handler {handler!r}: {file} has no function {attr!r}")
-    return fn  # type: ignore[no-any-return]
-
-
-def lambda_importable(handler: str, *, code_root: Path = CODE_ROOT) -> str | None:
-    """How the Lambda Python runtime would import ``handler`` (``importlib.import_module``
-    with the code root first on ``sys.path``), in a clean interpreter. Returns None if it
-    works, else the error (e.g. a package named like a built-in module, such as ``gc``)."""
-    import subprocess
-
-    mod_path = handler.rpartition(".")[0]
-    code = (  # os._exit: pyarrow may abort a finished interpreter's teardown (lethe.process)
-        "import importlib, os, sys; sys.path.insert(0, sys.argv[1]); "
-        "importlib.import_module(sys.argv[2]); print('importable', flush=True); os._exit(0)"
-    )
-    env = {**os.environ, "POWERTOOLS_TRACE_DISABLED": "true", "PYTHONPATH": ""}
-    shared = str(ROOT / "shared")
-    env["PYTHONPATH"] = shared
-    r = subprocess.run(
-        [sys.executable, "-c", code, str(code_root), mod_path],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-        check=False,
-    )
-    if r.returncode == 0 and r.stdout.strip().endswith("importable"):
-        return None
-    return (r.stderr.strip().splitlines() or ["failed"])[-1]
 
 
 # --- moto's Lambda hook --------------------------------------------------------------------
@@ -303,28 +221,6 @@ class LocalLambdas:
 
 
 # --- the template --------------------------------------------------------------------------
-def synthesize_template(
-    context: Mapping[str, object] | None = None, *, build_layers: bool = True
-) -> dict[str, Any]:
-    """Synthesize the CDK app in-process (no cdk-nag) and return the stack's template.
-
-    The stack needs the Lambda layer zips as assets: ``build_layers`` brings them up to date
-    first (``layers.build.build()``, a no-op when current).
-    """
-    os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
-    import aws_cdk.assertions as assertions
-
-    from infra.app import build_app
-    from layers.build import build
-
-    if build_layers:
-        build()
-    with tempfile.TemporaryDirectory(prefix="lethe-cdk-") as out:
-        _, stack = build_app(context=dict(context or {}), outdir=out, nag=False)
-        template: dict[str, Any] = dict(assertions.Template.from_stack(stack).to_json())
-    return template
-
-
 def state_machine_definition(template: Mapping[str, Any]) -> tuple[str, Any]:
     """``(logical id, DefinitionString)`` of the template's only state machine."""
     found: list[tuple[str, Any]] = [
@@ -337,32 +233,6 @@ def state_machine_definition(template: Mapping[str, Any]) -> tuple[str, Any]:
     return found[0]
 
 
-def resolve_definition(value: Any, arns: Mapping[str, str], names: Mapping[str, str]) -> Any:
-    """Resolve ``Fn::Join``, ``Fn::GetAtt [id, Arn]`` and ``Ref`` against local resources
-    (function ARNs and names by logical id); any other intrinsic is an error."""
-    if isinstance(value, list):
-        return [resolve_definition(v, arns, names) for v in value]
-    if not isinstance(value, dict):
-        return value
-    if len(value) == 1:
-        ((key, arg),) = value.items()
-        if key == "Fn::Join":
-            sep, parts = arg
-            return str(sep).join(str(resolve_definition(p, arns, names)) for p in parts)
-        if key == "Fn::GetAtt":
-            lid, attr = arg
-            if attr == "Arn" and lid in arns:
-                return arns[lid]
-            raise LocalRunError(f"cannot resolve Fn::GetAtt {lid}.{attr} locally")
-        if key == "Ref":
-            if arg in names:
-                return names[arg]
-            raise LocalRunError(f"cannot resolve Ref {arg} locally")
-        if key.startswith("Fn::"):
-            raise LocalRunError(f"intrinsic {key} is not supported by the local runner")
-    return {k: resolve_definition(v, arns, names) for k, v in value.items()}
-
-
 def _referenced_functions(value: Any, out: set[str]) -> set[str]:
     if isinstance(value, dict):
         if set(value) == {"Fn::GetAtt"}:
@@ -373,6 +243,28 @@ def _referenced_functions(value: Any, out: set[str]) -> set[str]:
         for v in value:
             _referenced_functions(v, out)
     return out
+
+
+def _function_env(
+    fid: str, props: Mapping[str, Any], base: Mapping[str, str], overrides: Mapping[str, str]
+) -> dict[str, str]:
+    """``base`` plus a function's template variables (plain strings only) and the overrides."""
+    env: dict[str, str] = dict(base)
+    unresolved = []
+    for k, v in (props.get("Environment") or {}).get("Variables", {}).items():
+        if k in overrides:
+            env[k] = overrides[k]
+        elif isinstance(v, str):
+            env[k] = v
+        else:
+            unresolved.append(k)
+    if unresolved:
+        raise LocalRunError(
+            f"function {fid}: give values for {sorted(unresolved)} in environment= "
+            "(their template values reference deployed resources)"
+        )
+    env.update({k: v for k, v in overrides.items() if k not in env})
+    return env
 
 
 def _zip() -> bytes:
@@ -463,29 +355,15 @@ class LocalStateMachine:
         }
         lambdas = LocalLambdas()
         arns: dict[str, str] = {}
-        names: dict[str, str] = {}
         handler_of: dict[str, str] = {}
         overrides = dict(environment or {})
         suffix = uuid.uuid4().hex[:6]
+        stack = StackTemplate(template)
         for fid in fn_ids:
             props = resources[fid]["Properties"]
             handler = str(props["Handler"])
             name = f"{fid[:50]}-{suffix}"
-            env: dict[str, str] = dict(base)
-            unresolved = []
-            for k, v in (props.get("Environment") or {}).get("Variables", {}).items():
-                if k in overrides:
-                    env[k] = overrides[k]
-                elif isinstance(v, str):
-                    env[k] = v
-                else:
-                    unresolved.append(k)
-            if unresolved:
-                raise LocalRunError(
-                    f"function {fid}: give values for {sorted(unresolved)} in environment= "
-                    "(their template values reference deployed resources)"
-                )
-            env.update({k: v for k, v in overrides.items() if k not in env})
+            env = _function_env(fid, props, base, overrides)
             env["AWS_LAMBDA_FUNCTION_NAME"] = name
             arn = lam.create_function(
                 FunctionName=name,
@@ -496,7 +374,8 @@ class LocalStateMachine:
                 Timeout=int(props.get("Timeout", 3)),
                 MemorySize=int(props.get("MemorySize", 128)),
             )["FunctionArn"]
-            arns[fid], names[fid], handler_of[fid] = arn, name, handler
+            arns[fid], handler_of[fid] = arn, handler
+            stack.physical[fid] = Physical(name, {"Arn": arn})
             lambdas.register(
                 arn,
                 name=name,
@@ -505,7 +384,7 @@ class LocalStateMachine:
                 code_root=code_root,
                 fn=(handlers or {}).get(handler),
             )
-        definition = resolve_definition(raw, arns, names)
+        definition = stack.resolve(raw)
         json.loads(definition)  # a resolved definition is plain JSON
         lambdas.install()
         try:

@@ -38,6 +38,7 @@ from lethe.manifest import (
     RequestRecord,
     request_hash,
 )
+from lethe.objects import PinnedObject
 from lethe.parquet.footer import Footer, TailTooShort, index_region, parse_tail, row_group_range
 from lethe.parquet.parts import CopyPart, Download, MultipartPlan, SinglePut, UploadPart, plan_parts
 from lethe.parquet.segments import Bytes
@@ -97,20 +98,17 @@ class EraseResult:
 class _Fetcher:
     """Pinned ranged GETs of one source object, served from what is already in memory."""
 
-    def __init__(self, store: S3Store, key: str, etag: str) -> None:
-        self.store, self.key, self.etag = store, key, etag
+    def __init__(self, store: S3Store, key: str, f: DataFile) -> None:
+        self.source = PinnedObject(
+            store, key, f.etag, f.size, changed="{key} changed under the splice (ETag {etag})"
+        )
         self.extents: list[Extent] = []
 
     def get(self, start: int, end: int) -> bytes:
         for e in self.extents:
             if e.offset <= start and end <= e.end:
                 return e.data[start - e.offset : end - e.offset]
-        try:
-            data = self.store.get(self.key, etag=self.etag, start=start, end=end).body
-        except errors.PreconditionFailed as ex:
-            raise errors.StaleSnapshot(
-                f"{self.key} changed under the splice (ETag {self.etag})"
-            ) from ex
+        data = self.source.read(start, end)
         self.extents.append(Extent(start, data))
         return data
 
@@ -141,7 +139,7 @@ def splice_file(
     """
     store = table.store.child()
     src_key = table.key_of(f.path)
-    fetch = _Fetcher(store, src_key, f.etag)
+    fetch = _Fetcher(store, src_key, f)
     bm = dv if dv is not None else load_dv(table, f.dv)
     footer = _footer(fetch, f.size)
     region = index_region(footer)
@@ -231,7 +229,7 @@ def _upload(
                 raise RuntimeError(f"injected failure after {len(done)} parts")
             if isinstance(part, CopyPart):
                 tag = store.upload_part_copy(
-                    key, upload_id, n, fetch.key, part.start, part.end, src_etag=src_etag
+                    key, upload_id, n, fetch.source.key, part.start, part.end, src_etag=src_etag
                 )
             else:
                 assert isinstance(part, UploadPart)

@@ -32,6 +32,7 @@ import pyarrow.parquet as pq
 from lethe import errors
 from lethe.filters import Dnf, Predicate
 from lethe.manifest import DataFile, DVRef
+from lethe.objects import COALESCE_GAP, PinnedObject
 from lethe.parquet import footer as pqf
 from lethe.parquet import pages
 from lethe.store import S3Store
@@ -48,38 +49,16 @@ __all__ = [
     "PageIndex",
     "RowFilter",
     "SparseFile",
-    "coalesce",
     "read_filtered",
     "read_pages",
     "read_row_group",
 ]
 
 TAIL_BYTES = 256 << 10
-COALESCE_GAP = 1 << 20  # a GET costs about as much time as ~1 MiB of transfer
 
-# Range GETs run on _POOL and never wait on other tasks; row-group prefetches run on _OUTER
-# and wait on range GETs. Two pools, so nested waits cannot deadlock.
-_POOL = ThreadPoolExecutor(max_workers=16, thread_name_prefix="lethe-io")
+# Range GETs run on lethe.objects' I/O pool and never wait on other tasks; row-group
+# prefetches run on _OUTER and wait on range GETs. Two pools, so nested waits cannot deadlock.
 _OUTER = ThreadPoolExecutor(max_workers=8, thread_name_prefix="lethe-prefetch")
-
-
-def io_pool() -> ThreadPoolExecutor:
-    return _POOL
-
-
-def coalesce(ranges: Sequence[tuple[int, int]], gap: int = COALESCE_GAP) -> list[tuple[int, int]]:
-    """Merge ``[start, end)`` ranges closer than ``gap`` bytes.
-
-    >>> coalesce([(10, 20), (25, 30), (100, 110)], gap=10)
-    [(10, 30), (100, 110)]
-    """
-    out: list[tuple[int, int]] = []
-    for s, e in sorted(ranges):
-        if out and s <= out[-1][1] + gap:
-            out[-1] = (out[-1][0], max(out[-1][1], e))
-        else:
-            out.append((s, e))
-    return out
 
 
 class SparseFile:
@@ -342,7 +321,7 @@ def _index_span(meta: pqf.FileMetaData) -> pqf.ByteRange | None:
 
 
 class FileHandle:
-    """One data file of a pinned snapshot."""
+    """One data file of a pinned snapshot; its bytes are read through :attr:`object`."""
 
     def __init__(
         self, store: S3Store, key: str, f: DataFile, *, footers: FooterCache = FOOTERS
@@ -350,21 +329,17 @@ class FileHandle:
         self.store = store
         self.key = key
         self.file = f
+        self.object = PinnedObject(
+            store,
+            key,
+            f.etag,
+            f.size,
+            changed="{uri} changed since the snapshot was taken (ETag {etag} no longer "
+            "matches); data files must never be overwritten",
+            gone="{uri} is referenced by the snapshot but is gone (garbage-collected or "
+            "deleted out of band)",
+        )
         self._footers = footers
-
-    def fetch(self, start: int, end: int) -> bytes:
-        try:
-            return self.store.get(self.key, etag=self.file.etag, start=start, end=end).body
-        except errors.PreconditionFailed as e:
-            raise errors.StaleSnapshot(
-                f"s3://{self.store.bucket}/{self.key} changed since the snapshot was taken "
-                f"(ETag {self.file.etag} no longer matches); data files must never be overwritten"
-            ) from e
-        except errors.NotFound as e:
-            raise errors.StaleSnapshot(
-                f"s3://{self.store.bucket}/{self.key} is referenced by the snapshot but is gone "
-                "(garbage-collected or deleted out of band)"
-            ) from e
 
     def footer(self) -> Footer:
         ck = (self.store.bucket, self.key, self.file.etag)
@@ -373,7 +348,7 @@ class FileHandle:
             return cached
         size = self.file.size
         n = min(size, TAIL_BYTES)
-        tail = self.fetch(size - n, size)
+        tail = self.object.tail(n)
         if len(tail) < 8 or tail[-4:] != b"PAR1":
             if tail[-4:] == b"PARE":
                 raise errors.UnsupportedFile(f"{self.key} is an encrypted Parquet file")
@@ -382,7 +357,7 @@ class FileHandle:
         if flen + 8 > n:
             if flen + 8 > size:
                 raise errors.UnsupportedFile(f"{self.key}: footer length {flen} exceeds file size")
-            extra = self.fetch(size - flen - 8, size - n)
+            extra = self.object.read(size - flen - 8, size - n)
             tail = extra + tail
             n = len(tail)
         md = pq.read_metadata(pa.BufferReader(tail[-(flen + 8) :]))
@@ -415,16 +390,10 @@ class FileHandle:
     ) -> SparseFile:
         """Fetch ``[start, end)`` ranges (coalesced within ``gap``, in parallel) into a
         :class:`SparseFile` that also holds the footer's tail."""
-        sparse = SparseFile(self.file.size, self.fetch)
+        sparse = SparseFile(self.file.size, self.object.read)
         sparse.add(footer.tail_start, footer.tail)
-        todo = [r for r in coalesce(ranges, gap) if not (r[0] >= footer.tail_start)]
-        if len(todo) == 1:
-            s, e = todo[0]
-            sparse.add(s, self.fetch(s, e))
-        else:
-            futs = [(s, io_pool().submit(self.fetch, s, e)) for s, e in todo]
-            for s, fut in futs:
-                sparse.add(s, fut.result())
+        for s, data in self.object.read_ranges(ranges, gap=gap, held_from=footer.tail_start):
+            sparse.add(s, data)
         return sparse
 
     def page_index(self, footer: Footer) -> PageIndex | None:
@@ -450,7 +419,7 @@ class FileHandle:
             if span.start >= t0:
                 data = footer.tail[span.start - t0 : span.end - t0]
             else:
-                head = self.fetch(span.start, min(span.end, t0))
+                head = self.object.read(span.start, min(span.end, t0))
                 data = head + footer.tail[: max(0, span.end - t0)]
             return PageIndex(parsed.metadata, span.start, data, parsed.length)
         except errors.UnsupportedFile as e:  # InvalidParquet included
