@@ -54,6 +54,7 @@ from pydantic import BaseModel, ValidationError
 
 from lethe import errors
 from lethe.catalog import Catalog
+from lethe.errors import GcConflict, GcError, GcRunNotFound
 from lethe.gc_models import (
     CATEGORIES,
     BatchDocument,
@@ -125,20 +126,6 @@ MAX_CAUSE_CHARS = 32_000
 _MANIFEST_RE = re.compile(r"^manifest/v(\d+)\.json$")
 _RUN_RE = re.compile(r"^\d{8}T\d{6}Z-[0-9a-f]{8}$")
 _M = TypeVar("_M", bound=BaseModel)
-
-
-class GcError(errors.LetheError):
-    """Root of the garbage collector's own errors."""
-
-
-class GcConflict(GcError):
-    """The table changed under a GC run in a way that makes its plan unsafe to apply (the
-    table was replaced, or a manifest of its chain vanished). Nothing unsafe was deleted;
-    start a new run."""
-
-
-class GcRunNotFound(GcError):
-    """A workflow step names a run (or batch) whose workspace object does not exist."""
 
 
 # --- options --------------------------------------------------------------------------------
