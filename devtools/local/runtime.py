@@ -94,7 +94,7 @@ from devtools.local.stepfunctions import (
     environment,
     load_handler,
 )
-from lethe.gc_models import GcReport
+from lethe.gc.models import GcReport
 from lethe.process import run_main
 
 __all__ = [

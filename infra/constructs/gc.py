@@ -12,7 +12,7 @@ interpreter can run the same definition locally)::
 
     {"dry_run": bool}
       Plan        -> $.plan = {"table", "run_id", "dry_run", "batches": [batch lists under
-                     _gc/], ...counts}   (lethe.gc_models.PlanState)
+                     _gc/], ...counts}   (lethe.gc.models.PlanState)
       SweepBatches (Map over $.plan.batches, MaxConcurrency bounded; each item gets
              {"run_id", "dry_run", "batch_key"} and runs the Sweep task; results stay in S3)
       Compact (Pass) -> {"table", "run_id", "dry_run"}: the batch list leaves the payload

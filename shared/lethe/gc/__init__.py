@@ -55,7 +55,7 @@ from pydantic import BaseModel, ValidationError
 from lethe import errors
 from lethe.catalog import Catalog
 from lethe.errors import GcConflict, GcError, GcRunNotFound
-from lethe.gc_models import (
+from lethe.gc.models import (
     CATEGORIES,
     BatchDocument,
     BatchEntry,
@@ -1104,7 +1104,7 @@ def collect(
         batch_keys: keys per DeleteObjects batch (at most 1,000).
 
     Returns:
-        The :class:`~lethe.gc_models.GcReport`; unless ``dry_run`` it is also written to
+        The :class:`~lethe.gc.models.GcReport`; unless ``dry_run`` it is also written to
         ``_gc/<run id>/report.json``, and each erasure found complete gets its marker.
 
     Example:
