@@ -41,8 +41,6 @@ import argparse
 import dataclasses
 import json
 import logging
-import re
-import uuid
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -55,6 +53,18 @@ from pydantic import BaseModel, ValidationError
 from lethe import errors
 from lethe.catalog import Catalog
 from lethe.errors import GcConflict, GcError, GcRunNotFound
+from lethe.gc.areas import (
+    KEPT_WORKSPACE_FILES,
+    MANIFESTS,
+    MARKERS,
+    RUN_ID,
+    SWEPT,
+    VALUE_PREFIXES,
+    WORKSPACE,
+    category,
+    manifest_version,
+    new_run_id,
+)
 from lethe.gc.models import (
     CATEGORIES,
     BatchDocument,
@@ -71,7 +81,18 @@ from lethe.gc.models import (
     StepResult,
     add_stats,
 )
-from lethe.grace import _UNITS, parse_duration, round_up
+from lethe.gc.policy import (
+    DEFAULT_ERASURE_GRACE,
+    DEFAULT_GRACE,
+    DEFAULT_RETENTION,
+    WORKSPACE_GRACE,
+    Options,
+    Retention,
+    as_utc,
+    is_old,
+    options,
+)
+from lethe.grace import parse_duration
 from lethe.manifest import ErasureRecord, Manifest
 from lethe.store import S3Store, parse_s3_uri
 
@@ -104,98 +125,13 @@ __all__ = [
     "sweep_step",
 ]
 
-DEFAULT_RETENTION = "30d"
-DEFAULT_GRACE = "7d"
-DEFAULT_ERASURE_GRACE = "1h"
-WORKSPACE = "_gc/"
-MARKERS = "_gc/erasures/"
-MANIFESTS = "manifest/"
-SWEPT: Mapping[str, Category] = {"data/": "data", "tombstone/": "tombstone", "_staging/": "staging"}
-#: Prefixes whose objects may hold row values (what an erasure must see gone).
-VALUE_PREFIXES = ("data/", "_staging/")
 BATCH_KEYS = 1000  # DeleteObjects takes at most 1,000 keys
 #: At most this many batches per workflow run keeps ``$.plan`` far below Step Functions'
 #: 256 KiB state limit (a batch URI is ~100 bytes); a larger backlog continues next run.
 MAX_BATCHES = 1000
-#: A run's workspace files are removed once it finished (report or failure written), or
-#: after this long (longer than the workflow's 6 h timeout: a running workflow keeps them).
-WORKSPACE_GRACE = timedelta(hours=12)
-KEPT_WORKSPACE_FILES = frozenset({"report.json", "failure.json"})
 REPORT_KEY_LIMIT = 10_000
 MAX_CAUSE_CHARS = 32_000
-_MANIFEST_RE = re.compile(r"^manifest/v(\d+)\.json$")
-_RUN_RE = re.compile(r"^\d{8}T\d{6}Z-[0-9a-f]{8}$")
 _M = TypeVar("_M", bound=BaseModel)
-
-
-# --- options --------------------------------------------------------------------------------
-def _fmt_duration(td: timedelta) -> str:
-    s = td.total_seconds()
-    for unit in ("w", "d", "h", "m"):
-        if s and s % _UNITS[unit] == 0:
-            return f"{int(s // _UNITS[unit])}{unit}"
-    return f"{s:g}s"
-
-
-@dataclass(frozen=True, slots=True)
-class Retention:
-    """Which versions stay readable: those younger than ``max_age``, and/or the newest
-    ``versions`` (a version is kept if either criterion keeps it; the head always is).
-
-    >>> Retention.parse("30d")
-    Retention(max_age=datetime.timedelta(days=30), versions=None)
-    >>> str(Retention.parse("1000v,30d"))
-    '30d,1000v'
-    >>> Retention.parse("1v").versions   # only the head
-    1
-    """
-
-    max_age: timedelta | None = None
-    versions: int | None = None
-
-    def __post_init__(self) -> None:
-        if self.max_age is None and self.versions is None:
-            raise errors.InvalidRequest("retention needs an age (30d) or a version count (100v)")
-        if self.versions is not None and self.versions < 1:
-            raise errors.InvalidRequest("retention by count keeps at least 1 version (the head)")
-
-    @classmethod
-    def parse(cls, value: str | timedelta | Retention) -> Retention:
-        """From ``"30d"``, ``"1000v"``, ``"30d,1000v"``, a timedelta or a Retention."""
-        if isinstance(value, Retention):
-            return value
-        if isinstance(value, timedelta):
-            return cls(max_age=parse_duration(value))
-        if not isinstance(value, str):
-            raise errors.InvalidRequest(f"retention must look like 30d or 1000v, got {value!r}")
-        age: timedelta | None = None
-        count: int | None = None
-        for part in (p.strip() for p in value.replace("+", ",").split(",")):
-            if re.fullmatch(r"\d+v", part):
-                if count is not None:
-                    raise errors.InvalidRequest(f"retention {value!r} gives two version counts")
-                count = int(part[:-1])
-            else:
-                if age is not None:
-                    raise errors.InvalidRequest(f"retention {value!r} gives two ages")
-                age = parse_duration(part)
-        return cls(max_age=age, versions=count)
-
-    def keeps(self, index: int, created_at: datetime, now: datetime) -> bool:
-        """Whether the version ``index`` steps behind the head (head = 0) is retained."""
-        if index == 0:
-            return True
-        if self.versions is not None and index < self.versions:
-            return True
-        return self.max_age is not None and created_at >= now - self.max_age
-
-    def __str__(self) -> str:
-        parts = []
-        if self.max_age is not None:
-            parts.append(_fmt_duration(self.max_age))
-        if self.versions is not None:
-            parts.append(f"{self.versions}v")
-        return ",".join(parts)
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,12 +143,6 @@ class GcHooks:
     after_list: Callable[[], None] | None = None
     before_sweep: Callable[[int], None] | None = None
     before_delete: Callable[[int, Sequence[str]], None] | None = None
-
-
-def new_run_id(now: datetime | None = None) -> str:
-    """A sortable, unique run id: ``YYYYMMDDTHHMMSSZ-<8 hex>``."""
-    now = now or datetime.now(UTC)
-    return f"{now.astimezone(UTC):%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:8]}"
 
 
 # --- marking --------------------------------------------------------------------------------
@@ -255,14 +185,8 @@ def _list(catalog: Catalog, prefixes: Iterable[str]) -> list[_Listed]:
     out: list[_Listed] = []
     for prefix in prefixes:
         for o in catalog.store.list(catalog.key(prefix)):
-            out.append(_Listed(_rel(catalog, o.key), o.size, _utc(o.last_modified)))
+            out.append(_Listed(_rel(catalog, o.key), o.size, as_utc(o.last_modified)))
     return out
-
-
-def _utc(t: datetime | None) -> datetime | None:
-    if t is None:
-        return None
-    return t.replace(tzinfo=UTC) if t.tzinfo is None else t.astimezone(UTC)
 
 
 def mark(catalog: Catalog, retention: Retention, now: datetime, *, workers: int = 8) -> Marks:
@@ -376,29 +300,6 @@ class _Selection:
     erasures: tuple[ErasurePlan, ...]
 
 
-def _category(path: str) -> Category | None:
-    for prefix, cat in SWEPT.items():
-        if path.startswith(prefix):
-            return cat
-    if path.startswith(WORKSPACE):
-        return "workspace"
-    if path.startswith(MANIFESTS):
-        return "manifest"
-    return None
-
-
-def _manifest_version(path: str) -> int | None:
-    m = _MANIFEST_RE.match(path)
-    return int(m.group(1)) if m else None
-
-
-def _old(t: datetime | None, now: datetime, grace: timedelta, *, s3_time: bool = True) -> bool:
-    """Whether ``t`` is older than ``grace`` at ``now``. A time S3 reports (LastModified,
-    Initiated) is rounded up first: S3 truncates it to seconds (see :mod:`lethe.grace`); a
-    commit time from a manifest is exact."""
-    return t is not None and now - (round_up(t) if s3_time else t) >= grace
-
-
 def _select(
     listing: Sequence[_Listed],
     marks: Marks,
@@ -439,18 +340,18 @@ def _select(
         young[cat] = young.get(cat, CategoryStats()) + CategoryStats(objects=1, bytes=o.size)
 
     for o in listing:
-        cat = _category(o.path)
+        cat = category(o.path)
         present.add(o.path)
         if cat is None or cat == "manifest":
             continue
         if cat == "workspace":
             parts = o.path.split("/")
-            if len(parts) != 3 or not _RUN_RE.match(parts[1]) or parts[1] == run_id:
+            if len(parts) != 3 or not RUN_ID.match(parts[1]) or parts[1] == run_id:
                 continue
             if parts[2] in KEPT_WORKSPACE_FILES:
                 continue
             if o.last_modified is not None and (
-                parts[1] in finished or _old(o.last_modified, now, WORKSPACE_GRACE)
+                parts[1] in finished or is_old(o.last_modified, now, WORKSPACE_GRACE)
             ):
                 sweep.append(
                     BatchEntry(
@@ -470,7 +371,7 @@ def _select(
         at = erased_at.get(o.path)
         if at is not None:
             # committed once, so no writer can claim it: only the erasure grace applies
-            if not _old(at, now, erasure_grace, s3_time=False):
+            if not is_old(at, now, erasure_grace, s3_time=False):
                 keep_young(cat, o)
                 continue
             sweep.append(
@@ -482,7 +383,7 @@ def _select(
                     erased_at=at,
                 )
             )
-        elif _old(o.last_modified, now, grace):
+        elif is_old(o.last_modified, now, grace):
             sweep.append(
                 BatchEntry(path=o.path, size=o.size, category=cat, last_modified=o.last_modified)
             )
@@ -556,7 +457,7 @@ class S3Workspace:
     """``<table>/_gc/<run id>/`` in the table's bucket (the Step Functions workflow)."""
 
     def __init__(self, catalog: Catalog, run_id: str) -> None:
-        if not _RUN_RE.match(run_id):
+        if not RUN_ID.match(run_id):
             raise errors.InvalidRequest(f"not a GC run id: {run_id!r}")
         self.catalog = catalog
         self.run_id = run_id
@@ -593,18 +494,9 @@ def _decode(raw: bytes, model: type[_M], where: str) -> _M:
 
 
 # --- the steps (shared by collect() and the workflow) ---------------------------------------
-@dataclass(frozen=True, slots=True)
-class _Options:
-    retention: Retention
-    grace: timedelta
-    erasure_grace: timedelta
-    dry_run: bool
-    versioned: bool | None
-
-
 def _plan(
     catalog: Catalog,
-    opts: _Options,
+    opts: Options,
     *,
     run_id: str,
     now: datetime,
@@ -659,7 +551,7 @@ def _plan(
             )
         )
     expiring = [
-        o for o in listing if (v := _manifest_version(o.path)) is not None and v < sel.expire_below
+        o for o in listing if (v := manifest_version(o.path)) is not None and v < sel.expire_below
     ]
     if expiring:
         candidates["manifest"] = CategoryStats(
@@ -732,14 +624,14 @@ def _sweep(
     skipped: Counter[str] = Counter()
     chosen: list[BatchEntry] = []
     for e in batch.entries:
-        if _category(e.path) != e.category or e.category == "manifest":
+        if category(e.path) != e.category or e.category == "manifest":
             skipped["foreign"] += 1  # never trust a batch to name keys outside the GC areas
         elif e.path in fresh:
             skipped["referenced"] += 1
         elif e.category != "workspace" and not (
-            _old(_utc(e.erased_at), now, erasure_grace, s3_time=False)
+            is_old(as_utc(e.erased_at), now, erasure_grace, s3_time=False)
             if e.erased_at is not None
-            else _old(_utc(e.last_modified), now, grace)
+            else is_old(as_utc(e.last_modified), now, grace)
         ):
             skipped["young"] += 1  # the plan's clock was ahead, or the batch is not ours
         else:
@@ -781,7 +673,7 @@ def _expire(catalog: Catalog, plan: PlanDocument, *, dry_run: bool) -> StepResul
     doomed = [
         o
         for o in _list(catalog, (MANIFESTS,))
-        if (v := _manifest_version(o.path)) is not None and v < below
+        if (v := manifest_version(o.path)) is not None and v < below
     ]
     failed: set[str] = set()
     if not dry_run and doomed:
@@ -808,12 +700,12 @@ def _abort(catalog: Catalog, plan: PlanDocument, *, now: datetime, dry_run: bool
     done: list[tuple[str, int]] = []
     failed: list[str] = []
     for u in catalog.store.list_multipart(catalog.key("")):
-        if not _old(_utc(u.initiated), now, grace):
+        if not is_old(as_utc(u.initiated), now, grace):
             skipped["young"] += 1
             continue
         parts = catalog.store.list_parts(u.key, u.upload_id)
-        newest = max((t for p in parts if (t := _utc(p[2])) is not None), default=None)
-        if newest is not None and not _old(newest, now, grace):
+        newest = max((t for p in parts if (t := as_utc(p[2])) is not None), default=None)
+        if newest is not None and not is_old(newest, now, grace):
             skipped["active"] += 1
             continue
         if not dry_run:
@@ -868,7 +760,7 @@ def _purge(catalog: Catalog, plan: PlanDocument, *, dry_run: bool) -> StepResult
             skipped["live"] += 1
             continue
         rel = _rel(catalog, key)
-        mv = _manifest_version(rel)
+        mv = manifest_version(rel)
         if mv is not None:
             held = [
                 e.id_hash
@@ -879,7 +771,7 @@ def _purge(catalog: Catalog, plan: PlanDocument, *, dry_run: bool) -> StepResult
             continue
         else:
             written = [
-                t for v in versions if not v.is_delete_marker and (t := _utc(v.last_modified))
+                t for v in versions if not v.is_delete_marker and (t := as_utc(v.last_modified))
             ]
             # a key left with delete markers only holds nothing: clean it up with the rest
             held = [
@@ -942,7 +834,7 @@ def _report(
     present = {o.path for o in _list(catalog, (*VALUE_PREFIXES, MANIFESTS))}
     if dry_run:
         present -= gone  # what would remain
-    manifests_left = sorted(v for p in present if (v := _manifest_version(p)) is not None)
+    manifests_left = sorted(v for p in present if (v := manifest_version(p)) is not None)
     statuses: list[ErasureStatus] = []
     for e in plan.erasures:
         if e.previously_completed_at is not None:
@@ -1054,23 +946,6 @@ def _catalog(table_or_uri: Table | str, s3: Any | None = None) -> Catalog:
     return table_or_uri.catalog
 
 
-def _options(
-    *,
-    retention: str | timedelta | Retention,
-    grace: str | timedelta | float | None,
-    erasure_grace: str | timedelta | float,
-    dry_run: bool,
-    versioned: bool | None,
-) -> _Options:
-    return _Options(
-        retention=Retention.parse(retention),
-        grace=timedelta(0) if grace is None else parse_duration(grace),
-        erasure_grace=parse_duration(erasure_grace),
-        dry_run=bool(dry_run),
-        versioned=versioned,
-    )
-
-
 def collect(
     table_or_uri: Table | str,
     *,
@@ -1113,7 +988,7 @@ def collect(
         (12, ())
     """
     catalog = _catalog(table_or_uri, s3)
-    opts = _options(
+    opts = options(
         retention=retention,
         grace=grace,
         erasure_grace=erasure_grace,
@@ -1180,7 +1055,7 @@ def plan_step(
         's3://bucket/events/_gc/20261122T030000Z-1a2b3c4d/batch-0000.json'
     """
     catalog = _catalog(uri, s3)
-    opts = _options(
+    opts = options(
         retention=retention,
         grace=grace,
         erasure_grace=erasure_grace,
@@ -1376,7 +1251,7 @@ def record_failure(
     catalog = _catalog(uri, s3)
     plan = state.get("plan")
     run_id = state.get("run_id") or (plan.get("run_id") if isinstance(plan, Mapping) else None)
-    if not isinstance(run_id, str) or not _RUN_RE.match(run_id):
+    if not isinstance(run_id, str) or not RUN_ID.match(run_id):
         run_id = new_run_id(now)
     err = state.get("error")
     err = err if isinstance(err, Mapping) else {}
