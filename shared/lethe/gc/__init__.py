@@ -43,12 +43,9 @@ import json
 import logging
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
-
-from pydantic import BaseModel, ValidationError
+from typing import TYPE_CHECKING, Any
 
 from lethe import errors
 from lethe.catalog import Catalog
@@ -65,6 +62,7 @@ from lethe.gc.areas import (
     manifest_version,
     new_run_id,
 )
+from lethe.gc.marking import list_objects, mark, newly_referenced, relative
 from lethe.gc.models import (
     CATEGORIES,
     BatchDocument,
@@ -92,8 +90,9 @@ from lethe.gc.policy import (
     is_old,
     options,
 )
+from lethe.gc.select import BATCH_KEYS, MAX_BATCHES, Marks, select
+from lethe.gc.workspace import MemoryWorkspace, S3Workspace, Workspace, decode
 from lethe.grace import parse_duration
-from lethe.manifest import ErasureRecord, Manifest
 from lethe.store import S3Store, parse_s3_uri
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -105,11 +104,14 @@ __all__ = [
     "DEFAULT_ERASURE_GRACE",
     "DEFAULT_GRACE",
     "DEFAULT_RETENTION",
+    "KEPT_WORKSPACE_FILES",
+    "WORKSPACE_GRACE",
     "GcConflict",
     "GcError",
     "GcHooks",
     "GcReport",
     "GcRunNotFound",
+    "Marks",
     "Retention",
     "abort_step",
     "add_cli",
@@ -125,13 +127,8 @@ __all__ = [
     "sweep_step",
 ]
 
-BATCH_KEYS = 1000  # DeleteObjects takes at most 1,000 keys
-#: At most this many batches per workflow run keeps ``$.plan`` far below Step Functions'
-#: 256 KiB state limit (a batch URI is ~100 bytes); a larger backlog continues next run.
-MAX_BATCHES = 1000
 REPORT_KEY_LIMIT = 10_000
 MAX_CAUSE_CHARS = 32_000
-_M = TypeVar("_M", bound=BaseModel)
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,354 +140,6 @@ class GcHooks:
     after_list: Callable[[], None] | None = None
     before_sweep: Callable[[int], None] | None = None
     before_delete: Callable[[int, Sequence[str]], None] | None = None
-
-
-# --- marking --------------------------------------------------------------------------------
-@dataclass(frozen=True, slots=True)
-class _Listed:
-    path: str  # table-relative
-    size: int
-    last_modified: datetime | None
-
-
-@dataclass(frozen=True, slots=True)
-class Marks:
-    """What the kept manifests reference."""
-
-    table_uuid: str
-    head_version: int
-    marked_through: int  # newest version read (> head when a landed commit awaits its head)
-    kept: tuple[int, ...]  # versions, newest first (head chain only)
-    created_at: Mapping[int, datetime]
-    referenced: frozenset[str]
-    erasures: tuple[ErasureRecord, ...]
-    gc_grace: timedelta = timedelta(0)  # the table's grace property (lethe.grace)
-
-    @property
-    def oldest_kept(self) -> int:
-        return min(self.kept)
-
-
-def _references(m: Manifest) -> set[str]:
-    refs = {f.path for f in m.files}
-    refs.update(f.dv.container for f in m.files if f.dv is not None and f.dv.container)
-    return refs
-
-
-def _rel(catalog: Catalog, key: str) -> str:
-    return key[len(catalog.prefix) + 1 :] if catalog.prefix else key
-
-
-def _list(catalog: Catalog, prefixes: Iterable[str]) -> list[_Listed]:
-    out: list[_Listed] = []
-    for prefix in prefixes:
-        for o in catalog.store.list(catalog.key(prefix)):
-            out.append(_Listed(_rel(catalog, o.key), o.size, as_utc(o.last_modified)))
-    return out
-
-
-def mark(catalog: Catalog, retention: Retention, now: datetime, *, workers: int = 8) -> Marks:
-    """Read the head (now), its landed successors and the retention window of its chain."""
-    head, _ = catalog.read_head()
-    top = catalog.read_manifest(head.version)
-    table_uuid = top.table_uuid
-    refs: set[str] = set()
-    created: dict[int, datetime] = {}
-    erasures: dict[str, ErasureRecord] = {}
-
-    def take(m: Manifest) -> None:
-        if m.table_uuid != table_uuid:
-            raise GcConflict(
-                f"{catalog.uri}: manifest v{m.version} belongs to another table "
-                f"({m.table_uuid} != {table_uuid})"
-            )
-        refs.update(_references(m))
-        created[m.version] = m.created_at
-        for e in m.erasures:  # newest manifest first: its state of each erasure wins
-            erasures.setdefault(e.id_hash, e)
-
-    successors: list[Manifest] = []
-    v = head.version + 1
-    while True:
-        try:
-            successors.append(catalog.read_manifest(v))
-        except errors.SnapshotNotFound:
-            break
-        v += 1
-    for m in reversed(successors):
-        take(m)
-    take(top)
-    kept = [top.version]
-
-    def fetch(version: int) -> Manifest | None:
-        try:
-            return catalog.read_manifest(version)
-        except errors.SnapshotNotFound:
-            return None
-
-    window = max(1, workers) * 2
-    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-        pending: dict[int, Future[Manifest | None]] = {}
-        expected, index = top.previous, 0
-        while expected is not None:
-            index += 1
-            if (
-                retention.max_age is None
-                and retention.versions is not None
-                and index >= retention.versions
-            ):
-                break
-            for ahead in range(expected, max(-1, expected - window), -1):
-                if ahead not in pending:
-                    pending[ahead] = pool.submit(fetch, ahead)
-            got = pending.pop(expected).result()
-            if got is None or not retention.keeps(index, got.created_at, now):
-                break
-            take(got)
-            kept.append(got.version)
-            expected = got.previous
-        for f in pending.values():
-            f.cancel()
-    return Marks(
-        table_uuid=table_uuid,
-        head_version=head.version,
-        marked_through=successors[-1].version if successors else head.version,
-        kept=tuple(kept),
-        created_at=created,
-        referenced=frozenset(refs),
-        erasures=tuple(erasures.values()),
-        gc_grace=timedelta(seconds=max(m.properties.gc_grace_seconds for m in (*successors, top))),
-    )
-
-
-def newly_referenced(catalog: Catalog, table_uuid: str, since: int) -> frozenset[str]:
-    """Paths referenced by manifests newer than ``since`` (commits that landed after a plan
-    marked through ``since``). Raises GcConflict if the table was replaced meanwhile."""
-    head, _ = catalog.read_head()
-    if head.table_uuid != table_uuid:
-        raise GcConflict(
-            f"the table at {catalog.uri} was replaced after this GC run planned "
-            f"(table uuid {head.table_uuid} != {table_uuid}); start a new run"
-        )
-    refs: set[str] = set()
-    v = since + 1
-    while True:
-        try:
-            m = catalog.read_manifest(v)
-        except errors.SnapshotNotFound:
-            if v <= head.version:
-                raise GcConflict(
-                    f"{catalog.uri}: manifest v{v} (between the planned v{since} and the head "
-                    f"v{head.version}) is missing; start a new run"
-                ) from None
-            break
-        if m.table_uuid != table_uuid:
-            raise GcConflict(f"{catalog.uri}: manifest v{v} belongs to another table")
-        refs.update(_references(m))
-        v += 1
-    return frozenset(refs)
-
-
-# --- selection (pure) ------------------------------------------------------------------------
-@dataclass(frozen=True, slots=True)
-class _Selection:
-    sweep: tuple[BatchEntry, ...]
-    young: Mapping[Category, CategoryStats]
-    expire_below: int
-    erasures: tuple[ErasurePlan, ...]
-
-
-def _select(
-    listing: Sequence[_Listed],
-    marks: Marks,
-    *,
-    grace: timedelta,
-    erasure_grace: timedelta,
-    now: datetime,
-    run_id: str,
-) -> _Selection:
-    oldest_kept = marks.oldest_kept
-    # Completed erasures (markers) and finished runs, from the workspace listing.
-    completed: dict[str, datetime | None] = {}
-    finished: set[str] = set()
-    for o in listing:
-        if o.path.startswith(MARKERS) and o.path.endswith(".json"):
-            completed[o.path[len(MARKERS) : -len(".json")]] = o.last_modified
-        parts = o.path.split("/")
-        if len(parts) == 3 and parts[0] == "_gc" and parts[2] in KEPT_WORKSPACE_FILES:
-            finished.add(parts[1])
-    # Superseded files of spliced erasures: age from the splice commit. If that manifest has
-    # expired, the oldest kept manifest is younger than it: a safe lower bound of the age.
-    erased_at: dict[str, datetime] = {}
-    spliced_at: dict[str, datetime | None] = {}
-    for e in marks.erasures:
-        if e.state != "spliced" or e.spliced_version is None:
-            continue
-        at = marks.created_at.get(e.spliced_version)
-        spliced_at[e.id_hash] = at
-        for p in e.superseded:
-            erased_at.setdefault(p, at or marks.created_at[oldest_kept])
-
-    sweep: list[BatchEntry] = []
-    young: dict[Category, CategoryStats] = {}
-    unreferenced_values: list[_Listed] = []
-    present: set[str] = set()
-
-    def keep_young(cat: Category, o: _Listed) -> None:
-        young[cat] = young.get(cat, CategoryStats()) + CategoryStats(objects=1, bytes=o.size)
-
-    for o in listing:
-        cat = category(o.path)
-        present.add(o.path)
-        if cat is None or cat == "manifest":
-            continue
-        if cat == "workspace":
-            parts = o.path.split("/")
-            if len(parts) != 3 or not RUN_ID.match(parts[1]) or parts[1] == run_id:
-                continue
-            if parts[2] in KEPT_WORKSPACE_FILES:
-                continue
-            if o.last_modified is not None and (
-                parts[1] in finished or is_old(o.last_modified, now, WORKSPACE_GRACE)
-            ):
-                sweep.append(
-                    BatchEntry(
-                        path=o.path, size=o.size, category=cat, last_modified=o.last_modified
-                    )
-                )
-            else:
-                keep_young(cat, o)
-            continue
-        if o.path in marks.referenced:
-            continue
-        if o.path.startswith(VALUE_PREFIXES):
-            unreferenced_values.append(o)
-        if o.last_modified is None:
-            keep_young(cat, o)
-            continue
-        at = erased_at.get(o.path)
-        if at is not None:
-            # committed once, so no writer can claim it: only the erasure grace applies
-            if not is_old(at, now, erasure_grace, s3_time=False):
-                keep_young(cat, o)
-                continue
-            sweep.append(
-                BatchEntry(
-                    path=o.path,
-                    size=o.size,
-                    category=cat,
-                    last_modified=o.last_modified,
-                    erased_at=at,
-                )
-            )
-        elif is_old(o.last_modified, now, grace):
-            sweep.append(
-                BatchEntry(path=o.path, size=o.size, category=cat, last_modified=o.last_modified)
-            )
-        else:
-            keep_young(cat, o)
-
-    plans: list[ErasurePlan] = []
-    for e in sorted(marks.erasures, key=lambda r: (r.deleted_version, r.id_hash)):
-        done_at = completed.get(e.id_hash)
-        blockers: tuple[str, ...] = ()
-        at = spliced_at.get(e.id_hash)
-        if e.state == "spliced" and done_at is None:
-            # Everything that may still hold the rows: the superseded files, and any
-            # unreferenced object that was written before the splice commit.
-            found = {p for p in e.superseded if p in present}
-            found.update(
-                o.path
-                for o in unreferenced_values
-                if at is None or (o.last_modified is not None and o.last_modified <= at)
-            )
-            blockers = tuple(sorted(found))
-        plans.append(
-            ErasurePlan(
-                id_hash=e.id_hash,
-                state=e.state,
-                deleted_version=e.deleted_version,
-                spliced_version=e.spliced_version,
-                spliced_at=at,
-                superseded=e.superseded,
-                blockers=blockers,
-                previously_completed_at=done_at,
-                previously_completed_run=None,
-            )
-        )
-    sweep.sort(key=lambda b: b.path)
-    return _Selection(tuple(sweep), young, oldest_kept, tuple(plans))
-
-
-# --- the run workspace -----------------------------------------------------------------------
-class Workspace(Protocol):
-    """Where a run keeps its plan, batches and step results."""
-
-    def write(self, name: str, doc: BaseModel) -> str: ...
-
-    def read(self, name: str, model: type[_M]) -> _M: ...
-
-    def names(self, prefix: str) -> list[str]: ...
-
-
-class MemoryWorkspace:
-    """In-process workspace (the CLI's :func:`collect`): nothing is written to the bucket."""
-
-    def __init__(self) -> None:
-        self._docs: dict[str, BaseModel] = {}
-
-    def write(self, name: str, doc: BaseModel) -> str:
-        self._docs[name] = doc
-        return name
-
-    def read(self, name: str, model: type[_M]) -> _M:
-        doc = self._docs.get(name)
-        if not isinstance(doc, model):
-            raise GcRunNotFound(f"no {name} in this run's workspace")
-        return doc
-
-    def names(self, prefix: str) -> list[str]:
-        return sorted(n for n in self._docs if n.startswith(prefix))
-
-
-class S3Workspace:
-    """``<table>/_gc/<run id>/`` in the table's bucket (the Step Functions workflow)."""
-
-    def __init__(self, catalog: Catalog, run_id: str) -> None:
-        if not RUN_ID.match(run_id):
-            raise errors.InvalidRequest(f"not a GC run id: {run_id!r}")
-        self.catalog = catalog
-        self.run_id = run_id
-
-    def key(self, name: str) -> str:
-        return self.catalog.key(f"{WORKSPACE}{self.run_id}/{name}")
-
-    def write(self, name: str, doc: BaseModel) -> str:
-        key = self.key(name)
-        self.catalog.store.put(key, doc.model_dump_json().encode(), content_type="application/json")
-        return f"s3://{self.catalog.store.bucket}/{key}"
-
-    def read(self, name: str, model: type[_M]) -> _M:
-        key = self.key(name)
-        try:
-            raw = self.catalog.store.get(key).body
-        except errors.NotFound as e:
-            raise GcRunNotFound(
-                f"GC run {self.run_id} of {self.catalog.uri} has no {name} "
-                "(wrong run id, or its workspace was already cleaned up)"
-            ) from e
-        return _decode(raw, model, f"s3://{self.catalog.store.bucket}/{key}")
-
-    def names(self, prefix: str) -> list[str]:
-        base = self.key("")
-        return sorted(o.key[len(base) :] for o in self.catalog.store.list(base + prefix))
-
-
-def _decode(raw: bytes, model: type[_M], where: str) -> _M:
-    try:
-        return model.model_validate_json(raw)
-    except ValidationError as e:
-        raise errors.InvalidRequest(f"{where} is not a valid {model.__name__}: {e}") from e
 
 
 # --- the steps (shared by collect() and the workflow) ---------------------------------------
@@ -505,13 +154,13 @@ def _plan(
     max_batches: int | None,
     batch_keys: int = BATCH_KEYS,
 ) -> PlanDocument:
-    listing = _list(catalog, (*SWEPT, WORKSPACE, MANIFESTS))
+    listing = list_objects(catalog, (*SWEPT, WORKSPACE, MANIFESTS))
     if hooks is not None and hooks.after_list is not None:
         hooks.after_list()
     marks = mark(catalog, opts.retention, now)  # after listing: see the module docstring
     # the table's grace binds its writers (lethe.grace): a shorter one asked for is raised
     opts = dataclasses.replace(opts, grace=max(opts.grace, marks.gc_grace))
-    sel = _select(
+    sel = select(
         listing,
         marks,
         grace=opts.grace,
@@ -641,7 +290,8 @@ def _sweep(
     failed: set[str] = set()
     if not dry_run and chosen:
         failed = {
-            _rel(catalog, k) for k in catalog.store.delete_many(catalog.key(e.path) for e in chosen)
+            relative(catalog, k)
+            for k in catalog.store.delete_many(catalog.key(e.path) for e in chosen)
         }
     done = [e for e in chosen if e.path not in failed]
     if skipped["referenced"]:
@@ -672,13 +322,14 @@ def _expire(catalog: Catalog, plan: PlanDocument, *, dry_run: bool) -> StepResul
     below = min(plan.expire_below, head.version)
     doomed = [
         o
-        for o in _list(catalog, (MANIFESTS,))
+        for o in list_objects(catalog, (MANIFESTS,))
         if (v := manifest_version(o.path)) is not None and v < below
     ]
     failed: set[str] = set()
     if not dry_run and doomed:
         failed = {
-            _rel(catalog, k) for k in catalog.store.delete_many(catalog.key(o.path) for o in doomed)
+            relative(catalog, k)
+            for k in catalog.store.delete_many(catalog.key(o.path) for o in doomed)
         }
     done = [o for o in doomed if o.path not in failed]
     return StepResult(
@@ -713,9 +364,9 @@ def _abort(catalog: Catalog, plan: PlanDocument, *, now: datetime, dry_run: bool
                 catalog.store.abort_multipart(u.key, u.upload_id)
             except errors.StoreError as e:
                 log.warning("GC could not abort an upload of %s: %s", catalog.uri, e)
-                failed.append(_rel(catalog, u.key))
+                failed.append(relative(catalog, u.key))
                 continue
-        done.append((_rel(catalog, u.key), sum(p[1] for p in parts)))
+        done.append((relative(catalog, u.key), sum(p[1] for p in parts)))
     return StepResult(
         step="abort",
         run_id=plan.run_id,
@@ -759,7 +410,7 @@ def _purge(catalog: Catalog, plan: PlanDocument, *, dry_run: bool) -> StepResult
         if latest and not latest[0].is_delete_marker:
             skipped["live"] += 1
             continue
-        rel = _rel(catalog, key)
+        rel = relative(catalog, key)
         mv = manifest_version(rel)
         if mv is not None:
             held = [
@@ -800,9 +451,9 @@ def _purge(catalog: Catalog, plan: PlanDocument, *, dry_run: bool) -> StepResult
         run_id=plan.run_id,
         dry_run=dry_run,
         deleted=_stats(("version", sizes[t]) for t in done),
-        keys=_keys(("version", f"{_rel(catalog, k)}?versionId={vid}") for k, vid in done),
+        keys=_keys(("version", f"{relative(catalog, k)}?versionId={vid}") for k, vid in done),
         skipped=dict(skipped),
-        failed=tuple(sorted(f"{_rel(catalog, k)}?versionId={vid}" for k, vid in failed)),
+        failed=tuple(sorted(f"{relative(catalog, k)}?versionId={vid}" for k, vid in failed)),
         versions_remaining={h: remaining.get(h, 0) for h in (e.id_hash for e in pending)},
     )
 
@@ -831,7 +482,7 @@ def _report(
     value_cats: tuple[Category, ...] = ("data", "staging", "manifest")
     gone = {k for cat in value_cats for k in keys.get(cat, [])}
     fresh = newly_referenced(catalog, plan.table_uuid, plan.marked_through)
-    present = {o.path for o in _list(catalog, (*VALUE_PREFIXES, MANIFESTS))}
+    present = {o.path for o in list_objects(catalog, (*VALUE_PREFIXES, MANIFESTS))}
     if dry_run:
         present -= gone  # what would remain
     manifests_left = sorted(v for p in present if (v := manifest_version(p)) is not None)
@@ -934,7 +585,7 @@ def _mark_complete(
         log.info("erasure %s of %s is complete", e.id_hash, catalog.uri)
         return now, run_id
     except (errors.PreconditionFailed, errors.ConditionalRequestConflict):
-        earlier = _decode(catalog.store.get(key).body, ErasureMarker, key)
+        earlier = decode(catalog.store.get(key).body, ErasureMarker, key)
         return earlier.completed_at, earlier.run_id
 
 
@@ -1093,7 +744,7 @@ def _load_batch(batch_uri: str, s3: Any | None) -> tuple[Catalog, BatchDocument]
         raw = store.get(key).body
     except errors.NotFound as e:
         raise GcRunNotFound(f"GC batch {batch_uri} does not exist") from e
-    batch = _decode(raw, BatchDocument, batch_uri)
+    batch = decode(raw, BatchDocument, batch_uri)
     t_bucket, prefix = parse_s3_uri(batch.table)
     if t_bucket != bucket or not key.startswith(f"{prefix}/{WORKSPACE}{batch.run_id}/".lstrip("/")):
         raise errors.InvalidRequest(f"{batch_uri} is not a batch of GC run {batch.run_id}")
