@@ -38,18 +38,16 @@ Example:
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import logging
-from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from lethe import errors
 from lethe.catalog import Catalog
 from lethe.errors import GcConflict, GcError, GcRunNotFound
+from lethe.gc.actions import GcHooks, abort, expire, open_catalog, purge, sweep, write_plan
 from lethe.gc.areas import (
     KEPT_WORKSPACE_FILES,
     MANIFESTS,
@@ -58,11 +56,9 @@ from lethe.gc.areas import (
     SWEPT,
     VALUE_PREFIXES,
     WORKSPACE,
-    category,
-    manifest_version,
     new_run_id,
 )
-from lethe.gc.marking import list_objects, mark, newly_referenced, relative
+from lethe.gc.marking import mark, newly_referenced
 from lethe.gc.models import (
     CATEGORIES,
     BatchDocument,
@@ -84,13 +80,11 @@ from lethe.gc.policy import (
     DEFAULT_GRACE,
     DEFAULT_RETENTION,
     WORKSPACE_GRACE,
-    Options,
     Retention,
-    as_utc,
-    is_old,
     options,
 )
-from lethe.gc.select import BATCH_KEYS, MAX_BATCHES, Marks, select
+from lethe.gc.report import REPORT_KEY_LIMIT, build_report
+from lethe.gc.select import BATCH_KEYS, MAX_BATCHES, Marks
 from lethe.gc.workspace import MemoryWorkspace, S3Workspace, Workspace, decode
 from lethe.grace import parse_duration
 from lethe.store import S3Store, parse_s3_uri
@@ -101,24 +95,51 @@ if TYPE_CHECKING:  # pragma: no cover
 log = logging.getLogger(__name__)
 
 __all__ = [
+    "BATCH_KEYS",
+    "CATEGORIES",
     "DEFAULT_ERASURE_GRACE",
     "DEFAULT_GRACE",
     "DEFAULT_RETENTION",
     "KEPT_WORKSPACE_FILES",
+    "MANIFESTS",
+    "MARKERS",
+    "MAX_BATCHES",
+    "MAX_CAUSE_CHARS",
+    "REPORT_KEY_LIMIT",
+    "SWEPT",
+    "VALUE_PREFIXES",
+    "WORKSPACE",
     "WORKSPACE_GRACE",
+    "BatchDocument",
+    "BatchEntry",
+    "Category",
+    "CategoryStats",
+    "ErasureMarker",
+    "ErasurePlan",
+    "ErasureStatus",
+    "FailureRecord",
     "GcConflict",
     "GcError",
     "GcHooks",
     "GcReport",
     "GcRunNotFound",
     "Marks",
+    "MemoryWorkspace",
+    "PlanDocument",
+    "PlanState",
     "Retention",
+    "S3Workspace",
+    "StepResult",
+    "Workspace",
     "abort_step",
     "add_cli",
+    "add_stats",
     "cli_command",
     "collect",
     "expire_step",
+    "mark",
     "new_run_id",
+    "newly_referenced",
     "parse_duration",
     "plan_step",
     "purge_step",
@@ -127,476 +148,10 @@ __all__ = [
     "sweep_step",
 ]
 
-REPORT_KEY_LIMIT = 10_000
 MAX_CAUSE_CHARS = 32_000
 
 
-@dataclass(frozen=True, slots=True)
-class GcHooks:
-    """Test seams: ``after_list()`` runs between listing and marking; ``before_sweep(batch
-    index)`` when a sweep batch starts, before it re-checks the head; ``before_delete(batch
-    index, paths)`` right before the batch's DeleteObjects (raise to interrupt a run)."""
-
-    after_list: Callable[[], None] | None = None
-    before_sweep: Callable[[int], None] | None = None
-    before_delete: Callable[[int, Sequence[str]], None] | None = None
-
-
-# --- the steps (shared by collect() and the workflow) ---------------------------------------
-def _plan(
-    catalog: Catalog,
-    opts: Options,
-    *,
-    run_id: str,
-    now: datetime,
-    workspace: Workspace,
-    hooks: GcHooks | None,
-    max_batches: int | None,
-    batch_keys: int = BATCH_KEYS,
-) -> PlanDocument:
-    listing = list_objects(catalog, (*SWEPT, WORKSPACE, MANIFESTS))
-    if hooks is not None and hooks.after_list is not None:
-        hooks.after_list()
-    marks = mark(catalog, opts.retention, now)  # after listing: see the module docstring
-    # the table's grace binds its writers (lethe.grace): a shorter one asked for is raised
-    opts = dataclasses.replace(opts, grace=max(opts.grace, marks.gc_grace))
-    sel = select(
-        listing,
-        marks,
-        grace=opts.grace,
-        erasure_grace=opts.erasure_grace,
-        now=now,
-        run_id=run_id,
-    )
-    versioned = opts.versioned
-    if versioned is None:
-        versioned = catalog.store.versioning() in ("Enabled", "Suspended")
-    size = max(1, min(batch_keys, BATCH_KEYS))
-    chunks = [sel.sweep[i : i + size] for i in range(0, len(sel.sweep), size)]
-    truncated = max_batches is not None and len(chunks) > max_batches
-    if max_batches is not None:
-        chunks = chunks[:max_batches]
-    candidates: dict[Category, CategoryStats] = {}
-    batches: list[str] = []
-    for i, chunk in enumerate(chunks):
-        for b in chunk:
-            candidates[b.category] = candidates.get(b.category, CategoryStats()) + CategoryStats(
-                objects=1, bytes=b.size
-            )
-        batches.append(
-            workspace.write(
-                f"batch-{i:04d}.json",
-                BatchDocument(
-                    table=catalog.uri,
-                    table_uuid=marks.table_uuid,
-                    run_id=run_id,
-                    index=i,
-                    dry_run=opts.dry_run,
-                    marked_through=marks.marked_through,
-                    grace_seconds=opts.grace.total_seconds(),
-                    erasure_grace_seconds=opts.erasure_grace.total_seconds(),
-                    entries=tuple(chunk),
-                ),
-            )
-        )
-    expiring = [
-        o for o in listing if (v := manifest_version(o.path)) is not None and v < sel.expire_below
-    ]
-    if expiring:
-        candidates["manifest"] = CategoryStats(
-            objects=len(expiring), bytes=sum(o.size for o in expiring)
-        )
-    plan = PlanDocument(
-        table=catalog.uri,
-        table_uuid=marks.table_uuid,
-        run_id=run_id,
-        created_at=now,
-        dry_run=opts.dry_run,
-        retention=str(opts.retention),
-        grace_seconds=opts.grace.total_seconds(),
-        erasure_grace_seconds=opts.erasure_grace.total_seconds(),
-        versioned=versioned,
-        head_version=marks.head_version,
-        marked_through=marks.marked_through,
-        oldest_kept_version=marks.oldest_kept,
-        kept_versions=len(marks.kept),
-        expire_below=sel.expire_below,
-        candidates={c: candidates[c] for c in CATEGORIES if c in candidates},
-        young=sel.young,
-        batches=tuple(batches),
-        truncated=truncated,
-        erasures=sel.erasures,
-    )
-    workspace.write("plan.json", plan)
-    log.info(
-        "GC plan %s of %s: head v%s, kept %s versions from v%s, %s sweep batches%s",
-        run_id,
-        catalog.uri,
-        marks.head_version,
-        len(marks.kept),
-        marks.oldest_kept,
-        len(batches),
-        " (truncated)" if truncated else "",
-    )
-    return plan
-
-
-def _stats(entries: Iterable[tuple[Category, int]]) -> dict[Category, CategoryStats]:
-    out: dict[Category, CategoryStats] = {}
-    for cat, size in entries:
-        out[cat] = out.get(cat, CategoryStats()) + CategoryStats(objects=1, bytes=size)
-    return {c: out[c] for c in CATEGORIES if c in out}
-
-
-def _keys(entries: Iterable[tuple[Category, str]]) -> dict[Category, tuple[str, ...]]:
-    out: dict[Category, list[str]] = defaultdict(list)
-    for cat, path in entries:
-        out[cat].append(path)
-    return {c: tuple(out[c]) for c in CATEGORIES if c in out}
-
-
-def _sweep(
-    catalog: Catalog,
-    batch: BatchDocument,
-    *,
-    now: datetime,
-    dry_run: bool,
-    hooks: GcHooks | None,
-) -> StepResult:
-    """Delete one batch, after re-checking each key's age and that no manifest committed
-    since the plan references it."""
-    if hooks is not None and hooks.before_sweep is not None:
-        hooks.before_sweep(batch.index)
-    fresh = newly_referenced(catalog, batch.table_uuid, batch.marked_through)
-    grace = timedelta(seconds=batch.grace_seconds)
-    erasure_grace = timedelta(seconds=batch.erasure_grace_seconds)
-    skipped: Counter[str] = Counter()
-    chosen: list[BatchEntry] = []
-    for e in batch.entries:
-        if category(e.path) != e.category or e.category == "manifest":
-            skipped["foreign"] += 1  # never trust a batch to name keys outside the GC areas
-        elif e.path in fresh:
-            skipped["referenced"] += 1
-        elif e.category != "workspace" and not (
-            is_old(as_utc(e.erased_at), now, erasure_grace, s3_time=False)
-            if e.erased_at is not None
-            else is_old(as_utc(e.last_modified), now, grace)
-        ):
-            skipped["young"] += 1  # the plan's clock was ahead, or the batch is not ours
-        else:
-            chosen.append(e)
-    if hooks is not None and hooks.before_delete is not None:
-        hooks.before_delete(batch.index, [e.path for e in chosen])
-    failed: set[str] = set()
-    if not dry_run and chosen:
-        failed = {
-            relative(catalog, k)
-            for k in catalog.store.delete_many(catalog.key(e.path) for e in chosen)
-        }
-    done = [e for e in chosen if e.path not in failed]
-    if skipped["referenced"]:
-        log.info(
-            "GC sweep %s batch %s: %s keys referenced by commits since the plan were spared",
-            batch.run_id,
-            batch.index,
-            skipped["referenced"],
-        )
-    return StepResult(
-        step="sweep",
-        run_id=batch.run_id,
-        dry_run=dry_run,
-        deleted=_stats((e.category, e.size) for e in done),
-        keys=_keys((e.category, e.path) for e in done),
-        skipped=dict(skipped),
-        failed=tuple(sorted(failed)),
-    )
-
-
-def _expire(catalog: Catalog, plan: PlanDocument, *, dry_run: bool) -> StepResult:
-    """Delete manifests older than the oldest kept version (never the head's)."""
-    head, _ = catalog.read_head()
-    if head.table_uuid != plan.table_uuid:
-        raise GcConflict(
-            f"the table at {catalog.uri} was replaced after GC run {plan.run_id} planned"
-        )
-    below = min(plan.expire_below, head.version)
-    doomed = [
-        o
-        for o in list_objects(catalog, (MANIFESTS,))
-        if (v := manifest_version(o.path)) is not None and v < below
-    ]
-    failed: set[str] = set()
-    if not dry_run and doomed:
-        failed = {
-            relative(catalog, k)
-            for k in catalog.store.delete_many(catalog.key(o.path) for o in doomed)
-        }
-    done = [o for o in doomed if o.path not in failed]
-    return StepResult(
-        step="expire",
-        run_id=plan.run_id,
-        dry_run=dry_run,
-        deleted=_stats(("manifest", o.size) for o in done),
-        keys=_keys(("manifest", o.path) for o in done),
-        failed=tuple(sorted(failed)),
-    )
-
-
-def _abort(catalog: Catalog, plan: PlanDocument, *, now: datetime, dry_run: bool) -> StepResult:
-    """Abort multipart uploads under the table initiated more than the grace period ago
-    whose newest part (if any) is as old: an upload still receiving parts is not stale.
-    (moto reports every upload as initiated in 2010; only the parts' times are real there.)"""
-    grace = timedelta(seconds=plan.grace_seconds)
-    skipped: Counter[str] = Counter()
-    done: list[tuple[str, int]] = []
-    failed: list[str] = []
-    for u in catalog.store.list_multipart(catalog.key("")):
-        if not is_old(as_utc(u.initiated), now, grace):
-            skipped["young"] += 1
-            continue
-        parts = catalog.store.list_parts(u.key, u.upload_id)
-        newest = max((t for p in parts if (t := as_utc(p[2])) is not None), default=None)
-        if newest is not None and not is_old(newest, now, grace):
-            skipped["active"] += 1
-            continue
-        if not dry_run:
-            try:
-                catalog.store.abort_multipart(u.key, u.upload_id)
-            except errors.StoreError as e:
-                log.warning("GC could not abort an upload of %s: %s", catalog.uri, e)
-                failed.append(relative(catalog, u.key))
-                continue
-        done.append((relative(catalog, u.key), sum(p[1] for p in parts)))
-    return StepResult(
-        step="abort",
-        run_id=plan.run_id,
-        dry_run=dry_run,
-        deleted=_stats(("upload", size) for _, size in done),
-        keys=_keys(("upload", k) for k, _ in done),
-        skipped=dict(skipped),
-        failed=tuple(failed),
-    )
-
-
-def _pending_erasures(plan: PlanDocument) -> list[ErasurePlan]:
-    return [
-        e
-        for e in plan.erasures
-        if e.state == "spliced"
-        and e.spliced_version is not None
-        and e.previously_completed_at is None
-    ]
-
-
-def _purge(catalog: Catalog, plan: PlanDocument, *, dry_run: bool) -> StepResult:
-    """Versioned buckets: delete every version and delete marker of *deleted* keys (latest
-    version is a delete marker) that may have held an incomplete erasure's rows: data and
-    staging objects with a version written before its splice, manifests older than it.
-    Live keys are never touched; other deleted keys are left to the bucket's lifecycle."""
-    pending = _pending_erasures(plan)
-    if not plan.versioned or not pending:
-        reason = "not_versioned" if not plan.versioned else "no_pending_erasures"
-        return StepResult(step="purge", run_id=plan.run_id, dry_run=dry_run, skipped={reason: 1})
-    by_key: dict[str, list[S3Store.ObjectVersion]] = defaultdict(list)
-    for prefix in (*VALUE_PREFIXES, MANIFESTS):
-        for v in catalog.store.list_object_versions(catalog.key(prefix)):
-            by_key[v.key].append(v)
-    targets: list[tuple[str, str]] = []
-    owners: dict[tuple[str, str], list[str]] = {}
-    sizes: dict[tuple[str, str], int] = {}
-    skipped: Counter[str] = Counter()
-    for key, versions in sorted(by_key.items()):
-        latest = [v for v in versions if v.is_latest]
-        if latest and not latest[0].is_delete_marker:
-            skipped["live"] += 1
-            continue
-        rel = relative(catalog, key)
-        mv = manifest_version(rel)
-        if mv is not None:
-            held = [
-                e.id_hash
-                for e in pending
-                if e.spliced_version is not None and mv < e.spliced_version
-            ]
-        elif rel.startswith(MANIFESTS):
-            continue
-        else:
-            written = [
-                t for v in versions if not v.is_delete_marker and (t := as_utc(v.last_modified))
-            ]
-            # a key left with delete markers only holds nothing: clean it up with the rest
-            held = [
-                e.id_hash
-                for e in pending
-                if not written or e.spliced_at is None or any(t <= e.spliced_at for t in written)
-            ]
-        if not held:
-            skipped["unrelated"] += 1
-            continue
-        for v in versions:
-            item = (key, v.version_id)
-            targets.append(item)
-            owners[item] = held
-            sizes[item] = v.size
-    failed: set[tuple[str, str]] = set()
-    if not dry_run and targets:
-        failed = set(catalog.store.delete_versions(targets))
-    remaining: Counter[str] = Counter()
-    for item in failed:
-        for h in owners.get(item, ()):
-            remaining[h] += 1
-    done = [t for t in targets if t not in failed]
-    return StepResult(
-        step="purge",
-        run_id=plan.run_id,
-        dry_run=dry_run,
-        deleted=_stats(("version", sizes[t]) for t in done),
-        keys=_keys(("version", f"{relative(catalog, k)}?versionId={vid}") for k, vid in done),
-        skipped=dict(skipped),
-        failed=tuple(sorted(f"{relative(catalog, k)}?versionId={vid}" for k, vid in failed)),
-        versions_remaining={h: remaining.get(h, 0) for h in (e.id_hash for e in pending)},
-    )
-
-
-def _report(
-    catalog: Catalog,
-    plan: PlanDocument,
-    results: Sequence[StepResult],
-    *,
-    now: datetime,
-    dry_run: bool,
-    missing: Sequence[str] = (),
-) -> GcReport:
-    """Combine the step results and decide, per erasure request, whether it is complete."""
-    deleted: dict[Category, CategoryStats] = {}
-    keys: dict[Category, list[str]] = defaultdict(list)
-    failed: list[str] = list(missing)
-    versions_remaining: dict[str, int] = {}
-    for r in results:
-        deleted = add_stats(deleted, r.deleted)
-        for cat, ks in r.keys.items():
-            keys[cat].extend(ks)
-        failed.extend(r.failed)
-        if r.step == "purge":
-            versions_remaining.update(r.versions_remaining)
-    value_cats: tuple[Category, ...] = ("data", "staging", "manifest")
-    gone = {k for cat in value_cats for k in keys.get(cat, [])}
-    fresh = newly_referenced(catalog, plan.table_uuid, plan.marked_through)
-    present = {o.path for o in list_objects(catalog, (*VALUE_PREFIXES, MANIFESTS))}
-    if dry_run:
-        present -= gone  # what would remain
-    manifests_left = sorted(v for p in present if (v := manifest_version(p)) is not None)
-    statuses: list[ErasureStatus] = []
-    for e in plan.erasures:
-        if e.previously_completed_at is not None:
-            statuses.append(
-                ErasureStatus(
-                    id_hash=e.id_hash,
-                    state=e.state,
-                    deleted_version=e.deleted_version,
-                    spliced_version=e.spliced_version,
-                    complete=True,
-                    completed_at=e.previously_completed_at,
-                )
-            )
-            continue
-        blocking: list[str] = []
-        if e.state != "spliced" or e.spliced_version is None:
-            blocking.append("its rows are not spliced out yet (erasure pending)")
-        else:
-            older = [v for v in manifests_left if v < e.spliced_version]
-            if older:
-                blocking.append(
-                    f"{len(older)} manifest(s) from before the splice (v{older[0]}..v{older[-1]}) "
-                    "are still retained"
-                )
-            left = [p for p in e.blockers if p in present and p not in fresh]
-            sup = sum(1 for p in left if p in e.superseded)
-            if sup:
-                blocking.append(f"{sup} superseded file(s) remain")
-            if len(left) > sup:
-                blocking.append(
-                    f"{len(left) - sup} unreferenced object(s) written before the splice remain "
-                    "(younger than the grace period)"
-                )
-            if plan.versioned and versions_remaining.get(e.id_hash):
-                blocking.append(f"{versions_remaining[e.id_hash]} old object version(s) remain")
-        complete = not blocking
-        completed_at: datetime | None = None
-        completed_run: str | None = None
-        if complete:
-            completed_at, completed_run = now, plan.run_id
-            if not dry_run and e.spliced_version is not None:
-                completed_at, completed_run = _mark_complete(catalog, e, now, plan.run_id)
-        statuses.append(
-            ErasureStatus(
-                id_hash=e.id_hash,
-                state=e.state,
-                deleted_version=e.deleted_version,
-                spliced_version=e.spliced_version,
-                complete=complete,
-                completed_at=completed_at,
-                completed_run=completed_run,
-                newly_complete=complete,
-                blocking=tuple(blocking),
-            )
-        )
-    total = sum(len(v) for v in keys.values())
-    kept_keys: dict[Category, tuple[str, ...]] = {}
-    budget = REPORT_KEY_LIMIT
-    for cat in CATEGORIES:
-        if cat in keys:
-            kept_keys[cat] = tuple(keys[cat][: max(0, budget)])
-            budget -= len(kept_keys[cat])
-    return GcReport(
-        table=plan.table,
-        run_id=plan.run_id,
-        dry_run=dry_run,
-        started_at=plan.created_at,
-        finished_at=now,
-        retention=plan.retention,
-        grace_seconds=plan.grace_seconds,
-        erasure_grace_seconds=plan.erasure_grace_seconds,
-        versioned=plan.versioned,
-        head_version=plan.head_version,
-        oldest_kept_version=plan.oldest_kept_version,
-        kept_versions=plan.kept_versions,
-        deleted=deleted,
-        young=plan.young,
-        keys=kept_keys,
-        keys_truncated=total > REPORT_KEY_LIMIT,
-        failed=tuple(failed),
-        truncated=plan.truncated,
-        erasures=tuple(statuses),
-    )
-
-
-def _mark_complete(
-    catalog: Catalog, e: ErasurePlan, now: datetime, run_id: str
-) -> tuple[datetime, str]:
-    """Write the erasure's completion marker once (create-only); return the first time."""
-    assert e.spliced_version is not None
-    key = catalog.key(f"{MARKERS}{e.id_hash}.json")
-    marker = ErasureMarker(
-        id_hash=e.id_hash, spliced_version=e.spliced_version, completed_at=now, run_id=run_id
-    )
-    try:
-        catalog.store.put(key, marker.model_dump_json().encode(), if_none_match=True)
-        log.info("erasure %s of %s is complete", e.id_hash, catalog.uri)
-        return now, run_id
-    except (errors.PreconditionFailed, errors.ConditionalRequestConflict):
-        earlier = decode(catalog.store.get(key).body, ErasureMarker, key)
-        return earlier.completed_at, earlier.run_id
-
-
 # --- entry points ---------------------------------------------------------------------------
-def _catalog(table_or_uri: Table | str, s3: Any | None = None) -> Catalog:
-    if isinstance(table_or_uri, str):
-        bucket, prefix = parse_s3_uri(table_or_uri)
-        return Catalog(S3Store(bucket, client=s3), prefix)
-    return table_or_uri.catalog
-
-
 def collect(
     table_or_uri: Table | str,
     *,
@@ -638,7 +193,7 @@ def collect(
         >>> r.deleted["data"].objects, r.complete_erasures                              # doctest: +SKIP
         (12, ())
     """
-    catalog = _catalog(table_or_uri, s3)
+    catalog = open_catalog(table_or_uri, s3)
     opts = options(
         retention=retention,
         grace=grace,
@@ -649,7 +204,7 @@ def collect(
     started = now or datetime.now(UTC)
     run_id = new_run_id(started)
     ws = MemoryWorkspace()
-    plan = _plan(
+    plan = write_plan(
         catalog,
         opts,
         run_id=run_id,
@@ -661,15 +216,15 @@ def collect(
     )
     # Manifests first: an interruption then leaves unreferenced garbage (swept next time),
     # never a retained-looking manifest whose files are gone.
-    results = [_expire(catalog, plan, dry_run=dry_run)]
+    results = [expire(catalog, plan, dry_run=dry_run)]
     for name in plan.batches:
         batch = ws.read(name, BatchDocument)
         results.append(
-            _sweep(catalog, batch, now=now or datetime.now(UTC), dry_run=dry_run, hooks=hooks)
+            sweep(catalog, batch, now=now or datetime.now(UTC), dry_run=dry_run, hooks=hooks)
         )
-    results.append(_abort(catalog, plan, now=now or datetime.now(UTC), dry_run=dry_run))
-    results.append(_purge(catalog, plan, dry_run=dry_run))
-    report = _report(catalog, plan, results, now=now or datetime.now(UTC), dry_run=dry_run)
+    results.append(abort(catalog, plan, now=now or datetime.now(UTC), dry_run=dry_run))
+    results.append(purge(catalog, plan, dry_run=dry_run))
+    report = build_report(catalog, plan, results, now=now or datetime.now(UTC), dry_run=dry_run)
     if not dry_run:
         S3Workspace(catalog, run_id).write("report.json", report)
     log.info(
@@ -705,7 +260,7 @@ def plan_step(
         >>> st.batches[0]                                       # doctest: +SKIP
         's3://bucket/events/_gc/20261122T030000Z-1a2b3c4d/batch-0000.json'
     """
-    catalog = _catalog(uri, s3)
+    catalog = open_catalog(uri, s3)
     opts = options(
         retention=retention,
         grace=grace,
@@ -715,7 +270,7 @@ def plan_step(
     )
     now = now or datetime.now(UTC)
     run_id = run_id or new_run_id(now)
-    plan = _plan(
+    plan = write_plan(
         catalog,
         opts,
         run_id=run_id,
@@ -763,7 +318,7 @@ def sweep_step(
         {'referenced': 1}
     """
     catalog, batch = _load_batch(batch_uri, s3)
-    result = _sweep(
+    result = sweep(
         catalog,
         batch,
         now=now or datetime.now(UTC),
@@ -775,7 +330,7 @@ def sweep_step(
 
 
 def _run(uri: str, run_id: str, s3: Any | None) -> tuple[Catalog, S3Workspace, PlanDocument]:
-    catalog = _catalog(uri, s3)
+    catalog = open_catalog(uri, s3)
     ws = S3Workspace(catalog, run_id)
     return catalog, ws, ws.read("plan.json", PlanDocument)
 
@@ -790,7 +345,7 @@ def expire_step(
         {'manifest': CategoryStats(objects=12, bytes=48211)}
     """
     catalog, ws, plan = _run(uri, run_id, s3)
-    result = _expire(catalog, plan, dry_run=dry_run or plan.dry_run)
+    result = expire(catalog, plan, dry_run=dry_run or plan.dry_run)
     ws.write("expire.json", result)
     return result
 
@@ -810,7 +365,7 @@ def abort_step(
         {'upload': ('data/2026/11/15/09/4f1c….parquet',)}
     """
     catalog, ws, plan = _run(uri, run_id, s3)
-    result = _abort(catalog, plan, now=now or datetime.now(UTC), dry_run=dry_run or plan.dry_run)
+    result = abort(catalog, plan, now=now or datetime.now(UTC), dry_run=dry_run or plan.dry_run)
     ws.write("abort.json", result)
     return result
 
@@ -825,7 +380,7 @@ def purge_step(
         {'5f0c…': 0}
     """
     catalog, ws, plan = _run(uri, run_id, s3)
-    result = _purge(catalog, plan, dry_run=dry_run or plan.dry_run)
+    result = purge(catalog, plan, dry_run=dry_run or plan.dry_run)
     ws.write("purge.json", result)
     return result
 
@@ -859,7 +414,7 @@ def report_step(
             results.append(ws.read(name, StepResult))
         except GcRunNotFound:
             missing.append(f"{name} (step result missing)")
-    report = _report(
+    report = build_report(
         catalog,
         plan,
         results,
@@ -899,7 +454,7 @@ def record_failure(
         's3://b/t/_gc/20261122T030000Z-1a2b3c4d/failure.json'
     """
     now = now or datetime.now(UTC)
-    catalog = _catalog(uri, s3)
+    catalog = open_catalog(uri, s3)
     plan = state.get("plan")
     run_id = state.get("run_id") or (plan.get("run_id") if isinstance(plan, Mapping) else None)
     if not isinstance(run_id, str) or not RUN_ID.match(run_id):
