@@ -650,10 +650,10 @@ class Demo:
         commit it; lethe.grace): wait until what this story left unreferenced is older."""
         from datetime import UTC, datetime
 
-        from lethe.gc import _references
+        from lethe.gc.marking import references
         from lethe.grace import round_up
 
-        refs = _references(self.t.refresh().manifest)
+        refs = references(self.t.refresh().manifest)
         newest = [
             round_up(o.last_modified)
             for prefix in ("data/", "_staging/")

@@ -161,6 +161,13 @@ EMR_SERVICE_PRINCIPAL: Final = "emr-serverless.amazonaws.com"
 # --------------------------------------------------------------------------------------------
 # GC workflow
 # --------------------------------------------------------------------------------------------
+# State names, and where each state leaves its output ($.<key>): spelled once, in
+# lethe.gc.workflow (its record_failure tells the failed state from them).
+from lethe.gc import workflow as _gc_workflow  # noqa: E402
+
+GC_STATES: Final = _gc_workflow.STATES  # .plan == "Plan", .sweep_batches, ... .failed
+GC_RESULTS: Final = _gc_workflow.RESULTS  # .plan == "plan": the Plan state's output at $.plan
+
 GC_STATE_MACHINE_TIMEOUT_HOURS: Final = 6
 # Errors a Lambda task retries with exponential backoff (the Lambda service's transient
 # failures and a task heartbeat/timeout); anything else goes to record_failure then Fail.

@@ -166,11 +166,6 @@ SIZED = (LIB, ROOT / "functions")  # functions in both; modules in the library
 PENDING_SPLIT = frozenset(
     {
         "shared/lethe/compaction.py",
-        "shared/lethe/gc.py",
-        "shared/lethe/gc.py::_plan",
-        "shared/lethe/gc.py::_report",
-        "shared/lethe/gc.py::_select",
-        "shared/lethe/gc.py::collect",
         "shared/lethe/ingest/conform.py::conform",
         "shared/lethe/ingest/register.py::register_parquet",
         "shared/lethe/parquet/footer.py",

@@ -14,6 +14,8 @@ MODULES = [
     "values",
     "store",
     "cli.common",
+    "gc.areas",
+    "gc.policy",
     "ingest",
     "ingest.inputs",
     "ingest.staging",

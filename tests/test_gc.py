@@ -524,7 +524,7 @@ def test_store_version_primitives(s3: Any) -> None:
 
 
 def test_cli_command(table_uri: str, s3: Any, capsys: pytest.CaptureFixture[str]) -> None:
-    from lethe.gc import add_cli, cli_command
+    from lethe.cli.gc import add_cli, cli_command
 
     table_with_history(table_uri, gc_grace=QUICK)
     put(s3, table_uri, "data/2026/01/01/00/orphan.parquet")

@@ -16,7 +16,8 @@ from conftest import EVENTS, events
 
 import lethe
 from lethe import errors
-from lethe.gc import _old, collect
+from lethe.gc import collect
+from lethe.gc.policy import is_old
 from lethe.grace import check_fresh, commit_deadline, margin, round_up
 from lethe.verify import verify
 
@@ -44,9 +45,9 @@ def test_gc_rounds_last_modified_up() -> None:
     written = datetime(2026, 1, 1, 0, 0, 10, 900_000, tzinfo=UTC)
     lm = written.replace(microsecond=0)  # what S3 reports
     grace = timedelta(seconds=3)
-    assert not _old(lm, written + timedelta(seconds=2.2), grace)
-    assert not _old(lm, lm + timedelta(seconds=3.999), grace)
-    assert _old(lm, lm + timedelta(seconds=4), grace)
+    assert not is_old(lm, written + timedelta(seconds=2.2), grace)
+    assert not is_old(lm, lm + timedelta(seconds=3.999), grace)
+    assert is_old(lm, lm + timedelta(seconds=4), grace)
     assert round_up(lm) == lm + timedelta(seconds=1)
 
 

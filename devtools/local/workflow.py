@@ -19,7 +19,7 @@ from devtools.local.functions import LocalFunction, environment
 from devtools.local.server import LocalAws
 from devtools.local.stepfunctions import ExecutionResult, LocalStateMachine
 from devtools.local.template import Physical, StackTemplate, lid_of
-from lethe.gc_models import GcReport
+from lethe.gc.models import GcReport
 
 __all__ = ["GcRun", "LocalWorkflow"]
 

@@ -43,7 +43,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from lethe import errors
 from lethe import gc as lethe_gc
 from lethe.gc import GcConflict, GcRunNotFound, Retention
-from lethe.gc_models import Category, CategoryStats, StepResult
+from lethe.gc.models import Category, CategoryStats, StepResult
 from lethe.store import parse_s3_uri
 
 __all__ = [

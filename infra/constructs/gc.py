@@ -8,11 +8,12 @@ delete nothing of the table. All read and list the table and keep their run's sc
 under ``<table>/_gc/`` (batch lists, per-step results, reports).
 
 Workflow (plain Task states whose ``Resource`` is the function ARN, so moto's Step Functions
-interpreter can run the same definition locally)::
+interpreter can run the same definition locally; state names and result paths come from
+``lethe.gc.workflow``, via ``infra.constants.GC_STATES`` / ``GC_RESULTS``)::
 
     {"dry_run": bool}
       Plan        -> $.plan = {"table", "run_id", "dry_run", "batches": [batch lists under
-                     _gc/], ...counts}   (lethe.gc_models.PlanState)
+                     _gc/], ...counts}   (lethe.gc.models.PlanState)
       SweepBatches (Map over $.plan.batches, MaxConcurrency bounded; each item gets
              {"run_id", "dry_run", "batch_key"} and runs the Sweep task; results stay in S3)
       Compact (Pass) -> {"table", "run_id", "dry_run"}: the batch list leaves the payload
@@ -56,45 +57,45 @@ class GcStep:
 
 
 PLAN = GcStep(
-    "Plan",
+    c.GC_STATES.plan,
     c.GC_PLAN_HANDLER,
     "GC plan: walks the snapshot chain over the retention window, marks referenced "
     "objects, writes batches of unreferenced keys older than the grace period under _gc/.",
 )
 SWEEP = GcStep(
-    "Sweep",
+    c.GC_STATES.sweep,
     c.GC_SWEEP_HANDLER,
     "GC sweep: deletes the unreferenced data files, DV containers and staging objects of "
     "one batch.",
     deletes=(c.DATA_PREFIX + "*", c.TOMBSTONE_PREFIX + "*", c.STAGING_PREFIX + "*"),
 )
 EXPIRE = GcStep(
-    "Expire",
+    c.GC_STATES.expire,
     c.GC_EXPIRE_HANDLER,
     "GC expire: deletes manifests past the retention window (and losers' manifests).",
     deletes=(c.MANIFEST_PREFIX + "*",),
 )
 ABORT = GcStep(
-    "Abort",
+    c.GC_STATES.abort,
     c.GC_ABORT_HANDLER,
     "GC abort: aborts multipart uploads under the table older than the grace period.",
     abort_uploads=True,
 )
 PURGE = GcStep(
-    "Purge",
+    c.GC_STATES.purge,
     c.GC_PURGE_HANDLER,
     "GC purge: deletes noncurrent versions (and delete markers) of removed objects in a "
     "versioned bucket, so erased bytes do not survive as old versions.",
     delete_versions=True,
 )
 REPORT = GcStep(
-    "Report",
+    c.GC_STATES.report,
     c.GC_REPORT_HANDLER,
     "GC report: writes the run report, incl. per erasure request whether every object that "
     "held its rows is gone.",
 )
 RECORD_FAILURE = GcStep(
-    "RecordFailure",
+    c.GC_STATES.record_failure,
     c.GC_RECORD_FAILURE_HANDLER,
     "GC record_failure: records a failed run (step, error) under _gc/ for the next run and "
     "the operator.",
@@ -211,7 +212,7 @@ class GarbageCollection(Construct):
     def _workflow(self, map_concurrency: int) -> sfn.StateMachine:
         failed = sfn.Fail(
             self,
-            "Failed",
+            c.GC_STATES.failed,
             error="LetheGcFailed",
             cause="A garbage-collection step failed after its retries; see the record_failure "
             "entry under _gc/ and the step's logs.",
@@ -221,18 +222,21 @@ class GarbageCollection(Construct):
         record_failure.next(failed)
 
         def guarded(state: tasks.LambdaInvoke | sfn.Map) -> tasks.LambdaInvoke | sfn.Map:
-            state.add_catch(record_failure, errors=["States.ALL"], result_path="$.error")
+            state.add_catch(
+                record_failure, errors=["States.ALL"], result_path=f"$.{c.GC_RESULTS.error}"
+            )
             return state
 
-        plan = guarded(self._task(PLAN, result_path="$.plan"))
+        at_plan = f"$.{c.GC_RESULTS.plan}"
+        plan = guarded(self._task(PLAN, result_path=at_plan))
         sweep = sfn.Map(
             self,
-            "SweepBatches",
-            items_path="$.plan.batches",
+            c.GC_STATES.sweep_batches,
+            items_path=f"{at_plan}.batches",
             max_concurrency=map_concurrency,
             item_selector={
-                "run_id": sfn.JsonPath.string_at("$.plan.run_id"),
-                "dry_run": sfn.JsonPath.string_at("$.plan.dry_run"),
+                "run_id": sfn.JsonPath.string_at(f"{at_plan}.run_id"),
+                "dry_run": sfn.JsonPath.string_at(f"{at_plan}.dry_run"),
                 "batch_key": sfn.JsonPath.string_at("$$.Map.Item.Value"),
             },
             result_path=sfn.JsonPath.DISCARD,
@@ -241,23 +245,23 @@ class GarbageCollection(Construct):
         guarded(sweep)
         compact = sfn.Pass(
             self,
-            "Compact",
+            c.GC_STATES.compact,
             comment="Drop the batch list: later steps get the table, run id and mode only.",
             parameters={
-                "table": sfn.JsonPath.string_at("$.plan.table"),
-                "run_id": sfn.JsonPath.string_at("$.plan.run_id"),
-                "dry_run": sfn.JsonPath.string_at("$.plan.dry_run"),
+                "table": sfn.JsonPath.string_at(f"{at_plan}.table"),
+                "run_id": sfn.JsonPath.string_at(f"{at_plan}.run_id"),
+                "dry_run": sfn.JsonPath.string_at(f"{at_plan}.dry_run"),
             },
         )
         chain = (
             sfn.Chain.start(plan)
             .next(sweep)
             .next(compact)
-            .next(guarded(self._task(EXPIRE, result_path="$.expire")))
-            .next(guarded(self._task(ABORT, result_path="$.abort")))
-            .next(guarded(self._task(PURGE, result_path="$.purge")))
-            .next(guarded(self._task(REPORT, result_path="$.report")))
-            .next(sfn.Succeed(self, "Done"))
+            .next(guarded(self._task(EXPIRE, result_path=f"$.{c.GC_RESULTS.expire}")))
+            .next(guarded(self._task(ABORT, result_path=f"$.{c.GC_RESULTS.abort}")))
+            .next(guarded(self._task(PURGE, result_path=f"$.{c.GC_RESULTS.purge}")))
+            .next(guarded(self._task(REPORT, result_path=f"$.{c.GC_RESULTS.report}")))
+            .next(sfn.Succeed(self, c.GC_STATES.done))
         )
         log_group = logs.LogGroup(self, "WorkflowLogs", removal_policy=cdk.RemovalPolicy.DESTROY)
         machine = sfn.StateMachine(

@@ -96,3 +96,18 @@ class SpliceRefused(UnsupportedFile):
 class GraceExpired(CommitConflict):
     """A commit's new objects are older than the table's GC grace allows (minus its margin):
     GC may already have removed them, so the commit was refused (docs/format.md §9)."""
+
+
+# --- garbage collection -------------------------------------------------------------------
+class GcError(LetheError):
+    """Root of the garbage collector's own errors."""
+
+
+class GcConflict(GcError):
+    """The table changed under a GC run in a way that makes its plan unsafe to apply (the
+    table was replaced, or a manifest of its chain vanished). Nothing unsafe was deleted;
+    start a new run."""
+
+
+class GcRunNotFound(GcError):
+    """A workflow step names a run (or batch) whose workspace object does not exist."""

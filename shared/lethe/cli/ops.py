@@ -1,4 +1,4 @@
-"""Maintenance commands: delete, erase, purge, gc, verify."""
+"""Maintenance commands: delete, erase, purge, gc (:mod:`lethe.cli.gc`), verify."""
 
 from __future__ import annotations
 
@@ -136,9 +136,9 @@ def register(sub: Any) -> None:
     )
     c.set_defaults(fn=cmd_purge)
 
-    from lethe import gc
+    from lethe.cli.gc import add_cli
 
-    gc.add_cli(sub)  # lethe gc s3://b/t [--dry-run] [--retention 30d|1000v] [--grace 7d]
+    add_cli(sub)  # lethe gc s3://b/t [--dry-run] [--retention 30d|1000v] [--grace 7d]
 
     c = sub.add_parser("verify", help="check every reference and DV of a snapshot")
     c.add_argument("uri")

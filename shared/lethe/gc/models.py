@@ -1,9 +1,9 @@
 """Serialized forms of garbage collection: the run workspace documents and the report.
 
 Everything GC writes under ``<table>/_gc/`` or hands between Step Functions states is a
-frozen pydantic model defined here; :mod:`lethe.gc` holds the logic. Paths are always
-table-relative (``data/2026/…/x.parquet``); documents carry no row values, only paths,
-sizes, times, versions and request-id hashes.
+frozen pydantic model defined here; the rest of :mod:`lethe.gc` holds the logic. Paths are
+always table-relative (``data/2026/…/x.parquet``); documents carry no row values, only
+paths, sizes, times, versions and request-id hashes.
 
 Workspace layout (``<run id>`` is ``YYYYMMDDTHHMMSSZ-<8 hex>``)::
 

@@ -1,0 +1,398 @@
+"""The steps of a GC run that read and change the bucket: plan, sweep, expire, abort, purge.
+
+:func:`lethe.gc.collect` runs them in one process; the Step Functions workflow runs each in
+its own Lambda (:mod:`lethe.gc.workflow`). Each returns a serializable document
+(:mod:`lethe.gc.models`) and is idempotent: deleting a deleted key succeeds.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from lethe import errors
+from lethe.catalog import Catalog
+from lethe.errors import GcConflict
+from lethe.gc.areas import MANIFESTS, SWEPT, VALUE_PREFIXES, WORKSPACE, category, manifest_version
+from lethe.gc.marking import list_objects, mark, newly_referenced, relative
+from lethe.gc.models import (
+    CATEGORIES,
+    BatchDocument,
+    BatchEntry,
+    Category,
+    CategoryStats,
+    ErasurePlan,
+    PlanDocument,
+    StepResult,
+)
+from lethe.gc.policy import Options, as_utc, is_old
+from lethe.gc.select import BATCH_KEYS, Marks, Selection, batches, candidates, expiring, select
+from lethe.gc.workspace import Workspace
+from lethe.store import S3Store, parse_s3_uri
+
+if TYPE_CHECKING:  # pragma: no cover
+    from lethe.table import Table
+
+log = logging.getLogger(__name__)
+
+__all__ = ["GcHooks", "abort", "expire", "open_catalog", "purge", "sweep", "write_plan"]
+
+
+@dataclass(frozen=True, slots=True)
+class GcHooks:
+    """Test seams: ``after_list()`` runs between listing and marking; ``before_sweep(batch
+    index)`` when a sweep batch starts, before it re-checks the head; ``before_delete(batch
+    index, paths)`` right before the batch's DeleteObjects (raise to interrupt a run)."""
+
+    after_list: Callable[[], None] | None = None
+    before_sweep: Callable[[int], None] | None = None
+    before_delete: Callable[[int, Sequence[str]], None] | None = None
+
+
+def open_catalog(table_or_uri: Table | str, s3: Any | None = None) -> Catalog:
+    """The catalog of a table, or of ``s3://bucket/prefix``."""
+    if isinstance(table_or_uri, str):
+        bucket, prefix = parse_s3_uri(table_or_uri)
+        return Catalog(S3Store(bucket, client=s3), prefix)
+    return table_or_uri.catalog
+
+
+# --- plan -----------------------------------------------------------------------------------
+def write_plan(
+    catalog: Catalog,
+    opts: Options,
+    *,
+    run_id: str,
+    now: datetime,
+    workspace: Workspace,
+    hooks: GcHooks | None,
+    max_batches: int | None,
+    batch_keys: int = BATCH_KEYS,
+) -> PlanDocument:
+    """List, mark, select; write the sweep batches and ``plan.json`` to ``workspace``."""
+    listing = list_objects(catalog, (*SWEPT, WORKSPACE, MANIFESTS))
+    if hooks is not None and hooks.after_list is not None:
+        hooks.after_list()
+    marks = mark(catalog, opts.retention, now)  # after listing: see lethe.gc's docstring
+    # the table's grace binds its writers (lethe.grace): a shorter one asked for is raised
+    opts = dataclasses.replace(opts, grace=max(opts.grace, marks.gc_grace))
+    sel = select(
+        listing,
+        marks,
+        grace=opts.grace,
+        erasure_grace=opts.erasure_grace,
+        now=now,
+        run_id=run_id,
+    )
+    versioned = opts.versioned
+    if versioned is None:
+        versioned = catalog.store.versioning() in ("Enabled", "Suspended")
+    chunks, truncated = batches(sel.sweep, batch_keys=batch_keys, max_batches=max_batches)
+    written = [
+        workspace.write(f"batch-{i:04d}.json", _batch(catalog, opts, marks, run_id, i, chunk))
+        for i, chunk in enumerate(chunks)
+    ]
+    plan = _plan_document(
+        catalog,
+        opts,
+        marks,
+        sel,
+        run_id=run_id,
+        now=now,
+        versioned=versioned,
+        candidates=candidates(chunks, expiring(listing, sel.expire_below)),
+        batches=tuple(written),
+        truncated=truncated,
+    )
+    workspace.write("plan.json", plan)
+    log.info(
+        "GC plan %s of %s: head v%s, kept %s versions from v%s, %s sweep batches%s",
+        run_id,
+        catalog.uri,
+        marks.head_version,
+        len(marks.kept),
+        marks.oldest_kept,
+        len(written),
+        " (truncated)" if truncated else "",
+    )
+    return plan
+
+
+def _batch(
+    catalog: Catalog,
+    opts: Options,
+    marks: Marks,
+    run_id: str,
+    index: int,
+    chunk: Sequence[BatchEntry],
+) -> BatchDocument:
+    return BatchDocument(
+        table=catalog.uri,
+        table_uuid=marks.table_uuid,
+        run_id=run_id,
+        index=index,
+        dry_run=opts.dry_run,
+        marked_through=marks.marked_through,
+        grace_seconds=opts.grace.total_seconds(),
+        erasure_grace_seconds=opts.erasure_grace.total_seconds(),
+        entries=tuple(chunk),
+    )
+
+
+def _plan_document(
+    catalog: Catalog,
+    opts: Options,
+    marks: Marks,
+    sel: Selection,
+    *,
+    run_id: str,
+    now: datetime,
+    versioned: bool,
+    candidates: dict[Category, CategoryStats],
+    batches: tuple[str, ...],
+    truncated: bool,
+) -> PlanDocument:
+    return PlanDocument(
+        table=catalog.uri,
+        table_uuid=marks.table_uuid,
+        run_id=run_id,
+        created_at=now,
+        dry_run=opts.dry_run,
+        retention=str(opts.retention),
+        grace_seconds=opts.grace.total_seconds(),
+        erasure_grace_seconds=opts.erasure_grace.total_seconds(),
+        versioned=versioned,
+        head_version=marks.head_version,
+        marked_through=marks.marked_through,
+        oldest_kept_version=marks.oldest_kept,
+        kept_versions=len(marks.kept),
+        expire_below=sel.expire_below,
+        candidates=candidates,
+        young=sel.young,
+        batches=batches,
+        truncated=truncated,
+        erasures=sel.erasures,
+    )
+
+
+# --- the destructive steps ------------------------------------------------------------------
+def _stats(entries: Iterable[tuple[Category, int]]) -> dict[Category, CategoryStats]:
+    out: dict[Category, CategoryStats] = {}
+    for cat, size in entries:
+        out[cat] = out.get(cat, CategoryStats()) + CategoryStats(objects=1, bytes=size)
+    return {c: out[c] for c in CATEGORIES if c in out}
+
+
+def _keys(entries: Iterable[tuple[Category, str]]) -> dict[Category, tuple[str, ...]]:
+    out: dict[Category, list[str]] = defaultdict(list)
+    for cat, path in entries:
+        out[cat].append(path)
+    return {c: tuple(out[c]) for c in CATEGORIES if c in out}
+
+
+def sweep(
+    catalog: Catalog,
+    batch: BatchDocument,
+    *,
+    now: datetime,
+    dry_run: bool,
+    hooks: GcHooks | None,
+) -> StepResult:
+    """Delete one batch, after re-checking each key's age and that no manifest committed
+    since the plan references it."""
+    if hooks is not None and hooks.before_sweep is not None:
+        hooks.before_sweep(batch.index)
+    fresh = newly_referenced(catalog, batch.table_uuid, batch.marked_through)
+    grace = timedelta(seconds=batch.grace_seconds)
+    erasure_grace = timedelta(seconds=batch.erasure_grace_seconds)
+    skipped: Counter[str] = Counter()
+    chosen: list[BatchEntry] = []
+    for e in batch.entries:
+        if category(e.path) != e.category or e.category == "manifest":
+            skipped["foreign"] += 1  # never trust a batch to name keys outside the GC areas
+        elif e.path in fresh:
+            skipped["referenced"] += 1
+        elif e.category != "workspace" and not (
+            is_old(as_utc(e.erased_at), now, erasure_grace, s3_time=False)
+            if e.erased_at is not None
+            else is_old(as_utc(e.last_modified), now, grace)
+        ):
+            skipped["young"] += 1  # the plan's clock was ahead, or the batch is not ours
+        else:
+            chosen.append(e)
+    if hooks is not None and hooks.before_delete is not None:
+        hooks.before_delete(batch.index, [e.path for e in chosen])
+    failed: set[str] = set()
+    if not dry_run and chosen:
+        failed = {
+            relative(catalog, k)
+            for k in catalog.store.delete_many(catalog.key(e.path) for e in chosen)
+        }
+    done = [e for e in chosen if e.path not in failed]
+    if skipped["referenced"]:
+        log.info(
+            "GC sweep %s batch %s: %s keys referenced by commits since the plan were spared",
+            batch.run_id,
+            batch.index,
+            skipped["referenced"],
+        )
+    return StepResult(
+        step="sweep",
+        run_id=batch.run_id,
+        dry_run=dry_run,
+        deleted=_stats((e.category, e.size) for e in done),
+        keys=_keys((e.category, e.path) for e in done),
+        skipped=dict(skipped),
+        failed=tuple(sorted(failed)),
+    )
+
+
+def expire(catalog: Catalog, plan: PlanDocument, *, dry_run: bool) -> StepResult:
+    """Delete manifests older than the oldest kept version (never the head's)."""
+    head, _ = catalog.read_head()
+    if head.table_uuid != plan.table_uuid:
+        raise GcConflict(
+            f"the table at {catalog.uri} was replaced after GC run {plan.run_id} planned"
+        )
+    below = min(plan.expire_below, head.version)
+    doomed = [
+        o
+        for o in list_objects(catalog, (MANIFESTS,))
+        if (v := manifest_version(o.path)) is not None and v < below
+    ]
+    failed: set[str] = set()
+    if not dry_run and doomed:
+        failed = {
+            relative(catalog, k)
+            for k in catalog.store.delete_many(catalog.key(o.path) for o in doomed)
+        }
+    done = [o for o in doomed if o.path not in failed]
+    return StepResult(
+        step="expire",
+        run_id=plan.run_id,
+        dry_run=dry_run,
+        deleted=_stats(("manifest", o.size) for o in done),
+        keys=_keys(("manifest", o.path) for o in done),
+        failed=tuple(sorted(failed)),
+    )
+
+
+def abort(catalog: Catalog, plan: PlanDocument, *, now: datetime, dry_run: bool) -> StepResult:
+    """Abort multipart uploads under the table initiated more than the grace period ago
+    whose newest part (if any) is as old: an upload still receiving parts is not stale.
+    (moto reports every upload as initiated in 2010; only the parts' times are real there.)"""
+    grace = timedelta(seconds=plan.grace_seconds)
+    skipped: Counter[str] = Counter()
+    done: list[tuple[str, int]] = []
+    failed: list[str] = []
+    for u in catalog.store.list_multipart(catalog.key("")):
+        if not is_old(as_utc(u.initiated), now, grace):
+            skipped["young"] += 1
+            continue
+        parts = catalog.store.list_parts(u.key, u.upload_id)
+        newest = max((t for p in parts if (t := as_utc(p[2])) is not None), default=None)
+        if newest is not None and not is_old(newest, now, grace):
+            skipped["active"] += 1
+            continue
+        if not dry_run:
+            try:
+                catalog.store.abort_multipart(u.key, u.upload_id)
+            except errors.StoreError as e:
+                log.warning("GC could not abort an upload of %s: %s", catalog.uri, e)
+                failed.append(relative(catalog, u.key))
+                continue
+        done.append((relative(catalog, u.key), sum(p[1] for p in parts)))
+    return StepResult(
+        step="abort",
+        run_id=plan.run_id,
+        dry_run=dry_run,
+        deleted=_stats(("upload", size) for _, size in done),
+        keys=_keys(("upload", k) for k, _ in done),
+        skipped=dict(skipped),
+        failed=tuple(failed),
+    )
+
+
+def _pending_erasures(plan: PlanDocument) -> list[ErasurePlan]:
+    return [
+        e
+        for e in plan.erasures
+        if e.state == "spliced"
+        and e.spliced_version is not None
+        and e.previously_completed_at is None
+    ]
+
+
+def purge(catalog: Catalog, plan: PlanDocument, *, dry_run: bool) -> StepResult:
+    """Versioned buckets: delete every version and delete marker of *deleted* keys (latest
+    version is a delete marker) that may have held an incomplete erasure's rows: data and
+    staging objects with a version written before its splice, manifests older than it.
+    Live keys are never touched; other deleted keys are left to the bucket's lifecycle."""
+    pending = _pending_erasures(plan)
+    if not plan.versioned or not pending:
+        reason = "not_versioned" if not plan.versioned else "no_pending_erasures"
+        return StepResult(step="purge", run_id=plan.run_id, dry_run=dry_run, skipped={reason: 1})
+    by_key: dict[str, list[S3Store.ObjectVersion]] = defaultdict(list)
+    for prefix in (*VALUE_PREFIXES, MANIFESTS):
+        for v in catalog.store.list_object_versions(catalog.key(prefix)):
+            by_key[v.key].append(v)
+    targets: list[tuple[str, str]] = []
+    owners: dict[tuple[str, str], list[str]] = {}
+    sizes: dict[tuple[str, str], int] = {}
+    skipped: Counter[str] = Counter()
+    for key, versions in sorted(by_key.items()):
+        latest = [v for v in versions if v.is_latest]
+        if latest and not latest[0].is_delete_marker:
+            skipped["live"] += 1
+            continue
+        rel = relative(catalog, key)
+        mv = manifest_version(rel)
+        if mv is not None:
+            held = [
+                e.id_hash
+                for e in pending
+                if e.spliced_version is not None and mv < e.spliced_version
+            ]
+        elif rel.startswith(MANIFESTS):
+            continue
+        else:
+            written = [
+                t for v in versions if not v.is_delete_marker and (t := as_utc(v.last_modified))
+            ]
+            # a key left with delete markers only holds nothing: clean it up with the rest
+            held = [
+                e.id_hash
+                for e in pending
+                if not written or e.spliced_at is None or any(t <= e.spliced_at for t in written)
+            ]
+        if not held:
+            skipped["unrelated"] += 1
+            continue
+        for v in versions:
+            item = (key, v.version_id)
+            targets.append(item)
+            owners[item] = held
+            sizes[item] = v.size
+    failed: set[tuple[str, str]] = set()
+    if not dry_run and targets:
+        failed = set(catalog.store.delete_versions(targets))
+    remaining: Counter[str] = Counter()
+    for item in failed:
+        for h in owners.get(item, ()):
+            remaining[h] += 1
+    done = [t for t in targets if t not in failed]
+    return StepResult(
+        step="purge",
+        run_id=plan.run_id,
+        dry_run=dry_run,
+        deleted=_stats(("version", sizes[t]) for t in done),
+        keys=_keys(("version", f"{relative(catalog, k)}?versionId={vid}") for k, vid in done),
+        skipped=dict(skipped),
+        failed=tuple(sorted(f"{relative(catalog, k)}?versionId={vid}" for k, vid in failed)),
+        versions_remaining={h: remaining.get(h, 0) for h in (e.id_hash for e in pending)},
+    )

@@ -1,0 +1,69 @@
+"""Where GC looks in a table, and what a table-relative path is to it (pure).
+
+GC sweeps ``data/``, ``tombstone/`` and ``_staging/``, expires ``manifest/`` and keeps its
+own run workspaces under ``_gc/`` (see :mod:`lethe.gc.models` for their layout).
+
+>>> category("data/2026/11/22/16/ab.parquet"), category("_latest_manifest")
+('data', None)
+>>> manifest_version("manifest/v00000124.json")
+124
+>>> bool(RUN_ID.match(new_run_id()))
+True
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Mapping
+from datetime import UTC, datetime
+
+from lethe.gc.models import Category
+
+__all__ = [
+    "KEPT_WORKSPACE_FILES",
+    "MANIFESTS",
+    "MARKERS",
+    "RUN_ID",
+    "SWEPT",
+    "VALUE_PREFIXES",
+    "WORKSPACE",
+    "category",
+    "manifest_version",
+    "new_run_id",
+]
+
+WORKSPACE = "_gc/"
+MARKERS = "_gc/erasures/"
+MANIFESTS = "manifest/"
+SWEPT: Mapping[str, Category] = {"data/": "data", "tombstone/": "tombstone", "_staging/": "staging"}
+#: Prefixes whose objects may hold row values (what an erasure must see gone).
+VALUE_PREFIXES = ("data/", "_staging/")
+KEPT_WORKSPACE_FILES = frozenset({"report.json", "failure.json"})
+_MANIFEST_RE = re.compile(r"^manifest/v(\d+)\.json$")
+#: A run id, as :func:`new_run_id` makes them.
+RUN_ID = re.compile(r"^\d{8}T\d{6}Z-[0-9a-f]{8}$")
+
+
+def new_run_id(now: datetime | None = None) -> str:
+    """A sortable, unique run id: ``YYYYMMDDTHHMMSSZ-<8 hex>``."""
+    now = now or datetime.now(UTC)
+    return f"{now.astimezone(UTC):%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:8]}"
+
+
+def category(path: str) -> Category | None:
+    """The GC category of a table-relative path (None: GC never touches it)."""
+    for prefix, cat in SWEPT.items():
+        if path.startswith(prefix):
+            return cat
+    if path.startswith(WORKSPACE):
+        return "workspace"
+    if path.startswith(MANIFESTS):
+        return "manifest"
+    return None
+
+
+def manifest_version(path: str) -> int | None:
+    """The version of a table-relative manifest path (None: not a manifest)."""
+    m = _MANIFEST_RE.match(path)
+    return int(m.group(1)) if m else None

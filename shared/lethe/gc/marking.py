@@ -1,0 +1,145 @@
+"""Mark: list a table's GC areas and collect what its retained manifests reference.
+
+:func:`mark` re-reads the head, reads any landed successor whose head update is still
+pending, and walks ``previous`` from the head over the retention window (by age and/or
+version count; the head is always kept). Every data file and DV container those manifests
+reference is marked. A run lists *before* it marks (see :mod:`lethe.gc`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from concurrent.futures import Future, ThreadPoolExecutor
+from datetime import datetime, timedelta
+
+from lethe import errors
+from lethe.catalog import Catalog
+from lethe.errors import GcConflict
+from lethe.gc.policy import Retention, as_utc
+from lethe.gc.select import Listed, Marks
+from lethe.manifest import ErasureRecord, Manifest
+
+__all__ = ["list_objects", "mark", "newly_referenced", "references", "relative"]
+
+
+def references(m: Manifest) -> set[str]:
+    """The data files and DV containers manifest ``m`` references (table-relative)."""
+    refs = {f.path for f in m.files}
+    refs.update(f.dv.container for f in m.files if f.dv is not None and f.dv.container)
+    return refs
+
+
+def relative(catalog: Catalog, key: str) -> str:
+    """A bucket key of the table as a table-relative path."""
+    return key[len(catalog.prefix) + 1 :] if catalog.prefix else key
+
+
+def list_objects(catalog: Catalog, prefixes: Iterable[str]) -> list[Listed]:
+    """Every object under the table-relative ``prefixes``."""
+    out: list[Listed] = []
+    for prefix in prefixes:
+        for o in catalog.store.list(catalog.key(prefix)):
+            out.append(Listed(relative(catalog, o.key), o.size, as_utc(o.last_modified)))
+    return out
+
+
+def mark(catalog: Catalog, retention: Retention, now: datetime, *, workers: int = 8) -> Marks:
+    """Read the head (now), its landed successors and the retention window of its chain."""
+    head, _ = catalog.read_head()
+    top = catalog.read_manifest(head.version)
+    table_uuid = top.table_uuid
+    refs: set[str] = set()
+    created: dict[int, datetime] = {}
+    erasures: dict[str, ErasureRecord] = {}
+
+    def take(m: Manifest) -> None:
+        if m.table_uuid != table_uuid:
+            raise GcConflict(
+                f"{catalog.uri}: manifest v{m.version} belongs to another table "
+                f"({m.table_uuid} != {table_uuid})"
+            )
+        refs.update(references(m))
+        created[m.version] = m.created_at
+        for e in m.erasures:  # newest manifest first: its state of each erasure wins
+            erasures.setdefault(e.id_hash, e)
+
+    successors: list[Manifest] = []
+    v = head.version + 1
+    while True:
+        try:
+            successors.append(catalog.read_manifest(v))
+        except errors.SnapshotNotFound:
+            break
+        v += 1
+    for m in reversed(successors):
+        take(m)
+    take(top)
+    kept = [top.version]
+
+    def fetch(version: int) -> Manifest | None:
+        try:
+            return catalog.read_manifest(version)
+        except errors.SnapshotNotFound:
+            return None
+
+    window = max(1, workers) * 2
+    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        pending: dict[int, Future[Manifest | None]] = {}
+        expected, index = top.previous, 0
+        while expected is not None:
+            index += 1
+            if (
+                retention.max_age is None
+                and retention.versions is not None
+                and index >= retention.versions
+            ):
+                break
+            for ahead in range(expected, max(-1, expected - window), -1):
+                if ahead not in pending:
+                    pending[ahead] = pool.submit(fetch, ahead)
+            got = pending.pop(expected).result()
+            if got is None or not retention.keeps(index, got.created_at, now):
+                break
+            take(got)
+            kept.append(got.version)
+            expected = got.previous
+        for f in pending.values():
+            f.cancel()
+    return Marks(
+        table_uuid=table_uuid,
+        head_version=head.version,
+        marked_through=successors[-1].version if successors else head.version,
+        kept=tuple(kept),
+        created_at=created,
+        referenced=frozenset(refs),
+        erasures=tuple(erasures.values()),
+        gc_grace=timedelta(seconds=max(m.properties.gc_grace_seconds for m in (*successors, top))),
+    )
+
+
+def newly_referenced(catalog: Catalog, table_uuid: str, since: int) -> frozenset[str]:
+    """Paths referenced by manifests newer than ``since`` (commits that landed after a plan
+    marked through ``since``). Raises GcConflict if the table was replaced meanwhile."""
+    head, _ = catalog.read_head()
+    if head.table_uuid != table_uuid:
+        raise GcConflict(
+            f"the table at {catalog.uri} was replaced after this GC run planned "
+            f"(table uuid {head.table_uuid} != {table_uuid}); start a new run"
+        )
+    refs: set[str] = set()
+    v = since + 1
+    while True:
+        try:
+            m = catalog.read_manifest(v)
+        except errors.SnapshotNotFound:
+            if v <= head.version:
+                raise GcConflict(
+                    f"{catalog.uri}: manifest v{v} (between the planned v{since} and the head "
+                    f"v{head.version}) is missing; start a new run"
+                ) from None
+            break
+        if m.table_uuid != table_uuid:
+            raise GcConflict(f"{catalog.uri}: manifest v{v} belongs to another table")
+        refs.update(references(m))
+        v += 1
+    return frozenset(refs)

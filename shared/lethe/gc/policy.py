@@ -1,0 +1,148 @@
+"""What a GC run keeps, and for how long (pure): retention, grace periods, the run's options.
+
+Durations are parsed by :func:`lethe.grace.parse_duration` (``"7d"``, ``"90m"``, seconds).
+
+>>> options(retention="1000v", grace="1d", erasure_grace=DEFAULT_ERASURE_GRACE,
+...         dry_run=True, versioned=None).grace
+datetime.timedelta(days=1)
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from lethe import errors
+from lethe.grace import _UNITS, parse_duration, round_up
+
+__all__ = [
+    "DEFAULT_ERASURE_GRACE",
+    "DEFAULT_GRACE",
+    "DEFAULT_RETENTION",
+    "WORKSPACE_GRACE",
+    "Options",
+    "Retention",
+    "as_utc",
+    "is_old",
+    "options",
+]
+
+DEFAULT_RETENTION = "30d"
+DEFAULT_GRACE = "7d"
+DEFAULT_ERASURE_GRACE = "1h"
+#: A run's workspace files are removed once it finished (report or failure written), or
+#: after this long (longer than the workflow's 6 h timeout: a running workflow keeps them).
+WORKSPACE_GRACE = timedelta(hours=12)
+
+
+def _fmt_duration(td: timedelta) -> str:
+    s = td.total_seconds()
+    for unit in ("w", "d", "h", "m"):
+        if s and s % _UNITS[unit] == 0:
+            return f"{int(s // _UNITS[unit])}{unit}"
+    return f"{s:g}s"
+
+
+@dataclass(frozen=True, slots=True)
+class Retention:
+    """Which versions stay readable: those younger than ``max_age``, and/or the newest
+    ``versions`` (a version is kept if either criterion keeps it; the head always is).
+
+    >>> Retention.parse("30d")
+    Retention(max_age=datetime.timedelta(days=30), versions=None)
+    >>> str(Retention.parse("1000v,30d"))
+    '30d,1000v'
+    >>> Retention.parse("1v").versions   # only the head
+    1
+    """
+
+    max_age: timedelta | None = None
+    versions: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.max_age is None and self.versions is None:
+            raise errors.InvalidRequest("retention needs an age (30d) or a version count (100v)")
+        if self.versions is not None and self.versions < 1:
+            raise errors.InvalidRequest("retention by count keeps at least 1 version (the head)")
+
+    @classmethod
+    def parse(cls, value: str | timedelta | Retention) -> Retention:
+        """From ``"30d"``, ``"1000v"``, ``"30d,1000v"``, a timedelta or a Retention."""
+        if isinstance(value, Retention):
+            return value
+        if isinstance(value, timedelta):
+            return cls(max_age=parse_duration(value))
+        if not isinstance(value, str):
+            raise errors.InvalidRequest(f"retention must look like 30d or 1000v, got {value!r}")
+        age: timedelta | None = None
+        count: int | None = None
+        for part in (p.strip() for p in value.replace("+", ",").split(",")):
+            if re.fullmatch(r"\d+v", part):
+                if count is not None:
+                    raise errors.InvalidRequest(f"retention {value!r} gives two version counts")
+                count = int(part[:-1])
+            else:
+                if age is not None:
+                    raise errors.InvalidRequest(f"retention {value!r} gives two ages")
+                age = parse_duration(part)
+        return cls(max_age=age, versions=count)
+
+    def keeps(self, index: int, created_at: datetime, now: datetime) -> bool:
+        """Whether the version ``index`` steps behind the head (head = 0) is retained."""
+        if index == 0:
+            return True
+        if self.versions is not None and index < self.versions:
+            return True
+        return self.max_age is not None and created_at >= now - self.max_age
+
+    def __str__(self) -> str:
+        parts = []
+        if self.max_age is not None:
+            parts.append(_fmt_duration(self.max_age))
+        if self.versions is not None:
+            parts.append(f"{self.versions}v")
+        return ",".join(parts)
+
+
+@dataclass(frozen=True, slots=True)
+class Options:
+    """One run's parsed options (shared by :func:`lethe.gc.collect` and the workflow)."""
+
+    retention: Retention
+    grace: timedelta
+    erasure_grace: timedelta
+    dry_run: bool
+    versioned: bool | None
+
+
+def options(
+    *,
+    retention: str | timedelta | Retention,
+    grace: str | timedelta | float | None,
+    erasure_grace: str | timedelta | float,
+    dry_run: bool,
+    versioned: bool | None,
+) -> Options:
+    """Parse a run's options; raises InvalidRequest on an unusable value."""
+    return Options(
+        retention=Retention.parse(retention),
+        grace=timedelta(0) if grace is None else parse_duration(grace),
+        erasure_grace=parse_duration(erasure_grace),
+        dry_run=bool(dry_run),
+        versioned=versioned,
+    )
+
+
+def as_utc(t: datetime | None) -> datetime | None:
+    """``t`` as an aware UTC time (a naive one is taken to be UTC)."""
+    if t is None:
+        return None
+    return t.replace(tzinfo=UTC) if t.tzinfo is None else t.astimezone(UTC)
+
+
+def is_old(t: datetime | None, now: datetime, grace: timedelta, *, s3_time: bool = True) -> bool:
+    """Whether ``t`` is older than ``grace`` at ``now``. A time S3 reports (LastModified,
+    Initiated) is rounded up first: S3 truncates it to seconds (see :mod:`lethe.grace`); a
+    commit time from a manifest is exact."""
+    return t is not None and now - (round_up(t) if s3_time else t) >= grace
