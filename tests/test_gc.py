@@ -15,6 +15,7 @@ import lethe
 from lethe import errors
 from lethe.deletes import DeleteRequest
 from lethe.gc import GcHooks, Retention, collect, parse_duration
+from lethe.layout import is_manifest_key
 from lethe.manifest import Manifest, Operation, manifest_key, request_hash
 from lethe.store import S3Store, parse_s3_uri
 from lethe.transforms import apply_replace
@@ -44,6 +45,8 @@ def referenced(uri: str, versions: range | list[int]) -> set[str]:
         m = t.catalog.read_manifest(v)
         refs |= {f.path for f in m.files}
         refs |= {f.dv.container for f in m.files if f.dv is not None and f.dv.container}
+        refs |= {s.path for s in m.segments}
+        refs |= {o.dv.container for o in m.dv_overlay if o.dv.container}
     return refs
 
 
@@ -211,13 +214,19 @@ def test_retention_by_count_expires_versions_and_their_files(table_uri: str, s3:
     replaced = referenced(table_uri, [1]) - referenced(table_uri, [head])
     rep = collect(table_uri, retention="2v", grace="0s", now=soon())
     assert (rep.oldest_kept_version, rep.kept_versions) == (head - 1, 2)
-    assert replaced <= listing(s3, table_uri)  # v(head-1) still references the replaced file
+    still = replaced & referenced(table_uri, [head - 1])
+    assert still and still <= listing(s3, table_uri)  # v(head-1) still references them
+    assert not (replaced - still) & listing(s3, table_uri)
     assert verify(lethe.Table.open(table_uri, version=head - 1)).ok
     rep = collect(table_uri, retention="1v", grace="0s", now=soon())
     after = listing(s3, table_uri)
     assert not replaced & after
-    assert {p for p in after if p.startswith("manifest/")} == {manifest_key(head)}
-    assert rep.deleted["manifest"].objects == 1 and rep.deleted["data"].objects == len(replaced)
+    assert {p for p in after if is_manifest_key(p)} == {manifest_key(head)}
+    assert {p for p in after if p.startswith("manifest/segments/")} == {
+        s.path for s in lethe.Table.open(table_uri).manifest.segments
+    }
+    assert rep.deleted["manifest"].objects == 1
+    assert rep.deleted["data"].objects == len({p for p in replaced if p.startswith("data/")})
     assert verify(lethe.Table.open(table_uri)).ok
 
 
@@ -352,8 +361,8 @@ def test_interrupted_sweep_rerun_reaches_the_same_end_state(table_uri: str, s3: 
     rep = collect(table_uri, retention="2v", grace="0s", now=soon(), batch_keys=10)
     end = listing(s3, table_uri)
     kept = referenced(table_uri, [t.version - 1, t.version])
-    assert {p for p in end if p.startswith(("data/", "tombstone/"))} == kept
-    assert {p for p in end if p.startswith("manifest/")} == {
+    assert {p for p in end if p.startswith(("data/", "tombstone/", "manifest/segments/"))} == kept
+    assert {p for p in end if is_manifest_key(p)} == {
         manifest_key(t.version - 1),
         manifest_key(t.version),
     }
@@ -429,7 +438,7 @@ def test_erase_then_gc_removes_the_old_object_and_reports_completion(
     after = listing(s3, table_uri)
     assert old not in after
     assert f"_gc/erasures/{h}.json" in after
-    assert not [p for p in after if p.startswith("manifest/") and p < manifest_key(spliced)]
+    assert not [p for p in after if is_manifest_key(p) and p < manifest_key(spliced)]
     assert verify(lethe.Table.open(table_uri)).ok
     assert lethe.Table.open(table_uri).scan().num_rows == 199
 

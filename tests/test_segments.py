@@ -241,3 +241,44 @@ def test_segment_objects_are_checked(table_uri: str) -> None:
     with pytest.raises(errors.CorruptManifest, match="not gzip"):
         fresh.scan()
     assert not verify(lethe.Table.open(table_uri)).ok
+
+
+def test_a_crash_between_segment_and_manifest_puts_leaves_garbage_gc_removes(
+    table_uri: str, s3: Any
+) -> None:
+    """A committer that wrote its segments and died before its manifest PUT: nothing
+    references them; GC keeps them while a writer might still commit (a version beyond the
+    head, within the grace) and removes them once that version exists or the grace passed."""
+    from datetime import UTC, datetime, timedelta
+
+    from lethe.gc import collect
+    from lethe.manifest import Operation
+    from lethe.transforms import apply_append
+
+    t = lethe.Table.create(table_uri, EVENTS, key="id", gc_grace="30s", **TINY)
+    t.append(events(0, 100))
+    files = t.write_data_files(events(100, 50))
+    dead = apply_append(t.manifest, files, Operation(kind="append"))
+    orphans = set(t.catalog.write_segments(dead))  # ... and the committer died here
+    assert orphans
+
+    def present() -> set[str]:
+        bucket, prefix = table_uri[5:].split("/", 1)
+        out = s3.list_objects_v2(Bucket=bucket, Prefix=prefix + "/manifest/segments/")
+        return {o["Key"][len(prefix) + 1 :] for o in out.get("Contents", [])}
+
+    collect(table_uri, retention="1v", grace="30s")
+    assert orphans <= present()  # v2 does not exist yet: its writer may still commit
+    assert verify(lethe.Table.open(table_uri)).ok
+    later = datetime.now(UTC) + timedelta(seconds=60)
+    collect(table_uri, retention="1v", grace="30s", now=later)
+    assert not orphans & present()  # past the grace
+    # the same crash, then another writer commits that version: removed at once
+    dead = apply_append(lethe.Table.open(table_uri).manifest, files, Operation(kind="append"))
+    orphans = set(t.catalog.write_segments(dead))
+    lethe.Table.open(table_uri).append(events(1_000, 10))
+    collect(table_uri, retention="1v", grace="30s")
+    assert not orphans & present()
+    live = {s.path for s in lethe.Table.open(table_uri).manifest.segments}
+    assert live <= present() and verify(lethe.Table.open(table_uri)).ok
+    assert ids(lethe.Table.open(table_uri)) == [*range(100), *range(1_000, 1_010)]

@@ -19,6 +19,7 @@ from test_gc import (
     listing,
     past_quick_grace,
     put,
+    referenced,
     table_with_history,
     versioned_bucket,
     versions_of,
@@ -327,11 +328,18 @@ def test_state_machine_end_to_end_versioned(machine: Any, s3: Any) -> None:
         LETHE_GC_VERSIONED_BUCKET="true",
     )
     assert set(states_of(sm.definition)) >= {"Plan", "SweepBatches", "Sweep", "Report"}
-    # 5 orphans, the replaced and the superseded file, the two DV containers no longer
-    # referenced: 9 keys in batches of 2 -> 5 Map items
+    # 5 orphans, the replaced and the superseded file, the DV containers and the segment
+    # objects the head no longer references: in batches of 2
+    head = lethe.Table.open(uri).version
+    garbage = {
+        p for p in listing(s3, uri) if p.startswith(("data/", "tombstone/", "manifest/segments/"))
+    } - referenced(uri, [head])
+    old_segments = [p for p in garbage if p.startswith("manifest/segments/")]
+    assert old_segments and len(garbage) >= 9 + len(old_segments)
+    sweeps = (len(garbage) + 1) // 2
     run = sm.run({"dry_run": False, "batch_keys": 2}, name=f"gc-{uuid.uuid4().hex[:8]}")
     assert run.ok, (run.error, run.cause)
-    assert run.states.count("Sweep") == 5
+    assert run.states.count("Sweep") == sweeps
     assert [s for s in run.states if s != "Sweep"] == [
         "Plan",
         "SweepBatches",
@@ -342,7 +350,7 @@ def test_state_machine_end_to_end_versioned(machine: Any, s3: Any) -> None:
         "Report",
         "Done",
     ]
-    assert sm.invocations("gc_steps.handler.sweep") == 5
+    assert sm.invocations("gc_steps.handler.sweep") == sweeps
     out = run.output
     assert out["report"]["erasures_newly_complete"] == [h]
     assert out["expire"]["deleted"]["manifest"]["objects"] == spliced
@@ -350,6 +358,7 @@ def test_state_machine_end_to_end_versioned(machine: Any, s3: Any) -> None:
     assert out["purge"]["deleted"]["version"]["objects"] >= 2 * spliced + 2
     files = listing(s3, uri)
     assert not [p for p in files if p.startswith("data/2026/01/01/00/o-")]
+    assert not set(old_segments) & set(files)
     assert old not in files and versions_of(s3, bucket, f"tables/main/{old}") == []
     assert versions_of(s3, bucket, f"tables/main/{manifest_key(0)}") == []
     uploads = s3.list_multipart_uploads(Bucket=bucket).get("Uploads", [])

@@ -18,7 +18,14 @@ from typing import TYPE_CHECKING, Any
 from lethe import errors
 from lethe.catalog import Catalog
 from lethe.errors import GcConflict
-from lethe.gc.areas import MANIFESTS, SWEPT, VALUE_PREFIXES, WORKSPACE, category, manifest_version
+from lethe.gc.areas import (
+    MANIFESTS,
+    SWEPT,
+    WORKSPACE,
+    category,
+    manifest_version,
+    released_segment,
+)
 from lethe.gc.marking import list_objects, mark, newly_referenced, relative
 from lethe.gc.models import (
     CATEGORIES,
@@ -217,6 +224,8 @@ def sweep(
             skipped["foreign"] += 1  # never trust a batch to name keys outside the GC areas
         elif e.path in fresh:
             skipped["referenced"] += 1
+        elif e.category == "segment" and released_segment(e.path, batch.marked_through):
+            chosen.append(e)  # written for a version that exists: see lethe.gc.select
         elif e.category != "workspace" and not (
             is_old(as_utc(e.erased_at), now, erasure_grace, s3_time=False)
             if e.erased_at is not None
@@ -338,7 +347,7 @@ def purge(catalog: Catalog, plan: PlanDocument, *, dry_run: bool) -> StepResult:
         reason = "not_versioned" if not plan.versioned else "no_pending_erasures"
         return StepResult(step="purge", run_id=plan.run_id, dry_run=dry_run, skipped={reason: 1})
     by_key: dict[str, list[S3Store.ObjectVersion]] = defaultdict(list)
-    for prefix in (*VALUE_PREFIXES, MANIFESTS):
+    for prefix in ("data/", "_staging/", MANIFESTS):  # the value areas; segments: manifest/
         for v in catalog.store.list_object_versions(catalog.key(prefix)):
             by_key[v.key].append(v)
     targets: list[tuple[str, str]] = []

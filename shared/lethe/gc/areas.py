@@ -1,11 +1,16 @@
 """Where GC looks in a table, and what a table-relative path is to it (pure).
 
-GC sweeps ``data/``, ``tombstone/`` and ``_staging/``, expires ``manifest/`` and keeps its
-own run workspaces under ``_gc/`` (see :mod:`lethe.gc.models` for their layout).
+GC sweeps ``data/``, ``tombstone/``, ``_staging/`` and the manifest segments
+(``manifest/segments/``), expires manifests (``manifest/vN.json``) and keeps its own run
+workspaces under ``_gc/`` (see :mod:`lethe.gc.models` for their layout).
 
 >>> category("data/2026/11/22/16/ab.parquet"), category("_latest_manifest")
 ('data', None)
+>>> category("manifest/segments/v00000003-ab-cd.json.gz"), category("manifest/v00000003.json")
+('segment', 'manifest')
 >>> manifest_version("manifest/v00000124.json")
+124
+>>> segment_version("manifest/segments/v00000124-0123456789abcdef-0123456789ab.json.gz")
 124
 >>> bool(RUN_ID.match(new_run_id()))
 True
@@ -19,6 +24,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 
 from lethe.gc.models import Category
+from lethe.layout import SEGMENT_PREFIX
 
 __all__ = [
     "KEPT_WORKSPACE_FILES",
@@ -31,16 +37,25 @@ __all__ = [
     "category",
     "manifest_version",
     "new_run_id",
+    "released_segment",
+    "segment_version",
 ]
 
 WORKSPACE = "_gc/"
 MARKERS = "_gc/erasures/"
 MANIFESTS = "manifest/"
-SWEPT: Mapping[str, Category] = {"data/": "data", "tombstone/": "tombstone", "_staging/": "staging"}
-#: Prefixes whose objects may hold row values (what an erasure must see gone).
-VALUE_PREFIXES = ("data/", "_staging/")
+SWEPT: Mapping[str, Category] = {
+    "data/": "data",
+    "tombstone/": "tombstone",
+    "_staging/": "staging",
+    SEGMENT_PREFIX: "segment",
+}
+#: Prefixes whose objects may hold row values (what an erasure must see gone): data files,
+#: staged uploads, and segments (their entries' statistics may name a value).
+VALUE_PREFIXES = ("data/", "_staging/", SEGMENT_PREFIX)
 KEPT_WORKSPACE_FILES = frozenset({"report.json", "failure.json"})
 _MANIFEST_RE = re.compile(r"^manifest/v(\d+)\.json$")
+_SEGMENT_RE = re.compile(r"^manifest/segments/v(\d+)-")
 #: A run id, as :func:`new_run_id` makes them.
 RUN_ID = re.compile(r"^\d{8}T\d{6}Z-[0-9a-f]{8}$")
 
@@ -67,3 +82,17 @@ def manifest_version(path: str) -> int | None:
     """The version of a table-relative manifest path (None: not a manifest)."""
     m = _MANIFEST_RE.match(path)
     return int(m.group(1)) if m else None
+
+
+def segment_version(path: str) -> int | None:
+    """The version whose commit wrote a segment object (None: not a segment)."""
+    m = _SEGMENT_RE.match(path)
+    return int(m.group(1)) if m else None
+
+
+def released_segment(path: str, marked_through: int) -> bool:
+    """Whether an unmarked segment object can go regardless of its age: it was written for a
+    version ``<= marked_through``, which exists, so no writer can still reference it (the
+    reasoning is in :mod:`lethe.gc.select`)."""
+    v = segment_version(path)
+    return v is not None and v <= marked_through

@@ -3,7 +3,9 @@
 :func:`mark` re-reads the head, reads any landed successor whose head update is still
 pending, and walks ``previous`` from the head over the retention window (by age and/or
 version count; the head is always kept). Every data file and DV container those manifests
-reference is marked. A run lists *before* it marks (see :mod:`lethe.gc`).
+reference is marked, and so is every segment object of a format-2 manifest (each distinct
+segment is opened once per run: segments are immutable and shared across versions). A run
+lists *before* it marks (see :mod:`lethe.gc`).
 """
 
 from __future__ import annotations
@@ -22,10 +24,24 @@ from lethe.manifest import ErasureRecord, Manifest
 __all__ = ["list_objects", "mark", "newly_referenced", "references", "relative"]
 
 
-def references(m: Manifest) -> set[str]:
-    """The data files and DV containers manifest ``m`` references (table-relative)."""
-    refs = {f.path for f in m.files}
-    refs.update(f.dv.container for f in m.files if f.dv is not None and f.dv.container)
+def references(m: Manifest, memo: dict[str, frozenset[str]] | None = None) -> set[str]:
+    """The data files, DV containers and segments manifest ``m`` references (table-relative).
+    ``memo`` (segment path -> what its entries reference) spares re-reading shared segments."""
+    if not m.segmented:
+        refs = {f.path for f in m.files}
+        refs.update(f.dv.container for f in m.files if f.dv is not None and f.dv.container)
+        return refs
+    memo = {} if memo is None else memo
+    todo = [s for s in m.segments if s.path not in memo]
+    for s, seg in zip(todo, m.segments_of(todo), strict=True):
+        memo[s.path] = frozenset(
+            {f.path for f in seg.files}
+            | {f.dv.container for f in seg.files if f.dv is not None and f.dv.container}
+        )
+    refs = {s.path for s in m.segments}
+    for s in m.segments:
+        refs |= memo[s.path]
+    refs.update(o.dv.container for o in m.dv_overlay if o.dv.container)
     return refs
 
 
@@ -35,9 +51,11 @@ def relative(catalog: Catalog, key: str) -> str:
 
 
 def list_objects(catalog: Catalog, prefixes: Iterable[str]) -> list[Listed]:
-    """Every object under the table-relative ``prefixes``."""
+    """Every object under the table-relative ``prefixes`` (once, when prefixes nest: the
+    segments live under ``manifest/``)."""
+    roots = [p for p in prefixes if not any(p != q and p.startswith(q) for q in prefixes)]
     out: list[Listed] = []
-    for prefix in prefixes:
+    for prefix in dict.fromkeys(roots):
         for o in catalog.store.list(catalog.key(prefix)):
             out.append(Listed(relative(catalog, o.key), o.size, as_utc(o.last_modified)))
     return out
@@ -51,6 +69,7 @@ def mark(catalog: Catalog, retention: Retention, now: datetime, *, workers: int 
     refs: set[str] = set()
     created: dict[int, datetime] = {}
     erasures: dict[str, ErasureRecord] = {}
+    memo: dict[str, frozenset[str]] = {}
 
     def take(m: Manifest) -> None:
         if m.table_uuid != table_uuid:
@@ -58,7 +77,7 @@ def mark(catalog: Catalog, retention: Retention, now: datetime, *, workers: int 
                 f"{catalog.uri}: manifest v{m.version} belongs to another table "
                 f"({m.table_uuid} != {table_uuid})"
             )
-        refs.update(references(m))
+        refs.update(references(m, memo))
         created[m.version] = m.created_at
         for e in m.erasures:  # newest manifest first: its state of each erasure wins
             erasures.setdefault(e.id_hash, e)

@@ -39,11 +39,14 @@ __all__ = [
     "StepResult",
 ]
 
-Category = Literal["data", "tombstone", "staging", "workspace", "manifest", "upload", "version"]
+Category = Literal[
+    "data", "tombstone", "staging", "segment", "workspace", "manifest", "upload", "version"
+]
 CATEGORIES: tuple[Category, ...] = (
     "data",
     "tombstone",
     "staging",
+    "segment",
     "workspace",
     "manifest",
     "upload",

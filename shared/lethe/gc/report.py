@@ -113,7 +113,7 @@ def _sum(results: Sequence[StepResult], missing: Sequence[str]) -> _Totals:
 
 
 def _remains(catalog: Catalog, plan: PlanDocument, totals: _Totals, *, dry_run: bool) -> _Remains:
-    value_cats: tuple[Category, ...] = ("data", "staging", "manifest")
+    value_cats: tuple[Category, ...] = ("data", "staging", "segment", "manifest")
     gone = {k for cat in value_cats for k in totals.keys.get(cat, [])}
     fresh = newly_referenced(catalog, plan.table_uuid, plan.marked_through)
     present = {o.path for o in list_objects(catalog, (*VALUE_PREFIXES, MANIFESTS))}

@@ -3,7 +3,11 @@
 An unmarked object older than the grace period is a candidate. A file superseded by an
 erasure splice (``ErasureRecord.superseded``) was committed once, so no uncommitted writer
 can still claim it: its age counts from the splice commit, against the (shorter) erasure
-grace. Manifests older than the oldest kept one expire. Workspace files of finished runs (or
+grace. An unmarked segment object written for version ``V <= marked_through`` goes at once:
+manifest ``vV`` already exists, so the writer of that segment either landed ``vV`` (and the
+segment is referenced by it, or ``vV`` expired) or lost the race for ``vV`` and will never
+reference it; a segment for a version beyond waits for the grace like any other upload.
+Manifests older than the oldest kept one expire. Workspace files of finished runs (or
 of runs abandoned for :data:`~lethe.gc.policy.WORKSPACE_GRACE`) go too. For every erasure
 request, the plan records what may still hold its rows (:class:`~lethe.gc.models.ErasurePlan`).
 """
@@ -21,6 +25,7 @@ from lethe.gc.areas import (
     VALUE_PREFIXES,
     category,
     manifest_version,
+    released_segment,
 )
 from lethe.gc.models import CATEGORIES, BatchEntry, Category, CategoryStats, ErasurePlan
 from lethe.gc.policy import WORKSPACE_GRACE, is_old
@@ -109,6 +114,15 @@ def select(
             entry = _workspace_entry(o, cat, finished=finished, now=now)
         elif o.path in marks.referenced:
             continue
+        elif (
+            cat == "segment"
+            and o.last_modified is not None
+            and released_segment(o.path, marks.marked_through)
+        ):
+            unreferenced_values.append(o)  # its entries' stats may name erased values
+            entry = BatchEntry(
+                path=o.path, size=o.size, category=cat, last_modified=o.last_modified
+            )
         else:
             if o.path.startswith(VALUE_PREFIXES):
                 unreferenced_values.append(o)
