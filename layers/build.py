@@ -10,9 +10,10 @@ Two layers, so that a change to ``shared/lethe`` re-zips kilobytes, not 70 MB of
 
 * ``layers/build/deps/python``: the project's runtime dependencies, exactly as locked.
 
-  1. ``uv export --frozen --no-default-groups --no-emit-project`` writes them, pinned and
-     hashed, from ``uv.lock`` (``--no-dev`` alone is not enough: the project's
-     ``default-groups`` would pull pyspark and aws-cdk-lib into the layer).
+  1. ``uv export --frozen --no-default-groups --no-emit-project --extra lambda`` writes them,
+     pinned and hashed, from ``uv.lock``: the library's dependencies plus its ``lambda`` extra
+     (what only the functions need: Powertools, pydantic-settings). ``--no-dev`` alone is not
+     enough: the project's ``default-groups`` would pull pyspark and aws-cdk-lib into the layer.
   2. ``uv pip install --python-platform <LAMBDA_WHEEL_PLATFORM> --python-version <py>
      --only-binary :all: --no-deps --require-hashes --target …`` fetches the wheels built for
      Lambda's OS and architecture (no compiler, no container).
@@ -69,6 +70,7 @@ LIB_ZIP = ROOT / c.LAYER_LIB_ZIP
 REPORT_FILE = ROOT / c.LAYER_REPORT_FILE
 FUNCTIONS_DIR = ROOT / c.FUNCTIONS_DIR
 LIBRARY_SOURCE = ROOT / "shared" / "lethe"
+LAMBDA_EXTRA = "lambda"  # pyproject's optional dependencies of the functions (lethe[lambda])
 # Bump when the strip rules or the layout change, to invalidate cached builds.
 BUILD_FORMAT = 5
 
@@ -285,7 +287,8 @@ def _run(cmd: list[str], *, what: str) -> None:
 
 
 def export_requirements(dest: Path) -> None:
-    """Write the locked runtime dependencies (with hashes) as a requirements file."""
+    """Write the locked runtime dependencies of the functions (the library's and its
+    ``lambda`` extra's, with hashes) as a requirements file."""
     _run(
         [
             _uv(),
@@ -293,6 +296,8 @@ def export_requirements(dest: Path) -> None:
             "--frozen",
             "--no-default-groups",
             "--no-emit-project",
+            "--extra",
+            LAMBDA_EXTRA,
             "--format",
             "requirements-txt",
             "--output-file",
