@@ -30,7 +30,8 @@ trap 'rm -rf "$work"' EXIT
 site="$work/site"
 mkdir -p "$site" "$(dirname "$OUT")"
 
-# 1. The locked runtime dependencies only (no dev/spark/infra groups, not the project itself).
+# 1. The library's locked runtime dependencies only (no dev/spark/infra groups, not the project
+#    itself, not the `lambda` extra: Powertools and pydantic-settings are for the functions).
 "$UV" export --project "$ROOT" --frozen --no-default-groups --no-emit-project \
   --format requirements-txt --output-file "$work/requirements.txt" >/dev/null
 

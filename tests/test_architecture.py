@@ -97,6 +97,19 @@ def test_the_detector_finds_a_circle() -> None:
 
 
 DEV_ONLY = ("moto", "devtools", "infra", "layers", "pytest", "hypothesis")
+# The `lambda` extra: only functions/ may import these (the EMR archive does not ship them).
+LAMBDA_ONLY = ("aws_lambda_powertools", "pydantic_settings")
+
+
+def _absolute_imports(p: Path) -> list[tuple[int, str]]:
+    """``(line, module)`` of every absolute import in ``p``, function-level ones included."""
+    out: list[tuple[int, str]] = []
+    for node in ast.walk(ast.parse(p.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            out += [(node.lineno, a.name) for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+            out.append((node.lineno, node.module or ""))
+    return out
 
 
 def test_what_ships_is_the_library_and_imports_no_dev_tool(tmp_path: Path) -> None:
@@ -108,17 +121,23 @@ def test_what_ships_is_the_library_and_imports_no_dev_tool(tmp_path: Path) -> No
     shipped = tmp_path / "site" / "lethe"
     names = {p.relative_to(shipped).as_posix() for p in shipped.rglob("*.py")}
     assert names == {p.relative_to(LIB).as_posix() for p in LIB.rglob("*.py")}
-    offenders = []
-    for p in sorted(shipped.rglob("*.py")):
-        for node in ast.walk(ast.parse(p.read_text(encoding="utf-8"))):
-            mods = (
-                [a.name for a in node.names]
-                if isinstance(node, ast.Import)
-                else [node.module or ""]
-                if isinstance(node, ast.ImportFrom) and not node.level
-                else []
-            )
-            offenders += [
-                f"{p.name}:{node.lineno} {m}" for m in mods if m.split(".")[0] in DEV_ONLY
-            ]
+    offenders = [
+        f"{p.name}:{line} {m}"
+        for p in sorted(shipped.rglob("*.py"))
+        for line, m in _absolute_imports(p)
+        if m.split(".")[0] in DEV_ONLY
+    ]
+    assert offenders == []
+
+
+def test_the_library_imports_nothing_only_the_lambda_functions_need() -> None:
+    """Powertools and pydantic-settings are ``lethe[lambda]``: the library and the Spark jobs
+    run without them (the EMR archive does not ship them)."""
+    sources = [*LIB.rglob("*.py"), *(LIB.parents[1] / "spark_jobs").rglob("*.py")]
+    offenders = [
+        f"{p.name}:{line} {m}"
+        for p in sorted(sources)
+        for line, m in _absolute_imports(p)
+        if m.split(".")[0] in LAMBDA_ONLY
+    ]
     assert offenders == []
