@@ -113,8 +113,9 @@ def _absolute_imports(p: Path) -> list[tuple[int, str]]:
 
 
 def test_what_ships_is_the_library_and_imports_no_dev_tool(tmp_path: Path) -> None:
-    """The wheel packs ``shared/lethe``; the Lambda layer and the EMR archive copy it. No
-    module of it may import the local runtime, moto, the CDK app or test tools."""
+    """The wheel packs ``shared/lethe``; the Lambda layer and the EMR archive copy it as
+    ``layers/ships.py`` decides (``tests/layers/test_ships.py`` checks the built artifacts).
+    No module of it may import the local runtime, moto, the CDK app or test tools."""
     from layers.build import assemble_lib
 
     assemble_lib(tmp_path / "site")
