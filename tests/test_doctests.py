@@ -16,6 +16,7 @@ MODULES = [
     "ingest",
     "ingest.inputs",
     "ingest.staging",
+    "remap",
 ]
 
 
