@@ -133,6 +133,7 @@ class _Environment(EnvSettingsSource):
         super().__init__(settings_cls)
 
     def _load_env_vars(self) -> Mapping[str, str | None]:
+        # pydantic-settings' own hook (it reads os.environ here); tests/functions pin it
         return parse_env_vars(
             self._environ, self.case_sensitive, self.env_ignore_empty, self.env_parse_none_str
         )
