@@ -46,7 +46,7 @@ synth: layer
 	$(PY) -m infra.app $(CONTEXT)
 
 spark-package: setup
-	UV=$(UV) bash spark_jobs/package.sh
+	UV=$(UV) PYTHON=$(PY) bash spark_jobs/package.sh
 
 clean:
 	rm -rf $(VENV) cdk.out layers/build dist .pytest_cache .mypy_cache .hypothesis

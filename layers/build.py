@@ -10,9 +10,10 @@ Two layers, so that a change to ``shared/lethe`` re-zips kilobytes, not 70 MB of
 
 * ``layers/build/deps/python``: the project's runtime dependencies, exactly as locked.
 
-  1. ``uv export --frozen --no-default-groups --no-emit-project`` writes them, pinned and
-     hashed, from ``uv.lock`` (``--no-dev`` alone is not enough: the project's
-     ``default-groups`` would pull pyspark and aws-cdk-lib into the layer).
+  1. ``uv export --frozen --no-default-groups --no-emit-project --extra lambda`` writes them,
+     pinned and hashed, from ``uv.lock``: the library's dependencies plus its ``lambda`` extra
+     (what only the functions need: Powertools, pydantic-settings). ``--no-dev`` alone is not
+     enough: the project's ``default-groups`` would pull pyspark and aws-cdk-lib into the layer.
   2. ``uv pip install --python-platform <LAMBDA_WHEEL_PLATFORM> --python-version <py>
      --only-binary :all: --no-deps --require-hashes --target …`` fetches the wheels built for
      Lambda's OS and architecture (no compiler, no container).
@@ -24,7 +25,8 @@ Two layers, so that a change to ``shared/lethe`` re-zips kilobytes, not 70 MB of
   4. Checks: every extension module is built for the target interpreter and no shared object
      needs a newer glibc than the runtime's.
 
-* ``layers/build/lethe/python/lethe``: a copy of ``shared/lethe`` without caches and tests.
+* ``layers/build/lethe/python/lethe``: the library as :mod:`layers.ships` decides (a copy of
+  ``shared/lethe`` without caches and tests; the EMR job archive ships the same files).
 
 Each tree is also written as a reproducible zip (``layers/build/deps.zip``, ``lethe.zip``):
 those are the stack's layer assets. Finally the unzipped size of both layers plus ``functions/`` is compared with Lambda's 250 MB
@@ -60,6 +62,7 @@ if str(ROOT) not in sys.path:  # `python layers/build.py` puts layers/ on sys.pa
     sys.path.insert(0, str(ROOT))
 
 from infra import constants as c  # noqa: E402  (needs ROOT on sys.path)
+from layers import ships  # noqa: E402
 
 BUILD_DIR = ROOT / c.LAYER_BUILD_DIR
 DEPS_DIR = ROOT / c.LAYER_DEPS_DIR
@@ -68,9 +71,10 @@ DEPS_ZIP = ROOT / c.LAYER_DEPS_ZIP
 LIB_ZIP = ROOT / c.LAYER_LIB_ZIP
 REPORT_FILE = ROOT / c.LAYER_REPORT_FILE
 FUNCTIONS_DIR = ROOT / c.FUNCTIONS_DIR
-LIBRARY_SOURCE = ROOT / "shared" / "lethe"
+LIBRARY_SOURCE = ships.LIBRARY_SOURCE
+LAMBDA_EXTRA = "lambda"  # pyproject's optional dependencies of the functions (lethe[lambda])
 # Bump when the strip rules or the layout change, to invalidate cached builds.
-BUILD_FORMAT = 5
+BUILD_FORMAT = 6
 
 # Removed wherever they appear (directory names / file suffixes).
 STRIP_DIRS = frozenset({"__pycache__", "tests"})
@@ -244,14 +248,6 @@ def _info(
 # ---------------------------------------------------------------------------- hashing
 
 
-def _hash_files(h: hashlib._Hash, root: Path) -> None:
-    for path in _files(root):
-        rel = path.relative_to(root)
-        if not _is_stripped(rel):
-            h.update(str(rel).encode())
-            h.update(path.read_bytes())
-
-
 def deps_input_hash(target: Target = LAMBDA_TARGET) -> str:
     """Hash of what the dependency layer is built from: lock, project, this script, target."""
     h = hashlib.sha256(f"format={BUILD_FORMAT}|{target!r}".encode())
@@ -262,9 +258,11 @@ def deps_input_hash(target: Target = LAMBDA_TARGET) -> str:
 
 
 def lib_input_hash() -> str:
-    """Hash of the ``lethe`` sources that go into the library layer."""
+    """Hash of the ``lethe`` sources that go into the library layer (:mod:`layers.ships`)."""
     h = hashlib.sha256(f"format={BUILD_FORMAT}".encode())
-    _hash_files(h, LIBRARY_SOURCE)
+    for dest, path in ships.library_files().items():
+        h.update(dest.encode())
+        h.update(path.read_bytes())
     return h.hexdigest()
 
 
@@ -285,7 +283,8 @@ def _run(cmd: list[str], *, what: str) -> None:
 
 
 def export_requirements(dest: Path) -> None:
-    """Write the locked runtime dependencies (with hashes) as a requirements file."""
+    """Write the locked runtime dependencies of the functions (the library's and its
+    ``lambda`` extra's, with hashes) as a requirements file."""
     _run(
         [
             _uv(),
@@ -293,6 +292,8 @@ def export_requirements(dest: Path) -> None:
             "--frozen",
             "--no-default-groups",
             "--no-emit-project",
+            "--extra",
+            LAMBDA_EXTRA,
             "--format",
             "requirements-txt",
             "--output-file",
@@ -401,14 +402,11 @@ def assemble_deps(site: Path, target: Target, *, requirements: Path) -> list[str
 
 
 def assemble_lib(site: Path) -> None:
-    """Copy ``shared/lethe`` (without caches and tests) into ``site/lethe``. The library holds
-    only what runs: the local runtime and the demo live in ``devtools/``, outside it."""
+    """Copy the library into ``site/lethe``: :func:`layers.ships.library_files`, the same
+    files the EMR job archive ships. The library holds only what runs: the local runtime and
+    the demo live in ``devtools/``, outside it."""
     site.mkdir(parents=True)
-    shutil.copytree(
-        LIBRARY_SOURCE,
-        site / "lethe",
-        ignore=shutil.ignore_patterns(*STRIP_DIRS, *(f"*{s}" for s in (".pyc", ".pyo"))),
-    )
+    ships.copy_into(site, ships.library_files())
 
 
 # ---------------------------------------------------------------------------- driver

@@ -25,6 +25,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
@@ -33,7 +34,8 @@ import sys
 import tempfile
 import time
 import uuid
-from dataclasses import asdict
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -49,6 +51,7 @@ from lethe.ingest import (
     STAGED_PREFIX,
     Format,
     IngestReport,
+    InputObject,
     estimate_bytes_per_row,
     ingest_request_id,
     list_inputs,
@@ -97,60 +100,81 @@ def run_ingest(
         >>> print(run_ingest("s3://b/t", "s3://b/incoming/2026-11-22/").describe())  # doctest: +SKIP
         version 3: 1,000,000 rows in 4 files (...) from 4 objects (...); no rejects in 21.0 s
     """
-    from pyspark import StorageLevel
-    from pyspark.sql import functions as F
-    from pyspark.sql.pandas.types import from_arrow_schema
-
     from spark_jobs._sources import register_data_sources
 
     t0 = time.perf_counter()
     table = lethe.Table.open(table_uri)
     objects = list_inputs(input_uri, fmt=fmt)
     rid = request_id or ingest_request_id(objects)
-    rid_hash = request_hash(rid)
-    in_bytes = sum(o.size for o in objects)
-    earlier = table.manifest.find_request(rid_hash)
+    earlier = table.manifest.find_request(request_hash(rid))
     if earlier is not None or not objects:
-        return IngestReport(
+        return _report(
+            objects,
+            rid,
             version=earlier.version if earlier else None,
             duplicate=earlier is not None,
-            objects=len(objects),
-            input_bytes=in_bytes,
-            rows_read=0,
-            rows_written=0,
-            rows_rejected=0,
-            files=0,
-            bytes_written=0,
-            rejects_uri=None,
-            rejects_objects=0,
-            request_id_hash=rid_hash,
-            seconds=time.perf_counter() - t0,
+            t0=t0,
         )
     spark = spark or build_session("lethe-ingest")
     register_data_sources(spark)
-    schema = table.schema
     props = table.manifest.properties
-    target = target_file_bytes or props.target_file_bytes
-    rg_bytes = row_group_bytes or props.row_group_bytes
     run = f"{datetime.now(UTC):%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:8]}"
     rejects_uri = (rejects_uri or f"{table.uri}/_staging/rejects/{run}").rstrip("/")
-
-    staged = (
-        spark.read.format("lethe_raw")
-        .schema(from_arrow_schema(staged_schema(schema)))
-        .option("objects", json.dumps([o.to_json() for o in objects]))
-        .option("schema", table.manifest.schema_b64)
-        .load()
-        .persist(StorageLevel.MEMORY_AND_DISK)
+    out = _read_and_write(
+        spark,
+        table,
+        objects,
+        rejects_uri=rejects_uri,
+        target=target_file_bytes or props.target_file_bytes,
+        rg_bytes=row_group_bytes or props.row_group_bytes,
+        t0=t0,
     )
+    version, duplicate = _commit(
+        table, out.files, rid, out.written_at, objects=objects, rows_rejected=out.bad_rows
+    )
+    return _report(
+        objects,
+        rid,
+        version=version,
+        duplicate=duplicate,
+        t0=t0,
+        rows_read=out.good_rows + out.bad_rows,
+        rows_rejected=out.bad_rows,
+        files=out.files,
+        rejects_uri=rejects_uri if out.bad_rows else None,
+        rejects_objects=out.rejects_objects,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _Written:
+    """What the executors read and wrote in one run (nothing committed yet)."""
+
+    good_rows: int
+    bad_rows: int
+    files: list[DataFile]
+    written_at: float | None  # before the first data file was uploaded (GC grace clock)
+    rejects_objects: int
+
+
+def _read_and_write(
+    spark: Any,
+    table: lethe.Table,
+    objects: Sequence[InputObject],
+    *,
+    rejects_uri: str,
+    target: int,
+    rg_bytes: int,
+    t0: float,
+) -> _Written:
+    """Stage the objects, write the rejects and the good rows' data files (steps 2-4)."""
+    staged = _stage(spark, table, objects)
     workdir = tempfile.mkdtemp(prefix="lethe-ingest-")
+    files: list[DataFile] = []
+    written_at: float | None = None
+    reject_parts: list[list[Any]] = []
     try:
-        reason = F.col(STAGED_PREFIX + "reason")
-        counts = {
-            bool(r["ok"]): int(r["count"])
-            for r in staged.groupBy(reason.isNull().alias("ok")).count().collect()
-        }
-        good_rows, bad_rows = counts.get(True, 0), counts.get(False, 0)
+        good_rows, bad_rows = _count(staged)
         log.info(
             "read %s objects: %s good rows, %s rejects (%.1f s)",
             len(objects),
@@ -158,106 +182,198 @@ def run_ingest(
             bad_rows,
             time.perf_counter() - t0,
         )
-
-        reject_parts: list[list[Any]] = []
         if bad_rows:
-            result = os.path.join(workdir, "rejects.json")
-            (
-                staged.filter(reason.isNotNull())
-                .select(*[F.col(STAGED_PREFIX + n).alias(n) for n in REJECT_SCHEMA.names])
-                .coalesce(max(1, min(64, bad_rows // 1_000_000)))
-                .write.format("lethe_rejects")
-                .mode("append")
-                .option("location", rejects_uri)
-                .option("result", result)
-                .save()
-            )
-            with open(result, encoding="utf-8") as f:
-                reject_parts = json.load(f)
-
-        files: list[DataFile] = []
-        written_at: float | None = None
+            reject_parts = _write_rejects(staged, bad_rows, rejects_uri, workdir)
         if good_rows:
-            good = staged.filter(reason.isNull()).select(*schema.names)
-            # The smallest keys: a contiguous run of rows, as dense as in a real output file
-            # (a random sample is sparser in key space and compresses worse).
-            sample = (
-                good.orderBy(F.col(table.key))
-                .limit(SAMPLE_ROWS)
-                .toArrow()
-                .select(schema.names)
-                .cast(schema)
+            files, written_at = _write_good_rows(
+                spark,
+                staged,
+                table,
+                good_rows,
+                target=target,
+                rg_bytes=rg_bytes,
+                workdir=workdir,
+                t0=t0,
             )
-            bpr = estimate_bytes_per_row(sample, table.write_options())
-            parts = partitions_for(good_rows, bpr, target)
-            log.info("%.1f B/row: %s partitions (%.1f s)", bpr, parts, time.perf_counter() - t0)
-            rows_per_group = max(1, int(rg_bytes / bpr))
-            batch = max(1_000, min(10_000, rows_per_group // 4))
-            result = os.path.join(workdir, "files.json")
-            key = table.key
-            previous = spark.conf.get("spark.sql.execution.arrow.maxRecordsPerBatch", None)
-            spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", str(batch))
-            written_at = time.time()  # before any executor uploads: the GC grace clock
-            try:
-                (
-                    good.repartitionByRange(parts, F.col(key))
-                    .sortWithinPartitions(F.col(key))
-                    .write.format("lethe_files")
-                    .mode("append")
-                    .option("table", table.uri)
-                    .option("schema", table.manifest.schema_b64)
-                    .option("key", key)
-                    .option("target_file_bytes", str(int(target * FILE_CAP)))
-                    .option("row_group_bytes", str(rg_bytes))
-                    .option("result", result)
-                    .save()
-                )
-            finally:
-                if previous is None:
-                    spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
-                else:
-                    spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", previous)
-            with open(result, encoding="utf-8") as f:
-                files = [DataFile.model_validate_json(s) for s in json.load(f)]
-            log.info("wrote %s files (%.1f s)", len(files), time.perf_counter() - t0)
     finally:
         staged.unpersist()
         shutil.rmtree(workdir, ignore_errors=True)
+    return _Written(good_rows, bad_rows, files, written_at, len(reject_parts))
 
-    version: int | None = None
-    duplicate = False
-    if files:
-        res = table.commit_files(  # our files: removed if they are not committed
-            files,
-            kind="append",
-            params={
-                "source": "spark-ingest",
-                "objects": len(objects),
-                "input_bytes": in_bytes,
-                "rows_rejected": bad_rows,
-            },
-            request_id=rid,
-            written_at=written_at,
-            own=True,
+
+def _stage(spark: Any, table: lethe.Table, objects: Sequence[InputObject]) -> Any:
+    """Executors read the objects and validate every row: good rows and rejects in one
+    DataFrame, persisted so that S3 is read once."""
+    from pyspark import StorageLevel
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    return (
+        spark.read.format("lethe_raw")
+        .schema(from_arrow_schema(staged_schema(table.schema)))
+        .option("objects", json.dumps([o.to_json() for o in objects]))
+        .option("schema", table.manifest.schema_b64)
+        .load()
+        .persist(StorageLevel.MEMORY_AND_DISK)
+    )
+
+
+def _reason() -> Any:
+    from pyspark.sql import functions as F
+
+    return F.col(STAGED_PREFIX + "reason")
+
+
+def _count(staged: Any) -> tuple[int, int]:
+    """Good rows and rejects of the staged DataFrame."""
+    counts = {
+        bool(r["ok"]): int(r["count"])
+        for r in staged.groupBy(_reason().isNull().alias("ok")).count().collect()
+    }
+    return counts.get(True, 0), counts.get(False, 0)
+
+
+def _write_rejects(staged: Any, bad_rows: int, rejects_uri: str, workdir: str) -> list[list[Any]]:
+    """Write the rejects (with their reasons) as JSON lines under ``rejects_uri``; the parts
+    written."""
+    from pyspark.sql import functions as F
+
+    result = os.path.join(workdir, "rejects.json")
+    (
+        staged.filter(_reason().isNotNull())
+        .select(*[F.col(STAGED_PREFIX + n).alias(n) for n in REJECT_SCHEMA.names])
+        .coalesce(max(1, min(64, bad_rows // 1_000_000)))
+        .write.format("lethe_rejects")
+        .mode("append")
+        .option("location", rejects_uri)
+        .option("result", result)
+        .save()
+    )
+    with open(result, encoding="utf-8") as f:
+        parts: list[list[Any]] = json.load(f)
+    return parts
+
+
+def _write_good_rows(
+    spark: Any,
+    staged: Any,
+    table: lethe.Table,
+    good_rows: int,
+    *,
+    target: int,
+    rg_bytes: int,
+    workdir: str,
+    t0: float,
+) -> tuple[list[DataFile], float]:
+    """Range-partition and sort the good rows by key into files of about ``target`` bytes,
+    written by the executors with the lethe writer: the files (not committed), and the time
+    before the first upload (the GC grace clock)."""
+    from pyspark.sql import functions as F
+
+    schema, key = table.schema, table.key
+    good = staged.filter(_reason().isNull()).select(*schema.names)
+    # The smallest keys: a contiguous run of rows, as dense as in a real output file
+    # (a random sample is sparser in key space and compresses worse).
+    sample = good.orderBy(F.col(key)).limit(SAMPLE_ROWS).toArrow().select(schema.names).cast(schema)
+    bpr = estimate_bytes_per_row(sample, table.write_options())
+    parts = partitions_for(good_rows, bpr, target)
+    log.info("%.1f B/row: %s partitions (%.1f s)", bpr, parts, time.perf_counter() - t0)
+    rows_per_group = max(1, int(rg_bytes / bpr))
+    result = os.path.join(workdir, "files.json")
+    with _arrow_batch_rows(spark, max(1_000, min(10_000, rows_per_group // 4))):
+        written_at = time.time()  # before any executor uploads: the GC grace clock
+        (
+            good.repartitionByRange(parts, F.col(key))
+            .sortWithinPartitions(F.col(key))
+            .write.format("lethe_files")
+            .mode("append")
+            .option("table", table.uri)
+            .option("schema", table.manifest.schema_b64)
+            .option("key", key)
+            .option("target_file_bytes", str(int(target * FILE_CAP)))
+            .option("row_group_bytes", str(rg_bytes))
+            .option("result", result)
+            .save()
         )
-        version = res.version
-        if res.files_added == 0:  # a twin run committed first (our files are removed)
-            duplicate = True
+    with open(result, encoding="utf-8") as f:
+        files = [DataFile.model_validate_json(s) for s in json.load(f)]
+    log.info("wrote %s files (%.1f s)", len(files), time.perf_counter() - t0)
+    return files, written_at
+
+
+@contextlib.contextmanager
+def _arrow_batch_rows(spark: Any, rows: int) -> Iterator[None]:
+    """Spark's Arrow batches of ``rows`` rows while the block runs (the setting restored)."""
+    name = "spark.sql.execution.arrow.maxRecordsPerBatch"
+    previous = spark.conf.get(name, None)
+    spark.conf.set(name, str(rows))
+    try:
+        yield
+    finally:
+        if previous is None:
+            spark.conf.unset(name)
+        else:
+            spark.conf.set(name, previous)
+
+
+def _commit(
+    table: lethe.Table,
+    files: list[DataFile],
+    rid: str,
+    written_at: float | None,
+    *,
+    objects: Sequence[InputObject],
+    rows_rejected: int,
+) -> tuple[int | None, bool]:
+    """Commit the files with the request id: the version, and whether a twin run committed
+    first (our files are then removed)."""
+    if not files:
+        return None, False
+    res = table.commit_files(  # our files: removed if they are not committed
+        files,
+        kind="append",
+        params={
+            "source": "spark-ingest",
+            "objects": len(objects),
+            "input_bytes": sum(o.size for o in objects),
+            "rows_rejected": rows_rejected,
+        },
+        request_id=rid,
+        written_at=written_at,
+        own=True,
+    )
+    return res.version, res.files_added == 0
+
+
+def _report(
+    objects: Sequence[InputObject],
+    rid: str,
+    *,
+    version: int | None,
+    duplicate: bool,
+    t0: float,
+    rows_read: int = 0,
+    rows_rejected: int = 0,
+    files: Sequence[DataFile] = (),
+    rejects_uri: str | None = None,
+    rejects_objects: int = 0,
+) -> IngestReport:
+    """The run's report (a duplicate wrote nothing that stays)."""
+    kept = () if duplicate else tuple(files)
     return IngestReport(
         version=version,
         duplicate=duplicate,
         objects=len(objects),
-        input_bytes=in_bytes,
-        rows_read=good_rows + bad_rows,
-        rows_written=sum(f.rows for f in files) if not duplicate else 0,
-        rows_rejected=bad_rows,
-        files=len(files) if not duplicate else 0,
-        bytes_written=sum(f.size for f in files) if not duplicate else 0,
-        rejects_uri=rejects_uri if bad_rows else None,
-        rejects_objects=len(reject_parts),
-        request_id_hash=rid_hash,
+        input_bytes=sum(o.size for o in objects),
+        rows_read=rows_read,
+        rows_written=sum(f.rows for f in kept),
+        rows_rejected=rows_rejected,
+        files=len(kept),
+        bytes_written=sum(f.size for f in kept),
+        rejects_uri=rejects_uri,
+        rejects_objects=rejects_objects,
+        request_id_hash=request_hash(rid),
         seconds=time.perf_counter() - t0,
-        data_files=tuple(files) if not duplicate else (),
+        data_files=kept,
     )
 
 

@@ -10,6 +10,7 @@
 #                       use x86_64-manylinux_2_34 for an X86_64 application)
 #   LETHE_EMR_PYTHON    Python version of the EMR image   (default 3.11, emr-spark-8.0.0)
 #   UV                  the uv executable                 (default: uv on PATH)
+#   PYTHON              any Python 3, to run layers/ships.py (default: python3 on PATH)
 #
 # The archive's root holds the packages (lethe/, spark_jobs/, pyarrow/, boto3/, ...). Jobs use it
 # with (see docs/spark.md; the ingest trigger adds these flags itself):
@@ -24,13 +25,15 @@ OUT="${1:-$ROOT/dist/lethe-pyspark.tar.gz}"
 PLATFORM="${LETHE_EMR_PLATFORM:-aarch64-manylinux_2_34}"
 PYVER="${LETHE_EMR_PYTHON:-3.11}"
 UV="${UV:-uv}"
+PYTHON="${PYTHON:-python3}"
 
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 site="$work/site"
 mkdir -p "$site" "$(dirname "$OUT")"
 
-# 1. The locked runtime dependencies only (no dev/spark/infra groups, not the project itself).
+# 1. The library's locked runtime dependencies only (no dev/spark/infra groups, not the project
+#    itself, not the `lambda` extra: Powertools and pydantic-settings are for the functions).
 "$UV" export --project "$ROOT" --frozen --no-default-groups --no-emit-project \
   --format requirements-txt --output-file "$work/requirements.txt" >/dev/null
 
@@ -38,11 +41,9 @@ mkdir -p "$site" "$(dirname "$OUT")"
 "$UV" pip install --quiet --target "$site" --no-deps --require-hashes --only-binary :all: \
   --python-platform "$PLATFORM" --python-version "$PYVER" -r "$work/requirements.txt"
 
-# 3. The library and the job modules (importable as lethe and spark_jobs on every node).
-cp -R "$ROOT/shared/lethe" "$site/lethe"
-mkdir -p "$site/spark_jobs"
-cp "$ROOT"/spark_jobs/*.py "$site/spark_jobs/"
-touch "$site/spark_jobs/__init__.py"
+# 3. The library and the job modules (importable as lethe and spark_jobs on every node):
+#    layers/ships.py decides what of them ships, for the Lambda layer as for this archive.
+"$PYTHON" "$ROOT/layers/ships.py" emr "$site"
 
 # 4. Nothing a job never loads.
 find "$site" -depth \( -name __pycache__ -o -name tests -o -name '*.pyc' \) -exec rm -rf {} +

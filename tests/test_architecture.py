@@ -101,30 +101,50 @@ def test_the_detector_finds_a_circle() -> None:
 
 
 DEV_ONLY = ("moto", "devtools", "infra", "layers", "pytest", "hypothesis")
+# The `lambda` extra: only functions/ may import these (the EMR archive does not ship them).
+LAMBDA_ONLY = ("aws_lambda_powertools", "pydantic_settings")
+
+
+def _absolute_imports(p: Path) -> list[tuple[int, str]]:
+    """``(line, module)`` of every absolute import in ``p``, function-level ones included."""
+    out: list[tuple[int, str]] = []
+    for node in ast.walk(ast.parse(p.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            out += [(node.lineno, a.name) for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+            out.append((node.lineno, node.module or ""))
+    return out
 
 
 def test_what_ships_is_the_library_and_imports_no_dev_tool(tmp_path: Path) -> None:
-    """The wheel packs ``shared/lethe``; the Lambda layer and the EMR archive copy it. No
-    module of it may import the local runtime, moto, the CDK app or test tools."""
+    """The wheel packs ``shared/lethe``; the Lambda layer and the EMR archive copy it as
+    ``layers/ships.py`` decides (``tests/layers/test_ships.py`` checks the built artifacts).
+    No module of it may import the local runtime, moto, the CDK app or test tools."""
     from layers.build import assemble_lib
 
     assemble_lib(tmp_path / "site")
     shipped = tmp_path / "site" / "lethe"
     names = {p.relative_to(shipped).as_posix() for p in shipped.rglob("*.py")}
     assert names == {p.relative_to(LIB).as_posix() for p in LIB.rglob("*.py")}
-    offenders = []
-    for p in sorted(shipped.rglob("*.py")):
-        for node in ast.walk(ast.parse(p.read_text(encoding="utf-8"))):
-            mods = (
-                [a.name for a in node.names]
-                if isinstance(node, ast.Import)
-                else [node.module or ""]
-                if isinstance(node, ast.ImportFrom) and not node.level
-                else []
-            )
-            offenders += [
-                f"{p.name}:{node.lineno} {m}" for m in mods if m.split(".")[0] in DEV_ONLY
-            ]
+    offenders = [
+        f"{p.name}:{line} {m}"
+        for p in sorted(shipped.rglob("*.py"))
+        for line, m in _absolute_imports(p)
+        if m.split(".")[0] in DEV_ONLY
+    ]
+    assert offenders == []
+
+
+def test_the_library_imports_nothing_only_the_lambda_functions_need() -> None:
+    """Powertools and pydantic-settings are ``lethe[lambda]``: the library and the Spark jobs
+    run without them (the EMR archive does not ship them)."""
+    sources = [*LIB.rglob("*.py"), *(LIB.parents[1] / "spark_jobs").rglob("*.py")]
+    offenders = [
+        f"{p.name}:{line} {m}"
+        for p in sorted(sources)
+        for line, m in _absolute_imports(p)
+        if m.split(".")[0] in LAMBDA_ONLY
+    ]
     assert offenders == []
 
 
@@ -165,14 +185,10 @@ SIZED = (LIB, ROOT / "functions")  # functions in both; modules in the library
 # an offender (remove it when its split lands).
 PENDING_SPLIT = frozenset(
     {
-        "shared/lethe/compaction.py",
-        "shared/lethe/ingest/conform.py::conform",
-        "shared/lethe/ingest/register.py::register_parquet",
         "shared/lethe/parquet/footer.py",
         "shared/lethe/parquet/splice.py",
         "shared/lethe/parquet/splice.py::_reencode",
         "shared/lethe/parquet/splice.py::splice",
-        "shared/lethe/writer.py::write_files",
     }
 )
 

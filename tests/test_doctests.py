@@ -19,6 +19,7 @@ MODULES = [
     "ingest",
     "ingest.inputs",
     "ingest.staging",
+    "remap",
 ]
 
 

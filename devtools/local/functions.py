@@ -84,6 +84,8 @@ def load_handler(
     if not file.is_file():
         raise LocalRunError(f"handler {handler!r}: {file} does not exist")
     name = module_name or f"_lethe_local_{'_'.join(parts)}_{uuid.uuid4().hex[:8]}"
+    if str(code_root) not in sys.path:  # as in Lambda, the code root is importable
+        sys.path.append(str(code_root))  # (handlers import functions/_settings.py)
     spec = importlib.util.spec_from_file_location(name, file)
     if spec is None or spec.loader is None:
         raise LocalRunError(f"cannot load {file}")

@@ -9,8 +9,6 @@ Logs carry counts and hashes only, never keys.
 
 from __future__ import annotations
 
-import os
-from dataclasses import dataclass
 from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics, Tracer
@@ -23,6 +21,7 @@ from aws_lambda_powertools.utilities.batch import (
 from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
+from _settings import DeleteRequestsSettings as Settings
 from lethe import Table
 from lethe.requests import MessageOutcome, process_delete_messages
 from lethe.splice_jobs import enqueue_erasures
@@ -35,18 +34,7 @@ metrics = Metrics()
 processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
 
 
-@dataclass(frozen=True, slots=True)
-class Settings:
-    """Read once at cold start."""
-
-    splice_queue_url: str | None
-
-    @classmethod
-    def from_env(cls) -> Settings:
-        return cls(splice_queue_url=os.environ.get("LETHE_SPLICE_QUEUE_URL") or None)
-
-
-SETTINGS = Settings.from_env()
+SETTINGS = Settings.from_env()  # once, at cold start
 
 
 class RequestFailed(Exception):

@@ -25,26 +25,25 @@ changed under the run; the next run starts afresh), ``GcRunNotFound``, ``Invalid
 
 Settings are read once at cold start (``LETHE_TABLE_URI``, ``LETHE_GC_RETENTION``,
 ``LETHE_GC_GRACE``, ``LETHE_GC_ERASURE_GRACE``, ``LETHE_GC_VERSIONED_BUCKET``); a bad
-value fails the function's initialization loudly.
+value fails the function's initialization loudly (``_settings.SettingsError``, an
+``InvalidRequest``, naming the variable).
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
-from datetime import timedelta
 from typing import Any, TypeVar
 
 from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.metrics import MetricUnit
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from _settings import GcSettings as Settings
 from lethe import errors
 from lethe import gc as lethe_gc
-from lethe.gc import GcConflict, GcRunNotFound, Retention
+from lethe.gc import GcConflict, GcRunNotFound
 from lethe.gc.models import Category, CategoryStats, StepResult
-from lethe.store import parse_s3_uri
 
 __all__ = [
     "SETTINGS",
@@ -65,53 +64,7 @@ tracer = Tracer()
 metrics = Metrics(namespace=os.environ.get("POWERTOOLS_METRICS_NAMESPACE") or "Lethe")
 
 
-@dataclass(frozen=True, slots=True)
-class Settings:
-    """The functions' configuration, read once at cold start."""
-
-    table_uri: str | None
-    retention: Retention
-    grace: timedelta
-    erasure_grace: timedelta
-    versioned: bool | None  # None: ask the bucket (needs s3:GetBucketVersioning)
-
-    @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
-        """Raises InvalidRequest naming the variable when a value is unusable."""
-        env = os.environ if env is None else env
-
-        def get(name: str, default: str) -> str:
-            return env.get(name) or default
-
-        def parsed(name: str, default: str, parse: Any) -> Any:
-            raw = get(name, default)
-            try:
-                return parse(raw)
-            except errors.InvalidRequest as e:
-                raise errors.InvalidRequest(f"{name}={raw!r}: {e}") from e
-
-        table = env.get("LETHE_TABLE_URI") or None
-        if table is not None:
-            parse_s3_uri(table)
-        flag = get("LETHE_GC_VERSIONED_BUCKET", "auto").strip().lower()
-        if flag not in ("true", "false", "auto"):
-            raise errors.InvalidRequest(
-                f"LETHE_GC_VERSIONED_BUCKET={flag!r}: use true, false or auto"
-            )
-        return cls(
-            table_uri=table,
-            retention=parsed("LETHE_GC_RETENTION", lethe_gc.DEFAULT_RETENTION, Retention.parse),
-            grace=parsed("LETHE_GC_GRACE", lethe_gc.DEFAULT_GRACE, lethe_gc.parse_duration),
-            erasure_grace=parsed(
-                "LETHE_GC_ERASURE_GRACE",
-                lethe_gc.DEFAULT_ERASURE_GRACE,
-                lethe_gc.parse_duration,
-            ),
-            versioned=None if flag == "auto" else flag == "true",
-        )
-
-
-SETTINGS = Settings.from_env()
+SETTINGS = Settings.from_env()  # once, at cold start; SettingsError names what is wrong
 
 
 class _Event(BaseModel):

@@ -15,10 +15,7 @@ queue. Logs carry sizes, formats and the upload's hash, never object contents.
 
 from __future__ import annotations
 
-import os
-from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import timedelta
 from typing import Any, Literal
 from urllib.parse import unquote_plus
 
@@ -28,9 +25,10 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.data_classes import S3Event
 from aws_lambda_powertools.utilities.data_classes.s3_event import S3EventRecord
 
+from _settings import IngestTriggerSettings as Settings
+from _settings import SettingsError
 from lethe import Table
 from lethe.ingest import (
-    EmrJobSettings,
     detect_format,
     register_parquet,
     start_ingest_job,
@@ -38,68 +36,21 @@ from lethe.ingest import (
 )
 from lethe.manifest import request_hash
 
+__all__ = [
+    "SETTINGS",
+    "Outcome",
+    "Settings",
+    "SettingsError",
+    "UploadFailed",
+    "handler",
+    "record_handler",
+    "table",
+]
+
 logger = Logger()
 tracer = Tracer()
 metrics = Metrics()
-
-
-class SettingsError(RuntimeError):
-    """The function's environment is incomplete or malformed (fails the cold start)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Settings:
-    """Read once at cold start; every problem is reported at once."""
-
-    table_uri: str
-    incoming_prefix: str
-    direct_register_max_bytes: int
-    emr: EmrJobSettings
-
-    @classmethod
-    def from_env(cls, env: Mapping[str, str] = os.environ) -> Settings:
-        required = (
-            "LETHE_TABLE_URI",
-            "LETHE_EMR_APPLICATION_ID",
-            "LETHE_EMR_JOB_ROLE_ARN",
-            "LETHE_EMR_ENTRY_POINT",
-        )
-        missing = [k for k in required if not env.get(k)]
-        if missing:
-            raise SettingsError(f"ingest trigger: missing environment variables {missing}")
-        max_bytes = _count(env, "LETHE_DIRECT_REGISTER_MAX_BYTES", 256 << 20, "a byte count")
-        dedupe_hours = _count(env, "LETHE_EMR_DEDUPE_HOURS", 24, "a number of hours")
-        if not env["LETHE_TABLE_URI"].startswith("s3://"):
-            raise SettingsError("LETHE_TABLE_URI must look like s3://bucket/prefix")
-        if not env["LETHE_EMR_ENTRY_POINT"].startswith("s3://"):
-            raise SettingsError("LETHE_EMR_ENTRY_POINT must be the s3:// URI of ingest.py")
-        return cls(
-            table_uri=env["LETHE_TABLE_URI"],
-            incoming_prefix=env.get("LETHE_INCOMING_PREFIX", "incoming/"),
-            direct_register_max_bytes=max_bytes,
-            emr=EmrJobSettings(
-                application_id=env["LETHE_EMR_APPLICATION_ID"],
-                execution_role_arn=env["LETHE_EMR_JOB_ROLE_ARN"],
-                entry_point=env["LETHE_EMR_ENTRY_POINT"],
-                archive=env.get("LETHE_EMR_JOB_ARCHIVE") or env.get("LETHE_EMR_ARCHIVE") or None,
-                extra_spark_parameters=env.get("LETHE_EMR_SPARK_PARAMETERS", ""),
-                lookback=timedelta(hours=dedupe_hours),
-            ),
-        )
-
-
-def _count(env: Mapping[str, str], name: str, default: int, what: str) -> int:
-    raw = env.get(name, str(default))
-    try:
-        value = int(raw)
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise SettingsError(f"{name} must be {what}, not {raw!r}")
-    return value
-
-
-SETTINGS = Settings.from_env()
+SETTINGS = Settings.from_env()  # once, at cold start; SettingsError names what is wrong
 EMR = boto3.client("emr-serverless")
 _table: Table | None = None
 

@@ -9,8 +9,6 @@ the table unchanged (the multipart upload is aborted, the commit is all or nothi
 
 from __future__ import annotations
 
-import os
-from dataclasses import dataclass
 from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics, Tracer
@@ -24,6 +22,7 @@ from aws_lambda_powertools.utilities.batch.types import PartialItemFailureRespon
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.parser import parse
 
+from _settings import SpliceSettings as Settings
 from lethe import Table
 from lethe.erase import process_erasure
 from lethe.splice_jobs import SpliceJob, send_jobs
@@ -34,26 +33,7 @@ metrics = Metrics()
 processor = BatchProcessor(event_type=EventType.SQS)
 
 
-@dataclass(frozen=True, slots=True)
-class Settings:
-    """Read once at cold start; a bad value fails loudly."""
-
-    max_bytes: int
-    queue_url: str | None
-
-    @classmethod
-    def from_env(cls) -> Settings:
-        raw = os.environ.get("LETHE_SPLICE_MAX_BYTES", str(64 << 20))
-        try:
-            max_bytes = int(raw)
-        except ValueError as e:
-            raise RuntimeError(f"LETHE_SPLICE_MAX_BYTES must be an integer, got {raw!r}") from e
-        if max_bytes <= 0:
-            raise RuntimeError("LETHE_SPLICE_MAX_BYTES must be positive")
-        return cls(max_bytes=max_bytes, queue_url=os.environ.get("LETHE_SPLICE_QUEUE_URL") or None)
-
-
-SETTINGS = Settings.from_env()
+SETTINGS = Settings.from_env()  # once, at cold start
 
 
 @tracer.capture_method

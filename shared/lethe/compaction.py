@@ -12,8 +12,8 @@ loop for small tables):
    ``s`` lands at ``offset(s) + p - |dv(s) ∩ [0, p)|`` of the group's output.
 3. :func:`commit_compaction`: one CAS commit replaces the sources by the outputs
    (:func:`~lethe.manifest.apply_replace`). A delete that landed on a source after the plan was
-   made is *mapped* onto the outputs through that position map (:func:`map_deletes`) and
-   written as their DVs — never lost. Pending erasures that named a source are satisfied (the
+   made is *mapped* onto the outputs through that position map (:func:`map_deletes`, in the
+   pure :mod:`lethe.remap`) and written as their DVs — never lost. Pending erasures that named a source are satisfied (the
    rows are physically gone) or moved to the outputs. The coalesced DVs of untouched files are
    copied blob for blob into the same new container.
 
@@ -36,21 +36,25 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict
 from pyroaring import BitMap64
 
 from lethe import errors
-from lethe.catalog import Prepared, Rebase
-from lethe.dv import bitmap_from_positions, rebase_positions
+from lethe.catalog import CommitOutcome, Prepared, Rebase
 from lethe.manifest import (
     DataFile,
     DVRef,
-    ErasureRecord,
     ErasureTarget,
     Manifest,
     Operation,
     TableProperties,
+)
+from lethe.remap import (
+    map_deletes,
+    mapped_positions,
+    row_groups_of,
+    split_positions,
+    update_erasures,
 )
 from lethe.store import IOCounters, S3Store, parse_s3_uri
 from lethe.transforms import apply_replace
@@ -222,11 +226,31 @@ def plan_compaction(
     """
     opts = options or CompactionOptions()
     target = opts.target_file_bytes or manifest.properties.target_file_bytes
-    key = manifest.key
-    key_type = manifest.arrow_schema().field(key).type
-    small_limit = opts.small_file_fraction * target
+    key_type = manifest.arrow_schema().field(manifest.key).type
+    reasons = _candidates(manifest.files, opts, small_limit=opts.small_file_fraction * target)
+    candidates = sorted(
+        (f for f in manifest.files if f.path in reasons),
+        key=lambda f: _sort_key(f, manifest.key, key_type),
+    )
+    groups = _groups(_bins(candidates, target), reasons, opts)
+    coalesce, containers = _dvs_to_coalesce(manifest.files, groups, opts)
+    return CompactionPlan(
+        table_uri=table_uri,
+        base_version=manifest.version,
+        target_file_bytes=target,
+        options=opts,
+        groups=groups,
+        coalesce=coalesce,
+        dv_containers=containers,
+    )
+
+
+def _candidates(
+    files: Sequence[DataFile], opts: CompactionOptions, *, small_limit: float
+) -> dict[str, str]:
+    """Why each candidate file would be rewritten (path -> reason); other files are absent."""
     reasons: dict[str, str] = {}
-    for f in manifest.files:
+    for f in files:
         frac = _deleted_fraction(f)
         if f.live_rows == 0:
             reasons[f.path] = "all rows deleted"
@@ -234,9 +258,11 @@ def plan_compaction(
             reasons[f.path] = f"{frac:.0%} deleted"
         elif f.size < small_limit:
             reasons[f.path] = "small" + (f", {frac:.0%} deleted" if f.deleted_rows else "")
-    candidates = sorted(
-        (f for f in manifest.files if f.path in reasons), key=lambda f: _sort_key(f, key, key_type)
-    )
+    return reasons
+
+
+def _bins(candidates: Sequence[DataFile], target: int) -> list[list[DataFile]]:
+    """Consecutive candidates binned greedily into about ``target`` bytes of live data."""
     bins: list[list[DataFile]] = []
     current: list[DataFile] = []
     size = 0.0
@@ -249,6 +275,13 @@ def plan_compaction(
         size += b
     if current:
         bins.append(current)
+    return bins
+
+
+def _groups(
+    bins: Sequence[Sequence[DataFile]], reasons: Mapping[str, str], opts: CompactionOptions
+) -> tuple[CompactionGroup, ...]:
+    """The bins worth rewriting, numbered."""
     groups: list[CompactionGroup] = []
     for files in bins:
         if len(files) == 1 and files[0].deleted_rows == 0:
@@ -262,25 +295,25 @@ def plan_compaction(
                 reasons=tuple(reasons[f.path] for f in files),
             )
         )
+    return tuple(groups)
+
+
+def _dvs_to_coalesce(
+    files: Sequence[DataFile], groups: Sequence[CompactionGroup], opts: CompactionOptions
+) -> tuple[tuple[DataFile, ...], int]:
+    """The untouched files whose DVs to coalesce (none unless they are spread over enough
+    containers), and the number of containers they are spread over."""
     touched = {f.path for g in groups for f in g.files}
     untouched_dv = [
         f
-        for f in manifest.files
+        for f in files
         if f.path not in touched and f.dv is not None and f.dv.container is not None
     ]
     containers = len({f.dv.container for f in untouched_dv if f.dv is not None})
     coalesce: tuple[DataFile, ...] = ()
     if opts.coalesce_dv_containers is not None and containers >= opts.coalesce_dv_containers:
         coalesce = tuple(untouched_dv)
-    return CompactionPlan(
-        table_uri=table_uri,
-        base_version=manifest.version,
-        target_file_bytes=target,
-        options=opts,
-        groups=tuple(groups),
-        coalesce=coalesce,
-        dv_containers=containers,
-    )
+    return coalesce, containers
 
 
 # --- the rewrite (runs on executors) -----------------------------------------------------------
@@ -354,126 +387,6 @@ def run_rewrite_task(task: RewriteTask, *, store: S3Store | None = None) -> list
     return out
 
 
-# --- mapping concurrent deletes ------------------------------------------------------------------
-def _positions(bm: BitMap64) -> npt.NDArray[np.uint64]:
-    return np.frombuffer(bm.to_array(), dtype=np.uint64)
-
-
-def _mapped_positions(
-    sources: Sequence[tuple[int, BitMap64, BitMap64]], output_rows: Sequence[int]
-) -> list[npt.NDArray[np.uint64]]:
-    """Per source, the group-output positions of the rows deleted since the plan."""
-    offset = 0
-    out: list[npt.NDArray[np.uint64]] = []
-    for rows, old, now in sources:
-        if not old.issubset(now):
-            raise errors.CommitConflict(
-                "a deletion vector lost positions while compacting; refusing to map it"
-            )
-        if now and now.max() >= rows:
-            raise errors.CommitConflict("a deletion vector names a row beyond its file")
-        delta = now - old
-        pos = _positions(rebase_positions(delta, old)) if delta else np.empty(0, np.uint64)
-        out.append(pos + np.uint64(offset))
-        offset += rows - len(old)
-    if offset != sum(output_rows):
-        raise errors.CommitConflict(
-            f"compaction outputs hold {sum(output_rows)} rows, the sources had {offset} live"
-        )
-    return out
-
-
-def _split(pos: npt.NDArray[np.uint64], output_rows: Sequence[int]) -> list[BitMap64]:
-    out = [BitMap64() for _ in output_rows]
-    if pos.size == 0:
-        return out
-    bounds = np.cumsum([0, *output_rows]).astype(np.uint64)
-    which = np.searchsorted(bounds, pos, side="right") - 1
-    for j in np.unique(which):
-        out[int(j)] = bitmap_from_positions(pos[which == j] - bounds[j])
-    return out
-
-
-def map_deletes(
-    sources: Sequence[tuple[int, BitMap64, BitMap64]], output_rows: Sequence[int]
-) -> list[BitMap64]:
-    """Map deletes that landed on a group's sources after the rewrite onto its outputs.
-
-    The rewrite is order-preserving, so a row ``p`` of source ``s`` that was live at plan time
-    is row ``offset(s) + p - |dv_at_plan(s) ∩ [0, p)|`` of the concatenated outputs, where
-    ``offset(s)`` is the live-row count of the sources before ``s``.
-
-    Args:
-        sources: Per source, in group order: ``(rows, dv_at_plan, dv_now)``; ``dv_now`` must
-            contain ``dv_at_plan`` (DVs only grow).
-        output_rows: Rows of each output file, in order (their sum is the sources' live rows).
-
-    Returns:
-        The DV of each output file.
-
-    Raises:
-        CommitConflict: a DV shrank, a position lies outside its file, or the row counts
-            do not add up.
-
-    Example:
-        >>> from pyroaring import BitMap64
-        >>> # source A: 4 rows, row 1 deleted at plan time, row 3 deleted since;
-        >>> # source B: 3 rows, row 0 deleted since. Outputs of 4 and 2 rows.
-        >>> out = map_deletes(
-        ...     [(4, BitMap64([1]), BitMap64([1, 3])), (3, BitMap64(), BitMap64([0]))], [4, 2]
-        ... )
-        >>> [sorted(b) for b in out]
-        [[2, 3], []]
-    """
-    per_source = _mapped_positions(sources, output_rows)
-    return _split(np.concatenate(per_source) if per_source else np.empty(0, np.uint64), output_rows)
-
-
-def _row_groups_of(f: DataFile, positions: BitMap64) -> tuple[int, ...]:
-    bounds = np.cumsum([0, *(rg.rows for rg in f.row_groups)])
-    pos = _positions(positions).astype(np.int64)
-    return tuple(int(x) for x in np.unique(np.searchsorted(bounds, pos, side="right") - 1))
-
-
-def _update_erasures(
-    erasures: Sequence[ErasureRecord],
-    removed: set[str],
-    plan_version: int,
-    moved: Mapping[str, Sequence[ErasureTarget]],
-    new_version: int,
-) -> tuple[ErasureRecord, ...]:
-    """Pending erasures after their files were compacted.
-
-    Rows deleted by the plan snapshot are physically gone from the outputs: those targets are
-    met (the old file joins ``superseded``, for GC). Rows deleted since were mapped onto the
-    outputs: the target moves to the outputs' row groups that now hold them.
-    """
-    out: list[ErasureRecord] = []
-    for e in erasures:
-        if e.state != "pending" or not any(t.path in removed for t in e.targets):
-            out.append(e)
-            continue
-        targets: dict[str, set[int]] = {}
-        superseded = list(e.superseded)
-        for t in e.targets:
-            if t.path not in removed:
-                targets.setdefault(t.path, set()).update(t.row_groups)
-                continue
-            if t.path not in superseded:
-                superseded.append(t.path)
-            if e.deleted_version > plan_version:
-                for nt in moved.get(t.path, ()):
-                    targets.setdefault(nt.path, set()).update(nt.row_groups)
-        new_targets = tuple(
-            ErasureTarget(path=p, row_groups=tuple(sorted(rgs))) for p, rgs in targets.items()
-        )
-        update: dict[str, Any] = {"targets": new_targets, "superseded": tuple(superseded)}
-        if not new_targets:
-            update |= {"state": "spliced", "spliced_version": new_version}
-        out.append(e.model_copy(update=update))
-    return tuple(out)
-
-
 # --- commit --------------------------------------------------------------------------------------
 @dataclass(frozen=True, slots=True)
 class CompactionResult:
@@ -535,6 +448,10 @@ class _Replace:
             if f is None or f.dv != self.dv_seen[p]:
                 raise Rebase(b, "a source was replaced or its DV changed")
 
+    def _held(self, b: Manifest) -> dict[str, str]:
+        """Source file -> the segment object whose entry describes it in ``b``."""
+        return {p: s.path for p, s in b.locate(list(self.removed)).items()}
+
     def __call__(self, b: Manifest) -> Manifest:
         self.validate(b)
         gone = set(self.removed)
@@ -543,8 +460,8 @@ class _Replace:
             for p, ref in self.coalesced.items()
             if p not in gone and (f := b.file(p)) is not None and f.dv == self.coalesced_from[p]
         }
-        erasures = _update_erasures(
-            b.erasures, set(self.removed), self.plan_version, self.moved, b.version + 1
+        erasures = update_erasures(
+            b.erasures, gone, self.plan_version, self.moved, b.version + 1, segments=self._held(b)
         )
         return apply_replace(
             b, self.removed, self.added, self.operation, dv_updates=still, erasures=erasures
@@ -596,19 +513,19 @@ class _CompactionChange:
             if all(dv_now[f.path] == f.dv for f in g.files):
                 continue
             rows = [o.rows for o in outs]
-            per_source = _mapped_positions(
+            per_source = mapped_positions(
                 [(f.rows, self._bitmap(f.dv), self._bitmap(dv_now[f.path])) for f in g.files],
                 rows,
             )
-            for o, bm in zip(outs, _split(np.concatenate(per_source), rows), strict=True):
+            for o, bm in zip(outs, split_positions(np.concatenate(per_source), rows), strict=True):
                 if bm:
                     mapped.append((o.path, encode_dv(bm), len(bm)))
                     n_mapped += len(bm)
             for f, pos in zip(g.files, per_source, strict=True):  # for pending erasures
                 if pos.size:
                     moved[f.path] = [
-                        ErasureTarget(path=o.path, row_groups=_row_groups_of(o, bm))
-                        for o, bm in zip(outs, _split(pos, rows), strict=True)
+                        ErasureTarget(path=o.path, row_groups=row_groups_of(o, bm))
+                        for o, bm in zip(outs, split_positions(pos, rows), strict=True)
                         if bm
                     ]
         return mapped, moved, n_mapped
@@ -633,6 +550,30 @@ class _CompactionChange:
     def prepare(self, base: Manifest) -> Prepared:
         from lethe.deletes import write_container
 
+        live = self._live_groups(base)
+        dv_now = {f.path: base.file(f.path).dv for g in live for f in g.files}  # type: ignore[union-attr]
+        mapped, moved, n_mapped = self._map(live, dv_now)
+        coalesce, coalesce_from = self._coalesce(base)
+        if not live and not coalesce:
+            return Prepared(lambda b: None)
+        container_at = time.time()
+        refs = write_container(self.table, mapped + coalesce) if (mapped or coalesce) else {}
+        change, stats = self._replacement(live, dv_now, refs, moved, n_mapped, coalesce_from)
+        return Prepared(
+            change,
+            written=tuple(sorted({r.container for r in refs.values() if r.container})),
+            written_at=container_at if self.written_at is None else self.written_at,
+            renewable=self.written_at is None,  # only a container of ours: write it anew
+            detail=(
+                stats,
+                sum(f.size for g in live for f in g.files),
+                sum(o.size for o in change.added),
+            ),
+        )
+
+    def _live_groups(self, base: Manifest) -> list[CompactionGroup]:
+        """The groups whose sources are all still live in ``base``; the outputs of the others
+        (written for groups that cannot commit: never referenced) are deleted."""
         table, plan, outputs = self.table, self.plan, self.outputs
         live = [
             g
@@ -645,17 +586,23 @@ class _CompactionChange:
             table.store.delete_many(
                 [table.key_of(o.path) for i in gone for o in outputs.get(i, ())]
             )
-        dv_now = {f.path: base.file(f.path).dv for g in live for f in g.files}  # type: ignore[union-attr]
-        mapped, moved, n_mapped = self._map(live, dv_now)
-        coalesce, coalesce_from = self._coalesce(base)
-        if not live and not coalesce:
-            return Prepared(lambda b: None)
-        container_at = time.time()
-        refs = write_container(table, mapped + coalesce) if (mapped or coalesce) else {}
+        return live
+
+    def _replacement(
+        self,
+        live: Sequence[CompactionGroup],
+        dv_now: Mapping[str, DVRef | None],
+        refs: Mapping[str, DVRef],
+        moved: Mapping[str, Sequence[ErasureTarget]],
+        n_mapped: int,
+        coalesce_from: Mapping[str, DVRef],
+    ) -> tuple[_Replace, dict[str, int]]:
+        """The commit of the live groups (pure), and its counts."""
+        plan = self.plan
         added = [
             o.model_copy(update={"dv": refs.get(o.path)})
             for g in live
-            for o in outputs.get(g.index, ())
+            for o in self.outputs.get(g.index, ())
         ]
         removed = [f.path for g in live for f in g.files]
         stats = {
@@ -686,17 +633,7 @@ class _CompactionChange:
             moved=moved,
             plan_version=plan.base_version,
         )
-        return Prepared(
-            change,
-            written=tuple(sorted({r.container for r in refs.values() if r.container})),
-            written_at=container_at if self.written_at is None else self.written_at,
-            renewable=self.written_at is None,  # only a container of ours: write it anew
-            detail=(
-                stats,
-                sum(f.size for g in live for f in g.files),
-                sum(o.size for o in added),
-            ),
-        )
+        return change, stats
 
 
 def commit_compaction(
@@ -731,25 +668,29 @@ def commit_compaction(
         written_at = table._written_at(all_outputs)
     change = _CompactionChange(table, plan, outputs, written_at)
     outcome = table.catalog.commit_change(change)
+    if outcome.manifest is not None:
+        table.adopt(outcome.manifest)
+    return dataclasses.replace(
+        _result(plan, outcome, skipped=len(change.skipped)),
+        seconds=time.perf_counter() - t0,
+        io=table.store.stats.snapshot() - io0,
+    )
+
+
+def _result(plan: CompactionPlan, outcome: CommitOutcome, *, skipped: int) -> CompactionResult:
+    """What a commit's outcome did (pure; the caller adds time and I/O)."""
     if outcome.manifest is None:
         return CompactionResult(
-            None,
-            False,
-            plan,
-            groups_skipped=len(change.skipped),
-            attempts=outcome.attempts,
-            seconds=time.perf_counter() - t0,
-            io=table.store.stats.snapshot() - io0,
+            None, False, plan, groups_skipped=skipped, attempts=outcome.attempts
         )
     assert outcome.prepared is not None
     stats, bytes_before, bytes_after = outcome.prepared.detail
-    table.adopt(outcome.manifest)
     return CompactionResult(
         version=outcome.manifest.version,
         dry_run=False,
         plan=plan,
         groups_committed=stats["groups"],
-        groups_skipped=len(change.skipped),
+        groups_skipped=skipped,
         files_removed=len(outcome.prepared.apply.removed),  # type: ignore[attr-defined]
         files_added=len(outcome.prepared.apply.added),  # type: ignore[attr-defined]
         rows_rewritten=stats["rows_rewritten"],
@@ -759,8 +700,6 @@ def commit_compaction(
         bytes_before=bytes_before,
         bytes_after=bytes_after,
         attempts=outcome.attempts,
-        seconds=time.perf_counter() - t0,
-        io=table.store.stats.snapshot() - io0,
     )
 
 

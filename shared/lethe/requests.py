@@ -1,7 +1,7 @@
 """Delete-request messages (the JSON body of SQS messages) and their batch processing.
 
-The message is a frozen pydantic model validated with Powertools' parser in the Lambda; the
-work of a batch — grouping by table, validating filters against each table's schema, one
+The message is a frozen pydantic model, validated from its JSON text (or a decoded object);
+the work of a batch — grouping by table, validating filters against each table's schema, one
 commit per table — lives here so that handlers stay thin. Nothing here logs keys of people:
 request ids are hashed, filters are summarized as counts.
 """
@@ -73,12 +73,11 @@ class DeleteRequestMessage(BaseModel):
 
 def parse_message(body: str | bytes | dict[str, Any]) -> DeleteRequestMessage:
     """Validate one message body; any problem is an :class:`InvalidRequest` with the reason."""
-    from aws_lambda_powertools.utilities.parser import parse
-
     try:
         event: Any = body.decode() if isinstance(body, bytes) else body
-        msg: DeleteRequestMessage = parse(event=event, model=DeleteRequestMessage)
-        return msg
+        if isinstance(event, str):
+            return DeleteRequestMessage.model_validate_json(event)
+        return DeleteRequestMessage.model_validate(event)
     except ValidationError as e:
         first = e.errors()[0]
         # a location names our fields only: an unknown key is the sender's string, not echoed

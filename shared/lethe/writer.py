@@ -232,40 +232,93 @@ def write_files(
     estimate adapts to the measured compression ratio); a file is closed when the next group
     would push it past ``target_file_bytes``. Sortedness by key is detected per file.
     """
-    files: list[DataFile] = []
-    sink: _FileSink | None = None
-    pending: list[pa.RecordBatch] = []
-    pending_rows = 0
-    ratio = 0.35  # encoded bytes per in-memory byte; refined after each group
-    mem_per_row: float | None = None
+    cutter = _Cutter(store, prefix, schema, opts)
+    try:
+        for b in _batches(data):
+            b = _as_table_schema(b, schema)
+            if b.num_rows:
+                cutter.add(b)
+        return cutter.finish()
+    except BaseException:
+        cutter.abort()
+        raise
 
-    def rg_target_rows() -> int:
-        assert mem_per_row is not None
-        return max(1, int(opts.row_group_bytes / max(1e-9, mem_per_row * ratio)))
 
-    def flush(rows: int, final: bool) -> None:
-        nonlocal sink, pending, pending_rows, ratio
-        t = pa.Table.from_batches(pending, schema=schema)
+def _as_table_schema(b: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
+    """``b`` labelled with the table schema (field metadata aside, they must be equal)."""
+    if b.schema == schema:
+        return b
+    if not b.schema.equals(schema, check_metadata=False):
+        raise errors.SchemaMismatch(_schema_diff(b.schema, schema))
+    return pa.RecordBatch.from_arrays(b.columns, schema=schema)
+
+
+class _Cutter:
+    """The state of one :func:`write_files`: batches pending for the next row group, the open
+    file, the files written, and the encoded-bytes-per-memory-byte estimate."""
+
+    def __init__(self, store: S3Store, prefix: str, schema: pa.Schema, opts: WriteOptions):
+        self.store, self.prefix, self.schema, self.opts = store, prefix, schema, opts
+        self.files: list[DataFile] = []
+        self.sink: _FileSink | None = None
+        self.pending: list[pa.RecordBatch] = []
+        self.pending_rows = 0
+        self.ratio = 0.35  # encoded bytes per in-memory byte; refined after each group
+        self.mem_per_row: float | None = None
+
+    def add(self, b: pa.RecordBatch) -> None:
+        """Queue a (non-empty) batch; write every row group it completes."""
+        if self.mem_per_row is None:
+            self.mem_per_row = max(1.0, b.nbytes / b.num_rows)
+            self.ratio = _sample_ratio(b, self.schema, self.opts)
+        self.pending.append(b)
+        self.pending_rows += b.num_rows
+        while self.pending_rows >= self._rg_target_rows():
+            self._flush(self._rg_target_rows())
+
+    def finish(self) -> list[DataFile]:
+        """Write the last row group, close the last file; the files written."""
+        if self.pending_rows:
+            self._flush(self.pending_rows)
+        if self.sink is not None:
+            self.files.append(self._close(self.sink))
+            self.sink = None
+        return self.files
+
+    def abort(self) -> None:
+        """Abort the open file's upload (the closed ones are the caller's to remove)."""
+        if self.sink is not None:
+            self.sink.abort()
+
+    def _rg_target_rows(self) -> int:
+        assert self.mem_per_row is not None
+        return max(1, int(self.opts.row_group_bytes / max(1e-9, self.mem_per_row * self.ratio)))
+
+    def _flush(self, rows: int) -> None:
+        """Write the first ``rows`` pending rows as one row group (closing the open file first
+        when the group would push it past the target size)."""
+        opts = self.opts
+        t = pa.Table.from_batches(self.pending, schema=self.schema)
         group, rest = t.slice(0, rows), t.slice(rows)
         sorted_key = _is_sorted(group.column(opts.key).combine_chunks()) if group.num_rows else True
-        if sink is not None:
-            est = group.nbytes * ratio
-            if sink.bytes_written() + est > opts.target_file_bytes * 1.05 and sink.rows:
-                files.append(_finish(sink))
-                sink = None
-        if sink is None:
-            sink = _FileSink(store, prefix, schema, opts, sorted_key, rows)
-        before = sink.bytes_written()
-        sink.write_group(group, opts.key, sorted_key)
-        written = sink.bytes_written() - before
+        if self.sink is not None:
+            est = group.nbytes * self.ratio
+            if self.sink.bytes_written() + est > opts.target_file_bytes * 1.05 and self.sink.rows:
+                self.files.append(self._close(self.sink))
+                self.sink = None
+        if self.sink is None:
+            self.sink = _FileSink(self.store, self.prefix, self.schema, opts, sorted_key, rows)
+        before = self.sink.bytes_written()
+        self.sink.write_group(group, opts.key, sorted_key)
+        written = self.sink.bytes_written() - before
         if group.nbytes and written > 0:
-            ratio = 0.5 * ratio + 0.5 * (written / group.nbytes)
-        pending = rest.to_batches() if rest.num_rows else []
-        pending_rows = rest.num_rows
+            self.ratio = 0.5 * self.ratio + 0.5 * (written / group.nbytes)
+        self.pending = rest.to_batches() if rest.num_rows else []
+        self.pending_rows = rest.num_rows
 
-    def _finish(s: _FileSink) -> DataFile:
+    def _close(self, s: _FileSink) -> DataFile:
         path, md, size, etag = s.close()
-        groups, cols = describe(md, schema, opts.key)
+        groups, cols = describe(md, self.schema, self.opts.key)
         return DataFile(
             path=path,
             size=size,
@@ -276,32 +329,6 @@ def write_files(
             added_version=0,
             sorted_by_key=s.sorted,
         )
-
-    try:
-        for b in _batches(data):
-            if b.schema != schema:
-                if not b.schema.equals(schema, check_metadata=False):
-                    raise errors.SchemaMismatch(_schema_diff(b.schema, schema))
-                b = pa.RecordBatch.from_arrays(b.columns, schema=schema)
-            if b.num_rows == 0:
-                continue
-            if mem_per_row is None:
-                mem_per_row = max(1.0, b.nbytes / b.num_rows)
-                ratio = _sample_ratio(b, schema, opts)
-            pending.append(b)
-            pending_rows += b.num_rows
-            while pending_rows >= rg_target_rows():
-                flush(rg_target_rows(), final=False)
-        if pending_rows:
-            flush(pending_rows, final=True)
-        if sink is not None:
-            files.append(_finish(sink))
-            sink = None
-    except BaseException:
-        if sink is not None:
-            sink.abort()
-        raise
-    return files
 
 
 def _sample_ratio(b: pa.RecordBatch, schema: pa.Schema, opts: WriteOptions) -> float:

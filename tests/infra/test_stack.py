@@ -768,7 +768,14 @@ def test_layers_fit_lambda_quota() -> None:
     assert report.total_unzipped_bytes <= c.LAMBDA_UNZIPPED_LIMIT_BYTES, report.summary()
     assert report.python_version == c.LAMBDA_PYTHON_VERSION
     packages = {p.rsplit("-", 1)[0].lower() for p in report.deps.packages}
-    assert {"pyarrow", "pyroaring", "pydantic", "aws_lambda_powertools", "boto3"} <= packages
+    assert {
+        "pyarrow",
+        "pyroaring",
+        "pydantic",
+        "pydantic_settings",
+        "aws_lambda_powertools",
+        "boto3",
+    } <= packages
     assert not packages & {"pyspark", "aws_cdk_lib", "pytest", "moto"}  # runtime deps only
     site = layer_build.DEPS_DIR / "python"
     assert not list(site.rglob("__pycache__")) and not list(site.rglob("*.pyi"))
@@ -797,13 +804,16 @@ def test_stripped_layer_still_imports(tmp_path: Path) -> None:
     site = tmp_path / "python"
     layer_build.assemble_deps(site, target, requirements=tmp_path / "requirements.txt")
     layer_build.assemble_lib(tmp_path / "lib")
+    functions = ROOT / c.FUNCTIONS_DIR
     code = (
         "import sys\n"
-        f"sys.path[:0] = [{str(site)!r}, {str(tmp_path / 'lib')!r}]\n"
+        f"sys.path[:0] = [{str(site)!r}, {str(tmp_path / 'lib')!r}, {str(functions)!r}]\n"
         "import pyarrow as pa, pyarrow.parquet as pq, pyarrow.compute as pc, io\n"
         "import pyroaring, pydantic, boto3, lethe\n"
         "from aws_lambda_powertools import Logger, Metrics, Tracer\n"
         "from aws_lambda_powertools.utilities.batch import BatchProcessor\n"
+        "import _settings\n"  # the functions' settings (pydantic-settings) import too
+        "assert _settings.SpliceSettings.from_env({}).max_bytes > 0\n"
         "buf = io.BytesIO()\n"
         "pq.write_table(pa.table({'id': list(range(100))}), buf, write_page_index=True)\n"
         "assert pq.read_table(io.BytesIO(buf.getvalue())).num_rows == 100\n"

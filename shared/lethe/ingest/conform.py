@@ -159,7 +159,33 @@ def conform(
         pre_bad: Rows already known to be bad (index -> reason), e.g. unparsable JSON.
     """
     n = raw.num_rows
-    bad: dict[int, str] = dict(pre_bad or {})
+    cols, column_reasons = _columns(raw, schema)
+    bad: dict[int, str] = dict(pre_bad or {})  # the first reason found for a row is kept
+    for reasons in (column_reasons, _unknown_columns(raw, schema)):
+        for i, r in reasons.items():
+            bad.setdefault(i, r)
+    good = pa.Table.from_arrays(cols, schema=schema) if n else schema.empty_table()
+    if not bad:
+        return Conformed(good, REJECT_SCHEMA.empty_table())
+    idx = sorted(bad)
+    keep = pc.invert(pc.is_in(pa.array(range(n), pa.int64()), value_set=pa.array(idx, pa.int64())))
+    rejects = _rejects(
+        raw,
+        {i: bad[i] for i in idx},
+        source=source,
+        first_row=first_row,
+        first_line=first_line,
+        lines=lines,
+        records=records,
+    )
+    return Conformed(good.filter(keep), rejects)
+
+
+def _columns(raw: pa.Table, schema: pa.Schema) -> tuple[list[pa.Array], dict[int, str]]:
+    """Every column of ``schema`` from ``raw``, converted (a missing one as nulls), and the
+    first reason found for each row that does not fit (schema order)."""
+    n = raw.num_rows
+    bad: dict[int, str] = {}
     cols: list[pa.Array] = []
     present = set(raw.column_names)
     for f in schema:
@@ -183,19 +209,34 @@ def conform(
             for i in pc.indices_nonzero(pc.is_null(conv)).to_pylist():
                 bad.setdefault(i, f"column {f.name!r}: required but missing")
         cols.append(conv)
+    return cols, bad
+
+
+def _unknown_columns(raw: pa.Table, schema: pa.Schema) -> dict[int, str]:
+    """Rows with a value in a column the table does not have."""
+    bad: dict[int, str] = {}
     for name in raw.column_names:
         if schema.get_field_index(name) >= 0:
             continue
         arr = raw.column(name)
-        if arr.null_count < n:
+        if arr.null_count < raw.num_rows:
             for i in pc.indices_nonzero(pc.is_valid(arr)).to_pylist():
                 bad.setdefault(i, f"unknown column {name!r} (not in the table schema)")
-    good = pa.Table.from_arrays(cols, schema=schema) if n else schema.empty_table()
-    if not bad:
-        return Conformed(good, REJECT_SCHEMA.empty_table())
-    idx = sorted(bad)
-    keep = pc.invert(pc.is_in(pa.array(range(n), pa.int64()), value_set=pa.array(idx, pa.int64())))
-    good = good.filter(keep)
+    return bad
+
+
+def _rejects(
+    raw: pa.Table,
+    reasons: Mapping[int, str],
+    *,
+    source: str,
+    first_row: int,
+    first_line: int | None,
+    lines: Sequence[int | None] | None,
+    records: Sequence[str] | None,
+) -> pa.Table:
+    """The rejected rows (``reasons``: row index -> reason, ascending) as :data:`REJECT_SCHEMA`."""
+    idx = list(reasons)
     if records is not None:
         recs: list[str | None] = [records[i] for i in idx]
     else:
@@ -207,17 +248,16 @@ def conform(
         line_of = [first_line + i for i in idx]
     else:
         line_of = [None] * len(idx)
-    rejects = pa.table(
+    return pa.table(
         {
             "source": pa.array([source] * len(idx), pa.string()),
             "row": pa.array([first_row + i for i in idx], pa.int64()),
             "line": pa.array(line_of, pa.int64()),
-            "reason": pa.array([bad[i] for i in idx], pa.string()),
+            "reason": pa.array([reasons[i] for i in idx], pa.string()),
             "record": pa.array(recs, pa.string()),
         },
         schema=REJECT_SCHEMA,
     )
-    return Conformed(good, rejects)
 
 
 def _structural_rejects(source: str, items: Sequence[tuple[int | None, str, str]]) -> pa.Table:

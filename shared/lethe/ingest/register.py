@@ -185,15 +185,10 @@ def register_parquet(
     src = (
         table.store if bucket == table.store.bucket else S3Store(bucket, client=table.store.client)
     )
-    if etag is None or size is None:
-        info = src.head(key)
-        etag, size = info.etag, info.size
-    if not etag.startswith('"'):
-        etag = f'"{etag}"'
+    etag, size = _pinned(src, key, etag, size)
     rid = request_id or upload_request_id(bucket, key, etag)
-    rid_hash = request_hash(rid)
     table.refresh()
-    earlier = table.manifest.find_request(rid_hash)
+    earlier = table.manifest.find_request(request_hash(rid))
     if earlier is not None:
         log.info("upload already registered at version %s", earlier.version)
         return RegisterResult(
@@ -204,27 +199,13 @@ def register_parquet(
             f"s3://{bucket}/{key} is {size:,} bytes: too large to register by copy (5 GiB); "
             "ingest it with the Spark job"
         )
-    stub = DataFile(path=key, size=size, etag=etag, rows=0, row_groups=(), added_version=0)
-    footer = FileHandle(src, key, stub).footer()
-    md = footer.metadata
-    schema = table.schema
-    try:
-        file_schema = md.schema.to_arrow_schema()
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
-        raise errors.UnsupportedFile(
-            f"s3://{bucket}/{key}: unreadable Parquet schema: {_short(e)}"
-        ) from e
-    check_file_schema(file_schema, md, schema)
+    md = _checked_footer(src, key, etag, size, table.schema)
     if md.num_rows == 0:
         return RegisterResult(None, False, None, 0, 0, 0, time.perf_counter() - t0)
-    groups, cols = describe(md, schema, table.key)
+    groups, cols = describe(md, table.schema, table.key)  # before the copy: nothing to undo
     rel = new_data_path()
-    dst = table.key_of(rel)
     written_at = time.time()  # before the copy: the GC grace clock of the new object
-    if src is table.store:
-        new_etag = table.store.copy(key, dst, src_etag=etag)
-    else:
-        new_etag = _copy_across(table.store, bucket, key, dst, etag)
+    new_etag = _copy_into(table, src, key, table.key_of(rel), etag)
     df = DataFile(
         path=rel,
         size=size,
@@ -233,23 +214,78 @@ def register_parquet(
         row_groups=groups,
         columns=cols,
         added_version=0,
-        sorted_by_key=_declared_sorted(md, table.key, schema.field(table.key).type, groups),
+        sorted_by_key=_declared_sorted(md, table.key, table.schema.field(table.key).type, groups),
     )
-    res = table.commit_files(  # the copy is ours: removed if it is not committed
+    return _commit(table, df, request_id=rid, written_at=written_at, t0=t0)
+
+
+def _pinned(src: S3Store, key: str, etag: str | None, size: int | None) -> tuple[str, int]:
+    """The upload's ETag (quoted, as S3 returns it) and size: as announced, else HEAD."""
+    if etag is None or size is None:
+        info = src.head(key)
+        etag, size = info.etag, info.size
+    if not etag.startswith('"'):
+        etag = f'"{etag}"'
+    return etag, size
+
+
+def _checked_footer(
+    src: S3Store, key: str, etag: str, size: int, schema: pa.Schema
+) -> pq.FileMetaData:
+    """The upload's footer (one ETag-pinned tail GET), once its schema fits the table.
+
+    Raises:
+        UnsupportedFile: the footer's schema cannot be read.
+        SchemaMismatch: it does not fit (:func:`check_file_schema`).
+    """
+    stub = DataFile(path=key, size=size, etag=etag, rows=0, row_groups=(), added_version=0)
+    md = FileHandle(src, key, stub).footer().metadata
+    try:
+        file_schema = md.schema.to_arrow_schema()
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+        raise errors.UnsupportedFile(
+            f"s3://{src.bucket}/{key}: unreadable Parquet schema: {_short(e)}"
+        ) from e
+    check_file_schema(file_schema, md, schema)
+    return md
+
+
+def _copy_into(table: Table, src: S3Store, key: str, dst: str, etag: str) -> str:
+    """Server-side copy of the upload (pinned to ``etag``) to ``dst``; the copy's ETag."""
+    if src is table.store:
+        return table.store.copy(key, dst, src_etag=etag)
+    return _copy_across(table.store, src.bucket, key, dst, etag)
+
+
+def _commit(
+    table: Table, df: DataFile, *, request_id: str, written_at: float, t0: float
+) -> RegisterResult:
+    """Commit the copied file with the upload's request id (the copy is removed if it is not
+    committed, e.g. when a redelivered twin committed first)."""
+    res = table.commit_files(
         [df],
         kind="register",
-        params={"bytes": size, "row_groups": len(groups)},
-        request_id=rid,
+        params={"bytes": df.size, "row_groups": len(df.row_groups)},
+        request_id=request_id,
         written_at=written_at,
         own=True,
     )
     if res.files_added == 0:  # a redelivered twin committed first
-        return RegisterResult(res.version, True, None, md.num_rows, 0, 0, time.perf_counter() - t0)
+        return RegisterResult(res.version, True, None, df.rows, 0, 0, time.perf_counter() - t0)
     log.info(
-        "registered %s rows in %s row groups at version %s", md.num_rows, len(groups), res.version
+        "registered %s rows in %s row groups at version %s",
+        df.rows,
+        len(df.row_groups),
+        res.version,
     )
     return RegisterResult(
-        res.version, False, rel, md.num_rows, size, len(groups), time.perf_counter() - t0
+        res.version,
+        False,
+        df.path,
+        df.rows,
+        df.size,
+        len(df.row_groups),
+        time.perf_counter() - t0,
     )
 
 
