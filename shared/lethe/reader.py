@@ -33,6 +33,7 @@ from lethe import errors
 from lethe.filters import Dnf, Predicate
 from lethe.manifest import DataFile, DVRef
 from lethe.parquet import footer as pqf
+from lethe.parquet import model as pqm
 from lethe.parquet import pages
 from lethe.store import S3Store
 
@@ -242,7 +243,7 @@ class PageIndex:
     """
 
     def __init__(
-        self, meta: pqf.FileMetaData | None, start: int, data: bytes, footer_bytes: int = 0
+        self, meta: pqm.FileMetaData | None, start: int, data: bytes, footer_bytes: int = 0
     ) -> None:
         self.meta = meta
         self.start = start
@@ -263,7 +264,7 @@ class PageIndex:
         and the decoded footer take (Python objects: about 8x and 20x their bytes)."""
         return 8 * len(self.data) + 20 * self.footer_bytes
 
-    def _meta(self) -> pqf.FileMetaData:
+    def _meta(self) -> pqm.FileMetaData:
         assert self.meta is not None
         return self.meta
 
@@ -288,7 +289,7 @@ class PageIndex:
             self._leaves[name] = pages.flat_leaf(self._meta(), name)
         return self._leaves[name]
 
-    def chunk(self, rg: int, col: int) -> pqf.ColumnChunk:
+    def chunk(self, rg: int, col: int) -> pqm.ColumnChunk:
         return self._groups[rg].columns[col]
 
     def num_rows(self, rg: int) -> int:
@@ -331,7 +332,7 @@ PAGE_INDEXES = LruCache[PageIndex](512, max_bytes=128 << 20, weigh=lambda p: p.n
 """Process-wide LRU of page indexes keyed by (bucket, key, etag)."""
 
 
-def _index_span(meta: pqf.FileMetaData) -> pqf.ByteRange | None:
+def _index_span(meta: pqm.FileMetaData) -> pqf.ByteRange | None:
     """The range holding every column and offset index (bloom filters left out)."""
     items = [s for s in pqf.index_structures(meta) if s.kind != "bloom_filter" and s.length]
     if not items:
@@ -606,7 +607,7 @@ def read_pages(
         return None
     try:
         return _read_planned(handle, pi, rg, first_row, columns, rf, plan)
-    except (pqf.InvalidParquet, pa.ArrowException) as e:
+    except (pqm.InvalidParquet, pa.ArrowException) as e:
         log.warning(
             "page-level read of %s row group %s fell back to the whole group (%s)",
             handle.key,

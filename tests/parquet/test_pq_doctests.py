@@ -7,7 +7,7 @@ import importlib
 
 import pytest
 
-MODULES = ["thrift", "footer", "segments", "splice", "parts", "validate", "pages"]
+MODULES = ["thrift", "enums", "model", "footer", "segments", "splice", "parts", "validate", "pages"]
 
 
 @pytest.mark.parametrize("name", MODULES)

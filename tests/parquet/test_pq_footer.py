@@ -18,10 +18,8 @@ import pytest
 from pqhelpers import WRITER_OPTIONS, assert_everything_round_trips, footer_of, rich_table, write
 
 from lethe.errors import SpliceRefused, UnsupportedFile
+from lethe.parquet.enums import PageType
 from lethe.parquet.footer import (
-    FileMetaData,
-    InvalidParquet,
-    PageType,
     TailTooShort,
     check_roundtrip,
     chunk_range,
@@ -36,6 +34,7 @@ from lethe.parquet.footer import (
     row_group_ranges,
     walk_pages,
 )
+from lethe.parquet.model import FileMetaData, InvalidParquet
 from lethe.parquet.thrift import decode, decode_prefix, encode
 
 N = 3000
@@ -122,7 +121,7 @@ def test_row_group_range_ignores_file_offset() -> None:
     rg = meta.row_groups[1]
     honest = row_group_range(rg)
     lying = rg.struct.set(5, rg.struct.field(5).type if rg.struct.field(5) else 6, 12345)  # type: ignore[union-attr]
-    from lethe.parquet.footer import RowGroup
+    from lethe.parquet.model import RowGroup
 
     assert row_group_range(RowGroup(lying)) == honest
     # a 0 dictionary_page_offset means "none" for some writers
@@ -130,7 +129,7 @@ def test_row_group_range_ignores_file_offset() -> None:
     md = cc.get(3)
     assert md is not None
     zero = cc.set(3, cc.field(3).type, md.set(11, 6, 0))  # type: ignore[union-attr, arg-type]
-    from lethe.parquet.footer import ColumnChunk
+    from lethe.parquet.model import ColumnChunk
 
     assert chunk_range(ColumnChunk(zero)).start == rg.columns[0].meta_data.data_page_offset
 

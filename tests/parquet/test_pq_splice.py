@@ -30,13 +30,13 @@ from pqhelpers import (
 
 from lethe.errors import InvalidRequest, SpliceRefused, UnsupportedFile
 from lethe.parquet.footer import (
-    ColumnChunk,
     index_region,
     index_structures,
     read_bloom_filter_header,
     row_group_range,
     row_group_ranges,
 )
+from lethe.parquet.model import ColumnChunk
 from lethe.parquet.parts import PartLimits, plan_parts
 from lethe.parquet.segments import Bytes, Copy, apply_segments
 from lethe.parquet.splice import Extent, GroupEdit, decode_row_group, needed_ranges, splice
@@ -430,7 +430,8 @@ def test_refuses_a_footer_that_does_not_round_trip() -> None:
 
 
 def _patched_footer(data: bytes, fn: Any) -> Any:
-    from lethe.parquet.footer import FileMetaData, Footer
+    from lethe.parquet.footer import Footer
+    from lethe.parquet.model import FileMetaData
 
     footer = footer_of(data)
     struct_ = fn(footer.metadata.struct)
@@ -449,7 +450,7 @@ def test_refuses_a_codec_pyarrow_cannot_write() -> None:
     data, _ = _plain_file()
 
     def lzo(s: Any) -> Any:
-        from lethe.parquet.footer import FileMetaData
+        from lethe.parquet.model import FileMetaData
         from lethe.parquet.thrift import ThriftList
 
         meta = FileMetaData(s)
@@ -511,7 +512,7 @@ def test_refuses_a_schema_pyarrow_would_change() -> None:
     data, table = _plain_file()
 
     def legacy(s: Any) -> Any:
-        from lethe.parquet.footer import FileMetaData
+        from lethe.parquet.model import FileMetaData
         from lethe.parquet.thrift import ThriftList
 
         meta = FileMetaData(s)
@@ -529,7 +530,8 @@ def test_refuses_a_schema_pyarrow_would_change() -> None:
 
 def test_bloom_filters_without_length() -> None:
     """Older parquet-java wrote bloom_filter_offset without bloom_filter_length."""
-    from lethe.parquet.footer import CC, CMD, FMD, RG, FileMetaData
+    from lethe.parquet.enums import CC, CMD, FMD, RG
+    from lethe.parquet.model import FileMetaData
     from lethe.parquet.thrift import Struct, ThriftList
 
     table = rich_table(1200)

@@ -1,8 +1,10 @@
 """Parquet internals of the row-group splice; pure functions over bytes, no I/O.
 
 - :mod:`lethe.parquet.thrift`: a schema-less, byte-exact Thrift compact protocol codec.
-- :mod:`lethe.parquet.footer`: typed views of the Parquet Thrift structures; footer, row
-  group and index-structure location.
+- :mod:`lethe.parquet.enums`: field ids of the Parquet Thrift structures, the format's enums.
+- :mod:`lethe.parquet.model`: typed, read-only views of those structures.
+- :mod:`lethe.parquet.footer`: where things lie: the footer (parsed from a tail, its
+  round-trip guard), the byte-range rule of chunks and row groups, pages, index structures.
 - :mod:`lethe.parquet.splice`: decode one row group from its bytes; plan a splice.
 - :mod:`lethe.parquet.segments`: a new object as copies of the old one and new bytes.
 - :mod:`lethe.parquet.parts`: the multipart (or single PUT) upload plan of such an object.

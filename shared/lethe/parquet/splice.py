@@ -48,25 +48,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from lethe.errors import InvalidRequest, SpliceRefused, UnsupportedFile
+from lethe.parquet.enums import CC, CMD, FMD, PL, RG, Codec, Encoding, PageType, PhysicalType
 from lethe.parquet.footer import (
-    CC,
-    CMD,
-    FMD,
     MAGIC,
-    PL,
-    RG,
     ByteRange,
-    Codec,
-    ColumnChunk,
-    Encoding,
-    FileMetaData,
     Footer,
     IndexStructure,
-    InvalidParquet,
     Page,
-    PageType,
-    PhysicalType,
-    SchemaElement,
     check_roundtrip,
     chunk_range,
     index_structures,
@@ -75,6 +63,7 @@ from lethe.parquet.footer import (
     row_group_range,
     walk_pages,
 )
+from lethe.parquet.model import ColumnChunk, FileMetaData, InvalidParquet, SchemaElement
 from lethe.parquet.segments import Bytes, Copy, Segment, apply_segments, normalize
 from lethe.parquet.thrift import Struct, ThriftError, ThriftList, TType, decode, encode
 

@@ -24,14 +24,12 @@ import zlib
 from dataclasses import dataclass
 
 from lethe.errors import LetheError
+from lethe.parquet.enums import PageType
 from lethe.parquet.footer import (
     MAGIC,
     ByteRange,
-    ColumnChunk,
     Footer,
     Page,
-    PageType,
-    RowGroup,
     check_roundtrip,
     chunk_range,
     parse_tail,
@@ -41,6 +39,7 @@ from lethe.parquet.footer import (
     row_group_range,
     walk_pages,
 )
+from lethe.parquet.model import ColumnChunk, RowGroup
 from lethe.parquet.thrift import encode
 
 __all__ = ["Problem", "validate"]
