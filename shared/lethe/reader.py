@@ -392,18 +392,9 @@ class FileHandle:
         return ft
 
     def chunk_ranges(self, footer: Footer, rg: int, leaves: Sequence[int]) -> list[tuple[int, int]]:
+        """``[start, end)`` of the chunks ``leaves`` of row group ``rg`` (DESIGN §4.1)."""
         g = footer.metadata.row_group(rg)
-        out = []
-        for i in leaves:
-            c = g.column(i)
-            d = c.dictionary_page_offset
-            first = (
-                d
-                if (c.has_dictionary_page and d is not None and 0 < d < c.data_page_offset)
-                else c.data_page_offset
-            )
-            out.append((first, first + c.total_compressed_size))
-        return out
+        return [(r.start, r.end) for r in (pqf.chunk_span(g.column(i)) for i in leaves)]
 
     def prefetch(self, footer: Footer, rg: int, columns: Sequence[str] | None) -> SparseFile:
         """Fetch the chunks of ``columns`` in row group ``rg`` (parallel coalesced GETs)."""

@@ -19,9 +19,9 @@ for byte (:func:`check_roundtrip`). A row group's byte range follows one rule
 from __future__ import annotations
 
 import struct as _struct
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, Protocol
 
 from lethe.errors import SpliceRefused, UnsupportedFile
 from lethe.parquet.enums import FMD
@@ -41,6 +41,7 @@ __all__ = [
     "MAGIC",
     "MAGIC_ENCRYPTED",
     "ByteRange",
+    "ChunkOffsets",
     "Footer",
     "IndexKind",
     "IndexStructure",
@@ -48,6 +49,7 @@ __all__ = [
     "TailTooShort",
     "check_roundtrip",
     "chunk_range",
+    "chunk_span",
     "footer_length",
     "index_region",
     "index_structures",
@@ -58,6 +60,7 @@ __all__ = [
     "read_page_header",
     "row_group_range",
     "row_group_ranges",
+    "row_group_span",
     "walk_pages",
 ]
 
@@ -214,38 +217,91 @@ def check_roundtrip(raw: bytes) -> Struct:
     return s
 
 
-def chunk_range(c: ColumnChunk) -> ByteRange:
-    """Byte range of a column chunk's pages.
+class ChunkOffsets(Protocol):
+    """What the byte-range rule reads of a column chunk's metadata.
+
+    :class:`~lethe.parquet.model.ColumnMetaData` has these three, and so has pyarrow's
+    ``ColumnChunkMetaData`` (whose ``dictionary_page_offset`` is None when the field is not
+    set), so the reader and the writer apply the rule to pyarrow's metadata unchanged.
+    """
+
+    @property
+    def dictionary_page_offset(self) -> int | None:
+        """Offset of the dictionary page; None or 0 (some writers) for none."""
+
+    @property
+    def data_page_offset(self) -> int:
+        """Offset of the first data page."""
+
+    @property
+    def total_compressed_size(self) -> int:
+        """Bytes of all the chunk's pages, headers included."""
+
+
+def chunk_span(m: ChunkOffsets) -> ByteRange:
+    """The byte range of a column chunk's pages (DESIGN §4.1), unchecked.
 
     It starts at the dictionary page when ``0 < dictionary_page_offset < data_page_offset``
     (some writers store 0 for "none"), else at the first data page, and spans
-    ``total_compressed_size`` bytes.
+    ``total_compressed_size`` bytes. :func:`chunk_range` is the checked form.
+
+    >>> from types import SimpleNamespace as Meta
+    >>> chunk_span(Meta(dictionary_page_offset=4, data_page_offset=30, total_compressed_size=50))
+    ByteRange(start=4, end=54)
+    >>> chunk_span(Meta(dictionary_page_offset=0, data_page_offset=30, total_compressed_size=50))
+    ByteRange(start=30, end=80)
     """
-    if c.file_path:
-        raise UnsupportedFile(f"column chunk stored in another file ({c.file_path!r})")
-    m = c.meta_data
     dpo = m.data_page_offset
     dict_off = m.dictionary_page_offset
     start = dict_off if dict_off is not None and 0 < dict_off < dpo else dpo
-    size = m.total_compressed_size
-    if start < 4 or size < 0:
-        raise InvalidParquet(f"malformed Parquet metadata: column chunk at {start} of size {size}")
-    return ByteRange(start, start + size)
+    return ByteRange(start, start + m.total_compressed_size)
 
 
-def row_group_range(rg: RowGroup) -> ByteRange:
-    """Byte range of a row group: its first chunk's first page to its last chunk's end.
+def row_group_span(chunks: Iterable[ChunkOffsets]) -> ByteRange:
+    """The byte range of a row group (DESIGN §4.1): from the first page of its chunks to the
+    end of its last chunk, each chunk's range from :func:`chunk_span`.
 
     Computed from the column chunks, never from ``RowGroup.file_offset`` (old writers got it
-    wrong).
+    wrong). The splice, the reader and the writer all locate groups with this function.
 
     Raises:
         InvalidParquet: The group has no columns.
     """
-    ranges = [chunk_range(c) for c in rg.columns]
+    ranges = [chunk_span(m) for m in chunks]
     if not ranges:
         raise InvalidParquet("malformed Parquet metadata: row group without columns")
     return ByteRange(min(r.start for r in ranges), max(r.end for r in ranges))
+
+
+def chunk_range(c: ColumnChunk) -> ByteRange:
+    """Byte range of a column chunk's pages: :func:`chunk_span`, checked.
+
+    Raises:
+        UnsupportedFile: The chunk is stored in another file.
+        InvalidParquet: The range starts inside the leading magic or has a negative size.
+    """
+    if c.file_path:
+        raise UnsupportedFile(f"column chunk stored in another file ({c.file_path!r})")
+    r = chunk_span(c.meta_data)
+    if r.start < 4 or r.length < 0:
+        raise InvalidParquet(
+            f"malformed Parquet metadata: column chunk at {r.start} of size {r.length}"
+        )
+    return r
+
+
+def row_group_range(rg: RowGroup) -> ByteRange:
+    """Byte range of a row group: :func:`row_group_span` of its chunks, each checked by
+    :func:`chunk_range` first.
+
+    Raises:
+        UnsupportedFile: A chunk is stored in another file.
+        InvalidParquet: The group has no columns, or a chunk's range is impossible.
+    """
+    columns = rg.columns
+    for c in columns:
+        chunk_range(c)
+    return row_group_span(c.meta_data for c in columns)
 
 
 def row_group_ranges(meta: FileMetaData) -> tuple[ByteRange, ...]:

@@ -32,6 +32,7 @@ from lethe.parquet.footer import (
     Page,
     check_roundtrip,
     chunk_range,
+    chunk_span,
     parse_tail,
     read_bloom_filter_header,
     read_column_index,
@@ -143,7 +144,7 @@ class _Checker:
         dpo = m.dictionary_page_offset
         if dicts and dpo is not None and dpo > 0 and dpo != pages[0].offset:
             self.add(name, f"dictionary_page_offset {dpo} != first page {pages[0].offset}")
-        if not dicts and dpo is not None and 0 < dpo < m.data_page_offset:
+        if not dicts and chunk_span(m).start != m.data_page_offset:
             self.add(name, f"dictionary_page_offset {dpo} but no dictionary page")
         if not data_pages:
             self.add(name, "no data pages")
