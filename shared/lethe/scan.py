@@ -57,7 +57,7 @@ def plan(
         if dnf is not None and not dnf.may_match(_file_lookup(f, schema)):
             continue
         h = FileHandle(store, f"{prefix}/{f.path}" if prefix else f.path, f)
-        footer = h.footer() if (dnf is not None and other_cols) else None
+        tail = h.tail() if (dnf is not None and other_cols) else None
         first = 0
         for i, rg in enumerate(f.row_groups):
             start = first
@@ -65,9 +65,7 @@ def plan(
             if rg.rows == 0:
                 continue
             if dnf is not None:
-                lookup = _RowGroupStats(
-                    schema, key, rg, footer.metadata.row_group(i) if footer else None
-                )
+                lookup = _RowGroupStats(schema, key, rg, tail.arrow.row_group(i) if tail else None)
                 if not dnf.may_match(lookup):
                     continue
             out.append((h, i, start))

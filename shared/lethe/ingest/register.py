@@ -205,8 +205,7 @@ def register_parquet(
             "ingest it with the Spark job"
         )
     stub = DataFile(path=key, size=size, etag=etag, rows=0, row_groups=(), added_version=0)
-    footer = FileHandle(src, key, stub).footer()
-    md = footer.metadata
+    md = FileHandle(src, key, stub).tail().arrow
     schema = table.schema
     try:
         file_schema = md.schema.to_arrow_schema()
