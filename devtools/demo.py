@@ -119,14 +119,8 @@ def parquet_pages(body: bytes) -> Iterator[bytes]:
     """Every page of every column chunk of a Parquet file, decompressed (the bytes a
     reader decodes values from: dictionary pages hold the distinct values, PLAIN data pages
     the values themselves)."""
-    from lethe.parquet.footer import (
-        DPH2,
-        PH,
-        PageType,
-        chunk_range,
-        parse_tail,
-        walk_pages,
-    )
+    from lethe.parquet.enums import DPH2, PH, PageType
+    from lethe.parquet.footer import chunk_range, parse_tail, walk_pages
     from lethe.parquet.thrift import Struct
 
     footer = parse_tail(body, len(body))

@@ -39,10 +39,11 @@ from lethe.manifest import (
     request_hash,
 )
 from lethe.objects import PinnedObject
+from lethe.parquet.decode import decode_row_group
 from lethe.parquet.footer import Footer, TailTooShort, index_region, parse_tail, row_group_range
 from lethe.parquet.parts import CopyPart, Download, MultipartPlan, SinglePut, UploadPart, plan_parts
-from lethe.parquet.segments import Bytes
-from lethe.parquet.splice import Extent, GroupEdit, GroupFate, decode_row_group, splice
+from lethe.parquet.segments import Bytes, Extent
+from lethe.parquet.splice import GroupEdit, GroupFate, splice
 from lethe.store import IOCounters, S3Store
 from lethe.transforms import apply_dv_updates, apply_replace
 from lethe.writer import describe, new_data_path

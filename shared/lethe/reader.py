@@ -1,4 +1,4 @@
-"""Reading data files: pinned footers, planned ranged GETs of column chunks, DVs applied.
+"""Reading data files: pinned tails and footers, planned ranged GETs of column chunks, DVs applied.
 
 Every GET of a data file carries ``If-Match: <etag in the manifest>``, so an object replaced
 under a pinned snapshot fails loudly (:class:`~lethe.errors.StaleSnapshot`) instead of
@@ -34,6 +34,7 @@ from lethe.filters import Dnf, Predicate
 from lethe.manifest import DataFile, DVRef
 from lethe.objects import COALESCE_GAP, PinnedObject
 from lethe.parquet import footer as pqf
+from lethe.parquet import model as pqm
 from lethe.parquet import pages
 from lethe.store import S3Store
 
@@ -43,12 +44,12 @@ V = TypeVar("V")
 
 __all__ = [
     "FileHandle",
-    "Footer",
-    "FooterCache",
     "LruCache",
     "PageIndex",
     "RowFilter",
     "SparseFile",
+    "Tail",
+    "TailCache",
     "read_filtered",
     "read_pages",
     "read_row_group",
@@ -138,16 +139,29 @@ class SparseFile:
 
 
 @dataclass(frozen=True, slots=True)
-class Footer:
-    """A parsed footer with the tail bytes it came from (they often hold the page index)."""
+class Tail:
+    """The last bytes of a data file, fetched once per ETag: its footer and often its page
+    index.
 
-    metadata: pq.FileMetaData
-    tail_start: int
-    tail: bytes
+    pyarrow decodes the footer here (its reader and the row-group statistics need pyarrow's
+    metadata). The footer as :mod:`lethe.parquet` models it
+    (:class:`~lethe.parquet.footer.Footer`) is parsed from the same bytes only for
+    page-level reads (:class:`PageIndex`): decoding it in Python costs about a hundred
+    times pyarrow's decoding.
+
+    Attributes:
+        arrow: The footer, as pyarrow decodes it.
+        start: File offset of ``data[0]``.
+        data: The bytes, up to the end of the file.
+    """
+
+    arrow: pq.FileMetaData
+    start: int
+    data: bytes
 
     def leaf_indices(self, columns: Sequence[str] | None) -> list[int]:
         """Leaf column indices of the given top-level columns (all when None)."""
-        md = self.metadata
+        md = self.arrow
         if columns is None:
             return list(range(md.num_columns))
         want = set(columns)
@@ -200,33 +214,32 @@ class LruCache(Generic[V]):
                 self._bytes -= ow
 
 
-class FooterCache(LruCache[Footer]):
-    """Process-wide LRU of footers keyed by (bucket, key, etag): a warm snapshot's lookups
+class TailCache(LruCache[Tail]):
+    """Process-wide LRU of file tails keyed by (bucket, key, etag): a warm snapshot's lookups
     and deletes need no footer GET."""
 
     def __init__(self, capacity: int = 512, *, max_bytes: int = 128 << 20) -> None:
-        super().__init__(capacity, max_bytes=max_bytes, weigh=lambda f: len(f.tail))
+        super().__init__(capacity, max_bytes=max_bytes, weigh=lambda t: len(t.data))
 
 
-FOOTERS = FooterCache()
+TAILS = TailCache()
 
 
 class PageIndex:
     """A file's footer decoded by :mod:`lethe.parquet` and the bytes of its column and offset
     indexes, with what page-level reads derive from them memoized per chunk.
 
-    One per data file (per ETag) in :data:`PAGE_INDEXES`; ``meta`` is None and ``data``
+    One per data file (per ETag) in :data:`PAGE_INDEXES`; ``footer`` is None and ``data``
     empty when the file has no page index or its footer cannot be decoded here (encrypted
     columns).
     """
 
-    def __init__(
-        self, meta: pqf.FileMetaData | None, start: int, data: bytes, footer_bytes: int = 0
-    ) -> None:
-        self.meta = meta
+    def __init__(self, footer: pqf.Footer | None, start: int, data: bytes) -> None:
+        self.footer = footer
+        self.meta = meta = footer.metadata if footer is not None else None
         self.start = start
         self.data = data
-        self.footer_bytes = footer_bytes
+        self.footer_bytes = footer.length if footer is not None else 0
         self._memo: dict[tuple[Any, ...], Any] = {}
         self._leaves: dict[str, int | None] = {}
         self._groups = meta.row_groups if meta is not None else ()
@@ -242,7 +255,7 @@ class PageIndex:
         and the decoded footer take (Python objects: about 8x and 20x their bytes)."""
         return 8 * len(self.data) + 20 * self.footer_bytes
 
-    def _meta(self) -> pqf.FileMetaData:
+    def _meta(self) -> pqm.FileMetaData:
         assert self.meta is not None
         return self.meta
 
@@ -267,7 +280,7 @@ class PageIndex:
             self._leaves[name] = pages.flat_leaf(self._meta(), name)
         return self._leaves[name]
 
-    def chunk(self, rg: int, col: int) -> pqf.ColumnChunk:
+    def chunk(self, rg: int, col: int) -> pqm.ColumnChunk:
         return self._groups[rg].columns[col]
 
     def num_rows(self, rg: int) -> int:
@@ -310,7 +323,7 @@ PAGE_INDEXES = LruCache[PageIndex](512, max_bytes=128 << 20, weigh=lambda p: p.n
 """Process-wide LRU of page indexes keyed by (bucket, key, etag)."""
 
 
-def _index_span(meta: pqf.FileMetaData) -> pqf.ByteRange | None:
+def _index_span(meta: pqm.FileMetaData) -> pqf.ByteRange | None:
     """The range holding every column and offset index (bloom filters left out)."""
     items = [s for s in pqf.index_structures(meta) if s.kind != "bloom_filter" and s.length]
     if not items:
@@ -323,9 +336,7 @@ def _index_span(meta: pqf.FileMetaData) -> pqf.ByteRange | None:
 class FileHandle:
     """One data file of a pinned snapshot; its bytes are read through :attr:`object`."""
 
-    def __init__(
-        self, store: S3Store, key: str, f: DataFile, *, footers: FooterCache = FOOTERS
-    ) -> None:
+    def __init__(self, store: S3Store, key: str, f: DataFile, *, tails: TailCache = TAILS) -> None:
         self.store = store
         self.key = key
         self.file = f
@@ -339,64 +350,54 @@ class FileHandle:
             gone="{uri} is referenced by the snapshot but is gone (garbage-collected or "
             "deleted out of band)",
         )
-        self._footers = footers
+        self._tails = tails
 
-    def footer(self) -> Footer:
+    def tail(self) -> Tail:
+        """The file's tail and footer (cached per ETag; one GET, two if the footer is long)."""
         ck = (self.store.bucket, self.key, self.file.etag)
-        cached = self._footers.get(ck)
+        cached = self._tails.get(ck)
         if cached is not None:
             return cached
         size = self.file.size
         n = min(size, TAIL_BYTES)
-        tail = self.object.tail(n)
-        if len(tail) < 8 or tail[-4:] != b"PAR1":
-            if tail[-4:] == b"PARE":
+        data = self.object.tail(n)
+        if len(data) < 8 or data[-4:] != b"PAR1":
+            if data[-4:] == b"PARE":
                 raise errors.UnsupportedFile(f"{self.key} is an encrypted Parquet file")
             raise errors.UnsupportedFile(f"{self.key} is not a Parquet file (no PAR1 trailer)")
-        flen = int.from_bytes(tail[-8:-4], "little")
+        flen = int.from_bytes(data[-8:-4], "little")
         if flen + 8 > n:
             if flen + 8 > size:
                 raise errors.UnsupportedFile(f"{self.key}: footer length {flen} exceeds file size")
             extra = self.object.read(size - flen - 8, size - n)
-            tail = extra + tail
-            n = len(tail)
-        md = pq.read_metadata(pa.BufferReader(tail[-(flen + 8) :]))
-        ft = Footer(md, size - n, tail)
-        self._footers.put(ck, ft)
-        return ft
+            data = extra + data
+            n = len(data)
+        md = pq.read_metadata(pa.BufferReader(data[-(flen + 8) :]))
+        tail = Tail(md, size - n, data)
+        self._tails.put(ck, tail)
+        return tail
 
-    def chunk_ranges(self, footer: Footer, rg: int, leaves: Sequence[int]) -> list[tuple[int, int]]:
-        g = footer.metadata.row_group(rg)
-        out = []
-        for i in leaves:
-            c = g.column(i)
-            d = c.dictionary_page_offset
-            first = (
-                d
-                if (c.has_dictionary_page and d is not None and 0 < d < c.data_page_offset)
-                else c.data_page_offset
-            )
-            out.append((first, first + c.total_compressed_size))
-        return out
+    def chunk_ranges(self, tail: Tail, rg: int, leaves: Sequence[int]) -> list[tuple[int, int]]:
+        """``[start, end)`` of the chunks ``leaves`` of row group ``rg`` (DESIGN §4.1)."""
+        g = tail.arrow.row_group(rg)
+        return [(r.start, r.end) for r in (pqf.chunk_span(g.column(i)) for i in leaves)]
 
-    def prefetch(self, footer: Footer, rg: int, columns: Sequence[str] | None) -> SparseFile:
+    def prefetch(self, tail: Tail, rg: int, columns: Sequence[str] | None) -> SparseFile:
         """Fetch the chunks of ``columns`` in row group ``rg`` (parallel coalesced GETs)."""
-        return self.fetch_ranges(
-            footer, self.chunk_ranges(footer, rg, footer.leaf_indices(columns))
-        )
+        return self.fetch_ranges(tail, self.chunk_ranges(tail, rg, tail.leaf_indices(columns)))
 
     def fetch_ranges(
-        self, footer: Footer, ranges: Sequence[tuple[int, int]], *, gap: int = COALESCE_GAP
+        self, tail: Tail, ranges: Sequence[tuple[int, int]], *, gap: int = COALESCE_GAP
     ) -> SparseFile:
         """Fetch ``[start, end)`` ranges (coalesced within ``gap``, in parallel) into a
-        :class:`SparseFile` that also holds the footer's tail."""
+        :class:`SparseFile` that also holds the file's tail."""
         sparse = SparseFile(self.file.size, self.object.read)
-        sparse.add(footer.tail_start, footer.tail)
-        for s, data in self.object.read_ranges(ranges, gap=gap, held_from=footer.tail_start):
+        sparse.add(tail.start, tail.data)
+        for s, data in self.object.read_ranges(ranges, gap=gap, held_from=tail.start):
             sparse.add(s, data)
         return sparse
 
-    def page_index(self, footer: Footer) -> PageIndex | None:
+    def page_index(self, tail: Tail) -> PageIndex | None:
         """The file's page index (cached with the footer per ETag), None when it has none.
 
         The column and offset indexes usually lie in the tail fetched with the footer;
@@ -405,32 +406,32 @@ class FileHandle:
         ck = (self.store.bucket, self.key, self.file.etag)
         pi = PAGE_INDEXES.get(ck)
         if pi is None:
-            pi = self._load_page_index(footer)
+            pi = self._load_page_index(tail)
             PAGE_INDEXES.put(ck, pi)
         return pi if pi.has_index else None
 
-    def _load_page_index(self, footer: Footer) -> PageIndex:
+    def _load_page_index(self, tail: Tail) -> PageIndex:
         try:
-            parsed = pqf.parse_tail(footer.tail, self.file.size)
-            span = _index_span(parsed.metadata)
+            footer = pqf.parse_tail(tail.data, self.file.size)
+            span = _index_span(footer.metadata)
             if span is None or span.length > MAX_INDEX_BYTES:
                 return PageIndex(None, 0, b"")
-            t0 = footer.tail_start
+            t0 = tail.start
             if span.start >= t0:
-                data = footer.tail[span.start - t0 : span.end - t0]
+                data = tail.data[span.start - t0 : span.end - t0]
             else:
                 head = self.object.read(span.start, min(span.end, t0))
-                data = head + footer.tail[: max(0, span.end - t0)]
-            return PageIndex(parsed.metadata, span.start, data, parsed.length)
+                data = head + tail.data[: max(0, span.end - t0)]
+            return PageIndex(footer, span.start, data)
         except errors.UnsupportedFile as e:  # InvalidParquet included
             log.debug("no page-level reads for %s: %s", self.key, e)
             return PageIndex(None, 0, b"")
 
 
 def read_row_group(
-    handle: FileHandle, footer: Footer, rg: int, columns: Sequence[str] | None, sparse: SparseFile
+    handle: FileHandle, tail: Tail, rg: int, columns: Sequence[str] | None, sparse: SparseFile
 ) -> pa.Table:
-    pf = pq.ParquetFile(pa.PythonFile(sparse, mode="r"), metadata=footer.metadata, pre_buffer=False)
+    pf = pq.ParquetFile(pa.PythonFile(sparse, mode="r"), metadata=tail.arrow, pre_buffer=False)
     return pf.read_row_group(
         rg, columns=list(columns) if columns is not None else None, use_threads=False
     )
@@ -472,7 +473,7 @@ def iter_row_groups(
         if read is not None:
             t = read(h, rg)
         else:
-            ft = h.footer()
+            ft = h.tail()
             t = read_row_group(h, ft, rg, columns, h.prefetch(ft, rg, columns))
         return transform(h, rg, t) if transform is not None else t
 
@@ -539,7 +540,7 @@ def read_filtered(
         if got is not None:
             return got
     cols = list(dict.fromkeys([*columns, *(rf.dnf.columns if rf.dnf else [])]))
-    ft = handle.footer()
+    ft = handle.tail()
     t = read_row_group(handle, ft, rg, cols, handle.prefetch(ft, rg, cols))
     mask = rf.keep(handle.file, first_row, t.num_rows)
     if mask is not None:
@@ -567,7 +568,7 @@ def read_pages(
     or when the candidates are more than :data:`PAGE_READ_MAX_FRACTION` of the group.
     """
     assert rf.dnf is not None
-    pi = handle.page_index(handle.footer())
+    pi = handle.page_index(handle.tail())
     if pi is None:
         return None
     plan = _plan_pages(pi, rg, columns, rf.dnf, rf.schema)
@@ -575,7 +576,7 @@ def read_pages(
         return None
     try:
         return _read_planned(handle, pi, rg, first_row, columns, rf, plan)
-    except (pqf.InvalidParquet, pa.ArrowException) as e:
+    except (pqm.InvalidParquet, pa.ArrowException) as e:
         log.warning(
             "page-level read of %s row group %s fell back to the whole group (%s)",
             handle.key,
@@ -709,7 +710,7 @@ def _read_columns(
         d = layouts[c].dictionary
         if d is not None and layouts[c].predicts_dictionary(ps):
             spans.append((d.start, d.end))
-    sparse = handle.fetch_ranges(handle.footer(), spans, gap=PAGE_COALESCE_GAP)
+    sparse = handle.fetch_ranges(handle.tail(), spans, gap=PAGE_COALESCE_GAP)
     wanted = _row_indices(rows)
     out: dict[str, pa.ChunkedArray] = {}
     for c, ps in chosen.items():

@@ -78,7 +78,7 @@ def plan(
     other_cols = [c for c in (dnf.columns if dnf else []) if c != key]
     for f in candidate_files(manifest, dnf, physical=physical):
         h = FileHandle(store, f"{prefix}/{f.path}" if prefix else f.path, f)
-        footer = h.footer() if (dnf is not None and other_cols) else None
+        tail = h.tail() if (dnf is not None and other_cols) else None
         first = 0
         for i, rg in enumerate(f.row_groups):
             start = first
@@ -86,9 +86,7 @@ def plan(
             if rg.rows == 0:
                 continue
             if dnf is not None:
-                lookup = _RowGroupStats(
-                    schema, key, rg, footer.metadata.row_group(i) if footer else None
-                )
+                lookup = _RowGroupStats(schema, key, rg, tail.arrow.row_group(i) if tail else None)
                 if not dnf.may_match(lookup):
                     continue
             out.append((h, i, start))

@@ -50,7 +50,7 @@ def verify(table: Table) -> VerifyReport:
             )
             continue
         try:
-            md = table._handle(f).footer().metadata
+            md = table._handle(f).tail().arrow
         except errors.LetheError as e:
             problems.append(f"{f.path}: footer unreadable: {e}")
             continue

@@ -21,6 +21,7 @@ import pyarrow.parquet as pq
 from lethe import errors
 from lethe.layout import data_key
 from lethe.manifest import ColumnStats, DataFile, RowGroupInfo
+from lethe.parquet.footer import row_group_span
 from lethe.store import S3Store
 from lethe.values import JsonScalar, is_orderable, to_json
 
@@ -50,20 +51,12 @@ def new_data_path(now: datetime | None = None) -> str:
 
 
 def row_group_range(rg: pq.RowGroupMetaData) -> tuple[int, int]:
-    """``[start, end)`` of a row group from its column chunks (not ``RowGroup.file_offset``)."""
-    start = None
-    end = 0
-    for i in range(rg.num_columns):
-        c = rg.column(i)
-        d = c.dictionary_page_offset
-        first = (
-            d
-            if (c.has_dictionary_page and d is not None and 0 < d < c.data_page_offset)
-            else c.data_page_offset
-        )
-        start = first if start is None else min(start, first)
-        end = max(end, first + c.total_compressed_size)
-    return (start or 4), end
+    """``[start, end)`` of a row group by :func:`~lethe.parquet.footer.row_group_span` (from
+    its column chunks, not ``RowGroup.file_offset``), read from pyarrow's metadata."""
+    if not rg.num_columns:
+        return 4, 0
+    r = row_group_span(rg.column(i) for i in range(rg.num_columns))
+    return (r.start or 4), r.end
 
 
 def _stat_json(v: Any, t: pa.DataType) -> JsonScalar:

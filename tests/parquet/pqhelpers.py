@@ -13,6 +13,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from lethe.parquet.decode import decode_row_group
 from lethe.parquet.footer import (
     ByteRange,
     Footer,
@@ -25,8 +26,8 @@ from lethe.parquet.footer import (
     row_group_range,
     walk_pages,
 )
-from lethe.parquet.segments import Copy, apply_segments
-from lethe.parquet.splice import Extent, GroupEdit, SplicePlan, decode_row_group, splice
+from lethe.parquet.segments import Copy, Extent, apply_segments
+from lethe.parquet.splice import GroupEdit, SplicePlan, splice
 from lethe.parquet.thrift import decode, encode
 
 TAIL = 1 << 20

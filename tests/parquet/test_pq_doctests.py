@@ -7,7 +7,21 @@ import importlib
 
 import pytest
 
-MODULES = ["thrift", "footer", "segments", "splice", "parts", "validate", "pages"]
+MODULES = [
+    "thrift",
+    "enums",
+    "model",
+    "footer",
+    "offsets",
+    "segments",
+    "decode",
+    "reencode",
+    "region",
+    "splice",
+    "parts",
+    "validate",
+    "pages",
+]
 
 
 @pytest.mark.parametrize("name", MODULES)

@@ -18,10 +18,8 @@ import pytest
 from pqhelpers import WRITER_OPTIONS, assert_everything_round_trips, footer_of, rich_table, write
 
 from lethe.errors import SpliceRefused, UnsupportedFile
+from lethe.parquet.enums import CC, CMD, FMD, RG, PageType
 from lethe.parquet.footer import (
-    FileMetaData,
-    InvalidParquet,
-    PageType,
     TailTooShort,
     check_roundtrip,
     chunk_range,
@@ -36,7 +34,8 @@ from lethe.parquet.footer import (
     row_group_ranges,
     walk_pages,
 )
-from lethe.parquet.thrift import decode, decode_prefix, encode
+from lethe.parquet.model import FileMetaData, InvalidParquet
+from lethe.parquet.thrift import ThriftList, TType, decode, decode_prefix, encode
 
 N = 3000
 
@@ -122,7 +121,7 @@ def test_row_group_range_ignores_file_offset() -> None:
     rg = meta.row_groups[1]
     honest = row_group_range(rg)
     lying = rg.struct.set(5, rg.struct.field(5).type if rg.struct.field(5) else 6, 12345)  # type: ignore[union-attr]
-    from lethe.parquet.footer import RowGroup
+    from lethe.parquet.model import RowGroup
 
     assert row_group_range(RowGroup(lying)) == honest
     # a 0 dictionary_page_offset means "none" for some writers
@@ -130,9 +129,55 @@ def test_row_group_range_ignores_file_offset() -> None:
     md = cc.get(3)
     assert md is not None
     zero = cc.set(3, cc.field(3).type, md.set(11, 6, 0))  # type: ignore[union-attr, arg-type]
-    from lethe.parquet.footer import ColumnChunk
+    from lethe.parquet.model import ColumnChunk
 
     assert chunk_range(ColumnChunk(zero)).start == rg.columns[0].meta_data.data_page_offset
+
+
+def _with_zero_dictionary_offsets(data: bytes) -> bytes:
+    """The file with ``dictionary_page_offset = 0`` ("none" for some writers) in every chunk."""
+    footer = footer_of(data)
+    groups = []
+    for rg in footer.metadata.row_groups:
+        cols = [
+            cc.struct.set(
+                CC.META_DATA,
+                TType.STRUCT,
+                cc.meta_data.struct.set(CMD.DICTIONARY_PAGE_OFFSET, TType.I64, 0),
+            )
+            for cc in rg.columns
+        ]
+        groups.append(rg.struct.set(RG.COLUMNS, TType.LIST, ThriftList(TType.STRUCT, tuple(cols))))
+    fm = footer.metadata.struct.set(
+        FMD.ROW_GROUPS, TType.LIST, ThriftList(TType.STRUCT, tuple(groups))
+    )
+    raw = encode(fm)
+    return data[: footer.start] + raw + struct.pack("<I", len(raw)) + b"PAR1"
+
+
+@pytest.mark.parametrize("variant", ["dictionary", "plain", "zero dictionary offset"])
+def test_writer_and_reader_locate_groups_by_the_same_rule(variant: str) -> None:
+    """DESIGN §4.1 once: the writer and the reader apply it to pyarrow's metadata."""
+    from lethe.parquet.footer import chunk_span
+    from lethe.writer import row_group_range as writer_range
+
+    data = write(rich_table(), row_group_size=1000, use_dictionary=variant == "dictionary")
+    if variant == "zero dictionary offset":
+        data = _with_zero_dictionary_offsets(data)
+    meta = footer_of(data).metadata
+    arrow = pq.read_metadata(pa.BufferReader(data))
+    for g, rg in enumerate(meta.row_groups):
+        r = row_group_range(rg)
+        assert writer_range(arrow.row_group(g)) == (r.start, r.end)
+        for j, cc in enumerate(rg.columns):
+            assert chunk_span(arrow.row_group(g).column(j)) == chunk_range(cc)
+    if variant == "dictionary":
+        assert any(chunk_range(cc).start < cc.meta_data.data_page_offset for cc in rg.columns)
+    else:
+        assert all(chunk_range(cc).start == cc.meta_data.data_page_offset for cc in rg.columns)
+    if variant == "zero dictionary offset":
+        assert arrow.row_group(0).column(0).dictionary_page_offset == 0
+    assert pq.read_table(pa.BufferReader(data)).num_rows == N
 
 
 def test_parse_tail_needs_the_whole_footer() -> None:

@@ -15,13 +15,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lethe.errors import UnsupportedFile
-from lethe.parquet.footer import (
-    FileMetaData,
-    InvalidParquet,
-    parse_tail,
-    read_column_index,
-    read_offset_index,
-)
+from lethe.parquet.footer import parse_tail, read_column_index, read_offset_index
+from lethe.parquet.model import FileMetaData, InvalidParquet
 from lethe.parquet.pages import (
     ChunkLayout,
     PageSpan,

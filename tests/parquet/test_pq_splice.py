@@ -29,17 +29,29 @@ from pqhelpers import (
 )
 
 from lethe.errors import InvalidRequest, SpliceRefused, UnsupportedFile
+from lethe.parquet.decode import decode_row_group
 from lethe.parquet.footer import (
-    ColumnChunk,
     index_region,
     index_structures,
     read_bloom_filter_header,
     row_group_range,
     row_group_ranges,
 )
+from lethe.parquet.model import ColumnChunk
 from lethe.parquet.parts import PartLimits, plan_parts
-from lethe.parquet.segments import Bytes, Copy, apply_segments
-from lethe.parquet.splice import Extent, GroupEdit, decode_row_group, needed_ranges, splice
+from lethe.parquet.reencode import GroupRewrite
+from lethe.parquet.segments import Bytes, Copy, Extent, Source, apply_segments
+from lethe.parquet.splice import (
+    GroupEdit,
+    assemble,
+    lay_out_data,
+    lay_out_region,
+    locate,
+    needed_ranges,
+    rebuild_groups,
+    rewrite_groups,
+    splice,
+)
 from lethe.parquet.thrift import TType, encode
 from lethe.parquet.validate import validate
 
@@ -430,7 +442,8 @@ def test_refuses_a_footer_that_does_not_round_trip() -> None:
 
 
 def _patched_footer(data: bytes, fn: Any) -> Any:
-    from lethe.parquet.footer import FileMetaData, Footer
+    from lethe.parquet.footer import Footer
+    from lethe.parquet.model import FileMetaData
 
     footer = footer_of(data)
     struct_ = fn(footer.metadata.struct)
@@ -449,7 +462,7 @@ def test_refuses_a_codec_pyarrow_cannot_write() -> None:
     data, _ = _plain_file()
 
     def lzo(s: Any) -> Any:
-        from lethe.parquet.footer import FileMetaData
+        from lethe.parquet.model import FileMetaData
         from lethe.parquet.thrift import ThriftList
 
         meta = FileMetaData(s)
@@ -511,7 +524,7 @@ def test_refuses_a_schema_pyarrow_would_change() -> None:
     data, table = _plain_file()
 
     def legacy(s: Any) -> Any:
-        from lethe.parquet.footer import FileMetaData
+        from lethe.parquet.model import FileMetaData
         from lethe.parquet.thrift import ThriftList
 
         meta = FileMetaData(s)
@@ -529,7 +542,8 @@ def test_refuses_a_schema_pyarrow_would_change() -> None:
 
 def test_bloom_filters_without_length() -> None:
     """Older parquet-java wrote bloom_filter_offset without bloom_filter_length."""
-    from lethe.parquet.footer import CC, CMD, FMD, RG, FileMetaData
+    from lethe.parquet.enums import CC, CMD, FMD, RG
+    from lethe.parquet.model import FileMetaData
     from lethe.parquet.thrift import Struct, ThriftList
 
     table = rich_table(1200)
@@ -629,3 +643,63 @@ def test_sorting_columns_and_file_offsets_are_kept() -> None:
                 0,
                 cc.meta_data.dictionary_page_offset or cc.meta_data.data_page_offset,
             )
+
+
+def _kept_as_is(data: bytes, footer: Any, g: int) -> GroupRewrite:
+    """A rewrite of group ``g`` that keeps every page: one copy of its original bytes, its
+    metadata and index structures in the original's coordinates."""
+    rg = footer.metadata.row_groups[g]
+    r = row_group_range(rg)
+
+    def piece(offset: int | None, length: int | None) -> bytes | None:
+        return None if offset is None or length is None else data[offset : offset + length]
+
+    return GroupRewrite(
+        (Copy(r.start, r.end),),
+        r.start,
+        rg.num_rows,
+        rg.struct,
+        tuple(
+            piece(c.meta_data.bloom_filter_offset, c.meta_data.bloom_filter_length)
+            for c in rg.columns
+        ),
+        tuple(piece(c.column_index_offset, c.column_index_length) for c in rg.columns),
+        tuple(piece(c.offset_index_offset, c.offset_index_length) for c in rg.columns),
+    )
+
+
+def test_the_phases_place_a_rewrite_that_copies_original_pages() -> None:
+    """What page-level splices will build on: a rewrite's body may be copies of the
+    original. The middle group, re-encoded, changes size; the last one, "rewritten" as a
+    copy of itself, must still read back, its offsets and offset index moved."""
+    table = rich_table()
+    data = write(table, row_group_size=1000, **WRITER_OPTIONS["zstd-page-index-bloom"])
+    footer = footer_of(data)
+    source = Source([Extent(0, data)])
+    r1, r2 = (row_group_range(footer.metadata.row_groups[g]) for g in (1, 2))
+    rows1 = decode_row_group(footer.metadata, 1, data[r1.start : r1.end])
+    keep1 = rows1.slice(0, 700)
+    edits = {
+        1: GroupEdit(data[r1.start : r1.end], keep1),
+        2: GroupEdit(data[r2.start : r2.end], pa.table({})),
+    }
+    located = locate(footer, edits, source)
+    rewrites = {
+        **rewrite_groups(footer.metadata, located, {1: edits[1]}),
+        2: _kept_as_is(data, footer, 2),
+    }
+    area = lay_out_data(located, rewrites)
+    groups = rebuild_groups(footer.metadata, located, rewrites, area, source)
+    plan = assemble(footer, area, groups, lay_out_region(area, groups, source, 1 << 20))
+    assert Copy(r2.start, r2.end) in plan.segments
+    assert area.placed[2] != r2.start  # it moved: the re-encoded group before it shrank
+    new = apply_segments(plan.segments, data)
+    assert validate(new) == []
+    before = read_pyarrow(data)
+    want = pa.concat_tables([before.slice(0, 1000), before.slice(1000, 700), before.slice(2000)])
+    assert read_pyarrow(new).equals(want)
+    assert [(f.rows_after, f.edited) for f in plan.groups] == [
+        (1000, False),
+        (700, True),
+        (1000, True),
+    ]

@@ -9,7 +9,8 @@ import pyarrow as pa
 import pytest
 from pqhelpers import footer_of, rich_table, write
 
-from lethe.parquet.footer import CC, CMD, FMD, RG, chunk_range, walk_pages
+from lethe.parquet.enums import CC, CMD, FMD, RG
+from lethe.parquet.footer import chunk_range, walk_pages
 from lethe.parquet.thrift import Struct, ThriftList, TType, encode
 from lethe.parquet.validate import Problem, validate
 

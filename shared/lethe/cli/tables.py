@@ -115,7 +115,7 @@ def cmd_inspect(a: argparse.Namespace) -> int:
         raise errors.InvalidRequest(f"{a.path} is not a live file of version {t.version}")
     for f in files:
         h = t._handle(f)
-        md = h.footer().metadata
+        md = h.tail().arrow
         print(
             f"{f.path}  size={f.size:,}  rows={f.rows}  deleted={f.deleted_rows}  row_groups={md.num_row_groups}  created_by={md.created_by}"
         )

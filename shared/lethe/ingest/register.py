@@ -239,7 +239,7 @@ def _checked_footer(
         SchemaMismatch: it does not fit (:func:`check_file_schema`).
     """
     stub = DataFile(path=key, size=size, etag=etag, rows=0, row_groups=(), added_version=0)
-    md = FileHandle(src, key, stub).footer().metadata
+    md = FileHandle(src, key, stub).tail().arrow
     try:
         file_schema = md.schema.to_arrow_schema()
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:

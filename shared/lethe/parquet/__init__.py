@@ -1,12 +1,22 @@
 """Parquet internals of the row-group splice; pure functions over bytes, no I/O.
 
 - :mod:`lethe.parquet.thrift`: a schema-less, byte-exact Thrift compact protocol codec.
-- :mod:`lethe.parquet.footer`: typed views of the Parquet Thrift structures; footer, row
-  group and index-structure location.
-- :mod:`lethe.parquet.splice`: decode one row group from its bytes; plan a splice.
-- :mod:`lethe.parquet.segments`: a new object as copies of the old one and new bytes.
+- :mod:`lethe.parquet.enums`: field ids of the Parquet Thrift structures, the format's enums.
+- :mod:`lethe.parquet.model`: typed, read-only views of those structures.
+- :mod:`lethe.parquet.footer`: where things lie: the footer (parsed from a tail, its
+  round-trip guard), the byte-range rule of chunks and row groups, pages, index structures.
+- :mod:`lethe.parquet.segments`: a new object as copies of the old one and new bytes; the
+  bytes of the old one already fetched.
+- :mod:`lethe.parquet.offsets`: moving absolute offsets (struct edits, offset maps).
+- :mod:`lethe.parquet.decode`: decode one row group from its bytes alone.
+- :mod:`lethe.parquet.reencode`: re-encode a group's remaining rows as its writer did.
+- :mod:`lethe.parquet.region`: the rebuilt index region's entries and their order.
+- :mod:`lethe.parquet.splice`: plan a splice, as a pipeline of pure phases.
 - :mod:`lethe.parquet.parts`: the multipart (or single PUT) upload plan of such an object.
 - :mod:`lethe.parquet.validate`: a structural validator for whole files in memory.
+- :mod:`lethe.parquet.pages`: page-level reads through the page index.
+
+Nothing is re-exported here: import from the module that defines a name.
 
 A splice, end to end (the caller does the I/O)::
 

@@ -49,28 +49,27 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from lethe.parquet.footer import (
+from lethe.parquet.enums import (
     CC,
     CI,
     CMD,
     FMD,
-    MAGIC,
     RG,
     SE,
-    ByteRange,
-    ColumnChunk,
-    ColumnIndex,
     Encoding,
-    FileMetaData,
-    InvalidParquet,
-    OffsetIndex,
     PageType,
     PhysicalType,
     Repetition,
+)
+from lethe.parquet.footer import MAGIC, ByteRange, chunk_range, read_page_header
+from lethe.parquet.model import (
+    ColumnChunk,
+    ColumnIndex,
+    FileMetaData,
+    InvalidParquet,
+    OffsetIndex,
     RowGroup,
     SchemaElement,
-    chunk_range,
-    read_page_header,
 )
 from lethe.parquet.thrift import Field, Struct, ThriftList, TType, encode
 

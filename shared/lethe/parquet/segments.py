@@ -1,7 +1,9 @@
 """The description of a new object as pieces of an old one and new bytes.
 
 A splice does not produce a file: it produces a list of segments that, concatenated, are the
-new file. :mod:`lethe.parquet.parts` turns such a list into a multipart upload plan.
+new file. :mod:`lethe.parquet.parts` turns such a list into a multipart upload plan. What
+a splice has already read of the old object is a set of :class:`Extent`, read through a
+:class:`Source`.
 
 >>> segs = normalize([Copy(0, 4), Copy(4, 8), Bytes(b"ab"), Bytes(b""), Bytes(b"c")])
 >>> segs
@@ -16,7 +18,18 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TypeAlias
 
-__all__ = ["Bytes", "Copy", "Segment", "apply_segments", "normalize", "segments_size"]
+from lethe.errors import SpliceRefused
+
+__all__ = [
+    "Bytes",
+    "Copy",
+    "Extent",
+    "Segment",
+    "Source",
+    "apply_segments",
+    "normalize",
+    "segments_size",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,3 +114,61 @@ def apply_segments(segments: Iterable[Segment], source: bytes) -> bytes:
         else:
             out += s.data
     return bytes(out)
+
+
+@dataclass(frozen=True, slots=True)
+class Extent:
+    """Bytes of the original file already in memory.
+
+    Attributes:
+        offset: File offset of ``data[0]``.
+        data: The bytes.
+    """
+
+    offset: int
+    data: bytes
+
+    @property
+    def end(self) -> int:
+        """One past the last byte held."""
+        return self.offset + len(self.data)
+
+
+class Source:
+    """Random access to the fetched extents of the original file.
+
+    >>> src = Source([Extent(100, b"abcdef"), Extent(0, b"PAR1")])
+    >>> src.read(102, 3), src.has(0, 5), src.extent_at(3).offset
+    (b'cde', False, 0)
+    """
+
+    def __init__(self, extents: Iterable[Extent]) -> None:
+        self._extents = sorted(extents, key=lambda e: e.offset)
+
+    def read(self, offset: int, length: int) -> bytes:
+        """Bytes ``[offset, offset + length)``, from one extent.
+
+        Raises:
+            SpliceRefused: No extent holds them all.
+        """
+        for e in self._extents:
+            if e.offset <= offset and offset + length <= e.end:
+                return e.data[offset - e.offset : offset + length - e.offset]
+        raise SpliceRefused(
+            f"bytes [{offset}, {offset + length}) of the original file were not provided"
+        )
+
+    def has(self, offset: int, length: int) -> bool:
+        """Whether one extent holds bytes ``[offset, offset + length)``."""
+        return any(e.offset <= offset and offset + length <= e.end for e in self._extents)
+
+    def extent_at(self, offset: int) -> Extent:
+        """The extent holding byte ``offset``.
+
+        Raises:
+            SpliceRefused: None does.
+        """
+        for e in self._extents:
+            if e.offset <= offset < e.end:
+                return e
+        raise SpliceRefused(f"byte {offset} of the original file was not provided")

@@ -24,16 +24,15 @@ import zlib
 from dataclasses import dataclass
 
 from lethe.errors import LetheError
+from lethe.parquet.enums import PageType
 from lethe.parquet.footer import (
     MAGIC,
     ByteRange,
-    ColumnChunk,
     Footer,
     Page,
-    PageType,
-    RowGroup,
     check_roundtrip,
     chunk_range,
+    chunk_span,
     parse_tail,
     read_bloom_filter_header,
     read_column_index,
@@ -41,6 +40,7 @@ from lethe.parquet.footer import (
     row_group_range,
     walk_pages,
 )
+from lethe.parquet.model import ColumnChunk, RowGroup
 from lethe.parquet.thrift import encode
 
 __all__ = ["Problem", "validate"]
@@ -144,7 +144,7 @@ class _Checker:
         dpo = m.dictionary_page_offset
         if dicts and dpo is not None and dpo > 0 and dpo != pages[0].offset:
             self.add(name, f"dictionary_page_offset {dpo} != first page {pages[0].offset}")
-        if not dicts and dpo is not None and 0 < dpo < m.data_page_offset:
+        if not dicts and chunk_span(m).start != m.data_page_offset:
             self.add(name, f"dictionary_page_offset {dpo} but no dictionary page")
         if not data_pages:
             self.add(name, "no data pages")
