@@ -96,3 +96,9 @@ class SpliceRefused(UnsupportedFile):
 class GraceExpired(CommitConflict):
     """A commit's new objects are older than the table's GC grace allows (minus its margin):
     GC may already have removed them, so the commit was refused (docs/format.md §9)."""
+
+
+class IcebergUnsupported(InvalidRequest):
+    """The Iceberg view cannot publish this table exactly (a column type without an exact
+    Iceberg equivalent, a format-1 manifest, an inline DV): refused rather than published
+    wrong; the message names what and why."""
