@@ -145,3 +145,157 @@ def test_metadata_shape(aws: Any, table_uri: str, s3: Any) -> None:
     assert entry.data_file.file_format == "PUFFIN"
     assert entry.data_file.file_path == f"{table_uri}/{f.dv.container}"
     assert entry.data_file.record_count == 1
+
+
+# --- a table's whole life, published after every commit --------------------------------------
+def _check_every_version(aws: Any, t: Table, published: dict[int, str]) -> None:
+    """Every published metadata file scans to Lethe's rows at that version, and the newest
+    one time-travels to every snapshot it retains."""
+    for v, uri in published.items():
+        _assert_same(aws, uri, Table.open(t.uri, version=v))
+    newest = view(aws, published[max(published)])
+    for s in newest.metadata.snapshots:
+        got = newest.scan(snapshot_id=s.snapshot_id).to_arrow()
+        got = _sorted(got.cast(pa.schema([EVENTS.field(n) for n in got.column_names])))
+        assert got.equals(lethe_rows(Table.open(t.uri, version=s.snapshot_id)))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fv", [3, 2])
+def test_view_follows_appends_deletes_erasures_compactions_and_registrations(
+    aws: Any, s3: Any, bucket: str, table_uri: str, fv: int
+) -> None:
+    import io
+
+    import pyarrow.parquet as pq
+
+    from lethe.compaction import CompactionOptions, compact
+    from lethe.ingest.register import register_parquet
+
+    t = Table.create(
+        table_uri,
+        EVENTS,
+        key="id",
+        target_file_bytes=200_000,
+        row_group_bytes=40_000,
+        segment_target_files=2,
+        iceberg_view=True,
+        iceberg_format_version=fv,  # type: ignore[arg-type]
+    )
+    for start in (0, 10_000, 20_000):
+        t.append(events(start, 10_000))
+    t.delete([("id", "in", [1, 2, 3, 10_001])])
+    t.delete([("customer_id", "=", 7)])
+    victim = t.manifest.files[1]
+    lo = victim.columns["id"].min
+    assert isinstance(lo, int)
+    t.delete([("id", ">=", lo), ("id", "<", lo + int(victim.rows * 0.6))])
+    r = compact(t, CompactionOptions(min_deleted_fraction=0.2, coalesce_dv_containers=None))
+    assert r.groups_committed == 1
+    t.erase([("id", "=", 25_000)])
+    buf = io.BytesIO()
+    pq.write_table(events(40_000, 3_000), buf, row_group_size=1_000)
+    etag = s3.put_object(Bucket=bucket, Key="incoming/x.parquet", Body=buf.getvalue())["ETag"]
+    register_parquet(t, "incoming/x.parquet", etag=etag.strip('"'), size=None)
+    t.refresh()
+    published = {v: f"{table_uri}/metadata/v{v}.metadata.json" for v in range(1, t.version + 1)}
+    for uri in published.values():  # every commit published itself
+        key = uri[5:].split("/", 1)[1]
+        s3.head_object(Bucket=bucket, Key=key)
+    meta = view(aws, published[t.version]).metadata
+    assert meta.format_version == fv
+    assert [s.snapshot_id for s in meta.snapshots] == list(range(1, t.version + 1))
+    assert [s.parent_snapshot_id for s in meta.snapshots] == [None, *range(1, t.version)]
+    _check_every_version(aws, t, published)
+    assert rows_of(aws, published[t.version]).num_rows == t.scan().num_rows
+
+
+def test_a_failed_publish_never_fails_the_commit(
+    table_uri: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    import lethe.iceberg
+
+    def broken(*a: Any, **k: Any) -> Any:
+        raise errors.StoreError("simulated outage")
+
+    t = Table.create(table_uri, EVENTS, key="id", iceberg_view=True)
+    monkeypatch.setattr(lethe.iceberg, "publish", broken)
+    r = t.append(events(0, 10))
+    assert r.version == 1 and t.version == 1
+    assert "simulated outage" in caplog.text
+    monkeypatch.undo()
+    t.append(events(10, 10))  # the next commit catches up: its snapshot has every row
+    assert t.store.exists(t.key_of("metadata/v2.metadata.json"))
+    assert not t.store.exists(t.key_of("metadata/v1.metadata.json"))
+
+
+def test_publish_after_a_one_key_delete_writes_only_what_changed(aws: Any, table_uri: str) -> None:
+    t = Table.create(
+        table_uri, EVENTS, key="id", target_file_bytes=16 << 10, segment_target_files=1
+    )
+    for i in range(6):
+        t.append(events(i * 2_000, 2_000))
+    first = publish(t.catalog, t.manifest)
+    assert len(t.manifest.segments) > 2
+    t.delete([("id", "=", 4_321)])
+    r = publish(t.catalog, t.manifest)
+    kinds = sorted(k.split("/")[-1].split("-")[0] for k in r.written)
+    # one delete manifest (the touched segment's), the manifest list, the metadata file
+    assert kinds == ["lethe", "snap", "v%d.metadata.json" % t.version], r.written
+    assert r.reused == len(t.manifest.segments)
+    assert r.io.puts == 4  # + the version hint
+    assert r.io.bytes_uploaded < first.io.bytes_uploaded
+    _assert_same(aws, r.uri, t)
+
+
+def test_gc_references_keep_retained_snapshots_and_release_the_rest(
+    aws: Any, table_uri: str
+) -> None:
+    from lethe.iceberg import references
+
+    t = Table.create(table_uri, EVENTS, key="id", iceberg_view=True, segment_target_files=1)
+    t.append(events(0, 100))
+    t.append(events(100, 100))
+    t.delete([("id", "=", 5)])
+    v = t.version
+    refs = references(t.catalog, {v})
+    assert f"metadata/v{v}.metadata.json" in refs.keep
+    assert "metadata/v1.metadata.json" in refs.garbage
+    assert "metadata/version-hint.text" in refs.keep
+    # deleting the garbage leaves a view that still scans
+    t.store.delete_many([t.key_of(k) for k in refs.garbage])
+    _assert_same(aws, f"{table_uri}/metadata/v{v}.metadata.json", t)
+    again = references(t.catalog, {v})
+    assert again.garbage == ()
+
+
+def test_erased_values_leave_the_view_with_their_segment(aws: Any, table_uri: str) -> None:
+    """After an erase, the data manifests that bounded the erased key are derived from the
+    superseded segment objects: once GC drops them (as it drops those segments), no object
+    under metadata/ names the erased key."""
+    import struct
+
+    from lethe.iceberg import erasure_objects, references
+
+    t = Table.create(
+        table_uri, EVENTS, key="id", iceberg_view=True, target_file_bytes=64 << 10,
+        row_group_bytes=16 << 10,
+    )  # fmt: skip
+    t.append(events(0, 2_000))
+    t.append(events(2_000, 2_000))
+    # the erased key is a file's lower bound, so the data manifest names it
+    victim = min(f.columns["id"].min for f in t.manifest.files)  # type: ignore[type-var]
+    t.erase([("id", "=", victim)])
+    t.refresh()
+    (rec,) = t.manifest.erasures
+    assert rec.state == "spliced"
+    refs = references(t.catalog, {t.version})
+    held = erasure_objects(refs, rec.superseded)
+    assert held and set(held) <= set(refs.garbage)
+    t.store.delete_many([t.key_of(k) for k in refs.garbage])
+    needle = struct.pack("<q", victim)
+    for o in t.store.list(t.key_of("metadata/")):
+        if o.key.endswith(".avro") and "/lethe-d-" in o.key:
+            for e in avro.decode_manifest(t.store.get(o.key).body):
+                assert needle not in (e.data_file.lower_bounds or {}).values()
+    _assert_same(aws, f"{table_uri}/metadata/v{t.version}.metadata.json", t)

@@ -18,5 +18,13 @@ Example:
 from __future__ import annotations
 
 from lethe.iceberg.publish import PublishResult, publish, read_hint
+from lethe.iceberg.refs import IcebergReferences, erasure_objects, references
 
-__all__ = ["PublishResult", "publish", "read_hint"]
+__all__ = [
+    "IcebergReferences",
+    "PublishResult",
+    "erasure_objects",
+    "publish",
+    "read_hint",
+    "references",
+]
