@@ -241,7 +241,7 @@ def test_publish_after_a_one_key_delete_writes_only_what_changed(aws: Any, table
     r = publish(t.catalog, t.manifest)
     kinds = sorted(k.split("/")[-1].split("-")[0] for k in r.written)
     # one delete manifest (the touched segment's), the manifest list, the metadata file
-    assert kinds == ["lethe", "snap", "v%d.metadata.json" % t.version], r.written
+    assert kinds == ["lethe", "snap", f"v{t.version}.metadata.json"], r.written
     assert r.reused == len(t.manifest.segments)
     assert r.io.puts == 4  # + the version hint
     assert r.io.bytes_uploaded < first.io.bytes_uploaded
