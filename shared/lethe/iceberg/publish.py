@@ -33,11 +33,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pyiceberg.manifest import ManifestContent, ManifestEntry
 
+import lethe.iceberg.avro as avro
 from lethe import errors
 from lethe.catalog import Catalog
 from lethe.dv import decode_dv
 from lethe.grace import check_fresh
-from lethe.iceberg import avro
 from lethe.iceberg.mapping import (
     HINT_KEY,
     POS_PATH_ID,

@@ -27,8 +27,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+import lethe.iceberg.avro as avro
 from lethe.catalog import Catalog
-from lethe.iceberg import avro
 from lethe.iceberg.mapping import HINT_KEY, segment_stem, stem_of_manifest, version_of_metadata
 from lethe.iceberg.publish import read_hint
 from lethe.layout import METADATA_PREFIX, SEGMENT_PREFIX
