@@ -438,8 +438,8 @@ def publish(
     try:
         p.store.put(p.key(meta_rel), json.dumps(meta).encode(), if_none_match=True)
     except (errors.PreconditionFailed, errors.ConditionalRequestConflict):
-        # a racer published this version first: ours is garbage (nothing references it)
-        p.store.delete_many([p.key(ml_rel)])
+        # a racer published this version first: our manifest list is garbage (nothing
+        # references it; GC removes it: publishers hold no delete right)
         p.written.remove(ml_rel)
         log.info("version %s of %s was published concurrently", m.version, catalog.uri)
         return done()
