@@ -66,6 +66,7 @@ ASSET_EXCLUDES: Final = ("**/__pycache__", "**/*.pyc", "**/tests", "**/.pytest_c
 from lethe.layout import DATA_PREFIX as DATA_PREFIX  # noqa: E402
 from lethe.layout import HEAD_KEY as HEAD_KEY  # noqa: E402
 from lethe.layout import MANIFEST_PREFIX as MANIFEST_PREFIX  # noqa: E402
+from lethe.layout import METADATA_PREFIX as METADATA_PREFIX  # noqa: E402
 from lethe.layout import STAGING_PREFIX as STAGING_PREFIX  # noqa: E402
 from lethe.layout import TOMBSTONE_PREFIX as TOMBSTONE_PREFIX  # noqa: E402
 
@@ -76,6 +77,9 @@ INCOMING_PREFIX: Final = "incoming/"
 ARTIFACTS_SPARK_JOBS_PREFIX: Final = "spark_jobs/"
 ARTIFACTS_JOB_ARCHIVE_KEY: Final = "lethe-pyspark.tar.gz"  # uploaded by the deploy step
 INGEST_JOB_FILE: Final = "ingest.py"
+# The Iceberg view in the Glue Data Catalog: database name (the table is named after the
+# table prefix's last part, see infra/constructs/iceberg.py).
+GLUE_DATABASE: Final = "lethe"
 
 # --------------------------------------------------------------------------------------------
 # Handler entry points (module path under functions/ + attribute)
@@ -83,6 +87,7 @@ INGEST_JOB_FILE: Final = "ingest.py"
 DELETE_HANDLER: Final = "delete_requests.handler.handler"
 SPLICE_HANDLER: Final = "splice.handler.handler"
 INGEST_HANDLER: Final = "ingest_trigger.handler.handler"
+ICEBERG_GLUE_HANDLER: Final = "iceberg_glue.handler.handler"
 # NOTE: a top-level package named ``gc`` cannot be imported: the interpreter's built-in ``gc``
 # module always wins (``import gc_steps.handler`` -> "'gc' is not a package"), in Lambda as in tests.
 # tests/infra/test_infra_units.py flags it; renaming the package is this one line.
@@ -98,6 +103,7 @@ ALL_HANDLERS: Final = (
     DELETE_HANDLER,
     SPLICE_HANDLER,
     INGEST_HANDLER,
+    ICEBERG_GLUE_HANDLER,
     GC_PLAN_HANDLER,
     GC_SWEEP_HANDLER,
     GC_EXPIRE_HANDLER,
@@ -119,6 +125,8 @@ ENV_EMR_APPLICATION_ID: Final = "LETHE_EMR_APPLICATION_ID"
 ENV_EMR_JOB_ROLE_ARN: Final = "LETHE_EMR_JOB_ROLE_ARN"
 ENV_EMR_ENTRY_POINT: Final = "LETHE_EMR_ENTRY_POINT"
 ENV_EMR_JOB_ARCHIVE: Final = "LETHE_EMR_JOB_ARCHIVE"
+ENV_GLUE_DATABASE: Final = "LETHE_GLUE_DATABASE"
+ENV_GLUE_TABLE: Final = "LETHE_GLUE_TABLE"
 ENV_GC_RETENTION: Final = "LETHE_GC_RETENTION"
 ENV_GC_GRACE: Final = "LETHE_GC_GRACE"
 ENV_GC_VERSIONED_BUCKET: Final = "LETHE_GC_VERSIONED_BUCKET"
@@ -147,6 +155,8 @@ SPLICE_TIMEOUT_SECONDS: Final = 900
 SPLICE_MEMORY_MB: Final = 3008
 INGEST_TIMEOUT_SECONDS: Final = 300
 INGEST_MEMORY_MB: Final = 1769
+ICEBERG_GLUE_TIMEOUT_SECONDS: Final = 30
+ICEBERG_GLUE_MEMORY_MB: Final = 256
 GC_TIMEOUT_SECONDS: Final = 900
 GC_MEMORY_MB: Final = 1024
 

@@ -14,6 +14,7 @@ from infra.config import LetheConfig
 from infra.constructs import (
     ErasureFunctions,
     GarbageCollection,
+    IcebergCatalog,
     Ingest,
     LambdaRuntime,
     Monitoring,
@@ -29,7 +30,7 @@ class LetheStack(cdk.Stack):
     Attributes:
         config: the settings it was built from (``spark_jobs_dir``: where the Spark entry
             points are read from, ``spark_jobs/`` by default).
-        storage, queues, runtime, erasure, ingest, gc, monitoring: its parts.
+        storage, queues, runtime, erasure, ingest, iceberg, gc, monitoring: its parts.
     """
 
     def __init__(
@@ -93,6 +94,13 @@ class LetheStack(cdk.Stack):
             emr_idle_timeout_minutes=config.emr_idle_timeout_minutes,
             spark_jobs_dir=spark_jobs_dir or ROOT / c.SPARK_JOBS_DIR,
         )
+        self.iceberg = IcebergCatalog(
+            self,
+            "Iceberg",
+            runtime=self.runtime,
+            storage=self.storage,
+            encryption_key=self.key,
+        )
         self.gc = GarbageCollection(
             self,
             "Gc",
@@ -108,6 +116,7 @@ class LetheStack(cdk.Stack):
             "DeleteHandler": self.erasure.delete_handler.function,
             "SpliceWorker": self.erasure.splice_worker.function,
             "IngestTrigger": self.ingest.trigger.function,
+            "IcebergGlue": self.iceberg.register.function,
             **{f"Gc{name}": made.function for name, made in self.gc.functions.items()},
         }
         self.monitoring = Monitoring(
@@ -117,6 +126,7 @@ class LetheStack(cdk.Stack):
                 "DeleteRequestsDlq": self.queues.delete.dlq,
                 "SpliceRequestsDlq": self.queues.splice.dlq,
                 "IngestTriggerDlq": self.ingest.failures,
+                "IcebergGlueDlq": self.iceberg.failures,
             },
             functions=functions,
             state_machine=self.gc.state_machine,
@@ -141,6 +151,7 @@ class LetheStack(cdk.Stack):
             "ArtifactsBucketName": self.ingest.artifacts.bucket_name,
             "JobArchiveUri": self.ingest.job_archive_uri,
             "AlarmTopicArn": self.monitoring.topic.topic_arn,
+            "GlueIcebergTable": f"{self.iceberg.database_name}.{self.iceberg.table_name}",
         }
         for name, value in outputs.items():
             cdk.CfnOutput(self, name, value=value)

@@ -52,6 +52,11 @@ def test_cli_story(table_uri: str, tmp_path: Path, capsys: pytest.CaptureFixture
     assert "dry" in capsys.readouterr().out.lower()
     assert main(["verify", table_uri]) == 0
     assert "0 problems" in capsys.readouterr().out
+    assert main(["iceberg", "publish", table_uri]) == 0
+    out = capsys.readouterr().out
+    assert "published version" in out and out.strip().endswith(".metadata.json")
+    assert main(["iceberg", "publish", table_uri]) == 0
+    assert "already published" in capsys.readouterr().out
 
 
 def test_cli_errors_are_clear(bucket: str, capsys: pytest.CaptureFixture[str]) -> None:

@@ -2,6 +2,7 @@
 
 from infra.constructs.erasure import ErasureFunctions
 from infra.constructs.gc import GarbageCollection
+from infra.constructs.iceberg import IcebergCatalog
 from infra.constructs.ingest import Ingest
 from infra.constructs.monitoring import Monitoring
 from infra.constructs.queues import RequestQueues, WorkQueue
@@ -11,6 +12,7 @@ from infra.constructs.storage import TableStorage
 __all__ = [
     "ErasureFunctions",
     "GarbageCollection",
+    "IcebergCatalog",
     "Ingest",
     "LambdaRuntime",
     "LetheFunction",

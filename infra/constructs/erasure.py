@@ -23,7 +23,13 @@ from infra.constructs.queues import RequestQueues
 from infra.constructs.runtime import LambdaRuntime, LetheFunction
 from infra.constructs.storage import TableStorage
 
-COMMIT_KEYS = (c.TOMBSTONE_PREFIX + "*", c.MANIFEST_PREFIX + "*", c.HEAD_KEY)
+# committers also publish the table's Iceberg view when its iceberg_view property is set
+COMMIT_KEYS = (
+    c.TOMBSTONE_PREFIX + "*",
+    c.MANIFEST_PREFIX + "*",
+    c.HEAD_KEY,
+    c.METADATA_PREFIX + "*",
+)
 
 
 class ErasureFunctions(Construct):

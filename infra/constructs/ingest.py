@@ -40,8 +40,14 @@ EMR_WRITE_KEYS = (
     c.MANIFEST_PREFIX + "*",
     c.HEAD_KEY,
     c.STAGING_PREFIX + "*",
+    c.METADATA_PREFIX + "*",  # the Iceberg view, published after commits
 )
-TRIGGER_WRITE_KEYS = (c.DATA_PREFIX + "*", c.MANIFEST_PREFIX + "*", c.HEAD_KEY)
+TRIGGER_WRITE_KEYS = (
+    c.DATA_PREFIX + "*",
+    c.MANIFEST_PREFIX + "*",
+    c.HEAD_KEY,
+    c.METADATA_PREFIX + "*",
+)
 
 
 def spark_entry_points(directory: Path) -> list[str]:

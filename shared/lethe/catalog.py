@@ -39,7 +39,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeAlias
 
 from lethe import errors
 from lethe.grace import check_fresh
@@ -62,6 +62,7 @@ from lethe.store import S3Store
 log = logging.getLogger(__name__)
 
 __all__ = [
+    "AfterCommit",
     "Catalog",
     "Change",
     "CommitOutcome",
@@ -70,6 +71,9 @@ __all__ = [
     "RetryPolicy",
     "Segments",
 ]
+
+
+AfterCommit: TypeAlias = "Callable[[Catalog, Manifest], None]"
 
 
 @dataclass(frozen=True, slots=True)
@@ -235,6 +239,9 @@ class Catalog:
         self._lock = threading.Lock()
         self._rng = random.Random()
         self.segments = Segments(store, self.prefix)
+        #: called with every manifest this catalog commits, after the head moved (the
+        #: Iceberg view publishes here); a hook's failure is logged, never the commit's
+        self.after_commit: list[AfterCommit] = []
 
     def key(self, rel: str) -> str:
         """Absolute key of a table-relative path."""
@@ -453,6 +460,7 @@ class Catalog:
                     self._put_head(new, etag)
                 except (errors.PreconditionFailed, errors.CommitConflict):
                     log.debug("head of %s was advanced by another writer", self.uri)
+                self._after_commit(new)
                 return CommitOutcome(new, base, attempt, time.perf_counter() - t0, prepared)
             raise errors.CommitConflict(
                 f"{change.what} on {self.uri} gave up after {self.retry.max_attempts} attempts "
@@ -463,6 +471,20 @@ class Catalog:
                 written = prepared.written if prepared is not None else ()
                 self._remove((*written, *change.owned), "of a commit that did not land")
             raise
+
+    def _after_commit(self, m: Manifest) -> None:
+        for hook in list(self.after_commit):
+            try:
+                hook(self, m)
+            except Exception as e:  # the commit landed: nothing after it may fail it
+                log.warning(
+                    "after committing version %s of %s: %s failed (%s: %s); the next one catches up",
+                    m.version,
+                    self.uri,
+                    getattr(hook, "__name__", "a hook"),
+                    type(e).__name__,
+                    e,
+                )
 
     def _apply(
         self, change: Change, prepared: Prepared | None, base: Manifest

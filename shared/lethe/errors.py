@@ -111,3 +111,9 @@ class GcConflict(GcError):
 
 class GcRunNotFound(GcError):
     """A workflow step names a run (or batch) whose workspace object does not exist."""
+
+
+class IcebergUnsupported(InvalidRequest):
+    """The Iceberg view cannot publish this table exactly (a column type without an exact
+    Iceberg equivalent, a format-1 manifest, an inline DV): refused rather than published
+    wrong; the message names what and why."""

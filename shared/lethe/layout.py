@@ -21,6 +21,7 @@ __all__ = [
     "DATA_PREFIX",
     "HEAD_KEY",
     "MANIFEST_PREFIX",
+    "METADATA_PREFIX",
     "SEGMENT_PREFIX",
     "STAGING_PREFIX",
     "TOMBSTONE_PREFIX",
@@ -37,6 +38,7 @@ SEGMENT_PREFIX: Final = "manifest/segments/"  # immutable segments of format-2 m
 DATA_PREFIX: Final = "data/"  # write-once Parquet data files
 TOMBSTONE_PREFIX: Final = "tombstone/"  # write-once Puffin deletion-vector containers
 STAGING_PREFIX: Final = "_staging/"  # uploads not yet committed (e.g. ingest rejects)
+METADATA_PREFIX: Final = "metadata/"  # the Iceberg view (lethe.iceberg): Iceberg metadata
 
 
 def manifest_key(version: int) -> str:

@@ -191,6 +191,9 @@ class TableProperties(_Frozen):
     segment_target_files: int = Field(default=1000, gt=0)
     # format 2: DV changes the root may carry before they are folded into their segments
     dv_overlay_max: int = Field(default=256, ge=0)
+    # the Iceberg view (lethe.iceberg): committers publish it after each commit when set
+    iceberg_view: bool = False
+    iceberg_format_version: Literal[2, 3] = 3
 
 
 class SegmentSummary(_Frozen):

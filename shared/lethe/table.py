@@ -17,7 +17,7 @@ import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import pyarrow as pa
 
@@ -76,6 +76,15 @@ class SnapshotInfo:
     request_id_hash: str | None
 
 
+def _publish_view(catalog: Catalog, m: Manifest) -> None:
+    """After-commit hook: publish the Iceberg view when the table asks for it."""
+    if not m.properties.iceberg_view:
+        return
+    from lethe.iceberg import publish
+
+    publish(catalog, m, format_version=m.properties.iceberg_format_version)
+
+
 def _store_for(uri: str, s3: Any | None) -> tuple[S3Store, str]:
     bucket, prefix = parse_s3_uri(uri)
     return S3Store(bucket, client=s3), prefix
@@ -87,6 +96,8 @@ class Table:
     def __init__(self, catalog: Catalog, manifest: Manifest) -> None:
         self._catalog = catalog
         self._m = manifest
+        if _publish_view not in catalog.after_commit:
+            catalog.after_commit.append(_publish_view)
 
     # --- construction ------------------------------------------------------------------------
     @classmethod
@@ -103,6 +114,8 @@ class Table:
         gc_grace: str | timedelta | float = "7d",
         segment_target_files: int = 1000,
         dv_overlay_max: int = 256,
+        iceberg_view: bool = False,
+        iceberg_format_version: Literal[2, 3] = 3,
     ) -> Table:
         """Create an empty table at ``uri`` (``s3://bucket/prefix``) with a key column.
 
@@ -110,7 +123,9 @@ class Table:
         references yet; every writer commits within it or refuses (docs/format.md §9). It is
         fixed for the life of the table. ``segment_target_files`` (file entries per manifest
         segment) and ``dv_overlay_max`` (DV changes the root carries before folding them into
-        segments) tune the format-2 metadata (docs/format.md §3).
+        segments) tune the format-2 metadata (docs/format.md §3). With ``iceberg_view``,
+        every commit publishes the table's Iceberg view (:meth:`publish_iceberg`) in
+        ``iceberg_format_version``; a failed publish never fails the commit.
 
         Raises:
             TableExists: a table already lives at ``uri``.
@@ -128,6 +143,8 @@ class Table:
             raise errors.InvalidRequest(
                 "segment_target_files must be positive and dv_overlay_max not negative"
             )
+        if iceberg_format_version not in (2, 3):
+            raise errors.InvalidRequest("iceberg_format_version must be 2 or 3")
         grace = parse_duration(gc_grace).total_seconds()
         if grace <= 0:
             raise errors.InvalidRequest("gc_grace must be positive")
@@ -146,6 +163,8 @@ class Table:
                 gc_grace_seconds=grace,
                 segment_target_files=segment_target_files,
                 dv_overlay_max=dv_overlay_max,
+                iceberg_view=iceberg_view,
+                iceberg_format_version=iceberg_format_version,
             ),
         )
         cat.create(m0)
@@ -515,6 +534,28 @@ class Table:
         return CommitResult(
             self.version, 0, 0, outcome.attempts, self.store.stats.snapshot() - before
         )
+
+    def publish_iceberg(self, *, format_version: Literal[2, 3] | None = None) -> str:
+        """Publish this handle's snapshot as an Apache Iceberg table; returns the URI of its
+        ``metadata/v<N>.metadata.json`` (docs/format.md §10).
+
+        Data files are this snapshot's own Parquet files and deletes its Puffin deletion
+        vectors (format 3, the default of the table's ``iceberg_format_version``), or
+        position-delete files written from them (``format_version=2``, for engines without
+        format 3). Publishing the same version again writes nothing; after a published
+        version, only what changed is written.
+
+        Raises:
+            IcebergUnsupported: a column type has no exact Iceberg equivalent.
+
+        Example:
+            >>> t.publish_iceberg()                                  # doctest: +SKIP
+            's3://bucket/people/metadata/v12.metadata.json'
+        """
+        from lethe.iceberg import publish
+
+        fv = format_version or self._m.properties.iceberg_format_version
+        return publish(self._catalog, self._m, format_version=fv).uri
 
     def history(self) -> list[SnapshotInfo]:
         """Snapshot infos from this handle's version back to the oldest retained one."""

@@ -182,13 +182,14 @@ def test_resource_counts(synth: Synth) -> None:
     t = synth.template
     assert set(synth.functions()) == set(c.ALL_HANDLERS)  # one function per handler
     t.resource_count_is("AWS::S3::Bucket", 3)  # table, access logs, artifacts
-    t.resource_count_is("AWS::SQS::Queue", 5)  # 2 work queues + 2 DLQs + trigger DLQ
+    t.resource_count_is("AWS::SQS::Queue", 6)  # 2 work queues + 2 DLQs + trigger, glue DLQs
     assert len(synth.layer_ids()) == 2  # dependencies + lethe
     t.resource_count_is("AWS::Lambda::EventSourceMapping", 2)
     t.resource_count_is("AWS::StepFunctions::StateMachine", 1)
     t.resource_count_is("AWS::Events::Rule", 1)
     t.resource_count_is("AWS::EMRServerless::Application", 1)
-    t.resource_count_is("AWS::CloudWatch::Alarm", 3 + len(c.ALL_HANDLERS) + 1)
+    t.resource_count_is("AWS::CloudWatch::Alarm", 4 + len(c.ALL_HANDLERS) + 1)
+    t.resource_count_is("AWS::Glue::Database", 1)
     t.resource_count_is("AWS::KMS::Key", 0)
 
 
@@ -348,15 +349,17 @@ def test_upload_prefix_notifies_ingest_trigger(synth: Synth) -> None:
         {
             "BucketName": {"Ref": synth.logical_id(synth.stack.storage.bucket)},
             "NotificationConfiguration": {
-                "LambdaFunctionConfigurations": [
-                    {
-                        "Events": ["s3:ObjectCreated:*"],
-                        "Filter": {
-                            "Key": {"FilterRules": [{"Name": "prefix", "Value": "incoming/"}]}
-                        },
-                        "LambdaFunctionArn": {"Fn::GetAtt": [trigger, "Arn"]},
-                    }
-                ]
+                "LambdaFunctionConfigurations": Match.array_with(
+                    [
+                        {
+                            "Events": ["s3:ObjectCreated:*"],
+                            "Filter": {
+                                "Key": {"FilterRules": [{"Name": "prefix", "Value": "incoming/"}]}
+                            },
+                            "LambdaFunctionArn": {"Fn::GetAtt": [trigger, "Arn"]},
+                        }
+                    ]
+                )
             },
         },
     )
@@ -364,6 +367,54 @@ def test_upload_prefix_notifies_ingest_trigger(synth: Synth) -> None:
     props = synth.functions()[c.INGEST_HANDLER]
     failures = synth.logical_id(synth.stack.ingest.failures)
     assert props["DeadLetterConfig"] == {"TargetArn": {"Fn::GetAtt": [failures, "Arn"]}}
+
+
+def test_published_metadata_files_move_the_glue_table(synth: Synth) -> None:
+    """The Iceberg view's Glue registration (not exercisable locally beyond moto's Glue:
+    checked on the synthesized template)."""
+    fn = synth.logical_id(synth.stack.iceberg.register.function)
+    synth.template.has_resource_properties(
+        "Custom::S3BucketNotifications",
+        {
+            "NotificationConfiguration": {
+                "LambdaFunctionConfigurations": Match.array_with(
+                    [
+                        {
+                            "Events": ["s3:ObjectCreated:*"],
+                            "Filter": {
+                                "Key": {
+                                    "FilterRules": Match.array_with(
+                                        [
+                                            {"Name": "suffix", "Value": ".metadata.json"},
+                                            {"Name": "prefix", "Value": f"{TABLE}/metadata/"},
+                                        ]
+                                    )
+                                }
+                            },
+                            "LambdaFunctionArn": {"Fn::GetAtt": [fn, "Arn"]},
+                        }
+                    ]
+                )
+            }
+        },
+    )
+    synth.template.has_resource_properties(
+        "AWS::Glue::Database", {"DatabaseInput": Match.object_like({"Name": c.GLUE_DATABASE})}
+    )
+    props = synth.functions()[c.ICEBERG_GLUE_HANDLER]
+    assert props["Environment"]["Variables"][c.ENV_GLUE_DATABASE] == c.GLUE_DATABASE
+    assert props["Environment"]["Variables"][c.ENV_GLUE_TABLE] == TABLE.rsplit("/", 1)[-1]
+    failures = synth.logical_id(synth.stack.iceberg.failures)
+    assert props["DeadLetterConfig"] == {"TargetArn": {"Fn::GetAtt": [failures, "Arn"]}}
+    g = grants(synth.statements(c.ICEBERG_GLUE_HANDLER))
+    assert not [a for a in g if a.startswith("s3:")], "it reads no object"
+    assert {a for a in g if a.startswith("glue:")} == {
+        "glue:GetTable",
+        "glue:CreateTable",
+        "glue:UpdateTable",
+    }
+    (tables,) = {frozenset(r for r in g["glue:UpdateTable"])}
+    assert any(r.endswith(f":table/{c.GLUE_DATABASE}/{TABLE.rsplit('/', 1)[-1]}") for r in tables)
 
 
 # ------------------------------------------------------------------------------- IAM
@@ -388,6 +439,7 @@ def test_delete_handler_may_commit_but_never_delete(synth: Synth) -> None:
         "tombstone/*",
         "manifest/*",
         "_latest_manifest",
+        "metadata/*",  # the Iceberg view, published after commits
     }
     assert table_keys(synth, "s3:GetObject", statements) == {"*"}
     assert "sqs:SendMessage" in actions
@@ -401,6 +453,7 @@ def test_splice_worker_writes_data_and_aborts_only_its_uploads(synth: Synth) -> 
         "tombstone/*",
         "manifest/*",
         "_latest_manifest",
+        "metadata/*",
     }
     assert table_keys(synth, "s3:AbortMultipartUpload", statements) == {"data/*"}
 
@@ -415,6 +468,7 @@ def test_ingest_trigger_reads_uploads_registers_and_starts_emr(synth: Synth) -> 
         "data/*",
         "manifest/*",
         "_latest_manifest",
+        "metadata/*",
     }
     app_id = synth.logical_id(synth.stack.ingest.application)
     for action in ("emr-serverless:StartJobRun", "emr-serverless:ListJobRuns"):
@@ -625,7 +679,7 @@ def test_alarms_on_dead_letters_errors_and_failed_runs(synth: Synth) -> None:
     for alarm in alarms:
         by_metric[alarm["MetricName"]] = by_metric.get(alarm["MetricName"], 0) + 1
     assert by_metric == {
-        "ApproximateNumberOfMessagesVisible": 3,
+        "ApproximateNumberOfMessagesVisible": 4,
         "Errors": len(c.ALL_HANDLERS),
         "ExecutionsFailed": 1,
     }

@@ -8,6 +8,7 @@ Examples::
     lethe delete s3://b/events --where "id in [1,2,3]" --request-id r-1
     lethe history s3://b/events
     lethe inspect s3://b/events data/2026/11/22/16/ab.parquet
+    lethe iceberg publish s3://b/events
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from lethe import errors
-from lethe.cli import ops, tables
+from lethe.cli import iceberg, ops, tables
 from lethe.cli.common import parse_where
 from lethe.process import run_main
 
@@ -32,6 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="cmd", required=True)
     tables.register(sub)  # create, append, scan, history, inspect
     ops.register(sub)  # delete, erase, purge, gc, verify
+    iceberg.register(sub)  # iceberg publish
     return p
 
 

@@ -26,6 +26,8 @@ def cmd_create(a: argparse.Namespace) -> int:
         target_file_bytes=a.target_file_bytes,
         row_group_bytes=a.row_group_bytes,
         gc_grace=a.gc_grace,
+        iceberg_view=a.iceberg_view,
+        iceberg_format_version=a.iceberg_format_version,
     )
     print(f"created {t.uri} version {t.version} key={a.key} columns={schema.names}")
     return 0
@@ -140,6 +142,12 @@ def register(sub: Any) -> None:
         help="how long GC keeps objects no manifest references yet; writers commit within it "
         "(default %(default)s, fixed for the table's life)",
     )
+    c.add_argument(
+        "--iceberg-view",
+        action="store_true",
+        help="publish the table's Iceberg view after every commit (lethe iceberg publish)",
+    )
+    c.add_argument("--iceberg-format-version", type=int, choices=(2, 3), default=3)
     c.set_defaults(fn=cmd_create)
 
     c = sub.add_parser("append", help="append a local Parquet or CSV file")

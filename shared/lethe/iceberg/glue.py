@@ -1,0 +1,89 @@
+"""Register the Iceberg view in the AWS Glue Data Catalog (Athena, EMR and Redshift
+Spectrum find it by name).
+
+A Glue table of type ICEBERG names one metadata file (``metadata_location``). :func:`register`
+creates the table on the first call and then moves ``metadata_location`` forward only: a
+metadata file of an older Lethe version than the one registered (a late or redelivered
+event) leaves the table as it is. Concurrent updates are serialized by Glue's ``VersionId``.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Literal
+
+from botocore.exceptions import ClientError
+
+from lethe import errors
+from lethe.iceberg.mapping import version_of_metadata
+
+log = logging.getLogger(__name__)
+
+__all__ = ["register"]
+
+Outcome = Literal["created", "updated", "unchanged"]
+
+
+def _code(e: ClientError) -> str:
+    return str(e.response.get("Error", {}).get("Code", ""))
+
+
+def _table_input(name: str, location: str, params: dict[str, str]) -> dict[str, Any]:
+    return {
+        "Name": name,
+        "TableType": "EXTERNAL_TABLE",
+        "Parameters": params,
+        "StorageDescriptor": {"Location": location},
+    }
+
+
+def register(glue: Any, *, database: str, table: str, metadata_uri: str) -> Outcome:
+    """Point Glue table ``database.table`` at ``metadata_uri`` (``s3://…/metadata/vN.metadata.json``),
+    creating it if needed; never moves it back to an older version.
+
+    Raises:
+        InvalidRequest: ``metadata_uri`` is not a metadata file of the view.
+        CommitConflict: Glue kept reporting concurrent modifications.
+    """
+    version = version_of_metadata(metadata_uri)
+    if version is None or "/metadata/" not in metadata_uri:
+        raise errors.InvalidRequest(f"{metadata_uri} is not a metadata/vN.metadata.json file")
+    location = metadata_uri.rsplit("/metadata/", 1)[0]
+    for _ in range(5):
+        try:
+            cur = glue.get_table(DatabaseName=database, Name=table)["Table"]
+        except ClientError as e:
+            if _code(e) != "EntityNotFoundException":
+                raise
+            params = {"table_type": "ICEBERG", "metadata_location": metadata_uri}
+            try:
+                glue.create_table(
+                    DatabaseName=database, TableInput=_table_input(table, location, params)
+                )
+            except ClientError as e2:
+                if _code(e2) == "AlreadyExistsException":
+                    continue
+                raise
+            log.info("registered %s.%s at version %s", database, table, version)
+            return "created"
+        params = dict(cur.get("Parameters") or {})
+        old = params.get("metadata_location")
+        if old and (version_of_metadata(old) or -1) >= version:
+            return "unchanged"
+        params.update(table_type="ICEBERG", metadata_location=metadata_uri)
+        if old:
+            params["previous_metadata_location"] = old
+        kw: dict[str, Any] = {}
+        if cur.get("VersionId"):
+            kw["VersionId"] = cur["VersionId"]
+        try:
+            glue.update_table(
+                DatabaseName=database, TableInput=_table_input(table, location, params), **kw
+            )
+        except ClientError as e:
+            if _code(e) == "ConcurrentModificationException":
+                continue
+            raise
+        log.info("moved %s.%s to version %s", database, table, version)
+        return "updated"
+    raise errors.CommitConflict(f"Glue table {database}.{table}: concurrent updates kept winning")

@@ -1,0 +1,791 @@
+"""The Iceberg view, pure part: Lethe snapshot values -> Apache Iceberg metadata values.
+
+Nothing here does I/O (the publisher, :mod:`lethe.iceberg.publish`, reads and writes). The
+mapping (docs/format.md §10):
+
+* **ids**: Iceberg snapshot id = sequence number = Lethe version; a data file's data sequence
+  number is its ``added_version``; field ids are assigned in schema order (top-level columns
+  ``1..n``, then nested ones), published with a name mapping because Lethe's Parquet files
+  carry no field ids.
+* **manifests**: one data manifest per Lethe segment object, a pure function of that
+  immutable object (so a later publish reuses it by name); the DVs of a segment's files go
+  into a separate delete manifest named by the segment and a digest of its DV overlay, so a
+  delete that changes only the root's overlay rewrites only the delete manifest of the
+  touched segment. Every entry carries explicit snapshot id and sequence numbers.
+* **bounds**: lower/upper bounds only for the key column, from the segment's own statistics
+  (a data manifest exposes no value its segment object does not, and is garbage exactly when
+  the segment object is: see :mod:`lethe.iceberg.refs`); null counts for every column.
+* **deletes**: format 3 references Lethe's Puffin ``deletion-vector-v1`` blobs in place
+  (``referenced_data_file``, ``content_offset``, ``content_size_in_bytes``); format 2 lists
+  position-delete Parquet files written from them.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import math
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any, Final, Literal
+
+import pyarrow as pa
+from pyiceberg.conversions import to_bytes
+from pyiceberg.manifest import (
+    DataFile as IcebergDataFile,
+)
+from pyiceberg.manifest import (
+    DataFileContent,
+    FileFormat,
+    ManifestContent,
+    ManifestEntry,
+    ManifestEntryStatus,
+    ManifestFile,
+)
+from pyiceberg.schema import Schema
+from pyiceberg.table.name_mapping import create_mapping_from_schema
+from pyiceberg.typedef import Record
+from pyiceberg.types import (
+    BinaryType,
+    BooleanType,
+    DateType,
+    DecimalType,
+    DoubleType,
+    FixedType,
+    FloatType,
+    IcebergType,
+    IntegerType,
+    ListType,
+    LongType,
+    MapType,
+    NestedField,
+    PrimitiveType,
+    StringType,
+    StructType,
+    TimestampNanoType,
+    TimestampType,
+    TimestamptzNanoType,
+    TimestamptzType,
+    TimeType,
+)
+
+from lethe import errors
+from lethe.layout import METADATA_PREFIX
+from lethe.manifest import DataFile, DVRef, Manifest, SegmentSummary
+
+__all__ = [
+    "HINT_KEY",
+    "FormatVersion",
+    "IcebergSchema",
+    "ListEntry",
+    "SegmentUnit",
+    "assign_row_ids",
+    "data_manifest_entries",
+    "data_manifest_key",
+    "delete_manifest_key",
+    "dv_entry",
+    "iceberg_schema",
+    "manifest_list_key",
+    "metadata_key",
+    "new_metadata",
+    "position_delete_entry",
+    "position_delete_key",
+    "segment_stem",
+    "segment_units",
+    "snapshot_summary",
+    "stem_of_manifest",
+    "version_of_metadata",
+]
+
+FormatVersion = Literal[2, 3]
+HINT_KEY: Final = f"{METADATA_PREFIX}version-hint.text"
+POS_PATH_ID: Final = 2147483546  # file_path of position deletes (reserved field id)
+POS_POS_ID: Final = 2147483545  # pos of position deletes
+LAST_PARTITION_ID: Final = 999  # an unpartitioned table's (no partition field yet)
+_DATA_TAG, _DELETE_TAG = "lethe-d-", "lethe-x-"
+
+
+# --- object names -----------------------------------------------------------------------------
+def metadata_key(version: int) -> str:
+    """``metadata/v<N>.metadata.json`` for Lethe version ``N`` (Hadoop-table naming).
+
+    >>> metadata_key(7)
+    'metadata/v7.metadata.json'
+    """
+    return f"{METADATA_PREFIX}v{version}.metadata.json"
+
+
+def version_of_metadata(rel: str) -> int | None:
+    """The Lethe version a metadata file name stands for, or None.
+
+    >>> version_of_metadata("metadata/v12.metadata.json"), version_of_metadata("metadata/x.avro")
+    (12, None)
+    """
+    name = rel.rsplit("/", 1)[-1]
+    if not (name.startswith("v") and name.endswith(".metadata.json")):
+        return None
+    digits = name[1 : -len(".metadata.json")]
+    return int(digits) if digits.isdigit() else None
+
+
+def segment_stem(segment_path: str) -> str:
+    """The unique part of a segment object's name (``v00000012-<id>-<rand>``).
+
+    >>> segment_stem("manifest/segments/v00000012-ab-cd.json.gz")
+    'v00000012-ab-cd'
+    """
+    name = segment_path.rsplit("/", 1)[-1]
+    return name.removesuffix(".gz").removesuffix(".json")
+
+
+def data_manifest_key(segment_path: str) -> str:
+    """The data manifest derived from one segment object (a pure function of it)."""
+    return f"{METADATA_PREFIX}{_DATA_TAG}{segment_stem(segment_path)}.avro"
+
+
+def delete_manifest_key(segment_path: str, dv_digest: str) -> str:
+    """The delete manifest of one segment object's DVs (overlay applied)."""
+    return f"{METADATA_PREFIX}{_DELETE_TAG}{segment_stem(segment_path)}-{dv_digest}.avro"
+
+
+def stem_of_manifest(rel: str) -> tuple[Literal["data", "deletes"], str] | None:
+    """Which segment object (stem) a manifest of ours was derived from, and its kind.
+
+    >>> stem_of_manifest(data_manifest_key("manifest/segments/v00000003-aa-bb.json.gz"))
+    ('data', 'v00000003-aa-bb')
+    >>> stem_of_manifest(delete_manifest_key("manifest/segments/v00000003-aa-bb.json.gz", "0f" * 6))
+    ('deletes', 'v00000003-aa-bb')
+    """
+    name = rel.rsplit("/", 1)[-1].removesuffix(".avro")
+    if name.startswith(_DATA_TAG):
+        return "data", name[len(_DATA_TAG) :]
+    if name.startswith(_DELETE_TAG):
+        return "deletes", name[len(_DELETE_TAG) :].rsplit("-", 1)[0]
+    return None
+
+
+def manifest_list_key(version: int) -> str:
+    """A new manifest list for the snapshot of ``version`` (unique per publish attempt)."""
+    return f"{METADATA_PREFIX}snap-{version}-{uuid.uuid4().hex}.avro"
+
+
+def position_delete_key(data_path: str, dv: DVRef) -> str:
+    """The format-2 position-delete file written from one DV (named by the DV's identity)."""
+    ident = f"{data_path}\0{dv.container}\0{dv.offset}\0{dv.length}\0{dv.crc32}"
+    return f"{METADATA_PREFIX}lethe-p-{hashlib.sha256(ident.encode()).hexdigest()[:32]}.parquet"
+
+
+# --- schema -----------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class IcebergSchema:
+    """A Lethe (Arrow) schema as Iceberg sees it."""
+
+    schema: Schema
+    name_mapping: str  # JSON for ``schema.name-mapping.default``
+    last_column_id: int
+
+    def field_id(self, column: str) -> int:
+        return self.schema.find_field(column).field_id
+
+
+_SUPPORTED = (
+    "bool, int8/16/32/64, float32/64, decimal128 (precision <= 38), string, binary, "
+    "fixed_size_binary, date32, time64[us], timestamp[us] (format 3 also timestamp[ns]), "
+    "and lists, structs and maps of these"
+)
+
+
+class _Ids:
+    def __init__(self) -> None:
+        self.last = 0
+
+    def next(self) -> int:
+        self.last += 1
+        return self.last
+
+
+def _refuse(path: str, t: pa.DataType, why: str = "") -> errors.IcebergUnsupported:
+    return errors.IcebergUnsupported(
+        f"column {path!r} has Arrow type {t}, which the Iceberg view cannot publish exactly"
+        f"{': ' + why if why else ''}. Supported: {_SUPPORTED}."
+    )
+
+
+def _primitive(path: str, t: pa.DataType, fv: FormatVersion) -> PrimitiveType:
+    if pa.types.is_boolean(t):
+        return BooleanType()
+    if pa.types.is_signed_integer(t):
+        return LongType() if t.bit_width == 64 else IntegerType()
+    if pa.types.is_unsigned_integer(t):
+        raise _refuse(path, t, "Iceberg has no unsigned integers")
+    if pa.types.is_float32(t):
+        return FloatType()
+    if pa.types.is_float64(t):
+        return DoubleType()
+    if pa.types.is_decimal128(t) and t.precision <= 38:
+        return DecimalType(t.precision, t.scale)
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        return StringType()
+    if pa.types.is_binary(t) or pa.types.is_large_binary(t):
+        return BinaryType()
+    if pa.types.is_fixed_size_binary(t):
+        return FixedType(t.byte_width)
+    if pa.types.is_date32(t):
+        return DateType()
+    if pa.types.is_time64(t) and t.unit == "us":
+        return TimeType()
+    if pa.types.is_timestamp(t):
+        if t.unit == "us":
+            return TimestampType() if t.tz is None else TimestamptzType()
+        if t.unit == "ns" and fv >= 3:
+            return TimestampNanoType() if t.tz is None else TimestamptzNanoType()
+        raise _refuse(
+            path, t, f"Parquet stores {t.unit} timestamps in a unit Iceberg does not read"
+        )
+    raise _refuse(path, t)
+
+
+def _convert(path: str, t: pa.DataType, ids: _Ids, fv: FormatVersion) -> IcebergType:
+    if pa.types.is_struct(t):
+        fids = [ids.next() for _ in range(t.num_fields)]
+        return StructType(
+            *(
+                NestedField(
+                    fid,
+                    t.field(i).name,
+                    _convert(f"{path}.{t.field(i).name}", t.field(i).type, ids, fv),
+                    required=not t.field(i).nullable,
+                )
+                for i, fid in enumerate(fids)
+            )
+        )
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        eid = ids.next()
+        return ListType(
+            eid,
+            _convert(f"{path}.element", t.value_type, ids, fv),
+            element_required=not t.value_field.nullable,
+        )
+    if pa.types.is_map(t):
+        kid, vid = ids.next(), ids.next()
+        return MapType(
+            kid,
+            _convert(f"{path}.key", t.key_type, ids, fv),
+            vid,
+            _convert(f"{path}.value", t.item_type, ids, fv),
+            value_required=not t.item_field.nullable,
+        )
+    return _primitive(path, t, fv)
+
+
+def iceberg_schema(arrow: pa.Schema, *, format_version: FormatVersion) -> IcebergSchema:
+    """The Iceberg schema (fresh field ids in order) and name mapping of a Lethe schema.
+
+    Raises:
+        IcebergUnsupported: a column's type has no exact Iceberg equivalent (unsigned integers,
+            float16, second/millisecond timestamps, dictionaries, ...): refused rather than
+            published wrong.
+
+    Example:
+        >>> s = iceberg_schema(pa.schema([("id", pa.int64(), False), ("n", pa.string())]), format_version=3)
+        >>> [(f.field_id, f.name, str(f.field_type), f.required) for f in s.schema.fields]
+        [(1, 'id', 'long', True), (2, 'n', 'string', False)]
+        >>> json.loads(s.name_mapping)
+        [{'names': ['id'], 'field-id': 1}, {'names': ['n'], 'field-id': 2}]
+    """
+    ids = _Ids()
+    top = [ids.next() for _ in arrow]
+    fields = [
+        NestedField(
+            fid, f.name, _convert(f.name, f.type, ids, format_version), required=not f.nullable
+        )
+        for fid, f in zip(top, arrow, strict=True)
+    ]
+    schema = Schema(*fields, schema_id=0)
+    mapping = create_mapping_from_schema(schema).model_dump_json()
+    return IcebergSchema(schema, mapping, ids.last)
+
+
+def schema_json(s: IcebergSchema) -> dict[str, Any]:
+    """The schema as table metadata carries it (``type: struct``, ``schema-id``, ``fields``)."""
+    out: dict[str, Any] = json.loads(s.schema.model_dump_json(by_alias=True, exclude_none=True))
+    return out
+
+
+# --- bounds -----------------------------------------------------------------------------------
+def _bound(t: IcebergType, v: Any) -> bytes | None:
+    """Iceberg's single-value serialization of a Lethe statistics value (JSON form,
+    docs/format.md §3), or None when it cannot be converted exactly."""
+    if v is None or isinstance(v, bool) != isinstance(t, BooleanType):
+        return None
+    try:
+        if isinstance(t, IntegerType | LongType | DateType | TimeType):
+            return to_bytes(t, int(v)) if isinstance(v, int) else None
+        if isinstance(t, TimestampType | TimestamptzType | TimestampNanoType | TimestamptzNanoType):
+            return to_bytes(t, int(v)) if isinstance(v, int) else None
+        if isinstance(t, FloatType | DoubleType):
+            f = float(v)
+            return None if math.isnan(f) else to_bytes(t, f)
+        if isinstance(t, DecimalType):
+            return to_bytes(t, Decimal(str(v)))
+        if isinstance(t, StringType):
+            return to_bytes(t, v) if isinstance(v, str) else None
+        if isinstance(t, BinaryType | FixedType):
+            return to_bytes(t, base64.b64decode(v)) if isinstance(v, str) else None
+        if isinstance(t, BooleanType):
+            return to_bytes(t, bool(v))
+    except (ValueError, TypeError, ArithmeticError):
+        return None
+    return None
+
+
+def _key_range(f: DataFile, key: str) -> tuple[Any, Any] | None:
+    st = f.columns.get(key)
+    if st is not None and st.min is not None and st.max is not None:
+        return st.min, st.max
+    groups = [g for g in f.row_groups if g.rows]
+    if groups and all(g.key_min is not None and g.key_max is not None for g in groups):
+        try:
+            return min(g.key_min for g in groups), max(g.key_max for g in groups)  # type: ignore[type-var]
+        except TypeError:
+            return None
+    return None
+
+
+# --- manifest entries -------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class SegmentUnit:
+    """One segment object of the snapshot and the digest of its DVs (None: no deletes)."""
+
+    summary: SegmentSummary
+    dv_digest: str | None
+
+    @property
+    def data_key(self) -> str:
+        return data_manifest_key(self.summary.path)
+
+    @property
+    def delete_key(self) -> str | None:
+        if self.dv_digest is None:
+            return None
+        return delete_manifest_key(self.summary.path, self.dv_digest)
+
+
+def segment_units(m: Manifest) -> list[SegmentUnit]:
+    """The snapshot's segments, each with a digest of the DVs its overlay changes.
+
+    Raises:
+        IcebergUnsupported: ``m`` is a format-1 manifest (upgrade the table first).
+    """
+    if not m.segmented:
+        raise errors.IcebergUnsupported(
+            f"version {m.version} is a format-1 manifest; the Iceberg view needs format 2: "
+            "run `lethe upgrade` (or commit anything) first"
+        )
+    out = []
+    for s in m.segments:
+        if s.deleted_rows == 0:
+            out.append(SegmentUnit(s, None))
+            continue
+        ov = sorted(
+            (p, d.container or "", d.offset, d.length, d.crc32, d.cardinality)
+            for p, d in m.overlay_of(s.id).items()
+        )
+        digest = hashlib.sha256(json.dumps(ov).encode()).hexdigest()[:16]
+        out.append(SegmentUnit(s, digest))
+    return out
+
+
+def _uri(location: str, rel: str) -> str:
+    return f"{location}/{rel}"
+
+
+def data_manifest_entries(
+    files: Sequence[DataFile],
+    *,
+    summary: SegmentSummary,
+    location: str,
+    schema: IcebergSchema,
+    key: str,
+    format_version: FormatVersion,
+) -> list[ManifestEntry]:
+    """The entries of the data manifest of one segment object (pure in the segment).
+
+    Status ADDED for files the segment's commit added (``added_version ==
+    created_version``), EXISTING for the others; snapshot id and both sequence numbers
+    are the file's ``added_version``, written explicitly; ``first_row_id`` is left to
+    inheritance (format 3).
+    """
+    key_field = schema.schema.find_field(key)
+    key_type = key_field.field_type
+    top = {f.name: f.field_id for f in schema.schema.fields}
+    out = []
+    for f in files:
+        lower: dict[int, bytes] = {}
+        upper: dict[int, bytes] = {}
+        rng = _key_range(f, key) if isinstance(key_type, PrimitiveType) else None
+        if rng is not None:
+            lo, hi = _bound(key_type, rng[0]), _bound(key_type, rng[1])
+            if lo is not None and hi is not None:
+                lower[key_field.field_id], upper[key_field.field_id] = lo, hi
+        nulls = {
+            top[c]: st.null_count
+            for c, st in f.columns.items()
+            if c in top and st.null_count is not None
+        }
+        df = IcebergDataFile.from_args(
+            _table_format_version=format_version,
+            content=DataFileContent.DATA,
+            file_path=_uri(location, f.path),
+            file_format=FileFormat.PARQUET,
+            partition=Record(),
+            record_count=f.rows,
+            file_size_in_bytes=f.size,
+            null_value_counts=nulls or None,
+            lower_bounds=lower or None,
+            upper_bounds=upper or None,
+            split_offsets=[g.offset for g in f.row_groups] or None,
+        )
+        status = (
+            ManifestEntryStatus.ADDED
+            if f.added_version == summary.created_version
+            else ManifestEntryStatus.EXISTING
+        )
+        out.append(
+            ManifestEntry.from_args(
+                _table_format_version=format_version,
+                status=status,
+                snapshot_id=f.added_version,
+                sequence_number=f.added_version,
+                file_sequence_number=f.added_version,
+                data_file=df,
+            )
+        )
+    return out
+
+
+def _path_bounds(data_uri: str) -> dict[int, bytes]:
+    return {POS_PATH_ID: data_uri.encode()}
+
+
+def dv_entry(
+    f: DataFile,
+    *,
+    location: str,
+    container_size: int,
+    sequence_number: int,
+) -> ManifestEntry:
+    """A format-3 delete-manifest entry that references ``f``'s DV blob in place."""
+    dv = f.dv
+    if dv is None:  # pragma: no cover - callers pass files with DVs
+        raise ValueError("file has no DV")
+    if dv.container is None:
+        raise errors.IcebergUnsupported(
+            f"{f.path} has an inline DV: the Iceberg view references DV blobs in their Puffin "
+            "containers and inline DVs have none"
+        )
+    data_uri = _uri(location, f.path)
+    df = IcebergDataFile.from_args(
+        _table_format_version=3,
+        content=DataFileContent.POSITION_DELETES,
+        file_path=_uri(location, dv.container),
+        file_format=FileFormat.PUFFIN,
+        partition=Record(),
+        record_count=dv.cardinality,
+        file_size_in_bytes=container_size,
+        lower_bounds=_path_bounds(data_uri),
+        upper_bounds=_path_bounds(data_uri),
+        referenced_data_file=data_uri,
+        content_offset=dv.offset,
+        content_size_in_bytes=dv.length,
+    )
+    return _delete_entry(df, sequence_number, 3)
+
+
+def position_delete_entry(
+    f: DataFile,
+    *,
+    location: str,
+    path: str,
+    size: int,
+    pos_min: int,
+    pos_max: int,
+    sequence_number: int,
+) -> ManifestEntry:
+    """A format-2 delete-manifest entry for the position-delete file written from ``f``'s DV."""
+    data_uri = _uri(location, f.path)
+    dv = f.dv
+    df = IcebergDataFile.from_args(
+        _table_format_version=2,
+        content=DataFileContent.POSITION_DELETES,
+        file_path=_uri(location, path),
+        file_format=FileFormat.PARQUET,
+        partition=Record(),
+        record_count=dv.cardinality if dv else 0,
+        file_size_in_bytes=size,
+        lower_bounds={**_path_bounds(data_uri), POS_POS_ID: to_bytes(LongType(), pos_min)},
+        upper_bounds={**_path_bounds(data_uri), POS_POS_ID: to_bytes(LongType(), pos_max)},
+    )
+    return _delete_entry(df, sequence_number, 2)
+
+
+def _delete_entry(df: IcebergDataFile, seq: int, fv: FormatVersion) -> ManifestEntry:
+    return ManifestEntry.from_args(
+        _table_format_version=fv,
+        status=ManifestEntryStatus.ADDED,
+        snapshot_id=seq,
+        sequence_number=seq,
+        file_sequence_number=seq,
+        data_file=df,
+    )
+
+
+# --- manifest list ----------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class ListEntry:
+    """One manifest as a manifest list names it (our own record of it, before row ids)."""
+
+    path: str  # table-relative
+    length: int
+    content: Literal["data", "deletes"]
+    sequence_number: int
+    min_sequence_number: int
+    added_snapshot_id: int
+    added_files: int
+    existing_files: int
+    added_rows: int
+    existing_rows: int
+    first_row_id: int | None = None
+
+    @classmethod
+    def of(
+        cls,
+        path: str,
+        length: int,
+        entries: Sequence[ManifestEntry],
+        *,
+        content: Literal["data", "deletes"],
+        snapshot_id: int,
+    ) -> ListEntry:
+        seqs = [e.sequence_number for e in entries if e.sequence_number is not None]
+        added = [e for e in entries if e.status == ManifestEntryStatus.ADDED]
+        existing = [e for e in entries if e.status == ManifestEntryStatus.EXISTING]
+        return cls(
+            path=path,
+            length=length,
+            content=content,
+            sequence_number=snapshot_id,
+            min_sequence_number=min(seqs, default=snapshot_id),
+            added_snapshot_id=snapshot_id,
+            added_files=len(added),
+            existing_files=len(existing),
+            added_rows=sum(e.data_file.record_count for e in added),
+            existing_rows=sum(e.data_file.record_count for e in existing),
+        )
+
+    @classmethod
+    def from_manifest_file(cls, mf: ManifestFile, location: str) -> ListEntry:
+        """Back from a manifest list read from storage (``first_row_id`` at position 15 in
+        format 3; None in format 2)."""
+        path = mf.manifest_path
+        prefix = location + "/"
+        first = mf._data[15] if len(mf._data) > 15 else None
+        return cls(
+            path=path[len(prefix) :] if path.startswith(prefix) else path,
+            length=mf.manifest_length,
+            content="data" if mf.content == ManifestContent.DATA else "deletes",
+            sequence_number=mf.sequence_number,
+            min_sequence_number=mf.min_sequence_number,
+            added_snapshot_id=mf.added_snapshot_id or 0,
+            added_files=mf.added_files_count or 0,
+            existing_files=mf.existing_files_count or 0,
+            added_rows=mf.added_rows_count or 0,
+            existing_rows=mf.existing_rows_count or 0,
+            first_row_id=first,
+        )
+
+    @property
+    def rows(self) -> int:
+        return self.added_rows + self.existing_rows
+
+    def manifest_file(self, location: str, format_version: FormatVersion) -> ManifestFile:
+        args: dict[str, Any] = {}
+        if format_version >= 3:
+            args["first_row_id"] = self.first_row_id
+        return ManifestFile.from_args(
+            _table_format_version=format_version,
+            manifest_path=_uri(location, self.path),
+            manifest_length=self.length,
+            partition_spec_id=0,
+            content=ManifestContent.DATA if self.content == "data" else ManifestContent.DELETES,
+            sequence_number=self.sequence_number,
+            min_sequence_number=self.min_sequence_number,
+            added_snapshot_id=self.added_snapshot_id,
+            added_files_count=self.added_files,
+            existing_files_count=self.existing_files,
+            deleted_files_count=0,
+            added_rows_count=self.added_rows,
+            existing_rows_count=self.existing_rows,
+            deleted_rows_count=0,
+            partitions=[],
+            key_metadata=None,
+            **args,
+        )
+
+
+def assign_row_ids(entries: Sequence[ListEntry], next_row_id: int) -> tuple[list[ListEntry], int]:
+    """Format-3 row lineage: data manifests without a ``first_row_id`` get one, in order,
+    from ``next_row_id``, each advancing by all its rows (its files inherit from it);
+    existing assignments are kept. Returns the entries and the rows assigned (the
+    snapshot's ``added-rows``).
+
+    >>> e = ListEntry("a", 1, "data", 1, 1, 1, 1, 0, 10, 5)
+    >>> out, added = assign_row_ids([e, e.__class__(**{**_asdict(e), "first_row_id": 3})], 100)
+    >>> [x.first_row_id for x in out], added
+    ([100, 3], 15)
+    """
+    out = []
+    added = 0
+    for e in entries:
+        if e.content == "data" and e.first_row_id is None:
+            e = ListEntry(**{**_asdict(e), "first_row_id": next_row_id + added})
+            added += e.rows
+        out.append(e)
+    return out, added
+
+
+def _asdict(e: ListEntry) -> dict[str, Any]:
+    return {k: getattr(e, k) for k in ListEntry.__dataclass_fields__}
+
+
+# --- table metadata ---------------------------------------------------------------------------
+_OPERATIONS: Mapping[str, str] = {
+    "create": "append",
+    "append": "append",
+    "register": "append",
+    "delete": "delete",
+    "erase": "overwrite",
+    "purge": "overwrite",
+    "compact": "replace",
+    "upgrade": "replace",
+    "gc": "replace",
+}
+
+
+def snapshot_summary(
+    m: Manifest, entries: Iterable[ListEntry], *, delete_files: int, position_deletes: int
+) -> dict[str, str]:
+    """The snapshot summary: Iceberg's operation and totals, and the Lethe version and
+    operation kind (counts only: never a value)."""
+    data = [e for e in entries if e.content == "data"]
+    return {
+        "operation": _OPERATIONS.get(m.operation.kind, "overwrite"),
+        "lethe.version": str(m.version),
+        "lethe.operation": m.operation.kind,
+        "total-data-files": str(sum(e.added_files + e.existing_files for e in data)),
+        "total-records": str(sum(e.rows for e in data)),
+        "total-delete-files": str(delete_files),
+        "total-position-deletes": str(position_deletes),
+        "total-equality-deletes": "0",
+        "total-files-size": str(sum(s.data_bytes for s in m.segments)),
+    }
+
+
+def _ms(m: Manifest) -> int:
+    return int(m.created_at.timestamp() * 1000)
+
+
+def new_metadata(
+    base: Mapping[str, Any] | None,
+    *,
+    m: Manifest,
+    location: str,
+    format_version: FormatVersion,
+    schema: IcebergSchema,
+    manifest_list: str,
+    summary: Mapping[str, str],
+    added_rows: int,
+    base_uri: str | None,
+    drop_snapshots: Iterable[int] = (),
+    max_snapshots: int = 100,
+) -> dict[str, Any]:
+    """Table metadata for Lethe version ``m.version``, as a successor of ``base`` (the
+    view's newest metadata, or None for a first publish).
+
+    The new snapshot's parent is the base's current snapshot; snapshots in
+    ``drop_snapshots`` (their Lethe manifests expired) and beyond the newest
+    ``max_snapshots`` are left out, with their log entries. Row lineage (format 3): the
+    snapshot starts at the base's ``next-row-id`` and adds ``added_rows``.
+    """
+    v = m.version
+    if base is not None and base.get("format-version") != format_version:
+        raise errors.InvalidRequest(
+            f"the Iceberg view at {location} is format {base.get('format-version')}; it cannot "
+            f"become format {format_version} (publish with format_version="
+            f"{base.get('format-version')}, or delete {METADATA_PREFIX} to start over)"
+        )
+    prev_snaps: list[dict[str, Any]] = list(base.get("snapshots", [])) if base else []
+    parent = base.get("current-snapshot-id") if base else None
+    ts = _ms(m)
+    if prev_snaps:
+        ts = max(ts, max(int(s["timestamp-ms"]) for s in prev_snaps))
+    next_row_id = int(base.get("next-row-id", 0) or 0) if base else 0
+    snap: dict[str, Any] = {
+        "snapshot-id": v,
+        "sequence-number": v,
+        "timestamp-ms": ts,
+        "manifest-list": _uri(location, manifest_list),
+        "summary": dict(summary),
+        "schema-id": 0,
+    }
+    if parent is not None and parent >= 0:
+        snap["parent-snapshot-id"] = parent
+    if format_version >= 3:
+        snap["first-row-id"] = next_row_id
+        snap["added-rows"] = added_rows
+    dropped = set(drop_snapshots)
+    kept = [s for s in prev_snaps if s["snapshot-id"] not in dropped and s["snapshot-id"] != v]
+    kept = [*kept[-(max_snapshots - 1) :], snap] if max_snapshots > 1 else [snap]
+    kept_ids = {s["snapshot-id"] for s in kept}
+    snap_log = [
+        e for e in (base.get("snapshot-log", []) if base else []) if e["snapshot-id"] in kept_ids
+    ]
+    snap_log.append({"timestamp-ms": ts, "snapshot-id": v})
+    meta_log = list(base.get("metadata-log", [])) if base else []
+    if base_uri is not None and base is not None:
+        meta_log.append({"timestamp-ms": int(base["last-updated-ms"]), "metadata-file": base_uri})
+    meta_log = meta_log[-max_snapshots:]
+    last_seq = max(v, int(base.get("last-sequence-number", 0)) if base else 0)
+    out: dict[str, Any] = {
+        "format-version": format_version,
+        "table-uuid": str(uuid.UUID(hex=m.table_uuid)),
+        "location": location,
+        "last-sequence-number": last_seq,
+        "last-updated-ms": max(ts, int(base["last-updated-ms"]) if base else 0),
+        "last-column-id": schema.last_column_id,
+        "current-schema-id": 0,
+        "schemas": [schema_json(schema)],
+        "default-spec-id": 0,
+        "partition-specs": [{"spec-id": 0, "fields": []}],
+        "last-partition-id": LAST_PARTITION_ID,
+        "default-sort-order-id": 0,
+        "sort-orders": [{"order-id": 0, "fields": []}],
+        "properties": {
+            "schema.name-mapping.default": schema.name_mapping,
+            "lethe.table-uuid": m.table_uuid,
+            "lethe.key": m.key,
+        },
+        "current-snapshot-id": v,
+        "refs": {"main": {"snapshot-id": v, "type": "branch"}},
+        "snapshots": kept,
+        "snapshot-log": snap_log,
+        "metadata-log": meta_log,
+        "statistics": [],
+        "partition-statistics": [],
+    }
+    if format_version >= 3:
+        out["next-row-id"] = next_row_id + added_rows
+    return out

@@ -1,0 +1,457 @@
+"""The Iceberg view, I/O part: publish one Lethe snapshot as Iceberg metadata.
+
+``publish(catalog, manifest)`` writes, under ``<table>/metadata/``:
+
+1. the manifests the snapshot needs that the view's newest metadata does not list yet: one
+   data manifest per new segment object, one delete manifest per segment whose DVs changed
+   (format 2: position-delete files for DVs not yet written), each create-only under a name
+   derived from what it holds, so a racing publisher's copy is the same object;
+2. a manifest list (a unique name);
+3. ``metadata/v<N>.metadata.json``, create-only: the commit point. A publisher that finds it
+   there already (the same version published twice, or a racer) writes nothing more;
+4. ``metadata/version-hint.text`` (the newest published version, for engines that find a
+   table by directory, and the base of the next publish), advanced by conditional PUT and
+   never moved back.
+
+Publishing after every commit costs O(change): the base is the version the hint names, its
+manifest list says which manifests exist, and only the touched segments are loaded. An
+older version than the newest published one is published on its own (no parent, full).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import time
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pyiceberg.manifest import ManifestContent, ManifestEntry
+
+import lethe.iceberg.avro as avro
+from lethe import errors
+from lethe.catalog import Catalog
+from lethe.dv import decode_dv
+from lethe.grace import check_fresh
+from lethe.iceberg.mapping import (
+    HINT_KEY,
+    POS_PATH_ID,
+    POS_POS_ID,
+    FormatVersion,
+    IcebergSchema,
+    ListEntry,
+    SegmentUnit,
+    assign_row_ids,
+    data_manifest_entries,
+    dv_entry,
+    iceberg_schema,
+    manifest_list_key,
+    metadata_key,
+    new_metadata,
+    position_delete_entry,
+    position_delete_key,
+    segment_units,
+    snapshot_summary,
+    stem_of_manifest,
+)
+from lethe.layout import manifest_key
+from lethe.manifest import DataFile, Manifest, Segment
+from lethe.reader import load_dv_bytes
+from lethe.store import IOCounters, S3Store
+
+log = logging.getLogger(__name__)
+
+__all__ = ["PublishResult", "publish", "read_hint"]
+
+_T = TypeVar("_T")
+_R = TypeVar("_R")
+
+
+@dataclass(frozen=True, slots=True)
+class PublishResult:
+    """What a publish did: the metadata URI, and the objects it wrote or reused."""
+
+    uri: str
+    version: int
+    written: tuple[str, ...]  # table-relative keys this call created
+    reused: int  # manifests taken over from the previous published snapshot
+    io: IOCounters
+
+    @property
+    def new(self) -> bool:
+        """Whether this call created the metadata (False: it was published already)."""
+        return bool(self.written)
+
+
+def _pmap(fn: Callable[[_T], _R], items: Sequence[_T]) -> list[_R]:
+    if len(items) <= 1:
+        return [fn(x) for x in items]
+    with ThreadPoolExecutor(max_workers=min(8, len(items))) as pool:
+        return list(pool.map(fn, items))
+
+
+def read_hint(store: S3Store, key: str) -> tuple[int | None, str | None]:
+    """The version ``version-hint.text`` names and its ETag ((None, None) when absent)."""
+    try:
+        r = store.get(key)
+    except errors.NotFound:
+        return None, None
+    text = r.body.decode("ascii", "replace").strip()
+    return (int(text) if text.isdigit() else None), r.etag
+
+
+class _Publisher:
+    def __init__(self, catalog: Catalog, m: Manifest, fv: FormatVersion) -> None:
+        self.cat, self.m, self.fv = catalog, m, fv
+        self.store: S3Store = catalog.store
+        self.location = catalog.uri.rstrip("/")
+        self.written: list[str] = []
+
+    def key(self, rel: str) -> str:
+        return self.cat.key(rel)
+
+    # --- storage helpers ------------------------------------------------------------------------
+    def put_new(self, rel: str, body: bytes) -> int:
+        """PUT create-only; returns the stored object's size (a racer's copy if it won)."""
+        try:
+            self.store.put(self.key(rel), body, if_none_match=True)
+        except (errors.PreconditionFailed, errors.ConditionalRequestConflict):
+            return self.store.head(self.key(rel)).size
+        self.written.append(rel)
+        return len(body)
+
+    def read_base(self, version: int) -> tuple[dict[str, Any], dict[str, ListEntry]] | None:
+        rel = metadata_key(version)
+        try:
+            base: dict[str, Any] = json.loads(self.store.get(self.key(rel)).body)
+        except errors.NotFound:
+            return None
+        cur = base.get("current-snapshot-id")
+        snap = next((s for s in base.get("snapshots", []) if s["snapshot-id"] == cur), None)
+        if snap is None:
+            return base, {}
+        ml = snap["manifest-list"]
+        body = self.store.get(self.key(ml[len(self.location) + 1 :])).body
+        entries = [
+            ListEntry.from_manifest_file(mf, self.location)
+            for mf in avro.decode_manifest_list(body)
+        ]
+        return base, {e.path: e for e in entries}
+
+    # --- manifests --------------------------------------------------------------------------------
+    def data_manifest(self, u: SegmentUnit, seg: Segment, schema: IcebergSchema) -> ListEntry:
+        entries = data_manifest_entries(
+            seg.files,  # the data manifest ignores DVs: the segment object alone defines it
+            summary=u.summary,
+            location=self.location,
+            schema=schema,
+            key=self.m.key,
+            format_version=self.fv,
+        )
+        body = avro.encode_manifest(
+            entries, schema=schema, content=ManifestContent.DATA, format_version=self.fv
+        )
+        size = self.put_new(u.data_key, body)
+        return ListEntry.of(
+            u.data_key, size, entries, content="data", snapshot_id=u.summary.created_version
+        )
+
+    def old_deletes(
+        self, prev: dict[str, ListEntry], units: Iterable[SegmentUnit]
+    ) -> dict[str, Any]:
+        """Delete entries of the previous delete manifests of the same segment ids, by the
+        path of the delete file: what is known of containers / position files already."""
+        ids = {u.summary.id for u in units}
+        paths = []
+        for e in prev.values():
+            got = stem_of_manifest(e.path)
+            if got and got[0] == "deletes" and _segment_id(got[1]) in ids:
+                paths.append(e.path)
+        known: dict[str, Any] = {}
+        for body in _pmap(lambda p: self.store.get(self.key(p)).body, paths):
+            for me in avro.decode_manifest(body):
+                known[me.data_file.file_path] = me.data_file
+        return known
+
+    def delete_manifest(
+        self,
+        u: SegmentUnit,
+        files: Sequence[DataFile],
+        schema: IcebergSchema,
+        sizes: dict[str, int],
+        known: dict[str, Any],
+    ) -> tuple[ListEntry, int, int]:
+        seq = u.summary.created_version
+        with_dv = [f for f in files if f.dv is not None and f.dv.cardinality > 0]
+        entries: list[ManifestEntry] = []
+        for f in with_dv:
+            if self.fv >= 3:
+                container = f.dv.container if f.dv is not None else None
+                entries.append(
+                    dv_entry(
+                        f,
+                        location=self.location,
+                        container_size=sizes.get(container or "", 0),
+                        sequence_number=seq,
+                    )
+                )
+            else:
+                entries.append(self.position_deletes(f, known, seq))
+        body = avro.encode_manifest(
+            entries, schema=schema, content=ManifestContent.DELETES, format_version=self.fv
+        )
+        key = u.delete_key
+        assert key is not None
+        size = self.put_new(key, body)
+        le = ListEntry.of(key, size, entries, content="deletes", snapshot_id=seq)
+        return le, len(entries), sum(f.dv.cardinality for f in with_dv if f.dv)
+
+    def position_deletes(self, f: DataFile, known: dict[str, Any], seq: int) -> ManifestEntry:
+        """Format 2: the position-delete file of ``f``'s DV (written once per DV)."""
+        assert f.dv is not None
+        rel = position_delete_key(f.path, f.dv)
+        uri = f"{self.location}/{rel}"
+        old = known.get(uri)
+        if old is not None:
+            lo = int.from_bytes(old.lower_bounds[POS_POS_ID], "little", signed=True)
+            hi = int.from_bytes(old.upper_bounds[POS_POS_ID], "little", signed=True)
+            size = int(old.file_size_in_bytes)
+        else:
+            bm = decode_dv(
+                load_dv_bytes(self.store, self.cat.prefix, f.dv),
+                expected_crc=f.dv.crc32,
+                expected_cardinality=f.dv.cardinality,
+            )
+            pos = pa.array(list(bm), pa.int64())
+            lo, hi = (int(pos[0].as_py()), int(pos[-1].as_py())) if len(pos) else (0, 0)
+            size = self.put_new(rel, _position_file(f"{self.location}/{f.path}", pos))
+        return position_delete_entry(
+            f,
+            location=self.location,
+            path=rel,
+            size=size,
+            pos_min=lo,
+            pos_max=hi,
+            sequence_number=seq,
+        )
+
+    def container_sizes(self, files: Iterable[DataFile], known: dict[str, Any]) -> dict[str, int]:
+        """Sizes of the DV containers the files reference (known ones from the previous
+        delete manifests, the rest by HEAD)."""
+        out: dict[str, int] = {}
+        todo = set()
+        for f in files:
+            c = f.dv.container if f.dv is not None else None
+            if c is None:
+                continue
+            old = known.get(f"{self.location}/{c}")
+            if old is not None:
+                out[c] = int(old.file_size_in_bytes)
+            else:
+                todo.add(c)
+        heads = _pmap(lambda c: (c, self.store.head(self.key(c)).size), sorted(todo))
+        out.update(heads)
+        return out
+
+    # --- snapshots ----------------------------------------------------------------------------
+    def expired(self, base: dict[str, Any]) -> list[int]:
+        """Snapshots of the base whose Lethe manifest GC has expired, oldest first (GC
+        expires a prefix of the history, so the first one still present ends the search)."""
+        out = []
+        for s in sorted(base.get("snapshots", []), key=lambda s: s["snapshot-id"]):
+            sid = int(s["snapshot-id"])
+            if sid >= self.m.version or self.store.exists(self.key(manifest_key(sid))):
+                break
+            out.append(sid)
+        return out
+
+    def advance_hint(self, etag: str | None, current: int | None) -> None:
+        body = str(self.m.version).encode()
+        for _ in range(5):
+            if current is not None and current >= self.m.version:
+                return
+            try:
+                if etag is None:
+                    self.store.put(self.key(HINT_KEY), body, if_none_match=True)
+                else:
+                    self.store.put(self.key(HINT_KEY), body, if_match=etag)
+                return
+            except (errors.PreconditionFailed, errors.ConditionalRequestConflict):
+                current, etag = read_hint(self.store, self.key(HINT_KEY))
+        log.warning("version hint of %s not advanced (contention)", self.cat.uri)
+
+
+def _segment_id(stem: str) -> str:
+    """``v00000012-<id>-<rand>`` -> ``<id>``."""
+    parts = stem.split("-")
+    return parts[1] if len(parts) >= 3 else stem
+
+
+def _position_file(data_uri: str, pos: pa.Array) -> bytes:
+    """A position-delete Parquet file (Iceberg field ids on both columns)."""
+    schema = pa.schema(
+        [
+            pa.field("file_path", pa.string(), False, {b"PARQUET:field_id": str(POS_PATH_ID)}),
+            pa.field("pos", pa.int64(), False, {b"PARQUET:field_id": str(POS_POS_ID)}),
+        ]
+    )
+    t = pa.table({"file_path": pa.array([data_uri] * len(pos), pa.string()), "pos": pos}, schema)
+    buf = io.BytesIO()
+    pq.write_table(t, buf, compression="zstd")
+    return buf.getvalue()
+
+
+def publish(
+    catalog: Catalog,
+    m: Manifest,
+    *,
+    format_version: FormatVersion = 3,
+    max_snapshots: int = 100,
+) -> PublishResult:
+    """Publish Lethe snapshot ``m`` of ``catalog``'s table as Iceberg metadata.
+
+    Returns the ``s3://…/metadata/v<N>.metadata.json`` URI (see the module docstring).
+
+    Raises:
+        IcebergUnsupported: the schema has a type without an exact Iceberg equivalent, or
+            the manifest is format 1.
+        InvalidRequest: the view exists in another format version, or bad options.
+        GraceExpired: the publish took longer than the table's GC grace allows.
+    """
+    if format_version not in (2, 3):
+        raise errors.InvalidRequest(f"format_version must be 2 or 3, not {format_version!r}")
+    if max_snapshots < 1:
+        raise errors.InvalidRequest("max_snapshots must be at least 1")
+    started = time.time()
+    before = catalog.store.stats.snapshot()
+    p = _Publisher(catalog, m, format_version)
+    uri = f"{p.location}/{metadata_key(m.version)}"
+    units = segment_units(m)
+    schema = iceberg_schema(m.arrow_schema(), format_version=format_version)
+    hint, etag = read_hint(p.store, p.key(HINT_KEY))
+
+    def done(reused: int = 0) -> PublishResult:
+        return PublishResult(
+            uri, m.version, tuple(p.written), reused, catalog.store.stats.snapshot() - before
+        )
+
+    if hint == m.version or (
+        (hint is None or hint < m.version) and p.store.exists(p.key(metadata_key(m.version)))
+    ):
+        p.advance_hint(etag, hint)
+        return done()
+    if hint is not None and hint > m.version and p.store.exists(p.key(metadata_key(m.version))):
+        return done()
+
+    got = p.read_base(hint) if hint is not None and hint < m.version else None
+    base, prev = got if got is not None else (None, {})
+    if base is not None and base.get("format-version") != format_version:
+        new_metadata(  # raises the clear error
+            base, m=m, location=p.location, format_version=format_version, schema=schema,
+            manifest_list="", summary={}, added_rows=0, base_uri=None,
+        )  # fmt: skip
+
+    need_data = [u for u in units if u.data_key not in prev]
+    need_del = [u for u in units if u.delete_key is not None and u.delete_key not in prev]
+    wanted = list({u.summary.path: u.summary for u in (*need_data, *need_del)}.values())
+    segs = {s.path: seg for s, seg in zip(wanted, m.segments_of(wanted), strict=True)}
+    del_files = {u.summary.path: m.segment_files(u.summary, segs[u.summary.path]) for u in need_del}
+    known = p.old_deletes(prev, need_del)
+    sizes = (
+        p.container_sizes((f for fs in del_files.values() for f in fs), known)
+        if format_version >= 3
+        else {}
+    )
+
+    new_data = dict(
+        zip(
+            [u.data_key for u in need_data],
+            _pmap(lambda u: p.data_manifest(u, segs[u.summary.path], schema), need_data),
+            strict=True,
+        )
+    )
+    new_del = dict(
+        zip(
+            [u.delete_key for u in need_del],
+            _pmap(
+                lambda u: p.delete_manifest(u, del_files[u.summary.path], schema, sizes, known),
+                need_del,
+            ),
+            strict=True,
+        )
+    )
+    entries: list[ListEntry] = []
+    delete_files = position_deletes = 0
+    for u in units:
+        entries.append(new_data.get(u.data_key) or prev[u.data_key])
+    for u in units:
+        if u.delete_key is None:
+            continue
+        if u.delete_key in new_del:
+            le, n, card = new_del[u.delete_key]
+        else:
+            le = prev[u.delete_key]
+            n, card = le.added_files + le.existing_files, le.rows
+        entries.append(le)
+        delete_files += n
+        position_deletes += card
+    next_row_id = int(base.get("next-row-id", 0) or 0) if base else 0
+    if format_version >= 3:
+        entries, added_rows = assign_row_ids(entries, next_row_id)
+    else:
+        added_rows = 0
+    parent = base.get("current-snapshot-id") if base else None
+    ml_rel = manifest_list_key(m.version)
+    ml_body = avro.encode_manifest_list(
+        [e.manifest_file(p.location, format_version) for e in entries],
+        snapshot_id=m.version,
+        parent_snapshot_id=parent,
+        sequence_number=m.version,
+        first_row_id=next_row_id if format_version >= 3 else None,
+        format_version=format_version,
+    )
+    p.put_new(ml_rel, ml_body)
+    meta = new_metadata(
+        base,
+        m=m,
+        location=p.location,
+        format_version=format_version,
+        schema=schema,
+        manifest_list=ml_rel,
+        summary=snapshot_summary(
+            m, entries, delete_files=delete_files, position_deletes=position_deletes
+        ),
+        added_rows=added_rows,
+        base_uri=f"{p.location}/{metadata_key(hint)}"
+        if base is not None and hint is not None
+        else None,
+        drop_snapshots=p.expired(base) if base is not None else (),
+        max_snapshots=max_snapshots,
+    )
+    check_fresh(started, m.properties.gc_grace_seconds)
+    meta_rel = metadata_key(m.version)
+    try:
+        p.store.put(p.key(meta_rel), json.dumps(meta).encode(), if_none_match=True)
+    except (errors.PreconditionFailed, errors.ConditionalRequestConflict):
+        # a racer published this version first: our manifest list is garbage (nothing
+        # references it; GC removes it: publishers hold no delete right)
+        p.written.remove(ml_rel)
+        log.info("version %s of %s was published concurrently", m.version, catalog.uri)
+        return done()
+    p.written.append(meta_rel)
+    if hint is None or hint < m.version:
+        p.advance_hint(etag, hint)
+    reused = sum(1 for e in entries if e.path in prev)
+    log.info(
+        "published the Iceberg view of %s version %s: %d objects written, %d manifests reused",
+        catalog.uri,
+        m.version,
+        len(p.written),
+        reused,
+    )
+    return done(reused)
