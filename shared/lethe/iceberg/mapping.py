@@ -719,6 +719,8 @@ def new_metadata(
     ``drop_snapshots`` (their Lethe manifests expired) and beyond the newest
     ``max_snapshots`` are left out, with their log entries. Row lineage (format 3): the
     snapshot starts at the base's ``next-row-id`` and adds ``added_rows``.
+
+    Long: one literal per spec section (table, schema, snapshot, logs, refs) reads best whole.
     """
     v = m.version
     if base is not None and base.get("format-version") != format_version:

@@ -24,7 +24,7 @@ import io
 import json
 import logging
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -356,6 +356,46 @@ def publish(
             manifest_list="", summary={}, added_rows=0, base_uri=None,
         )  # fmt: skip
 
+    new_data, new_del = _new_manifests(p, m, units, prev, schema, format_version)
+    entries, delete_files, position_deletes = _list_entries(units, new_data, new_del, prev)
+    meta, ml_rel, entries = _next_metadata(
+        p, m, base, hint, entries, schema, format_version, max_snapshots,
+        delete_files=delete_files, position_deletes=position_deletes,
+    )  # fmt: skip
+    check_fresh(started, m.properties.gc_grace_seconds)
+    meta_rel = metadata_key(m.version)
+    try:
+        p.store.put(p.key(meta_rel), json.dumps(meta).encode(), if_none_match=True)
+    except (errors.PreconditionFailed, errors.ConditionalRequestConflict):
+        # a racer published this version first: our manifest list is garbage (nothing
+        # references it; GC removes it: publishers hold no delete right)
+        p.written.remove(ml_rel)
+        log.info("version %s of %s was published concurrently", m.version, catalog.uri)
+        return done()
+    p.written.append(meta_rel)
+    if hint is None or hint < m.version:
+        p.advance_hint(etag, hint)
+    reused = sum(1 for e in entries if e.path in prev)
+    log.info(
+        "published the Iceberg view of %s version %s: %d objects written, %d manifests reused",
+        catalog.uri,
+        m.version,
+        len(p.written),
+        reused,
+    )
+    return done(reused)
+
+
+def _new_manifests(
+    p: _Publisher,
+    m: Manifest,
+    units: Sequence[Any],
+    prev: dict[str, ListEntry],
+    schema: Any,
+    format_version: FormatVersion,
+) -> tuple[dict[str, ListEntry], dict[str, tuple[ListEntry, int, int]]]:
+    """Write the data and delete manifests the previous publish does not have (in parallel):
+    data manifest key -> entry, delete manifest key -> (entry, files, positions)."""
     need_data = [u for u in units if u.data_key not in prev]
     need_del = [u for u in units if u.delete_key is not None and u.delete_key not in prev]
     wanted = list({u.summary.path: u.summary for u in (*need_data, *need_del)}.values())
@@ -367,7 +407,6 @@ def publish(
         if format_version >= 3
         else {}
     )
-
     new_data = dict(
         zip(
             [u.data_key for u in need_data],
@@ -385,10 +424,19 @@ def publish(
             strict=True,
         )
     )
-    entries: list[ListEntry] = []
+    return new_data, new_del
+
+
+def _list_entries(
+    units: Sequence[Any],
+    new_data: Mapping[str, ListEntry],
+    new_del: Mapping[str, tuple[ListEntry, int, int]],
+    prev: Mapping[str, ListEntry],
+) -> tuple[list[ListEntry], int, int]:
+    """The manifest list's entries (data manifests first, then delete manifests), with the
+    number of delete files and of deleted positions."""
+    entries: list[ListEntry] = [new_data.get(u.data_key) or prev[u.data_key] for u in units]
     delete_files = position_deletes = 0
-    for u in units:
-        entries.append(new_data.get(u.data_key) or prev[u.data_key])
     for u in units:
         if u.delete_key is None:
             continue
@@ -400,6 +448,23 @@ def publish(
         entries.append(le)
         delete_files += n
         position_deletes += card
+    return entries, delete_files, position_deletes
+
+
+def _next_metadata(
+    p: _Publisher,
+    m: Manifest,
+    base: dict[str, Any] | None,
+    hint: int | None,
+    entries: list[ListEntry],
+    schema: Any,
+    format_version: FormatVersion,
+    max_snapshots: int,
+    *,
+    delete_files: int,
+    position_deletes: int,
+) -> tuple[dict[str, Any], str, list[ListEntry]]:
+    """Row ids, the manifest list (written) and the new table metadata (not yet written)."""
     next_row_id = int(base.get("next-row-id", 0) or 0) if base else 0
     if format_version >= 3:
         entries, added_rows = assign_row_ids(entries, next_row_id)
@@ -433,25 +498,4 @@ def publish(
         drop_snapshots=p.expired(base) if base is not None else (),
         max_snapshots=max_snapshots,
     )
-    check_fresh(started, m.properties.gc_grace_seconds)
-    meta_rel = metadata_key(m.version)
-    try:
-        p.store.put(p.key(meta_rel), json.dumps(meta).encode(), if_none_match=True)
-    except (errors.PreconditionFailed, errors.ConditionalRequestConflict):
-        # a racer published this version first: our manifest list is garbage (nothing
-        # references it; GC removes it: publishers hold no delete right)
-        p.written.remove(ml_rel)
-        log.info("version %s of %s was published concurrently", m.version, catalog.uri)
-        return done()
-    p.written.append(meta_rel)
-    if hint is None or hint < m.version:
-        p.advance_hint(etag, hint)
-    reused = sum(1 for e in entries if e.path in prev)
-    log.info(
-        "published the Iceberg view of %s version %s: %d objects written, %d manifests reused",
-        catalog.uri,
-        m.version,
-        len(p.written),
-        reused,
-    )
-    return done(reused)
+    return meta, ml_rel, entries
