@@ -299,3 +299,51 @@ def test_erased_values_leave_the_view_with_their_segment(aws: Any, table_uri: st
             for e in avro.decode_manifest(t.store.get(o.key).body):
                 assert needle not in (e.data_file.lower_bounds or {}).values()
     _assert_same(aws, f"{table_uri}/metadata/v{t.version}.metadata.json", t)
+
+
+def test_gc_sweeps_the_view_like_lethe_metadata_and_erasure_waits_for_it(
+    aws: Any, table_uri: str, s3: Any
+) -> None:
+    """GC itself (not the helper): the retained snapshot's view objects stay and still scan;
+    the data manifests of superseded segments go at once with their segments (so the
+    erasure completes without waiting for the grace); other unreferenced view objects wait
+    for the grace like any other upload."""
+    import struct
+    from datetime import UTC, datetime, timedelta
+
+    from lethe.gc import collect
+
+    t = Table.create(
+        table_uri, EVENTS, key="id", iceberg_view=True, target_file_bytes=64 << 10,
+        row_group_bytes=16 << 10, gc_grace="1h",
+    )  # fmt: skip
+    t.append(events(0, 2_000))
+    t.append(events(2_000, 2_000))
+    victim = min(f.columns["id"].min for f in t.manifest.files)  # type: ignore[type-var]
+    r = t.erase([("id", "=", victim)], request_id="gdpr-view")
+    assert r.complete
+    t.refresh()
+
+    def view_keys() -> set[str]:
+        return {o.key[len(t.key_of("")) :] for o in t.store.list(t.key_of("metadata/"))}
+
+    before = view_keys()
+    rep = collect(table_uri, retention="1v", grace="1h", erasure_grace="0s")
+    (st,) = rep.erasures
+    assert st.complete, st.blocking
+    after = view_keys()
+    assert after < before and rep.deleted["iceberg"].objects >= 1
+    assert f"metadata/v{t.version}.metadata.json" in after
+    _assert_same(aws, f"{table_uri}/metadata/v{t.version}.metadata.json", t)
+    needle = struct.pack("<q", victim)
+    for k in after:
+        if k.endswith(".avro") and "/lethe-d-" in f"/{k}":
+            for e in avro.decode_manifest(t.store.get(t.key_of(k)).body):
+                assert needle not in (e.data_file.lower_bounds or {}).values()
+    # older metadata files and manifest lists go once past the grace
+    later = datetime.now(UTC) + timedelta(hours=2)
+    collect(table_uri, retention="1v", grace="1h", now=later)
+    assert {k for k in view_keys() if k.endswith(".metadata.json")} == {
+        f"metadata/v{t.version}.metadata.json"
+    }
+    _assert_same(aws, f"{table_uri}/metadata/v{t.version}.metadata.json", t)

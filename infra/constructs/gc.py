@@ -65,9 +65,15 @@ PLAN = GcStep(
 SWEEP = GcStep(
     c.GC_STATES.sweep,
     c.GC_SWEEP_HANDLER,
-    "GC sweep: deletes the unreferenced data files, DV containers and staging objects of "
-    "one batch.",
-    deletes=(c.DATA_PREFIX + "*", c.TOMBSTONE_PREFIX + "*", c.STAGING_PREFIX + "*"),
+    "GC sweep: deletes the unreferenced data files, DV containers, staging objects, "
+    "manifest segments and Iceberg view objects of one batch.",
+    deletes=(
+        c.DATA_PREFIX + "*",
+        c.TOMBSTONE_PREFIX + "*",
+        c.STAGING_PREFIX + "*",
+        c.SEGMENT_PREFIX + "*",
+        c.METADATA_PREFIX + "*",
+    ),
 )
 EXPIRE = GcStep(
     c.GC_STATES.expire,

@@ -489,6 +489,8 @@ def test_only_gc_steps_hold_destructive_rights(synth: Synth) -> None:
         "data/*",
         "tombstone/*",
         "_staging/*",
+        "manifest/segments/*",
+        "metadata/*",
         "_gc/*",
     }
     assert table_keys(synth, "s3:DeleteObject", s[c.GC_EXPIRE_HANDLER]) == {"manifest/*", "_gc/*"}

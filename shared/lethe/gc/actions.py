@@ -25,6 +25,7 @@ from lethe.gc.areas import (
     category,
     manifest_version,
     released_segment,
+    released_view_manifest,
 )
 from lethe.gc.marking import list_objects, mark, newly_referenced, relative
 from lethe.gc.models import (
@@ -40,6 +41,7 @@ from lethe.gc.models import (
 from lethe.gc.policy import Options, as_utc, is_old
 from lethe.gc.select import BATCH_KEYS, Marks, Selection, batches, candidates, expiring, select
 from lethe.gc.workspace import Workspace
+from lethe.layout import METADATA_PREFIX
 from lethe.store import S3Store, parse_s3_uri
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -226,6 +228,10 @@ def sweep(
             skipped["referenced"] += 1
         elif e.category == "segment" and released_segment(e.path, batch.marked_through):
             chosen.append(e)  # written for a version that exists: see lethe.gc.select
+        elif e.category == "iceberg" and released_view_manifest(
+            e.path, fresh, batch.marked_through
+        ):
+            chosen.append(e)  # made from a released segment: see lethe.gc.select
         elif e.category != "workspace" and not (
             is_old(as_utc(e.erased_at), now, erasure_grace, s3_time=False)
             if e.erased_at is not None
@@ -347,7 +353,8 @@ def purge(catalog: Catalog, plan: PlanDocument, *, dry_run: bool) -> StepResult:
         reason = "not_versioned" if not plan.versioned else "no_pending_erasures"
         return StepResult(step="purge", run_id=plan.run_id, dry_run=dry_run, skipped={reason: 1})
     by_key: dict[str, list[S3Store.ObjectVersion]] = defaultdict(list)
-    for prefix in ("data/", "_staging/", MANIFESTS):  # the value areas; segments: manifest/
+    # the value areas (segments are under manifest/, the view's data manifests under metadata/)
+    for prefix in ("data/", "_staging/", MANIFESTS, METADATA_PREFIX):
         for v in catalog.store.list_object_versions(catalog.key(prefix)):
             by_key[v.key].append(v)
     targets: list[tuple[str, str]] = []

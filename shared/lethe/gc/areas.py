@@ -1,8 +1,9 @@
 """Where GC looks in a table, and what a table-relative path is to it (pure).
 
-GC sweeps ``data/``, ``tombstone/``, ``_staging/`` and the manifest segments
-(``manifest/segments/``), expires manifests (``manifest/vN.json``) and keeps its own run
-workspaces under ``_gc/`` (see :mod:`lethe.gc.models` for their layout).
+GC sweeps ``data/``, ``tombstone/``, ``_staging/``, the manifest segments
+(``manifest/segments/``) and the Iceberg view's objects (``metadata/``), expires manifests
+(``manifest/vN.json``) and keeps its own run workspaces under ``_gc/`` (see
+:mod:`lethe.gc.models` for their layout).
 
 >>> category("data/2026/11/22/16/ab.parquet"), category("_latest_manifest")
 ('data', None)
@@ -20,11 +21,12 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from datetime import UTC, datetime
 
 from lethe.gc.models import Category
-from lethe.layout import SEGMENT_PREFIX
+from lethe.iceberg.mapping import stem_of_manifest
+from lethe.layout import METADATA_PREFIX, SEGMENT_PREFIX
 
 __all__ = [
     "KEPT_WORKSPACE_FILES",
@@ -35,9 +37,11 @@ __all__ = [
     "VALUE_PREFIXES",
     "WORKSPACE",
     "category",
+    "holds_values",
     "manifest_version",
     "new_run_id",
     "released_segment",
+    "released_view_manifest",
     "segment_version",
 ]
 
@@ -49,6 +53,7 @@ SWEPT: Mapping[str, Category] = {
     "tombstone/": "tombstone",
     "_staging/": "staging",
     SEGMENT_PREFIX: "segment",
+    METADATA_PREFIX: "iceberg",
 }
 #: Prefixes whose objects may hold row values (what an erasure must see gone): data files,
 #: staged uploads, and segments (their entries' statistics may name a value).
@@ -96,3 +101,23 @@ def released_segment(path: str, marked_through: int) -> bool:
     reasoning is in :mod:`lethe.gc.select`)."""
     v = segment_version(path)
     return v is not None and v <= marked_through
+
+
+def released_view_manifest(path: str, referenced: Collection[str], marked_through: int) -> bool:
+    """Whether an unmarked Iceberg-view manifest can go regardless of its age: it was made
+    from a segment object that no retained manifest references and that is released
+    (:func:`released_segment`), so no publisher of a retained version can list it."""
+    stem = stem_of_manifest(path)
+    if stem is None:
+        return False
+    segment = f"{SEGMENT_PREFIX}{stem[1]}.json.gz"
+    return segment not in referenced and released_segment(segment, marked_through)
+
+
+def holds_values(path: str) -> bool:
+    """Whether an object may hold row values (statistics included): data files, staged
+    uploads, segments, and the Iceberg view's data manifests (key bounds)."""
+    if path.startswith(VALUE_PREFIXES):
+        return True
+    stem = stem_of_manifest(path) if path.startswith(METADATA_PREFIX) else None
+    return stem is not None and stem[0] == "data"

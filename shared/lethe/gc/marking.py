@@ -124,6 +124,7 @@ def mark(catalog: Catalog, retention: Retention, now: datetime, *, workers: int 
             expected = got.previous
         for f in pending.values():
             f.cancel()
+    refs |= _view_references(catalog, kept)
     return Marks(
         table_uuid=table_uuid,
         head_version=head.version,
@@ -162,3 +163,14 @@ def newly_referenced(catalog: Catalog, table_uuid: str, since: int) -> frozenset
         refs.update(references(m))
         v += 1
     return frozenset(refs)
+
+
+def _view_references(catalog: Catalog, kept: Iterable[int]) -> set[str]:
+    """The Iceberg view's objects the kept versions' snapshots need (none without a view)."""
+    from lethe.iceberg.refs import references as view_references
+    from lethe.layout import METADATA_PREFIX
+
+    listed = list(catalog.store.list(catalog.key(METADATA_PREFIX)))
+    if not listed:
+        return set()
+    return set(view_references(catalog, set(kept), listed=listed).keep)

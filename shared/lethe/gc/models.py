@@ -40,13 +40,22 @@ __all__ = [
 ]
 
 Category = Literal[
-    "data", "tombstone", "staging", "segment", "workspace", "manifest", "upload", "version"
+    "data",
+    "tombstone",
+    "staging",
+    "segment",
+    "iceberg",
+    "workspace",
+    "manifest",
+    "upload",
+    "version",
 ]
 CATEGORIES: tuple[Category, ...] = (
     "data",
     "tombstone",
     "staging",
     "segment",
+    "iceberg",
     "workspace",
     "manifest",
     "upload",

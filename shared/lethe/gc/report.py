@@ -31,6 +31,7 @@ from lethe.gc.models import (
     add_stats,
 )
 from lethe.gc.workspace import decode
+from lethe.layout import METADATA_PREFIX
 
 log = logging.getLogger(__name__)
 
@@ -113,10 +114,10 @@ def _sum(results: Sequence[StepResult], missing: Sequence[str]) -> _Totals:
 
 
 def _remains(catalog: Catalog, plan: PlanDocument, totals: _Totals, *, dry_run: bool) -> _Remains:
-    value_cats: tuple[Category, ...] = ("data", "staging", "segment", "manifest")
+    value_cats: tuple[Category, ...] = ("data", "staging", "segment", "iceberg", "manifest")
     gone = {k for cat in value_cats for k in totals.keys.get(cat, [])}
     fresh = newly_referenced(catalog, plan.table_uuid, plan.marked_through)
-    present = {o.path for o in list_objects(catalog, (*VALUE_PREFIXES, MANIFESTS))}
+    present = {o.path for o in list_objects(catalog, (*VALUE_PREFIXES, MANIFESTS, METADATA_PREFIX))}
     if dry_run:
         present -= gone  # what would remain
     manifests = sorted(v for p in present if (v := manifest_version(p)) is not None)

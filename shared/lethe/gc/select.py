@@ -6,7 +6,8 @@ can still claim it: its age counts from the splice commit, against the (shorter)
 grace. An unmarked segment object written for version ``V <= marked_through`` goes at once:
 manifest ``vV`` already exists, so the writer of that segment either landed ``vV`` (and the
 segment is referenced by it, or ``vV`` expired) or lost the race for ``vV`` and will never
-reference it; a segment for a version beyond waits for the grace like any other upload.
+reference it; a segment for a version beyond waits for the grace like any other upload. An Iceberg-view
+manifest made from a released segment goes at once too (no retained version lists it).
 Manifests older than the oldest kept one expire. Workspace files of finished runs (or
 of runs abandoned for :data:`~lethe.gc.policy.WORKSPACE_GRACE`) go too. For every erasure
 request, the plan records what may still hold its rows (:class:`~lethe.gc.models.ErasurePlan`).
@@ -22,10 +23,11 @@ from lethe.gc.areas import (
     KEPT_WORKSPACE_FILES,
     MARKERS,
     RUN_ID,
-    VALUE_PREFIXES,
     category,
+    holds_values,
     manifest_version,
     released_segment,
+    released_view_manifest,
 )
 from lethe.gc.models import CATEGORIES, BatchEntry, Category, CategoryStats, ErasurePlan
 from lethe.gc.policy import WORKSPACE_GRACE, is_old
@@ -123,8 +125,18 @@ def select(
             entry = BatchEntry(
                 path=o.path, size=o.size, category=cat, last_modified=o.last_modified
             )
+        elif (
+            cat == "iceberg"
+            and o.last_modified is not None
+            and released_view_manifest(o.path, marks.referenced, marks.marked_through)
+        ):
+            if holds_values(o.path):
+                unreferenced_values.append(o)
+            entry = BatchEntry(
+                path=o.path, size=o.size, category=cat, last_modified=o.last_modified
+            )
         else:
-            if o.path.startswith(VALUE_PREFIXES):
+            if holds_values(o.path):
                 unreferenced_values.append(o)
             entry = _unreferenced_entry(
                 o, cat, erased_at.get(o.path), grace=grace, erasure_grace=erasure_grace, now=now
