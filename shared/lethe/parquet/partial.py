@@ -104,7 +104,7 @@ class _Chunk:
     struct: Struct
     offset_index: bytes | None
     column_index: bytes | None
-    page_level: bool
+    whole: str | None  # why the chunk was re-encoded whole; None when page-level
 
 
 # --- reading the original ---------------------------------------------------------------
@@ -280,9 +280,9 @@ def _runs(rows: Sequence[tuple[int, int]], erased: Ranges) -> list[tuple[int, in
 
 def _chunk_pages(
     ctx: _Context, j: int, cc: ColumnChunk
-) -> tuple[Page | None, list[_NewPage], Struct, Struct | None] | None:
-    """The new chunk's dictionary page and data pages; None when pages index a dictionary
-    that may hold an erased value (the whole chunk is then re-encoded)."""
+) -> tuple[Page | None, list[_NewPage], Struct, Struct | None] | str:
+    """The new chunk's dictionary page and data pages; or why the whole chunk must be
+    re-encoded (its dictionary may hold an erased value)."""
     rg = ctx.meta.row_groups[ctx.k]
     dictionary, pages, rows, oi, ci = _original_pages(
         cc, ctx.data, ctx.base, rg.num_rows, ctx.source
@@ -291,7 +291,9 @@ def _chunk_pages(
     if dictionary is not None and any(
         pages[i].header.header.encoding in _DICT_ENCODINGS for a, b in runs for i in range(a, b)
     ):
-        return None
+        return "erased rows in dictionary-encoded pages"
+    if dictionary is not None and not _arrow_fallback(ctx.meta):
+        return "a dictionary whose writer may hold values of plain pages in it"
     name = ctx.schema.field(j).name
     col = _column_spec(ctx.spec, name, dictionary=False)
     tables = []
@@ -387,11 +389,11 @@ def _dict_page_encoding(p: Page) -> int:
     return e if isinstance(e, int) else Encoding.PLAIN
 
 
-def _page_chunk(ctx: _Context, j: int, cc: ColumnChunk, tcc: Struct, pos: int) -> _Chunk | None:
-    """Chunk ``j`` page-level, laid out from ``pos``; None to take the full re-encoding's."""
+def _page_chunk(ctx: _Context, j: int, cc: ColumnChunk, tcc: Struct, pos: int) -> _Chunk:
+    """Chunk ``j`` page-level, laid out from ``pos``, or as the full re-encoding wrote it."""
     got = _chunk_pages(ctx, j, cc)
-    if got is None:
-        return None
+    if isinstance(got, str):
+        return _full_chunk(ctx, j, tcc, pos, got)
     dictionary, pages, oi, ci = got
     body: list[Segment] = []
     start = pos
@@ -424,10 +426,10 @@ def _page_chunk(ctx: _Context, j: int, cc: ColumnChunk, tcc: Struct, pos: int) -
     s = tcc.set(CC.META_DATA, TType.STRUCT, md)
     if s.get(CC.FILE_OFFSET) not in (None, 0):
         s = set_int(s, CC.FILE_OFFSET, start)
-    return _Chunk(tuple(body), s, oi_raw, ci_raw, True)
+    return _Chunk(tuple(body), s, oi_raw, ci_raw, None)
 
 
-def _full_chunk(ctx: _Context, j: int, tcc: Struct, pos: int) -> _Chunk:
+def _full_chunk(ctx: _Context, j: int, tcc: Struct, pos: int, why: str) -> _Chunk:
     """Chunk ``j`` as the full re-encoding wrote it, moved to ``pos``."""
     r = chunk_range(ColumnChunk(tcc))
     move = shifted(r, pos)
@@ -438,7 +440,7 @@ def _full_chunk(ctx: _Context, j: int, tcc: Struct, pos: int) -> _Chunk:
         shift_column(tcc, move),
         shift_offset_index(oi, move) if oi is not None else None,
         ctx.full.column_indexes[j],
-        False,
+        why,
     )
 
 
@@ -523,13 +525,19 @@ def rewrite_pages(
 
 
 def _whole_chunks(chunks: Sequence[_Chunk]) -> str | None:
-    whole = sum(not c.page_level for c in chunks)
+    whole = [c.whole for c in chunks if c.whole is not None]
     if not whole:
         return None
-    return (
-        f"{whole} of {len(chunks)} chunks re-encoded whole "
-        "(erased rows in dictionary-encoded pages)"
-    )
+    why = "; ".join(dict.fromkeys(whole))
+    return f"{len(whole)} of {len(chunks)} chunks re-encoded whole ({why})"
+
+
+def _arrow_fallback(meta: FileMetaData) -> bool:
+    """Whether the writer is Arrow C++ (pyarrow), whose dictionary fallback writes every
+    value it put in the dictionary into a dictionary-encoded page: then no entry of a
+    dictionary is a value of a plain page only. (parquet-java re-encodes the page being
+    buffered as plain at fallback but keeps its values in the dictionary.)"""
+    return (meta.created_by or "").startswith("parquet-cpp-arrow")
 
 
 def _assemble(ctx: _Context) -> GroupRewrite:
@@ -538,14 +546,13 @@ def _assemble(ctx: _Context) -> GroupRewrite:
     pos = ctx.base
     chunks: list[_Chunk] = []
     for j, (cc, tcc) in enumerate(zip(rg.columns, tcols, strict=True)):
-        c = _page_chunk(ctx, j, cc, tcc, pos) or _full_chunk(ctx, j, tcc, pos)
+        c = _page_chunk(ctx, j, cc, tcc, pos)
         chunks.append(c)
         pos += sum(s.length for s in c.body)
     body = [s for c in chunks for s in c.body]
-    if not any(c.page_level for c in chunks):
-        raise _Fallback("every chunk has erased rows in dictionary-encoded pages")
     if not any(isinstance(s, Copy) for s in body):
-        raise _Fallback("every page holds an erased row")
+        why = "; ".join(dict.fromkeys(c.whole for c in chunks if c.whole is not None))
+        raise _Fallback("no unchanged page to copy" + (f" ({why})" if why else ""))
     gs = with_list(ctx.full.row_group, RG.COLUMNS, [c.struct for c in chunks])
     total = sum(ColumnChunk(c.struct).meta_data.total_uncompressed_size for c in chunks)
     gs = set_int(gs, RG.TOTAL_BYTE_SIZE, total)
