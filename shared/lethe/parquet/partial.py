@@ -515,6 +515,7 @@ def rewrite_pages(
             full.body[0].data,
             source,
         )
+        _check_copies(ctx)
         return _assemble(ctx)
     except _Fallback as e:
         return str(e)
@@ -538,6 +539,28 @@ def _arrow_fallback(meta: FileMetaData) -> bool:
     dictionary is a value of a plain page only. (parquet-java re-encodes the page being
     buffered as plain at fallback but keeps its values in the dictionary.)"""
     return (meta.created_by or "").startswith("parquet-cpp-arrow")
+
+
+def _check_copies(ctx: _Context) -> None:
+    """Fall back before re-encoding anything when no page would be copied (every page of
+    every chunk holds an erased row, or its chunk is re-encoded whole): page level would
+    then cost more CPU for the same bytes."""
+    rg = ctx.meta.row_groups[ctx.k]
+    whole: list[str] = []
+    for cc in rg.columns:
+        dictionary, pages, rows, _, _ = _original_pages(
+            cc, ctx.data, ctx.base, rg.num_rows, ctx.source
+        )
+        runs = _runs(rows, ctx.erased)
+        hit = [i for a, b in runs for i in range(a, b)]
+        if dictionary is not None and any(
+            pages[i].header.header.encoding in _DICT_ENCODINGS for i in hit
+        ):
+            whole.append("erased rows in dictionary-encoded pages")
+        elif len(hit) < len(pages) or dictionary is not None:
+            return
+    why = "; ".join(dict.fromkeys(whole))
+    raise _Fallback("no unchanged page to copy" + (f" ({why})" if why else ""))
 
 
 def _assemble(ctx: _Context) -> GroupRewrite:
