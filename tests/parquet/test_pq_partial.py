@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+import duckdb
 import numpy as np
 import polars as pl
 import pyarrow as pa
@@ -304,3 +305,29 @@ def test_oracle_rewrite_from_scratch(
         if f.edited and f.rows_after:
             assert f.level in ("page", "row_group")
             assert f.level == "page" or f.reason
+
+
+def test_other_writers_read_back_and_say_why(tmp_path: Path) -> None:
+    """DuckDB writes no page index, polars copies chunk metadata between chunks and its
+    column index lists differ from pyarrow's: each reads back, page level or not."""
+    n = 30_000
+    duck = tmp_path / "d.parquet"
+    con = duckdb.connect()
+    con.execute(
+        f"copy (select range as id, 'v' || range as s from range({n})) to '{duck}' "
+        "(format parquet, row_group_size 10000)"
+    )
+    con.close()
+    df = pl.DataFrame({"id": list(range(n)), "s": [f"v{i}" for i in range(n)]})
+    files = {"duckdb": duck.read_bytes()}
+    for name, opts in {"polars": {}, "polars-pages": {"data_page_size": 1000}}.items():
+        path = tmp_path / f"{name}.parquet"
+        df.write_parquet(path, row_group_size=10_000, **opts)
+        files[name] = path.read_bytes()
+    for name, data in files.items():
+        erase = {1: [5, 9000]}
+        new, plan = spliced(data, erase)
+        assert read_pyarrow(new).equals(expected(read_pyarrow(data), data, erase)), name
+        f = plan.groups[1]
+        assert f.level == "page" or f.reason, (name, f)
+    assert spliced(files["duckdb"], {1: [5]})[1].groups[1].reason == "a chunk has no offset index"
