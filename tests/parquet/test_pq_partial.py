@@ -8,7 +8,9 @@ column indexes and bloom filters.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import os
+import sys
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +18,7 @@ import duckdb
 import numpy as np
 import polars as pl
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -331,3 +334,48 @@ def test_other_writers_read_back_and_say_why(tmp_path: Path) -> None:
         f = plan.groups[1]
         assert f.level == "page" or f.reason, (name, f)
     assert spliced(files["duckdb"], {1: [5]})[1].groups[1].reason == "a chunk has no offset index"
+
+
+@pytest.fixture(scope="module")
+def spark() -> Iterator[Any]:
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    from pyspark.sql import SparkSession
+
+    session = (
+        SparkSession.builder.master("local[1]")
+        .appName("lethe-page-level-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "1")
+        .config("spark.driver.memory", "1g")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    try:
+        yield session
+    finally:
+        session.stop()
+
+
+@pytest.mark.slow
+@pytest.mark.spark
+@pytest.mark.xdist_group("spark")
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # py4j sockets
+@pytest.mark.parametrize("layout", ["plain-v1", "plain-v2", "dict-fallback"])
+def test_spark_reads_page_level_files(spark: Any, tmp_path: Path, layout: str) -> None:
+    t = table(12_000)
+    data = write_layout(t, layout)
+    erase = {1: [1, 2500, 3999], 2: [1777]}
+    new, plan = spliced(data, erase)
+    assert plan.groups[2].level == "page"
+    path = tmp_path / "t.parquet"
+    path.write_bytes(new)
+    want = expected(t, data, erase)
+    df = spark.read.parquet(str(path))
+    assert sorted(r["id"] for r in df.select("id").collect()) == sorted(want["id"].to_pylist())
+    assert sorted(r["name"] for r in df.where("small > 10").select("name").collect()) == sorted(
+        want.filter(pc.greater(want["small"], 10))["name"].to_pylist()
+    )
+    victim = 1_000_003 + 7919 * (8000 + 1777)
+    assert df.where(f"id = {victim}").count() == 0
