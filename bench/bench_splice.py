@@ -1,5 +1,9 @@
 """Splice vs. full rewrite: erase 1 row of a ~256 MiB file with 16 MiB row groups.
 
+Then page level vs. row-group splice (issue 13), on the same deletion vector and without
+committing: erase 1 row (target: <= 8 MiB moved down + up, client CPU <= 0.15 s) and 1% of
+the rows scattered (page level never worse: it falls back when it would be).
+
 Reports bytes downloaded / uploaded / copied server-side, client CPU seconds and wall time
 for both, in one run, with moto's server in its own process (so client CPU is ours). Target
 (DESIGN §8): bytes moved <= 1.1 x (row group + index region + footer) (+ up to 5 MiB when a
@@ -9,13 +13,16 @@ neighbour range is under the part minimum); client CPU >= 5x less than the rewri
 from __future__ import annotations
 
 import os
+from functools import partial
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from bench.common import measure, mib, moto_process, new_bucket
+from bench.common import Measured, measure, mib, moto_process, new_bucket
+from lethe.deletes import load_dv
+from lethe.erase import splice_file
 from lethe.parquet.footer import index_region, parse_tail
 from lethe.table import Table
 from lethe.writer import WriteOptions, write_files
@@ -107,6 +114,69 @@ def run(size_mib: int | None = None) -> dict[str, float]:
             "cpu_ratio": rw.cpu / max(sp.cpu, 1e-9),
             "splice_wall": sp.wall,
             "rewrite_wall": rw.wall,
+        }
+        out |= page_level(uri, rows)
+    return out
+
+
+def _splice_row(label: str, m: Measured) -> str:
+    s = m.result
+    moved = s.bytes_downloaded + s.bytes_uploaded
+    levels = ",".join(sorted({g.level for g in s.fates if g.level}))
+    return (
+        f"{label:<22}{mib(s.bytes_downloaded):>12}{mib(s.bytes_uploaded):>12}"
+        f"{mib(s.bytes_copied):>14}{mib(moved):>12}{m.cpu:>9.2f}s  {levels}"
+    )
+
+
+def page_level(uri: str, rows: int) -> dict[str, float]:
+    """Page level vs. row-group splice on the same DV (nothing committed)."""
+    out: dict[str, float] = {}
+    rng = np.random.default_rng(7)
+    cases = {
+        "1 row": [("id", "=", rows // 3 + 5)],
+        "1% scattered": [
+            ("id", "in", sorted(int(i) for i in rng.choice(rows, rows // 100, replace=False)))
+        ],
+    }
+    for name, filters in cases.items():
+        t = Table.open(uri)
+        t.delete(filters)
+        [f] = t.manifest.files
+        starts = np.cumsum([0] + [g.rows for g in f.row_groups])
+        bm = load_dv(t, f.dv)
+        groups = [
+            k
+            for k in range(len(f.row_groups))
+            if bm.range_cardinality(int(starts[k]), int(starts[k + 1]))
+        ]
+        rg = measure(partial(splice_file, Table.open(uri), f, groups, page_level=False))
+        pg = measure(partial(splice_file, Table.open(uri), f, groups, page_level=True))
+        print(f"erase {name} ({len(groups)} row groups): page level vs row-group splice")
+        print(f"{'':<22}{'down':>12}{'up':>12}{'copied (S3)':>14}{'moved':>12}{'CPU':>10}  level")
+        print(_splice_row("row-group splice", rg))
+        print(_splice_row("page level", pg))
+        reasons = sorted({g.reason for g in pg.result.fates if g.reason})
+        if reasons:
+            print(f"  reasons: {reasons}")
+        moved = pg.result.bytes_downloaded + pg.result.bytes_uploaded
+        moved_rg = rg.result.bytes_downloaded + rg.result.bytes_uploaded
+        if name == "1 row":
+            print(
+                f"  target: <= 8 MiB moved -> {mib(moved)} {'OK' if moved <= 8 << 20 else 'OVER'}; "
+                f"client CPU <= 0.15 s -> {pg.cpu:.2f}s {'OK' if pg.cpu <= 0.15 else 'OVER'}"
+            )
+        else:
+            print(
+                f"  target: page level never worse than the row-group splice -> moved "
+                f"{mib(moved)} vs {mib(moved_rg)} {'OK' if moved <= moved_rg * 1.01 else 'WORSE'}"
+            )
+        key = name.split()[0].replace("%", "pct")
+        out |= {
+            f"page_{key}_moved": moved,
+            f"page_{key}_cpu": pg.cpu,
+            f"rg_{key}_moved": moved_rg,
+            f"rg_{key}_cpu": rg.cpu,
         }
     return out
 

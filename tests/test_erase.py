@@ -215,3 +215,23 @@ def test_splice_worker_through_sqs(
     assert e.state == "spliced" and len([p for p in e.superseded if p.startswith("data/")]) == 3
     assert all(p.startswith(("data/", "manifest/segments/")) for p in e.superseded)
     check_file(big, {10, 10_010, 19_990}, 20_000)
+
+
+def test_erase_reports_page_level_granularity(big: lethe.Table) -> None:
+    """A row past the blob column's dictionary fallback: only its pages are rewritten (the
+    small dictionary-encoded chunks whole), the rest of its group is copied."""
+    f = big.manifest.files[0]
+    victim = f.row_groups[0].rows + 3000
+    r = big.erase([("id", "=", victim)], request_id="page-level")
+    [g] = r.granularity
+    assert g.path == f.path and g.level == "page", g
+    assert all("dictionary-encoded pages" in why for why in g.reasons), g
+    check_file(big, {victim}, 20_000)
+    assert verify(lethe.Table.open(big.uri)).ok
+
+
+def test_erase_reports_row_group_fallback(big: lethe.Table) -> None:
+    r = big.erase([("id", "=", 5)], request_id="dict")  # in every chunk's dictionary
+    [g] = r.granularity
+    assert g.level == "row_group" and g.reasons, g
+    check_file(big, {5}, 20_000)

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 from pyroaring import BitMap64
@@ -41,6 +42,8 @@ from lethe.manifest import (
 from lethe.objects import PinnedObject
 from lethe.parquet.decode import decode_row_group
 from lethe.parquet.footer import Footer, TailTooShort, index_region, parse_tail, row_group_range
+from lethe.parquet.model import FileMetaData
+from lethe.parquet.pages import runs
 from lethe.parquet.parts import CopyPart, Download, MultipartPlan, SinglePut, UploadPart, plan_parts
 from lethe.parquet.segments import Bytes, Extent
 from lethe.parquet.splice import GroupEdit, GroupFate, splice
@@ -53,7 +56,14 @@ if TYPE_CHECKING:  # pragma: no cover
 
 log = logging.getLogger(__name__)
 
-__all__ = ["EraseResult", "SpliceResult", "erase", "process_erasure", "splice_file"]
+__all__ = [
+    "EraseResult",
+    "FileGranularity",
+    "SpliceResult",
+    "erase",
+    "process_erasure",
+    "splice_file",
+]
 
 TAIL_BYTES = 1 << 20
 
@@ -72,13 +82,41 @@ class SpliceResult:
     io: IOCounters
     written_at: float | None = None  # time.time() before ``new`` was uploaded (GC grace clock)
 
+    @property
+    def granularity(self) -> FileGranularity:
+        """How the file's edited groups were rewritten, and why any fell back."""
+        kept = [g for g in self.fates if g.edited and g.level is not None]
+        levels = {g.level for g in kept}
+        level: str = (
+            "page" if levels == {"page"} else "row_group" if levels <= {"row_group"} else "mixed"
+        )
+        reasons = tuple(dict.fromkeys(g.reason for g in kept if g.reason is not None))
+        return FileGranularity(self.old.path, level, reasons)
+
+
+@dataclass(frozen=True, slots=True)
+class FileGranularity:
+    """How a spliced file's edited row groups were rewritten.
+
+    ``level`` is ``"page"`` when every edited group that keeps rows was rewritten page by
+    page (unchanged pages copied), ``"row_group"`` when each was re-encoded whole (or
+    every row of the edited groups went), ``"mixed"`` otherwise; ``reasons`` are the
+    distinct reasons for falling back (and for chunks re-encoded whole), never a value.
+    """
+
+    path: str
+    level: str
+    reasons: tuple[str, ...]
+
 
 @dataclass(frozen=True, slots=True)
 class EraseResult:
     """Outcome of :meth:`lethe.Table.erase`: the logical delete plus the splices.
 
     ``bytes_copied`` were copied server-side (never left S3); ``bytes_uploaded`` and
-    ``bytes_downloaded`` crossed the wire; ``source_bytes`` is the size of the spliced files.
+    ``bytes_downloaded`` crossed the wire; ``source_bytes`` is the size of the spliced files;
+    ``granularity`` says, per spliced file, whether its row groups were rewritten page by
+    page or whole, and why they fell back.
     """
 
     version: int | None
@@ -94,6 +132,7 @@ class EraseResult:
     duplicate: bool = False
     complete: bool = True
     io: IOCounters = field(default_factory=IOCounters)
+    granularity: tuple[FileGranularity, ...] = ()
 
 
 class _Fetcher:
@@ -124,29 +163,10 @@ def _footer(fetch: _Fetcher, size: int) -> Footer:
         return parse_tail(fetch.get(size - e.needed, size), size)
 
 
-def splice_file(
-    table: Table,
-    f: DataFile,
-    row_groups: Iterable[int],
-    *,
-    dv: BitMap64 | None = None,
-    fail_after_parts: int | None = None,
-) -> SpliceResult:
-    """Physically remove every deleted row (per ``f``'s DV) of the given row groups.
-
-    Writes the new object under a new key and returns its manifest entry (not committed).
-    ``fail_after_parts`` injects a failure after that many parts (tests): the upload is
-    aborted and nothing is left behind.
-    """
-    store = table.store.child()
-    src_key = table.key_of(f.path)
-    fetch = _Fetcher(store, src_key, f)
-    bm = dv if dv is not None else load_dv(table, f.dv)
-    footer = _footer(fetch, f.size)
-    region = index_region(footer)
-    if region is not None:
-        fetch.get(region.start, f.size)
-    meta = footer.metadata
+def _edits(
+    fetch: _Fetcher, meta: FileMetaData, bm: BitMap64, row_groups: Iterable[int]
+) -> tuple[dict[int, GroupEdit], BitMap64]:
+    """The edit of every given group holding deleted rows, and the positions removed."""
     starts = [0]
     for rg in meta.row_groups:
         starts.append(starts[-1] + rg.num_rows)
@@ -160,14 +180,46 @@ def splice_file(
         r = row_group_range(meta.row_groups[k])
         data = fetch.get(r.start, r.end)
         rows = decode_row_group(meta, k, data)
-        keep = rows.filter(pa.array(keep_mask(bm, starts[k], n)))
-        edits[k] = GroupEdit(data, keep)
+        mask = keep_mask(bm, starts[k], n)
+        keep = rows.filter(pa.array(mask))
+        edits[k] = GroupEdit(data, keep, runs(np.flatnonzero(~mask)))
         window = BitMap64()
         window.add_range(starts[k], starts[k] + n)
         removed |= bm & window
+    return edits, removed
+
+
+def splice_file(
+    table: Table,
+    f: DataFile,
+    row_groups: Iterable[int],
+    *,
+    dv: BitMap64 | None = None,
+    fail_after_parts: int | None = None,
+    page_level: bool = True,
+) -> SpliceResult:
+    """Physically remove every deleted row (per ``f``'s DV) of the given row groups.
+
+    Inside each edited group only the pages holding deleted rows are rewritten where that
+    can be proven exact (``page_level``, see :mod:`lethe.parquet.partial`); the result's
+    ``fates`` say which level each group got and why it fell back.
+
+    Writes the new object under a new key and returns its manifest entry (not committed).
+    ``fail_after_parts`` injects a failure after that many parts (tests): the upload is
+    aborted and nothing is left behind.
+    """
+    store = table.store.child()
+    src_key = table.key_of(f.path)
+    fetch = _Fetcher(store, src_key, f)
+    bm = dv if dv is not None else load_dv(table, f.dv)
+    footer = _footer(fetch, f.size)
+    region = index_region(footer)
+    if region is not None:
+        fetch.get(region.start, f.size)
+    edits, removed = _edits(fetch, footer.metadata, bm, row_groups)
     if not edits:
         raise errors.InvalidRequest(f"{f.path}: the given row groups hold no deleted rows")
-    plan = splice(footer, edits, fetch.extents)
+    plan = splice(footer, edits, fetch.extents, page_level=page_level)
     io0 = store.stats.snapshot()
     if all(g.rows_after == 0 for g in plan.groups):
         return SpliceResult(f, None, removed, plan.groups, 0, 0, 0, store.stats.snapshot())
@@ -466,6 +518,7 @@ def _result(
         duplicate=duplicate,
         complete=complete,
         io=io,
+        granularity=tuple(s.granularity for s in splices),
     )
 
 

@@ -33,7 +33,7 @@ import io
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, TypeAlias
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -49,6 +49,7 @@ from lethe.parquet.thrift import Struct, ThriftList, TType, encode
 
 __all__ = [
     "ChunkShape",
+    "Granularity",
     "GroupRewrite",
     "WriteSpec",
     "chunk_shape",
@@ -76,6 +77,10 @@ _COLUMN_ENCODINGS: dict[int, str] = {
 }
 _DICT = Encoding.RLE_DICTIONARY
 _BLOOM_FPP = 0.05
+
+
+Granularity: TypeAlias = Literal["page", "row_group"]
+"""How much of an edited row group was rewritten."""
 
 
 # --- what the original chunks show --------------------------------------------------------
@@ -324,6 +329,11 @@ class GroupRewrite:
         column_indexes: Each column's serialized ColumnIndex, or None.
         offset_indexes: Each column's serialized OffsetIndex (absolute offsets in the same
             coordinates as ``row_group``), or None.
+        level: ``"row_group"`` for a re-encoding of the whole group, ``"page"`` for a
+            rewrite that keeps the original's unchanged pages
+            (:func:`~lethe.parquet.partial.rewrite_pages`).
+        reason: Why a re-encoding is not page-level, or which chunks of a page-level
+            rewrite were re-encoded whole; None when there is nothing to say.
     """
 
     body: tuple[Segment, ...]
@@ -333,6 +343,8 @@ class GroupRewrite:
     blooms: tuple[bytes | None, ...]
     column_indexes: tuple[bytes | None, ...]
     offset_indexes: tuple[bytes | None, ...]
+    level: Granularity = "row_group"
+    reason: str | None = None
 
     @property
     def length(self) -> int:

@@ -53,6 +53,7 @@ and new bytes; :mod:`lethe.parquet.parts` plans its upload. Nothing here does I/
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import struct as _struct
 from collections.abc import Iterable, Mapping, Sequence
@@ -84,7 +85,9 @@ from lethe.parquet.offsets import (
     struct_list,
     with_list,
 )
-from lethe.parquet.reencode import GroupRewrite, reencode_group
+from lethe.parquet.pages import Ranges
+from lethe.parquet.partial import rewrite_pages
+from lethe.parquet.reencode import Granularity, GroupRewrite, reencode_group
 from lethe.parquet.region import KIND_RANK, Ident, Locations, RegionEntry, arrange, point_chunks
 from lethe.parquet.segments import Bytes, Copy, Extent, Segment, Source, normalize
 from lethe.parquet.thrift import Struct, TType, encode
@@ -122,10 +125,14 @@ class GroupEdit:
         data: The group's original bytes (its :func:`~lethe.parquet.footer.row_group_range`).
         keep: The rows that remain, in their original order (e.g. the output of
             :func:`~lethe.parquet.decode.decode_row_group`, filtered). An empty table drops the group.
+        erased: The positions (within the group) of the rows that go, when known: a
+            page-level rewrite needs them (:mod:`lethe.parquet.partial`); None keeps the
+            row-group splice.
     """
 
     data: bytes
     keep: pa.Table
+    erased: Ranges | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,6 +145,10 @@ class GroupFate:
         rows_before: Rows it had.
         rows_after: Rows it has now (0 if dropped).
         edited: Whether it was re-encoded.
+        level: For an edited group that keeps rows, how much was rewritten: ``"page"``
+            (only pages holding erased rows) or ``"row_group"``; None otherwise.
+        reason: Why an edited group fell back to the row-group splice, or which chunks of a
+            page-level one were re-encoded whole (never a value of the file).
     """
 
     index: int
@@ -145,6 +156,8 @@ class GroupFate:
     rows_before: int
     rows_after: int
     edited: bool
+    level: Granularity | None = None
+    reason: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -349,19 +362,39 @@ Rewrites: TypeAlias = Mapping[int, GroupRewrite | None]
 """Edited group -> its rewrite, None when it loses every row; in group order."""
 
 
+def _rewrite(
+    meta: FileMetaData, located: Located, g: int, e: GroupEdit, source: Source | None
+) -> GroupRewrite:
+    """One group: page-level when it can be proven exact, else re-encoded whole."""
+    start = located.ranges[g].start
+    blooms = located.bloom_bytes(g)
+    full = reencode_group(meta, g, e.keep, e.data, start, blooms)
+    if e.erased is None or source is None:
+        return dataclasses.replace(full, reason="page level off or erased positions unknown")
+    paged = rewrite_pages(meta, g, e.keep, e.erased, e.data, start, full, source, blooms)
+    if isinstance(paged, str):
+        return dataclasses.replace(full, reason=paged)
+    if paged.length - sum(s.length for s in paged.body if isinstance(s, Copy)) >= full.length:
+        return dataclasses.replace(full, reason="page level would upload as many new bytes")
+    return paged
+
+
 def rewrite_groups(
-    meta: FileMetaData, located: Located, edits: Mapping[int, GroupEdit]
+    meta: FileMetaData,
+    located: Located,
+    edits: Mapping[int, GroupEdit],
+    source: Source | None = None,
 ) -> Rewrites:
-    """Every edited group that keeps rows, re-encoded
-    (:func:`~lethe.parquet.reencode.reencode_group`).
+    """Every edited group that keeps rows rewritten: page by page
+    (:func:`~lethe.parquet.partial.rewrite_pages`) when its edit gives the erased positions,
+    ``source`` is given and that is exact, else re-encoded whole
+    (:func:`~lethe.parquet.reencode.reencode_group`, the reason recorded).
 
     Raises:
         SpliceRefused: A group cannot be re-encoded exactly (see the message).
     """
     return {
-        g: reencode_group(meta, g, e.keep, e.data, located.ranges[g].start, located.bloom_bytes(g))
-        if e.keep.num_rows
-        else None
+        g: _rewrite(meta, located, g, e, source) if e.keep.num_rows else None
         for g, e in sorted(edits.items())
     }
 
@@ -568,10 +601,12 @@ def rebuild_groups(
             fates.append(GroupFate(g, None, rg.num_rows, 0, True))
             continue
         rec = rewrites.get(g)
+        level: Granularity | None = None
+        reason = None
         if rec is not None:
             gs, own = _place_rewrite(located, rg, g, ng, rec, area.placed[g])
             entries.extend(own)
-            rows_after = rec.num_rows
+            rows_after, level, reason = rec.num_rows, rec.level, rec.reason
         else:
             gs = _move_group(rg, located.ranges[g], area.move)
             rows_after = rg.num_rows
@@ -580,7 +615,7 @@ def rebuild_groups(
         else:
             gs = gs.without(RG.ORDINAL)
         structs.append(gs)
-        fates.append(GroupFate(g, ng, rg.num_rows, rows_after, g in rewrites))
+        fates.append(GroupFate(g, ng, rg.num_rows, rows_after, g in rewrites, level, reason))
     return NewGroups(tuple(numbering), tuple(structs), tuple(fates), tuple(entries))
 
 
@@ -649,6 +684,7 @@ def splice(
     fetched: Iterable[Extent],
     *,
     inline_below: int = COPY_RUN_MIN,
+    page_level: bool = True,
 ) -> SplicePlan:
     """Plan the new file in which the edited row groups keep only ``edit.keep``.
 
@@ -664,6 +700,9 @@ def splice(
         inline_below: Runs of unchanged index structures at least this long (the smallest
             multipart part) are copies at the head of the new index region; shorter runs
             join the new bytes at its end (as new bytes when fetched, saving a second GET).
+        page_level: Rewrite only the pages holding erased rows where an edit gives their
+            positions and that can be proven exact (:mod:`lethe.parquet.partial`); the
+            group's offset and column indexes must then be in ``fetched``.
 
     Returns:
         The plan: segments of the new file, its footer and the fate of every group.
@@ -677,7 +716,7 @@ def splice(
     """
     source = Source(fetched)
     located = locate(footer, edits, source)
-    rewrites = rewrite_groups(footer.metadata, located, edits)
+    rewrites = rewrite_groups(footer.metadata, located, edits, source if page_level else None)
     area = lay_out_data(located, rewrites)
     groups = rebuild_groups(footer.metadata, located, rewrites, area, source)
     region = lay_out_region(area, groups, source, inline_below)
