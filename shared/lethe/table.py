@@ -29,6 +29,17 @@ if TYPE_CHECKING:  # pragma: no cover
     from lethe.erase import EraseResult
 from lethe.filters import Dnf, normalize
 from lethe.grace import parse_duration
+from lethe.index import (
+    build_run,
+    check_indexable,
+    declare,
+    entries_of,
+    index_plan,
+    initial_indexes,
+    runs_for_files,
+    undeclare,
+    with_new_runs,
+)
 from lethe.manifest import (
     DataFile,
     Manifest,
@@ -103,6 +114,7 @@ class Table:
         gc_grace: str | timedelta | float = "7d",
         segment_target_files: int = 1000,
         dv_overlay_max: int = 256,
+        indexes: Sequence[str] = (),
     ) -> Table:
         """Create an empty table at ``uri`` (``s3://bucket/prefix``) with a key column.
 
@@ -110,11 +122,13 @@ class Table:
         references yet; every writer commits within it or refuses (docs/format.md §9). It is
         fixed for the life of the table. ``segment_target_files`` (file entries per manifest
         segment) and ``dv_overlay_max`` (DV changes the root carries before folding them into
-        segments) tune the format-2 metadata (docs/format.md §3).
+        segments) tune the format-2 metadata (docs/format.md §3). ``indexes`` declares
+        secondary indexes on erasure keys (see :meth:`create_index`).
 
         Raises:
             TableExists: a table already lives at ``uri``.
-            InvalidRequest: ``key`` is not a column, or sizes are not positive.
+            InvalidRequest: ``key`` is not a column, sizes are not positive, or an index
+                names an unknown or unsupported column (or one twice).
         """
         if not isinstance(schema, pa.Schema):
             raise errors.InvalidRequest("schema must be a pyarrow.Schema")
@@ -128,6 +142,7 @@ class Table:
             raise errors.InvalidRequest(
                 "segment_target_files must be positive and dv_overlay_max not negative"
             )
+        declared = initial_indexes(schema, indexes)
         grace = parse_duration(gc_grace).total_seconds()
         if grace <= 0:
             raise errors.InvalidRequest("gc_grace must be positive")
@@ -148,6 +163,8 @@ class Table:
                 dv_overlay_max=dv_overlay_max,
             ),
         )
+        if declared:
+            m0 = m0.model_copy(update={"indexes": declared})
         cat.create(m0)
         log.info("created table %s (key=%s)", cat.uri, key)
         return cls(cat, m0)
@@ -345,6 +362,7 @@ class Table:
             params=params or {},
         )
         earlier: list[int] = []
+        runs, pieces = runs_for_files(self.store, self._catalog.prefix, self._m, files)
 
         def build(base: Manifest) -> Manifest | None:
             if rid is not None:
@@ -352,7 +370,7 @@ class Table:
                 if rec is not None:
                     earlier.append(rec.version)
                     return None
-            return apply_append(base, files, op)
+            return with_new_runs(apply_append(base, files, op), runs)
 
         if written_at is None and files:
             written_at = self._written_at(files)
@@ -361,7 +379,7 @@ class Table:
                 build,
                 written_at,
                 what=kind,
-                owned=tuple(f.path for f in files) if own else (),
+                owned=(*(f.path for f in files), *pieces) if own else tuple(pieces),
             )
         )
         self._adopt(outcome)
@@ -379,7 +397,11 @@ class Table:
     ) -> list[tuple[FileHandle, int, int]]:
         """``(file, row group, first row position)`` that may hold rows matching ``dnf``
         (see :func:`lethe.scan.plan`)."""
-        return plan(store or self.store, self._catalog.prefix, self._m, dnf, physical=physical)
+        store = store or self.store
+        via = index_plan(store, self._catalog.prefix, self._m, dnf, physical=physical)
+        if via is not None:
+            return via
+        return plan(store, self._catalog.prefix, self._m, dnf, physical=physical)
 
     def _output_schema(self, columns: Sequence[str] | None) -> pa.Schema:
         schema = self.schema
@@ -515,6 +537,55 @@ class Table:
         return CommitResult(
             self.version, 0, 0, outcome.attempts, self.store.stats.snapshot() - before
         )
+
+    # --- secondary indexes (DESIGN §6b; lethe.index) ----------------------------------------
+    @property
+    def indexes(self) -> tuple[str, ...]:
+        """The columns with a secondary index in this snapshot."""
+        return tuple(ix.column for ix in self._m.indexes)
+
+    def create_index(self, column: str) -> CommitResult:
+        """Declare an index on ``column`` and backfill it from the live files, in process
+        (reads only that column's chunks; ``spark_jobs/index.py`` is meant for large tables).
+        Files appended meanwhile are indexed by their own commits or read unindexed.
+
+        Raises:
+            InvalidRequest: unknown or unsupported column, or already indexed.
+        """
+        before = self.store.stats.snapshot()
+        self.refresh()
+        base = self._m
+        t = check_indexable(self.schema, column)
+        if base.index(column) is not None:
+            raise errors.InvalidRequest(f"column {column!r} is already indexed")
+        written_at = time.time()
+        entries = entries_of(self.store, self._catalog.prefix, list(base.files), column, t)
+        run, pieces = build_run(self.store, self._catalog.prefix, column, entries)
+        outcome = self._catalog.commit_change(
+            PureChange(
+                lambda b: declare(b, column, run, base.version),
+                written_at,
+                what="create index",
+                owned=tuple(pieces),
+            )
+        )
+        self._adopt(outcome)
+        io = self.store.stats.snapshot() - before
+        return CommitResult(self.version, 0, 0, outcome.attempts, io)
+
+    def drop_index(self, column: str) -> CommitResult:
+        """Drop the index on ``column`` (GC removes its pieces).
+
+        Raises:
+            InvalidRequest: ``column`` is not indexed.
+        """
+        before = self.store.stats.snapshot()
+        outcome = self._catalog.commit_change(
+            PureChange(lambda b: undeclare(b, column), what="drop index")
+        )
+        self._adopt(outcome)
+        io = self.store.stats.snapshot() - before
+        return CommitResult(self.version, 0, 0, outcome.attempts, io)
 
     def history(self) -> list[SnapshotInfo]:
         """Snapshot infos from this handle's version back to the oldest retained one."""

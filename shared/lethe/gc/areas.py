@@ -1,7 +1,7 @@
 """Where GC looks in a table, and what a table-relative path is to it (pure).
 
-GC sweeps ``data/``, ``tombstone/``, ``_staging/`` and the manifest segments
-(``manifest/segments/``), expires manifests (``manifest/vN.json``) and keeps its own run
+GC sweeps ``data/``, ``tombstone/``, ``_staging/``, the manifest segments
+(``manifest/segments/``) and index pieces (``index/``, category ``segment``), expires manifests (``manifest/vN.json``) and keeps its own run
 workspaces under ``_gc/`` (see :mod:`lethe.gc.models` for their layout).
 
 >>> category("data/2026/11/22/16/ab.parquet"), category("_latest_manifest")
@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 
 from lethe.gc.models import Category
-from lethe.layout import SEGMENT_PREFIX
+from lethe.layout import INDEX_PREFIX, SEGMENT_PREFIX
 
 __all__ = [
     "KEPT_WORKSPACE_FILES",
@@ -49,10 +49,11 @@ SWEPT: Mapping[str, Category] = {
     "tombstone/": "tombstone",
     "_staging/": "staging",
     SEGMENT_PREFIX: "segment",
+    INDEX_PREFIX: "segment",  # index pieces are swept (and reported) like segments
 }
 #: Prefixes whose objects may hold row values (what an erasure must see gone): data files,
 #: staged uploads, and segments (their entries' statistics may name a value).
-VALUE_PREFIXES = ("data/", "_staging/", SEGMENT_PREFIX)
+VALUE_PREFIXES = ("data/", "_staging/", SEGMENT_PREFIX, INDEX_PREFIX)
 KEPT_WORKSPACE_FILES = frozenset({"report.json", "failure.json"})
 _MANIFEST_RE = re.compile(r"^manifest/v(\d+)\.json$")
 _SEGMENT_RE = re.compile(r"^manifest/segments/v(\d+)-")
