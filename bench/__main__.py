@@ -7,7 +7,14 @@ import sys
 
 from lethe.process import run_main
 
-BENCHES = ["bench_deletes", "bench_splice", "bench_lookup", "bench_scale", "bench_spark"]
+BENCHES = [
+    "bench_deletes",
+    "bench_splice",
+    "bench_lookup",
+    "bench_scale",
+    "bench_spark",
+    "bench_index",
+]
 
 
 def main(argv: list[str]) -> None:

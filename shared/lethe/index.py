@@ -51,6 +51,7 @@ __all__ = [
     "check_indexable",
     "declare",
     "entries_of",
+    "hit_rows",
     "index_key",
     "index_plan",
     "index_plans",
@@ -394,9 +395,10 @@ def index_plan(
     dnf: Dnf | None,
     *,
     physical: bool = False,
-) -> list[tuple[FileHandle, int, int]] | None:
+) -> tuple[list[tuple[FileHandle, int, int]], dict[str, BitMap64]] | None:
     """The scan plan of ``dnf`` through an index (None: no index serves it): the row groups
-    of indexed files that hold a hit, and the unindexed files planned as usual."""
+    of indexed files that hold a hit, and the unindexed files planned as usual; with the
+    hits (file -> positions) that let a read fetch only the pages holding them."""
     ip = index_plans(store, prefix, m, [dnf], physical=[physical])[0]
     if ip is None:
         return None
@@ -408,7 +410,20 @@ def index_plan(
         h = FileHandle(store, _key(store, prefix, f.path), f)
         out.extend((h, rg, first) for rg, first in row_groups_of(f, bm))
     out.extend(plan_files(store, prefix, m, list(ip.unindexed), dnf))
-    return out
+    return out, ip.hits
+
+
+def hit_rows(hits: Mapping[str, BitMap64]) -> Any:
+    """A :class:`~lethe.reader.RowFilter` ``rows`` callback: the hit positions of a file in
+    ``[start, start + n)`` as row ranges relative to ``start`` (None: file not indexed)."""
+
+    def rows(f: DataFile, start: int, n: int) -> tuple[tuple[int, int], ...] | None:
+        bm = hits.get(f.path)
+        if bm is None:
+            return None
+        return tuple((p - start, p - start + 1) for p in bm if start <= p < start + n)
+
+    return rows
 
 
 # --- declaring and maintaining ---------------------------------------------------------------

@@ -34,6 +34,7 @@ from lethe.index import (
     check_indexable,
     declare,
     entries_of,
+    hit_rows,
     index_plan,
     initial_indexes,
     runs_for_files,
@@ -397,11 +398,18 @@ class Table:
     ) -> list[tuple[FileHandle, int, int]]:
         """``(file, row group, first row position)`` that may hold rows matching ``dnf``
         (see :func:`lethe.scan.plan`)."""
+        return self._plan(dnf, store, physical=physical)[0]
+
+    def _plan(
+        self, dnf: Dnf | None, store: S3Store | None = None, *, physical: bool = False
+    ) -> tuple[list[tuple[FileHandle, int, int]], Any]:
+        """:meth:`plan`, through a secondary index when one serves ``dnf``; with the
+        :class:`~lethe.reader.RowFilter` ``rows`` callback of its hits (None: no index)."""
         store = store or self.store
         via = index_plan(store, self._catalog.prefix, self._m, dnf, physical=physical)
         if via is not None:
-            return via
-        return plan(store, self._catalog.prefix, self._m, dnf, physical=physical)
+            return via[0], hit_rows(via[1])
+        return plan(store, self._catalog.prefix, self._m, dnf, physical=physical), None
 
     def _output_schema(self, columns: Sequence[str] | None) -> pa.Schema:
         schema = self.schema
@@ -436,9 +444,11 @@ class Table:
         *,
         page_index: bool = True,
     ) -> Iterator[pa.RecordBatch]:
-        items = self.plan(dnf, store)
+        items, rows = self._plan(dnf, store)
         out_cols = out_schema.names
-        rf = RowFilter.of(dnf, self.schema, DVCache(self.store, self._catalog.prefix).keep_mask)
+        rf = RowFilter.of(
+            dnf, self.schema, DVCache(self.store, self._catalog.prefix).keep_mask, rows
+        )
         starts = {(h.file.path, rg): first for h, rg, first in items}
 
         def read(h: FileHandle, rg: int) -> pa.Table:
