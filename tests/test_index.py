@@ -22,7 +22,7 @@ from lethe.deletes import DeleteRequest
 from lethe.gc import collect
 from lethe.gc.areas import category
 from lethe.gc.marking import references
-from lethe.index import piece_paths
+from lethe.index import MAX_RUNS, piece_paths
 
 TINY = {"target_file_bytes": 8_000, "row_group_bytes": 2_000}
 
@@ -167,3 +167,17 @@ def test_indexed_equals_unindexed(
     b = indexed.delete(filters)
     assert a.rows_deleted == b.rows_deleted
     assert rows(plain, None) == rows(indexed, None)
+
+
+def test_small_runs_are_merged_in_bounded_steps(table_uri: str) -> None:
+    t = lethe.Table.create(table_uri, EVENTS, key="id", indexes=("customer_id",), **TINY)
+    for i in range(MAX_RUNS + 3):
+        t.append(events(i * 50, 50))
+    (ix,) = t.manifest.indexes
+    assert len(ix.runs) <= MAX_RUNS
+    covered = sorted(v for r in ix.runs for lo, hi in r.covers for v in range(lo, hi + 1))
+    assert covered == list(range(1, MAX_RUNS + 4))  # every append's version, once
+    assert rows(t, [("customer_id", "=", 3)]) == [
+        i for i in range((MAX_RUNS + 3) * 50) if i % 100 == 3
+    ]
+    assert all(ix.covers(f) for f in t.manifest.files)

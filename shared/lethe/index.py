@@ -45,8 +45,10 @@ from lethe.values import comparable, exact_scalar, from_json, is_orderable, to_j
 __all__ = [
     "GROUP_ROWS",
     "INDEX_PREFIX",
+    "MAX_RUNS",
     "PIECE_ENTRIES",
     "IndexPlan",
+    "Merge",
     "build_run",
     "check_indexable",
     "declare",
@@ -56,7 +58,10 @@ __all__ = [
     "index_plan",
     "index_plans",
     "initial_indexes",
+    "maintain",
+    "merge",
     "piece_paths",
+    "plan_merges",
     "probe",
     "replace_pieces",
     "row_groups_of",
@@ -64,6 +69,7 @@ __all__ = [
     "scrub",
     "undeclare",
     "usable",
+    "with_merges",
     "with_new_runs",
 ]
 
@@ -552,3 +558,99 @@ def replace_pieces(m: Manifest, repl: Mapping[str, tuple[IndexPiece, ...]]) -> M
 
     indexes = tuple(ix.model_copy(update={"runs": tuple(map(run, ix.runs))}) for ix in m.indexes)
     return m.model_copy(update={"indexes": indexes}).with_pending(m.pending_segments())
+
+
+# --- merging (LSM) ---------------------------------------------------------------------------
+#: A column with this many runs gets its smallest runs merged by the next append.
+MAX_RUNS: Final = 8
+#: Runs merged in one step, and the bound on the entries one step rewrites.
+MERGE_FANOUT: Final = 4
+MERGE_MAX_ENTRIES: Final = 1 << 22
+
+
+@dataclass(frozen=True, slots=True)
+class Merge:
+    """Runs of one index rewritten as one: applies only if ``old`` are unchanged in the base
+    (an erasure's scrub may have rewritten one of them meanwhile)."""
+
+    column: str
+    old: tuple[IndexRun, ...]
+    new: IndexRun
+
+
+def _union(ranges: Iterable[tuple[int, int]]) -> tuple[tuple[int, int], ...]:
+    """Version ranges, merged where they touch.
+
+    >>> _union([(3, 3), (0, 1), (2, 2), (5, 6)])
+    ((0, 3), (5, 6))
+    """
+    out: list[tuple[int, int]] = []
+    for lo, hi in sorted(ranges):
+        if out and lo <= out[-1][1] + 1:
+            out[-1] = (out[-1][0], max(out[-1][1], hi))
+        else:
+            out.append((lo, hi))
+    return tuple(out)
+
+
+def plan_merges(m: Manifest) -> list[tuple[str, tuple[IndexRun, ...]]]:
+    """Per index with at least :data:`MAX_RUNS` runs: its smallest runs to merge (bounded:
+    :data:`MERGE_FANOUT` runs, :data:`MERGE_MAX_ENTRIES` entries). Size-tiered, so an entry
+    is rewritten O(log entries) times."""
+    out: list[tuple[str, tuple[IndexRun, ...]]] = []
+    for ix in m.indexes:
+        if len(ix.runs) < MAX_RUNS:
+            continue
+        small: list[IndexRun] = []
+        for r in sorted(ix.runs, key=lambda r: r.entries):
+            if len(small) == MERGE_FANOUT or sum(x.entries for x in small) + r.entries > (
+                MERGE_MAX_ENTRIES
+            ):
+                break
+            small.append(r)
+        if len(small) >= 2:
+            out.append((ix.column, tuple(small)))
+    return out
+
+
+def merge(
+    store: S3Store, prefix: str, m: Manifest, column: str, runs: Sequence[IndexRun]
+) -> tuple[Merge, list[str]]:
+    """Read ``runs`` whole and write them as one run covering all they covered."""
+    t = m.arrow_schema().field(column).type
+    parts = [_empty(t)]
+    for r in runs:
+        for p in r.pieces:
+            body = store.get(_key(store, prefix, p.path), etag=p.etag).body
+            parts.append(pq.read_table(pa.BufferReader(body)).cast(_empty(t).schema))
+    run, written = build_run(store, prefix, column, pa.concat_tables(parts))
+    covers = _union(c for r in runs for c in r.covers)
+    return Merge(column, tuple(runs), run.model_copy(update={"covers": covers})), written
+
+
+def with_merges(m: Manifest, merges: Sequence[Merge]) -> Manifest:
+    """``m`` (not yet committed) with each merge applied where its runs are unchanged."""
+    if not merges:
+        return m
+    indexes = list(m.indexes)
+    for mg in merges:
+        for i, ix in enumerate(indexes):
+            if ix.column != mg.column or not all(r in ix.runs for r in mg.old):
+                continue
+            rest = tuple(r for r in ix.runs if r not in mg.old)
+            indexes[i] = ix.model_copy(update={"runs": (mg.new, *rest)})
+    return m.model_copy(update={"indexes": tuple(indexes)}).with_pending(m.pending_segments())
+
+
+def maintain(
+    store: S3Store, prefix: str, m: Manifest, files: Sequence[DataFile]
+) -> tuple[dict[str, IndexRun], list[Merge], list[str]]:
+    """What a commit adding ``files`` to (a successor of) ``m`` writes for the indexes: a
+    run per index over the new files, and the merges ``m``'s runs are due for."""
+    runs, written = runs_for_files(store, prefix, m, files)
+    merges: list[Merge] = []
+    for column, old in plan_merges(m):
+        mg, keys = merge(store, prefix, m, column, old)
+        merges.append(mg)
+        written.extend(keys)
+    return runs, merges, written

@@ -37,8 +37,9 @@ from lethe.index import (
     hit_rows,
     index_plan,
     initial_indexes,
-    runs_for_files,
+    maintain,
     undeclare,
+    with_merges,
     with_new_runs,
 )
 from lethe.manifest import (
@@ -363,7 +364,7 @@ class Table:
             params=params or {},
         )
         earlier: list[int] = []
-        runs, pieces = runs_for_files(self.store, self._catalog.prefix, self._m, files)
+        runs, merges, pieces = maintain(self.store, self._catalog.prefix, self._m, files)
 
         def build(base: Manifest) -> Manifest | None:
             if rid is not None:
@@ -371,7 +372,7 @@ class Table:
                 if rec is not None:
                     earlier.append(rec.version)
                     return None
-            return with_new_runs(apply_append(base, files, op), runs)
+            return with_merges(with_new_runs(apply_append(base, files, op), runs), merges)
 
         if written_at is None and files:
             written_at = self._written_at(files)
