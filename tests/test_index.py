@@ -181,3 +181,28 @@ def test_small_runs_are_merged_in_bounded_steps(table_uri: str) -> None:
         i for i in range((MAX_RUNS + 3) * 50) if i % 100 == 3
     ]
     assert all(ix.covers(f) for f in t.manifest.files)
+
+
+def test_spliced_files_are_read_unindexed_until_compaction_indexes_them(table_uri: str) -> None:
+    t = lethe.Table.create(table_uri, EVENTS, key="id", indexes=("customer_id",), **TINY)
+    t.append(events(0, 800))
+    t.erase([("id", "in", [1, 2, 3])], request_id="e1")
+    t.refresh()
+    (ix,) = t.manifest.indexes
+    uncovered = [f for f in t.manifest.files if not ix.covers(f)]
+    assert uncovered  # the spliced file
+    want = [i for i in range(800) if i % 100 == 2 and i != 2]
+    assert rows(t, [("customer_id", "=", 2)]) == want
+    assert t.delete([("customer_id", "=", 2)]).rows_deleted == len(want)
+    # a compaction of other files also indexes the files no index covers
+    t.delete([("id", "in", list(range(700, 790)))])
+    res = compact(t, CompactionOptions(min_deleted_fraction=0.5))
+    assert res.version is not None
+    assert not ({f.path for f in uncovered} & {f.path for g in res.plan.groups for f in g.files})
+    t.refresh()
+    (ix,) = t.manifest.indexes
+    assert all(ix.covers(f) for f in t.manifest.files)
+    gone = {3, *range(700, 790)}
+    assert rows(t, [("customer_id", "in", [2, 3])]) == [
+        i for i in range(800) if i % 100 == 3 and i not in gone
+    ]

@@ -50,6 +50,7 @@ __all__ = [
     "IndexPlan",
     "Merge",
     "build_run",
+    "catch_up",
     "check_indexable",
     "declare",
     "entries_of",
@@ -71,6 +72,7 @@ __all__ = [
     "usable",
     "with_merges",
     "with_new_runs",
+    "with_runs",
 ]
 
 #: Entries per piece: bounds a piece's footer (PIECE_ENTRIES / GROUP_ROWS row groups).
@@ -654,3 +656,42 @@ def maintain(
         merges.append(mg)
         written.extend(keys)
     return runs, merges, written
+
+
+def catch_up(
+    store: S3Store, prefix: str, m: Manifest, exclude: Iterable[str] = ()
+) -> tuple[dict[str, IndexRun], list[str]]:
+    """Per index, one run over the live files of ``m`` it does not cover (spliced files,
+    files of writers that did not index; ``exclude``: files about to be replaced), covering
+    their added versions: every uncovered live file of those versions is in it."""
+    out: dict[str, IndexRun] = {}
+    written: list[str] = []
+    if not m.indexes:
+        return out, written
+    skip = set(exclude)
+    schema = m.arrow_schema()
+    live = [f for f in m.files if f.path not in skip]
+    for ix in m.indexes:
+        todo = [f for f in live if not ix.covers(f)]
+        if not todo:
+            continue
+        t = schema.field(ix.column).type
+        run, keys = build_run(
+            store, prefix, ix.column, entries_of(store, prefix, todo, ix.column, t)
+        )
+        covers = _union((f.added_version, f.added_version) for f in todo)
+        out[ix.column] = run.model_copy(update={"covers": covers})
+        written.extend(keys)
+    return out, written
+
+
+def with_runs(m: Manifest, runs: Mapping[str, IndexRun]) -> Manifest:
+    """``m`` (not yet committed) with ``runs`` (their ``covers`` set) added to the indexes
+    still declared in it."""
+    if not runs:
+        return m
+    indexes = tuple(
+        ix.model_copy(update={"runs": (*ix.runs, runs[ix.column])}) if ix.column in runs else ix
+        for ix in m.indexes
+    )
+    return m.model_copy(update={"indexes": indexes}).with_pending(m.pending_segments())
