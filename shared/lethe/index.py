@@ -40,7 +40,7 @@ from lethe.manifest import ColumnIndex, DataFile, IndexPiece, IndexRun, Manifest
 from lethe.reader import FileHandle, SparseFile, read_row_group
 from lethe.scan import candidate_files, plan_files
 from lethe.store import S3Store
-from lethe.values import comparable, exact_scalar, from_json, is_orderable, to_json
+from lethe.values import JsonScalar, comparable, exact_scalar, from_json, is_orderable, to_json
 
 __all__ = [
     "GROUP_ROWS",
@@ -49,6 +49,7 @@ __all__ = [
     "PIECE_ENTRIES",
     "IndexPlan",
     "Merge",
+    "backfill_task",
     "build_run",
     "catch_up",
     "check_indexable",
@@ -455,26 +456,38 @@ def runs_for_files(
     return runs, written
 
 
-def declare(base: Manifest, column: str, run: IndexRun | None, through: int) -> Manifest:
-    """Manifest N+1 declaring an index on ``column`` whose first ``run`` (the backfill of
-    the files live at version ``through``) covers added versions ``[0, through]``."""
+def declare(base: Manifest, column: str, runs: Sequence[IndexRun], through: int) -> Manifest:
+    """Manifest N+1 declaring an index on ``column`` whose first ``runs`` (the backfill of
+    the files live at version ``through``) cover added versions ``[0, through]``."""
     from lethe.transforms import upgrade
 
     if base.index(column) is not None:
         raise errors.InvalidRequest(f"column {column!r} is already indexed")
     check_indexable(base.arrow_schema(), column)
     nxt = upgrade(base)
-    runs = (run.model_copy(update={"covers": ((0, through),)}),) if run is not None else ()
-    ix = ColumnIndex(column=column, created_version=nxt.version, runs=runs)
-    op_ = nxt.operation.model_copy(
-        update={
-            "kind": "index",
-            "params": {"create": column, "entries": sum(r.entries for r in runs)},
-        }
-    )
+    first = tuple(r.model_copy(update={"covers": ((0, through),)}) for r in runs)
+    ix = ColumnIndex(column=column, created_version=nxt.version, runs=first)
+    params: dict[str, JsonScalar] = {"create": column, "entries": sum(r.entries for r in first)}
+    op_ = nxt.operation.model_copy(update={"kind": "index", "params": params})
     return nxt.model_copy(update={"indexes": (*base.indexes, ix), "operation": op_}).with_pending(
         nxt.pending_segments()
     )
+
+
+def backfill_task(
+    table_uri: str, column: str, type_b64: str, files: Sequence[DataFile]
+) -> IndexRun:
+    """One run over ``files`` of the table at ``table_uri`` (what a Spark task of
+    ``spark_jobs/index.py`` does for its share of the files, with its own S3 client);
+    ``type_b64`` is the table's schema (:func:`lethe.manifest.schema_to_b64`)."""
+    from lethe.manifest import schema_from_b64
+    from lethe.store import parse_s3_uri
+
+    bucket, prefix = parse_s3_uri(table_uri)
+    store = S3Store(bucket)
+    t = schema_from_b64(type_b64).field(column).type
+    run, _ = build_run(store, prefix, column, entries_of(store, prefix, files, column, t))
+    return run
 
 
 def undeclare(base: Manifest, column: str) -> Manifest:

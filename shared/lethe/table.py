@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -44,6 +44,7 @@ from lethe.index import (
 )
 from lethe.manifest import (
     DataFile,
+    IndexRun,
     Manifest,
     Operation,
     TableProperties,
@@ -555,10 +556,16 @@ class Table:
         """The columns with a secondary index in this snapshot."""
         return tuple(ix.column for ix in self._m.indexes)
 
-    def create_index(self, column: str) -> CommitResult:
-        """Declare an index on ``column`` and backfill it from the live files, in process
-        (reads only that column's chunks; ``spark_jobs/index.py`` is meant for large tables).
-        Files appended meanwhile are indexed by their own commits or read unindexed.
+    def create_index(
+        self,
+        column: str,
+        *,
+        build: Callable[[list[DataFile]], Sequence[IndexRun]] | None = None,
+    ) -> CommitResult:
+        """Declare an index on ``column`` and backfill it from the live files: in process by
+        default (reads only that column's chunks), or by ``build`` (files -> runs written
+        already; ``spark_jobs/index.py`` spreads large tables over Spark tasks). Files
+        appended meanwhile are indexed by their own commits.
 
         Raises:
             InvalidRequest: unknown or unsupported column, or already indexed.
@@ -570,14 +577,20 @@ class Table:
         if base.index(column) is not None:
             raise errors.InvalidRequest(f"column {column!r} is already indexed")
         written_at = time.time()
-        entries = entries_of(self.store, self._catalog.prefix, list(base.files), column, t)
-        run, pieces = build_run(self.store, self._catalog.prefix, column, entries)
+        files = list(base.files)
+        if build is None:
+            entries = entries_of(self.store, self._catalog.prefix, files, column, t)
+            runs: Sequence[IndexRun] = [
+                build_run(self.store, self._catalog.prefix, column, entries)[0]
+            ]
+        else:
+            runs = build(files)
         outcome = self._catalog.commit_change(
             PureChange(
-                lambda b: declare(b, column, run, base.version),
+                lambda b: declare(b, column, runs, base.version),
                 written_at,
                 what="create index",
-                owned=tuple(pieces),
+                owned=tuple(p.path for r in runs for p in r.pieces),
             )
         )
         self._adopt(outcome)
