@@ -206,3 +206,32 @@ def test_spliced_files_are_read_unindexed_until_compaction_indexes_them(table_ur
     assert rows(t, [("customer_id", "in", [2, 3])]) == [
         i for i in range(800) if i % 100 == 3 and i not in gone
     ]
+
+
+def test_gc_completes_an_erasure_only_once_the_old_pieces_are_gone(table_uri: str) -> None:
+    t = lethe.Table.create(
+        table_uri, EVENTS, key="id", indexes=("customer_id",), gc_grace="7d", **TINY
+    )
+    t.append(events(0, 400))
+    old = piece_paths(t.manifest)
+    t.erase([("customer_id", "=", 9)], request_id="erase-9")
+    t.refresh()
+    gone = old - piece_paths(t.manifest)
+    assert gone
+    rep = collect(table_uri, retention="30d", grace="7d", erasure_grace="0s")
+    (st,) = rep.erasures
+    assert not st.complete
+    rep = collect(table_uri, retention="1v", grace="7d", erasure_grace="0s")
+    (st,) = rep.erasures
+    assert st.complete
+    left = {o.key[len(t.key_of("")) :] for o in t.store.list(t.key_of("index/"))}
+    assert not (gone & left)
+    assert left == piece_paths(lethe.Table.open(table_uri).manifest)
+
+
+def test_string_index(table_uri: str) -> None:
+    t = lethe.Table.create(table_uri, EVENTS, key="id", indexes=("payload",), **TINY)
+    t.append(events(0, 300))
+    assert rows(t, [("payload", "in", ["payload-7", "payload-250", "nobody"])]) == [7, 250]
+    assert t.delete([("payload", "=", "payload-7")]).rows_deleted == 1
+    assert rows(t, [("payload", "=", "payload-7")]) == []
