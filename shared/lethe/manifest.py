@@ -571,10 +571,12 @@ def schema_from_b64(s: str) -> pa.Schema:
 
 
 def encode_manifest(m: Manifest) -> bytes:
-    """The root's JSON (a segmented manifest's segments are separate objects)."""
-    if m.segmented:
-        return m.model_dump_json(by_alias=True, exclude={"inline_files"}).encode()
-    return m.model_dump_json(by_alias=True, exclude={"segments"}).encode()
+    """The root's JSON (a segmented manifest's segments are separate objects). A table
+    without indexes writes no ``indexes`` field, so readers that predate them still read it."""
+    drop = {"inline_files"} if m.segmented else {"segments"}
+    if not m.indexes:
+        drop.add("indexes")
+    return m.model_dump_json(by_alias=True, exclude=drop).encode()
 
 
 def encode_segment(seg: Segment) -> bytes:
