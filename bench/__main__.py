@@ -13,6 +13,7 @@ BENCHES = [
     "bench_lookup",
     "bench_scale",
     "bench_iceberg",
+    "bench_index",
     "bench_spark",
 ]
 

@@ -47,12 +47,21 @@ def _child(code: str, *argv: str) -> subprocess.CompletedProcess[str]:
     [
         "sys.argv = ['ingest.py', '--help']; runpy.run_path('spark_jobs/ingest.py', run_name='__main__')",
         "sys.argv = ['compact.py', '--help']; runpy.run_path('spark_jobs/compact.py', run_name='__main__')",
+        "sys.argv = ['index.py', '--help']; runpy.run_path('spark_jobs/index.py', run_name='__main__')",
         "sys.argv = ['x', '--help']; runpy.run_module('devtools.local.runtime', run_name='__main__')",
         "sys.argv = ['x', '--help']; runpy.run_module('devtools.demo', run_name='__main__')",
         "sys.argv = ['lethe', '--help']; runpy.run_module('lethe.cli', run_name='__main__')",
         "sys.argv = ['lethe', '--help']; from lethe.cli import console_main; console_main()",
     ],
-    ids=["spark-ingest", "spark-compact", "local-runtime", "demo", "cli-module", "cli-script"],
+    ids=[
+        "spark-ingest",
+        "spark-compact",
+        "spark-index",
+        "local-runtime",
+        "demo",
+        "cli-module",
+        "cli-script",
+    ],
 )
 def test_entry_points_skip_interpreter_teardown(code: str) -> None:
     proc = _child(code)

@@ -41,10 +41,12 @@ from pyroaring import BitMap64
 
 from lethe import errors
 from lethe.catalog import CommitOutcome, Prepared, Rebase
+from lethe.index import catch_up, runs_for_files, with_new_runs, with_runs
 from lethe.manifest import (
     DataFile,
     DVRef,
     ErasureTarget,
+    IndexRun,
     Manifest,
     Operation,
     TableProperties,
@@ -441,6 +443,8 @@ class _Replace:
     coalesced_from: Mapping[str, DVRef]
     moved: Mapping[str, Sequence[ErasureTarget]]
     plan_version: int
+    runs: Mapping[str, IndexRun] = field(default_factory=dict)  # index runs of ``added``
+    caught_up: Mapping[str, IndexRun] = field(default_factory=dict)  # of uncovered files
 
     def validate(self, b: Manifest) -> None:
         for p in self.removed:
@@ -463,9 +467,10 @@ class _Replace:
         erasures = update_erasures(
             b.erasures, gone, self.plan_version, self.moved, b.version + 1, segments=self._held(b)
         )
-        return apply_replace(
+        nxt = apply_replace(
             b, self.removed, self.added, self.operation, dv_updates=still, erasures=erasures
         )
+        return with_runs(with_new_runs(nxt, self.runs), self.caught_up)
 
 
 class _CompactionChange:
@@ -484,7 +489,15 @@ class _CompactionChange:
         written_at: float | None,
     ) -> None:
         self.table, self.plan, self.outputs, self.written_at = table, plan, outputs, written_at
-        self.owned = tuple(o.path for r in outputs.values() for o in r)
+        files = [o for r in outputs.values() for o in r]
+        # the outputs' index runs, written once (entries of files that do not commit are
+        # ignored by readers: they are not live)
+        store, prefix, m = table.store, table.catalog.prefix, table.manifest
+        self.runs, pieces = runs_for_files(store, prefix, m, files)
+        # files no index covers yet (spliced ones) are indexed by compaction too
+        sources = {f.path for g in plan.groups for f in g.files}
+        self.caught_up, more = catch_up(store, prefix, m, exclude=sources)
+        self.owned = (*(o.path for o in files), *pieces, *more)
         self.skipped: set[int] = set()
         self._bitmaps: dict[DVRef, BitMap64] = {}
         self._raw: dict[DVRef, bytes] = {}
@@ -632,6 +645,8 @@ class _CompactionChange:
             coalesced_from=coalesce_from,
             moved=moved,
             plan_version=plan.base_version,
+            runs=self.runs,
+            caught_up=self.caught_up,
         )
         return change, stats
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -24,18 +24,27 @@ from pyroaring import BitMap64
 from lethe.catalog import Prepared, Rebase
 from lethe.dv import PuffinBlob, decode_dv, dv_crc, encode_dv, write_puffin
 from lethe.filters import Dnf, normalize
+from lethe.index import (
+    IndexPlan,
+    index_plans,
+    replace_pieces,
+    row_groups_of,
+    scrub,
+    usable,
+)
 from lethe.layout import tombstone_key
 from lethe.manifest import (
     DVRef,
     ErasureRecord,
     ErasureTarget,
+    IndexPiece,
     Manifest,
     Operation,
     RequestRecord,
     request_hash,
 )
-from lethe.reader import iter_row_groups, load_dv_bytes
-from lethe.scan import DVCache, plan
+from lethe.reader import FileHandle, iter_row_groups, load_dv_bytes
+from lethe.scan import DVCache, plan, plan_files
 from lethe.store import IOCounters
 from lethe.transforms import apply_dv_updates
 
@@ -155,22 +164,32 @@ def locate(
     phys = list(physical) if physical is not None else [False] * len(dnfs)
     store, prefix = table.store, table.catalog.prefix
     wanted: dict[tuple[str, int], tuple[Any, int]] = {}
-    for dnf, ph in zip(dnfs, phys, strict=True):
-        for h, rg, first in plan(store, prefix, base, dnf, physical=ph):
+    out: list[dict[str, BitMap64]] = [{} for _ in dnfs]
+    dvs = DVCache(store, prefix)
+    plans = index_plans(store, prefix, base, dnfs, physical=phys)
+    for i, (dnf, ph, ip) in enumerate(zip(dnfs, phys, plans, strict=True)):
+        if ip is None:
+            items = plan(store, prefix, base, dnf, physical=ph)
+        else:
+            items = plan_files(store, prefix, base, list(ip.unindexed), dnf)
+            items += _index_items(ip, store, prefix, out[i], dvs, ph)
+        for h, rg, first in items:
             if only_paths is not None and h.file.path not in only_paths:
                 continue
             wanted.setdefault((h.file.path, rg), (h, first))
-    out: list[dict[str, BitMap64]] = [{} for _ in dnfs]
+    if only_paths is not None:
+        for found in out:
+            for p in [p for p in found if p not in only_paths]:
+                del found[p]
     if not wanted:
         return out
     cols = list(dict.fromkeys(c for d in dnfs for c in d.columns))
     exprs = [d.expression() for d in dnfs]
-    dvs = DVCache(store, prefix)
-    items = [
+    pairs = [
         (h, rg) for (_, rg), (h, _) in sorted(wanted.items(), key=lambda kv: (kv[0][0], kv[0][1]))
     ]
     firsts = {(p, rg): first for (p, rg), (_, first) in wanted.items()}
-    for h, rg, t in iter_row_groups(items, cols):
+    for h, rg, t in iter_row_groups(pairs, cols):
         first = firsts[(h.file.path, rg)]
         keep = dvs.keep_mask(h.file, first, t.num_rows)
         every = t.append_column(
@@ -183,6 +202,33 @@ def locate(
                 bm = out[i].setdefault(h.file.path, BitMap64())
                 bm.update(hit.column("__pos").to_numpy())
     return out
+
+
+def _index_items(
+    ip: IndexPlan,
+    store: Any,
+    prefix: str,
+    found: dict[str, BitMap64],
+    dvs: DVCache,
+    physical: bool,
+) -> list[tuple[FileHandle, int, int]]:
+    """An index's answer for one request: an exact filter's hits go straight into ``found``
+    (DV-deleted rows dropped unless ``physical``) without reading the data files; otherwise
+    the row groups holding hits, to read and filter."""
+    items: list[tuple[FileHandle, int, int]] = []
+    for f in ip.indexed:
+        bm = ip.hits.get(f.path)
+        if not bm:
+            continue
+        if ip.exact:
+            dv = dvs.bitmap(f)
+            hit = bm if physical or dv is None else bm - dv
+            if hit:
+                found[f.path] = BitMap64(hit)
+            continue
+        h = FileHandle(store, f"{prefix}/{f.path}" if prefix else f.path, f)
+        items.extend((h, rg, first) for rg, first in row_groups_of(f, bm))
+    return items
 
 
 def write_container(table: Table, blobs: Sequence[tuple[str, bytes, int]]) -> dict[str, DVRef]:
@@ -225,9 +271,11 @@ def _builder(
     refs: dict[str, DVRef],
     op: Operation,
     erasures: list[ErasureRecord],
+    pieces: Mapping[str, tuple[IndexPiece, ...]],
 ) -> Callable[[Manifest], Manifest | None]:
-    """The commit step: apply the DVs if the base still has the DVs they were unioned with;
-    otherwise ask for a rebase (which needs I/O, so it happens outside the CAS loop)."""
+    """The commit step: apply the DVs if the base still has the DVs they were unioned with
+    (and the scrubbed index pieces, if the base still has the old ones); otherwise ask for
+    a rebase (which needs I/O, so it happens outside the CAS loop)."""
 
     def build(b: Manifest) -> Manifest | None:
         for r in records:
@@ -240,9 +288,33 @@ def _builder(
         for e in erasures:  # a file holding an erasure's rows was replaced: locate again
             if any(b.file(t.path) is None for t in e.targets):
                 raise Rebase(b, "an erasure target was replaced")
-        return apply_dv_updates(b, refs, op, requests=records, erasures=erasures)
+        nxt = replace_pieces(
+            apply_dv_updates(b, refs, op, requests=records, erasures=erasures), pieces
+        )
+        if nxt is None:
+            raise Rebase(b, "an index piece it scrubs was rewritten")
+        return nxt
 
     return build
+
+
+def _scrub(
+    table: Table,
+    base: Manifest,
+    requests: Sequence[DeleteRequest],
+    dnfs: Sequence[Dnf],
+    live: Sequence[int],
+) -> tuple[dict[str, tuple[IndexPiece, ...]], list[str]]:
+    """Erase requests that name people by an indexed column ("column in values"): the index
+    pieces holding those values, rewritten without them (:func:`lethe.index.scrub`)."""
+    values: dict[str, set[Any]] = {}
+    for i in live:
+        u = usable(base, dnfs[i]) if requests[i].erase else None
+        if u is not None and u[2]:
+            values.setdefault(u[0].column, set()).update(u[1])
+    if not values:
+        return {}, []
+    return scrub(table.store, table.catalog.prefix, base, values)
 
 
 class _DVsOf:
@@ -353,11 +425,13 @@ class _DeleteChange:
             for i in live
             if hashes[i] is not None
         ]
+        pieces, piece_keys = _scrub(table, base, requests, self.dnfs, live) if targets else ({}, [])
         erasures = [
             ErasureRecord(
                 id_hash=hashes[i],  # type: ignore[arg-type]
                 deleted_version=0,
                 targets=t,
+                superseded=tuple(pieces),  # old index objects naming the person
             )
             for i, t in targets.items()
         ]
@@ -369,8 +443,11 @@ class _DeleteChange:
             params={"requests": len(live)},
         )
         return Prepared(
-            _builder(records, snap_dv, refs, op, erasures),
-            written=tuple(sorted({r.container for r in refs.values() if r.container})),
+            _builder(records, snap_dv, refs, op, erasures, pieces),
+            written=(
+                *sorted({r.container for r in refs.values() if r.container}),
+                *piece_keys,
+            ),
             written_at=written_at if refs else None,
             renewable=True,  # past the grace, a new container is cheap
             detail=result,

@@ -20,6 +20,7 @@ from typing import Final
 __all__ = [
     "DATA_PREFIX",
     "HEAD_KEY",
+    "INDEX_PREFIX",
     "MANIFEST_PREFIX",
     "METADATA_PREFIX",
     "SEGMENT_PREFIX",
@@ -37,6 +38,7 @@ MANIFEST_PREFIX: Final = "manifest/"  # immutable snapshots vNNNNNNNN.json
 SEGMENT_PREFIX: Final = "manifest/segments/"  # immutable segments of format-2 manifests
 DATA_PREFIX: Final = "data/"  # write-once Parquet data files
 TOMBSTONE_PREFIX: Final = "tombstone/"  # write-once Puffin deletion-vector containers
+INDEX_PREFIX: Final = "index/"  # write-once secondary-index pieces (lethe.index)
 STAGING_PREFIX: Final = "_staging/"  # uploads not yet committed (e.g. ingest rejects)
 METADATA_PREFIX: Final = "metadata/"  # the Iceberg view (lethe.iceberg): Iceberg metadata
 

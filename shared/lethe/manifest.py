@@ -40,10 +40,13 @@ __all__ = [
     "FORMAT",
     "FORMAT_VERSION",
     "SEGMENT_FORMAT",
+    "ColumnIndex",
     "ColumnStats",
     "DVRef",
     "DataFile",
     "Head",
+    "IndexPiece",
+    "IndexRun",
     "Manifest",
     "Operation",
     "OverlayDV",
@@ -135,7 +138,16 @@ class Operation(_Frozen):
     """What a commit did: counts and hashes only, never personal data."""
 
     kind: Literal[
-        "create", "append", "delete", "erase", "purge", "compact", "register", "gc", "upgrade"
+        "create",
+        "append",
+        "delete",
+        "erase",
+        "purge",
+        "compact",
+        "register",
+        "gc",
+        "upgrade",
+        "index",
     ]
     request_id_hash: str | None = None
     rows_added: int = 0
@@ -236,6 +248,48 @@ class Segment(_Frozen):
     files: tuple[DataFile, ...]
 
 
+class IndexPiece(_Frozen):
+    """One immutable index object (``index/<column>/<uuid>.parquet``): entries
+    ``(value, file, pos)`` of one run sorted by value, within ``[min, max]`` (canonical JSON
+    form); ``etag`` pins every read of it."""
+
+    path: str
+    size: int = Field(ge=0)
+    etag: str
+    entries: int = Field(ge=0)
+    min: JsonScalar = None
+    max: JsonScalar = None
+
+
+class IndexRun(_Frozen):
+    """A sorted run of an index: pieces with disjoint, increasing value ranges. It covers
+    every file live in this snapshot whose ``added_version`` lies in one of ``covers``
+    (inclusive version ranges); other files are not indexed by it."""
+
+    id: str
+    covers: tuple[tuple[int, int], ...]
+    pieces: tuple[IndexPiece, ...] = ()
+
+    @property
+    def entries(self) -> int:
+        return sum(p.entries for p in self.pieces)
+
+    def covers_version(self, v: int) -> bool:
+        return any(lo <= v <= hi for lo, hi in self.covers)
+
+
+class ColumnIndex(_Frozen):
+    """A declared secondary index on one column (see :mod:`lethe.index`)."""
+
+    column: str
+    created_version: int = Field(ge=0)
+    runs: tuple[IndexRun, ...] = ()
+
+    def covers(self, f: DataFile) -> bool:
+        """Whether a live file's rows are in this index (else readers scan it)."""
+        return any(r.covers_version(f.added_version) for r in self.runs)
+
+
 class SegmentSource(Protocol):
     """Loads immutable segments (the catalog's cache, :class:`lethe.catalog.Segments`)."""
 
@@ -269,6 +323,7 @@ class Manifest(_Frozen):
     dv_overlay: tuple[OverlayDV, ...] = ()
     requests: tuple[RequestRecord, ...] = ()
     erasures: tuple[ErasureRecord, ...] = ()
+    indexes: tuple[ColumnIndex, ...] = ()
 
     _source: SegmentSource | None = PrivateAttr(default=None)
     _pending: dict[str, Segment] = PrivateAttr(default_factory=dict)
@@ -482,6 +537,13 @@ class Manifest(_Frozen):
             return sum(f.live_rows for f in self.inline_files)
         return sum(s.live_rows for s in self.segments)
 
+    def index(self, column: str) -> ColumnIndex | None:
+        """The declared index on ``column``, or None."""
+        for ix in self.indexes:
+            if ix.column == column:
+                return ix
+        return None
+
     def find_request(self, id_hash: str) -> RequestRecord | None:
         for r in self.requests:
             if r.id_hash == id_hash:
@@ -512,10 +574,12 @@ def schema_from_b64(s: str) -> pa.Schema:
 
 
 def encode_manifest(m: Manifest) -> bytes:
-    """The root's JSON (a segmented manifest's segments are separate objects)."""
-    if m.segmented:
-        return m.model_dump_json(by_alias=True, exclude={"inline_files"}).encode()
-    return m.model_dump_json(by_alias=True, exclude={"segments"}).encode()
+    """The root's JSON (a segmented manifest's segments are separate objects). A table
+    without indexes writes no ``indexes`` field, so readers that predate them still read it."""
+    drop = {"inline_files"} if m.segmented else {"segments"}
+    if not m.indexes:
+        drop.add("indexes")
+    return m.model_dump_json(by_alias=True, exclude=drop).encode()
 
 
 def encode_segment(seg: Segment) -> bytes:

@@ -503,12 +503,15 @@ class RowFilter:
         schema: The table's schema (column types for the page bounds).
         keep: DV keep mask of rows ``[start, start + n)`` of a file, None when none is deleted.
         expression: ``dnf``'s expression (rows are chosen by it).
+        rows: Candidate rows ``[start, start + n)`` of a file known beforehand (from a
+            secondary index), relative to ``start``; None: not known.
     """
 
     dnf: Dnf | None
     schema: pa.Schema
     keep: Callable[[DataFile, int, int], pa.Array | None]
     expression: pc.Expression | None = None
+    rows: Callable[[DataFile, int, int], pages.Ranges | None] | None = None
 
     @classmethod
     def of(
@@ -516,8 +519,9 @@ class RowFilter:
         dnf: Dnf | None,
         schema: pa.Schema,
         keep: Callable[[DataFile, int, int], pa.Array | None],
+        rows: Callable[[DataFile, int, int], pages.Ranges | None] | None = None,
     ) -> RowFilter:
-        return cls(dnf, schema, keep, dnf.expression() if dnf is not None else None)
+        return cls(dnf, schema, keep, dnf.expression() if dnf is not None else None, rows)
 
 
 def read_filtered(
@@ -571,7 +575,8 @@ def read_pages(
     pi = handle.page_index(handle.tail())
     if pi is None:
         return None
-    plan = _plan_pages(pi, rg, columns, rf.dnf, rf.schema)
+    known = rf.rows(handle.file, first_row, pi.num_rows(rg)) if rf.rows is not None else None
+    plan = _plan_pages(pi, rg, columns, rf.dnf, rf.schema, known)
     if plan is None:
         return None
     try:
@@ -587,7 +592,12 @@ def read_pages(
 
 
 def _plan_pages(
-    pi: PageIndex, rg: int, columns: Sequence[str], dnf: Dnf, schema: pa.Schema
+    pi: PageIndex,
+    rg: int,
+    columns: Sequence[str],
+    dnf: Dnf,
+    schema: pa.Schema,
+    known: pages.Ranges | None = None,
 ) -> _PagePlan | None:
     layouts: dict[str, pages.ChunkLayout] = {}
     for c in dict.fromkeys([*dnf.columns, *columns]):
@@ -597,7 +607,7 @@ def _plan_pages(
             return None
         layouts[c] = layout
     n = pi.num_rows(rg)
-    full: pages.Ranges = ((0, n),)
+    full: pages.Ranges = ((0, n),) if known is None else known
     cand: pages.Ranges = ()
     for clause in dnf.clauses:
         rows = full

@@ -21,7 +21,7 @@ from lethe.reader import FileHandle
 from lethe.store import S3Store
 from lethe.values import from_json
 
-__all__ = ["DVCache", "candidate_files", "plan"]
+__all__ = ["DVCache", "candidate_files", "plan", "plan_files"]
 
 
 def _stats_lookup(columns: Mapping[str, ColumnStats], schema: pa.Schema) -> Any:
@@ -72,11 +72,20 @@ def plan(
     other columns, by the footer's row-group statistics. Files whose rows are all
     deleted are skipped unless ``physical`` (an erasure looks for rows still in files).
     """
+    return plan_files(
+        store, prefix, manifest, candidate_files(manifest, dnf, physical=physical), dnf
+    )
+
+
+def plan_files(
+    store: S3Store, prefix: str, manifest: Manifest, files: list[DataFile], dnf: Dnf | None
+) -> list[tuple[FileHandle, int, int]]:
+    """:func:`plan` over the given candidate ``files`` (row groups pruned by stats)."""
     schema = manifest.arrow_schema()
     key = manifest.key
     out: list[tuple[FileHandle, int, int]] = []
     other_cols = [c for c in (dnf.columns if dnf else []) if c != key]
-    for f in candidate_files(manifest, dnf, physical=physical):
+    for f in files:
         h = FileHandle(store, f"{prefix}/{f.path}" if prefix else f.path, f)
         tail = h.tail() if (dnf is not None and other_cols) else None
         first = 0

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal
@@ -29,8 +29,22 @@ if TYPE_CHECKING:  # pragma: no cover
     from lethe.erase import EraseResult
 from lethe.filters import Dnf, normalize
 from lethe.grace import parse_duration
+from lethe.index import (
+    build_run,
+    check_indexable,
+    declare,
+    entries_of,
+    hit_rows,
+    index_plan,
+    initial_indexes,
+    maintain,
+    undeclare,
+    with_merges,
+    with_new_runs,
+)
 from lethe.manifest import (
     DataFile,
+    IndexRun,
     Manifest,
     Operation,
     TableProperties,
@@ -116,6 +130,7 @@ class Table:
         dv_overlay_max: int = 256,
         iceberg_view: bool = False,
         iceberg_format_version: Literal[2, 3] = 3,
+        indexes: Sequence[str] = (),
     ) -> Table:
         """Create an empty table at ``uri`` (``s3://bucket/prefix``) with a key column.
 
@@ -125,11 +140,13 @@ class Table:
         segment) and ``dv_overlay_max`` (DV changes the root carries before folding them into
         segments) tune the format-2 metadata (docs/format.md §3). With ``iceberg_view``,
         every commit publishes the table's Iceberg view (:meth:`publish_iceberg`) in
-        ``iceberg_format_version``; a failed publish never fails the commit.
+        ``iceberg_format_version``; a failed publish never fails the commit. ``indexes``
+        declares secondary indexes on erasure keys (see :meth:`create_index`).
 
         Raises:
             TableExists: a table already lives at ``uri``.
-            InvalidRequest: ``key`` is not a column, or sizes are not positive.
+            InvalidRequest: ``key`` is not a column, sizes are not positive, or an index
+                names an unknown or unsupported column (or one twice).
         """
         if not isinstance(schema, pa.Schema):
             raise errors.InvalidRequest("schema must be a pyarrow.Schema")
@@ -145,6 +162,7 @@ class Table:
             )
         if iceberg_format_version not in (2, 3):
             raise errors.InvalidRequest("iceberg_format_version must be 2 or 3")
+        declared = initial_indexes(schema, indexes)
         grace = parse_duration(gc_grace).total_seconds()
         if grace <= 0:
             raise errors.InvalidRequest("gc_grace must be positive")
@@ -167,6 +185,8 @@ class Table:
                 iceberg_format_version=iceberg_format_version,
             ),
         )
+        if declared:
+            m0 = m0.model_copy(update={"indexes": declared})
         cat.create(m0)
         log.info("created table %s (key=%s)", cat.uri, key)
         return cls(cat, m0)
@@ -364,6 +384,7 @@ class Table:
             params=params or {},
         )
         earlier: list[int] = []
+        runs, merges, pieces = maintain(self.store, self._catalog.prefix, self._m, files)
 
         def build(base: Manifest) -> Manifest | None:
             if rid is not None:
@@ -371,7 +392,7 @@ class Table:
                 if rec is not None:
                     earlier.append(rec.version)
                     return None
-            return apply_append(base, files, op)
+            return with_merges(with_new_runs(apply_append(base, files, op), runs), merges)
 
         if written_at is None and files:
             written_at = self._written_at(files)
@@ -380,7 +401,7 @@ class Table:
                 build,
                 written_at,
                 what=kind,
-                owned=tuple(f.path for f in files) if own else (),
+                owned=(*(f.path for f in files), *pieces) if own else tuple(pieces),
             )
         )
         self._adopt(outcome)
@@ -398,7 +419,18 @@ class Table:
     ) -> list[tuple[FileHandle, int, int]]:
         """``(file, row group, first row position)`` that may hold rows matching ``dnf``
         (see :func:`lethe.scan.plan`)."""
-        return plan(store or self.store, self._catalog.prefix, self._m, dnf, physical=physical)
+        return self._plan(dnf, store, physical=physical)[0]
+
+    def _plan(
+        self, dnf: Dnf | None, store: S3Store | None = None, *, physical: bool = False
+    ) -> tuple[list[tuple[FileHandle, int, int]], Any]:
+        """:meth:`plan`, through a secondary index when one serves ``dnf``; with the
+        :class:`~lethe.reader.RowFilter` ``rows`` callback of its hits (None: no index)."""
+        store = store or self.store
+        via = index_plan(store, self._catalog.prefix, self._m, dnf, physical=physical)
+        if via is not None:
+            return via[0], hit_rows(via[1])
+        return plan(store, self._catalog.prefix, self._m, dnf, physical=physical), None
 
     def _output_schema(self, columns: Sequence[str] | None) -> pa.Schema:
         schema = self.schema
@@ -433,9 +465,11 @@ class Table:
         *,
         page_index: bool = True,
     ) -> Iterator[pa.RecordBatch]:
-        items = self.plan(dnf, store)
+        items, rows = self._plan(dnf, store)
         out_cols = out_schema.names
-        rf = RowFilter.of(dnf, self.schema, DVCache(self.store, self._catalog.prefix).keep_mask)
+        rf = RowFilter.of(
+            dnf, self.schema, DVCache(self.store, self._catalog.prefix).keep_mask, rows
+        )
         starts = {(h.file.path, rg): first for h, rg, first in items}
 
         def read(h: FileHandle, rg: int) -> pa.Table:
@@ -556,6 +590,67 @@ class Table:
 
         fv = format_version or self._m.properties.iceberg_format_version
         return publish(self._catalog, self._m, format_version=fv).uri
+
+    # --- secondary indexes (DESIGN §6b; lethe.index) ----------------------------------------
+    @property
+    def indexes(self) -> tuple[str, ...]:
+        """The columns with a secondary index in this snapshot."""
+        return tuple(ix.column for ix in self._m.indexes)
+
+    def create_index(
+        self,
+        column: str,
+        *,
+        build: Callable[[list[DataFile]], Sequence[IndexRun]] | None = None,
+    ) -> CommitResult:
+        """Declare an index on ``column`` and backfill it from the live files: in process by
+        default (reads only that column's chunks), or by ``build`` (files -> runs written
+        already; ``spark_jobs/index.py`` spreads large tables over Spark tasks). Files
+        appended meanwhile are indexed by their own commits.
+
+        Raises:
+            InvalidRequest: unknown or unsupported column, or already indexed.
+        """
+        before = self.store.stats.snapshot()
+        self.refresh()
+        base = self._m
+        t = check_indexable(self.schema, column)
+        if base.index(column) is not None:
+            raise errors.InvalidRequest(f"column {column!r} is already indexed")
+        written_at = time.time()
+        files = list(base.files)
+        if build is None:
+            entries = entries_of(self.store, self._catalog.prefix, files, column, t)
+            runs: Sequence[IndexRun] = [
+                build_run(self.store, self._catalog.prefix, column, entries)[0]
+            ]
+        else:
+            runs = build(files)
+        outcome = self._catalog.commit_change(
+            PureChange(
+                lambda b: declare(b, column, runs, base.version),
+                written_at,
+                what="create index",
+                owned=tuple(p.path for r in runs for p in r.pieces),
+            )
+        )
+        self._adopt(outcome)
+        io = self.store.stats.snapshot() - before
+        return CommitResult(self.version, 0, 0, outcome.attempts, io)
+
+    def drop_index(self, column: str) -> CommitResult:
+        """Drop the index on ``column`` (GC removes its pieces).
+
+        Raises:
+            InvalidRequest: ``column`` is not indexed.
+        """
+        before = self.store.stats.snapshot()
+        outcome = self._catalog.commit_change(
+            PureChange(lambda b: undeclare(b, column), what="drop index")
+        )
+        self._adopt(outcome)
+        io = self.store.stats.snapshot() - before
+        return CommitResult(self.version, 0, 0, outcome.attempts, io)
 
     def history(self) -> list[SnapshotInfo]:
         """Snapshot infos from this handle's version back to the oldest retained one."""

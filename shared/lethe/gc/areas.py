@@ -1,9 +1,9 @@
 """Where GC looks in a table, and what a table-relative path is to it (pure).
 
 GC sweeps ``data/``, ``tombstone/``, ``_staging/``, the manifest segments
-(``manifest/segments/``) and the Iceberg view's objects (``metadata/``), expires manifests
-(``manifest/vN.json``) and keeps its own run workspaces under ``_gc/`` (see
-:mod:`lethe.gc.models` for their layout).
+(``manifest/segments/``), the index pieces (``index/``, category ``segment``) and the
+Iceberg view's objects (``metadata/``), expires manifests (``manifest/vN.json``) and keeps
+its own run workspaces under ``_gc/`` (see :mod:`lethe.gc.models` for their layout).
 
 >>> category("data/2026/11/22/16/ab.parquet"), category("_latest_manifest")
 ('data', None)
@@ -26,7 +26,7 @@ from datetime import UTC, datetime
 
 from lethe.gc.models import Category
 from lethe.iceberg.mapping import stem_of_manifest
-from lethe.layout import METADATA_PREFIX, SEGMENT_PREFIX
+from lethe.layout import INDEX_PREFIX, METADATA_PREFIX, SEGMENT_PREFIX
 
 __all__ = [
     "KEPT_WORKSPACE_FILES",
@@ -53,11 +53,12 @@ SWEPT: Mapping[str, Category] = {
     "tombstone/": "tombstone",
     "_staging/": "staging",
     SEGMENT_PREFIX: "segment",
+    INDEX_PREFIX: "segment",  # index pieces are swept (and reported) like segments
     METADATA_PREFIX: "iceberg",
 }
 #: Prefixes whose objects may hold row values (what an erasure must see gone): data files,
 #: staged uploads, and segments (their entries' statistics may name a value).
-VALUE_PREFIXES = ("data/", "_staging/", SEGMENT_PREFIX)
+VALUE_PREFIXES = ("data/", "_staging/", SEGMENT_PREFIX, INDEX_PREFIX)
 KEPT_WORKSPACE_FILES = frozenset({"report.json", "failure.json"})
 _MANIFEST_RE = re.compile(r"^manifest/v(\d+)\.json$")
 _SEGMENT_RE = re.compile(r"^manifest/segments/v(\d+)-")

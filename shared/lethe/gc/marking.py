@@ -25,10 +25,12 @@ __all__ = ["list_objects", "mark", "newly_referenced", "references", "relative"]
 
 
 def references(m: Manifest, memo: dict[str, frozenset[str]] | None = None) -> set[str]:
-    """The data files, DV containers and segments manifest ``m`` references (table-relative).
+    """The data files, DV containers, segments and index pieces manifest ``m`` references
+    (table-relative).
     ``memo`` (segment path -> what its entries reference) spares re-reading shared segments."""
+    pieces = {p.path for ix in m.indexes for r in ix.runs for p in r.pieces}
     if not m.segmented:
-        refs = {f.path for f in m.files}
+        refs = {f.path for f in m.files} | pieces
         refs.update(f.dv.container for f in m.files if f.dv is not None and f.dv.container)
         return refs
     memo = {} if memo is None else memo
@@ -38,7 +40,7 @@ def references(m: Manifest, memo: dict[str, frozenset[str]] | None = None) -> se
             {f.path for f in seg.files}
             | {f.dv.container for f in seg.files if f.dv is not None and f.dv.container}
         )
-    refs = {s.path for s in m.segments}
+    refs = {s.path for s in m.segments} | pieces
     for s in m.segments:
         refs |= memo[s.path]
     refs.update(o.dv.container for o in m.dv_overlay if o.dv.container)

@@ -1,0 +1,710 @@
+"""Secondary indexes on erasure keys (DESIGN §6b, docs/format.md §3c): build, probe, plan.
+
+An index on column ``c`` is a list of *runs* in the manifest root
+(:class:`~lethe.manifest.ColumnIndex`). A run is a sorted list of immutable Parquet
+*pieces* under ``index/``, each holding entries ``(value, file, pos)`` sorted by value, with
+disjoint value ranges whose min/max the root records. A run covers the live files whose
+``added_version`` lies in its ``covers`` ranges; a live file no run covers is simply read
+the unindexed way, so a writer that does not (yet) index its files stays correct.
+
+Lookup of a value: the root names the pieces whose ``[min, max]`` holds it (one per run);
+per piece one suffix GET of :data:`PROBE_TAIL` bytes gives the footer, then one ranged GET
+per row group whose statistics can hold the value (:data:`GROUP_ROWS` entries, ~30 KiB).
+A piece holds at most :data:`PIECE_ENTRIES` entries, so its footer stays a few KiB: the
+cost of a probe depends on the number of runs, not on the table's size.
+
+Entries are never trusted beyond the snapshot: hits on files that are no longer live are
+dropped, and readers still apply each file's DV.
+"""
+
+from __future__ import annotations
+
+import bisect
+import hashlib
+import io
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from pyroaring import BitMap64
+
+from lethe import errors
+from lethe.filters import Dnf
+from lethe.layout import INDEX_PREFIX
+from lethe.manifest import ColumnIndex, DataFile, IndexPiece, IndexRun, Manifest
+from lethe.reader import FileHandle, SparseFile, read_row_group
+from lethe.scan import candidate_files, plan_files
+from lethe.store import S3Store
+from lethe.values import JsonScalar, comparable, exact_scalar, from_json, is_orderable, to_json
+
+__all__ = [
+    "GROUP_ROWS",
+    "INDEX_PREFIX",
+    "MAX_RUNS",
+    "PIECE_ENTRIES",
+    "IndexPlan",
+    "Merge",
+    "backfill_task",
+    "build_run",
+    "catch_up",
+    "check_indexable",
+    "declare",
+    "entries_of",
+    "hit_rows",
+    "index_key",
+    "index_plan",
+    "index_plans",
+    "initial_indexes",
+    "maintain",
+    "merge",
+    "piece_paths",
+    "plan_merges",
+    "probe",
+    "replace_pieces",
+    "row_groups_of",
+    "runs_for_files",
+    "scrub",
+    "undeclare",
+    "usable",
+    "with_merges",
+    "with_new_runs",
+    "with_runs",
+]
+
+#: Entries per piece: bounds a piece's footer (PIECE_ENTRIES / GROUP_ROWS row groups).
+PIECE_ENTRIES: Final = 1 << 17
+#: Entries per row group of a piece: one probe GET per group that can hold the value.
+GROUP_ROWS: Final = 4096
+#: Speculative suffix GET that holds a piece's footer.
+PROBE_TAIL: Final = 32 << 10
+
+
+def check_indexable(schema: pa.Schema, column: str) -> pa.DataType:
+    """The type of ``column`` if it can be indexed, else :class:`InvalidRequest`."""
+    idx = schema.get_field_index(column)
+    if idx < 0:
+        raise errors.InvalidRequest(
+            f"cannot index {column!r}: not a column of the table; columns are {schema.names}"
+        )
+    t = schema.field(idx).type
+    if not is_orderable(t) or pa.types.is_floating(t) or pa.types.is_boolean(t):
+        raise errors.InvalidRequest(
+            f"cannot index {column!r} of type {t}: indexes take integer, string, binary, "
+            "decimal, date and time columns"
+        )
+    return t
+
+
+def index_key(column: str) -> str:
+    """A new piece object: ``index/<column hash>/<uuid>.parquet`` (no names in keys)."""
+    h = hashlib.sha256(column.encode()).hexdigest()[:12]
+    return f"{INDEX_PREFIX}{h}/{uuid.uuid4().hex}.parquet"
+
+
+def piece_paths(m: Manifest) -> set[str]:
+    """Every index object the root of ``m`` references."""
+    return {p.path for ix in m.indexes for r in ix.runs for p in r.pieces}
+
+
+# --- building --------------------------------------------------------------------------------
+def entries_of(
+    store: S3Store, prefix: str, files: Sequence[DataFile], column: str, t: pa.DataType
+) -> pa.Table:
+    """The entries ``(value, file, pos)`` of ``files`` (reads only their ``column`` chunks;
+    nulls are not indexed)."""
+    parts: list[pa.Table] = []
+    for f in files:
+        h = FileHandle(store, f"{prefix}/{f.path}" if prefix else f.path, f)
+        tail = h.tail()
+        first = 0
+        for rg in range(tail.arrow.num_row_groups):
+            n = tail.arrow.row_group(rg).num_rows
+            col = read_row_group(h, tail, rg, [column], h.prefetch(tail, rg, [column])).column(0)
+            pos = pa.array(np.arange(first, first + n, dtype=np.int64))
+            first += n
+            part = pa.table(
+                {
+                    "value": col.cast(t),
+                    "file": pa.array([f.path] * n, pa.string()),
+                    "pos": pos,
+                }
+            )
+            parts.append(part.filter(pc.is_valid(part.column("value"))))
+    if not parts:
+        return _empty(t)
+    return pa.concat_tables(parts)
+
+
+def _empty(t: pa.DataType) -> pa.Table:
+    return pa.table(
+        {
+            "value": pa.array([], t),
+            "file": pa.array([], pa.string()),
+            "pos": pa.array([], pa.int64()),
+        }
+    )
+
+
+def build_run(
+    store: S3Store,
+    prefix: str,
+    column: str,
+    entries: pa.Table,
+    *,
+    piece_entries: int = PIECE_ENTRIES,
+) -> tuple[IndexRun, list[str]]:
+    """Sort ``entries`` and write them as the pieces of one run (``covers`` left empty: the
+    commit sets it). Returns the run and the table-relative keys written."""
+    ordered = entries.sort_by([("value", "ascending"), ("file", "ascending"), ("pos", "ascending")])
+    pieces, written = _write_pieces(store, prefix, column, ordered, piece_entries)
+    return IndexRun(id=uuid.uuid4().hex[:16], covers=(), pieces=pieces), written
+
+
+def _write_pieces(
+    store: S3Store, prefix: str, column: str, ordered: pa.Table, piece_entries: int
+) -> tuple[tuple[IndexPiece, ...], list[str]]:
+    """Cut sorted entries into pieces of at most ``piece_entries`` and PUT them."""
+    pieces: list[IndexPiece] = []
+    written: list[str] = []
+    for start in range(0, ordered.num_rows, piece_entries):
+        part = ordered.slice(start, piece_entries)
+        buf = io.BytesIO()
+        pq.write_table(
+            part,
+            buf,
+            row_group_size=GROUP_ROWS,
+            compression="zstd",
+            use_dictionary=["file"],
+            write_statistics=["value"],
+        )
+        body = buf.getvalue()
+        path = index_key(column)
+        etag = store.put(_key(store, prefix, path), body, if_none_match=True)
+        written.append(path)
+        values = part.column("value")
+        pieces.append(
+            IndexPiece(
+                path=path,
+                size=len(body),
+                etag=etag,
+                entries=part.num_rows,
+                min=to_json(values[0]),
+                max=to_json(values[-1]),
+            )
+        )
+    return tuple(pieces), written
+
+
+def with_new_runs(
+    m: Manifest, runs: Mapping[str, IndexRun], covers: tuple[tuple[int, int], ...] | None = None
+) -> Manifest:
+    """``m`` (not yet committed) with ``runs`` added to the indexes still declared in it,
+    each covering ``covers`` (default: the files ``m`` itself adds). Runs of indexes ``m``
+    no longer declares are left out (their objects are garbage)."""
+    if not runs:
+        return m
+    cov = covers if covers is not None else ((m.version, m.version),)
+    indexes = tuple(
+        ix.model_copy(
+            update={"runs": (*ix.runs, runs[ix.column].model_copy(update={"covers": cov}))}
+        )
+        if ix.column in runs
+        else ix
+        for ix in m.indexes
+    )
+    return m.model_copy(update={"indexes": indexes}).with_pending(m.pending_segments())
+
+
+# --- probing ---------------------------------------------------------------------------------
+def _key(store: S3Store, prefix: str, path: str) -> str:
+    return f"{prefix}/{path}" if prefix else path
+
+
+def _span(c: Any) -> tuple[int, int]:
+    """``[start, end)`` of a column chunk (DESIGN §4.1: from the dictionary page if any)."""
+    d, p = c.dictionary_page_offset, c.data_page_offset
+    s = d if d is not None and 0 < d < p else p
+    return int(s), int(s + c.total_compressed_size)
+
+
+def _read_piece(
+    store: S3Store, prefix: str, piece: IndexPiece, t: pa.DataType, wanted: Sequence[Any]
+) -> list[pa.Table]:
+    """The row groups of one piece whose statistics can hold one of ``wanted`` (sorted,
+    comparable form), decoded."""
+    key = _key(store, prefix, piece.path)
+    n = min(piece.size, PROBE_TAIL)
+    data = store.get(key, etag=piece.etag, suffix=n).body
+    flen = int.from_bytes(data[-8:-4], "little")
+    if data[-4:] != b"PAR1" or flen + 8 > piece.size:
+        raise errors.CorruptManifest(f"index object {piece.path} is not a Parquet file")
+    if flen + 8 > n:
+        data = (
+            store.get(key, etag=piece.etag, start=piece.size - flen - 8, end=piece.size - n).body
+            + data
+        )
+        n = len(data)
+    md = pq.read_metadata(pa.BufferReader(data[-(flen + 8) :]))
+    sparse = SparseFile(
+        piece.size, lambda s, e: store.get(key, etag=piece.etag, start=s, end=e).body
+    )
+    sparse.add(piece.size - n, data)
+    pf = pq.ParquetFile(pa.PythonFile(sparse, mode="r"), metadata=md, pre_buffer=False)
+    out: list[pa.Table] = []
+    for rg in range(md.num_row_groups):
+        st = md.row_group(rg).column(0).statistics
+        if st is not None and st.has_min_max:
+            try:
+                lo, hi = comparable(st.min, t), comparable(st.max, t)
+                i = bisect.bisect_left(wanted, lo)
+                if not (i < len(wanted) and wanted[i] <= hi):
+                    continue
+            except (TypeError, ValueError, errors.LetheError):
+                pass  # unknown order: read the group
+        g = md.row_group(rg)
+        spans = [_span(g.column(i)) for i in range(g.num_columns)]
+        start, end = min(a for a, _ in spans), max(b for _, b in spans)
+        if start < piece.size - n:  # not already in the tail
+            sparse.add(start, store.get(key, etag=piece.etag, start=start, end=end).body)
+        out.append(pf.read_row_group(rg, use_threads=False))
+    return out
+
+
+def probe(
+    store: S3Store, prefix: str, ix: ColumnIndex, t: pa.DataType, values: Iterable[Any]
+) -> pa.Table:
+    """The entries of ``ix`` whose value is one of ``values`` (comparable form): every run,
+    only the pieces and row groups whose bounds can hold a value, values probed sorted."""
+    wanted = sorted(set(values))
+    if not wanted:
+        return _empty(t)
+    value_set = pa.array([exact_scalar(v, t).cast(t) for v in wanted], type=t)
+    parts: list[pa.Table] = []
+    for run in ix.runs:
+        for piece in run.pieces:
+            lo, hi = from_json(piece.min, t), from_json(piece.max, t)
+            i = bisect.bisect_left(wanted, lo) if lo is not None else 0
+            if lo is not None and hi is not None and not (i < len(wanted) and wanted[i] <= hi):
+                continue
+            for g in _read_piece(store, prefix, piece, t, wanted):
+                hit = g.filter(pc.is_in(g.column("value"), value_set=value_set))
+                if hit.num_rows:
+                    parts.append(hit.cast(_empty(t).schema))
+    return pa.concat_tables(parts) if parts else _empty(t)
+
+
+# --- planning --------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class IndexPlan:
+    """What the index says about one filter in one snapshot.
+
+    ``hits``: per indexed candidate file, the positions whose value the filter pins (a
+    superset of the matching rows when the filter has other predicates; exact when
+    ``exact``). ``unindexed``: candidate files no run covers (read the unindexed way)."""
+
+    column: str
+    hits: dict[str, BitMap64]
+    indexed: tuple[DataFile, ...]
+    unindexed: tuple[DataFile, ...]
+    exact: bool
+
+
+def usable(m: Manifest, dnf: Dnf | None) -> tuple[ColumnIndex, list[Any], bool] | None:
+    """The index a filter can use (every clause pins the column by ``=``/``in``), the values
+    it pins, and whether the filter is exactly "column in values"."""
+    if dnf is None:
+        return None
+    for ix in m.indexes:
+        if not ix.runs:
+            continue
+        vals = dnf.key_values(ix.column)
+        if vals is None or any(v is None for v in vals):
+            continue
+        if any(p.has_null for c in dnf.clauses for p in c if p.column == ix.column):
+            continue
+        exact = all(len(c) == 1 for c in dnf.clauses)
+        return ix, vals, exact
+    return None
+
+
+def index_plans(
+    store: S3Store,
+    prefix: str,
+    m: Manifest,
+    dnfs: Sequence[Dnf | None],
+    *,
+    physical: Sequence[bool] | None = None,
+) -> list[IndexPlan | None]:
+    """Per filter, its :class:`IndexPlan` (None: the index cannot serve it). Filters on the
+    same column share one probe of all their values, sorted."""
+    phys = list(physical) if physical is not None else [False] * len(dnfs)
+    found = [usable(m, d) for d in dnfs]
+    schema = m.arrow_schema()
+    by_col: dict[str, set[Any]] = {}
+    for u in found:
+        if u is not None:
+            by_col.setdefault(u[0].column, set()).update(u[1])
+    probed: dict[str, pa.Table] = {}
+    for col, all_vals in by_col.items():
+        ix = m.index(col)
+        assert ix is not None
+        probed[col] = probe(store, prefix, ix, schema.field(col).type, all_vals)
+    out: list[IndexPlan | None] = []
+    for dnf, u, ph in zip(dnfs, found, phys, strict=True):
+        if u is None or dnf is None:
+            out.append(None)
+            continue
+        ix, vals, exact = u
+        t = schema.field(ix.column).type
+        files = candidate_files(m, dnf, physical=ph)
+        indexed = tuple(f for f in files if ix.covers(f))
+        live = {f.path for f in indexed}
+        entries = probed[ix.column]
+        mine = entries.filter(
+            pc.is_in(
+                entries.column("value"),
+                value_set=pa.array([exact_scalar(v, t).cast(t) for v in vals], type=t),
+            )
+        )
+        hits: dict[str, BitMap64] = {}
+        for path, pos in zip(
+            mine.column("file").to_pylist(), mine.column("pos").to_pylist(), strict=True
+        ):
+            if path in live:
+                hits.setdefault(path, BitMap64()).add(pos)
+        unindexed = tuple(f for f in files if not ix.covers(f))
+        out.append(IndexPlan(ix.column, hits, indexed, unindexed, exact))
+    return out
+
+
+def row_groups_of(f: DataFile, positions: BitMap64) -> list[tuple[int, int]]:
+    """``(row group, first position)`` of the groups of ``f`` holding any of ``positions``."""
+    starts: list[int] = []
+    first = 0
+    for rg in f.row_groups:
+        starts.append(first)
+        first += rg.rows
+    out: dict[int, int] = {}
+    for p in positions:
+        i = bisect.bisect_right(starts, p) - 1
+        if 0 <= i < len(starts):
+            out[i] = starts[i]
+    return sorted(out.items())
+
+
+def index_plan(
+    store: S3Store,
+    prefix: str,
+    m: Manifest,
+    dnf: Dnf | None,
+    *,
+    physical: bool = False,
+) -> tuple[list[tuple[FileHandle, int, int]], dict[str, BitMap64]] | None:
+    """The scan plan of ``dnf`` through an index (None: no index serves it): the row groups
+    of indexed files that hold a hit, and the unindexed files planned as usual; with the
+    hits (file -> positions) that let a read fetch only the pages holding them."""
+    ip = index_plans(store, prefix, m, [dnf], physical=[physical])[0]
+    if ip is None:
+        return None
+    out: list[tuple[FileHandle, int, int]] = []
+    for f in ip.indexed:
+        bm = ip.hits.get(f.path)
+        if not bm:
+            continue
+        h = FileHandle(store, _key(store, prefix, f.path), f)
+        out.extend((h, rg, first) for rg, first in row_groups_of(f, bm))
+    out.extend(plan_files(store, prefix, m, list(ip.unindexed), dnf))
+    return out, ip.hits
+
+
+def hit_rows(hits: Mapping[str, BitMap64]) -> Any:
+    """A :class:`~lethe.reader.RowFilter` ``rows`` callback: the hit positions of a file in
+    ``[start, start + n)`` as row ranges relative to ``start`` (None: file not indexed)."""
+
+    def rows(f: DataFile, start: int, n: int) -> tuple[tuple[int, int], ...] | None:
+        bm = hits.get(f.path)
+        if bm is None:
+            return None
+        return tuple((p - start, p - start + 1) for p in bm if start <= p < start + n)
+
+    return rows
+
+
+# --- declaring and maintaining ---------------------------------------------------------------
+def runs_for_files(
+    store: S3Store, prefix: str, m: Manifest, files: Sequence[DataFile]
+) -> tuple[dict[str, IndexRun], list[str]]:
+    """One run per index declared in ``m`` over new ``files`` (written now, committed with
+    them: :func:`with_new_runs`), and the keys written."""
+    runs: dict[str, IndexRun] = {}
+    written: list[str] = []
+    if not files:
+        return runs, written
+    schema = m.arrow_schema()
+    for ix in m.indexes:
+        t = schema.field(ix.column).type
+        run, keys = build_run(
+            store, prefix, ix.column, entries_of(store, prefix, files, ix.column, t)
+        )
+        runs[ix.column] = run
+        written.extend(keys)
+    return runs, written
+
+
+def declare(base: Manifest, column: str, runs: Sequence[IndexRun], through: int) -> Manifest:
+    """Manifest N+1 declaring an index on ``column`` whose first ``runs`` (the backfill of
+    the files live at version ``through``) cover added versions ``[0, through]``."""
+    from lethe.transforms import upgrade
+
+    if base.index(column) is not None:
+        raise errors.InvalidRequest(f"column {column!r} is already indexed")
+    check_indexable(base.arrow_schema(), column)
+    nxt = upgrade(base)
+    first = tuple(r.model_copy(update={"covers": ((0, through),)}) for r in runs)
+    ix = ColumnIndex(column=column, created_version=nxt.version, runs=first)
+    params: dict[str, JsonScalar] = {"create": column, "entries": sum(r.entries for r in first)}
+    op_ = nxt.operation.model_copy(update={"kind": "index", "params": params})
+    return nxt.model_copy(update={"indexes": (*base.indexes, ix), "operation": op_}).with_pending(
+        nxt.pending_segments()
+    )
+
+
+def backfill_task(
+    table_uri: str, column: str, type_b64: str, files: Sequence[DataFile]
+) -> IndexRun:
+    """One run over ``files`` of the table at ``table_uri`` (what a Spark task of
+    ``spark_jobs/index.py`` does for its share of the files, with its own S3 client);
+    ``type_b64`` is the table's schema (:func:`lethe.manifest.schema_to_b64`)."""
+    from lethe.manifest import schema_from_b64
+    from lethe.store import parse_s3_uri
+
+    bucket, prefix = parse_s3_uri(table_uri)
+    store = S3Store(bucket)
+    t = schema_from_b64(type_b64).field(column).type
+    run, _ = build_run(store, prefix, column, entries_of(store, prefix, files, column, t))
+    return run
+
+
+def undeclare(base: Manifest, column: str) -> Manifest:
+    """Manifest N+1 without the index on ``column`` (its pieces become garbage)."""
+    from lethe.transforms import upgrade
+
+    if base.index(column) is None:
+        raise errors.InvalidRequest(
+            f"column {column!r} is not indexed; indexes: {[ix.column for ix in base.indexes]}"
+        )
+    nxt = upgrade(base)
+    op_ = nxt.operation.model_copy(update={"kind": "index", "params": {"drop": column}})
+    keep = tuple(ix for ix in base.indexes if ix.column != column)
+    return nxt.model_copy(update={"indexes": keep, "operation": op_}).with_pending(
+        nxt.pending_segments()
+    )
+
+
+def initial_indexes(schema: pa.Schema, columns: Iterable[str]) -> tuple[ColumnIndex, ...]:
+    """The indexes of a new table (checked: known, indexable, each once)."""
+    cols = list(columns)
+    if isinstance(columns, str):
+        raise errors.InvalidRequest("indexes must be a sequence of column names, not a string")
+    dup = sorted({c for c in cols if cols.count(c) > 1})
+    if dup:
+        raise errors.InvalidRequest(f"columns indexed twice: {dup}")
+    for c in cols:
+        check_indexable(schema, c)
+    return tuple(ColumnIndex(column=c, created_version=0) for c in cols)
+
+
+# --- erasure ---------------------------------------------------------------------------------
+def _may_hold(piece: IndexPiece, t: pa.DataType, wanted: Sequence[Any]) -> bool:
+    lo, hi = from_json(piece.min, t), from_json(piece.max, t)
+    if lo is None or hi is None:
+        return True
+    i = bisect.bisect_left(wanted, lo)
+    return i < len(wanted) and wanted[i] <= hi
+
+
+def scrub(
+    store: S3Store, prefix: str, m: Manifest, values: Mapping[str, set[Any]]
+) -> tuple[dict[str, tuple[IndexPiece, ...]], list[str]]:
+    """Rewrite every piece of ``m`` that holds one of ``values`` (per column, comparable
+    form) without those entries: what an erasure by an indexed column does so that no index
+    object it leaves referenced names the person. Returns old piece path -> its
+    replacement pieces (none if emptied), and the keys written."""
+    out: dict[str, tuple[IndexPiece, ...]] = {}
+    written: list[str] = []
+    schema = m.arrow_schema()
+    for ix in m.indexes:
+        if not values.get(ix.column):
+            continue
+        t = schema.field(ix.column).type
+        wanted = sorted(values[ix.column])
+        value_set = pa.array([exact_scalar(v, t).cast(t) for v in wanted], type=t)
+        for piece in (p for r in ix.runs for p in r.pieces):
+            if not _may_hold(piece, t, wanted):
+                continue
+            body = store.get(_key(store, prefix, piece.path), etag=piece.etag).body
+            entries = pq.read_table(pa.BufferReader(body))
+            keep = entries.filter(pc.invert(pc.is_in(entries.column("value"), value_set=value_set)))
+            if keep.num_rows == entries.num_rows:
+                continue
+            new, keys = _write_pieces(store, prefix, ix.column, keep, PIECE_ENTRIES)
+            out[piece.path] = new
+            written.extend(keys)
+    return out, written
+
+
+def replace_pieces(m: Manifest, repl: Mapping[str, tuple[IndexPiece, ...]]) -> Manifest | None:
+    """``m`` (not yet committed) with pieces replaced; None if one of them is gone from
+    ``m`` (another commit rewrote it: scrub again on the new base)."""
+    if not repl:
+        return m
+    found = piece_paths(m)
+    if any(p not in found for p in repl):
+        return None
+
+    def run(r: IndexRun) -> IndexRun:
+        pieces = tuple(q for p in r.pieces for q in repl.get(p.path, (p,)))
+        return r.model_copy(update={"pieces": pieces})
+
+    indexes = tuple(ix.model_copy(update={"runs": tuple(map(run, ix.runs))}) for ix in m.indexes)
+    return m.model_copy(update={"indexes": indexes}).with_pending(m.pending_segments())
+
+
+# --- merging (LSM) ---------------------------------------------------------------------------
+#: A column with this many runs gets its smallest runs merged by the next append.
+MAX_RUNS: Final = 8
+#: Runs merged in one step, and the bound on the entries one step rewrites.
+MERGE_FANOUT: Final = 4
+MERGE_MAX_ENTRIES: Final = 1 << 22
+
+
+@dataclass(frozen=True, slots=True)
+class Merge:
+    """Runs of one index rewritten as one: applies only if ``old`` are unchanged in the base
+    (an erasure's scrub may have rewritten one of them meanwhile)."""
+
+    column: str
+    old: tuple[IndexRun, ...]
+    new: IndexRun
+
+
+def _union(ranges: Iterable[tuple[int, int]]) -> tuple[tuple[int, int], ...]:
+    """Version ranges, merged where they touch.
+
+    >>> _union([(3, 3), (0, 1), (2, 2), (5, 6)])
+    ((0, 3), (5, 6))
+    """
+    out: list[tuple[int, int]] = []
+    for lo, hi in sorted(ranges):
+        if out and lo <= out[-1][1] + 1:
+            out[-1] = (out[-1][0], max(out[-1][1], hi))
+        else:
+            out.append((lo, hi))
+    return tuple(out)
+
+
+def plan_merges(m: Manifest) -> list[tuple[str, tuple[IndexRun, ...]]]:
+    """Per index with at least :data:`MAX_RUNS` runs: its smallest runs to merge (bounded:
+    :data:`MERGE_FANOUT` runs, :data:`MERGE_MAX_ENTRIES` entries). Size-tiered, so an entry
+    is rewritten O(log entries) times."""
+    out: list[tuple[str, tuple[IndexRun, ...]]] = []
+    for ix in m.indexes:
+        if len(ix.runs) < MAX_RUNS:
+            continue
+        small: list[IndexRun] = []
+        for r in sorted(ix.runs, key=lambda r: r.entries):
+            if len(small) == MERGE_FANOUT or sum(x.entries for x in small) + r.entries > (
+                MERGE_MAX_ENTRIES
+            ):
+                break
+            small.append(r)
+        if len(small) >= 2:
+            out.append((ix.column, tuple(small)))
+    return out
+
+
+def merge(
+    store: S3Store, prefix: str, m: Manifest, column: str, runs: Sequence[IndexRun]
+) -> tuple[Merge, list[str]]:
+    """Read ``runs`` whole and write them as one run covering all they covered."""
+    t = m.arrow_schema().field(column).type
+    parts = [_empty(t)]
+    for r in runs:
+        for p in r.pieces:
+            body = store.get(_key(store, prefix, p.path), etag=p.etag).body
+            parts.append(pq.read_table(pa.BufferReader(body)).cast(_empty(t).schema))
+    run, written = build_run(store, prefix, column, pa.concat_tables(parts))
+    covers = _union(c for r in runs for c in r.covers)
+    return Merge(column, tuple(runs), run.model_copy(update={"covers": covers})), written
+
+
+def with_merges(m: Manifest, merges: Sequence[Merge]) -> Manifest:
+    """``m`` (not yet committed) with each merge applied where its runs are unchanged."""
+    if not merges:
+        return m
+    indexes = list(m.indexes)
+    for mg in merges:
+        for i, ix in enumerate(indexes):
+            if ix.column != mg.column or not all(r in ix.runs for r in mg.old):
+                continue
+            rest = tuple(r for r in ix.runs if r not in mg.old)
+            indexes[i] = ix.model_copy(update={"runs": (mg.new, *rest)})
+    return m.model_copy(update={"indexes": tuple(indexes)}).with_pending(m.pending_segments())
+
+
+def maintain(
+    store: S3Store, prefix: str, m: Manifest, files: Sequence[DataFile]
+) -> tuple[dict[str, IndexRun], list[Merge], list[str]]:
+    """What a commit adding ``files`` to (a successor of) ``m`` writes for the indexes: a
+    run per index over the new files, and the merges ``m``'s runs are due for."""
+    runs, written = runs_for_files(store, prefix, m, files)
+    merges: list[Merge] = []
+    for column, old in plan_merges(m):
+        mg, keys = merge(store, prefix, m, column, old)
+        merges.append(mg)
+        written.extend(keys)
+    return runs, merges, written
+
+
+def catch_up(
+    store: S3Store, prefix: str, m: Manifest, exclude: Iterable[str] = ()
+) -> tuple[dict[str, IndexRun], list[str]]:
+    """Per index, one run over the live files of ``m`` it does not cover (spliced files,
+    files of writers that did not index; ``exclude``: files about to be replaced), covering
+    their added versions: every uncovered live file of those versions is in it."""
+    out: dict[str, IndexRun] = {}
+    written: list[str] = []
+    if not m.indexes:
+        return out, written
+    skip = set(exclude)
+    schema = m.arrow_schema()
+    live = [f for f in m.files if f.path not in skip]
+    for ix in m.indexes:
+        todo = [f for f in live if not ix.covers(f)]
+        if not todo:
+            continue
+        t = schema.field(ix.column).type
+        run, keys = build_run(
+            store, prefix, ix.column, entries_of(store, prefix, todo, ix.column, t)
+        )
+        covers = _union((f.added_version, f.added_version) for f in todo)
+        out[ix.column] = run.model_copy(update={"covers": covers})
+        written.extend(keys)
+    return out, written
+
+
+def with_runs(m: Manifest, runs: Mapping[str, IndexRun]) -> Manifest:
+    """``m`` (not yet committed) with ``runs`` (their ``covers`` set) added to the indexes
+    still declared in it."""
+    if not runs:
+        return m
+    indexes = tuple(
+        ix.model_copy(update={"runs": (*ix.runs, runs[ix.column])}) if ix.column in runs else ix
+        for ix in m.indexes
+    )
+    return m.model_copy(update={"indexes": indexes}).with_pending(m.pending_segments())
