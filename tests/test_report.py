@@ -47,7 +47,7 @@ def story(uri: str) -> lethe.Table:
     t = lethe.Table.create(uri, EVENTS, key="id", gc_grace="2s", row_group_bytes=1 << 10)
     t.append(events(0, 300))
     t.append(events(300, 300))
-    t.delete([("customer_id", "in", list(range(20, 45)))], request_id="logical-1")
+    t.delete([("customer_id", "in", list(range(20, 60)))], request_id="logical-1")
     t.erase([("id", "=", 42)], request_id="secret-erase-ticket")
     collect(uri, retention="30d", grace="7d", erasure_grace="0s", dry_run=True)
     collect(uri, retention="1v", grace="7d", erasure_grace="0s")

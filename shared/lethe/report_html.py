@@ -64,7 +64,7 @@ def _versions(go: Any, r: TableReport) -> Any:
     fig.update_layout(
         **_layout(
             "Table size and row count over versions",
-            xaxis={"title": {"text": "version"}},
+            xaxis={"title": {"text": "version"}, "dtick": max(1, len(v) // 12)},
             yaxis={"title": {"text": "live rows"}},
             yaxis2={"title": {"text": "bytes"}, "overlaying": "y", "side": "right"},
         )
@@ -106,7 +106,7 @@ def _attempts(go: Any, r: TableReport) -> Any:
     fig = go.Figure()
     fig.add_bar(
         name="attempts",
-        x=[x.version for x in known],
+        x=[f"v{x.version}" for x in known],
         y=[x.attempts for x in known],
         marker_color=[_ALERT if (x.attempts or 0) > 1 else _LIVE for x in known],
         text=[x.operation for x in known],
