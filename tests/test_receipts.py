@@ -119,3 +119,20 @@ def test_audit_finds_a_value_in_a_present_object(table_uri: str, value: int) -> 
     # the superseded file still holds it until GC removes it
     assert r.audit is not None and r.audit.found_in
     assert set(r.audit.found_in) & {e.path for e in r.evidence}
+
+
+def test_erasure_backlog_counts_what_gc_has_not_completed(table_uri: str) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from lethe.evidence import erasure_backlog
+
+    t = table(table_uri)
+    assert erasure_backlog(t.catalog) == erasure_backlog(t.catalog)
+    assert erasure_backlog(t.catalog).pending == 0
+    t.erase([("id", "=", 5)], request_id="one")
+    t.delete([("id", "=", 6)], request_id="logical")  # not an erasure
+    later = datetime.now(UTC) + timedelta(days=3)
+    b = erasure_backlog(t.catalog, now=later)
+    assert b.pending == 1 and 3 * 86400 - 60 < b.oldest_age_seconds < 3 * 86400 + 60
+    collect(table_uri, retention="1v", grace="7d", erasure_grace="0s")
+    assert erasure_backlog(t.catalog, now=later).pending == 0

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 
 from lethe import errors
 from lethe.catalog import Catalog
@@ -24,7 +24,7 @@ from lethe.manifest import Manifest
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Deletion", "Evidence", "gather"]
+__all__ = ["Backlog", "Deletion", "Evidence", "erasure_backlog", "gather"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,3 +112,37 @@ def gather(catalog: Catalog) -> Evidence:
         markers=markers,
         present=frozenset(o.path for o in listed),
     )
+
+
+@dataclass(frozen=True, slots=True)
+class Backlog:
+    """Erasure requests GC has not completed yet, and the age of the oldest (seconds since
+    its rows were hidden; 0 when none is pending)."""
+
+    pending: int
+    oldest_age_seconds: float
+
+
+def erasure_backlog(catalog: Catalog, *, now: datetime | None = None) -> Backlog:
+    """A cheap look at the erasure backlog (what the functions emit as metrics): the head's
+    erasure records without a completion marker (one LIST of ``_gc/erasures/``); each
+    one's age from its request log entry, else from the manifest that hid its rows."""
+    now = now or datetime.now(UTC)
+    head, _ = catalog.current()
+    done = {
+        relative(catalog, o.key)[len(MARKERS) :].removesuffix(".json")
+        for o in catalog.store.list(catalog.key(MARKERS))
+    }
+    ages: list[float] = []
+    for e in head.erasures:
+        if e.id_hash in done:
+            continue
+        logged = head.find_request(e.id_hash)
+        since = logged.committed_at if logged is not None else None
+        if since is None:
+            try:
+                since = catalog.read_manifest(e.deleted_version).created_at
+            except errors.SnapshotNotFound:
+                since = head.created_at  # unknown: counted from now on, never overstated
+        ages.append(max(0.0, (now - since).total_seconds()))
+    return Backlog(pending=len(ages), oldest_age_seconds=max(ages, default=0.0))
