@@ -16,7 +16,9 @@ machine on moto's Step Functions interpreter. The story:
    in the dead-letter queue;
 6. compaction (a Spark job run) of a file with many deleted rows;
 7. history and time travel; GC by the state machine; an audit that reads every object in the
-   bucket (every Parquet page decompressed) looking for the erased rows' keys and payloads.
+   bucket (every Parquet page decompressed) looking for the erased rows' keys and payloads;
+8. the erase request's receipt (received, hidden, spliced, complete; by its hash) and the
+   table report, one self-contained HTML page (its path is printed).
 """
 
 from __future__ import annotations
@@ -28,11 +30,13 @@ import io
 import json
 import re
 import struct
+import tempfile
 import time
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -49,6 +53,8 @@ from lethe.table import Table
 # The demo table's GC grace: short, so GC can show its work within the story; long enough for
 # the story's slowest writer (a Spark job) to commit within it (lethe.grace).
 DEMO_GC_GRACE = "10s"
+ERASE_REQUEST = "gdpr-0004"  # the erase request of step 5; its receipt ends the demo
+REPORT_NAME = "lethe-demo-report.html"
 
 __all__ = [
     "SCHEMA",
@@ -531,7 +537,7 @@ class Demo:
             {"request_id": "gdpr-0001", "filters": [["id", "=", k1]]},
             {"request_id": "gdpr-0002", "filters": [["id", "in", [12, n - 1]]]},
             {"request_id": "gdpr-0003", "filters": [["customer_id", "=", customer]]},
-            {"request_id": "gdpr-0004", "filters": [["id", "in", self.victims]], "mode": "erase"},
+            {"request_id": ERASE_REQUEST, "filters": [["id", "in", self.victims]], "mode": "erase"},
             {"request_id": "gdpr-0001", "filters": [["id", "=", k1]]},  # redelivered
         ]
         url = rt.outputs["DeleteQueueUrl"]
@@ -553,10 +559,10 @@ class Demo:
             f"one commit, v{v0} -> v{t.version}: {before_rows - after_rows:,} rows invisible at "
             f"once; lookups of {len(gone)}/{1 + len(self.victims)} deleted keys return nothing"
         )
-        erasure = next(e for e in t.manifest.erasures if e.id_hash == request_hash("gdpr-0004"))
+        erasure = next(e for e in t.manifest.erasures if e.id_hash == request_hash(ERASE_REQUEST))
         targets = {tt.path for tt in erasure.targets}
         st.say(
-            f"erase gdpr-0004: pending, {sum(len(tt.row_groups) for tt in erasure.targets)} row "
+            f"erase {ERASE_REQUEST}: pending, {sum(len(tt.row_groups) for tt in erasure.targets)} row "
             f"groups in {len(targets)} files; splice queue: {rt.queue_depth('SpliceQueueUrl')}"
         )
         self.results["deleted_at_once"] = before_rows - after_rows
@@ -566,7 +572,7 @@ class Demo:
         calls0 = splice.invocations
         pumped = rt.pump_until_idle(timeout=600)
         t.refresh()
-        erasure = next(e for e in t.manifest.erasures if e.id_hash == request_hash("gdpr-0004"))
+        erasure = next(e for e in t.manifest.erasures if e.id_hash == request_hash(ERASE_REQUEST))
         m = splice.metrics
         size = sum(held[p] for p in targets)
         st.say(
@@ -797,6 +803,22 @@ class Demo:
             st.say(f"time travel to v1 now fails: {e}")
             self.results["v1_gone"] = True
 
+    def receipt_and_report(self, report_path: Path) -> None:
+        """The erase request's receipt (hashes only) and the table report, as HTML."""
+        from lethe.report_html import render
+        from lethe.table_report import table_report
+
+        st = self.story
+        st.step("the erase request's receipt, and the table report")
+        receipt = self.t.refresh().erasure_status(ERASE_REQUEST, audit_values=self.victims)
+        for line in receipt.describe().splitlines():
+            st.say(line)
+        report = table_report(self.t.catalog)
+        report_path.write_text(render(report), encoding="utf-8")
+        st.say(f"table report written to {report_path.resolve()}")
+        self.results["receipt"] = receipt
+        self.results["report_path"] = report_path
+
     def totals(self) -> None:
         st, rt = self.story, self.rt
         st.step("totals")
@@ -869,7 +891,13 @@ def start_runtime(
     return LocalRuntime.start(template=template, aws=aws, settings=settings, echo=echo)
 
 
-def run(sizes: Sizes | None = None, *, template: Any = None, aws: Any = None) -> dict[str, Any]:
+def run(
+    sizes: Sizes | None = None,
+    *,
+    template: Any = None,
+    aws: Any = None,
+    report_path: Path | None = None,
+) -> dict[str, Any]:
     """The whole story; returns its numbers."""
     sizes = sizes or Sizes()
     story = Story()
@@ -892,6 +920,7 @@ def run(sizes: Sizes | None = None, *, template: Any = None, aws: Any = None) ->
         before = demo.audit("before GC")
         demo.gc()
         after = demo.audit("after GC")
+        demo.receipt_and_report(report_path or Path(tempfile.gettempdir()) / REPORT_NAME)
         demo.totals()
         demo.results["audit_before"] = before
         demo.results["audit_after"] = after
@@ -905,9 +934,15 @@ def main(argv: Sequence[str] | None = None) -> None:
     p.add_argument("--rows", type=int, default=1_500_000, help="rows the producer appends")
     p.add_argument("--small", action="store_true", help="the end-to-end test's sizes")
     p.add_argument("--template", default=None, help="a synthesized *.template.json to use")
+    p.add_argument(
+        "--report",
+        type=Path,
+        default=None,
+        help=f"where to write the HTML report (default: $TMPDIR/{REPORT_NAME})",
+    )
     a = p.parse_args(argv)
     sizes = Sizes.small() if a.small else Sizes(rows=a.rows)
-    run(sizes, template=a.template)
+    run(sizes, template=a.template, report_path=a.report)
 
 
 if __name__ == "__main__":

@@ -49,6 +49,7 @@ class LetheConfig:
     emr_max_vcpu: int
     emr_idle_timeout_minutes: int
     alarm_email: str
+    erasure_alarm_days: int
 
     @classmethod
     def from_context(cls, get: Callable[[str], object]) -> LetheConfig:
@@ -86,6 +87,7 @@ class LetheConfig:
             emr_max_vcpu=typed(c.CTX_EMR_MAX_VCPU, _int),
             emr_idle_timeout_minutes=typed(c.CTX_EMR_IDLE_MINUTES, _int),
             alarm_email=typed(c.CTX_ALARM_EMAIL, _str).strip(),
+            erasure_alarm_days=typed(c.CTX_ERASURE_ALARM_DAYS, _int),
         )
         config.validate()
         return config
@@ -173,6 +175,12 @@ class LetheConfig:
                 self.emr_idle_timeout_minutes >= 1,
                 c.CTX_EMR_IDLE_MINUTES,
                 self.emr_idle_timeout_minutes,
+                ">= 1",
+            ),
+            (
+                self.erasure_alarm_days >= 1,
+                c.CTX_ERASURE_ALARM_DAYS,
+                self.erasure_alarm_days,
                 ">= 1",
             ),
         ]

@@ -217,6 +217,7 @@ CTX_GC_MAP_CONCURRENCY: Final = "lethe:gcMapConcurrency"
 CTX_EMR_MAX_VCPU: Final = "lethe:emrMaxVcpu"
 CTX_EMR_IDLE_MINUTES: Final = "lethe:emrIdleTimeoutMinutes"
 CTX_ALARM_EMAIL: Final = "lethe:alarmEmail"
+CTX_ERASURE_ALARM_DAYS: Final = "lethe:erasureAlarmDays"  # oldest pending erasure alarm
 
 CONTEXT_DEFAULTS: Final[dict[str, object]] = {
     CTX_TABLE_PREFIX: "tables/main",
@@ -239,4 +240,5 @@ CONTEXT_DEFAULTS: Final[dict[str, object]] = {
     CTX_EMR_MAX_VCPU: 32,
     CTX_EMR_IDLE_MINUTES: 15,
     CTX_ALARM_EMAIL: "",
+    CTX_ERASURE_ALARM_DAYS: 25,
 }

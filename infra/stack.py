@@ -132,6 +132,7 @@ class LetheStack(cdk.Stack):
             state_machine=self.gc.state_machine,
             encryption_key=self.key,
             alarm_email=config.alarm_email,
+            erasure_alarm_days=config.erasure_alarm_days,
         )
         self._outputs()
 

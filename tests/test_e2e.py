@@ -187,8 +187,9 @@ def runtime(aws: LocalAws, template: dict[str, Any]) -> Iterator[LocalRuntime]:
     r"ignore:Exception ignored in. <socket.socket.*raddr=\('127.0.0.1':"
     "pytest.PytestUnraisableExceptionWarning"
 )
-def test_the_demo_story_end_to_end(runtime: LocalRuntime, aws: LocalAws) -> None:
+def test_the_demo_story_end_to_end(runtime: LocalRuntime, aws: LocalAws, tmp_path: Path) -> None:
     rt, sizes = runtime, Sizes.small()
+    report_path = tmp_path / "report.html"
     sqs, s3, emr = aws.client("sqs"), aws.client("s3"), aws.client("emr-serverless")
     demo = Demo(rt, sizes, Story(out=lambda _line: None))
     r = demo.results
@@ -292,6 +293,18 @@ def test_the_demo_story_end_to_end(runtime: LocalRuntime, aws: LocalAws) -> None
     assert after.found(f"control id={demo.control}")  # the audit does see live rows
     again = audit_bucket(s3, rt.bucket, {"v": Needle.row(demo.victims[0], "no-such-payload")})
     assert again.objects == after.objects and again.found("v") == ()
+
+    # 8. the receipt of the erase request, and the table report
+    demo.receipt_and_report(report_path)
+    receipt = r["receipt"]
+    assert receipt.state == "complete" and receipt.id_hash == request_hash("gdpr-0004")
+    assert receipt.completed_at == status.completed_at and receipt.splices
+    assert receipt.hidden_version is not None and receipt.removed_version is not None
+    assert receipt.audit is not None and receipt.audit.clean
+    assert all(not e.present for e in receipt.evidence)
+    assert "gdpr-0004" not in receipt.model_dump_json()
+    page = report_path.read_text()
+    assert r["report_path"] == report_path and 'id="chart-pending"' in page
 
     demo.totals()
     # the malformed message alone, received 4 more times, is reported in batchItemFailures:

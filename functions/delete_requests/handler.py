@@ -23,6 +23,7 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
 from _settings import DeleteRequestsSettings as Settings
 from lethe import Table
+from lethe.evidence import erasure_backlog
 from lethe.requests import MessageOutcome, process_delete_messages
 from lethe.splice_jobs import enqueue_erasures
 
@@ -66,6 +67,11 @@ def handler(event: dict[str, Any], context: Any) -> PartialItemFailureResponse:
         metrics.add_metric("CasAttempts", MetricUnit.Count, result.attempts)
         metrics.add_metric("CommitLatency", MetricUnit.Milliseconds, result.seconds * 1000)
         enqueue_erasures(table, messages, result, queue_url=SETTINGS.splice_queue_url)
+        backlog = erasure_backlog(table.catalog)
+        metrics.add_metric("PendingErasures", MetricUnit.Count, backlog.pending)
+        metrics.add_metric(
+            "OldestPendingErasureAge", MetricUnit.Seconds, backlog.oldest_age_seconds
+        )
 
     outcomes = process_delete_messages(
         [(r["messageId"], r["body"]) for r in records],

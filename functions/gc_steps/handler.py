@@ -42,7 +42,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from _settings import GcSettings as Settings
 from lethe import errors
 from lethe import gc as lethe_gc
+from lethe.evidence import erasure_backlog
 from lethe.gc import GcConflict, GcRunNotFound
+from lethe.gc.actions import open_catalog
 from lethe.gc.models import Category, CategoryStats, StepResult
 
 __all__ = [
@@ -212,6 +214,9 @@ def report(event: dict[str, Any], context: Any) -> dict[str, Any]:
     metrics.add_metric(
         "GcErasuresIncomplete", MetricUnit.Count, sum(1 for s in rep.erasures if not s.complete)
     )
+    backlog = erasure_backlog(open_catalog(_table(e.table)))
+    metrics.add_metric("PendingErasures", MetricUnit.Count, backlog.pending)
+    metrics.add_metric("OldestPendingErasureAge", MetricUnit.Seconds, backlog.oldest_age_seconds)
     return rep.summary()
 
 

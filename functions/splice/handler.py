@@ -25,6 +25,7 @@ from aws_lambda_powertools.utilities.parser import parse
 from _settings import SpliceSettings as Settings
 from lethe import Table
 from lethe.erase import process_erasure
+from lethe.evidence import erasure_backlog
 from lethe.splice_jobs import SpliceJob, send_jobs
 
 logger = Logger()
@@ -48,6 +49,9 @@ def record_handler(record: SQSRecord) -> dict[str, Any]:
     metrics.add_metric("BytesCopied", MetricUnit.Bytes, copied)
     metrics.add_metric("BytesUploaded", MetricUnit.Bytes, uploaded)
     metrics.add_metric("BytesDownloaded", MetricUnit.Bytes, downloaded)
+    backlog = erasure_backlog(table.catalog)
+    metrics.add_metric("PendingErasures", MetricUnit.Count, backlog.pending)
+    metrics.add_metric("OldestPendingErasureAge", MetricUnit.Seconds, backlog.oldest_age_seconds)
     logger.info(
         "splice step",
         extra={

@@ -1,7 +1,13 @@
-"""Alarms: any message in a dead-letter queue, any function error, any failed GC run.
+"""Alarms: any message in a dead-letter queue, any function error, any failed GC run, and an
+erasure request pending longer than ``lethe:erasureAlarmDays``; one CloudWatch dashboard.
 
 All alarms notify one SNS topic (TLS-only; encrypted with the stack's KMS key when there is
 one, with a key grant for CloudWatch). ``lethe:alarmEmail`` subscribes an address.
+
+The dashboard shows what the functions emit (Powertools EMF, namespace ``Lethe``, dimension
+``service``): commit latency and CAS attempts (delete handler), rows deleted and erased,
+pending erasures and the oldest one's age (delete handler, splice worker and GC report step,
+from :func:`lethe.evidence.erasure_backlog`), and the dead-letter queues' depth.
 """
 
 from __future__ import annotations
@@ -20,15 +26,39 @@ from aws_cdk import aws_sqs as sqs
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
+from infra import constants as c
+
 PERIOD = cdk.Duration.minutes(5)
+BACKLOG_PERIOD = cdk.Duration.hours(1)
+#: Where each function publishes the erasure backlog: (service, extra dimensions).
+BACKLOG_SOURCES: tuple[tuple[str, dict[str, str]], ...] = (
+    (f"{c.SERVICE}-delete-requests", {}),
+    (f"{c.SERVICE}-splice", {}),
+    (f"{c.SERVICE}-gc", {"step": "report"}),
+)
+
+
+def lethe_metric(
+    name: str, service: str, statistic: str, period: cdk.Duration, **dims: str
+) -> cw.Metric:
+    """A metric the functions publish (namespace ``Lethe``, dimension ``service``)."""
+    return cw.Metric(
+        namespace=c.METRICS_NAMESPACE,
+        metric_name=name,
+        dimensions_map={"service": service, **dims},
+        statistic=statistic,
+        period=period,
+    )
 
 
 class Monitoring(Construct):
-    """CloudWatch alarms on DLQ depth (> 0), function errors (> 0) and failed GC runs.
+    """CloudWatch alarms on DLQ depth (> 0), function errors (> 0), failed GC runs and the
+    oldest pending erasure (older than ``erasure_alarm_days``); the dashboard.
 
     Attributes:
         topic: the SNS topic every alarm notifies.
         alarms: alarm id -> alarm.
+        dashboard: the CloudWatch dashboard.
     """
 
     def __init__(
@@ -41,6 +71,7 @@ class Monitoring(Construct):
         state_machine: sfn.IStateMachine,
         encryption_key: kms.IKey | None,
         alarm_email: str,
+        erasure_alarm_days: int = 25,
     ) -> None:
         super().__init__(scope, construct_id)
         self.topic = sns.Topic(
@@ -85,6 +116,103 @@ class Monitoring(Construct):
             "A garbage-collection run failed; erasure completion may be delayed.",
             action,
         )
+        oldest = self._oldest_pending()
+        overdue = cw.Alarm(
+            self,
+            "ErasureOverdue",
+            metric=oldest,
+            threshold=erasure_alarm_days * 86400,
+            comparison_operator=cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
+            evaluation_periods=1,
+            treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
+            alarm_description=f"An erasure request has been pending for more than "
+            f"{erasure_alarm_days} days: see `lethe erasures <table> --pending` and run GC.",
+        )
+        overdue.add_alarm_action(action)
+        self.alarms["ErasureOverdue"] = overdue
+        self.dashboard = self._dashboard(dead_letter_queues, oldest, erasure_alarm_days)
+
+    @staticmethod
+    def _oldest_pending() -> cw.MathExpression:
+        """The oldest pending erasure's age (seconds), the largest any function reported."""
+        using = {
+            f"m{i}": lethe_metric(
+                "OldestPendingErasureAge", svc, cw.Stats.MAXIMUM, BACKLOG_PERIOD, **dims
+            )
+            for i, (svc, dims) in enumerate(BACKLOG_SOURCES)
+        }
+        return cw.MathExpression(
+            expression=f"MAX([{', '.join(using)}])",
+            using_metrics=using,
+            label="oldest pending erasure (s)",
+            period=BACKLOG_PERIOD,
+        )
+
+    def _dashboard(
+        self, dlqs: Mapping[str, sqs.IQueue], oldest: cw.IMetric, alarm_days: int
+    ) -> cw.Dashboard:
+        delete = f"{c.SERVICE}-delete-requests"
+        splice = f"{c.SERVICE}-splice"
+
+        def graph(
+            title: str,
+            metrics: list[cw.IMetric],
+            annotations: list[cw.HorizontalAnnotation] | None = None,
+        ) -> cw.GraphWidget:
+            return cw.GraphWidget(
+                title=title, left=metrics, width=12, height=6, left_annotations=annotations
+            )
+
+        board = cw.Dashboard(self, "Dashboard")
+        board.add_widgets(
+            graph(
+                "Commit latency (delete batches, ms)",
+                [
+                    lethe_metric("CommitLatency", delete, stat, PERIOD)
+                    for stat in (cw.Stats.p(50), cw.Stats.p(99), cw.Stats.MAXIMUM)
+                ],
+            ),
+            graph(
+                "CAS attempts per commit",
+                [
+                    lethe_metric("CasAttempts", delete, cw.Stats.MAXIMUM, PERIOD),
+                    lethe_metric("CasAttempts", delete, cw.Stats.AVERAGE, PERIOD),
+                ],
+            ),
+        )
+        board.add_widgets(
+            graph(
+                "Rows deleted and erased",
+                [
+                    lethe_metric("RowsDeleted", delete, cw.Stats.SUM, PERIOD),
+                    lethe_metric("RowsErased", splice, cw.Stats.SUM, PERIOD),
+                ],
+            ),
+            graph(
+                "Pending erasures",
+                [
+                    lethe_metric("PendingErasures", svc, cw.Stats.MAXIMUM, BACKLOG_PERIOD, **dims)
+                    for svc, dims in BACKLOG_SOURCES
+                ],
+            ),
+        )
+        board.add_widgets(
+            graph(
+                f"Oldest pending erasure (s); alarm past {alarm_days} days",
+                [oldest],
+                [cw.HorizontalAnnotation(value=alarm_days * 86400, label="alarm")],
+            ),
+            graph(
+                "Dead-letter queue depth",
+                [
+                    q.metric_approximate_number_of_messages_visible(
+                        period=PERIOD, statistic=cw.Stats.MAXIMUM, label=name
+                    )
+                    for name, q in dlqs.items()
+                ],
+            ),
+        )
+        return board
 
     def _alarm(
         self, alarm_id: str, metric: cw.Metric, description: str, action: cw.IAlarmAction

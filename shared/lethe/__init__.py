@@ -8,6 +8,7 @@ Example:
 
 from lethe import errors
 from lethe.deletes import BatchDeleteResult, DeleteRequest, DeleteResult
+from lethe.receipts import ErasureReceipt
 from lethe.store import IOCounters, S3Store
 from lethe.table import CommitResult, SnapshotInfo, Table
 
@@ -16,6 +17,7 @@ __all__ = [
     "CommitResult",
     "DeleteRequest",
     "DeleteResult",
+    "ErasureReceipt",
     "IOCounters",
     "S3Store",
     "SnapshotInfo",

@@ -70,6 +70,7 @@ __all__ = [
     "Rebase",
     "RetryPolicy",
     "Segments",
+    "with_attempts",
 ]
 
 
@@ -432,6 +433,7 @@ class Catalog:
                     self._remove(prepared.written, "past the GC grace")
                     prepared, last = None, e
                     continue
+                new = with_attempts(new, attempt)
                 body = encode_manifest(new)
                 segments = self.write_segments(new)
                 try:
@@ -522,3 +524,10 @@ class Catalog:
             self.store.delete_many(sorted({self.key(k) for k in keys}))
         except errors.LetheError as e:
             log.warning("could not remove %d objects %s (%s); GC will", len(keys), why, e)
+
+
+def with_attempts(m: Manifest, attempt: int) -> Manifest:
+    """``m`` with the commit attempt that PUTs it in its operation's params (``attempts``:
+    1 when the first attempt lands; the table report charts them)."""
+    op = m.operation.model_copy(update={"params": {**m.operation.params, "attempts": attempt}})
+    return m.model_copy(update={"operation": op}).with_pending(m.pending_segments())

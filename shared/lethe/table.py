@@ -27,6 +27,7 @@ from lethe.deletes import BatchDeleteResult, DeleteRequest, DeleteResult
 
 if TYPE_CHECKING:  # pragma: no cover
     from lethe.erase import EraseResult
+    from lethe.receipts import ErasureReceipt
 from lethe.filters import Dnf, normalize
 from lethe.grace import parse_duration
 from lethe.index import (
@@ -651,6 +652,30 @@ class Table:
         self._adopt(outcome)
         io = self.store.stats.snapshot() - before
         return CommitResult(self.version, 0, 0, outcome.attempts, io)
+
+    def erasure_status(
+        self, request_id: str, *, audit_values: Sequence[Any] | None = None
+    ) -> ErasureReceipt:
+        """The receipt of a delete or erase request: received, hidden, physically removed,
+        complete (GC), and the objects that held the rows (see :mod:`lethe.receipts`).
+
+        Reconstructed from the manifests, GC's markers and reports; it names the request by
+        its hash only. ``audit_values``: key values to look for in the current objects (the
+        receipt holds counts and paths, never the values).
+
+        Example:
+            >>> t.erasure_status("ticket-4711").state                 # doctest: +SKIP
+            'complete'
+        """
+        from lethe.evidence import gather
+        from lethe.manifest import request_hash
+        from lethe.receipts import audit, receipt
+
+        ev = gather(self._catalog)
+        found = None
+        if audit_values is not None:
+            found = audit(self._catalog, ev, self.key, list(audit_values))
+        return receipt(ev, request_hash(request_id), audit_result=found)
 
     def history(self) -> list[SnapshotInfo]:
         """Snapshot infos from this handle's version back to the oldest retained one."""

@@ -129,6 +129,7 @@ def synth_kms(layers: layer_build.LayerReport, tmp_path_factory: pytest.TempPath
             c.CTX_SPLICE_CONCURRENCY: "0",
             c.CTX_ALARM_EMAIL: "ops@example.com",
             c.CTX_GC_SCHEDULE: "cron(0 3 * * ? *)",
+            c.CTX_ERASURE_ALARM_DAYS: "10",
         },
         spark_jobs_dir=jobs,
     )
@@ -188,7 +189,8 @@ def test_resource_counts(synth: Synth) -> None:
     t.resource_count_is("AWS::StepFunctions::StateMachine", 1)
     t.resource_count_is("AWS::Events::Rule", 1)
     t.resource_count_is("AWS::EMRServerless::Application", 1)
-    t.resource_count_is("AWS::CloudWatch::Alarm", 4 + len(c.ALL_HANDLERS) + 1)
+    t.resource_count_is("AWS::CloudWatch::Alarm", 4 + len(c.ALL_HANDLERS) + 1 + 1)
+    t.resource_count_is("AWS::CloudWatch::Dashboard", 1)
     t.resource_count_is("AWS::Glue::Database", 1)
     t.resource_count_is("AWS::KMS::Key", 0)
 
@@ -671,7 +673,9 @@ def test_emr_serverless_application(synth: Synth) -> None:
 
 
 def test_alarms_on_dead_letters_errors_and_failed_runs(synth: Synth) -> None:
-    alarms = [a["Properties"] for a in synth.of_type("AWS::CloudWatch::Alarm").values()]
+    everything = [a["Properties"] for a in synth.of_type("AWS::CloudWatch::Alarm").values()]
+    alarms = [a for a in everything if "MetricName" in a]
+    assert len(everything) == len(alarms) + 1  # + the overdue-erasure alarm (metric math)
     topic = synth.logical_id(synth.stack.monitoring.topic)
     for alarm in alarms:
         assert alarm["Threshold"] == 0
@@ -685,6 +689,65 @@ def test_alarms_on_dead_letters_errors_and_failed_runs(synth: Synth) -> None:
         "Errors": len(c.ALL_HANDLERS),
         "ExecutionsFailed": 1,
     }
+
+
+def _overdue(synth: Synth) -> dict[str, Any]:
+    (alarm,) = [
+        a["Properties"]
+        for a in synth.of_type("AWS::CloudWatch::Alarm").values()
+        if "Metrics" in a["Properties"]
+    ]
+    return alarm
+
+
+@pytest.mark.parametrize(("variant", "days"), [("synth", 25), ("synth_kms", 10)])
+def test_alarm_on_the_oldest_pending_erasure(
+    variant: str, days: int, request: pytest.FixtureRequest
+) -> None:
+    synth: Synth = request.getfixturevalue(variant)
+    alarm = _overdue(synth)
+    assert alarm["Threshold"] == days * 86400
+    assert alarm["ComparisonOperator"] == "GreaterThanThreshold"
+    assert alarm["TreatMissingData"] == "notBreaching"
+    assert alarm["AlarmActions"] == [{"Ref": synth.logical_id(synth.stack.monitoring.topic)}]
+    (expr,) = [m for m in alarm["Metrics"] if "Expression" in m]
+    assert expr["ReturnData"] is True and expr["Expression"].startswith("MAX([")
+    sources = [m["MetricStat"] for m in alarm["Metrics"] if "MetricStat" in m]
+    assert {s["Metric"]["MetricName"] for s in sources} == {"OldestPendingErasureAge"}
+    assert all(s["Metric"]["Namespace"] == c.METRICS_NAMESPACE for s in sources)
+    services = {
+        d["Value"] for s in sources for d in s["Metric"]["Dimensions"] if d["Name"] == "service"
+    }
+    assert services == {"lethe-delete-requests", "lethe-splice", "lethe-gc"}
+    assert all(s["Stat"] == "Maximum" for s in sources)
+
+
+def test_dashboard_shows_commits_erasures_and_dead_letters(synth: Synth) -> None:
+    Template.from_stack(synth.stack).has_resource_properties(
+        "AWS::CloudWatch::Dashboard",
+        {
+            "DashboardBody": Match.object_like(
+                {
+                    "Fn::Join": Match.array_with(
+                        [Match.array_with([Match.string_like_regexp("CommitLatency")])]
+                    )
+                }
+            )
+        },
+    )
+    (board,) = synth.of_type("AWS::CloudWatch::Dashboard").values()
+    body = json.dumps(board["Properties"]["DashboardBody"])
+    for metric in (
+        "CommitLatency",
+        "CasAttempts",
+        "RowsDeleted",
+        "RowsErased",
+        "PendingErasures",
+        "OldestPendingErasureAge",
+        "ApproximateNumberOfMessagesVisible",
+    ):
+        assert metric in body, metric
+    assert str(25 * 86400) in body  # the alarm line
 
 
 def test_outputs(synth: Synth) -> None:

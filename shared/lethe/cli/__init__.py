@@ -9,6 +9,8 @@ Examples::
     lethe history s3://b/events
     lethe inspect s3://b/events data/2026/11/22/16/ab.parquet
     lethe iceberg publish s3://b/events
+    lethe erasures s3://b/events --pending --older-than 25d
+    lethe report s3://b/events --html report.html
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from lethe import errors
-from lethe.cli import iceberg, ops, tables
+from lethe.cli import erasures, iceberg, ops, tables
 from lethe.cli.common import parse_where
 from lethe.process import run_main
 
@@ -34,6 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
     tables.register(sub)  # create, append, scan, history, inspect
     ops.register(sub)  # delete, erase, purge, gc, verify
     iceberg.register(sub)  # iceberg publish
+    erasures.register(sub)  # erasures, report
     return p
 
 

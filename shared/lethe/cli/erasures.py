@@ -1,0 +1,101 @@
+"""``lethe erasures`` (receipts of delete and erase requests) and ``lethe report`` (the
+table report, as JSON or one self-contained HTML page)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from lethe.evidence import gather
+from lethe.grace import parse_duration
+from lethe.manifest import request_hash
+from lethe.receipts import ErasureReceipt, audit, known_requests, receipt
+from lethe.table import Table
+from lethe.table_report import DEFAULT_DEADLINE_DAYS, table_report
+
+__all__ = ["register"]
+
+
+def register(sub: Any) -> None:
+    """Add ``erasures`` and ``report`` to the ``lethe`` parser."""
+    c = sub.add_parser(
+        "erasures",
+        help="receipts of delete/erase requests: received, hidden, removed, complete",
+        description="Reconstruct what became of delete and erase requests from the table's "
+        "manifests and GC documents. Requests are shown by their id hash only. With "
+        "--older-than, the exit status is 1 when some listed request is that old.",
+    )
+    c.add_argument("uri")
+    c.add_argument("--request-id", help="one request (hashed before use; never printed)")
+    c.add_argument("--json", action="store_true")
+    c.add_argument("--pending", action="store_true", help="only erasures GC has not completed")
+    c.add_argument("--older-than", help="only requests received longer ago than this (25d)")
+    c.add_argument(
+        "--audit",
+        action="append",
+        help="a key value to look for in the table's current objects (repeat; JSON or text)",
+    )
+    c.set_defaults(fn=cmd_erasures)
+
+    c = sub.add_parser("report", help="the table report: files, versions, erasures, GC runs")
+    c.add_argument("uri")
+    c.add_argument("--html", help="write a self-contained HTML page (charts) to this file")
+    c.add_argument("--json", action="store_true", help="print the report as JSON")
+    c.add_argument("--deadline", default=f"{DEFAULT_DEADLINE_DAYS:g}d", help="erasure deadline")
+    c.set_defaults(fn=cmd_report)
+
+
+def _value(raw: str) -> Any:
+    try:
+        return json.loads(raw)
+    except json.JSONDecodeError:
+        return raw
+
+
+def _receipts(args: argparse.Namespace, t: Table) -> list[ErasureReceipt]:
+    ev = gather(t.catalog)
+    found = None
+    if args.audit:
+        found = audit(t.catalog, ev, t.key, [_value(v) for v in args.audit])
+    hashes = [request_hash(args.request_id)] if args.request_id else known_requests(ev)
+    out = [receipt(ev, h, audit_result=found) for h in hashes]
+    if args.pending:
+        out = [r for r in out if r.erasure and not r.complete]
+    return out
+
+
+def cmd_erasures(args: argparse.Namespace) -> int:
+    t = Table.open(args.uri)
+    out = _receipts(args, t)
+    overdue = False
+    if args.older_than:
+        now = datetime.now(UTC)
+        limit = parse_duration(args.older_than).total_seconds() / 86400
+        out = [r for r in out if (r.age_days(now) or 0.0) > limit]
+        overdue = bool(out)
+    if args.json:
+        print(json.dumps([r.model_dump(mode="json") for r in out], indent=2))
+    else:
+        for r in out:
+            print(r.describe())
+        if not out:
+            print("no matching requests")
+    return 1 if overdue else 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    t = Table.open(args.uri)
+    days = parse_duration(args.deadline).total_seconds() / 86400
+    rep = table_report(t.catalog, deadline_days=days)
+    if args.html:
+        from lethe.report_html import render
+
+        path = Path(args.html)
+        path.write_text(render(rep), encoding="utf-8")
+        print(f"report written to {path.resolve()}")
+    if args.json or not args.html:
+        print(json.dumps(rep.model_dump(mode="json"), indent=2))
+    return 0

@@ -1,0 +1,330 @@
+"""Erasure receipts: what became of one delete or erase request, told from storage alone.
+
+A receipt is reconstructed, never stored: from the request log and erasure records of the
+retained manifests, the manifest chain (when the rows were hidden, which commit spliced
+which file), GC's completion markers (``_gc/erasures/<id hash>.json``) and run reports
+(``_gc/<run>/report.json``: what each run deleted, and when). A receipt names the request
+by its id *hash* only, and holds no row value: paths, versions, times and counts.
+
+The stages, in order: **received** (the request log holds it), **hidden** (a DV hides its
+rows from version ``hidden_version`` on), **removed** (an erasure: every file that held the
+rows was spliced; ``splices`` lists each), **complete** (GC removed every object and old
+manifest that held the rows; the run and time are those of the marker).
+
+Example:
+    >>> t = lethe.Table.open("s3://bucket/people")                 # doctest: +SKIP
+    >>> print(t.erasure_status("ticket-4711").describe())           # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+from collections.abc import Iterator, Sequence
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+import pyarrow.parquet as pq
+from pydantic import BaseModel, ConfigDict
+
+from lethe.catalog import Catalog
+from lethe.evidence import Deletion, Evidence
+from lethe.gc.areas import manifest_version
+from lethe.manifest import ErasureRecord, Manifest, RequestRecord
+
+__all__ = [
+    "AuditResult",
+    "ErasureReceipt",
+    "EvidenceObject",
+    "SpliceEvent",
+    "audit",
+    "known_requests",
+    "receipt",
+]
+
+State = Literal["unknown", "received", "hidden", "erasing", "removed", "complete"]
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class SpliceEvent(_Frozen):
+    """One file that held the rows, replaced (or dropped) by the splice commit ``version``."""
+
+    version: int
+    at: datetime
+    file: str
+
+
+class EvidenceObject(_Frozen):
+    """An object that held the rows (or statistics naming them) and whether it is gone."""
+
+    path: str
+    kind: Literal["data", "segment", "manifest", "other"]
+    present: bool
+    deleted_at: datetime | None = None
+    deleted_by_run: str | None = None
+
+
+class AuditResult(_Frozen):
+    """A look inside the table's current objects for caller-supplied key values (counts and
+    paths only; the values are never kept)."""
+
+    values: int
+    objects_scanned: int
+    bytes_scanned: int
+    found_in: tuple[str, ...] = ()
+
+    @property
+    def clean(self) -> bool:
+        return not self.found_in
+
+
+class ErasureReceipt(_Frozen):
+    """What became of one request (see the module docstring); ``id_hash`` names it."""
+
+    table: str
+    id_hash: str
+    state: State
+    kind: str | None = None
+    erasure: bool = False
+    received_version: int | None = None
+    received_at: datetime | None = None
+    rows: int | None = None
+    hidden_version: int | None = None
+    hidden_at: datetime | None = None
+    splices: tuple[SpliceEvent, ...] = ()
+    pending_files: tuple[str, ...] = ()
+    removed_version: int | None = None
+    removed_at: datetime | None = None
+    completed_at: datetime | None = None
+    completed_run: str | None = None
+    blocking: tuple[str, ...] = ()
+    evidence: tuple[EvidenceObject, ...] = ()
+    audit: AuditResult | None = None
+
+    @property
+    def complete(self) -> bool:
+        return self.state == "complete"
+
+    def age_days(self, now: datetime) -> float | None:
+        """Days since the request was received (or hidden)."""
+        since = self.received_at or self.hidden_at
+        return None if since is None else (now - since).total_seconds() / 86400
+
+    def describe(self) -> str:
+        """Human-readable text for the command line."""
+        lines = [f"request {self.id_hash} on {self.table}: {self.state}"]
+        if self.received_at is not None:
+            what = f"{self.kind or 'request'} of {self.rows} row(s)" if self.rows else "request"
+            lines.append(f"  received   {_t(self.received_at)}  v{self.received_version}  {what}")
+        if self.hidden_version is not None:
+            lines.append(f"  hidden     {_t(self.hidden_at)}  v{self.hidden_version}  (DV)")
+        if not self.erasure and self.hidden_version is not None:
+            lines.append("  physically removed: not requested (a logical delete)")
+        for s in self.splices:
+            lines.append(f"  spliced    {_t(s.at)}  v{s.version}  {s.file}")
+        if self.pending_files:
+            lines.append(f"  still to splice: {', '.join(self.pending_files)}")
+        if self.removed_version is not None:
+            lines.append(f"  removed    {_t(self.removed_at)}  v{self.removed_version}")
+        if self.completed_at is not None:
+            lines.append(f"  complete   {_t(self.completed_at)}  GC run {self.completed_run}")
+        for b in self.blocking:
+            lines.append(f"  not complete yet: {b}")
+        for e in self.evidence:
+            gone = f"deleted {_t(e.deleted_at)} by GC {e.deleted_by_run}" if e.deleted_at else ""
+            state = "PRESENT" if e.present else (gone or "gone")
+            lines.append(f"  evidence   {e.kind:<8} {e.path}: {state}")
+        if self.audit is not None:
+            a = self.audit
+            verdict = "none found" if a.clean else f"FOUND in {', '.join(a.found_in)}"
+            lines.append(
+                f"  audit      {a.values} value(s) in {a.objects_scanned} objects "
+                f"({a.bytes_scanned:,} bytes): {verdict}"
+            )
+        return "\n".join(lines)
+
+
+def _t(at: datetime | None) -> str:
+    return at.astimezone(UTC).isoformat(timespec="seconds") if at else "?"
+
+
+def _kind(path: str) -> Literal["data", "segment", "manifest", "other"]:
+    if path.startswith("data/"):
+        return "data"
+    if path.startswith("manifest/segments/"):
+        return "segment"
+    return "manifest" if manifest_version(path) is not None else "other"
+
+
+def _find(
+    ev: Evidence, id_hash: str
+) -> tuple[RequestRecord | None, list[tuple[Manifest, ErasureRecord]]]:
+    """The request's log entry (newest manifest holding it) and its erasure record per
+    manifest, oldest first."""
+    request: RequestRecord | None = None
+    records: list[tuple[Manifest, ErasureRecord]] = []
+    for m in ev.chain:
+        request = m.find_request(id_hash) or request
+        rec = next((e for e in m.erasures if e.id_hash == id_hash), None)
+        if rec is not None:
+            records.append((m, rec))
+    return request, records
+
+
+def _splices(records: Sequence[tuple[Manifest, ErasureRecord]]) -> list[SpliceEvent]:
+    """Each data file that joined ``superseded``, at the commit where it did."""
+    out: list[SpliceEvent] = []
+    seen: set[str] = set()
+    for m, rec in records:
+        for p in rec.superseded:
+            if p not in seen:
+                seen.add(p)
+                if _kind(p) == "data":
+                    out.append(SpliceEvent(version=m.version, at=m.created_at, file=p))
+    return out
+
+
+def _evidence(ev: Evidence, rec: ErasureRecord) -> list[EvidenceObject]:
+    """The superseded files and segments, and the manifests from before the splice."""
+    gone = ev.deletions()
+    paths = list(rec.superseded)
+    if rec.spliced_version is not None:
+        cut = rec.spliced_version
+        older = {p for p in (*ev.present, *gone) if (manifest_version(p) or cut) < cut}
+        paths += sorted(older, key=lambda p: manifest_version(p) or 0)
+    out = []
+    for p in dict.fromkeys(paths):
+        d: Deletion | None = gone.get(p)
+        out.append(
+            EvidenceObject(
+                path=p,
+                kind=_kind(p),
+                present=p in ev.present,
+                deleted_at=d.at if d else None,
+                deleted_by_run=d.run_id if d else None,
+            )
+        )
+    return out
+
+
+def _blocking(ev: Evidence, id_hash: str) -> tuple[str, ...]:
+    """What the latest real GC run said still blocks completion."""
+    for r in reversed(ev.reports):
+        if r.dry_run:
+            continue
+        for s in r.erasures:
+            if s.id_hash == id_hash and not s.complete:
+                return (*s.blocking, f"(as of GC run {r.run_id})")
+    return ()
+
+
+def _hidden(
+    ev: Evidence, request: RequestRecord | None, rec: ErasureRecord | None
+) -> tuple[int | None, datetime | None]:
+    version = rec.deleted_version if rec is not None else (request.version if request else None)
+    if version is None:
+        return None, None
+    m = ev.manifest(version)
+    return version, (m.created_at if m is not None else request.committed_at if request else None)
+
+
+def receipt(
+    ev: Evidence, id_hash: str, *, audit_result: AuditResult | None = None
+) -> ErasureReceipt:
+    """The receipt of request ``id_hash`` from what :func:`lethe.evidence.gather` read."""
+    request, records = _find(ev, id_hash)
+    rec = records[-1][1] if records else None
+    hidden_version, hidden_at = _hidden(ev, request, rec)
+    base: dict[str, Any] = {
+        "table": ev.uri,
+        "id_hash": id_hash,
+        "kind": request.kind if request else ("erase" if rec else None),
+        "erasure": rec is not None,
+        "received_version": request.version if request else hidden_version,
+        "received_at": request.committed_at if request else hidden_at,
+        "rows": request.rows if request else None,
+        "hidden_version": hidden_version,
+        "hidden_at": hidden_at,
+        "audit": audit_result,
+    }
+    if rec is None:
+        state: State = "unknown" if request is None else "hidden"
+        if request is not None and request.rows == 0:
+            state = "received"
+        return ErasureReceipt(state=state, **base)
+    removed = ev.manifest(rec.spliced_version) if rec.spliced_version is not None else None
+    marker = ev.markers.get(id_hash)
+    state = "erasing" if rec.state == "pending" else "complete" if marker else "removed"
+    return ErasureReceipt(
+        state=state,
+        splices=tuple(_splices(records)),
+        pending_files=tuple(t.path for t in rec.targets),
+        removed_version=rec.spliced_version,
+        removed_at=removed.created_at if removed else None,
+        completed_at=marker.completed_at if marker else None,
+        completed_run=marker.run_id if marker else None,
+        blocking=() if marker else _blocking(ev, id_hash),
+        evidence=tuple(_evidence(ev, rec)),
+        **base,
+    )
+
+
+def known_requests(ev: Evidence) -> list[str]:
+    """Id hashes of every erasure record of the head, then of logged requests, oldest first."""
+    head = ev.head
+    return list(
+        dict.fromkeys([e.id_hash for e in head.erasures] + [r.id_hash for r in head.requests])
+    )
+
+
+# --- the audit -------------------------------------------------------------------------------
+def _scalars(doc: Any) -> Iterator[Any]:
+    """Every scalar of a JSON document."""
+    if isinstance(doc, dict):
+        for v in doc.values():
+            yield from _scalars(v)
+    elif isinstance(doc, list):
+        for v in doc:
+            yield from _scalars(v)
+    else:
+        yield doc
+
+
+def _holds(path: str, body: bytes, key: str, wanted: set[Any]) -> bool:
+    if path.endswith(".parquet"):
+        col = pq.read_table(io.BytesIO(body), columns=[key]).column(key).to_pylist()
+        return any(v in wanted for v in col)
+    text = gzip.decompress(body) if path.endswith(".gz") else body
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        return False
+    return any(v in wanted for v in _scalars(doc) if not isinstance(v, bool))
+
+
+def audit(
+    catalog: Catalog,
+    ev: Evidence,
+    key: str,
+    values: Sequence[Any],
+    *,
+    prefixes: Sequence[str] = ("data/", "manifest/"),
+) -> AuditResult:
+    """Look for ``values`` in every current object under ``prefixes``: Parquet files by
+    their key column (decoded, DVs not applied: rows merely hidden count as found), JSON
+    documents (gzip or not) by every scalar. Returns paths and counts, never the values."""
+    wanted = set(values)
+    found: list[str] = []
+    scanned = size = 0
+    for path in sorted(p for p in ev.present if p.startswith(tuple(prefixes))):
+        body = catalog.store.get(catalog.key(path)).body
+        scanned, size = scanned + 1, size + len(body)
+        if _holds(path, body, key, wanted):
+            found.append(path)
+    return AuditResult(
+        values=len(wanted), objects_scanned=scanned, bytes_scanned=size, found_in=tuple(found)
+    )
