@@ -37,9 +37,12 @@ mkdir -p "$site" "$(dirname "$OUT")"
 "$UV" export --project "$ROOT" --frozen --no-default-groups --no-emit-project \
   --format requirements-txt --output-file "$work/requirements.txt" >/dev/null
 
-# 2. Wheels built for EMR's OS, CPU and Python, exactly as locked (hashes checked).
+# 2. Wheels built for EMR's OS, CPU and Python, exactly as locked (hashes checked). Copies,
+#    not hardlinks into uv's cache: another uv linking the same file meanwhile changes its
+#    ctime, and tar then fails with "file changed as we read it".
 "$UV" pip install --quiet --target "$site" --no-deps --require-hashes --only-binary :all: \
-  --python-platform "$PLATFORM" --python-version "$PYVER" -r "$work/requirements.txt"
+  --link-mode copy --python-platform "$PLATFORM" --python-version "$PYVER" \
+  -r "$work/requirements.txt"
 
 # 3. The library and the job modules (importable as lethe and spark_jobs on every node):
 #    layers/ships.py decides what of them ships, for the Lambda layer as for this archive.
