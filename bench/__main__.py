@@ -14,6 +14,7 @@ BENCHES = [
     "bench_scale",
     "bench_iceberg",
     "bench_spark",
+    "bench_readwrite",
 ]
 
 
