@@ -48,7 +48,7 @@ def test_sparse_file_read_buffer_is_read() -> None:
 
 
 def test_dictionary_only_where_values_repeat(s3: Any) -> None:
-    rows = 40_000
+    rows = 70_000
     rng = np.random.default_rng(2)
     data = pa.table(
         {

@@ -332,9 +332,9 @@ class _Cutter:
         )
 
 
-DICTIONARY_SAMPLE_ROWS = 16_384
-"""Fewer rows in the first batch than this: every column dictionary-encoded (a small write
-gains little, and its row groups keep the sizes they always had)."""
+DICTIONARY_SAMPLE_ROWS = 65_536
+"""Fewer rows in the first batch (at most 64Ki rows of a table) than this: every column
+dictionary-encoded (a small write gains little, and keeps the layout it always had)."""
 DICTIONARY_MAX_DISTINCT = 0.9
 """A column whose sample is more distinct than this share of its values gets no dictionary."""
 
@@ -348,7 +348,7 @@ def dictionary_columns(b: pa.RecordBatch) -> bool | list[str]:
     encoding. Nested columns, or a batch too small to judge, keep the default.
 
     Example:
-        >>> b = pa.record_batch({"id": list(range(20_000)), "kind": ["a", "b"] * 10_000})
+        >>> b = pa.record_batch({"id": list(range(70_000)), "kind": ["a", "b"] * 35_000})
         >>> dictionary_columns(b)
         ['kind']
         >>> dictionary_columns(b.slice(0, 10))
