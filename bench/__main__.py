@@ -15,6 +15,7 @@ BENCHES = [
     "bench_iceberg",
     "bench_index",
     "bench_spark",
+    "bench_readwrite",
 ]
 
 

@@ -79,7 +79,7 @@ def test_projection_and_filters(table: lethe.Table) -> None:
 
 def test_pruning_reads_only_needed_chunks(table_uri: str) -> None:
     t = lethe.Table.create(
-        table_uri, EVENTS, key="id", target_file_bytes=3 << 20, row_group_bytes=300_000
+        table_uri, EVENTS, key="id", target_file_bytes=3 << 20, row_group_bytes=200_000
     )
     t.append(events(0, 200_000))
     f = t.manifest.files[0]

@@ -110,6 +110,20 @@ class SparseFile:
         self._pos += len(b)
         return b
 
+    def read_buffer(self, n: int = -1) -> memoryview:
+        """:meth:`read` without a copy (pa.PythonFile prefers it): a view of fetched bytes."""
+        if n is None or n < 0:
+            n = self._size - self._pos
+        pos, n = self._pos, max(0, min(n, self._size - self._pos))
+        i = bisect.bisect_right(self._starts, pos) - 1
+        if i >= 0 and pos + n <= self._starts[i] + len(self._chunks[i]):
+            at = pos - self._starts[i]
+            view = memoryview(self._chunks[i])[at : at + n]
+        else:
+            view = memoryview(self.read_at(pos, n))
+        self._pos += len(view)
+        return view
+
     def seek(self, pos: int, whence: int = 0) -> int:
         if whence == 0:
             self._pos = pos
@@ -548,10 +562,16 @@ def read_filtered(
     t = read_row_group(handle, ft, rg, cols, handle.prefetch(ft, rg, cols))
     mask = rf.keep(handle.file, first_row, t.num_rows)
     if mask is not None:
-        t = t.filter(mask)
+        t = _drop_rows(t, mask)
     if rf.expression is not None:
         t = t.filter(rf.expression)
     return t.select(list(columns))
+
+
+def _drop_rows(t: pa.Table, keep: pa.Array) -> pa.Table:
+    """``t.filter(keep)``, column by column: a table's filter turns the mask into indices
+    and takes, an array's copies the runs of kept values (about twice as fast for a DV)."""
+    return pa.Table.from_arrays([pc.filter(c, keep) for c in t.columns], schema=t.schema)
 
 
 @dataclass(frozen=True, slots=True)

@@ -42,6 +42,8 @@ class WriteOptions:
     max_rows_per_page: int | None = None  # pyarrow's default: 20,000
     dictionary_pagesize_limit: int | None = None  # pyarrow's default: 1 MiB
     use_dictionary: bool = True
+    """Dictionary-encode columns; True leaves out the columns whose values hardly repeat
+    (sampled from the first batch, see :func:`dictionary_columns`)."""
     write_page_index: bool = True
 
 
@@ -159,6 +161,7 @@ class _FileSink:
         opts: WriteOptions,
         sorted_key: bool,
         rg_rows: int,
+        dictionary: bool | list[str],
     ):
         self.path = new_data_path()
         self.key = f"{prefix}/{self.path}" if prefix else self.path
@@ -175,7 +178,7 @@ class _FileSink:
             data_page_version=opts.data_page_version,
             max_rows_per_page=opts.max_rows_per_page,
             dictionary_pagesize_limit=opts.dictionary_pagesize_limit,
-            use_dictionary=opts.use_dictionary,
+            use_dictionary=dictionary,
             bloom_filter_options={opts.key: {"ndv": max(1024, rg_rows), "fpp": opts.bloom_fpp}},
             sorting_columns=[pq.SortingColumn(key_idx)] if sorted_key else None,
             store_schema=True,
@@ -258,12 +261,15 @@ class _Cutter:
         self.pending_rows = 0
         self.ratio = 0.35  # encoded bytes per in-memory byte; refined after each group
         self.mem_per_row: float | None = None
+        self.dictionary: bool | list[str] = opts.use_dictionary
 
     def add(self, b: pa.RecordBatch) -> None:
         """Queue a (non-empty) batch; write every row group it completes."""
         if self.mem_per_row is None:
             self.mem_per_row = max(1.0, b.nbytes / b.num_rows)
-            self.ratio = _sample_ratio(b, self.schema, self.opts)
+            if self.opts.use_dictionary:
+                self.dictionary = dictionary_columns(b)
+            self.ratio = _sample_ratio(b, self.schema, self.opts, self.dictionary)
         self.pending.append(b)
         self.pending_rows += b.num_rows
         while self.pending_rows >= self._rg_target_rows():
@@ -300,7 +306,9 @@ class _Cutter:
                 self.files.append(self._close(self.sink))
                 self.sink = None
         if self.sink is None:
-            self.sink = _FileSink(self.store, self.prefix, self.schema, opts, sorted_key, rows)
+            self.sink = _FileSink(
+                self.store, self.prefix, self.schema, opts, sorted_key, rows, self.dictionary
+            )
         before = self.sink.bytes_written()
         self.sink.write_group(group, opts.key, sorted_key)
         written = self.sink.bytes_written() - before
@@ -324,7 +332,45 @@ class _Cutter:
         )
 
 
-def _sample_ratio(b: pa.RecordBatch, schema: pa.Schema, opts: WriteOptions) -> float:
+DICTIONARY_SAMPLE_ROWS = 65_536
+"""Fewer rows in the first batch (at most 64Ki rows of a table) than this: every column
+dictionary-encoded (a small write gains little, and keeps the layout it always had)."""
+DICTIONARY_MAX_DISTINCT = 0.9
+"""A column whose sample is more distinct than this share of its values gets no dictionary."""
+
+
+def dictionary_columns(b: pa.RecordBatch) -> bool | list[str]:
+    """The columns worth a dictionary, judged on the first batch ``b`` (True: all of them).
+
+    A column whose values in ``b`` are nearly all distinct (ids, timestamps, measurements)
+    gains nothing from a dictionary: the writer would hash every value of each row group
+    into a dictionary page (as large as the plain values) before falling back to plain
+    encoding. Nested columns, or a batch too small to judge, keep the default.
+
+    Example:
+        >>> b = pa.record_batch({"id": list(range(70_000)), "kind": ["a", "b"] * 35_000})
+        >>> dictionary_columns(b)
+        ['kind']
+        >>> dictionary_columns(b.slice(0, 10))
+        True
+    """
+    if b.num_rows < DICTIONARY_SAMPLE_ROWS or any(pa.types.is_nested(t) for t in b.schema.types):
+        return True
+    keep = []
+    for name, col in zip(b.schema.names, b.columns, strict=True):
+        values = len(col) - col.null_count
+        try:
+            distinct = pc.count_distinct(col).as_py()
+        except pa.ArrowNotImplementedError:
+            distinct = 0
+        if distinct <= DICTIONARY_MAX_DISTINCT * values:
+            keep.append(name)
+    return True if len(keep) == b.num_columns else keep
+
+
+def _sample_ratio(
+    b: pa.RecordBatch, schema: pa.Schema, opts: WriteOptions, dictionary: bool | list[str]
+) -> float:
     """Encoded bytes per in-memory byte, measured on a sample of the first batch."""
     import io
 
@@ -333,7 +379,11 @@ def _sample_ratio(b: pa.RecordBatch, schema: pa.Schema, opts: WriteOptions) -> f
         return 1.0
     buf = io.BytesIO()
     pq.write_table(
-        sample, buf, compression=opts.compression, compression_level=opts.compression_level
+        sample,
+        buf,
+        compression=opts.compression,
+        compression_level=opts.compression_level,
+        use_dictionary=dictionary,
     )
     return min(2.0, max(0.01, buf.tell() / float(sample.nbytes)))
 

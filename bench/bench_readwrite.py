@@ -1,0 +1,233 @@
+"""Read and write paths (issue 13): a full scan after a 1% delete against a plain pyarrow read
+of the same bytes, and Lethe's append against PyIceberg's of the same data.
+
+Peer bench shape: 1.6M rows of a ~160-byte-per-row schema (the demo's columns and a few
+wide ones), one data file of 16 MiB row groups, moto in its own process. Judged by this
+process's CPU time (user + sys, all threads; moto's own is not counted); wall beside it.
+
+- scan: ``Table.scan()`` with 1% of the rows deleted (DVs applied) vs a GET of each file
+  (the bytes Lethe's ranged GETs fetch) and ``pq.read_table`` over those bytes, with its
+  default threads and with one thread (its decoding threads cost CPU on a busy machine, so
+  the one-thread read is the stricter baseline). Target <= 1.05x.
+- write: ``Table.append`` (statistics, bloom filter, page index, multipart upload) vs
+  PyIceberg 0.12 ``Table.append`` of the same table to the same moto (a catalog held in a
+  dict, its warehouse in the bucket; PyArrowFileIO; table creation is timed with it). Target <= 1.2x.
+
+Medians of ``LETHE_BENCH_RW_REPEAT`` runs (default 5); nothing is asserted.
+``python -m bench bench_readwrite`` (``LETHE_BENCH_RW_ROWS`` to change the size).
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from bench.common import Measured, measure, mib, moto_process, new_bucket
+from devtools.demo import generate
+from lethe.objects import PinnedObject
+from lethe.table import Table
+
+SCAN_TARGET = 1.05
+WRITE_TARGET = 1.2
+
+
+def data(rows: int, seed: int = 3) -> pa.Table:
+    """The demo's events widened to about 160 encoded bytes a row."""
+    t = generate(0, rows)
+    rng = np.random.default_rng(seed)
+
+    def words(k: int) -> pa.Array:
+        parts = [pa.array(rng.integers(0, 2**62, rows).astype(str)) for _ in range(k)]
+        return pc.binary_join_element_wise(*parts, "-")
+
+    wide: dict[str, pa.Array] = {
+        "amount": pa.array(rng.normal(100, 30, rows)),
+        "lat": pa.array(rng.uniform(-90, 90, rows)),
+        "lon": pa.array(rng.uniform(-180, 180, rows)),
+        "session": pa.array(rng.integers(0, 2**62, rows)),
+        "note": words(6),
+        "ref": words(3),
+    }
+    for name, col in wide.items():
+        t = t.append_column(name, col)
+    return t
+
+
+def median(runs: list[Measured]) -> tuple[float, float]:
+    """Median CPU and wall of ``runs``."""
+    return statistics.median(m.cpu for m in runs), statistics.median(m.wall for m in runs)
+
+
+def plain_read(t: Table, *, use_threads: bool = True) -> pa.Table:
+    """What a plain reader does with the table's files: GET each (the same bytes Lethe's
+    ranged GETs fetch), then ``pq.read_table`` over the bytes; no DVs."""
+    parts = []
+    for f in t.manifest.files:
+        obj = PinnedObject(t.store, t.key_of(f.path), f.etag, f.size)
+        body = pa.BufferReader(obj.read(0, f.size))
+        parts.append(pq.read_table(body, use_threads=use_threads))
+    return pa.concat_tables(parts)
+
+
+def bench_scan(t: Table, uri: str, rows: int, n: int) -> dict[str, float]:
+    t.delete([("id", "in", np.arange(0, rows, 100).tolist())])
+    dirty = Table.open(uri)
+    want = rows - len(range(0, rows, 100))
+    got = dirty.scan()
+    assert got.num_rows == want, (got.num_rows, want)
+    del got
+    plain_read(dirty)
+    runs: dict[str, list[Measured]] = {"lethe": [], "plain": [], "plain1": []}
+    for _ in range(n):  # interleaved: the machine's load hits all alike
+        runs["lethe"].append(measure(dirty.scan))
+        runs["plain"].append(measure(lambda: plain_read(dirty)))
+        runs["plain1"].append(measure(lambda: plain_read(dirty, use_threads=False)))
+    (lc, lw), (pc_, pw), (p1c, p1w) = (median(runs[k]) for k in ("lethe", "plain", "plain1"))
+    print(
+        f"scan after 1% deletes ({want:,} rows): Lethe cpu {lc:.3f}s wall {lw:.3f}s\n"
+        f"  plain read (pq.read_table):             cpu {pc_:.3f}s wall {pw:.3f}s; "
+        f"Lethe/plain cpu {lc / pc_:.3f}x wall {lw / pw:.3f}x (target <= {SCAN_TARGET}x)\n"
+        f"  plain read, one thread (use_threads=False): cpu {p1c:.3f}s wall {p1w:.3f}s; "
+        f"Lethe/plain cpu {lc / p1c:.3f}x wall {lw / p1w:.3f}x",
+        flush=True,
+    )
+    return {
+        "scan_cpu": lc,
+        "scan_wall": lw,
+        "plain_cpu": pc_,
+        "plain_wall": pw,
+        "plain1_cpu": p1c,
+        "plain1_wall": p1w,
+    }
+
+
+def _catalog(aws: Any, bucket: str) -> Any:
+    """A PyIceberg catalog held in a dict (SQLAlchemy, which SqlCatalog needs, is not
+    installed): metadata files written to the bucket as every metastore catalog writes them."""
+    from pyiceberg.catalog import MetastoreCatalog
+    from pyiceberg.table import CommitTableResponse
+    from pyiceberg.table import Table as IcebergTable
+
+    tables: dict[tuple[str, ...], IcebergTable] = {}
+
+    class DictCatalog(MetastoreCatalog):
+        def create_table(self, identifier: Any, schema: Any, *args: Any, **kw: Any) -> Any:
+            staged = self._create_staged_table(identifier, schema, *args, **kw)
+            self._write_metadata(staged.metadata, staged.io, staged.metadata_location)
+            t = IcebergTable(
+                staged.name(), staged.metadata, staged.metadata_location, staged.io, self
+            )
+            tables[t.name()] = t
+            return t
+
+        def load_table(self, identifier: Any) -> Any:
+            return tables[tuple(identifier)]
+
+        def commit_table(self, table: Any, requirements: Any, updates: Any) -> Any:
+            cur = tables[table.name()]
+            staged = self._update_and_stage_table(cur, table.name(), requirements, updates)
+            self._write_metadata(staged.metadata, staged.io, staged.metadata_location)
+            tables[table.name()] = IcebergTable(
+                staged.name(), staged.metadata, staged.metadata_location, staged.io, self
+            )
+            return CommitTableResponse(
+                metadata=staged.metadata, metadata_location=staged.metadata_location
+            )
+
+        def _nope(self, *a: Any, **k: Any) -> Any:
+            raise NotImplementedError
+
+        register_table = drop_table = rename_table = create_namespace = drop_namespace = _nope
+        list_tables = list_namespaces = list_views = drop_view = _nope
+        load_namespace_properties = update_namespace_properties = view_exists = _nope
+        load_view = register_view = _nope
+
+    return DictCatalog(
+        "bench",
+        warehouse=f"s3://{bucket}/iceberg",
+        **{
+            "s3.endpoint": aws.endpoint,
+            "s3.access-key-id": "testing",
+            "s3.secret-access-key": "testing",
+            "s3.region": "us-east-1",
+        },
+    )
+
+
+def _iceberg_append(aws: Any, bucket: str, table: pa.Table) -> Callable[[], Any]:
+    cat = _catalog(aws, bucket)
+
+    def run() -> None:
+        name = uuid.uuid4().hex[:8]
+        loc = f"s3://{bucket}/iceberg/{name}"
+        it = cat.create_table(("bench", name), schema=table.schema, location=loc)
+        it.append(table)
+
+    return run
+
+
+def bench_write(aws: Any, bucket: str, table: pa.Table, n: int) -> dict[str, float]:
+    def lethe() -> None:
+        t = Table.create(
+            f"s3://{bucket}/w{uuid.uuid4().hex[:8]}",
+            table.schema,
+            key="id",
+            target_file_bytes=512 << 20,
+            row_group_bytes=16 << 20,
+        )
+        t.append(table)
+
+    ice = _iceberg_append(aws, bucket, table)
+    lethe()
+    ice()
+    lethe_runs, ice_runs = [], []
+    for _ in range(n):
+        lethe_runs.append(measure(lethe))
+        ice_runs.append(measure(ice))
+    (lc, lw), (ic, iw) = median(lethe_runs), median(ice_runs)
+    print(
+        f"write {table.num_rows:,} rows: Lethe cpu {lc:.3f}s wall {lw:.3f}s | "
+        f"PyIceberg cpu {ic:.3f}s wall {iw:.3f}s | ratio cpu {lc / ic:.3f}x "
+        f"wall {lw / iw:.3f}x (target <= {WRITE_TARGET}x)",
+        flush=True,
+    )
+    return {"write_cpu": lc, "write_wall": lw, "iceberg_cpu": ic, "iceberg_wall": iw}
+
+
+def run(rows: int | None = None, *, parts: tuple[str, ...] = ("scan", "write")) -> dict[str, float]:
+    rows = rows or int(os.environ.get("LETHE_BENCH_RW_ROWS", "1600000"))
+    n = int(os.environ.get("LETHE_BENCH_RW_REPEAT", "5"))
+    table = data(rows)
+    out: dict[str, float] = {}
+    with moto_process() as aws:
+        bucket = new_bucket(aws)
+        uri = f"s3://{bucket}/events"
+        t = Table.create(
+            uri, table.schema, key="id", target_file_bytes=512 << 20, row_group_bytes=16 << 20
+        )
+        t.append(table)
+        f = t.manifest.files
+        print(
+            f"table: {rows:,} rows, {len(f)} file(s) of {mib(sum(x.size for x in f))}, "
+            f"{sum(len(x.row_groups) for x in f)} row groups",
+            flush=True,
+        )
+        if "write" in parts:
+            out |= bench_write(aws, bucket, table, n)
+        if "scan" in parts:
+            out |= bench_scan(t, uri, rows, n)
+    return out
+
+
+if __name__ == "__main__":
+    import sys
+
+    run(parts=tuple(sys.argv[1:]) or ("scan", "write"))
