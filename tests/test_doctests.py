@@ -20,6 +20,7 @@ MODULES = [
     "ingest.inputs",
     "ingest.staging",
     "remap",
+    "progress",
 ]
 
 

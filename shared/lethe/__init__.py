@@ -8,6 +8,7 @@ Example:
 
 from lethe import errors
 from lethe.deletes import BatchDeleteResult, DeleteRequest, DeleteResult
+from lethe.progress import Progress, ProgressEvent
 from lethe.receipts import ErasureReceipt
 from lethe.store import IOCounters, S3Store
 from lethe.table import CommitResult, SnapshotInfo, Table
@@ -19,6 +20,8 @@ __all__ = [
     "DeleteResult",
     "ErasureReceipt",
     "IOCounters",
+    "Progress",
+    "ProgressEvent",
     "S3Store",
     "SnapshotInfo",
     "Table",

@@ -47,6 +47,7 @@ from lethe.parquet.pages import runs
 from lethe.parquet.parts import CopyPart, Download, MultipartPlan, SinglePut, UploadPart, plan_parts
 from lethe.parquet.segments import Bytes, Extent
 from lethe.parquet.splice import GroupEdit, GroupFate, splice
+from lethe.progress import Progress, Tracker, track
 from lethe.store import IOCounters, S3Store
 from lethe.transforms import apply_dv_updates, apply_replace
 from lethe.writer import describe, new_data_path
@@ -422,14 +423,32 @@ def _pending_targets(m: Manifest, id_hash: str) -> tuple[ErasureTarget, ...]:
 
 
 def process_erasure(
-    table: Table, id_hash: str, *, max_bytes: int | None = None
+    table: Table,
+    id_hash: str,
+    *,
+    max_bytes: int | None = None,
+    progress: Progress | None = None,
+    task: str = "erase",
 ) -> tuple[bool, list[SpliceResult]]:
     """Splice the pending targets of one erasure, at most ``max_bytes`` of row groups
-    (at least one group per call). Returns ``(complete, splices)``."""
+    (at least one group per call). Returns ``(complete, splices)``. ``progress`` hears of
+    each file spliced as ``task``, out of the files pending at the start."""
+    m, _ = table.catalog.current()
+    pending = len({t.path for t in _pending_targets(m, id_hash)})
+    with track(progress, task, total=pending, unit="files") as tracker:
+        return _splice_pending(table, m, id_hash, max_bytes, tracker)
+
+
+def _splice_pending(
+    table: Table, m: Manifest, id_hash: str, max_bytes: int | None, tracker: Tracker
+) -> tuple[bool, list[SpliceResult]]:
+    """The loop of :func:`process_erasure` from the latest manifest ``m``: one file's
+    pending row groups per splice."""
     done: list[SpliceResult] = []
     budget = max_bytes
     while True:
-        m, _ = table.catalog.current()
+        if done:
+            m, _ = table.catalog.current()
         targets = _pending_targets(m, id_hash)
         if not targets:
             return True, done
@@ -457,15 +476,22 @@ def process_erasure(
         s = splice_file(table, f, chosen)
         commit_splice(table, s)
         done.append(s)
+        tracker.advance()
         if budget is not None and budget <= 0:
             m, _ = table.catalog.current()
             return not _pending_targets(m, id_hash), done
 
 
 def erase(
-    table: Table, filters: Any, *, request_id: str | None = None, max_bytes: int | None = None
+    table: Table,
+    filters: Any,
+    *,
+    request_id: str | None = None,
+    max_bytes: int | None = None,
+    progress: Progress | None = None,
 ) -> EraseResult:
-    """Delete the matching rows, then splice them out of every file that held them."""
+    """Delete the matching rows, then splice them out of every file that held them
+    (``progress`` hears of each file spliced, task ``"erase"``)."""
     t0 = time.perf_counter()
     io0 = table.store.stats.snapshot()
     rid = request_id or f"erase-{uuid.uuid4().hex}"
@@ -474,7 +500,7 @@ def erase(
     if one.error is not None:
         raise errors.RequestIdConflict(one.error)
     h = request_hash(rid)
-    complete, splices = process_erasure(table, h, max_bytes=max_bytes)
+    complete, splices = process_erasure(table, h, max_bytes=max_bytes, progress=progress)
     io = table.store.stats.snapshot() - io0
     log.info(
         "erase on %s: %s rows, %s splices in %.2fs",
@@ -584,11 +610,16 @@ def record_purge(table: Table, request_id: str) -> tuple[str, int | None, bool]:
 
 
 def purge(
-    table: Table, *, request_id: str | None = None, max_bytes: int | None = None
+    table: Table,
+    *,
+    request_id: str | None = None,
+    max_bytes: int | None = None,
+    progress: Progress | None = None,
 ) -> EraseResult:
     """Physically remove every row a DV hides (REORG ... APPLY (PURGE)): one erasure record
     over every row group holding hidden rows, then bounded splices (``max_bytes`` per call;
-    call again with the same ``request_id`` to go on, or let the splice worker do it)."""
+    call again with the same ``request_id`` to go on, or let the splice worker do it).
+    ``progress`` hears of each file spliced (task ``"purge"``)."""
     t0 = time.perf_counter()
     io0 = table.store.stats.snapshot()
     rid = request_id or f"purge-{uuid.uuid4().hex}"
@@ -596,7 +627,9 @@ def purge(
     splices: list[SpliceResult] = []
     complete = True
     if version is not None:
-        complete, splices = process_erasure(table, h, max_bytes=max_bytes)
+        complete, splices = process_erasure(
+            table, h, max_bytes=max_bytes, progress=progress, task="purge"
+        )
     log.info(
         "purge on %s: %s rows erased, %s splices, complete=%s in %.2fs",
         table.uri,

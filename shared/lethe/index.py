@@ -37,6 +37,7 @@ from lethe import errors
 from lethe.filters import Dnf
 from lethe.layout import INDEX_PREFIX
 from lethe.manifest import ColumnIndex, DataFile, IndexPiece, IndexRun, Manifest
+from lethe.progress import Progress, track
 from lethe.reader import FileHandle, SparseFile, read_row_group
 from lethe.scan import candidate_files, plan_files
 from lethe.store import S3Store
@@ -113,11 +114,18 @@ def piece_paths(m: Manifest) -> set[str]:
 
 # --- building --------------------------------------------------------------------------------
 def entries_of(
-    store: S3Store, prefix: str, files: Sequence[DataFile], column: str, t: pa.DataType
+    store: S3Store,
+    prefix: str,
+    files: Sequence[DataFile],
+    column: str,
+    t: pa.DataType,
+    *,
+    progress: Progress | None = None,
 ) -> pa.Table:
     """The entries ``(value, file, pos)`` of ``files`` (reads only their ``column`` chunks;
-    nulls are not indexed)."""
+    nulls are not indexed). ``progress`` hears of each file read (``"index backfill"``)."""
     parts: list[pa.Table] = []
+    tracker = track(progress, "index backfill", total=len(files), unit="files")
     for f in files:
         h = FileHandle(store, f"{prefix}/{f.path}" if prefix else f.path, f)
         tail = h.tail()
@@ -135,6 +143,8 @@ def entries_of(
                 }
             )
             parts.append(part.filter(pc.is_valid(part.column("value"))))
+        tracker.advance()
+    tracker.finish()
     if not parts:
         return _empty(t)
     return pa.concat_tables(parts)

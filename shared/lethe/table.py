@@ -51,6 +51,7 @@ from lethe.manifest import (
     TableProperties,
     initial_manifest,
 )
+from lethe.progress import Progress
 from lethe.reader import FileHandle, RowFilter, iter_row_groups, read_filtered
 from lethe.scan import DVCache, plan
 from lethe.store import IOCounters, S3Store, parse_s3_uri
@@ -310,14 +311,20 @@ class Table:
             key=p.key, target_file_bytes=p.target_file_bytes, row_group_bytes=p.row_group_bytes
         )
 
-    def write_data_files(self, data: Any) -> list[DataFile]:
+    def write_data_files(self, data: Any, *, progress: Progress | None = None) -> list[DataFile]:
         """Write ``data`` as data files (not yet committed; see :meth:`commit_files`)."""
+        conformed, opts = self._conform(data), self.write_options()
+        prefix = self._catalog.prefix
         return write_files(
-            self.store, self._catalog.prefix, self._conform(data), self.schema, self.write_options()
+            self.store, prefix, conformed, self.schema, opts, progress=progress, task="append"
         )
 
-    def append(self, data: pa.Table | pa.RecordBatchReader) -> CommitResult:
+    def append(
+        self, data: pa.Table | pa.RecordBatchReader, *, progress: Progress | None = None
+    ) -> CommitResult:
         """Append rows: write data files, then commit them by CAS (appends never conflict).
+
+        ``progress`` hears of the rows written (task ``"append"``; :mod:`lethe.progress`).
 
         Raises:
             GraceExpired: the files took longer than the table's GC grace rule allows to
@@ -325,7 +332,7 @@ class Table:
         """
         before = self.store.stats.snapshot()
         written_at = time.time()
-        files = self.write_data_files(data)
+        files = self.write_data_files(data, progress=progress)
         if not files:
             return CommitResult(self.version, 0, 0, 0, self.store.stats.snapshot() - before)
         return self.commit_files(
@@ -529,29 +536,41 @@ class Table:
         return delete_batch(self, requests, kind=kind)
 
     def erase(
-        self, filters: Any, *, request_id: str | None = None, max_bytes: int | None = None
+        self,
+        filters: Any,
+        *,
+        request_id: str | None = None,
+        max_bytes: int | None = None,
+        progress: Progress | None = None,
     ) -> EraseResult:
         """Delete the matching rows, then remove them physically by row-group splices.
 
         Returns the bytes copied server-side, uploaded and downloaded. ``max_bytes`` bounds
         the row-group bytes spliced in this call (the rest stays pending, see
-        :func:`lethe.erase.process_erasure`).
+        :func:`lethe.erase.process_erasure`). ``progress`` hears of each file spliced.
         """
         from lethe.erase import erase
 
-        return erase(self, filters, request_id=request_id, max_bytes=max_bytes)
+        return erase(self, filters, request_id=request_id, max_bytes=max_bytes, progress=progress)
 
-    def purge(self, *, request_id: str | None = None, max_bytes: int | None = None) -> EraseResult:
+    def purge(
+        self,
+        *,
+        request_id: str | None = None,
+        max_bytes: int | None = None,
+        progress: Progress | None = None,
+    ) -> EraseResult:
         """Physically remove every row a deletion vector hides (what Databricks calls
         ``REORG TABLE ... APPLY (PURGE)``), by row-group splices, with an erasure record.
 
         ``max_bytes`` bounds the row-group bytes spliced in this call; ``complete`` says
         whether anything is left; call again with the same ``request_id`` to go on (or let
-        the stack's splice worker do it: ``lethe purge --queue-url``).
+        the stack's splice worker do it: ``lethe purge --queue-url``). ``progress`` hears of
+        each file spliced.
         """
         from lethe.erase import purge
 
-        return purge(self, request_id=request_id, max_bytes=max_bytes)
+        return purge(self, request_id=request_id, max_bytes=max_bytes, progress=progress)
 
     def upgrade(self) -> CommitResult:
         """Rewrite the latest manifest in format 2 (segmented) if it is still format 1;
@@ -570,7 +589,9 @@ class Table:
             self.version, 0, 0, outcome.attempts, self.store.stats.snapshot() - before
         )
 
-    def publish_iceberg(self, *, format_version: Literal[2, 3] | None = None) -> str:
+    def publish_iceberg(
+        self, *, format_version: Literal[2, 3] | None = None, progress: Progress | None = None
+    ) -> str:
         """Publish this handle's snapshot as an Apache Iceberg table; returns the URI of its
         ``metadata/v<N>.metadata.json`` (docs/format.md §10).
 
@@ -578,7 +599,7 @@ class Table:
         vectors (format 3, the default of the table's ``iceberg_format_version``), or
         position-delete files written from them (``format_version=2``, for engines without
         format 3). Publishing the same version again writes nothing; after a published
-        version, only what changed is written.
+        version, only what changed is written. ``progress`` hears of each manifest written.
 
         Raises:
             IcebergUnsupported: a column type has no exact Iceberg equivalent.
@@ -590,7 +611,7 @@ class Table:
         from lethe.iceberg import publish
 
         fv = format_version or self._m.properties.iceberg_format_version
-        return publish(self._catalog, self._m, format_version=fv).uri
+        return publish(self._catalog, self._m, format_version=fv, progress=progress).uri
 
     # --- secondary indexes (DESIGN §6b; lethe.index) ----------------------------------------
     @property
@@ -603,11 +624,13 @@ class Table:
         column: str,
         *,
         build: Callable[[list[DataFile]], Sequence[IndexRun]] | None = None,
+        progress: Progress | None = None,
     ) -> CommitResult:
         """Declare an index on ``column`` and backfill it from the live files: in process by
         default (reads only that column's chunks), or by ``build`` (files -> runs written
         already; ``spark_jobs/index.py`` spreads large tables over Spark tasks). Files
-        appended meanwhile are indexed by their own commits.
+        appended meanwhile are indexed by their own commits. ``progress`` hears of each
+        file read by the in-process backfill (task ``"index backfill"``).
 
         Raises:
             InvalidRequest: unknown or unsupported column, or already indexed.
@@ -621,7 +644,9 @@ class Table:
         written_at = time.time()
         files = list(base.files)
         if build is None:
-            entries = entries_of(self.store, self._catalog.prefix, files, column, t)
+            entries = entries_of(
+                self.store, self._catalog.prefix, files, column, t, progress=progress
+            )
             runs: Sequence[IndexRun] = [
                 build_run(self.store, self._catalog.prefix, column, entries)[0]
             ]

@@ -22,6 +22,7 @@ from lethe import errors
 from lethe.layout import data_key
 from lethe.manifest import ColumnStats, DataFile, RowGroupInfo
 from lethe.parquet.footer import row_group_span
+from lethe.progress import Progress, Tracker, track
 from lethe.store import S3Store
 from lethe.values import JsonScalar, is_orderable, to_json
 
@@ -221,23 +222,32 @@ def write_files(
     data: pa.Table | pa.RecordBatchReader | Iterable[pa.RecordBatch],
     schema: pa.Schema,
     opts: WriteOptions,
+    *,
+    progress: Progress | None = None,
+    task: str = "write",
 ) -> list[DataFile]:
     """Write ``data`` as data files under ``prefix`` and describe them for the manifest.
 
     Row groups are cut when their estimated encoded size reaches ``row_group_bytes`` (the
     estimate adapts to the measured compression ratio); a file is closed when the next group
     would push it past ``target_file_bytes``. Sortedness by key is detected per file.
+    ``progress`` hears of the rows written, one row group at a time, as ``task`` (its total
+    is known for a ``pa.Table``; :mod:`lethe.progress`).
     """
-    cutter = _Cutter(store, prefix, schema, opts)
+    total = data.num_rows if isinstance(data, pa.Table) else None
+    tracker = track(progress, task, total=total, unit="rows")
+    cutter = _Cutter(store, prefix, schema, opts, tracker)
     try:
         for b in _batches(data):
             b = _as_table_schema(b, schema)
             if b.num_rows:
                 cutter.add(b)
-        return cutter.finish()
+        files = cutter.finish()
     except BaseException:
         cutter.abort()
         raise
+    tracker.finish()
+    return files
 
 
 def _as_table_schema(b: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
@@ -253,8 +263,11 @@ class _Cutter:
     """The state of one :func:`write_files`: batches pending for the next row group, the open
     file, the files written, and the encoded-bytes-per-memory-byte estimate."""
 
-    def __init__(self, store: S3Store, prefix: str, schema: pa.Schema, opts: WriteOptions):
+    def __init__(
+        self, store: S3Store, prefix: str, schema: pa.Schema, opts: WriteOptions, tracker: Tracker
+    ):
         self.store, self.prefix, self.schema, self.opts = store, prefix, schema, opts
+        self.tracker = tracker
         self.files: list[DataFile] = []
         self.sink: _FileSink | None = None
         self.pending: list[pa.RecordBatch] = []
@@ -312,6 +325,7 @@ class _Cutter:
         before = self.sink.bytes_written()
         self.sink.write_group(group, opts.key, sorted_key)
         written = self.sink.bytes_written() - before
+        self.tracker.advance(group.num_rows)
         if group.nbytes and written > 0:
             self.ratio = 0.5 * self.ratio + 0.5 * (written / group.nbytes)
         self.pending = rest.to_batches() if rest.num_rows else []

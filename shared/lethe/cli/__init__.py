@@ -11,6 +11,10 @@ Examples::
     lethe iceberg publish s3://b/events
     lethe erasures s3://b/events --pending --older-than 25d
     lethe report s3://b/events --html report.html
+
+Long commands (append, erase, purge, gc, iceberg publish) show their progress on stderr: bars
+on a terminal, a few plain lines elsewhere, nothing with ``-q``/``--quiet``
+(:mod:`lethe.cli.bars`). Data and ``--json`` output go to stdout alone.
 """
 
 from __future__ import annotations
@@ -23,31 +27,49 @@ from typing import NoReturn
 
 from lethe import errors
 from lethe.cli import erasures, iceberg, ops, tables
+from lethe.cli.bars import reporter
 from lethe.cli.common import parse_where
 from lethe.process import run_main
 
 __all__ = ["console_main", "main", "parse_where"]
 
 
+QUIET_HELP = "no progress on stderr, and no warnings (errors still)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="lethe", description="Parquet tables on S3 that can forget.")
     p.add_argument("-v", "--verbose", action="store_true")
+    p.add_argument("-q", "--quiet", action="store_true", help=QUIET_HELP)
     sub = p.add_subparsers(dest="cmd", required=True)
     tables.register(sub)  # create, append, scan, history, inspect
     ops.register(sub)  # delete, erase, purge, gc, verify
     iceberg.register(sub)  # iceberg publish
     erasures.register(sub)  # erasures, report
+    _quiet_everywhere(p)
     return p
+
+
+def _quiet_everywhere(p: argparse.ArgumentParser) -> None:
+    """``-q`` also after a command's name (``lethe erase ... -q``), in every subcommand."""
+    for action in p._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in action.choices.values():
+                child.add_argument(
+                    "-q", "--quiet", action="store_true", default=argparse.SUPPRESS, help=QUIET_HELP
+                )
+                _quiet_everywhere(child)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(
-        level=logging.INFO if args.verbose else logging.WARNING,
+        level=logging.INFO if args.verbose else (logging.ERROR if args.quiet else logging.WARNING),
         format="%(levelname)s %(name)s: %(message)s",
     )
     try:
-        return int(args.fn(args))
+        with reporter(quiet=args.quiet) as args.progress:
+            return int(args.fn(args))
     except errors.TableNotFound as e:
         uri = e.uri or getattr(args, "uri", None) or "s3://BUCKET/PREFIX"
         print(

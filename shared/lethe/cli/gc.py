@@ -52,7 +52,7 @@ def add_cli(subparsers: Any) -> argparse.ArgumentParser:
         default=None,
         help="list up to N keys per category (default: 50 in a dry run, 0 otherwise)",
     )
-    c.set_defaults(fn=cli_command)
+    c.set_defaults(fn=cli_command, progress=None)  # `lethe` sets the progress callback
     return c
 
 
@@ -65,6 +65,7 @@ def cli_command(args: argparse.Namespace) -> int:
         erasure_grace=args.erasure_grace,
         dry_run=args.dry_run,
         versioned=args.versioned,
+        progress=args.progress,
     )
     if args.json:
         print(json.dumps(report.model_dump(mode="json"), indent=2))

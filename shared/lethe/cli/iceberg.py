@@ -14,7 +14,7 @@ def cmd_publish(a: argparse.Namespace) -> int:
 
     t = Table.open(a.uri, version=a.version)
     fv = a.format_version or t.manifest.properties.iceberg_format_version
-    r = publish(t.catalog, t.manifest, format_version=fv)
+    r = publish(t.catalog, t.manifest, format_version=fv, progress=a.progress)
     if r.new:
         print(
             f"published version {r.version} (Iceberg format {fv}): {len(r.written)} objects "

@@ -41,7 +41,7 @@ def cmd_erase(a: argparse.Namespace) -> int:
     from lethe.table import Table
 
     t = Table.open(a.uri)
-    r = t.erase(_filters(a), request_id=a.request_id, max_bytes=a.max_bytes)
+    r = t.erase(_filters(a), request_id=a.request_id, max_bytes=a.max_bytes, progress=a.progress)
     if r.duplicate and r.rows_erased == 0:
         print(
             f"request already committed: {r.rows_deleted} rows (erasure {'complete' if r.complete else 'pending'})"
@@ -80,7 +80,7 @@ def cmd_purge(a: argparse.Namespace) -> int:
             f"(request id {rid}); splice job queued"
         )
         return 0
-    r = t.purge(request_id=rid, max_bytes=a.max_bytes)
+    r = t.purge(request_id=rid, max_bytes=a.max_bytes, progress=a.progress)
     if r.version is None and r.complete:
         print("no row is hidden by a deletion vector: nothing to purge")
         return 0

@@ -35,7 +35,7 @@ def cmd_create(a: argparse.Namespace) -> int:
 
 def cmd_append(a: argparse.Namespace) -> int:
     t = Table.open(a.uri)
-    r = t.append(conform(read_local(a.file), t.schema))
+    r = t.append(conform(read_local(a.file), t.schema), progress=a.progress)
     print(
         f"appended {r.rows_added} rows in {r.files_added} files -> version {r.version} ({r.io.describe()})"
     )

@@ -14,6 +14,7 @@ from lethe.gc.policy import DEFAULT_ERASURE_GRACE, DEFAULT_RETENTION, Retention,
 from lethe.gc.report import build_report
 from lethe.gc.select import BATCH_KEYS
 from lethe.gc.workspace import MemoryWorkspace, S3Workspace
+from lethe.progress import Progress, track
 
 if TYPE_CHECKING:  # pragma: no cover
     from lethe.table import Table
@@ -35,6 +36,7 @@ def collect(
     s3: Any | None = None,
     hooks: GcHooks | None = None,
     batch_keys: int = BATCH_KEYS,
+    progress: Progress | None = None,
 ) -> GcReport:
     """Garbage-collect one table in this process (what ``lethe gc`` runs).
 
@@ -54,6 +56,8 @@ def collect(
         s3: a boto3 S3 client (default: one from the environment).
         hooks: test seams (see :class:`GcHooks`).
         batch_keys: keys per DeleteObjects batch (at most 1,000).
+        progress: hears of the plan (``"gc plan"``: the versions kept and marked) and of the
+            sweep (``"gc sweep"``: candidate objects, batch by batch; :mod:`lethe.progress`).
 
     Returns:
         The :class:`~lethe.gc.models.GcReport`; unless ``dry_run`` it is also written to
@@ -75,17 +79,13 @@ def collect(
     started = now or datetime.now(UTC)
     run_id = new_run_id(started)
     ws = MemoryWorkspace()
-    plan = write_plan(
-        catalog,
-        opts,
-        run_id=run_id,
-        now=started,
-        workspace=ws,
-        hooks=hooks,
-        max_batches=None,
-        batch_keys=batch_keys,
-    )
-    results = _apply(catalog, plan, ws, now=now, dry_run=dry_run, hooks=hooks)
+    with track(progress, "gc plan", total=None, unit="versions") as planning:
+        plan = write_plan(
+            catalog, opts, run_id=run_id, now=started, workspace=ws, hooks=hooks,
+            max_batches=None, batch_keys=batch_keys,
+        )  # fmt: skip
+        planning.advance(plan.kept_versions)
+    results = _apply(catalog, plan, ws, now=now, dry_run=dry_run, hooks=hooks, progress=progress)
     report = build_report(catalog, plan, results, now=now or datetime.now(UTC), dry_run=dry_run)
     if not dry_run:
         S3Workspace(catalog, run_id).write("report.json", report)
@@ -108,16 +108,20 @@ def _apply(
     now: datetime | None,
     dry_run: bool,
     hooks: GcHooks | None,
+    progress: Progress | None = None,
 ) -> list[StepResult]:
     """Expire, sweep every batch, abort, purge; each step's clock is read when it starts."""
     # Manifests first: an interruption then leaves unreferenced garbage (swept next time),
     # never a retained-looking manifest whose files are gone.
     results = [expire(catalog, plan, dry_run=dry_run)]
-    for name in plan.batches:
-        batch = ws.read(name, BatchDocument)
-        results.append(
-            sweep(catalog, batch, now=now or datetime.now(UTC), dry_run=dry_run, hooks=hooks)
-        )
+    batches = [ws.read(name, BatchDocument) for name in plan.batches]
+    total = sum(len(b.entries) for b in batches)
+    with track(progress, "gc sweep", total=total, unit="objects") as sweeping:
+        for batch in batches:
+            results.append(
+                sweep(catalog, batch, now=now or datetime.now(UTC), dry_run=dry_run, hooks=hooks)
+            )
+            sweeping.advance(len(batch.entries))
     results.append(abort(catalog, plan, now=now or datetime.now(UTC), dry_run=dry_run))
     results.append(purge(catalog, plan, dry_run=dry_run))
     return results

@@ -61,6 +61,7 @@ from lethe.iceberg.mapping import (
 )
 from lethe.layout import manifest_key
 from lethe.manifest import DataFile, Manifest, Segment
+from lethe.progress import Progress, track
 from lethe.reader import load_dv_bytes
 from lethe.store import IOCounters, S3Store
 
@@ -106,8 +107,10 @@ def read_hint(store: S3Store, key: str) -> tuple[int | None, str | None]:
 
 
 class _Publisher:
-    def __init__(self, catalog: Catalog, m: Manifest, fv: FormatVersion) -> None:
-        self.cat, self.m, self.fv = catalog, m, fv
+    def __init__(
+        self, catalog: Catalog, m: Manifest, fv: FormatVersion, progress: Progress | None = None
+    ) -> None:
+        self.cat, self.m, self.fv, self.progress = catalog, m, fv, progress
         self.store: S3Store = catalog.store
         self.location = catalog.uri.rstrip("/")
         self.written: list[str] = []
@@ -312,10 +315,12 @@ def publish(
     *,
     format_version: FormatVersion = 3,
     max_snapshots: int = 100,
+    progress: Progress | None = None,
 ) -> PublishResult:
     """Publish Lethe snapshot ``m`` of ``catalog``'s table as Iceberg metadata.
 
     Returns the ``s3://…/metadata/v<N>.metadata.json`` URI (see the module docstring).
+    ``progress`` hears of each manifest written (task ``"publish"``; :mod:`lethe.progress`).
 
     Raises:
         IcebergUnsupported: the schema has a type without an exact Iceberg equivalent, or
@@ -329,7 +334,7 @@ def publish(
         raise errors.InvalidRequest("max_snapshots must be at least 1")
     started = time.time()
     before = catalog.store.stats.snapshot()
-    p = _Publisher(catalog, m, format_version)
+    p = _Publisher(catalog, m, format_version, progress)
     uri = f"{p.location}/{metadata_key(m.version)}"
     units = segment_units(m)
     schema = iceberg_schema(m.arrow_schema(), format_version=format_version)
@@ -407,23 +412,33 @@ def _new_manifests(
         if format_version >= 3
         else {}
     )
-    new_data = dict(
-        zip(
-            [u.data_key for u in need_data],
-            _pmap(lambda u: p.data_manifest(u, segs[u.summary.path], schema), need_data),
-            strict=True,
+    with track(
+        p.progress, "publish", total=len(need_data) + len(need_del), unit="manifests"
+    ) as tracker:
+        new_data = dict(
+            zip(
+                [u.data_key for u in need_data],
+                _pmap(
+                    tracker.each(lambda u: p.data_manifest(u, segs[u.summary.path], schema)),
+                    need_data,
+                ),
+                strict=True,
+            )
         )
-    )
-    new_del = dict(
-        zip(
-            [u.delete_key for u in need_del],
-            _pmap(
-                lambda u: p.delete_manifest(u, del_files[u.summary.path], schema, sizes, known),
-                need_del,
-            ),
-            strict=True,
+        new_del = dict(
+            zip(
+                [u.delete_key for u in need_del],
+                _pmap(
+                    tracker.each(
+                        lambda u: p.delete_manifest(
+                            u, del_files[u.summary.path], schema, sizes, known
+                        )
+                    ),
+                    need_del,
+                ),
+                strict=True,
+            )
         )
-    )
     return new_data, new_del
 
 
