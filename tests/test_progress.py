@@ -171,7 +171,7 @@ def test_plain_lines_without_a_total_print_by_time() -> None:
         t.advance(100)
         clock.now += 1
     assert out.getvalue().splitlines() == [
-        "append: 0 rows",
+        "append: started",
         "append: 600 rows",
         f"append: 600/600 rows (100%) in {PlainLines.interval + 1:.1f}s",
     ]

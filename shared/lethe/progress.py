@@ -64,9 +64,12 @@ class ProgressEvent:
         return 1.0 if self.total == 0 else min(1.0, self.completed / self.total)
 
     def describe(self) -> str:
-        """One line: ``"erase: 3/12 files (25%)"``, or ``"append: 4096 rows"`` without a total."""
+        """One line: ``"erase: 3/12 files (25%)"``; without a total ``"append: 4096 rows"``
+        (``"append: started"`` at 0)."""
         if self.total is None:
-            return f"{self.task}: {self.completed} {self.unit}"
+            return f"{self.task}: " + (
+                f"{self.completed} {self.unit}" if self.completed else "started"
+            )
         pct = int(100 * (self.fraction or 0.0))
         return f"{self.task}: {self.completed}/{self.total} {self.unit} ({pct}%)"
 
