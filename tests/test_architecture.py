@@ -148,6 +148,22 @@ def test_the_library_imports_nothing_only_the_lambda_functions_need() -> None:
     assert offenders == []
 
 
+# Terminal libraries: only the command line (lethe.cli) draws; the library reports progress
+# through plain callbacks (lethe.progress) and stays lean for the Lambda layer and Spark.
+CLI_ONLY = ("rich", "tqdm")
+
+
+def test_only_the_command_line_imports_a_terminal_library() -> None:
+    offenders = [
+        f"{p.relative_to(LIB).as_posix()}:{line} {m}"
+        for p in sorted(LIB.rglob("*.py"))
+        if "cli" not in p.relative_to(LIB).parts
+        for line, m in _absolute_imports(p)
+        if m.split(".")[0] in CLI_ONLY
+    ]
+    assert offenders == []
+
+
 # --- one commit loop -------------------------------------------------------------------------
 def _loops(path: Path) -> list[str]:
     """Retry/rebase loops in one module: catching a Rebase, or reading a retry bound."""

@@ -20,6 +20,7 @@ import pytest
 from conftest import EVENTS, events
 from hypothesis import given
 from hypothesis import strategies as st
+from pychild import explain, ok, output, run_python
 
 import lethe
 from lethe.cli import main
@@ -313,6 +314,18 @@ def test_cli_draws_a_bar_on_a_terminal(table_uri: str, tmp_path: Path) -> None:
     assert "append: 0/2000" not in screen  # not the plain lines
     rc, _, screen = _run_on_a_terminal(["-q", "append", table_uri, a])
     assert rc == 0 and screen == ""
+
+
+def test_rich_is_imported_only_to_draw() -> None:
+    """``import lethe`` and the ``lethe`` parser do not load rich (a quick ``lethe scan``)."""
+    code = (
+        "import sys, lethe, lethe.cli, lethe.gc, lethe.iceberg\n"
+        "lethe.cli.build_parser()\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('rich', 'tqdm')))"
+    )
+    proc = run_python(code)
+    assert ok(proc), explain(proc)
+    assert output(proc).strip() == "[]"
 
 
 def test_scan_output_stays_clean(
