@@ -57,23 +57,27 @@ __all__ = [
     "entries_of",
     "hit_rows",
     "index_key",
+    "index_path",
     "index_plan",
     "index_plans",
     "initial_indexes",
     "maintain",
     "merge",
+    "origin_positions",
+    "origin_removed",
+    "piece_may_hold",
     "piece_paths",
     "plan_merges",
     "probe",
     "replace_pieces",
     "row_groups_of",
     "runs_for_files",
-    "scrub",
     "undeclare",
     "usable",
     "with_merges",
     "with_new_runs",
     "with_runs",
+    "write_pieces",
 ]
 
 #: Entries per piece: bounds a piece's footer (PIECE_ENTRIES / GROUP_ROWS row groups).
@@ -109,6 +113,22 @@ def index_key(column: str) -> str:
 def piece_paths(m: Manifest) -> set[str]:
     """Every index object the root of ``m`` references."""
     return {p.path for ix in m.indexes for r in ix.runs for p in r.pieces}
+
+
+# --- where a file's entries are (splices keep their origin's, docs/format.md §3c) -----------
+def index_path(f: DataFile) -> str:
+    """The path the index entries of ``f``'s rows name."""
+    return f.path
+
+
+def origin_removed(f: DataFile) -> BitMap64:
+    """Positions of :func:`index_path` no row of ``f`` has any more."""
+    return BitMap64()
+
+
+def origin_positions(f: DataFile, positions: BitMap64) -> BitMap64:
+    """Positions of ``f`` in the coordinates of its index entries."""
+    return BitMap64(positions)
 
 
 # --- building --------------------------------------------------------------------------------
@@ -161,11 +181,11 @@ def build_run(
     """Sort ``entries`` and write them as the pieces of one run (``covers`` left empty: the
     commit sets it). Returns the run and the table-relative keys written."""
     ordered = entries.sort_by([("value", "ascending"), ("file", "ascending"), ("pos", "ascending")])
-    pieces, written = _write_pieces(store, prefix, column, ordered, piece_entries)
+    pieces, written = write_pieces(store, prefix, column, ordered, piece_entries)
     return IndexRun(id=uuid.uuid4().hex[:16], covers=(), pieces=pieces), written
 
 
-def _write_pieces(
+def write_pieces(
     store: S3Store, prefix: str, column: str, ordered: pa.Table, piece_entries: int
 ) -> tuple[tuple[IndexPiece, ...], list[str]]:
     """Cut sorted entries into pieces of at most ``piece_entries`` and PUT them."""
@@ -520,42 +540,13 @@ def initial_indexes(schema: pa.Schema, columns: Iterable[str]) -> tuple[ColumnIn
 
 
 # --- erasure ---------------------------------------------------------------------------------
-def _may_hold(piece: IndexPiece, t: pa.DataType, wanted: Sequence[Any]) -> bool:
+def piece_may_hold(piece: IndexPiece, t: pa.DataType, wanted: Sequence[Any]) -> bool:
+    """Whether ``piece``'s ``[min, max]`` holds one of ``wanted`` (sorted, comparable form)."""
     lo, hi = from_json(piece.min, t), from_json(piece.max, t)
     if lo is None or hi is None:
         return True
     i = bisect.bisect_left(wanted, lo)
     return i < len(wanted) and wanted[i] <= hi
-
-
-def scrub(
-    store: S3Store, prefix: str, m: Manifest, values: Mapping[str, set[Any]]
-) -> tuple[dict[str, tuple[IndexPiece, ...]], list[str]]:
-    """Rewrite every piece of ``m`` that holds one of ``values`` (per column, comparable
-    form) without those entries: what an erasure by an indexed column does so that no index
-    object it leaves referenced names the person. Returns old piece path -> its
-    replacement pieces (none if emptied), and the keys written."""
-    out: dict[str, tuple[IndexPiece, ...]] = {}
-    written: list[str] = []
-    schema = m.arrow_schema()
-    for ix in m.indexes:
-        if not values.get(ix.column):
-            continue
-        t = schema.field(ix.column).type
-        wanted = sorted(values[ix.column])
-        value_set = pa.array([exact_scalar(v, t).cast(t) for v in wanted], type=t)
-        for piece in (p for r in ix.runs for p in r.pieces):
-            if not _may_hold(piece, t, wanted):
-                continue
-            body = store.get(_key(store, prefix, piece.path), etag=piece.etag).body
-            entries = pq.read_table(pa.BufferReader(body))
-            keep = entries.filter(pc.invert(pc.is_in(entries.column("value"), value_set=value_set)))
-            if keep.num_rows == entries.num_rows:
-                continue
-            new, keys = _write_pieces(store, prefix, ix.column, keep, PIECE_ENTRIES)
-            out[piece.path] = new
-            written.extend(keys)
-    return out, written
 
 
 def replace_pieces(m: Manifest, repl: Mapping[str, tuple[IndexPiece, ...]]) -> Manifest | None:
