@@ -4,18 +4,25 @@ and after GC no object of the table holds an erased value."""
 
 from __future__ import annotations
 
+import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 from conftest import EVENTS, events
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
 
 import lethe
 from devtools.demo import Needle, audit_bucket
 from lethe.compaction import CompactionOptions, compact
+from lethe.filters import normalize
 from lethe.gc import collect
-from lethe.index import piece_paths
+from lethe.index import index_plans, origin_removed, piece_paths
+from lethe.manifest import DataFile
 from lethe.store import parse_s3_uri
 
 TINY = {"target_file_bytes": 8_000, "row_group_bytes": 2_000}
@@ -113,3 +120,78 @@ def test_read_positions_reads_the_pages_of_the_rows(table_uri: str) -> None:
     assert got.to_pylist() == whole.select(["id"]).take(pos).to_pylist()
     md = h.tail().arrow.row_group(0)
     assert 0 < read < 0.5 * md.column(0).total_compressed_size  # pages of the rows, not the chunks
+
+
+OPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("append"), st.integers(20, 120)),
+        st.tuples(st.just("delete"), st.integers(0, 12)),
+        st.tuples(st.just("erase_key"), st.integers(0, 10_000)),
+        st.tuples(st.just("erase_customer"), st.integers(0, 12)),
+        st.tuples(st.just("compact"), st.just(0)),
+    ),
+    min_size=1,
+    max_size=8,
+)
+
+
+@pytest.mark.slow
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ops=OPS, seed=st.integers(0, 1000))
+def test_index_answers_equal_a_full_scan(s3: Any, ops: list[tuple[str, int]], seed: int) -> None:
+    """Random appends, deletes, erases (by key and by the indexed column) and compactions:
+    every customer's rows through the index are the model's, and no live file (spliced ones
+    included) is read the unindexed way."""
+    bucket = f"h-{uuid.uuid4().hex[:12]}"
+    s3.create_bucket(Bucket=bucket)
+    rng = np.random.default_rng(seed)
+    t = lethe.Table.create(f"s3://{bucket}/t", EVENTS, key="id", indexes=("customer_id",), **TINY)
+    model: dict[int, int] = {}  # id -> customer
+    nxt = 0
+    for n, (op, arg) in enumerate([("append", 150), *ops]):
+        if op == "append":
+            batch = events(nxt, arg)
+            cust = rng.integers(0, 13, arg).astype(np.int32)
+            t.append(batch.set_column(2, "customer_id", pa.array(cust)))
+            model.update(zip(range(nxt, nxt + arg), cust.tolist(), strict=True))
+            nxt += arg
+        elif op == "delete":
+            t.delete([("customer_id", "=", arg)])
+            model = {i: c for i, c in model.items() if c != arg}
+        elif op == "erase_key" and model:
+            key = sorted(model)[arg % len(model)]
+            assert t.erase([("id", "=", key)], request_id=f"k{n}").complete
+            del model[key]
+        elif op == "erase_customer":
+            assert t.erase([("customer_id", "=", arg)], request_id=f"c{n}").complete
+            model = {i: c for i, c in model.items() if c != arg}
+        elif op == "compact":
+            compact(t, CompactionOptions(min_deleted_fraction=0.1))
+        t.refresh()
+    m = t.manifest
+    (ix,) = m.indexes
+    assert all(ix.covers(f) for f in m.files)
+    event(f"spliced live files: {min(2, sum(f.index_origin is not None for f in m.files))}")
+    for c in range(13):
+        f = [("customer_id", "=", c)]
+        (plan,) = index_plans(t.store, t.catalog.prefix, m, [normalize(f, t.schema)])
+        assert plan is not None and plan.unindexed == ()
+        assert rows(t, f) == sorted(i for i, v in model.items() if v == c)
+    assert rows(t, None) == sorted(model)
+
+
+def test_index_origin_is_optional_in_the_manifest(table_uri: str) -> None:
+    t = lethe.Table.create(table_uri, EVENTS, key="id", indexes=("customer_id",), **TINY)
+    t.append(events(0, 300))
+    (f,) = [f for f in t.manifest.files if f.rows and f.rows > 7]
+    assert "index_origin" not in f.model_dump_json()  # files without one read and write as before
+    t.erase([("id", "in", [5, 6])], request_id="e")
+    t.refresh()
+    (s,) = [g for g in t.manifest.files if g.index_origin is not None]
+    assert s.index_origin is not None and s.index_origin.path == f.path
+    assert sorted(origin_removed(s)) == [5, 6]
+    assert DataFile.model_validate_json(s.model_dump_json()) == s
+    plain = lethe.Table.create(table_uri + "p", EVENTS, key="id", **TINY)
+    plain.append(events(0, 300))
+    plain.erase([("id", "=", 5)], request_id="e")
+    assert not any(g.index_origin for g in plain.refresh().manifest.files)

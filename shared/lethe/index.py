@@ -13,12 +13,17 @@ per row group whose statistics can hold the value (:data:`GROUP_ROWS` entries, ~
 A piece holds at most :data:`PIECE_ENTRIES` entries, so its footer stays a few KiB: the
 cost of a probe depends on the number of runs, not on the table's size.
 
+A spliced file keeps its rows' entries: its :class:`~lethe.manifest.IndexOrigin` names the
+file the splices started from and the positions they removed, entries name the origin, and
+hits are shifted down past the removed positions (:func:`from_origin`).
+
 Entries are never trusted beyond the snapshot: hits on files that are no longer live are
 dropped, and readers still apply each file's DV.
 """
 
 from __future__ import annotations
 
+import base64
 import bisect
 import hashlib
 import io
@@ -28,6 +33,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -36,7 +42,7 @@ from pyroaring import BitMap64
 from lethe import errors
 from lethe.filters import Dnf
 from lethe.layout import INDEX_PREFIX
-from lethe.manifest import ColumnIndex, DataFile, IndexPiece, IndexRun, Manifest
+from lethe.manifest import ColumnIndex, DataFile, IndexOrigin, IndexPiece, IndexRun, Manifest
 from lethe.reader import FileHandle, SparseFile, read_row_group
 from lethe.scan import candidate_files, plan_files
 from lethe.store import S3Store
@@ -55,6 +61,7 @@ __all__ = [
     "check_indexable",
     "declare",
     "entries_of",
+    "from_origin",
     "hit_rows",
     "index_key",
     "index_path",
@@ -72,6 +79,7 @@ __all__ = [
     "replace_pieces",
     "row_groups_of",
     "runs_for_files",
+    "spliced_origin",
     "undeclare",
     "usable",
     "with_merges",
@@ -117,18 +125,51 @@ def piece_paths(m: Manifest) -> set[str]:
 
 # --- where a file's entries are (splices keep their origin's, docs/format.md §3c) -----------
 def index_path(f: DataFile) -> str:
-    """The path the index entries of ``f``'s rows name."""
-    return f.path
+    """The path the index entries of ``f``'s rows name (its origin's, if spliced)."""
+    return f.index_origin.path if f.index_origin is not None else f.path
 
 
 def origin_removed(f: DataFile) -> BitMap64:
     """Positions of :func:`index_path` no row of ``f`` has any more."""
-    return BitMap64()
+    o = f.index_origin
+    if o is None or not o.removed:
+        return BitMap64()
+    return BitMap64.deserialize(base64.b64decode(o.removed))
 
 
-def origin_positions(f: DataFile, positions: BitMap64) -> BitMap64:
-    """Positions of ``f`` in the coordinates of its index entries."""
-    return BitMap64(positions)
+def _sorted(bm: BitMap64) -> npt.NDArray[np.int64]:
+    return np.fromiter(bm, dtype=np.int64, count=len(bm))
+
+
+def origin_positions(f: DataFile, positions: Iterable[int]) -> BitMap64:
+    """Positions of ``f`` in the coordinates of its index entries (the origin's)."""
+    pos = np.fromiter(positions, dtype=np.int64)
+    removed = _sorted(origin_removed(f))
+    if not len(removed):
+        return BitMap64(pos)
+    kept = np.setdiff1d(np.arange(f.rows + len(removed), dtype=np.int64), removed)
+    return BitMap64(kept[pos])
+
+
+def from_origin(f: DataFile, positions: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """Index entries' positions (origin coordinates) as positions of ``f``; positions a
+    splice removed are dropped."""
+    removed = _sorted(origin_removed(f))
+    if not len(removed):
+        return positions
+    pos = positions[~np.isin(positions, removed)]
+    return pos - np.searchsorted(removed, pos, side="right")
+
+
+def spliced_origin(f: DataFile, removed: BitMap64) -> IndexOrigin:
+    """The index origin of the file a splice of ``f`` removing ``removed`` (positions of
+    ``f``) writes: ``f``'s own origin (chains keep the first) with those rows added."""
+    gone = origin_removed(f) | origin_positions(f, removed)
+    return IndexOrigin(
+        path=index_path(f),
+        added_version=f.index_version,
+        removed=base64.b64encode(gone.serialize()).decode("ascii") if gone else "",
+    )
 
 
 # --- building --------------------------------------------------------------------------------
@@ -136,21 +177,23 @@ def entries_of(
     store: S3Store, prefix: str, files: Sequence[DataFile], column: str, t: pa.DataType
 ) -> pa.Table:
     """The entries ``(value, file, pos)`` of ``files`` (reads only their ``column`` chunks;
-    nulls are not indexed)."""
+    nulls are not indexed; a spliced file's entries name its origin, :func:`index_path`)."""
     parts: list[pa.Table] = []
     for f in files:
         h = FileHandle(store, f"{prefix}/{f.path}" if prefix else f.path, f)
         tail = h.tail()
         first = 0
+        rows = np.arange(f.rows, dtype=np.int64)
+        at = rows if f.index_origin is None else _sorted(origin_positions(f, rows))
         for rg in range(tail.arrow.num_row_groups):
             n = tail.arrow.row_group(rg).num_rows
             col = read_row_group(h, tail, rg, [column], h.prefetch(tail, rg, [column])).column(0)
-            pos = pa.array(np.arange(first, first + n, dtype=np.int64))
+            pos = pa.array(at[first : first + n])
             first += n
             part = pa.table(
                 {
                     "value": col.cast(t),
-                    "file": pa.array([f.path] * n, pa.string()),
+                    "file": pa.array([index_path(f)] * n, pa.string()),
                     "pos": pos,
                 }
             )
@@ -383,7 +426,6 @@ def index_plans(
         t = schema.field(ix.column).type
         files = candidate_files(m, dnf, physical=ph)
         indexed = tuple(f for f in files if ix.covers(f))
-        live = {f.path for f in indexed}
         entries = probed[ix.column]
         mine = entries.filter(
             pc.is_in(
@@ -391,15 +433,29 @@ def index_plans(
                 value_set=pa.array([exact_scalar(v, t).cast(t) for v in vals], type=t),
             )
         )
-        hits: dict[str, BitMap64] = {}
-        for path, pos in zip(
-            mine.column("file").to_pylist(), mine.column("pos").to_pylist(), strict=True
-        ):
-            if path in live:
-                hits.setdefault(path, BitMap64()).add(pos)
+        hits = _hits(mine, indexed)
         unindexed = tuple(f for f in files if not ix.covers(f))
         out.append(IndexPlan(ix.column, hits, indexed, unindexed, exact))
     return out
+
+
+def _hits(entries: pa.Table, indexed: Sequence[DataFile]) -> dict[str, BitMap64]:
+    """Per live file of ``indexed``, the positions ``entries`` name (a spliced file's
+    through its origin: removed positions dropped, the others shifted down)."""
+    by_path = {index_path(f): f for f in indexed}
+    found: dict[str, list[int]] = {}
+    for path, pos in zip(
+        entries.column("file").to_pylist(), entries.column("pos").to_pylist(), strict=True
+    ):
+        if path in by_path:
+            found.setdefault(path, []).append(pos)
+    hits: dict[str, BitMap64] = {}
+    for path, pos in found.items():
+        f = by_path[path]
+        at = from_origin(f, np.array(pos, dtype=np.int64))
+        if len(at):
+            hits[f.path] = BitMap64(at)
+    return hits
 
 
 def row_groups_of(f: DataFile, positions: BitMap64) -> list[tuple[int, int]]:
@@ -683,7 +739,7 @@ def catch_up(
         run, keys = build_run(
             store, prefix, ix.column, entries_of(store, prefix, todo, ix.column, t)
         )
-        covers = _union((f.added_version, f.added_version) for f in todo)
+        covers = _union((f.index_version, f.index_version) for f in todo)
         out[ix.column] = run.model_copy(update={"covers": covers})
         written.extend(keys)
     return out, written
