@@ -11,6 +11,7 @@ Examples::
     lethe iceberg publish s3://b/events
     lethe erasures s3://b/events --pending --older-than 25d
     lethe report s3://b/events --html report.html
+    lethe index create s3://b/events email
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from lethe import errors
-from lethe.cli import erasures, iceberg, ops, tables
+from lethe.cli import erasures, iceberg, index, ops, tables
 from lethe.cli.common import parse_where
 from lethe.process import run_main
 
@@ -37,6 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
     ops.register(sub)  # delete, erase, purge, gc, verify
     iceberg.register(sub)  # iceberg publish
     erasures.register(sub)  # erasures, report
+    index.register(sub)  # index create|drop|list
     return p
 
 
