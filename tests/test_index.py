@@ -243,3 +243,19 @@ def test_string_index(table_uri: str) -> None:
     assert rows(t, [("payload", "in", ["payload-7", "payload-250", "nobody"])]) == [7, 250]
     assert t.delete([("payload", "=", "payload-7")]).rows_deleted == 1
     assert rows(t, [("payload", "=", "payload-7")]) == []
+
+
+def test_pieces_of_different_runs_are_probed_concurrently_with_the_same_requests(
+    table_uri: str,
+) -> None:
+    t = lethe.Table.create(table_uri, EVENTS, key="id", indexes=("customer_id",), **TINY)
+    for i in range(5):
+        t.append(events(i * 200, 200))
+    (ix,) = t.manifest.indexes
+    assert len(ix.runs) == 5
+    before = t.store.stats.snapshot()
+    (plan,) = index_plans(t.store, t.catalog.prefix, t.manifest, [normalize(F2, t.schema)])
+    gets = (t.store.stats.snapshot() - before).requests.get("get", 0)
+    assert plan is not None and 5 <= gets <= 2 * 5  # one or two GETs per run's piece
+    assert sum(len(b) for b in plan.hits.values()) == 10
+    assert rows(t, F2) == [i for i in range(1000) if i % 100 == 2]

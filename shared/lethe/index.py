@@ -43,6 +43,7 @@ from lethe import errors
 from lethe.filters import Dnf
 from lethe.layout import INDEX_PREFIX
 from lethe.manifest import ColumnIndex, DataFile, IndexOrigin, IndexPiece, IndexRun, Manifest
+from lethe.objects import io_pool
 from lethe.reader import FileHandle, SparseFile, read_row_group
 from lethe.scan import candidate_files, plan_files
 from lethe.store import S3Store
@@ -347,17 +348,17 @@ def probe(
     if not wanted:
         return _empty(t)
     value_set = pa.array([exact_scalar(v, t).cast(t) for v in wanted], type=t)
+    todo = [p for r in ix.runs for p in r.pieces if piece_may_hold(p, t, wanted)]
+    if len(todo) > 1:  # one piece per run: their GETs in parallel (they wait on nothing else)
+        futures = [io_pool().submit(_read_piece, store, prefix, p, t, wanted) for p in todo]
+        groups = [g for f in futures for g in f.result()]
+    else:
+        groups = [g for p in todo for g in _read_piece(store, prefix, p, t, wanted)]
     parts: list[pa.Table] = []
-    for run in ix.runs:
-        for piece in run.pieces:
-            lo, hi = from_json(piece.min, t), from_json(piece.max, t)
-            i = bisect.bisect_left(wanted, lo) if lo is not None else 0
-            if lo is not None and hi is not None and not (i < len(wanted) and wanted[i] <= hi):
-                continue
-            for g in _read_piece(store, prefix, piece, t, wanted):
-                hit = g.filter(pc.is_in(g.column("value"), value_set=value_set))
-                if hit.num_rows:
-                    parts.append(hit.cast(_empty(t).schema))
+    for g in groups:
+        hit = g.filter(pc.is_in(g.column("value"), value_set=value_set))
+        if hit.num_rows:
+            parts.append(hit.cast(_empty(t).schema))
     return pa.concat_tables(parts) if parts else _empty(t)
 
 
