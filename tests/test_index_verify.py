@@ -105,3 +105,19 @@ def test_cli_index_commands(
     assert main(["verify", table_uri, "--deep"]) == 0
     out = capsys.readouterr().out
     assert "0 problems" in out and "index pieces (2000 entries) checked" in out
+
+
+def test_append_builds_entries_in_memory_as_a_read_back_would(table_uri: str) -> None:
+    t = lethe.Table.create(table_uri, EVENTS, key="id", indexes=("customer_id",), **TINY)
+    batch = events(0, 900)
+    cust = [None if i % 7 == 0 else c for i, c in enumerate(batch["customer_id"].to_pylist())]
+    t.append(batch.set_column(2, "customer_id", pa.array(cust, pa.int32())))
+    assert len(t.manifest.files) > 1  # several files, entries named per file
+    before = t.store.stats.snapshot()
+    t.append(events(900, 300))
+    assert (t.store.stats.snapshot() - before).requests.get("get", 0) <= 3  # no read-back
+    rep = verify(t, deep=True)
+    assert rep.ok, rep.problems
+    assert rep.index_entries_checked == 900 - 129 + 300
+    want = [i for i in range(1200) if i % 100 == 8 and (i >= 900 or i % 7)]
+    assert sorted(t.scan(["id"], [("customer_id", "=", 8)])["id"].to_pylist()) == want

@@ -513,11 +513,27 @@ def hit_rows(hits: Mapping[str, BitMap64]) -> Any:
 
 
 # --- declaring and maintaining ---------------------------------------------------------------
+def _entries_in_memory(
+    files: Sequence[DataFile], values: pa.ChunkedArray, t: pa.DataType
+) -> pa.Table:
+    """The entries of new ``files`` (no origins) from their rows' ``values``, in file order."""
+    names = pa.array([f.path for f in files], pa.string())
+    which = np.repeat(np.arange(len(files), dtype=np.int32), [f.rows for f in files])
+    pos = np.concatenate([np.arange(f.rows, dtype=np.int64) for f in files])
+    part = pa.table({"value": values.cast(t), "file": names.take(which), "pos": pos})
+    return part.filter(pc.is_valid(part.column("value")))
+
+
 def runs_for_files(
-    store: S3Store, prefix: str, m: Manifest, files: Sequence[DataFile]
+    store: S3Store,
+    prefix: str,
+    m: Manifest,
+    files: Sequence[DataFile],
+    values: Mapping[str, pa.ChunkedArray] | None = None,
 ) -> tuple[dict[str, IndexRun], list[str]]:
     """One run per index declared in ``m`` over new ``files`` (written now, committed with
-    them: :func:`with_new_runs`), and the keys written."""
+    them: :func:`with_new_runs`), and the keys written. ``values``: per column, the values
+    of the files' rows in order, if the writer has them (else they are read back)."""
     runs: dict[str, IndexRun] = {}
     written: list[str] = []
     if not files:
@@ -525,9 +541,12 @@ def runs_for_files(
     schema = m.arrow_schema()
     for ix in m.indexes:
         t = schema.field(ix.column).type
-        run, keys = build_run(
-            store, prefix, ix.column, entries_of(store, prefix, files, ix.column, t)
-        )
+        v = (values or {}).get(ix.column)
+        if v is not None and len(v) == sum(f.rows for f in files):
+            entries = _entries_in_memory(files, v, t)
+        else:
+            entries = entries_of(store, prefix, files, ix.column, t)
+        run, keys = build_run(store, prefix, ix.column, entries)
         runs[ix.column] = run
         written.extend(keys)
     return runs, written
@@ -706,11 +725,17 @@ def with_merges(m: Manifest, merges: Sequence[Merge]) -> Manifest:
 
 
 def maintain(
-    store: S3Store, prefix: str, m: Manifest, files: Sequence[DataFile]
+    store: S3Store,
+    prefix: str,
+    m: Manifest,
+    files: Sequence[DataFile],
+    *,
+    values: Mapping[str, pa.ChunkedArray] | None = None,
 ) -> tuple[dict[str, IndexRun], list[Merge], list[str]]:
     """What a commit adding ``files`` to (a successor of) ``m`` writes for the indexes: a
-    run per index over the new files, and the merges ``m``'s runs are due for."""
-    runs, written = runs_for_files(store, prefix, m, files)
+    run per index over the new files (``values``: see :func:`runs_for_files`), and the
+    merges ``m``'s runs are due for."""
+    runs, written = runs_for_files(store, prefix, m, files, values)
     merges: list[Merge] = []
     for column, old in plan_merges(m):
         mg, keys = merge(store, prefix, m, column, old)
