@@ -24,8 +24,8 @@ from pyroaring import BitMap64
 from lethe.catalog import Prepared, Rebase
 from lethe.dv import PuffinBlob, decode_dv, dv_crc, encode_dv, write_puffin
 from lethe.filters import Dnf, normalize
-from lethe.index import IndexPlan, index_plans, replace_pieces, row_groups_of, usable
-from lethe.index_erase import erased_entries, scrub
+from lethe.index import IndexPlan, index_plans, row_groups_of, usable
+from lethe.index_erase import erased_entries, replace_pieces, scrub
 from lethe.layout import tombstone_key
 from lethe.manifest import (
     DVRef,

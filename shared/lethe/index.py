@@ -77,7 +77,6 @@ __all__ = [
     "piece_paths",
     "plan_merges",
     "probe",
-    "replace_pieces",
     "row_groups_of",
     "runs_for_files",
     "spliced_origin",
@@ -224,9 +223,27 @@ def build_run(
 ) -> tuple[IndexRun, list[str]]:
     """Sort ``entries`` and write them as the pieces of one run (``covers`` left empty: the
     commit sets it). Returns the run and the table-relative keys written."""
-    ordered = entries.sort_by([("value", "ascending"), ("file", "ascending"), ("pos", "ascending")])
+    ordered = entries.take(_order(entries))
     pieces, written = write_pieces(store, prefix, column, ordered, piece_entries)
     return IndexRun(id=uuid.uuid4().hex[:16], covers=(), pieces=pieces), written
+
+
+def _order(entries: pa.Table) -> pa.Array:
+    """Indices sorting entries by (value, file, pos): files compared by their rank among the
+    few distinct paths (comparing the long, mostly equal path strings costs several times
+    more)."""
+    uniq = pc.unique(entries.column("file"))
+    uniq = uniq.take(pc.array_sort_indices(uniq))
+    keys = pa.table(
+        {
+            "v": entries.column("value"),
+            "r": pc.index_in(entries.column("file"), value_set=uniq),
+            "p": entries.column("pos"),
+        }
+    )
+    return pc.sort_indices(
+        keys, sort_keys=[("v", "ascending"), ("r", "ascending"), ("p", "ascending")]
+    )
 
 
 def write_pieces(
@@ -623,23 +640,6 @@ def piece_may_hold(piece: IndexPiece, t: pa.DataType, wanted: Sequence[Any]) -> 
         return True
     i = bisect.bisect_left(wanted, lo)
     return i < len(wanted) and wanted[i] <= hi
-
-
-def replace_pieces(m: Manifest, repl: Mapping[str, tuple[IndexPiece, ...]]) -> Manifest | None:
-    """``m`` (not yet committed) with pieces replaced; None if one of them is gone from
-    ``m`` (another commit rewrote it: scrub again on the new base)."""
-    if not repl:
-        return m
-    found = piece_paths(m)
-    if any(p not in found for p in repl):
-        return None
-
-    def run(r: IndexRun) -> IndexRun:
-        pieces = tuple(q for p in r.pieces for q in repl.get(p.path, (p,)))
-        return r.model_copy(update={"pieces": pieces})
-
-    indexes = tuple(ix.model_copy(update={"runs": tuple(map(run, ix.runs))}) for ix in m.indexes)
-    return m.model_copy(update={"indexes": indexes}).with_pending(m.pending_segments())
 
 
 # --- merging (LSM) ---------------------------------------------------------------------------

@@ -30,14 +30,15 @@ from lethe.index import (
     origin_positions,
     origin_removed,
     piece_may_hold,
+    piece_paths,
     write_pieces,
 )
-from lethe.manifest import DataFile, IndexPiece, Manifest
+from lethe.manifest import DataFile, IndexPiece, IndexRun, Manifest
 from lethe.reader import FileHandle, read_positions
 from lethe.store import S3Store
 from lethe.values import exact_scalar, from_json, to_json
 
-__all__ = ["Erased", "ErasedRows", "erased_entries", "scrub"]
+__all__ = ["Erased", "ErasedRows", "erased_entries", "replace_pieces", "scrub"]
 
 
 @dataclass(slots=True)
@@ -164,3 +165,20 @@ def scrub(
             out[piece.path] = new
             written.extend(keys)
     return out, written
+
+
+def replace_pieces(m: Manifest, repl: Mapping[str, tuple[IndexPiece, ...]]) -> Manifest | None:
+    """``m`` (not yet committed) with pieces replaced; None if one of them is gone from
+    ``m`` (another commit rewrote it: scrub again on the new base)."""
+    if not repl:
+        return m
+    found = piece_paths(m)
+    if any(p not in found for p in repl):
+        return None
+
+    def run(r: IndexRun) -> IndexRun:
+        pieces = tuple(q for p in r.pieces for q in repl.get(p.path, (p,)))
+        return r.model_copy(update={"pieces": pieces})
+
+    indexes = tuple(ix.model_copy(update={"runs": tuple(map(run, ix.runs))}) for ix in m.indexes)
+    return m.model_copy(update={"indexes": indexes}).with_pending(m.pending_segments())
