@@ -259,3 +259,27 @@ def test_pieces_of_different_runs_are_probed_concurrently_with_the_same_requests
     assert plan is not None and 5 <= gets <= 2 * 5  # one or two GETs per run's piece
     assert sum(len(b) for b in plan.hits.values()) == 10
     assert rows(t, F2) == [i for i in range(1000) if i % 100 == 2]
+
+
+@settings(max_examples=50)
+@given(
+    st.lists(
+        st.tuples(st.integers(-5, 5), st.sampled_from(["data/b", "data/a", "data/c"])),
+        max_size=40,
+    ),
+    st.booleans(),
+)
+def test_run_order_is_value_file_pos(rows: list[tuple[int, str]], presorted: bool) -> None:
+    from lethe.index import _order
+
+    t = pa.table(
+        {
+            "value": pa.array([v for v, _ in rows], pa.int32()),
+            "file": pa.array([f for _, f in rows], pa.string()),
+            "pos": pa.array(range(len(rows)), pa.int64()),
+        }
+    )
+    if presorted:  # the (file, pos) layout an append builds
+        t = t.sort_by([("file", "ascending"), ("pos", "ascending")])
+    keys = [("value", "ascending"), ("file", "ascending"), ("pos", "ascending")]
+    assert t.take(_order(t)).equals(t.sort_by(keys))

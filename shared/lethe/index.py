@@ -230,17 +230,15 @@ def build_run(
 
 def _order(entries: pa.Table) -> pa.Array:
     """Indices sorting entries by (value, file, pos): files compared by their rank among the
-    few distinct paths (comparing the long, mostly equal path strings costs several times
-    more)."""
+    few distinct paths (comparing long, mostly equal path strings costs several times more);
+    entries already in (file, pos) order need only a stable sort by value."""
     uniq = pc.unique(entries.column("file"))
     uniq = uniq.take(pc.array_sort_indices(uniq))
-    keys = pa.table(
-        {
-            "v": entries.column("value"),
-            "r": pc.index_in(entries.column("file"), value_set=uniq),
-            "p": entries.column("pos"),
-        }
-    )
+    rank = pc.index_in(entries.column("file"), value_set=uniq)
+    r, p = rank.to_numpy(), entries.column("pos").to_numpy()
+    if bool(np.all((r[1:] > r[:-1]) | ((r[1:] == r[:-1]) & (p[1:] > p[:-1])))):
+        return pc.sort_indices(entries.column("value"))  # stable
+    keys = pa.table({"v": entries.column("value"), "r": rank, "p": entries.column("pos")})
     return pc.sort_indices(
         keys, sort_keys=[("v", "ascending"), ("r", "ascending"), ("p", "ascending")]
     )
@@ -533,11 +531,17 @@ def hit_rows(hits: Mapping[str, BitMap64]) -> Any:
 def _entries_in_memory(
     files: Sequence[DataFile], values: pa.ChunkedArray, t: pa.DataType
 ) -> pa.Table:
-    """The entries of new ``files`` (no origins) from their rows' ``values``, in file order."""
+    """The entries of new ``files`` (no origins) from their rows' ``values`` (in file
+    order), laid out in (file, pos) order."""
+    starts = np.cumsum([0, *(f.rows for f in files)])
+    by_path = sorted(range(len(files)), key=lambda i: files[i].path)
+    value = values.cast(t)
+    if by_path != list(range(len(files))):
+        value = value.take(np.concatenate([np.arange(starts[i], starts[i + 1]) for i in by_path]))
+    which = np.repeat(np.array(by_path, dtype=np.int32), [files[i].rows for i in by_path])
+    pos = np.concatenate([np.arange(files[i].rows, dtype=np.int64) for i in by_path])
     names = pa.array([f.path for f in files], pa.string())
-    which = np.repeat(np.arange(len(files), dtype=np.int32), [f.rows for f in files])
-    pos = np.concatenate([np.arange(f.rows, dtype=np.int64) for f in files])
-    part = pa.table({"value": values.cast(t), "file": names.take(which), "pos": pos})
+    part = pa.table({"value": value, "file": names.take(which), "pos": pos})
     return part.filter(pc.is_valid(part.column("value")))
 
 
