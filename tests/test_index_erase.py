@@ -24,6 +24,7 @@ from lethe.gc import collect
 from lethe.index import index_plans, origin_removed, piece_paths
 from lethe.manifest import DataFile
 from lethe.store import parse_s3_uri
+from lethe.verify import verify
 
 TINY = {"target_file_bytes": 8_000, "row_group_bytes": 2_000}
 
@@ -178,6 +179,8 @@ def test_index_answers_equal_a_full_scan(s3: Any, ops: list[tuple[str, int]], se
         assert plan is not None and plan.unindexed == ()
         assert rows(t, f) == sorted(i for i, v in model.items() if v == c)
     assert rows(t, None) == sorted(model)
+    rep = verify(t, deep=True)
+    assert rep.ok, rep.problems
 
 
 def test_index_origin_is_optional_in_the_manifest(table_uri: str) -> None:

@@ -121,3 +121,36 @@ def test_append_builds_entries_in_memory_as_a_read_back_would(table_uri: str) ->
     assert rep.index_entries_checked == 900 - 129 + 300
     want = [i for i in range(1200) if i % 100 == 8 and (i >= 900 or i % 7)]
     assert sorted(t.scan(["id"], [("customer_id", "=", 8)])["id"].to_pylist()) == want
+
+
+def test_an_old_version_is_answered_by_its_own_index(table_uri: str) -> None:
+    t = indexed(table_uri)
+    then = lethe.Table.open(table_uri, version=3)  # the two appends and the first erase's DVs
+    assert verify(then, deep=True).ok
+    f = [("customer_id", "in", [4, 50, 55])]
+    full = then.scan(["id", "customer_id"])
+    want = sorted(
+        i
+        for i, c in zip(full["id"].to_pylist(), full["customer_id"].to_pylist(), strict=True)
+        if c in (4, 50, 55)
+    )
+    assert sorted(then.scan(["id"], f)["id"].to_pylist()) == want
+    assert 550 not in want and 504 in want and t.version > 3
+
+
+def test_concurrent_appends_each_add_their_run(table_uri: str) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    lethe.Table.create(table_uri, EVENTS, key="id", indexes=("customer_id",), **TINY)
+
+    def append(i: int) -> None:
+        lethe.Table.open(table_uri).append(events(i * 100, 100))
+
+    with ThreadPoolExecutor(4) as pool:
+        list(pool.map(append, range(6)))
+    t = lethe.Table.open(table_uri)
+    assert verify(t, deep=True).ok
+    (ix,) = t.manifest.indexes
+    assert sum(r.entries for r in ix.runs) == 600
+    got = sorted(t.scan(["id"], [("customer_id", "=", 42)])["id"].to_pylist())
+    assert got == [i for i in range(600) if i % 100 == 42]

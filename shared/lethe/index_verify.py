@@ -5,7 +5,8 @@ run's ``covers`` are well-formed ranges of committed versions; its pieces are in
 with ``min <= max``. Deep: every piece is decoded (entry count, order and bounds as the
 root records them), and for every live file the index covers the entries naming it
 (through its origin, if spliced) are exactly its rows' non-null values at their positions:
-none missing, none pointing at another value or position. Problems name objects and counts,
+none missing (rows its DV deletes aside: an erasure drops their entries at once), none
+pointing at another value or position. Problems name objects and counts,
 never values.
 """
 
@@ -19,8 +20,10 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from lethe import errors
-from lethe.index import entries_of, index_path, origin_removed
+from lethe.dv import decode_dv
+from lethe.index import entries_of, index_path, origin_positions, origin_removed
 from lethe.manifest import ColumnIndex, DataFile, IndexPiece, Manifest
+from lethe.reader import load_dv_bytes
 from lethe.store import S3Store
 from lethe.values import from_json, to_json
 
@@ -130,7 +133,17 @@ def _check_entries(
         if gone:  # rows a splice removed: their leftover entries are ignored by readers
             out = pc.is_in(have.column("pos"), value_set=pa.array(list(gone), pa.int64()))
             have = have.filter(pc.invert(out))
-        missing = want.join(have, keys, join_type="left anti").num_rows
+        if f.dv is not None:  # deleted rows need no entry (an erasure drops theirs)
+            dv = decode_dv(load_dv_bytes(store, prefix, f.dv), expected_crc=f.dv.crc32)
+            hidden = origin_positions(f, dv)
+            want_live = want.filter(
+                pc.invert(
+                    pc.is_in(want.column("pos"), value_set=pa.array(list(hidden), pa.int64()))
+                )
+            )
+        else:
+            want_live = want
+        missing = want_live.join(have, keys, join_type="left anti").num_rows
         wrong = have.join(want, keys, join_type="left anti").num_rows
         if missing or wrong:
             problems.append(
