@@ -13,6 +13,7 @@ import pyarrow as pa
 
 from bench.common import measure, moto_process, new_bucket
 from devtools.demo import SCHEMA, generate
+from lethe.deletes import DeleteRequest
 from lethe.table import Table
 
 TARGET_DOWN = 1 << 20
@@ -37,6 +38,12 @@ def _one_size(bucket: str, rows: int) -> dict[str, object]:
         "indexed lookup": (
             reader,
             lambda: reader.refresh().scan(filters=[("customer_id", "=", 4444)]),
+        ),
+        "batch of 1000": (
+            t,
+            lambda: t.delete_batch(
+                [DeleteRequest([("customer_id", "=", c)]) for c in range(10_000, 11_000)]
+            ),
         ),
         "erase by key": (t, lambda: t.erase([("id", "=", rows // 2)], request_id="bench")),
         "after erase": (t, lambda: t.delete([("customer_id", "=", 4646)])),
