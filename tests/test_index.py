@@ -19,12 +19,14 @@ import lethe
 from lethe import errors
 from lethe.compaction import CompactionOptions, compact
 from lethe.deletes import DeleteRequest
+from lethe.filters import normalize
 from lethe.gc import collect
 from lethe.gc.areas import category
 from lethe.gc.marking import references
-from lethe.index import MAX_RUNS, piece_paths
+from lethe.index import MAX_RUNS, index_plans, piece_paths
 
 TINY = {"target_file_bytes": 8_000, "row_group_bytes": 2_000}
+F2 = [("customer_id", "=", 2)]
 
 
 def rows(t: lethe.Table, filters: Any) -> list[int]:
@@ -183,28 +185,34 @@ def test_small_runs_are_merged_in_bounded_steps(table_uri: str) -> None:
     assert all(ix.covers(f) for f in t.manifest.files)
 
 
-def test_spliced_files_are_read_unindexed_until_compaction_indexes_them(table_uri: str) -> None:
+def test_spliced_files_are_answered_through_their_origin(table_uri: str) -> None:
     t = lethe.Table.create(table_uri, EVENTS, key="id", indexes=("customer_id",), **TINY)
     t.append(events(0, 800))
     t.erase([("id", "in", [1, 2, 3])], request_id="e1")
+    t.erase([("id", "in", [102, 204])], request_id="e2")  # a splice of a spliced file
     t.refresh()
     (ix,) = t.manifest.indexes
-    uncovered = [f for f in t.manifest.files if not ix.covers(f)]
-    assert uncovered  # the spliced file
-    want = [i for i in range(800) if i % 100 == 2 and i != 2]
-    assert rows(t, [("customer_id", "=", 2)]) == want
-    assert t.delete([("customer_id", "=", 2)]).rows_deleted == len(want)
-    # a compaction of other files also indexes the files no index covers
-    t.delete([("id", "in", list(range(700, 790)))])
+    spliced = [f for f in t.manifest.files if f.index_origin is not None]
+    assert spliced and all(ix.covers(f) for f in t.manifest.files)
+    plan = index_plans(t.store, t.catalog.prefix, t.manifest, [normalize(F2, t.schema)])[0]
+    assert plan is not None and plan.unindexed == ()  # no file read the unindexed way
+    want = [i for i in range(800) if i % 100 == 2 and i not in (2, 102)]
+    assert rows(t, F2) == want
+    assert rows(t, [("customer_id", "in", [4, 3])]) == [
+        i for i in range(800) if i % 100 in (3, 4) and i not in (3, 204)
+    ]
+    assert t.delete(F2).rows_deleted == len(want)
+    # a compaction replaces spliced files by files with runs of their own
+    t.delete([("id", "in", list(range(0, 400)))])
     res = compact(t, CompactionOptions(min_deleted_fraction=0.5))
     assert res.version is not None
-    assert not ({f.path for f in uncovered} & {f.path for g in res.plan.groups for f in g.files})
     t.refresh()
     (ix,) = t.manifest.indexes
     assert all(ix.covers(f) for f in t.manifest.files)
-    gone = {3, *range(700, 790)}
-    assert rows(t, [("customer_id", "in", [2, 3])]) == [
-        i for i in range(800) if i % 100 == 3 and i not in gone
+    assert not any(f.index_origin for f in t.manifest.files)
+    gone = {3, 204, *range(0, 400)}
+    assert rows(t, [("customer_id", "in", [2, 3, 4])]) == [
+        i for i in range(800) if i % 100 in (3, 4) and i not in gone
     ]
 
 
@@ -235,3 +243,43 @@ def test_string_index(table_uri: str) -> None:
     assert rows(t, [("payload", "in", ["payload-7", "payload-250", "nobody"])]) == [7, 250]
     assert t.delete([("payload", "=", "payload-7")]).rows_deleted == 1
     assert rows(t, [("payload", "=", "payload-7")]) == []
+
+
+def test_pieces_of_different_runs_are_probed_concurrently_with_the_same_requests(
+    table_uri: str,
+) -> None:
+    t = lethe.Table.create(table_uri, EVENTS, key="id", indexes=("customer_id",), **TINY)
+    for i in range(5):
+        t.append(events(i * 200, 200))
+    (ix,) = t.manifest.indexes
+    assert len(ix.runs) == 5
+    before = t.store.stats.snapshot()
+    (plan,) = index_plans(t.store, t.catalog.prefix, t.manifest, [normalize(F2, t.schema)])
+    gets = (t.store.stats.snapshot() - before).requests.get("get", 0)
+    assert plan is not None and 5 <= gets <= 2 * 5  # one or two GETs per run's piece
+    assert sum(len(b) for b in plan.hits.values()) == 10
+    assert rows(t, F2) == [i for i in range(1000) if i % 100 == 2]
+
+
+@settings(max_examples=50)
+@given(
+    st.lists(
+        st.tuples(st.integers(-5, 5), st.sampled_from(["data/b", "data/a", "data/c"])),
+        max_size=40,
+    ),
+    st.booleans(),
+)
+def test_run_order_is_value_file_pos(rows: list[tuple[int, str]], presorted: bool) -> None:
+    from lethe.index import _order
+
+    t = pa.table(
+        {
+            "value": pa.array([v for v, _ in rows], pa.int32()),
+            "file": pa.array([f for _, f in rows], pa.string()),
+            "pos": pa.array(range(len(rows)), pa.int64()),
+        }
+    )
+    if presorted:  # the (file, pos) layout an append builds
+        t = t.sort_by([("file", "ascending"), ("pos", "ascending")])
+    keys = [("value", "ascending"), ("file", "ascending"), ("pos", "ascending")]
+    assert t.take(_order(t)).equals(t.sort_by(keys))

@@ -24,14 +24,8 @@ from pyroaring import BitMap64
 from lethe.catalog import Prepared, Rebase
 from lethe.dv import PuffinBlob, decode_dv, dv_crc, encode_dv, write_puffin
 from lethe.filters import Dnf, normalize
-from lethe.index import (
-    IndexPlan,
-    index_plans,
-    replace_pieces,
-    row_groups_of,
-    scrub,
-    usable,
-)
+from lethe.index import IndexPlan, index_plans, row_groups_of, usable
+from lethe.index_erase import erased_entries, replace_pieces, scrub
 from lethe.layout import tombstone_key
 from lethe.manifest import (
     DVRef,
@@ -303,18 +297,26 @@ def _scrub(
     base: Manifest,
     requests: Sequence[DeleteRequest],
     dnfs: Sequence[Dnf],
-    live: Sequence[int],
+    physical: Mapping[int, dict[str, BitMap64]],
 ) -> tuple[dict[str, tuple[IndexPiece, ...]], list[str]]:
-    """Erase requests that name people by an indexed column ("column in values"): the index
-    pieces holding those values, rewritten without them (:func:`lethe.index.scrub`)."""
-    values: dict[str, set[Any]] = {}
-    for i in live:
+    """The index pieces naming the rows the erase requests remove (``physical``: request ->
+    file -> positions), rewritten without them (:mod:`lethe.index_erase`); a request that
+    is exactly "indexed column in values" also drops every entry of those values."""
+    if not base.indexes:
+        return {}, []
+    found: dict[str, BitMap64] = {}
+    pinned: dict[str, set[Any]] = {}
+    for i, per_file in physical.items():
+        for path, bm in per_file.items():
+            found.setdefault(path, BitMap64()).update(bm)
         u = usable(base, dnfs[i]) if requests[i].erase else None
         if u is not None and u[2]:
-            values.setdefault(u[0].column, set()).update(u[1])
-    if not values:
+            pinned.setdefault(u[0].column, set()).update(u[1])
+    store, prefix = table.store, table.catalog.prefix
+    erased = erased_entries(store, prefix, base, found, pinned)
+    if not erased:
         return {}, []
-    return scrub(table.store, table.catalog.prefix, base, values)
+    return scrub(store, prefix, base, erased)
 
 
 class _DVsOf:
@@ -425,7 +427,9 @@ class _DeleteChange:
             for i in live
             if hashes[i] is not None
         ]
-        pieces, piece_keys = _scrub(table, base, requests, self.dnfs, live) if targets else ({}, [])
+        pieces, piece_keys = (
+            _scrub(table, base, requests, self.dnfs, physical) if targets else ({}, [])
+        )
         erasures = [
             ErasureRecord(
                 id_hash=hashes[i],  # type: ignore[arg-type]

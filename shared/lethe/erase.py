@@ -29,6 +29,7 @@ from lethe import errors
 from lethe.catalog import Prepared, Rebase
 from lethe.deletes import DeleteRequest, _targets, delete_batch, load_dv, write_dvs
 from lethe.dv import keep_mask, rebase_positions
+from lethe.index import spliced_origin
 from lethe.manifest import (
     DataFile,
     DVRef,
@@ -242,6 +243,10 @@ def splice_file(
         columns=cols,
         added_version=0,
         sorted_by_key=f.sorted_by_key,
+        # the index keeps answering for it through the file it was spliced from
+        index_origin=spliced_origin(f, removed)
+        if f.index_origin is not None or table.manifest.indexes
+        else None,
     )
     d = store.stats.snapshot() - io0
     total = store.stats.snapshot()

@@ -13,12 +13,17 @@ per row group whose statistics can hold the value (:data:`GROUP_ROWS` entries, ~
 A piece holds at most :data:`PIECE_ENTRIES` entries, so its footer stays a few KiB: the
 cost of a probe depends on the number of runs, not on the table's size.
 
+A spliced file keeps its rows' entries: its :class:`~lethe.manifest.IndexOrigin` names the
+file the splices started from and the positions they removed, entries name the origin, and
+hits are shifted down past the removed positions (:func:`from_origin`).
+
 Entries are never trusted beyond the snapshot: hits on files that are no longer live are
 dropped, and readers still apply each file's DV.
 """
 
 from __future__ import annotations
 
+import base64
 import bisect
 import hashlib
 import io
@@ -28,6 +33,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -36,7 +42,8 @@ from pyroaring import BitMap64
 from lethe import errors
 from lethe.filters import Dnf
 from lethe.layout import INDEX_PREFIX
-from lethe.manifest import ColumnIndex, DataFile, IndexPiece, IndexRun, Manifest
+from lethe.manifest import ColumnIndex, DataFile, IndexOrigin, IndexPiece, IndexRun, Manifest
+from lethe.objects import io_pool
 from lethe.progress import Progress, track
 from lethe.reader import FileHandle, SparseFile, read_row_group
 from lethe.scan import candidate_files, plan_files
@@ -56,25 +63,30 @@ __all__ = [
     "check_indexable",
     "declare",
     "entries_of",
+    "from_origin",
     "hit_rows",
     "index_key",
+    "index_path",
     "index_plan",
     "index_plans",
     "initial_indexes",
     "maintain",
     "merge",
+    "origin_positions",
+    "origin_removed",
+    "piece_may_hold",
     "piece_paths",
     "plan_merges",
     "probe",
-    "replace_pieces",
     "row_groups_of",
     "runs_for_files",
-    "scrub",
+    "spliced_origin",
     "undeclare",
     "usable",
     "with_merges",
     "with_new_runs",
     "with_runs",
+    "write_pieces",
 ]
 
 #: Entries per piece: bounds a piece's footer (PIECE_ENTRIES / GROUP_ROWS row groups).
@@ -112,6 +124,55 @@ def piece_paths(m: Manifest) -> set[str]:
     return {p.path for ix in m.indexes for r in ix.runs for p in r.pieces}
 
 
+# --- where a file's entries are (splices keep their origin's, docs/format.md §3c) -----------
+def index_path(f: DataFile) -> str:
+    """The path the index entries of ``f``'s rows name (its origin's, if spliced)."""
+    return f.index_origin.path if f.index_origin is not None else f.path
+
+
+def origin_removed(f: DataFile) -> BitMap64:
+    """Positions of :func:`index_path` no row of ``f`` has any more."""
+    o = f.index_origin
+    if o is None or not o.removed:
+        return BitMap64()
+    return BitMap64.deserialize(base64.b64decode(o.removed))
+
+
+def _sorted(bm: BitMap64) -> npt.NDArray[np.int64]:
+    return np.fromiter(bm, dtype=np.int64, count=len(bm))
+
+
+def origin_positions(f: DataFile, positions: Iterable[int]) -> BitMap64:
+    """Positions of ``f`` in the coordinates of its index entries (the origin's)."""
+    pos = np.fromiter(positions, dtype=np.int64)
+    removed = _sorted(origin_removed(f))
+    if not len(removed):
+        return BitMap64(pos)
+    kept = np.setdiff1d(np.arange(f.rows + len(removed), dtype=np.int64), removed)
+    return BitMap64(kept[pos])
+
+
+def from_origin(f: DataFile, positions: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """Index entries' positions (origin coordinates) as positions of ``f``; positions a
+    splice removed are dropped."""
+    removed = _sorted(origin_removed(f))
+    if not len(removed):
+        return positions
+    pos = positions[~np.isin(positions, removed)]
+    return pos - np.searchsorted(removed, pos, side="right")
+
+
+def spliced_origin(f: DataFile, removed: BitMap64) -> IndexOrigin:
+    """The index origin of the file a splice of ``f`` removing ``removed`` (positions of
+    ``f``) writes: ``f``'s own origin (chains keep the first) with those rows added."""
+    gone = origin_removed(f) | origin_positions(f, removed)
+    return IndexOrigin(
+        path=index_path(f),
+        added_version=f.index_version,
+        removed=base64.b64encode(gone.serialize()).decode("ascii") if gone else "",
+    )
+
+
 # --- building --------------------------------------------------------------------------------
 def entries_of(
     store: S3Store,
@@ -123,22 +184,25 @@ def entries_of(
     progress: Progress | None = None,
 ) -> pa.Table:
     """The entries ``(value, file, pos)`` of ``files`` (reads only their ``column`` chunks;
-    nulls are not indexed). ``progress`` hears of each file read (``"index backfill"``)."""
+    nulls are not indexed; a spliced file's entries name its origin, :func:`index_path`).
+    ``progress`` hears of each file read (``"index backfill"``)."""
     parts: list[pa.Table] = []
     tracker = track(progress, "index backfill", total=len(files), unit="files")
     for f in files:
         h = FileHandle(store, f"{prefix}/{f.path}" if prefix else f.path, f)
         tail = h.tail()
         first = 0
+        rows = np.arange(f.rows, dtype=np.int64)
+        at = rows if f.index_origin is None else _sorted(origin_positions(f, rows))
         for rg in range(tail.arrow.num_row_groups):
             n = tail.arrow.row_group(rg).num_rows
             col = read_row_group(h, tail, rg, [column], h.prefetch(tail, rg, [column])).column(0)
-            pos = pa.array(np.arange(first, first + n, dtype=np.int64))
+            pos = pa.array(at[first : first + n])
             first += n
             part = pa.table(
                 {
                     "value": col.cast(t),
-                    "file": pa.array([f.path] * n, pa.string()),
+                    "file": pa.array([index_path(f)] * n, pa.string()),
                     "pos": pos,
                 }
             )
@@ -170,12 +234,28 @@ def build_run(
 ) -> tuple[IndexRun, list[str]]:
     """Sort ``entries`` and write them as the pieces of one run (``covers`` left empty: the
     commit sets it). Returns the run and the table-relative keys written."""
-    ordered = entries.sort_by([("value", "ascending"), ("file", "ascending"), ("pos", "ascending")])
-    pieces, written = _write_pieces(store, prefix, column, ordered, piece_entries)
+    ordered = entries.take(_order(entries))
+    pieces, written = write_pieces(store, prefix, column, ordered, piece_entries)
     return IndexRun(id=uuid.uuid4().hex[:16], covers=(), pieces=pieces), written
 
 
-def _write_pieces(
+def _order(entries: pa.Table) -> pa.Array:
+    """Indices sorting entries by (value, file, pos): files compared by their rank among the
+    few distinct paths (comparing long, mostly equal path strings costs several times more);
+    entries already in (file, pos) order need only a stable sort by value."""
+    uniq = pc.unique(entries.column("file"))
+    uniq = uniq.take(pc.array_sort_indices(uniq))
+    rank = pc.index_in(entries.column("file"), value_set=uniq)
+    r, p = rank.to_numpy(), entries.column("pos").to_numpy()
+    if bool(np.all((r[1:] > r[:-1]) | ((r[1:] == r[:-1]) & (p[1:] > p[:-1])))):
+        return pc.sort_indices(entries.column("value"))  # stable
+    keys = pa.table({"v": entries.column("value"), "r": rank, "p": entries.column("pos")})
+    return pc.sort_indices(
+        keys, sort_keys=[("v", "ascending"), ("r", "ascending"), ("p", "ascending")]
+    )
+
+
+def write_pieces(
     store: S3Store, prefix: str, column: str, ordered: pa.Table, piece_entries: int
 ) -> tuple[tuple[IndexPiece, ...], list[str]]:
     """Cut sorted entries into pieces of at most ``piece_entries`` and PUT them."""
@@ -294,17 +374,17 @@ def probe(
     if not wanted:
         return _empty(t)
     value_set = pa.array([exact_scalar(v, t).cast(t) for v in wanted], type=t)
+    todo = [p for r in ix.runs for p in r.pieces if piece_may_hold(p, t, wanted)]
+    if len(todo) > 1:  # one piece per run: their GETs in parallel (they wait on nothing else)
+        futures = [io_pool().submit(_read_piece, store, prefix, p, t, wanted) for p in todo]
+        groups = [g for f in futures for g in f.result()]
+    else:
+        groups = [g for p in todo for g in _read_piece(store, prefix, p, t, wanted)]
     parts: list[pa.Table] = []
-    for run in ix.runs:
-        for piece in run.pieces:
-            lo, hi = from_json(piece.min, t), from_json(piece.max, t)
-            i = bisect.bisect_left(wanted, lo) if lo is not None else 0
-            if lo is not None and hi is not None and not (i < len(wanted) and wanted[i] <= hi):
-                continue
-            for g in _read_piece(store, prefix, piece, t, wanted):
-                hit = g.filter(pc.is_in(g.column("value"), value_set=value_set))
-                if hit.num_rows:
-                    parts.append(hit.cast(_empty(t).schema))
+    for g in groups:
+        hit = g.filter(pc.is_in(g.column("value"), value_set=value_set))
+        if hit.num_rows:
+            parts.append(hit.cast(_empty(t).schema))
     return pa.concat_tables(parts) if parts else _empty(t)
 
 
@@ -373,7 +453,6 @@ def index_plans(
         t = schema.field(ix.column).type
         files = candidate_files(m, dnf, physical=ph)
         indexed = tuple(f for f in files if ix.covers(f))
-        live = {f.path for f in indexed}
         entries = probed[ix.column]
         mine = entries.filter(
             pc.is_in(
@@ -381,15 +460,29 @@ def index_plans(
                 value_set=pa.array([exact_scalar(v, t).cast(t) for v in vals], type=t),
             )
         )
-        hits: dict[str, BitMap64] = {}
-        for path, pos in zip(
-            mine.column("file").to_pylist(), mine.column("pos").to_pylist(), strict=True
-        ):
-            if path in live:
-                hits.setdefault(path, BitMap64()).add(pos)
+        hits = _hits(mine, indexed)
         unindexed = tuple(f for f in files if not ix.covers(f))
         out.append(IndexPlan(ix.column, hits, indexed, unindexed, exact))
     return out
+
+
+def _hits(entries: pa.Table, indexed: Sequence[DataFile]) -> dict[str, BitMap64]:
+    """Per live file of ``indexed``, the positions ``entries`` name (a spliced file's
+    through its origin: removed positions dropped, the others shifted down)."""
+    by_path = {index_path(f): f for f in indexed}
+    found: dict[str, list[int]] = {}
+    for path, pos in zip(
+        entries.column("file").to_pylist(), entries.column("pos").to_pylist(), strict=True
+    ):
+        if path in by_path:
+            found.setdefault(path, []).append(pos)
+    hits: dict[str, BitMap64] = {}
+    for path, pos in found.items():
+        f = by_path[path]
+        at = from_origin(f, np.array(pos, dtype=np.int64))
+        if len(at):
+            hits[f.path] = BitMap64(at)
+    return hits
 
 
 def row_groups_of(f: DataFile, positions: BitMap64) -> list[tuple[int, int]]:
@@ -446,11 +539,33 @@ def hit_rows(hits: Mapping[str, BitMap64]) -> Any:
 
 
 # --- declaring and maintaining ---------------------------------------------------------------
+def _entries_in_memory(
+    files: Sequence[DataFile], values: pa.ChunkedArray, t: pa.DataType
+) -> pa.Table:
+    """The entries of new ``files`` (no origins) from their rows' ``values`` (in file
+    order), laid out in (file, pos) order."""
+    starts = np.cumsum([0, *(f.rows for f in files)])
+    by_path = sorted(range(len(files)), key=lambda i: files[i].path)
+    value = values.cast(t)
+    if by_path != list(range(len(files))):
+        value = value.take(np.concatenate([np.arange(starts[i], starts[i + 1]) for i in by_path]))
+    which = np.repeat(np.array(by_path, dtype=np.int32), [files[i].rows for i in by_path])
+    pos = np.concatenate([np.arange(files[i].rows, dtype=np.int64) for i in by_path])
+    names = pa.array([f.path for f in files], pa.string())
+    part = pa.table({"value": value, "file": names.take(which), "pos": pos})
+    return part.filter(pc.is_valid(part.column("value")))
+
+
 def runs_for_files(
-    store: S3Store, prefix: str, m: Manifest, files: Sequence[DataFile]
+    store: S3Store,
+    prefix: str,
+    m: Manifest,
+    files: Sequence[DataFile],
+    values: Mapping[str, pa.ChunkedArray] | None = None,
 ) -> tuple[dict[str, IndexRun], list[str]]:
     """One run per index declared in ``m`` over new ``files`` (written now, committed with
-    them: :func:`with_new_runs`), and the keys written."""
+    them: :func:`with_new_runs`), and the keys written. ``values``: per column, the values
+    of the files' rows in order, if the writer has them (else they are read back)."""
     runs: dict[str, IndexRun] = {}
     written: list[str] = []
     if not files:
@@ -458,9 +573,12 @@ def runs_for_files(
     schema = m.arrow_schema()
     for ix in m.indexes:
         t = schema.field(ix.column).type
-        run, keys = build_run(
-            store, prefix, ix.column, entries_of(store, prefix, files, ix.column, t)
-        )
+        v = (values or {}).get(ix.column)
+        if v is not None and len(v) == sum(f.rows for f in files):
+            entries = _entries_in_memory(files, v, t)
+        else:
+            entries = entries_of(store, prefix, files, ix.column, t)
+        run, keys = build_run(store, prefix, ix.column, entries)
         runs[ix.column] = run
         written.extend(keys)
     return runs, written
@@ -530,59 +648,13 @@ def initial_indexes(schema: pa.Schema, columns: Iterable[str]) -> tuple[ColumnIn
 
 
 # --- erasure ---------------------------------------------------------------------------------
-def _may_hold(piece: IndexPiece, t: pa.DataType, wanted: Sequence[Any]) -> bool:
+def piece_may_hold(piece: IndexPiece, t: pa.DataType, wanted: Sequence[Any]) -> bool:
+    """Whether ``piece``'s ``[min, max]`` holds one of ``wanted`` (sorted, comparable form)."""
     lo, hi = from_json(piece.min, t), from_json(piece.max, t)
     if lo is None or hi is None:
         return True
     i = bisect.bisect_left(wanted, lo)
     return i < len(wanted) and wanted[i] <= hi
-
-
-def scrub(
-    store: S3Store, prefix: str, m: Manifest, values: Mapping[str, set[Any]]
-) -> tuple[dict[str, tuple[IndexPiece, ...]], list[str]]:
-    """Rewrite every piece of ``m`` that holds one of ``values`` (per column, comparable
-    form) without those entries: what an erasure by an indexed column does so that no index
-    object it leaves referenced names the person. Returns old piece path -> its
-    replacement pieces (none if emptied), and the keys written."""
-    out: dict[str, tuple[IndexPiece, ...]] = {}
-    written: list[str] = []
-    schema = m.arrow_schema()
-    for ix in m.indexes:
-        if not values.get(ix.column):
-            continue
-        t = schema.field(ix.column).type
-        wanted = sorted(values[ix.column])
-        value_set = pa.array([exact_scalar(v, t).cast(t) for v in wanted], type=t)
-        for piece in (p for r in ix.runs for p in r.pieces):
-            if not _may_hold(piece, t, wanted):
-                continue
-            body = store.get(_key(store, prefix, piece.path), etag=piece.etag).body
-            entries = pq.read_table(pa.BufferReader(body))
-            keep = entries.filter(pc.invert(pc.is_in(entries.column("value"), value_set=value_set)))
-            if keep.num_rows == entries.num_rows:
-                continue
-            new, keys = _write_pieces(store, prefix, ix.column, keep, PIECE_ENTRIES)
-            out[piece.path] = new
-            written.extend(keys)
-    return out, written
-
-
-def replace_pieces(m: Manifest, repl: Mapping[str, tuple[IndexPiece, ...]]) -> Manifest | None:
-    """``m`` (not yet committed) with pieces replaced; None if one of them is gone from
-    ``m`` (another commit rewrote it: scrub again on the new base)."""
-    if not repl:
-        return m
-    found = piece_paths(m)
-    if any(p not in found for p in repl):
-        return None
-
-    def run(r: IndexRun) -> IndexRun:
-        pieces = tuple(q for p in r.pieces for q in repl.get(p.path, (p,)))
-        return r.model_copy(update={"pieces": pieces})
-
-    indexes = tuple(ix.model_copy(update={"runs": tuple(map(run, ix.runs))}) for ix in m.indexes)
-    return m.model_copy(update={"indexes": indexes}).with_pending(m.pending_segments())
 
 
 # --- merging (LSM) ---------------------------------------------------------------------------
@@ -668,11 +740,17 @@ def with_merges(m: Manifest, merges: Sequence[Merge]) -> Manifest:
 
 
 def maintain(
-    store: S3Store, prefix: str, m: Manifest, files: Sequence[DataFile]
+    store: S3Store,
+    prefix: str,
+    m: Manifest,
+    files: Sequence[DataFile],
+    *,
+    values: Mapping[str, pa.ChunkedArray] | None = None,
 ) -> tuple[dict[str, IndexRun], list[Merge], list[str]]:
     """What a commit adding ``files`` to (a successor of) ``m`` writes for the indexes: a
-    run per index over the new files, and the merges ``m``'s runs are due for."""
-    runs, written = runs_for_files(store, prefix, m, files)
+    run per index over the new files (``values``: see :func:`runs_for_files`), and the
+    merges ``m``'s runs are due for."""
+    runs, written = runs_for_files(store, prefix, m, files, values)
     merges: list[Merge] = []
     for column, old in plan_merges(m):
         mg, keys = merge(store, prefix, m, column, old)
@@ -702,7 +780,7 @@ def catch_up(
         run, keys = build_run(
             store, prefix, ix.column, entries_of(store, prefix, todo, ix.column, t)
         )
-        covers = _union((f.added_version, f.added_version) for f in todo)
+        covers = _union((f.index_version, f.index_version) for f in todo)
         out[ix.column] = run.model_copy(update={"covers": covers})
         written.extend(keys)
     return out, written

@@ -45,6 +45,7 @@ __all__ = [
     "DVRef",
     "DataFile",
     "Head",
+    "IndexOrigin",
     "IndexPiece",
     "IndexRun",
     "Manifest",
@@ -112,6 +113,17 @@ class DVRef(_Frozen):
     inline: str | None = None
 
 
+class IndexOrigin(_Frozen):
+    """Where a spliced file's index entries are (docs/format.md §3c): the file the splices
+    started from (``path``, ``added_version``), and ``removed``, the positions of that file
+    the splices removed (a portable Roaring bitmap, base64). Position ``p`` of the origin is
+    row ``p - rank(removed, p)`` of the spliced file unless ``p`` is in ``removed``."""
+
+    path: str
+    added_version: int = Field(ge=0)
+    removed: str = ""
+
+
 class DataFile(_Frozen):
     """A live data file of a snapshot (path relative to the table prefix)."""
 
@@ -124,6 +136,12 @@ class DataFile(_Frozen):
     dv: DVRef | None = None
     added_version: int = Field(ge=0)
     sorted_by_key: bool = False
+    index_origin: IndexOrigin | None = Field(default=None, exclude_if=lambda v: v is None)
+
+    @property
+    def index_version(self) -> int:
+        """The added version the index covers this file by (its origin's, if spliced)."""
+        return self.index_origin.added_version if self.index_origin else self.added_version
 
     @property
     def deleted_rows(self) -> int:
@@ -287,7 +305,7 @@ class ColumnIndex(_Frozen):
 
     def covers(self, f: DataFile) -> bool:
         """Whether a live file's rows are in this index (else readers scan it)."""
-        return any(r.covers_version(f.added_version) for r in self.runs)
+        return any(r.covers_version(f.index_version) for r in self.runs)
 
 
 class SegmentSource(Protocol):

@@ -52,6 +52,7 @@ __all__ = [
     "TailCache",
     "read_filtered",
     "read_pages",
+    "read_positions",
     "read_row_group",
 ]
 
@@ -761,3 +762,31 @@ def _read_columns(
         pos = pages.positions(ps, wanted)
         out[c] = values if len(pos) == len(values) else values.take(pa.array(pos))
     return out
+
+
+def read_positions(handle: FileHandle, columns: Sequence[str], positions: Any) -> pa.Table:
+    """The values of ``columns`` at ``positions`` (sorted, distinct; deleted rows included)
+    of the file, in position order: per row group holding some, only the pages holding them
+    when the page index allows, else the group's chunks."""
+    tail, pos = handle.tail(), np.asarray(positions, dtype=np.int64)
+    pi, parts, first = handle.page_index(tail), [], 0
+    full = tail.arrow.schema.to_arrow_schema()
+    schema = pa.schema([full.field(c) for c in columns])
+    for rg in range(tail.arrow.num_row_groups):
+        n = tail.arrow.row_group(rg).num_rows
+        mine = pos[(pos >= first) & (pos < first + n)] - first
+        first += n
+        if not len(mine):
+            continue
+        leaves = {c: pi.leaf(c) for c in columns} if pi is not None else {}
+        lay = {c: pi.layout(rg, lf) for c, lf in leaves.items() if pi and lf is not None}
+        if pi is not None and len(lay) == len(columns) and all(lay.values()):
+            try:
+                got = _read_columns(handle, pi, rg, lay, pages.runs(mine))  # type: ignore[arg-type]
+                parts.append(pa.table({c: got[c] for c in columns}).cast(schema))
+                continue
+            except (pqm.InvalidParquet, pa.ArrowException):
+                pass  # the group's chunks below
+        t = read_row_group(handle, tail, rg, columns, handle.prefetch(tail, rg, columns))
+        parts.append(t.take(pa.array(mine)).cast(schema))
+    return pa.concat_tables(parts) if parts else schema.empty_table()

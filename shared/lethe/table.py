@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal
@@ -332,11 +332,29 @@ class Table:
         """
         before = self.store.stats.snapshot()
         written_at = time.time()
-        files = self.write_data_files(data, progress=progress)
+        data = self._conform(data)
+        files = write_files(
+            self.store,
+            self._catalog.prefix,
+            data,
+            self.schema,
+            self.write_options(),
+            progress=progress,
+            task="append",
+        )
         if not files:
             return CommitResult(self.version, 0, 0, 0, self.store.stats.snapshot() - before)
+        # the files hold the table's rows in order: their index entries need no read-back
+        values = None
+        if isinstance(data, pa.Table) and data.num_rows == sum(f.rows for f in files):
+            values = {c: data.column(c) for c in self.indexes}
         return self.commit_files(
-            files, kind="append", written_at=written_at, own=True, _io_before=before
+            files,
+            kind="append",
+            written_at=written_at,
+            own=True,
+            _io_before=before,
+            _index_values=values,
         )
 
     def discard(self, files: Iterable[DataFile]) -> None:
@@ -369,6 +387,7 @@ class Table:
         written_at: float | None = None,
         own: bool = False,
         _io_before: IOCounters | None = None,
+        _index_values: Mapping[str, pa.ChunkedArray] | None = None,
     ) -> CommitResult:
         """Commit already-written data files (used by append, ingest jobs and the trigger).
 
@@ -392,7 +411,9 @@ class Table:
             params=params or {},
         )
         earlier: list[int] = []
-        runs, merges, pieces = maintain(self.store, self._catalog.prefix, self._m, files)
+        runs, merges, pieces = maintain(
+            self.store, self._catalog.prefix, self._m, files, values=_index_values
+        )
 
         def build(base: Manifest) -> Manifest | None:
             if rid is not None:

@@ -1,11 +1,13 @@
 """``lethe verify``: every reference of a snapshot resolves and every DV matches its file;
-a format-2 snapshot's segments exist and agree with their summaries."""
+a format-2 snapshot's segments exist and agree with their summaries; its index pieces exist
+and (``deep``) their entries are exactly the covered files' rows (:mod:`lethe.index_verify`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
 from lethe import errors
+from lethe.index_verify import check_indexes
 from lethe.manifest import DataFile, Manifest
 from lethe.table import Table
 from lethe.transforms import summarize
@@ -20,16 +22,25 @@ class VerifyReport:
     dvs_checked: int
     problems: tuple[str, ...] = field(default_factory=tuple)
     segments_checked: int = 0
+    index_pieces_checked: int = 0
+    index_entries_checked: int = 0  # deep only
 
     @property
     def ok(self) -> bool:
         return not self.problems
 
 
-def verify(table: Table) -> VerifyReport:
+def verify(table: Table, *, deep: bool = False) -> VerifyReport:
     """Check the snapshot: data files exist with the recorded size and ETag, their footers
     agree with the manifest (rows, row groups), DV blobs decode with the recorded checksum
-    and cardinality, and every deleted position is inside its file."""
+    and cardinality, and every deleted position is inside its file; index pieces exist with
+    their ETag and runs are well-formed; ``deep`` also decodes every piece and checks its
+    entries against the covered files' rows (reads the indexed columns of those files).
+
+    Example:
+        >>> verify(Table.open("s3://bucket/events"), deep=True).ok  # doctest: +SKIP
+        True
+    """
     from lethe.deletes import load_dv
 
     problems: list[str] = []
@@ -75,7 +86,11 @@ def verify(table: Table) -> VerifyReport:
                 )
             if len(bm) and bm.max() >= f.rows:
                 problems.append(f"{f.path}: DV position {bm.max()} beyond the file's {f.rows} rows")
-    return VerifyReport(m.version, len(files), dvs, tuple(problems), len(m.segments))
+    ix = check_indexes(table.store, table.catalog.prefix, m, files, deep=deep)
+    problems.extend(ix.problems)
+    return VerifyReport(
+        m.version, len(files), dvs, tuple(problems), len(m.segments), ix.pieces, ix.entries
+    )
 
 
 def _check_segments(m: Manifest) -> tuple[list[str], list[DataFile]]:

@@ -11,8 +11,9 @@ Examples::
     lethe iceberg publish s3://b/events
     lethe erasures s3://b/events --pending --older-than 25d
     lethe report s3://b/events --html report.html
+    lethe index create s3://b/events email
 
-Long commands (append, erase, purge, gc, iceberg publish) show their progress on stderr: bars
+Long commands (append, erase, purge, gc, iceberg publish, index create) show their progress on stderr: bars
 on a terminal, a few plain lines elsewhere, nothing with ``-q``/``--quiet``
 (:mod:`lethe.cli.bars`). Data and ``--json`` output go to stdout alone.
 """
@@ -26,7 +27,7 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from lethe import errors
-from lethe.cli import erasures, iceberg, ops, tables
+from lethe.cli import erasures, iceberg, index, ops, tables
 from lethe.cli.bars import reporter
 from lethe.cli.common import parse_where
 from lethe.process import run_main
@@ -46,6 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
     ops.register(sub)  # delete, erase, purge, gc, verify
     iceberg.register(sub)  # iceberg publish
     erasures.register(sub)  # erasures, report
+    index.register(sub)  # index create|drop|list
     _quiet_everywhere(p)
     return p
 

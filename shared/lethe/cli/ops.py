@@ -100,12 +100,14 @@ def cmd_verify(a: argparse.Namespace) -> int:
     from lethe.table import Table
     from lethe.verify import verify
 
-    rep = verify(Table.open(a.uri, version=a.version))
+    rep = verify(Table.open(a.uri, version=a.version), deep=a.deep)
     for p in rep.problems:
         print(f"PROBLEM {p}")
     print(
         f"version {rep.version}: {rep.segments_checked} segments, {rep.files_checked} files, "
-        f"{rep.dvs_checked} DVs checked, {len(rep.problems)} problems"
+        f"{rep.dvs_checked} DVs, {rep.index_pieces_checked} index pieces"
+        + (f" ({rep.index_entries_checked} entries)" if a.deep else "")
+        + f" checked, {len(rep.problems)} problems"
     )
     return 0 if rep.ok else 1
 
@@ -143,4 +145,7 @@ def register(sub: Any) -> None:
     c = sub.add_parser("verify", help="check every reference and DV of a snapshot")
     c.add_argument("uri")
     c.add_argument("--version", type=int)
+    c.add_argument(
+        "--deep", action="store_true", help="also decode index pieces and check every entry"
+    )
     c.set_defaults(fn=cmd_verify)

@@ -28,6 +28,7 @@ def cmd_create(a: argparse.Namespace) -> int:
         gc_grace=a.gc_grace,
         iceberg_view=a.iceberg_view,
         iceberg_format_version=a.iceberg_format_version,
+        indexes=tuple(a.index or ()),
     )
     print(f"created {t.uri} version {t.version} key={a.key} columns={schema.names}")
     return 0
@@ -148,6 +149,9 @@ def register(sub: Any) -> None:
         help="publish the table's Iceberg view after every commit (lethe iceberg publish)",
     )
     c.add_argument("--iceberg-format-version", type=int, choices=(2, 3), default=3)
+    c.add_argument(
+        "--index", action="append", metavar="COLUMN", help="a secondary index (repeatable)"
+    )
     c.set_defaults(fn=cmd_create)
 
     c = sub.add_parser("append", help="append a local Parquet or CSV file")

@@ -1,0 +1,184 @@
+"""Erasure reaches the index (DESIGN §6b, docs/format.md §3c), whatever the erase's filter.
+
+At an erase's DV stage the physical positions of the erased rows are known per file. The
+indexed columns' values of exactly those positions are read (only the pages holding them,
+:func:`lethe.reader.read_positions`), and every piece whose ``[min, max]`` can hold one of
+those values is rewritten without the entries that name an erased row. Other rows sharing a
+value stay indexed. Entries of such a value that point nowhere live (a file compacted away,
+a row a splice already removed) go too: after the erase no referenced index object holds an
+erased value except for rows still live in the table. A filter that is exactly "indexed
+column in V" also drops every entry of V (what a request naming the person by that column
+asks). The old pieces join the erasure's ``superseded``: GC treats them like spliced-away
+data files.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from pyroaring import BitMap64
+
+from lethe.index import (
+    PIECE_ENTRIES,
+    index_path,
+    origin_positions,
+    origin_removed,
+    piece_may_hold,
+    piece_paths,
+    write_pieces,
+)
+from lethe.manifest import DataFile, IndexPiece, IndexRun, Manifest
+from lethe.reader import FileHandle, read_positions
+from lethe.store import S3Store
+from lethe.values import exact_scalar, from_json, to_json
+
+__all__ = ["Erased", "ErasedRows", "erased_entries", "replace_pieces", "scrub"]
+
+
+@dataclass(slots=True)
+class Erased:
+    """What an erasure removes from the index on one column: ``values`` (comparable form)
+    of the erased rows, ``rows`` (index path -> positions in the index's coordinates), and
+    ``every``: values whose every entry goes (the request pinned them)."""
+
+    values: set[Any] = field(default_factory=set)
+    rows: dict[str, BitMap64] = field(default_factory=dict)
+    every: set[Any] = field(default_factory=set)
+
+
+@dataclass(frozen=True, slots=True)
+class ErasedRows:
+    """Per indexed column what goes (:class:`Erased`), and the live files the rows were in."""
+
+    columns: dict[str, Erased]
+    files: tuple[DataFile, ...] = ()
+
+    def __bool__(self) -> bool:
+        return any(e.values for e in self.columns.values())
+
+
+def erased_entries(
+    store: S3Store,
+    prefix: str,
+    m: Manifest,
+    found: Mapping[str, BitMap64],
+    pinned: Mapping[str, Iterable[Any]] | None = None,
+) -> ErasedRows:
+    """Per index of ``m``: the entries erasing the rows ``found`` (file -> physical positions)
+    removes, read from the indexed columns' pages holding those rows; ``pinned``: column ->
+    values a request named the person by."""
+    out = {ix.column: Erased() for ix in m.indexes}
+    if not out:
+        return ErasedRows(out)
+    for col, vals in (pinned or {}).items():
+        if col in out:
+            out[col].every.update(vals)
+            out[col].values.update(vals)
+    schema = m.arrow_schema()
+    cols = list(out)
+    files: list[DataFile] = []
+    for path in sorted(found):
+        f, bm = m.file(path), found[path]
+        if f is None or not bm:
+            continue
+        files.append(f)
+        h = FileHandle(store, f"{prefix}/{path}" if prefix else path, f)
+        got = read_positions(h, cols, bm)
+        ipath, ipos = index_path(f), origin_positions(f, bm)
+        for c in cols:
+            t = schema.field(c).type
+            e = out[c]
+            e.rows.setdefault(ipath, BitMap64()).update(ipos)
+            uniq = pc.unique(got.column(c).drop_null().cast(t))
+            e.values.update(from_json(to_json(s), t) for s in uniq)
+    return ErasedRows(out, tuple(files))
+
+
+class _Live:
+    """Index paths of the live files of ``m`` with the origin positions already removed
+    (loaded on first need: most entries of an erased value name a file the erase read)."""
+
+    def __init__(self, m: Manifest, known: Iterable[DataFile]) -> None:
+        self.m = m
+        self.paths: dict[str, BitMap64] = {index_path(f): origin_removed(f) for f in known}
+        self.complete = False
+
+    def removed(self, path: str) -> BitMap64 | None:
+        """Positions of ``path`` no live row has (None: no live file has this index path)."""
+        if path not in self.paths and not self.complete:
+            self.paths.update({index_path(f): origin_removed(f) for f in self.m.files})
+            self.complete = True
+        return self.paths.get(path)
+
+
+def _doomed(entries: pa.Table, e: Erased, value_set: pa.Array, live: _Live) -> np.ndarray:
+    """The mask of the entries of one piece that go."""
+    t = value_set.type
+    hit = pc.is_in(entries.column("value"), value_set=value_set).to_numpy(zero_copy_only=False)
+    out = np.zeros(entries.num_rows, dtype=bool)
+    if not hit.any():
+        return out
+    every = pa.array([exact_scalar(v, t).cast(t) for v in sorted(e.every)], type=t)
+    whole = pc.is_in(entries.column("value"), value_set=every).to_numpy(zero_copy_only=False)
+    files = entries.column("file").to_pylist()
+    pos = entries.column("pos").to_numpy()
+    for i in np.flatnonzero(hit):
+        p, q = files[i], int(pos[i])
+        gone = live.removed(p)
+        out[i] = bool(whole[i]) or gone is None or q in gone or q in e.rows.get(p, ())
+    return out
+
+
+def scrub(
+    store: S3Store, prefix: str, m: Manifest, erased: ErasedRows
+) -> tuple[dict[str, tuple[IndexPiece, ...]], list[str]]:
+    """Rewrite every piece of ``m`` holding an entry ``erased`` removes (only pieces whose
+    ``[min, max]`` can hold an erased value are read). Returns old piece path -> its
+    replacement pieces (none if emptied), and the keys written."""
+    out: dict[str, tuple[IndexPiece, ...]] = {}
+    written: list[str] = []
+    schema = m.arrow_schema()
+    live = _Live(m, erased.files)
+    for ix in m.indexes:
+        e = erased.columns.get(ix.column)
+        if e is None or not e.values:
+            continue
+        t = schema.field(ix.column).type
+        wanted = sorted(e.values)
+        value_set = pa.array([exact_scalar(v, t).cast(t) for v in wanted], type=t)
+        for piece in (p for r in ix.runs for p in r.pieces):
+            if not piece_may_hold(piece, t, wanted):
+                continue
+            key = f"{prefix}/{piece.path}" if prefix else piece.path
+            entries = pq.read_table(pa.BufferReader(store.get(key, etag=piece.etag).body))
+            doomed = _doomed(entries, e, value_set, live)
+            if not doomed.any():
+                continue
+            keep = entries.filter(pa.array(~doomed))
+            new, keys = write_pieces(store, prefix, ix.column, keep, PIECE_ENTRIES)
+            out[piece.path] = new
+            written.extend(keys)
+    return out, written
+
+
+def replace_pieces(m: Manifest, repl: Mapping[str, tuple[IndexPiece, ...]]) -> Manifest | None:
+    """``m`` (not yet committed) with pieces replaced; None if one of them is gone from
+    ``m`` (another commit rewrote it: scrub again on the new base)."""
+    if not repl:
+        return m
+    found = piece_paths(m)
+    if any(p not in found for p in repl):
+        return None
+
+    def run(r: IndexRun) -> IndexRun:
+        pieces = tuple(q for p in r.pieces for q in repl.get(p.path, (p,)))
+        return r.model_copy(update={"pieces": pieces})
+
+    indexes = tuple(ix.model_copy(update={"runs": tuple(map(run, ix.runs))}) for ix in m.indexes)
+    return m.model_copy(update={"indexes": indexes}).with_pending(m.pending_segments())
