@@ -13,8 +13,8 @@ Examples::
     lethe report s3://b/events --html report.html
     lethe index create s3://b/events email
 
-Long commands (append, erase, purge, gc, iceberg publish, index create) show their progress on stderr: bars
-on a terminal, a few plain lines elsewhere, nothing with ``-q``/``--quiet``
+Long commands (append, erase, purge, gc, iceberg publish, index create) show their progress
+on stderr: bars on a terminal, a few plain lines elsewhere, nothing with ``-q``/``--quiet``
 (:mod:`lethe.cli.bars`). Data and ``--json`` output go to stdout alone.
 """
 
