@@ -310,6 +310,11 @@ def test_the_demo_story_end_to_end(runtime: LocalRuntime, aws: LocalAws, tmp_pat
     # the malformed message alone, received 4 more times, is reported in batchItemFailures:
     # the invocations themselves never fail (an all-bad batch does not raise)
     assert delete_fn.failures == 0 and r["batch_failures"] == 4
+    # every other function succeeded too: the Iceberg view's Glue registration needs the
+    # template's Glue database, which the runtime creates
+    glue_fn = rt.function("iceberg_glue.handler.handler")
+    assert glue_fn.invocations > 0
+    assert {n: f.failures for n, f in rt.functions.items() if f.failures} == {}
     assert "LETHE_TABLE_URI" not in os.environ  # handler environments never leak
     assert any("dead-letter queue" in line for line in rt.lines)  # type: ignore[attr-defined]
 

@@ -47,6 +47,8 @@ Application`` + job runs       job run a handler starts is run here: ``spark_job
 StateMachine``                 (:mod:`devtools.local.stepfunctions`)
 ``AWS::Events::Rule``          a timer (:attr:`LocalSettings.gc_interval`) and
                                :meth:`LocalRuntime.run_gc`, with the rule's input
+``AWS::Glue::Database``        a moto Glue database of the declared name (the Iceberg view's
+                               Glue table is created in it by its function)
 ``Custom::CDKBucket            ``spark_jobs/*.py`` uploaded to the artifacts bucket
 Deployment``
 IAM, KMS, logs, alarms, SNS    not created (moto would not enforce them)
@@ -305,6 +307,7 @@ class LocalRuntime:
         self._routed = True
         self.emr.patch_moto()
         self._create_buckets()
+        self._create_glue_databases()
         self.events.create_queues()
         self.emr.create_applications()
         self.functions, skipped = functions_from_template(
@@ -345,6 +348,21 @@ class LocalRuntime:
                     "RegionalDomainName": f"{name}.s3.{REGION}.amazonaws.com",
                 },
             )
+
+    def _create_glue_databases(self) -> None:
+        """``AWS::Glue::Database``: a moto Glue database of the declared name (the Iceberg
+        view's Glue table is created in it by the function that registers the view)."""
+        glue = None
+        for lid, props in self.template.of_type("AWS::Glue::Database").items():
+            spec = props.get("DatabaseInput") or {}
+            name = spec.get("Name") or self.names.of(lid, 255, lower=True)
+            glue = glue or self.aws.client("glue")
+            db = {
+                "Name": name,
+                **({"Description": spec["Description"]} if "Description" in spec else {}),
+            }
+            glue.create_database(DatabaseInput=db)
+            self.template.physical[lid] = Physical(name, {})
 
     def _deploy_artifacts(self) -> None:
         """``Custom::CDKBucketDeployment`` of ``spark_jobs/``: upload the local entry points."""
