@@ -320,9 +320,12 @@ def test_a_short_edit_between_copies_chains_instead_of_downloading() -> None:
     assert chained.bytes_downloaded == 0
     assert bytes_moved(chained) == MiB + 100
     check_chain(chained, PartLimits())
-    # stage 1: the prefix copied, the new bytes as its last part; stage 2 copies stage 1
+    # stage 1: the prefix's last 5 MiB copied, the new bytes as its last part; the object
+    # copies the rest of the prefix, then stage 1 whole
+    assert chained.stages[0][0] == CopyPart(95 * MiB, 100 * MiB)
     assert [type(p).__name__ for p in chained.stages[0]] == ["CopyPart", "UploadPart"]
-    assert chained.stages[1][0] == StageCopy(0, 0, 101 * MiB)
+    assert chained.stages[1][:2] == (CopyPart(0, 95 * MiB), StageCopy(0, 0, 6 * MiB))
+    assert chained.bytes_copied < 200 * MiB + 12 * MiB
     assert plan_upload(segs, 200 * MiB) == chained
     # nothing to gain: the plain plan stays
     far = [Copy(0, 100 * MiB), new(6 * MiB), Copy(101 * MiB, 200 * MiB), new(100)]

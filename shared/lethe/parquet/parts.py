@@ -24,15 +24,16 @@ program over the segments, so the plan is optimal for these rules.
 'SinglePut'
 
 A short upload buffer between two copies need not borrow anything when the object is built
-in stages (:func:`plan_chained`): a temporary object is the copied prefix with the new bytes
-as its *last* part (which may be short), and the next stage copies that object whole as
-one part. Bytes moved drop to the new bytes; a few requests are added.
+in stages (:func:`plan_chained`): a temporary object is the last 5 MiB of the copy before
+with the new bytes as its *last* part (which may be short), and the object copies that
+temporary object whole as one part. Bytes moved drop to the new bytes; a few requests are
+added.
 
 >>> segs = [Copy(0, 100 * MiB), Bytes(b"x" * MiB), Copy(110 * MiB, 200 * MiB), Bytes(b"f")]
 >>> bytes_moved(plan_parts(segs, 200 * MiB)), bytes_moved(plan_chained(segs, 200 * MiB))
 (9437185, 1048577)
->>> [len(s) for s in plan_chained(segs, 200 * MiB).stages]
-[2, 3]
+>>> [[(type(p).__name__, p.size // MiB) for p in s] for s in plan_chained(segs, 200 * MiB).stages]
+[[('CopyPart', 5), ('UploadPart', 1)], [('CopyPart', 95), ('StageCopy', 6), ('CopyPart', 90), ('UploadPart', 0)]]
 """
 
 from __future__ import annotations
@@ -530,16 +531,50 @@ def _head(items: list[Segment], mn: int) -> tuple[list[Piece], list[Segment]]:
     return _merge(head), rest
 
 
+def _parts_of(seg: Segment, lim: PartLimits) -> list[ChainPart]:
+    if isinstance(seg, Bytes):
+        return list(_cut_pieces([seg], _split(seg.length, lim)))
+    out: list[ChainPart] = []
+    at = seg.start
+    for n in _split(seg.length, lim):
+        out.append(CopyPart(at, at + n))
+        at += n
+    return out
+
+
+def _stage_copies(stage: int, size: int, lim: PartLimits) -> list[ChainPart]:
+    out: list[ChainPart] = []
+    at = 0
+    for n in _split(size, lim):
+        out.append(StageCopy(stage, at, at + n))
+        at += n
+    return out
+
+
+def _chain_base(final: list[ChainPart], mn: int) -> ChainPart:
+    """Take the last ``mn`` bytes of the object planned so far off it, as the first part of
+    a new temporary stage (a copy part is cut when both halves keep ``mn``)."""
+    last = final.pop()
+    if isinstance(last, CopyPart) and last.size >= 2 * mn:
+        final.append(CopyPart(last.start, last.end - mn))
+        return CopyPart(last.end - mn, last.end)
+    return last
+
+
 def plan_chained(
     segments: Iterable[Segment], source_size: int, *, limits: PartLimits | None = None
 ) -> ChainedPlan:
     """Plan the object in stages so that no short segment drags neighbours through the client.
 
     Copies at least the minimum part become copy parts and new bytes at least the minimum
-    become upload parts; a shorter segment (new bytes, or a short copy) that is not the
-    object's last ends a temporary stage as its last part, and the next stage starts by
-    copying that stage's object. Only a short start of the object (before anything can be
-    copied) is filled up to the minimum part from the following copy's head.
+    become upload parts of the object. A shorter segment (new bytes, or a short copy) that
+    is not the object's last ends a temporary stage as its last part: the stage starts with
+    the last minimum part's worth of what precedes it (cut off the object's preceding
+    part), or by copying the previous temporary stage when short segments follow each
+    other; the object then copies the last stage of such a chain as one part. So each
+    temporary stage copies little more than the minimum part plus the short segments.
+    Only a short start of the object (before anything can be copied) is filled up to the
+    minimum part from the following copy's head (downloaded).
 
     Raises:
         ValueError: A copy reaches past ``source_size``.
@@ -552,32 +587,28 @@ def plan_chained(
             raise ValueError(f"copy [{s.start}, {s.end}) past the source's {source_size} bytes")
     mn = lim.min_part
     stages: list[tuple[ChainPart, ...]] = []
-    cur: list[ChainPart] = []
+    final: list[ChainPart] = []
+    chain: int | None = None  # the open chain's last temporary stage
     if items and items[0].length < mn and len(items) > 1:
         head, items = _head(items, mn)
-        cur.extend(_cut_pieces(head, _split(sum(p.length for p in head), lim)))
+        final.extend(_cut_pieces(head, _split(sum(p.length for p in head), lim)))
     for i, seg in enumerate(items):
-        last = i == len(items) - 1
-        if isinstance(seg, Copy):
-            new: list[ChainPart] = []
-            at = seg.start
-            for n in _split(seg.length, lim):
-                new.append(CopyPart(at, at + n))
-                at += n
-        else:
-            new = list(_cut_pieces([seg], _split(seg.length, lim)))
-        cur.extend(new)
-        if seg.length >= mn or last:
+        if seg.length >= mn or i == len(items) - 1 or (chain is None and not final):
+            if chain is not None:
+                final.extend(_stage_copies(chain, sum(p.size for p in stages[chain]), lim))
+                chain = None
+            final.extend(_parts_of(seg, lim))
             continue
-        # a short segment ends the stage; the next one copies this stage's object
-        stages.append(tuple(cur))
-        size = sum(p.size for p in cur)
-        cur = []
-        at = 0
-        for n in _split(size, lim):
-            cur.append(StageCopy(len(stages) - 1, at, at + n))
-            at += n
-    stages.append(tuple(cur))
+        # a short segment ends a temporary stage
+        if chain is not None:
+            base = _stage_copies(chain, sum(p.size for p in stages[chain]), lim)
+        else:
+            base = [_chain_base(final, mn)]
+        stages.append((*base, *_parts_of(seg, lim)))
+        chain = len(stages) - 1
+    if chain is not None:
+        final.extend(_stage_copies(chain, sum(p.size for p in stages[chain]), lim))
+    stages.append(tuple(final))
     if any(len(st) > lim.max_parts for st in stages):
         raise SpliceRefused(f"a stage needs more than {lim.max_parts} parts")
     return ChainedPlan(tuple(stages))
