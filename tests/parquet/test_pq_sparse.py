@@ -254,3 +254,25 @@ def test_sparse_oracle_rewrite_from_scratch(
             assert f.new_index is not None
             assert stats_of(new, f.new_index) == stats_of(dense, f.new_index)
     assert np.array_equal(read_pyarrow(new)["id"].to_numpy(), read_pyarrow(dense)["id"].to_numpy())
+
+
+def test_fallbacks_fetch_the_group_and_say_why() -> None:
+    t = table(8000)
+    no_index = write(t, row_group_size=4000, write_page_index=False, use_dictionary=False)
+    footer = footer_of(no_index)
+    assert page_ranges(footer.metadata, 0, ((5, 6),), Source([Extent(0, no_index)])) == (
+        "a chunk has no offset index"
+    )
+    new, plan, fetched, _ = sparse(no_index, {0: [5]})
+    assert (plan.groups[0].level, plan.groups[0].reason) == (
+        "row_group",
+        "a chunk has no offset index",
+    )
+    assert fetched == row_group_range(footer.metadata.row_groups[0]).length
+    assert read_pyarrow(new).equals(expected(t, no_index, {0: [5]}))
+    one_page = write(t.slice(0, 50), write_page_index=True, use_dictionary=False)
+    _, plan, _, _ = sparse(one_page, {0: [5]})
+    assert (plan.groups[0].level, plan.groups[0].reason) == (
+        "row_group",
+        "no unchanged page to copy",
+    )
