@@ -51,9 +51,8 @@ from __future__ import annotations
 
 import dataclasses
 import io
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -308,7 +307,7 @@ def page_ranges(
     return _coalesce(r for p in plans for r in p.ranges(cols[p.column]))
 
 
-def _coalesce(ranges: Any) -> tuple[ByteRange, ...]:
+def _coalesce(ranges: Iterable[ByteRange]) -> tuple[ByteRange, ...]:
     out: list[ByteRange] = []
     for r in sorted(ranges, key=lambda r: r.start):
         if out and r.start <= out[-1].end:

@@ -98,7 +98,7 @@ from lethe.parquet.region import (
     needed_ranges,
     point_chunks,
 )
-from lethe.parquet.segments import Bytes, Copy, Extent, Segment, Source, normalize
+from lethe.parquet.segments import Bytes, Copy, Extent, NeedBytes, Segment, Source, normalize
 from lethe.parquet.thrift import Struct, TType, encode
 
 __all__ = [
@@ -452,10 +452,16 @@ def rewrite_groups(
         Extent(located.ranges[g].start, e.data) for g, e in edits.items() if e.data is not None
     ]
     source = (source or Source(())).with_extents(dense)
-    return {
-        g: _rewrite(meta, located, g, e, source, page_level) if rows[g] else None
-        for g, e in sorted(edits.items())
-    }
+    out: dict[int, GroupRewrite | None] = {}
+    missing: list[tuple[int, int]] = []
+    for g, e in sorted(edits.items()):
+        try:
+            out[g] = _rewrite(meta, located, g, e, source, page_level) if rows[g] else None
+        except NeedBytes as need:
+            missing.extend(need.ranges)  # every group's needs at once: one more round only
+    if missing:
+        raise NeedBytes(missing)
+    return out
 
 
 # --- phase 3: the data area -------------------------------------------------------------
