@@ -30,6 +30,7 @@ from lethe.catalog import Prepared, Rebase
 from lethe.deletes import DeleteRequest, _targets, delete_batch, load_dv, write_dvs
 from lethe.dv import keep_mask, rebase_positions
 from lethe.index import spliced_origin
+from lethe.layout import STAGING_PREFIX
 from lethe.manifest import (
     DataFile,
     DVRef,
@@ -41,13 +42,21 @@ from lethe.manifest import (
     request_hash,
 )
 from lethe.objects import PinnedObject
-from lethe.parquet.decode import decode_row_group
 from lethe.parquet.footer import Footer, TailTooShort, index_region, parse_tail, row_group_range
-from lethe.parquet.model import FileMetaData
 from lethe.parquet.pages import runs
-from lethe.parquet.parts import CopyPart, Download, MultipartPlan, SinglePut, UploadPart, plan_parts
-from lethe.parquet.segments import Bytes, Extent
-from lethe.parquet.splice import GroupEdit, GroupFate, splice
+from lethe.parquet.partial import page_ranges
+from lethe.parquet.parts import (
+    ChainedPlan,
+    CopyPart,
+    Download,
+    MultipartPlan,
+    SinglePut,
+    StageCopy,
+    UploadPart,
+    plan_upload,
+)
+from lethe.parquet.segments import Bytes, Extent, NeedBytes, Source
+from lethe.parquet.splice import GroupEdit, GroupFate, SplicePlan, splice
 from lethe.progress import Progress, Tracker, track
 from lethe.store import IOCounters, S3Store
 from lethe.transforms import apply_dv_updates, apply_replace
@@ -68,6 +77,8 @@ __all__ = [
 ]
 
 TAIL_BYTES = 1 << 20
+GET_GAP = 64 << 10  # ranges closer than this are fetched by one GET
+SPLICE_ROUNDS = 4  # fetch-and-plan rounds of one splice (each fetches what the last lacked)
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,6 +165,22 @@ class _Fetcher:
         self.extents.append(Extent(start, data))
         return data
 
+    def get_many(self, ranges: Iterable[tuple[int, int]], gap: int = GET_GAP) -> None:
+        """Fetch the ranges not yet in memory, ranges less than ``gap`` apart by one GET."""
+        todo = sorted(
+            (s, e)
+            for s, e in ranges
+            if e > s and not any(x.offset <= s and e <= x.end for x in self.extents)
+        )
+        merged: list[tuple[int, int]] = []
+        for s, e in todo:
+            if merged and s <= merged[-1][1] + gap:
+                merged[-1] = (merged[-1][0], max(merged[-1][1], e))
+            else:
+                merged.append((s, e))
+        for s, e in merged:
+            self.get(s, e)
+
 
 def _footer(fetch: _Fetcher, size: int) -> Footer:
     n = min(size, TAIL_BYTES)
@@ -166,29 +193,58 @@ def _footer(fetch: _Fetcher, size: int) -> Footer:
 
 
 def _edits(
-    fetch: _Fetcher, meta: FileMetaData, bm: BitMap64, row_groups: Iterable[int]
+    fetch: _Fetcher,
+    footer: Footer,
+    bm: BitMap64,
+    row_groups: Iterable[int],
+    page_level: bool,
 ) -> tuple[dict[int, GroupEdit], BitMap64]:
-    """The edit of every given group holding deleted rows, and the positions removed."""
+    """The edit of every given group holding deleted rows, and the positions removed.
+
+    Edits are sparse (the erased positions): only the bytes they read are fetched, the
+    pages holding erased rows when page level is possible
+    (:func:`~lethe.parquet.partial.page_ranges`), else the whole group.
+    """
+    meta = footer.metadata
     starts = [0]
     for rg in meta.row_groups:
         starts.append(starts[-1] + rg.num_rows)
     edits: dict[int, GroupEdit] = {}
     removed = BitMap64()
+    wanted: list[tuple[int, int]] = []
+    source = Source(fetch.extents)
     for k in sorted(set(row_groups)):
         n = meta.row_groups[k].num_rows
         gone = bm.range_cardinality(starts[k], starts[k] + n) if len(bm) else 0
         if not gone:
             continue
-        r = row_group_range(meta.row_groups[k])
-        data = fetch.get(r.start, r.end)
-        rows = decode_row_group(meta, k, data)
-        mask = keep_mask(bm, starts[k], n)
-        keep = rows.filter(pa.array(mask))
-        edits[k] = GroupEdit(data, keep, runs(np.flatnonzero(~mask)))
+        erased = runs(np.flatnonzero(~keep_mask(bm, starts[k], n)))
+        edits[k] = GroupEdit(erased=erased)
+        pages = page_ranges(meta, k, erased, source) if page_level else "off"
+        if gone == n:
+            pass  # the group goes: nothing of it is read
+        elif isinstance(pages, str):
+            r = row_group_range(meta.row_groups[k])
+            wanted.append((r.start, r.end))
+        else:
+            wanted.extend((r.start, r.end) for r in pages)
         window = BitMap64()
         window.add_range(starts[k], starts[k] + n)
         removed |= bm & window
+    fetch.get_many(wanted)
     return edits, removed
+
+
+def _plan(
+    fetch: _Fetcher, footer: Footer, edits: dict[int, GroupEdit], page_level: bool
+) -> SplicePlan:
+    """The splice, fetching what it finds missing (a chunk to re-encode whole)."""
+    for _ in range(SPLICE_ROUNDS - 1):
+        try:
+            return splice(footer, edits, fetch.extents, page_level=page_level)
+        except NeedBytes as e:
+            fetch.get_many(e.ranges)
+    return splice(footer, edits, fetch.extents, page_level=page_level)
 
 
 def splice_file(
@@ -218,18 +274,18 @@ def splice_file(
     region = index_region(footer)
     if region is not None:
         fetch.get(region.start, f.size)
-    edits, removed = _edits(fetch, footer.metadata, bm, row_groups)
+    edits, removed = _edits(fetch, footer, bm, row_groups, page_level)
     if not edits:
         raise errors.InvalidRequest(f"{f.path}: the given row groups hold no deleted rows")
-    plan = splice(footer, edits, fetch.extents, page_level=page_level)
+    plan = _plan(fetch, footer, edits, page_level)
     io0 = store.stats.snapshot()
     if all(g.rows_after == 0 for g in plan.groups):
         return SpliceResult(f, None, removed, plan.groups, 0, 0, 0, store.stats.snapshot())
     new_path = new_data_path()
     new_key = table.key_of(new_path)
-    parts = plan_parts(plan.segments, f.size)
+    parts = plan_upload(plan.segments, f.size)
     written_at = time.time()
-    etag = _upload(store, fetch, new_key, parts, f.etag, fail_after_parts)
+    etag = _upload(store, fetch, new_key, parts, f.etag, fail_after_parts, table.key_of)
     md = pq.read_metadata(
         pa.BufferReader(plan.footer.raw + len(plan.footer.raw).to_bytes(4, "little") + b"PAR1")
     )
@@ -267,10 +323,18 @@ def _upload(
     store: S3Store,
     fetch: _Fetcher,
     key: str,
-    plan: SinglePut | MultipartPlan,
+    plan: SinglePut | MultipartPlan | ChainedPlan,
     src_etag: str,
     fail_after_parts: int | None,
+    key_of: Callable[[str], str],
 ) -> str:
+    """Upload the new object as planned; returns its ETag.
+
+    A chained plan uploads its temporary stages under ``_staging/`` (swept by GC if a crash
+    leaves one behind; they hold only unchanged bytes and new pages) and deletes them once
+    the new object is complete, or on failure.
+    """
+
     def content(pieces: Sequence[Bytes | Download]) -> bytes:
         return b"".join(
             p.data if isinstance(p, Bytes) else fetch.get(p.start, p.end) for p in pieces
@@ -280,18 +344,57 @@ def _upload(
         if fail_after_parts is not None:
             raise RuntimeError("injected failure before the single PUT")
         return store.put(key, content(plan.pieces), if_none_match=True)
+    stages = plan.stages if isinstance(plan, ChainedPlan) else (plan.parts,)
+    temps: list[tuple[str, str]] = []  # (key, etag) of each completed temporary stage
+    budget = [fail_after_parts]
+    try:
+        for i, stage in enumerate(stages):
+            last = i == len(stages) - 1
+            target = key if last else key_of(f"{STAGING_PREFIX}splice/{uuid.uuid4().hex}.part")
+            if not last:
+                temps.append((target, ""))
+            tag = _stage(store, target, stage, fetch.source.key, src_etag, temps, budget, content)
+            if last:
+                return tag
+            temps[-1] = (target, tag)
+        raise AssertionError("a plan has at least one stage")  # pragma: no cover
+    finally:
+        if temps:
+            failed = store.delete_many(k for k, _ in temps)
+            if failed:
+                log.warning("%d temporary splice objects left for GC", len(failed))
+
+
+def _stage(
+    store: S3Store,
+    key: str,
+    parts: Sequence[CopyPart | UploadPart | StageCopy],
+    src_key: str,
+    src_etag: str,
+    temps: Sequence[tuple[str, str]],
+    budget: list[int | None],
+    content: Callable[[Sequence[Bytes | Download]], bytes],
+) -> str:
+    """One multipart upload of a plan (aborted on failure); ``budget[0]`` counts down the
+    parts an injected failure allows."""
     upload_id = store.create_multipart(key)
     try:
         done: list[tuple[int, str]] = []
-        for n, part in enumerate(plan.parts, start=1):
-            if fail_after_parts is not None and len(done) >= fail_after_parts:
-                raise RuntimeError(f"injected failure after {len(done)} parts")
+        for n, part in enumerate(parts, start=1):
+            if budget[0] is not None:
+                if budget[0] <= 0:
+                    raise RuntimeError("injected failure")
+                budget[0] -= 1
             if isinstance(part, CopyPart):
                 tag = store.upload_part_copy(
-                    key, upload_id, n, fetch.source.key, part.start, part.end, src_etag=src_etag
+                    key, upload_id, n, src_key, part.start, part.end, src_etag=src_etag
+                )
+            elif isinstance(part, StageCopy):
+                tkey, tetag = temps[part.stage]
+                tag = store.upload_part_copy(
+                    key, upload_id, n, tkey, part.start, part.end, src_etag=tetag
                 )
             else:
-                assert isinstance(part, UploadPart)
                 tag = store.upload_part(key, upload_id, n, content(part.pieces))
             done.append((n, tag))
         return store.complete_multipart(key, upload_id, done)

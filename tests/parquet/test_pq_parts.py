@@ -11,15 +11,20 @@ from hypothesis import strategies as st
 
 from lethe.errors import SpliceRefused
 from lethe.parquet.parts import (
+    ChainedPlan,
     CopyPart,
     Download,
     MultipartPlan,
     PartLimits,
     Plan,
     SinglePut,
+    StageCopy,
     UploadPart,
     assemble,
+    bytes_moved,
+    plan_chained,
     plan_parts,
+    plan_upload,
 )
 from lethe.parquet.segments import Bytes, Copy, Segment, apply_segments, normalize
 
@@ -289,3 +294,79 @@ def test_any_plan_rebuilds_the_target_within_the_limits(
             at += p.size
         assert plan.bytes_copied + plan.bytes_downloaded == copy_bytes
     assert plan.bytes_downloaded == oracle(norm, lim)
+
+
+# --- chained uploads ------------------------------------------------------------------------
+def check_chain(plan: ChainedPlan, lim: PartLimits) -> None:
+    """Every stage obeys the part rules on its own; stage copies read earlier stages."""
+    sizes_of = []
+    for i, stage in enumerate(plan.stages):
+        sizes = [p.size for p in stage]
+        assert sizes, f"stage {i} is empty"
+        assert all(s >= lim.min_part for s in sizes[:-1]), (i, sizes)
+        assert all(0 < s <= lim.max_part for s in sizes)
+        for p in stage:
+            if isinstance(p, StageCopy):
+                assert p.stage < i and p.end <= sizes_of[p.stage]
+                assert sizes_of[p.stage] > lim.min_copy_source
+        sizes_of.append(sum(sizes))
+
+
+def test_a_short_edit_between_copies_chains_instead_of_downloading() -> None:
+    segs = [Copy(0, 100 * MiB), new(MiB), Copy(101 * MiB, 200 * MiB), new(100)]
+    plain = plan_parts(segs, 200 * MiB)
+    chained = plan_chained(segs, 200 * MiB)
+    assert plain.bytes_downloaded == 4 * MiB
+    assert chained.bytes_downloaded == 0
+    assert bytes_moved(chained) == MiB + 100
+    check_chain(chained, PartLimits())
+    # stage 1: the prefix's last 5 MiB copied, the new bytes as its last part; the object
+    # copies the rest of the prefix, then stage 1 whole
+    assert chained.stages[0][0] == CopyPart(95 * MiB, 100 * MiB)
+    assert [type(p).__name__ for p in chained.stages[0]] == ["CopyPart", "UploadPart"]
+    assert chained.stages[1][:2] == (CopyPart(0, 95 * MiB), StageCopy(0, 0, 6 * MiB))
+    assert chained.bytes_copied < 200 * MiB + 12 * MiB
+    assert plan_upload(segs, 200 * MiB) == chained
+    # nothing to gain: the plain plan stays
+    far = [Copy(0, 100 * MiB), new(6 * MiB), Copy(101 * MiB, 200 * MiB), new(100)]
+    assert isinstance(plan_upload(far, 200 * MiB), MultipartPlan)
+
+
+def test_a_short_start_fills_the_first_part_then_chains() -> None:
+    segs = [new(4), new(MiB), Copy(2 * MiB, 50 * MiB), new(10), Copy(60 * MiB, 80 * MiB), new(5)]
+    chained = plan_chained(segs, 80 * MiB)
+    check_chain(chained, PartLimits())
+    source = bytes(range(256)) * (80 * MiB // 256)
+    assert assemble(chained, source) == apply_segments(segs, source)
+    assert chained.bytes_downloaded == 5 * MiB - (MiB + 4)
+
+
+@st.composite
+def chain_layouts(draw: st.DrawFn) -> tuple[list[Segment], int]:
+    """Random segments over a small source, with a small part minimum."""
+    size = draw(st.integers(60, 400))
+    segs: list[Segment] = []
+    for _ in range(draw(st.integers(1, 8))):
+        if draw(st.booleans()):
+            a = draw(st.integers(0, size - 1))
+            b = draw(st.integers(a + 1, min(size, a + 120)))
+            segs.append(Copy(a, b))
+        else:
+            segs.append(Bytes(bytes([draw(st.integers(0, 255))]) * draw(st.integers(1, 40))))
+    return segs, size
+
+
+@settings(max_examples=300, deadline=None)
+@given(chain_layouts())
+def test_chained_plans_assemble_the_segments(case: tuple[list[Segment], int]) -> None:
+    segs, size = case
+    lim = PartLimits(
+        min_part=20, max_part=50, max_parts=10_000, min_copy_source=10, max_put=1 << 20
+    )
+    source = bytes(random.Random(size).randrange(256) for _ in range(size))
+    chained = plan_chained(segs, size, limits=lim)
+    check_chain(chained, lim)
+    assert assemble(chained, source) == apply_segments(segs, source)
+    best = plan_upload(segs, size, limits=lim)
+    assert assemble(best, source) == apply_segments(segs, source)
+    assert bytes_moved(best) <= bytes_moved(plan_parts(segs, size, limits=lim))

@@ -1,64 +1,89 @@
-"""Page-level copy-on-write of one row group (DESIGN §4, "Page level").
+"""Page-level copy-on-write of one row group, from the pages holding erased rows only
+(DESIGN §4, "Page level").
 
 Inside an edited group, data pages that hold no erased row keep their bytes (they become
-:class:`~lethe.parquet.segments.Copy` segments of the original); only the pages holding an
-erased row are re-encoded. :func:`rewrite_pages` turns the group's full re-encoding (the
-row-group splice's :class:`~lethe.parquet.reencode.GroupRewrite`, which it needs anyway for
-the chunk statistics and bloom filters of the remaining values) into a rewrite whose body
-alternates copies of unchanged page runs with new pages, or says why it cannot.
+:class:`~lethe.parquet.segments.Copy` segments of the original and are never fetched); only
+the pages holding an erased row are fetched, decoded and re-encoded. Everything is read
+through a :class:`~lethe.parquet.segments.Source`: :func:`page_ranges` says, from the footer
+and the offset indexes alone, which byte ranges a group needs (the caller fetches just
+those), and :func:`rewrite_pages` raises :class:`~lethe.parquet.segments.NeedBytes` when it
+finds it needs more (a whole chunk, see below), so the caller fetches that and plans again.
 
-Per column chunk:
+Per column chunk (every chunk holds every erased row):
 
-- *Pages*: each run of consecutive pages holding erased rows is re-encoded from its
-  remaining rows with :func:`~lethe.parquet.reencode.write_rows` (the group's codec,
-  encoding, page version, checksums and statistics settings), one row group per run in a
-  temporary one-column file, and its data pages are taken out of that file. Their headers
-  and page statistics describe the remaining rows only. Unchanged pages keep their bytes,
-  headers and statistics (no erased row ever contributed to them).
-- *Dictionary*: pages that index into a dictionary cannot be re-encoded alone, and the
-  erased value usually lives in that dictionary. When a re-encoded page is
-  dictionary-encoded, the whole chunk is taken from the full re-encoding (whose dictionary
-  holds only remaining values) while the other chunks stay page-level. When only pages
-  past the writer's dictionary fallback (PLAIN) hold erased rows, the dictionary page is
-  kept: every entry of it is referenced by a kept dictionary-encoded page.
+- *Pages*: each run of consecutive pages holding erased rows is decoded (its pages wrapped
+  as a minimal Parquet file, :func:`~lethe.parquet.pages.chunk_file`), stripped of the
+  erased rows and re-encoded with the chunk's codec, encoding, page version, checksums and
+  statistics settings, one row group per run in a temporary one-column file; its data
+  pages are taken out of that file. Unchanged pages keep their bytes, headers and
+  statistics (no erased row ever contributed to them).
+- *Whole chunk*: a chunk is fetched, decoded and re-encoded whole (that column only) when
+  its dictionary may hold an erased value (a dictionary-encoded page holds an erased row,
+  or the writer is not known to reference every dictionary entry from a
+  dictionary-encoded page), when it has a bloom filter (rebuilt from the remaining values:
+  no bit of an erased value may survive), or when its statistics cannot be proven (below).
+  When only pages past an Arrow writer's dictionary fallback (PLAIN) hold erased rows, the
+  dictionary page is kept: every entry of it is referenced by a kept dictionary-encoded page.
+- *Chunk statistics*: ``null_count`` drops by the erased nulls and ``distinct_count`` is
+  dropped. ``min``/``max`` stay when every erased value lies strictly inside them (for
+  byte arrays only when the writer marked them exact); otherwise, for fixed-width types,
+  they are recomputed from the ColumnIndex entries of the pages (unchanged pages' and the
+  new pages'), which are exact there; else the chunk is re-encoded whole. Types whose sort
+  order has no exact comparable form (floating point, decimals) are re-encoded whole.
+  ``size_statistics`` (level histograms, unencoded byte-array bytes) are adjusted exactly
+  by the erased values, or dropped when their shape is unknown.
 - *Index structures*: the OffsetIndex is rebuilt (offsets in the new body, every later
   ``first_row_index`` moved down); the ColumnIndex keeps the original entries of unchanged
   pages and takes the new pages' entries from the temporary file; its boundary order
-  becomes UNORDERED (always true; proving an order would need typed comparisons). Chunk
-  statistics, ``size_statistics`` and the bloom filter come from the full re-encoding:
-  they depend on the remaining values only, not on how they are split into pages, so they
-  are exact and hold nothing of the erased rows.
-- *Chunk metadata*: offsets, sizes, ``num_values`` and ``encoding_stats`` recounted from
-  the new pages.
+  becomes UNORDERED (always true).
+- *Chunk metadata*: offsets, sizes, ``num_values`` and ``encoding_stats`` are the
+  original's minus the replaced pages' plus the new pages' (unchanged page headers are not
+  fetched; for flat columns a page's values are its rows).
 
 Bytes between chunks (polars stores a copy of each chunk's metadata, statistics included,
 after it) are not carried over. A structure this cannot prove exact returns a reason (the
-caller keeps the full re-encoding): no erased positions given, nested or repeated columns,
-chunks without an offset index, chunks out of order, index pages, pages disagreeing with the offset index,
-a re-encoding that changes a page's type or encoding, or nothing left to copy.
+caller re-encodes the whole group): nested or repeated columns, chunks without an offset
+index, chunks out of order, index pages, pages disagreeing with the offset index, a
+re-encoding that changes a page's type or encoding, or nothing left to copy.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import io
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from lethe.errors import SpliceRefused
-from lethe.parquet.enums import CC, CI, CMD, OI, PES, PL, RG, Encoding, PageType, Repetition
+from lethe.parquet.chunkmeta import Entries as _Entries
+from lethe.parquet.chunkmeta import PageFallback as _Fallback
+from lethe.parquet.chunkmeta import WholeChunk as _Whole
+from lethe.parquet.chunkmeta import encoding_stats, size_statistics, statistics
+from lethe.parquet.enums import (
+    CC,
+    CI,
+    CMD,
+    OI,
+    PL,
+    RG,
+    Encoding,
+    PageType,
+    Repetition,
+)
 from lethe.parquet.footer import (
+    ByteRange,
     Page,
     chunk_range,
     parse_tail,
-    read_column_index,
     read_offset_index,
+    read_page_header,
     walk_pages,
 )
-from lethe.parquet.model import ColumnChunk, FileMetaData, InvalidParquet, RowGroup
+from lethe.parquet.model import ColumnChunk, FileMetaData, InvalidParquet
 from lethe.parquet.offsets import (
     set_int,
     shift_column,
@@ -67,22 +92,32 @@ from lethe.parquet.offsets import (
     struct_list,
     with_list,
 )
-from lethe.parquet.pages import Ranges, count, intersect
-from lethe.parquet.reencode import GroupRewrite, WriteSpec, natural_schema, write_spec
-from lethe.parquet.segments import Bytes, Copy, Extent, Segment, Source
+from lethe.parquet.pages import (
+    ChunkLayout,
+    Ranges,
+    chunk_file,
+    chunk_layout,
+    chunk_schema,
+    count,
+    decode_chunk,
+    intersect,
+)
+from lethe.parquet.reencode import (
+    GroupRewrite,
+    WriteSpec,
+    check_column,
+    column_spec,
+    compare_chunk,
+    natural_schema,
+    write_rows,
+)
+from lethe.parquet.segments import Bytes, Copy, Extent, NeedBytes, Segment, Source
 from lethe.parquet.thrift import Struct, ThriftList, TType, Value, decode, encode
 
-_Entries = tuple[tuple[Value, ...], ...]
-"""One page's entries of each per-page list of a ColumnIndex, by field id order."""
-
-__all__ = ["rewrite_pages"]
+__all__ = ["ChunkPlan", "page_ranges", "plan_group", "rewrite_pages"]
 
 _DICT_ENCODINGS = frozenset({Encoding.PLAIN_DICTIONARY, Encoding.RLE_DICTIONARY})
 _UNORDERED = 0
-
-
-class _Fallback(Exception):
-    """Page level cannot be proven exact here (the message says why)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,7 +125,7 @@ class _NewPage:
     """A data page of the new chunk: where its bytes come from and what it holds."""
 
     content: Segment
-    header: Page
+    header: Page | None  # None for an unchanged page (its header was not fetched)
     rows: int
     ci: _Entries | None  # this page's ColumnIndex entries, by list field
     unencoded: Value | None  # OffsetIndex.unencoded_byte_array_data_bytes entry
@@ -104,10 +139,46 @@ class _Chunk:
     struct: Struct
     offset_index: bytes | None
     column_index: bytes | None
+    bloom: bytes | None
     whole: str | None  # why the chunk was re-encoded whole; None when page-level
 
 
-# --- reading the original ---------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class ChunkPlan:
+    """What page level does to one column chunk of an edited group.
+
+    Attributes:
+        column: Leaf index of the chunk.
+        layout: Its pages, from the OffsetIndex.
+        runs: Runs ``[first page, end page)`` of consecutive pages holding erased rows.
+        whole: Why the chunk is re-encoded whole, None when only ``runs`` are.
+    """
+
+    column: int
+    layout: ChunkLayout
+    runs: tuple[tuple[int, int], ...]
+    whole: str | None
+
+    def ranges(self, cc: ColumnChunk) -> list[ByteRange]:
+        """The bytes of the original this chunk's rewrite reads."""
+        if self.whole is not None:
+            return [chunk_range(cc)]
+        pages = self.layout.pages
+        return [
+            ByteRange(pages[a].offset, pages[b - 1].offset + pages[b - 1].size)
+            for a, b in self.runs
+        ]
+
+    @property
+    def copies(self) -> bool:
+        """Whether some of the chunk's bytes stay (an unchanged page or its dictionary)."""
+        hit = sum(b - a for a, b in self.runs)
+        return self.whole is None and (
+            hit < len(self.layout.pages) or self.layout.dictionary is not None
+        )
+
+
+# --- the plan, from the footer and the offset indexes -----------------------------------
 def _lists(ci: Struct | None) -> dict[int, ThriftList]:
     if ci is None:
         return {}
@@ -148,60 +219,138 @@ def _index_structs(cc: ColumnChunk, source: Source) -> tuple[Struct, Struct | No
     return oi, decode(source.read(co, cl))
 
 
-def _original_pages(
-    cc: ColumnChunk, data: bytes, base: int, num_rows: int, source: Source
-) -> tuple[Page | None, list[_NewPage], list[tuple[int, int]], Struct, Struct | None]:
-    """The dictionary page, the data pages as copies, each page's rows, and the indexes."""
-    pages = walk_pages(data, base, chunk_range(cc))
-    oi_struct, ci_struct = _index_structs(cc, source)
-    oi = read_offset_index(encode(oi_struct))
-    if ci_struct is not None:
-        read_column_index(encode(ci_struct))
-    dictionary = None
-    data_pages: list[Page] = []
-    for p in pages:
-        if p.header.type == PageType.DICTIONARY_PAGE and not data_pages and dictionary is None:
-            dictionary = p
-        elif p.header.is_data:
-            data_pages.append(p)
+def _runs(layout: ChunkLayout, erased: Ranges) -> tuple[tuple[int, int], ...]:
+    """Runs ``[first page, end page)`` of consecutive pages that hold an erased row."""
+    out: list[tuple[int, int]] = []
+    for p in layout.overlapping(erased):
+        if out and out[-1][1] == p.index:
+            out[-1] = (out[-1][0], p.index + 1)
         else:
-            raise _Fallback("a chunk has an index page or a misplaced dictionary page")
-    locs = oi.page_locations
-    if len(locs) != len(data_pages):
-        raise _Fallback("a chunk's pages disagree with its offset index")
-    unenc = oi_struct.get(OI.UNENCODED_BYTE_ARRAY_DATA_BYTES)
-    unencoded = unenc.items if isinstance(unenc, ThriftList) else None
-    cis = _ci_entries(ci_struct, len(data_pages))
-    rows: list[tuple[int, int]] = []
-    out: list[_NewPage] = []
-    for i, (p, loc) in enumerate(zip(data_pages, locs, strict=True)):
-        end_row = locs[i + 1].first_row_index if i + 1 < len(locs) else num_rows
-        if loc.offset != p.offset or loc.compressed_page_size != p.end - p.offset:
-            raise _Fallback("a chunk's pages disagree with its offset index")
-        if p.header.num_values != end_row - loc.first_row_index:
-            raise _Fallback("a page's values are not its rows")
-        rows.append((loc.first_row_index, end_row))
-        u = unencoded[i] if unencoded is not None else None
-        out.append(_NewPage(Copy(p.offset, p.end), p, end_row - loc.first_row_index, cis[i], u))
-    return dictionary, out, rows, oi_struct, ci_struct
+            out.append((p.index, p.index + 1))
+    return tuple(out)
+
+
+def _arrow_fallback(meta: FileMetaData) -> bool:
+    """Whether the writer is Arrow C++ (pyarrow), whose dictionary fallback writes every
+    value it put in the dictionary into a dictionary-encoded page: then no entry of a
+    dictionary is a value of a plain page only. (parquet-java re-encodes the page being
+    buffered as plain at fallback but keeps its values in the dictionary.)"""
+    return (meta.created_by or "").startswith("parquet-cpp-arrow")
+
+
+def _check_group(meta: FileMetaData, k: int, erased: Ranges) -> None:
+    rg = meta.row_groups[k]
+    for path, elem, _d, r in meta.leaves():
+        if len(path) != 1 or r != 0 or elem.repetition_type == Repetition.REPEATED:
+            raise _Fallback("nested or repeated columns")
+    if any(s < 0 or e > rg.num_rows or s >= e for s, e in erased) or not erased:
+        raise _Fallback("the erased positions do not match the group")
+    at = 0
+    for cc in rg.columns:
+        span = chunk_range(cc)
+        if span.start < at:
+            raise _Fallback("column chunks overlap or are out of order")
+        at = span.end
+
+
+def _chunk_plan(meta: FileMetaData, k: int, j: int, erased: Ranges, source: Source) -> ChunkPlan:
+    rg = meta.row_groups[k]
+    cc = rg.columns[j]
+    oi_struct, _ = _index_structs(cc, source)
+    layout = chunk_layout(rg, j, read_offset_index(encode(oi_struct)))
+    runs = _runs(layout, erased)
+    hit = [layout.pages[i] for a, b in runs for i in range(a, b)]
+    whole = None
+    if cc.meta_data.bloom_filter_offset is not None:
+        whole = "bloom filter rebuilt from the remaining values"
+    elif layout.predicts_dictionary(hit):
+        whole = "erased rows in dictionary-encoded pages"
+    elif layout.dictionary is not None and not _arrow_fallback(meta):
+        whole = "a dictionary whose writer may hold values of plain pages in it"
+    return ChunkPlan(j, layout, runs, whole)
+
+
+def plan_group(meta: FileMetaData, k: int, erased: Ranges, source: Source) -> tuple[ChunkPlan, ...]:
+    """What page level does to each chunk of group ``k``, from the footer and the offset
+    indexes (in ``source``) alone.
+
+    Raises:
+        _Fallback: Page level is not possible here, or would copy nothing.
+    """
+    _check_group(meta, k, erased)
+    try:
+        plans = tuple(
+            _chunk_plan(meta, k, j, erased, source) for j in range(len(meta.row_groups[k].columns))
+        )
+    except InvalidParquet as e:
+        raise _Fallback(f"page structure not provable: {type(e).__name__}") from e
+    if not any(p.copies for p in plans):
+        whys = "; ".join(dict.fromkeys(p.whole for p in plans if p.whole is not None))
+        raise _Fallback("no unchanged page to copy" + (f" ({whys})" if whys else ""))
+    return plans
+
+
+def page_ranges(
+    meta: FileMetaData, k: int, erased: Ranges, source: Source
+) -> tuple[ByteRange, ...] | str:
+    """The bytes of group ``k`` a page-level rewrite reads (pages holding erased rows, and
+    the chunks re-encoded whole), coalesced; or why page level falls back (then the
+    row-group splice reads the whole group).
+
+    ``source`` must hold the group's offset indexes.
+    """
+    try:
+        plans = plan_group(meta, k, erased, source)
+    except _Fallback as e:
+        return str(e)
+    cols = meta.row_groups[k].columns
+    return _coalesce(r for p in plans for r in p.ranges(cols[p.column]))
+
+
+def _coalesce(ranges: Iterable[ByteRange]) -> tuple[ByteRange, ...]:
+    out: list[ByteRange] = []
+    for r in sorted(ranges, key=lambda r: r.start):
+        if out and r.start <= out[-1].end:
+            out[-1] = ByteRange(out[-1].start, max(out[-1].end, r.end))
+        else:
+            out.append(r)
+    return tuple(out)
+
+
+# --- shared context -----------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class _Context:
+    """What every chunk of the group shares."""
+
+    meta: FileMetaData
+    k: int
+    erased: Ranges
+    source: Source
+    schema: pa.Schema
+    bloom_bytes: Mapping[int, int]
+
+    def keep_mask(self, first: int, end: int) -> pa.Array:
+        """For rows ``[first, end)`` of the group, whether each one stays."""
+        mask = [True] * (end - first)
+        for s, e in intersect(self.erased, ((first, end),)):
+            mask[s - first : e - first] = [False] * (e - s)
+        return pa.array(mask, type=pa.bool_())
+
+    def decode(
+        self, j: int, dictionary: bytes | None, raws: Sequence[bytes], rows: Sequence[int]
+    ) -> pa.Array:
+        """Pages of chunk ``j`` decoded as the column's natural Arrow type."""
+        cc = self.meta.row_groups[self.k].columns[j]
+        file = chunk_file(chunk_schema(self.meta, j), cc, dictionary, raws, rows)
+        values = decode_chunk(file).combine_chunks()
+        t = self.schema.field(j).type
+        try:
+            return values.cast(t) if values.type != t else values
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+            raise _Fallback("decoded pages do not fit the file's schema") from e
 
 
 # --- re-encoding runs of pages ----------------------------------------------------------
-def _column_spec(spec: WriteSpec, name: str, dictionary: bool) -> WriteSpec:
-    """``spec`` for one column; without a dictionary for pages past the writer's fallback."""
-    encoding = {name: spec.column_encoding[name]} if name in spec.column_encoding else {}
-    if not dictionary and name in spec.use_dictionary:
-        encoding = {name: "PLAIN"}
-    return dataclasses.replace(
-        spec,
-        compression={name: spec.compression[name]},
-        use_dictionary=(name,) if dictionary and name in spec.use_dictionary else (),
-        column_encoding=encoding,
-        statistics=tuple(s for s in spec.statistics if s == name),
-        blooms={},
-    )
-
-
 def _write_runs(spec: WriteSpec, schema: pa.Schema, tables: Sequence[pa.Table], k: int) -> bytes:
     """One temporary file, one row group per run (``write_rows`` for several groups)."""
     buf = io.BytesIO()
@@ -215,14 +364,13 @@ def _write_runs(spec: WriteSpec, schema: pa.Schema, tables: Sequence[pa.Table], 
 
 
 def _new_pages(
-    data: bytes, rg: RowGroup, allowed: frozenset[int], types: frozenset[int]
+    data: bytes, cc: ColumnChunk, allowed: frozenset[int], types: frozenset[int]
 ) -> list[_NewPage]:
-    """The data pages of the temporary file's group ``rg``, as new bytes."""
-    cc = rg.columns[0]
-    pages = [p for p in walk_pages(data, 0, chunk_range(cc))]
+    """The data pages of a temporary file's chunk ``cc``, as new bytes."""
+    pages = list(walk_pages(data, 0, chunk_range(cc)))
     if any(not p.header.is_data for p in pages):
-        raise _Fallback("re-encoded pages need a dictionary")
-    oi_struct, ci_struct = _index_structs(cc, _whole(data))
+        raise _Whole("re-encoded pages need a dictionary")
+    oi_struct, ci_struct = _index_structs(cc, Source([Extent(0, data)]))
     unenc = oi_struct.get(OI.UNENCODED_BYTE_ARRAY_DATA_BYTES)
     unencoded = unenc.items if isinstance(unenc, ThriftList) else None
     cis = _ci_entries(ci_struct, len(pages))
@@ -237,90 +385,68 @@ def _new_pages(
     return out
 
 
-def _whole(data: bytes) -> Source:
-    return Source([Extent(0, data)])
-
-
-# --- one chunk --------------------------------------------------------------------------
-@dataclass(frozen=True, slots=True)
-class _Context:
-    """What every chunk of the group shares."""
-
-    meta: FileMetaData
-    k: int
-    data: bytes
-    base: int
-    erased: Ranges
-    keep: pa.Table
-    spec: WriteSpec
-    schema: pa.Schema
-    full: GroupRewrite
-    full_data: bytes
-    source: Source
-
-    def kept(self, a: int, b: int) -> tuple[int, int]:
-        """Rows ``[a, b)`` of the original group as rows of ``keep``."""
-        return (
-            a - count(intersect(self.erased, ((0, a),))),
-            b - count(intersect(self.erased, ((0, b),))),
-        )
-
-
-def _runs(rows: Sequence[tuple[int, int]], erased: Ranges) -> list[tuple[int, int]]:
-    """Runs ``[first page, end page)`` of consecutive pages that hold an erased row."""
-    hit = [bool(intersect(((a, b),), erased)) for a, b in rows]
-    out: list[tuple[int, int]] = []
-    for i, h in enumerate(hit):
-        if h and out and out[-1][1] == i:
-            out[-1] = (out[-1][0], i + 1)
-        elif h:
-            out.append((i, i + 1))
+def _fetched_pages(ctx: _Context, plan: ChunkPlan, a: int, b: int) -> list[Page]:
+    """Pages ``[a, b)`` of a chunk, their headers read and checked against the OffsetIndex."""
+    out = []
+    for span in plan.layout.pages[a:b]:
+        raw = ctx.source.read(span.offset, span.size)
+        h, at = read_page_header(raw, 0)
+        if not h.is_data or at + h.compressed_page_size != span.size:
+            raise _Fallback("a chunk's pages disagree with its offset index")
+        if h.num_values != span.rows:
+            raise _Fallback("a page's values are not its rows")
+        if h.encoding in _DICT_ENCODINGS:
+            raise _Whole("erased rows in dictionary-encoded pages")
+        out.append(Page(span.offset, h, at))
     return out
 
 
-def _chunk_pages(
-    ctx: _Context, j: int, cc: ColumnChunk
-) -> tuple[Page | None, list[_NewPage], Struct, Struct | None] | str:
-    """The new chunk's dictionary page and data pages; or why the whole chunk must be
-    re-encoded (its dictionary may hold an erased value)."""
-    rg = ctx.meta.row_groups[ctx.k]
-    dictionary, pages, rows, oi, ci = _original_pages(
-        cc, ctx.data, ctx.base, rg.num_rows, ctx.source
-    )
-    runs = _runs(rows, ctx.erased)
-    if dictionary is not None and any(
-        pages[i].header.header.encoding in _DICT_ENCODINGS for a, b in runs for i in range(a, b)
-    ):
-        return "erased rows in dictionary-encoded pages"
-    if dictionary is not None and not _arrow_fallback(ctx.meta):
-        return "a dictionary whose writer may hold values of plain pages in it"
+@dataclass(frozen=True, slots=True)
+class _Replaced:
+    """The pages of a chunk's runs re-encoded: the new pages per run, the pages they
+    replace and the erased values."""
+
+    new: list[list[_NewPage]]
+    old: list[Page]
+    gone: pa.Array
+
+
+def _reencode_runs(ctx: _Context, plan: ChunkPlan) -> _Replaced:
+    j = plan.column
+    pages = plan.layout.pages
+    old: list[Page] = []
+    kept: list[pa.Table] = []
+    gone: list[pa.Array] = []
     name = ctx.schema.field(j).name
-    col = _column_spec(ctx.spec, name, dictionary=False)
-    tables = []
-    for a, b in runs:
-        s, e = ctx.kept(rows[a][0], rows[b - 1][1])
-        if e > s:
-            tables.append(ctx.keep.select([j]).slice(s, e - s))
+    for a, b in plan.runs:
+        run = _fetched_pages(ctx, plan, a, b)
+        old.extend(run)
+        raws = [ctx.source.read(p.offset, p.end - p.offset) for p in run]
+        values = ctx.decode(j, None, raws, [s.rows for s in pages[a:b]])
+        mask = ctx.keep_mask(pages[a].first_row, pages[b - 1].end_row)
+        gone.append(values.filter(pc.invert(mask)))
+        kept.append(pa.table({name: values.filter(mask)}, schema=pa.schema([ctx.schema.field(j)])))
+    spec = column_spec(ctx.meta, ctx.k, j, old, None)
     one = pa.schema([ctx.schema.field(j)])
-    tmp = _write_runs(col, one, tables, ctx.k) if tables else b""
-    tgroups = parse_tail(tmp, len(tmp)).metadata.row_groups if tables else ()
-    allowed = frozenset(
-        p.header.header.encoding for p in pages if p.header.header.encoding is not None
-    )
-    types = frozenset(p.header.header.type for p in pages)
-    new: list[_NewPage] = []
-    at, t = 0, 0
-    for a, b in runs:
-        new.extend(pages[at:a])
-        s, e = ctx.kept(rows[a][0], rows[b - 1][1])
-        if e > s:
-            new.extend(_new_pages(tmp, tgroups[t], allowed, types))
+    tables = [t for t in kept if t.num_rows]
+    tmp = _write_runs(spec, one, tables, ctx.k) if tables else b""
+    tgroups = parse_tail(tmp, len(tmp)).metadata if tables else None
+    if tgroups is not None:
+        check_column(ctx.meta, j, tgroups)
+    allowed = frozenset(p.header.encoding for p in old if p.header.encoding is not None)
+    types = frozenset(p.header.type for p in old)
+    new: list[list[_NewPage]] = []
+    t = 0
+    for table in kept:
+        if table.num_rows and tgroups is not None:
+            new.append(_new_pages(tmp, tgroups.row_groups[t].columns[0], allowed, types))
             t += 1
-        at = b
-    new.extend(pages[at:])
-    return dictionary, new, oi, ci
+        else:
+            new.append([])
+    return _Replaced(new, old, pa.concat_arrays(gone))
 
 
+# --- one chunk --------------------------------------------------------------------------
 def _page_index(
     pages: Sequence[_NewPage], offsets: Sequence[int], oi: Struct, ci: Struct | None
 ) -> tuple[bytes, bytes | None]:
@@ -330,7 +456,7 @@ def _page_index(
     template = struct_list(oi, OI.PAGE_LOCATIONS)[0]
     for p, off in zip(pages, offsets, strict=True):
         loc = set_int(template, PL.OFFSET, off)
-        loc = set_int(loc, PL.COMPRESSED_PAGE_SIZE, p.header.end - p.header.offset, TType.I32)
+        loc = set_int(loc, PL.COMPRESSED_PAGE_SIZE, p.content.length, TType.I32)
         locs.append(set_int(loc, PL.FIRST_ROW_INDEX, first))
         first += p.rows
     new_oi = with_list(oi, OI.PAGE_LOCATIONS, locs)
@@ -362,114 +488,132 @@ def _page_index(
     return encode(new_oi), encode(new_ci)
 
 
-def _encoding_stats(tmd: Struct, dictionary: Page | None, pages: Sequence[_NewPage]) -> Struct:
-    """``encoding_stats`` recounted from the new pages (dropped when the original had none)."""
-    old = tmd.get(CMD.ENCODING_STATS)
-    if not isinstance(old, ThriftList):
-        return tmd
-    counts: dict[tuple[int, int], int] = {}
-    for p in ([dictionary] if dictionary else []) + [q.header for q in pages]:
-        key = (p.header.type, p.header.encoding if p.header.encoding is not None else 0)
-        if p.header.type == PageType.DICTIONARY_PAGE:
-            key = (p.header.type, _dict_page_encoding(p))
-        counts[key] = counts.get(key, 0) + 1
-    items = [
-        Struct(())
-        .set(PES.PAGE_TYPE, TType.I32, t)
-        .set(PES.ENCODING, TType.I32, e)
-        .set(PES.COUNT, TType.I32, c)
-        for (t, e), c in counts.items()
-    ]
-    return with_list(tmd, CMD.ENCODING_STATS, items)
+def _page_chunk(ctx: _Context, plan: ChunkPlan, pos: int) -> _Chunk:
+    """Chunk ``plan.column`` page-level, laid out from ``pos``.
 
+    Long: one pass over the chunk's pages, copies and new ones, then its metadata.
 
-def _dict_page_encoding(p: Page) -> int:
-    h = p.header.struct.get(7)
-    e = h.get(2) if isinstance(h, Struct) else None
-    return e if isinstance(e, int) else Encoding.PLAIN
-
-
-def _page_chunk(ctx: _Context, j: int, cc: ColumnChunk, tcc: Struct, pos: int) -> _Chunk:
-    """Chunk ``j`` page-level, laid out from ``pos``, or as the full re-encoding wrote it."""
-    got = _chunk_pages(ctx, j, cc)
-    if isinstance(got, str):
-        return _full_chunk(ctx, j, tcc, pos, got)
-    dictionary, pages, oi, ci = got
+    Raises:
+        _Whole: The chunk must be re-encoded whole.
+    """
+    j = plan.column
+    cc = ctx.meta.row_groups[ctx.k].columns[j]
+    oi, ci = _index_structs(cc, ctx.source)
+    spans = plan.layout.pages
+    cis = _ci_entries(ci, len(spans))
+    unenc = oi.get(OI.UNENCODED_BYTE_ARRAY_DATA_BYTES)
+    unencoded = unenc.items if isinstance(unenc, ThriftList) else None
+    rep = _reencode_runs(ctx, plan)
+    pages: list[_NewPage] = []
+    at = 0
+    for (a, b), run in zip(plan.runs, rep.new, strict=True):
+        for i in range(at, a):
+            u = unencoded[i] if unencoded is not None else None
+            sp = spans[i]
+            pages.append(_NewPage(Copy(sp.offset, sp.offset + sp.size), None, sp.rows, cis[i], u))
+        pages.extend(run)
+        at = b
+    for i in range(at, len(spans)):
+        u = unencoded[i] if unencoded is not None else None
+        sp = spans[i]
+        pages.append(_NewPage(Copy(sp.offset, sp.offset + sp.size), None, sp.rows, cis[i], u))
+    md = cc.meta_data.struct
+    st = md.get(CMD.STATISTICS)
+    if isinstance(st, Struct):
+        new_st = statistics(
+            ctx.meta.leaves()[j][1],
+            ctx.schema.field(j).type,
+            st,
+            rep.gone,
+            [p.ci for p in pages],
+            sorted(_lists(ci)),
+        )
+        md = md.set(CMD.STATISTICS, TType.STRUCT, new_st)
     body: list[Segment] = []
     start = pos
-    uncompressed = 0
-    if dictionary is not None:
-        body.append(Copy(dictionary.offset, dictionary.end))
-        uncompressed += dictionary.header_length + dictionary.header.uncompressed_page_size
-        pos += dictionary.end - dictionary.offset
+    d = plan.layout.dictionary
+    if d is not None:
+        body.append(Copy(d.start, d.end))
+        pos += d.length
     offsets = []
     for p in pages:
         offsets.append(pos)
         body.append(p.content)
         pos += p.content.length
-        uncompressed += p.header.header_length + p.header.header.uncompressed_page_size
     oi_raw, ci_raw = _page_index(pages, offsets, oi, ci)
-    tmd = tcc.get(CC.META_DATA)
-    assert isinstance(tmd, Struct)
-    md = tmd.without(CMD.DICTIONARY_PAGE_OFFSET, CMD.INDEX_PAGE_OFFSET)
-    encodings = cc.meta_data.struct.get(CMD.ENCODINGS)
-    if not isinstance(encodings, ThriftList):
-        raise _Fallback("a chunk lists no encodings")
-    md = md.set(CMD.ENCODINGS, TType.LIST, encodings)
-    md = set_int(md, CMD.NUM_VALUES, sum(p.header.header.num_values or 0 for p in pages))
+    added = [p.header for run in rep.new for p in run if p.header is not None]
+    size = sum(p.header_length + p.header.uncompressed_page_size for p in added) - sum(
+        p.header_length + p.header.uncompressed_page_size for p in rep.old
+    )
+    values = sum(p.header.num_values or 0 for p in added) - sum(
+        p.header.num_values or 0 for p in rep.old
+    )
+    md = md.without(CMD.INDEX_PAGE_OFFSET, CMD.DICTIONARY_PAGE_OFFSET)
+    md = set_int(md, CMD.NUM_VALUES, cc.meta_data.num_values + values)
     md = set_int(md, CMD.TOTAL_COMPRESSED_SIZE, pos - start)
-    md = set_int(md, CMD.TOTAL_UNCOMPRESSED_SIZE, uncompressed)
+    md = set_int(md, CMD.TOTAL_UNCOMPRESSED_SIZE, cc.meta_data.total_uncompressed_size + size)
     md = set_int(md, CMD.DATA_PAGE_OFFSET, offsets[0])
-    if dictionary is not None:
+    if d is not None:
         md = set_int(md, CMD.DICTIONARY_PAGE_OFFSET, start)
-    md = _encoding_stats(md, dictionary, pages)
-    s = tcc.set(CC.META_DATA, TType.STRUCT, md)
+    md = encoding_stats(md, rep.old, added)
+    md = size_statistics(md, ctx.meta.leaves()[j][1].type, rep.gone)
+    s = cc.struct.set(CC.META_DATA, TType.STRUCT, md)
     if s.get(CC.FILE_OFFSET) not in (None, 0):
         s = set_int(s, CC.FILE_OFFSET, start)
-    return _Chunk(tuple(body), s, oi_raw, ci_raw, None)
+    return _Chunk(tuple(body), s, oi_raw, ci_raw, None, None)
 
 
-def _full_chunk(ctx: _Context, j: int, tcc: Struct, pos: int, why: str) -> _Chunk:
-    """Chunk ``j`` as the full re-encoding wrote it, moved to ``pos``."""
-    r = chunk_range(ColumnChunk(tcc))
-    move = shifted(r, pos)
-    raw = ctx.full_data[r.start - ctx.full.start : r.end - ctx.full.start]
-    oi = ctx.full.offset_indexes[j]
+def _whole_chunk(ctx: _Context, j: int, pos: int, why: str) -> _Chunk:
+    """Chunk ``j`` decoded, stripped of the erased rows and re-encoded whole (that column
+    only, as its writer encoded it), moved to ``pos``."""
+    rg = ctx.meta.row_groups[ctx.k]
+    cc = rg.columns[j]
+    r = chunk_range(cc)
+    raw = ctx.source.read(r.start, r.length)
+    pages = walk_pages(raw, r.start, r)
+    data = [p for p in pages if p.header.is_data]
+    if len(data) + (pages[0].header.type == PageType.DICTIONARY_PAGE) != len(pages):
+        raise _Fallback("a chunk has an index page or a misplaced dictionary page")
+    dictionary = raw[: data[0].offset - r.start] if data[0].offset > r.start else None
+    rows = [p.header.num_values or 0 for p in data]
+    if sum(rows) != rg.num_rows:
+        raise _Fallback("a chunk's values are not its rows")
+    values = ctx.decode(
+        j, dictionary, [raw[p.offset - r.start : p.end - r.start] for p in data], rows
+    )
+    field = ctx.schema.field(j)
+    kept = pa.table(
+        {field.name: values.filter(ctx.keep_mask(0, rg.num_rows))}, schema=pa.schema([field])
+    )
+    spec = column_spec(ctx.meta, ctx.k, j, pages, ctx.bloom_bytes.get(j))
+    tmp = write_rows(spec, pa.schema([field]), kept, ctx.k)
+    tmeta = parse_tail(tmp, len(tmp)).metadata
+    check_column(ctx.meta, j, tmeta)
+    tcc = tmeta.row_groups[0].columns[0]
+    tr = chunk_range(tcc)
+    compare_chunk(field.name, cc, tcc, pages, walk_pages(tmp, 0, tr))
+    move = shifted(tr, pos)
+    oi = _piece(tmp, tcc.offset_index_offset, tcc.offset_index_length)
+    tmd = tcc.meta_data
     return _Chunk(
-        (Bytes(raw),),
-        shift_column(tcc, move),
+        (Bytes(tmp[tr.start : tr.end]),),
+        shift_column(tcc.struct, move),
         shift_offset_index(oi, move) if oi is not None else None,
-        ctx.full.column_indexes[j],
+        _piece(tmp, tcc.column_index_offset, tcc.column_index_length),
+        _piece(tmp, tmd.bloom_filter_offset, tmd.bloom_filter_length),
         why,
     )
 
 
+def _piece(data: bytes, offset: int | None, length: int | None) -> bytes | None:
+    return None if offset is None or length is None else data[offset : offset + length]
+
+
 # --- the group --------------------------------------------------------------------------
-def _check_group(meta: FileMetaData, k: int, keep: pa.Table, erased: Ranges, base: int) -> None:
-    rg = meta.row_groups[k]
-    for path, elem, _d, r in meta.leaves():
-        if len(path) != 1 or r != 0 or elem.repetition_type == Repetition.REPEATED:
-            raise _Fallback("nested or repeated columns")
-    if any(s < 0 or e > rg.num_rows for s, e in erased) or keep.num_rows != rg.num_rows - count(
-        erased
-    ):
-        raise _Fallback("the erased positions do not match the remaining rows")
-    at = base
-    for cc in rg.columns:
-        span = chunk_range(cc)
-        if span.start < at:
-            raise _Fallback("column chunks overlap or are out of order")
-        at = span.end
-
-
 def rewrite_pages(
     meta: FileMetaData,
     k: int,
-    keep: pa.Table,
     erased: Ranges,
-    data: bytes,
-    base: int,
-    full: GroupRewrite,
     source: Source,
     bloom_bytes: Mapping[int, int],
 ) -> GroupRewrite | str:
@@ -478,45 +622,37 @@ def rewrite_pages(
     Args:
         meta: The file's footer.
         k: The group.
-        keep: The remaining rows (``full`` holds them re-encoded).
         erased: The erased rows' positions within the group.
-        data: The group's original bytes, from file offset ``base``.
-        base: The group's start in the original.
-        full: The group re-encoded whole (:func:`~lethe.parquet.reencode.reencode_group`).
-        source: Bytes of the original already fetched (the group's offset and column
-            indexes must be among them).
+        source: Bytes of the original already fetched: the group's offset and column
+            indexes, and the ranges :func:`page_ranges` names.
         bloom_bytes: Length of each column's bloom filter (by leaf index).
 
     Returns:
-        A :class:`~lethe.parquet.reencode.GroupRewrite` starting at ``base`` whose body
-        copies unchanged page runs of the original, or the reason for falling back.
+        A :class:`~lethe.parquet.reencode.GroupRewrite` starting at the group's start whose
+        body copies unchanged page runs of the original, or the reason for falling back.
 
     Raises:
+        NeedBytes: Bytes of the original it must read were not fetched (all of them that
+            are known at this point are named).
         SpliceRefused: pyarrow refuses to re-encode pages.
     """
     try:
-        _check_group(meta, k, keep, erased, base)
-        if len(full.body) != 1 or not isinstance(full.body[0], Bytes):
-            raise _Fallback("the full re-encoding is not new bytes")
-        natural = natural_schema(meta)
-        spec = write_spec(meta, k, data, base, bloom_bytes)
-        ctx = _Context(
-            meta,
-            k,
-            data,
-            base,
-            erased,
-            keep.cast(natural),
-            spec,
-            natural,
-            full,
-            full.body[0].data,
-            source,
-        )
-        _check_copies(ctx)
-        return _assemble(ctx)
+        plans = plan_group(meta, k, erased, source)
+        cols = meta.row_groups[k].columns
+        missing = [
+            (r.start, r.end)
+            for p in plans
+            for r in p.ranges(cols[p.column])
+            if not source.has(r.start, r.length)
+        ]
+        if missing:
+            raise NeedBytes(missing)
+        ctx = _Context(meta, k, erased, source, natural_schema(meta), bloom_bytes)
+        return _assemble(ctx, plans)
     except _Fallback as e:
         return str(e)
+    except NeedBytes:
+        raise
     except (InvalidParquet, SpliceRefused) as e:
         if isinstance(e, SpliceRefused) and "pyarrow" in str(e):
             raise
@@ -531,60 +667,46 @@ def _whole_chunks(chunks: Sequence[_Chunk]) -> str | None:
     return f"{len(whole)} of {len(chunks)} chunks re-encoded whole ({why})"
 
 
-def _arrow_fallback(meta: FileMetaData) -> bool:
-    """Whether the writer is Arrow C++ (pyarrow), whose dictionary fallback writes every
-    value it put in the dictionary into a dictionary-encoded page: then no entry of a
-    dictionary is a value of a plain page only. (parquet-java re-encodes the page being
-    buffered as plain at fallback but keeps its values in the dictionary.)"""
-    return (meta.created_by or "").startswith("parquet-cpp-arrow")
-
-
-def _check_copies(ctx: _Context) -> None:
-    """Fall back before re-encoding anything when no page would be copied (every page of
-    every chunk holds an erased row, or its chunk is re-encoded whole): page level would
-    then cost more CPU for the same bytes."""
+def _assemble(ctx: _Context, plans: Sequence[ChunkPlan]) -> GroupRewrite:
     rg = ctx.meta.row_groups[ctx.k]
-    whole: list[str] = []
-    for cc in rg.columns:
-        dictionary, pages, rows, _, _ = _original_pages(
-            cc, ctx.data, ctx.base, rg.num_rows, ctx.source
-        )
-        runs = _runs(rows, ctx.erased)
-        hit = [i for a, b in runs for i in range(a, b)]
-        if dictionary is not None and any(
-            pages[i].header.header.encoding in _DICT_ENCODINGS for i in hit
-        ):
-            whole.append("erased rows in dictionary-encoded pages")
-        elif len(hit) < len(pages) or dictionary is not None:
-            return
-    why = "; ".join(dict.fromkeys(whole))
-    raise _Fallback("no unchanged page to copy" + (f" ({why})" if why else ""))
-
-
-def _assemble(ctx: _Context) -> GroupRewrite:
-    rg = ctx.meta.row_groups[ctx.k]
-    tcols = struct_list(ctx.full.row_group, RG.COLUMNS)
-    pos = ctx.base
+    base = min(chunk_range(cc).start for cc in rg.columns)
+    pos = base
     chunks: list[_Chunk] = []
-    for j, (cc, tcc) in enumerate(zip(rg.columns, tcols, strict=True)):
-        c = _page_chunk(ctx, j, cc, tcc, pos)
+    need: list[tuple[int, int]] = []
+    for plan in plans:
+        cc = rg.columns[plan.column]
+        why = plan.whole
+        if why is None:
+            try:
+                c = _page_chunk(ctx, plan, pos)
+            except _Whole as w:
+                why = str(w)
+        if why is not None:
+            r = chunk_range(cc)
+            if not ctx.source.has(r.start, r.length):
+                need.append((r.start, r.end))
+                continue
+            c = _whole_chunk(ctx, plan.column, pos, why)
         chunks.append(c)
         pos += sum(s.length for s in c.body)
+    if need:
+        raise NeedBytes(need)
     body = [s for c in chunks for s in c.body]
     if not any(isinstance(s, Copy) for s in body):
         why = "; ".join(dict.fromkeys(c.whole for c in chunks if c.whole is not None))
         raise _Fallback("no unchanged page to copy" + (f" ({why})" if why else ""))
-    gs = with_list(ctx.full.row_group, RG.COLUMNS, [c.struct for c in chunks])
+    gs = with_list(rg.struct, RG.COLUMNS, [c.struct for c in chunks])
+    gs = set_int(gs, RG.NUM_ROWS, rg.num_rows - count(ctx.erased))
     total = sum(ColumnChunk(c.struct).meta_data.total_uncompressed_size for c in chunks)
     gs = set_int(gs, RG.TOTAL_BYTE_SIZE, total)
     if gs.get(RG.TOTAL_COMPRESSED_SIZE) is not None:
-        gs = set_int(gs, RG.TOTAL_COMPRESSED_SIZE, pos - ctx.base)
+        gs = set_int(gs, RG.TOTAL_COMPRESSED_SIZE, pos - base)
     return GroupRewrite(
         tuple(body),
-        ctx.base,
-        ctx.full.num_rows,
+        base,
+        rg.num_rows - count(ctx.erased),
         gs,
-        ctx.full.blooms,
+        tuple(c.bloom for c in chunks),
         tuple(c.column_index for c in chunks),
         tuple(c.offset_index for c in chunks),
         level="page",

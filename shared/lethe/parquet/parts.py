@@ -22,6 +22,18 @@ program over the segments, so the plan is optimal for these rules.
 (True, True)
 >>> type(plan_parts([Copy(0, 1000), Bytes(b"x")], 4_000_000)).__name__
 'SinglePut'
+
+A short upload buffer between two copies need not borrow anything when the object is built
+in stages (:func:`plan_chained`): a temporary object is the last 5 MiB of the copy before
+with the new bytes as its *last* part (which may be short), and the object copies that
+temporary object whole as one part. Bytes moved drop to the new bytes; a few requests are
+added.
+
+>>> segs = [Copy(0, 100 * MiB), Bytes(b"x" * MiB), Copy(110 * MiB, 200 * MiB), Bytes(b"f")]
+>>> bytes_moved(plan_parts(segs, 200 * MiB)), bytes_moved(plan_chained(segs, 200 * MiB))
+(9437185, 1048577)
+>>> [[(type(p).__name__, p.size // MiB) for p in s] for s in plan_chained(segs, 200 * MiB).stages]
+[[('CopyPart', 5), ('UploadPart', 1)], [('CopyPart', 95), ('StageCopy', 6), ('CopyPart', 90), ('UploadPart', 0)]]
 """
 
 from __future__ import annotations
@@ -34,6 +46,7 @@ from lethe.errors import SpliceRefused
 from lethe.parquet.segments import Bytes, Copy, Segment, normalize
 
 __all__ = [
+    "ChainedPlan",
     "CopyPart",
     "Download",
     "MultipartPlan",
@@ -41,9 +54,13 @@ __all__ = [
     "Piece",
     "Plan",
     "SinglePut",
+    "StageCopy",
     "UploadPart",
     "assemble",
+    "bytes_moved",
+    "plan_chained",
     "plan_parts",
+    "plan_upload",
 ]
 
 MiB = 1 << 20
@@ -418,8 +435,212 @@ def plan_parts(
     return plan
 
 
-def assemble(plan: Plan, source: bytes) -> bytes:
+# --- chained multipart uploads ----------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class StageCopy:
+    """A part copied server-side from ``[start, end)`` of an earlier stage's object.
+
+    Attributes:
+        stage: Index of the stage whose (temporary) object is copied.
+        start: First byte.
+        end: One past the last byte.
+    """
+
+    stage: int
+    start: int
+    end: int
+
+    @property
+    def size(self) -> int:
+        """Size of the part."""
+        return self.end - self.start
+
+
+ChainPart: TypeAlias = CopyPart | UploadPart | StageCopy
+
+
+@dataclass(frozen=True, slots=True)
+class ChainedPlan:
+    """The new object built by multipart uploads in stages.
+
+    Every stage but the last uploads a temporary object; a stage may copy an earlier
+    stage's object (:class:`StageCopy`). Each stage obeys the part rules on its own (every
+    part but its last at least the minimum), so a short run of new bytes can be the last
+    part of a temporary object instead of borrowing downloaded neighbours.
+
+    Attributes:
+        stages: Each stage's parts, in order; the last stage is the new object.
+    """
+
+    stages: tuple[tuple[ChainPart, ...], ...]
+
+    @property
+    def size(self) -> int:
+        """Size of the new object."""
+        return sum(p.size for p in self.stages[-1])
+
+    @property
+    def bytes_downloaded(self) -> int:
+        """Source bytes fetched by ranged GETs."""
+        return sum(
+            d.length
+            for st in self.stages
+            for p in st
+            if isinstance(p, UploadPart)
+            for d in _downloads(p.pieces)
+        )
+
+    @property
+    def bytes_copied(self) -> int:
+        """Bytes copied server-side (from the source and from temporary objects)."""
+        return sum(p.size for st in self.stages for p in st if not isinstance(p, UploadPart))
+
+    @property
+    def ranged_gets(self) -> int:
+        """Number of ranged GETs."""
+        return sum(
+            len(_downloads(p.pieces)) for st in self.stages for p in st if isinstance(p, UploadPart)
+        )
+
+
+def bytes_moved(plan: Plan | ChainedPlan) -> int:
+    """Bytes a plan moves over the wire: downloaded plus uploaded."""
+    if isinstance(plan, SinglePut):
+        return plan.bytes_downloaded + plan.size
+    parts = plan.parts if isinstance(plan, MultipartPlan) else [p for s in plan.stages for p in s]
+    return plan.bytes_downloaded + sum(p.size for p in parts if isinstance(p, UploadPart))
+
+
+def _head(items: list[Segment], mn: int) -> tuple[list[Piece], list[Segment]]:
+    """An upload buffer of at least ``mn`` bytes from the start of ``items`` (downloading
+    the head of copies as needed), and what is left."""
+    head: list[Piece] = []
+    size = 0
+    rest = list(items)
+    while rest and size < mn:
+        seg = rest.pop(0)
+        if isinstance(seg, Bytes):
+            head.append(seg)
+            size += seg.length
+            continue
+        take = min(seg.length, mn - size)
+        head.append(Download(seg.start, seg.start + take))
+        size += take
+        if take < seg.length:
+            rest.insert(0, Copy(seg.start + take, seg.end))
+    return _merge(head), rest
+
+
+def _parts_of(seg: Segment, lim: PartLimits) -> list[ChainPart]:
+    if isinstance(seg, Bytes):
+        return list(_cut_pieces([seg], _split(seg.length, lim)))
+    out: list[ChainPart] = []
+    at = seg.start
+    for n in _split(seg.length, lim):
+        out.append(CopyPart(at, at + n))
+        at += n
+    return out
+
+
+def _stage_copies(stage: int, size: int, lim: PartLimits) -> list[ChainPart]:
+    out: list[ChainPart] = []
+    at = 0
+    for n in _split(size, lim):
+        out.append(StageCopy(stage, at, at + n))
+        at += n
+    return out
+
+
+def _chain_base(final: list[ChainPart], mn: int) -> ChainPart:
+    """Take the last ``mn`` bytes of the object planned so far off it, as the first part of
+    a new temporary stage (a copy part is cut when both halves keep ``mn``)."""
+    last = final.pop()
+    if isinstance(last, CopyPart) and last.size >= 2 * mn:
+        final.append(CopyPart(last.start, last.end - mn))
+        return CopyPart(last.end - mn, last.end)
+    return last
+
+
+def plan_chained(
+    segments: Iterable[Segment], source_size: int, *, limits: PartLimits | None = None
+) -> ChainedPlan:
+    """Plan the object in stages so that no short segment drags neighbours through the client.
+
+    Copies at least the minimum part become copy parts and new bytes at least the minimum
+    become upload parts of the object. A shorter segment (new bytes, or a short copy) that
+    is not the object's last ends a temporary stage as its last part: the stage starts with
+    the last minimum part's worth of what precedes it (cut off the object's preceding
+    part), or by copying the previous temporary stage when short segments follow each
+    other; the object then copies the last stage of such a chain as one part. So each
+    temporary stage copies little more than the minimum part plus the short segments.
+    Only a short start of the object (before anything can be copied) is filled up to the
+    minimum part from the following copy's head (downloaded).
+
+    Raises:
+        ValueError: A copy reaches past ``source_size``.
+        SpliceRefused: A stage needs more parts than the limit.
+    """
+    lim = limits or PartLimits()
+    items = list(normalize(segments))
+    for s in items:
+        if isinstance(s, Copy) and s.end > source_size:
+            raise ValueError(f"copy [{s.start}, {s.end}) past the source's {source_size} bytes")
+    mn = lim.min_part
+    stages: list[tuple[ChainPart, ...]] = []
+    final: list[ChainPart] = []
+    chain: int | None = None  # the open chain's last temporary stage
+    if items and items[0].length < mn and len(items) > 1:
+        head, items = _head(items, mn)
+        final.extend(_cut_pieces(head, _split(sum(p.length for p in head), lim)))
+    for i, seg in enumerate(items):
+        if seg.length >= mn or i == len(items) - 1 or (chain is None and not final):
+            if chain is not None:
+                final.extend(_stage_copies(chain, sum(p.size for p in stages[chain]), lim))
+                chain = None
+            final.extend(_parts_of(seg, lim))
+            continue
+        # a short segment ends a temporary stage
+        if chain is not None:
+            base = _stage_copies(chain, sum(p.size for p in stages[chain]), lim)
+        else:
+            base = [_chain_base(final, mn)]
+        stages.append((*base, *_parts_of(seg, lim)))
+        chain = len(stages) - 1
+    if chain is not None:
+        final.extend(_stage_copies(chain, sum(p.size for p in stages[chain]), lim))
+    stages.append(tuple(final))
+    if any(len(st) > lim.max_parts for st in stages):
+        raise SpliceRefused(f"a stage needs more than {lim.max_parts} parts")
+    return ChainedPlan(tuple(stages))
+
+
+def plan_upload(
+    segments: Iterable[Segment], source_size: int, *, limits: PartLimits | None = None
+) -> Plan | ChainedPlan:
+    """:func:`plan_parts`, or :func:`plan_chained` when that moves fewer bytes."""
+    items = normalize(segments)
+    plain = plan_parts(items, source_size, limits=limits)
+    if isinstance(plain, SinglePut) or plain.bytes_downloaded == 0:
+        return plain
+    chained = plan_chained(items, source_size, limits=limits)
+    return chained if bytes_moved(chained) < bytes_moved(plain) else plain
+
+
+def assemble(plan: Plan | ChainedPlan, source: bytes) -> bytes:
     """Build the planned object in memory (what S3 would assemble); for tests and tools."""
+    if isinstance(plan, ChainedPlan):
+        built: list[bytes] = []
+        for st in plan.stages:
+            out = bytearray()
+            for p in st:
+                if isinstance(p, StageCopy):
+                    out += built[p.stage][p.start : p.end]
+                elif isinstance(p, CopyPart):
+                    out += source[p.start : p.end]
+                else:
+                    out += assemble(SinglePut(p.pieces), source)
+            built.append(bytes(out))
+        return built[-1]
     pieces: list[Piece | CopyPart]
     if isinstance(plan, SinglePut):
         pieces = list(plan.pieces)

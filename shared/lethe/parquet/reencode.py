@@ -52,7 +52,10 @@ __all__ = [
     "Granularity",
     "GroupRewrite",
     "WriteSpec",
+    "check_column",
     "chunk_shape",
+    "column_spec",
+    "compare_chunk",
     "natural_schema",
     "read_back",
     "reencode_group",
@@ -262,6 +265,75 @@ def write_spec(
         frozenset(time_utc),
         tuple(shapes),
     )
+
+
+def column_spec(
+    meta: FileMetaData, k: int, j: int, pages: Sequence[Page], bloom_bytes: int | None
+) -> WriteSpec:
+    """How chunk ``j`` of group ``k`` was written, from its metadata and the given pages
+    (all of them, or the data pages to re-encode: then ``dictionary`` reflects those only),
+    as the options of a one-column writer.
+
+    Raises:
+        SpliceRefused: See :func:`write_spec`.
+    """
+    path, elem, _, _ = meta.leaves()[j]
+    name = ".".join(path)
+    cc = meta.row_groups[k].columns[j]
+    m = cc.meta_data
+    if m.path_in_schema != path:
+        raise SpliceRefused(f"chunk {m.path_in_schema} is out of schema order")
+    codec = _CODEC_NAMES.get(m.codec)
+    if codec is None:
+        raise SpliceRefused(f"column {name!r}: pyarrow cannot write codec {m.codec}")
+    shape = chunk_shape(pages)
+    if len(shape.page_types) != 1:
+        raise SpliceRefused(f"column {name!r} mixes data page types")
+    dictionary, encoding = _encoding(name, shape)
+    blooms: dict[str, dict[str, Any]] = {}
+    if m.bloom_filter_offset is not None and bloom_bytes is not None:
+        num_bytes = 1 << max(5, bloom_bytes.bit_length() - 1)
+        blooms[name] = {"ndv": _bloom_ndv(num_bytes), "fpp": _BLOOM_FPP}
+    logical = elem.logical_type
+    utc = frozenset(
+        {t.get(1) is True}
+        if logical is not None and isinstance(t := logical.get(7), Struct)
+        else set()
+    )
+    return WriteSpec(
+        {name: codec},
+        (name,) if dictionary else (),
+        {name: encoding} if not dictionary and encoding is not None else {},
+        (name,) if m.statistics is not None else (),
+        blooms,
+        shape.page_types,
+        shape.crc,
+        cc.column_index_offset is not None or cc.offset_index_offset is not None,
+        elem.type == PhysicalType.INT96,
+        _decimal_as_int(elem),
+        utc,
+        (shape,),
+    )
+
+
+def check_column(meta: FileMetaData, j: int, tmeta: FileMetaData) -> None:
+    """Check that a one-column file written for leaf ``j`` stores it as the original does.
+
+    Raises:
+        SpliceRefused: The schema element differs in a way a reader would see.
+    """
+    a, b = meta.leaves()[j][1], tmeta.leaves()[0][1]
+    if _meaning(a) != _meaning(b):
+        raise SpliceRefused(
+            f"re-encoding changes schema element {a.name!r}: {_meaning(a)} -> {_meaning(b)}"
+        )
+
+
+def compare_chunk(
+    name: str, cc: ColumnChunk, tcc: ColumnChunk, old: Sequence[Page], new: Sequence[Page]
+) -> None:
+    """:func:`_compare_chunk` on the chunks' pages (both complete)."""
+    _compare_chunk(name, cc, tcc, chunk_shape(old), chunk_shape(new))
 
 
 def _encoding(name: str, shape: ChunkShape) -> tuple[bool, str | None]:

@@ -23,12 +23,20 @@ from dataclasses import dataclass
 from typing import TypeAlias
 
 from lethe.parquet.enums import CC, CMD, RG
-from lethe.parquet.footer import IndexKind
+from lethe.parquet.footer import ByteRange, Footer, IndexKind, index_structures, row_group_range
 from lethe.parquet.offsets import struct_list, substruct, with_list
 from lethe.parquet.segments import Bytes, Copy, Segment, Source
 from lethe.parquet.thrift import Struct, TType
 
-__all__ = ["KIND_RANK", "Ident", "Locations", "RegionEntry", "arrange", "point_chunks"]
+__all__ = [
+    "KIND_RANK",
+    "Ident",
+    "Locations",
+    "RegionEntry",
+    "arrange",
+    "needed_ranges",
+    "point_chunks",
+]
 
 KIND_RANK: dict[IndexKind, int] = {"bloom_filter": 0, "column_index": 1, "offset_index": 2}
 """The order of a chunk's structures among entries placed at the same original offset."""
@@ -125,3 +133,42 @@ def point_chunks(group: Struct, new_index: int, locations: Locations) -> Struct:
             c = c.set(CC.COLUMN_INDEX_LENGTH, TType.I32, loc[1])
         cols.append(c)
     return with_list(group, RG.COLUMNS, cols)
+
+
+def needed_ranges(footer: Footer, edited: Iterable[int]) -> tuple[ByteRange, ...]:
+    """The bytes of the original, besides the edited groups, that :func:`~lethe.parquet.splice.splice` must read.
+
+    They are the offset indexes of unedited groups after the first edited one (their page
+    offsets are rewritten) and the headers of bloom filters whose length the footer omits
+    (up to 64 bytes each). Everything else unchanged becomes a copy. A speculative tail
+    read usually holds them all.
+
+    Args:
+        footer: The original footer.
+        edited: Indexes of the groups to edit.
+
+    Returns:
+        Coalesced ranges, in file order.
+    """
+    meta = footer.metadata
+    ranges = [row_group_range(rg) for rg in meta.row_groups]
+    chosen = set(edited)
+    first = min((ranges[g].start for g in chosen), default=footer.start)
+    out: list[ByteRange] = []
+    for st in index_structures(meta):
+        if st.length is None:
+            out.append(ByteRange(st.offset, min(st.offset + 64, footer.start)))
+        elif (
+            st.kind == "offset_index"
+            and st.row_group not in chosen
+            and ranges[st.row_group].start > first
+        ):
+            out.append(ByteRange(st.offset, st.offset + st.length))
+    out.sort(key=lambda r: r.start)
+    merged: list[ByteRange] = []
+    for r in out:
+        if merged and r.start <= merged[-1].end:
+            merged[-1] = ByteRange(merged[-1].start, max(merged[-1].end, r.end))
+        else:
+            merged.append(r)
+    return tuple(merged)

@@ -24,6 +24,7 @@ __all__ = [
     "Bytes",
     "Copy",
     "Extent",
+    "NeedBytes",
     "Segment",
     "Source",
     "apply_segments",
@@ -116,6 +117,25 @@ def apply_segments(segments: Iterable[Segment], source: bytes) -> bytes:
     return bytes(out)
 
 
+class NeedBytes(SpliceRefused):
+    """Bytes of the original that were not provided (fetch them and plan again).
+
+    Attributes:
+        ranges: The missing ``(start, end)`` byte ranges, sorted and coalesced.
+    """
+
+    def __init__(self, ranges: Iterable[tuple[int, int]]) -> None:
+        merged: list[tuple[int, int]] = []
+        for s, e in sorted(ranges):
+            if merged and s <= merged[-1][1]:
+                merged[-1] = (merged[-1][0], max(merged[-1][1], e))
+            elif e > s:
+                merged.append((s, e))
+        self.ranges = tuple(merged)
+        shown = ", ".join(f"[{s}, {e})" for s, e in self.ranges[:3])
+        super().__init__(f"bytes {shown} of the original file were not provided")
+
+
 @dataclass(frozen=True, slots=True)
 class Extent:
     """Bytes of the original file already in memory.
@@ -149,14 +169,16 @@ class Source:
         """Bytes ``[offset, offset + length)``, from one extent.
 
         Raises:
-            SpliceRefused: No extent holds them all.
+            NeedBytes: No extent holds them all.
         """
         for e in self._extents:
             if e.offset <= offset and offset + length <= e.end:
                 return e.data[offset - e.offset : offset + length - e.offset]
-        raise SpliceRefused(
-            f"bytes [{offset}, {offset + length}) of the original file were not provided"
-        )
+        raise NeedBytes([(offset, offset + length)])
+
+    def with_extents(self, more: Iterable[Extent]) -> Source:
+        """This source and ``more`` extents."""
+        return Source([*self._extents, *more])
 
     def has(self, offset: int, length: int) -> bool:
         """Whether one extent holds bytes ``[offset, offset + length)``."""

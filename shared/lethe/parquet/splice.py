@@ -63,6 +63,7 @@ from typing import TypeAlias
 import pyarrow as pa
 
 from lethe.errors import InvalidRequest, SpliceRefused
+from lethe.parquet.decode import decode_row_group
 from lethe.parquet.enums import FMD, RG
 from lethe.parquet.footer import (
     MAGIC,
@@ -85,11 +86,19 @@ from lethe.parquet.offsets import (
     struct_list,
     with_list,
 )
-from lethe.parquet.pages import Ranges
+from lethe.parquet.pages import Ranges, count, intersect
 from lethe.parquet.partial import rewrite_pages
 from lethe.parquet.reencode import Granularity, GroupRewrite, reencode_group
-from lethe.parquet.region import KIND_RANK, Ident, Locations, RegionEntry, arrange, point_chunks
-from lethe.parquet.segments import Bytes, Copy, Extent, Segment, Source, normalize
+from lethe.parquet.region import (
+    KIND_RANK,
+    Ident,
+    Locations,
+    RegionEntry,
+    arrange,
+    needed_ranges,
+    point_chunks,
+)
+from lethe.parquet.segments import Bytes, Copy, Extent, NeedBytes, Segment, Source, normalize
 from lethe.parquet.thrift import Struct, TType, encode
 
 __all__ = [
@@ -121,18 +130,33 @@ COPY_RUN_MIN = 5 << 20
 class GroupEdit:
     """What to do with one row group.
 
+    Two forms: *dense*, the group's bytes and its remaining rows (the row-group splice);
+    and *sparse*, only the erased positions (``data`` and ``keep`` None): the group's
+    bytes are read from the fetched extents given to :func:`splice`, which for a
+    page-level rewrite need hold only the pages :func:`~lethe.parquet.partial.page_ranges`
+    names (:class:`~lethe.parquet.segments.NeedBytes` says what else is needed).
+
     Attributes:
-        data: The group's original bytes (its :func:`~lethe.parquet.footer.row_group_range`).
+        data: The group's original bytes (its :func:`~lethe.parquet.footer.row_group_range`),
+            or None to read them from the fetched extents.
         keep: The rows that remain, in their original order (e.g. the output of
-            :func:`~lethe.parquet.decode.decode_row_group`, filtered). An empty table drops the group.
+            :func:`~lethe.parquet.decode.decode_row_group`, filtered), or None to derive
+            them from ``erased``. An empty table drops the group.
         erased: The positions (within the group) of the rows that go, when known: a
             page-level rewrite needs them (:mod:`lethe.parquet.partial`); None keeps the
             row-group splice.
     """
 
-    data: bytes
-    keep: pa.Table
+    data: bytes | None = None
+    keep: pa.Table | None = None
     erased: Ranges | None = None
+
+    def rows_after(self, num_rows: int) -> int:
+        """Rows the group keeps, of its ``num_rows``."""
+        if self.keep is not None:
+            return int(self.keep.num_rows)
+        assert self.erased is not None
+        return num_rows - count(self.erased)
 
 
 @dataclass(frozen=True, slots=True)
@@ -301,12 +325,20 @@ def _check_edits(
     for g, e in edits.items():
         if not 0 <= g < len(groups):
             raise InvalidRequest(f"no row group {g} (the file has {len(groups)})")
-        if len(e.data) != ranges[g].length:
+        if e.data is not None and len(e.data) != ranges[g].length:
             raise InvalidRequest(f"row group {g} spans {ranges[g].length} bytes, got {len(e.data)}")
-        if e.keep.num_rows > groups[g].num_rows:
-            raise InvalidRequest(
-                f"row group {g} has {groups[g].num_rows} rows, cannot keep {e.keep.num_rows}"
-            )
+        n = groups[g].num_rows
+        if e.keep is None and e.erased is None:
+            raise InvalidRequest(f"row group {g}: an edit needs the remaining rows or the erased")
+        if e.erased is not None and (
+            any(a < 0 or b > n or a >= b for a, b in e.erased)
+            or any(x[1] >= y[0] for x, y in itertools.pairwise(e.erased))
+        ):
+            raise InvalidRequest(f"row group {g}: erased positions outside [0, {n}) or unsorted")
+        if e.keep is not None and e.keep.num_rows > n:
+            raise InvalidRequest(f"row group {g} has {n} rows, cannot keep {e.keep.num_rows}")
+        if e.keep is not None and e.erased is not None and e.rows_after(n) != n - count(e.erased):
+            raise InvalidRequest(f"row group {g}: the remaining rows and the erased disagree")
 
 
 def _measure(
@@ -362,21 +394,41 @@ Rewrites: TypeAlias = Mapping[int, GroupRewrite | None]
 """Edited group -> its rewrite, None when it loses every row; in group order."""
 
 
+def _keep(meta: FileMetaData, g: int, e: GroupEdit, data: bytes) -> pa.Table:
+    if e.keep is not None:
+        return e.keep
+    assert e.erased is not None
+    rows = decode_row_group(meta, g, data)
+    n = rows.num_rows
+    mask = [True] * n
+    for a, b in intersect(e.erased, ((0, n),)):
+        mask[a:b] = [False] * (b - a)
+    return rows.filter(pa.array(mask, type=pa.bool_()))
+
+
 def _rewrite(
-    meta: FileMetaData, located: Located, g: int, e: GroupEdit, source: Source | None
+    meta: FileMetaData, located: Located, g: int, e: GroupEdit, source: Source, page_level: bool
 ) -> GroupRewrite:
-    """One group: page-level when it can be proven exact, else re-encoded whole."""
-    start = located.ranges[g].start
+    """One group: page-level when it can be proven exact, else re-encoded whole.
+
+    Raises:
+        NeedBytes: Bytes of the group that must be read were not fetched.
+    """
+    r = located.ranges[g]
     blooms = located.bloom_bytes(g)
-    full = reencode_group(meta, g, e.keep, e.data, start, blooms)
-    if e.erased is None or source is None:
-        return dataclasses.replace(full, reason="page level off or erased positions unknown")
-    paged = rewrite_pages(meta, g, e.keep, e.erased, e.data, start, full, source, blooms)
-    if isinstance(paged, str):
-        return dataclasses.replace(full, reason=paged)
-    if paged.length - sum(s.length for s in paged.body if isinstance(s, Copy)) >= full.length:
-        return dataclasses.replace(full, reason="page level would upload as many new bytes")
-    return paged
+    if e.erased is None or not page_level:
+        reason = "page level off or erased positions unknown"
+    else:
+        paged = rewrite_pages(meta, g, e.erased, source, blooms)
+        if not isinstance(paged, str):
+            new = paged.length - sum(s.length for s in paged.body if isinstance(s, Copy))
+            if new < r.length:
+                return paged
+            paged = "page level would upload as many new bytes"
+        reason = paged
+    data = e.data if e.data is not None else source.read(r.start, r.length)
+    full = reencode_group(meta, g, _keep(meta, g, e, data), data, r.start, blooms)
+    return dataclasses.replace(full, reason=reason)
 
 
 def rewrite_groups(
@@ -384,19 +436,32 @@ def rewrite_groups(
     located: Located,
     edits: Mapping[int, GroupEdit],
     source: Source | None = None,
+    page_level: bool = True,
 ) -> Rewrites:
     """Every edited group that keeps rows rewritten: page by page
     (:func:`~lethe.parquet.partial.rewrite_pages`) when its edit gives the erased positions,
-    ``source`` is given and that is exact, else re-encoded whole
+    ``page_level`` is on and that is exact, else re-encoded whole
     (:func:`~lethe.parquet.reencode.reencode_group`, the reason recorded).
 
     Raises:
         SpliceRefused: A group cannot be re-encoded exactly (see the message).
+        NeedBytes: Bytes of an edited group that must be read were not fetched.
     """
-    return {
-        g: _rewrite(meta, located, g, e, source) if e.keep.num_rows else None
-        for g, e in sorted(edits.items())
-    }
+    rows = {g: e.rows_after(meta.row_groups[g].num_rows) for g, e in edits.items()}
+    dense = [
+        Extent(located.ranges[g].start, e.data) for g, e in edits.items() if e.data is not None
+    ]
+    source = (source or Source(())).with_extents(dense)
+    out: dict[int, GroupRewrite | None] = {}
+    missing: list[tuple[int, int]] = []
+    for g, e in sorted(edits.items()):
+        try:
+            out[g] = _rewrite(meta, located, g, e, source, page_level) if rows[g] else None
+        except NeedBytes as need:
+            missing.extend(need.ranges)  # every group's needs at once: one more round only
+    if missing:
+        raise NeedBytes(missing)
+    return out
 
 
 # --- phase 3: the data area -------------------------------------------------------------
@@ -690,7 +755,7 @@ def splice(
 
     Args:
         footer: The original file's footer (:func:`~lethe.parquet.footer.parse_tail`).
-        edits: Row group index -> its original bytes and the rows that remain.
+        edits: Row group index -> its edit (:class:`GroupEdit`, dense or sparse).
         fetched: Bytes of the original file already in memory. They must cover the offset
             indexes of the unedited groups that lie after the first edited one (their page
             offsets are rewritten) and the header of any bloom filter whose length the footer
@@ -711,52 +776,15 @@ def splice(
         SpliceRefused: The footer does not round-trip, the file is encrypted or uses
             something a splice cannot reproduce exactly (see the message), or needed bytes
             were not provided.
+        NeedBytes: Bytes of an edited group that must be read were not fetched (fetch
+            ``ranges`` and call again).
         InvalidRequest: An edit names a missing group, has the wrong number of bytes, or
             keeps more rows than the group has.
     """
     source = Source(fetched)
     located = locate(footer, edits, source)
-    rewrites = rewrite_groups(footer.metadata, located, edits, source if page_level else None)
+    rewrites = rewrite_groups(footer.metadata, located, edits, source, page_level)
     area = lay_out_data(located, rewrites)
     groups = rebuild_groups(footer.metadata, located, rewrites, area, source)
     region = lay_out_region(area, groups, source, inline_below)
     return assemble(footer, area, groups, region)
-
-
-def needed_ranges(footer: Footer, edited: Iterable[int]) -> tuple[ByteRange, ...]:
-    """The bytes of the original, besides the edited groups, that :func:`splice` must read.
-
-    They are the offset indexes of unedited groups after the first edited one (their page
-    offsets are rewritten) and the headers of bloom filters whose length the footer omits
-    (up to 64 bytes each). Everything else unchanged becomes a copy. A speculative tail
-    read usually holds them all.
-
-    Args:
-        footer: The original footer.
-        edited: Indexes of the groups to edit.
-
-    Returns:
-        Coalesced ranges, in file order.
-    """
-    meta = footer.metadata
-    ranges = [row_group_range(rg) for rg in meta.row_groups]
-    chosen = set(edited)
-    first = min((ranges[g].start for g in chosen), default=footer.start)
-    out: list[ByteRange] = []
-    for st in index_structures(meta):
-        if st.length is None:
-            out.append(ByteRange(st.offset, min(st.offset + 64, footer.start)))
-        elif (
-            st.kind == "offset_index"
-            and st.row_group not in chosen
-            and ranges[st.row_group].start > first
-        ):
-            out.append(ByteRange(st.offset, st.offset + st.length))
-    out.sort(key=lambda r: r.start)
-    merged: list[ByteRange] = []
-    for r in out:
-        if merged and r.start <= merged[-1].end:
-            merged[-1] = ByteRange(merged[-1].start, max(merged[-1].end, r.end))
-        else:
-            merged.append(r)
-    return tuple(merged)
