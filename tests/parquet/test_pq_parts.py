@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import random
 from collections.abc import Sequence
 
@@ -370,3 +371,18 @@ def test_chained_plans_assemble_the_segments(case: tuple[list[Segment], int]) ->
     best = plan_upload(segs, size, limits=lim)
     assert assemble(best, source) == apply_segments(segs, source)
     assert bytes_moved(best) <= bytes_moved(plan_parts(segs, size, limits=lim))
+
+
+@settings(max_examples=300, deadline=None)
+@given(layouts(), st.randoms(use_true_random=False))
+def test_normalize_keeps_the_bytes_and_leaves_no_mergeable_neighbours(
+    layout: tuple[list[Segment], int, PartLimits], rnd: random.Random
+) -> None:
+    segs, source_size, _ = layout
+    source = bytes(rnd.randrange(256) for _ in range(source_size))
+    norm = normalize(segs)
+    assert apply_segments(norm, source) == apply_segments(segs, source)
+    assert all(s.length for s in norm)
+    for a, b in itertools.pairwise(norm):
+        assert not (isinstance(a, Bytes) and isinstance(b, Bytes))
+        assert not (isinstance(a, Copy) and isinstance(b, Copy) and a.end == b.start)

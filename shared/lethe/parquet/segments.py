@@ -82,16 +82,26 @@ Segment: TypeAlias = Copy | Bytes
 def normalize(segments: Iterable[Segment]) -> tuple[Segment, ...]:
     """Drop empty segments, merge adjacent new bytes and contiguous copies."""
     out: list[Segment] = []
+    run: list[bytes] = []  # adjacent new bytes, joined once (pairwise joins are quadratic)
+
+    def flush() -> None:
+        if run:
+            out.append(Bytes(run[0] if len(run) == 1 else b"".join(run)))
+            run.clear()
+
     for s in segments:
         if s.length == 0:
             continue
+        if isinstance(s, Bytes):
+            run.append(s.data)
+            continue
+        flush()
         prev = out[-1] if out else None
-        if isinstance(s, Copy) and isinstance(prev, Copy) and prev.end == s.start:
+        if isinstance(prev, Copy) and prev.end == s.start:
             out[-1] = Copy(prev.start, s.end)
-        elif isinstance(s, Bytes) and isinstance(prev, Bytes):
-            out[-1] = Bytes(prev.data + s.data)
         else:
             out.append(s)
+    flush()
     return tuple(out)
 
 
