@@ -103,10 +103,11 @@ def _read(store: S3Store, prefix: str, p: IndexPiece, t: pa.DataType) -> tuple[p
         out.append(f"{p.path}: {got.num_rows} entries, manifest says {p.entries}")
     elif got.num_rows and (to_json(v[0]) != p.min or to_json(v[-1]) != p.max):
         out.append(f"{p.path}: first/last value differ from the manifest's min/max")
+    got = got.cast(pa.schema([("value", t), ("file", pa.string()), ("pos", pa.int64())]))
     order = got.sort_by([("value", "ascending"), ("file", "ascending"), ("pos", "ascending")])
     if not order.equals(got):
         out.append(f"{p.path}: entries are not sorted by (value, file, pos)")
-    return got.cast(pa.schema([("value", t), ("file", pa.string()), ("pos", pa.int64())])), out
+    return got, out
 
 
 def _check_entries(
