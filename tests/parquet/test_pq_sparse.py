@@ -20,10 +20,10 @@ from hypothesis import strategies as st
 from pqhelpers import expected, footer_of, read_pyarrow, write
 from test_pq_partial import LAYOUTS, plan_pages, table
 
-from lethe.parquet.footer import ByteRange, index_region, row_group_range
+from lethe.parquet.footer import ByteRange, chunk_range, index_region, row_group_range
 from lethe.parquet.pages import runs
 from lethe.parquet.partial import page_ranges
-from lethe.parquet.segments import Extent, NeedBytes, Source, apply_segments
+from lethe.parquet.segments import Copy, Extent, NeedBytes, Source, apply_segments
 from lethe.parquet.splice import GroupEdit, SplicePlan, splice
 from lethe.parquet.validate import validate
 
@@ -119,30 +119,42 @@ def test_all_null_pages_and_null_counts() -> None:
         assert read_pyarrow(new).equals(expected(t, data, erase))
 
 
-def test_bloom_columns_are_rebuilt_from_the_remaining_values() -> None:
+def blooms_of(data: bytes, g: int) -> list[bytes | None]:
+    """The serialized bloom filter (header and bitset) of each chunk of group ``g``."""
+    out: list[bytes | None] = []
+    for cc in footer_of(data).metadata.row_groups[g].columns:
+        m = cc.meta_data
+        at, n = m.bloom_filter_offset, m.bloom_filter_length
+        out.append(None if at is None else data[at:][: n or 0])
+    return out
+
+
+def test_bloom_columns_keep_their_pages_and_rebuild_the_filter() -> None:
+    """A chunk with a bloom filter is read whole (the filter needs every remaining value)
+    but only its pages holding erased rows are re-encoded; the filter is bit-identical to
+    the row-group splice's and to a rewrite from scratch of the remaining rows."""
     t = table(8000)
-    data = write(
-        t,
-        **(
-            LAYOUTS["zstd-crc-bloom"]
-            | {"row_group_size": 4000, "write_page_index": True, "data_page_size": 4096}
-        ),
-    )
+    kw = LAYOUTS["zstd-crc-bloom"] | {"write_page_index": True, "data_page_size": 4096}
+    data = write(t, row_group_size=4000, **kw)
     erase = {0: [10, 3000]}
     new, plan, _, _ = sparse(data, erase)
     assert plan.groups[0].level == "page"
-    assert "bloom filter rebuilt" in (plan.groups[0].reason or "")
+    assert "bloom" not in (plan.groups[0].reason or "")
+    cols = footer_of(data).metadata.row_groups[0].columns
+    names = [c.meta_data.path_in_schema[0] for c in cols]
+    for name in ("id", "name"):  # the bloom chunks: their unchanged pages are copied
+        r = chunk_range(cols[names.index(name)])
+        assert any(
+            isinstance(s, Copy) and r.start <= s.start and s.end <= r.end for s in plan.segments
+        ), name
     old = apply_segments(plan_pages(data, erase, page_level=False).segments, data)
-    fa, fb = footer_of(new).metadata, footer_of(old).metadata
-    for ca, cb in zip(fa.row_groups[0].columns, fb.row_groups[0].columns, strict=True):
-        ba, bb = ca.meta_data, cb.meta_data
-        assert (ba.bloom_filter_offset is None) == (bb.bloom_filter_offset is None)
-        if ba.bloom_filter_offset is not None:
-            assert ba.bloom_filter_length is not None and bb.bloom_filter_length is not None
-            assert (
-                new[ba.bloom_filter_offset :][: ba.bloom_filter_length]
-                == old[bb.bloom_filter_offset :][: bb.bloom_filter_length]
-            )
+    scratch = write(expected(t, data, erase).slice(0, 3998), row_group_size=4000, **kw)
+    ours, dense, fresh = blooms_of(new, 0), blooms_of(old, 0), blooms_of(scratch, 0)
+    assert sum(b is not None for b in ours) == 2
+    assert ours == dense == fresh
+    # the erased ids' hashes are gone: the old filter held them, the new one is the fresh one
+    assert blooms_of(data, 0) != ours
+    assert read_pyarrow(new).equals(expected(t, data, erase))
 
 
 def test_dictionary_fallback_keeps_the_dictionary_or_takes_the_chunk_whole() -> None:
@@ -254,6 +266,10 @@ def test_sparse_oracle_rewrite_from_scratch(
             assert f.new_index is not None
             assert stats_of(new, f.new_index) == stats_of(dense, f.new_index)
     assert np.array_equal(read_pyarrow(new)["id"].to_numpy(), read_pyarrow(dense)["id"].to_numpy())
+    # bloom filters (kept pages or not) are the ones a rewrite builds from the remaining rows
+    for f in plan.groups:
+        if f.edited and f.new_index is not None:
+            assert blooms_of(new, f.new_index) == blooms_of(dense, f.new_index)
 
 
 def test_fallbacks_fetch_the_group_and_say_why() -> None:

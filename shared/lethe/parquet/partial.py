@@ -17,11 +17,15 @@ Per column chunk (every chunk holds every erased row):
   statistics settings, one row group per run in a temporary one-column file; its data
   pages are taken out of that file. Unchanged pages keep their bytes, headers and
   statistics (no erased row ever contributed to them).
+- *Bloom filter*: a chunk with a bloom filter is fetched whole, since the filter is rebuilt
+  from all its remaining values (no bit of an erased value may survive); its pages are
+  still kept or re-encoded as above. The filter is taken from a one-column plain,
+  uncompressed re-encoding of the remaining values with the original's size and
+  parameters (the filter hashes the values alone, so it is the one a rewrite builds).
 - *Whole chunk*: a chunk is fetched, decoded and re-encoded whole (that column only) when
   its dictionary may hold an erased value (a dictionary-encoded page holds an erased row,
   or the writer is not known to reference every dictionary entry from a
-  dictionary-encoded page), when it has a bloom filter (rebuilt from the remaining values:
-  no bit of an erased value may survive), or when its statistics cannot be proven (below).
+  dictionary-encoded page), or when its statistics cannot be proven (below).
   When only pages past an Arrow writer's dictionary fallback (PLAIN) hold erased rows, the
   dictionary page is kept: every entry of it is referenced by a kept dictionary-encoded page.
 - *Chunk statistics*: ``null_count`` drops by the erased nulls and ``distinct_count`` is
@@ -152,16 +156,19 @@ class ChunkPlan:
         layout: Its pages, from the OffsetIndex.
         runs: Runs ``[first page, end page)`` of consecutive pages holding erased rows.
         whole: Why the chunk is re-encoded whole, None when only ``runs`` are.
+        bloom: Whether the chunk's bloom filter is rebuilt from its remaining values (the
+            whole chunk is read, only ``runs`` are re-encoded).
     """
 
     column: int
     layout: ChunkLayout
     runs: tuple[tuple[int, int], ...]
     whole: str | None
+    bloom: bool = False
 
     def ranges(self, cc: ColumnChunk) -> list[ByteRange]:
         """The bytes of the original this chunk's rewrite reads."""
-        if self.whole is not None:
+        if self.whole is not None or self.bloom:
             return [chunk_range(cc)]
         pages = self.layout.pages
         return [
@@ -261,13 +268,11 @@ def _chunk_plan(meta: FileMetaData, k: int, j: int, erased: Ranges, source: Sour
     runs = _runs(layout, erased)
     hit = [layout.pages[i] for a, b in runs for i in range(a, b)]
     whole = None
-    if cc.meta_data.bloom_filter_offset is not None:
-        whole = "bloom filter rebuilt from the remaining values"
-    elif layout.predicts_dictionary(hit):
+    if layout.predicts_dictionary(hit):
         whole = "erased rows in dictionary-encoded pages"
     elif layout.dictionary is not None and not _arrow_fallback(meta):
         whole = "a dictionary whose writer may hold values of plain pages in it"
-    return ChunkPlan(j, layout, runs, whole)
+    return ChunkPlan(j, layout, runs, whole, cc.meta_data.bloom_filter_offset is not None)
 
 
 def plan_group(meta: FileMetaData, k: int, erased: Ranges, source: Source) -> tuple[ChunkPlan, ...]:
@@ -560,12 +565,12 @@ def _page_chunk(ctx: _Context, plan: ChunkPlan, pos: int) -> _Chunk:
     s = cc.struct.set(CC.META_DATA, TType.STRUCT, md)
     if s.get(CC.FILE_OFFSET) not in (None, 0):
         s = set_int(s, CC.FILE_OFFSET, start)
-    return _Chunk(tuple(body), s, oi_raw, ci_raw, None, None)
+    bloom = _rebuilt_bloom(ctx, j) if plan.bloom else None
+    return _Chunk(tuple(body), s, oi_raw, ci_raw, bloom, None)
 
 
-def _whole_chunk(ctx: _Context, j: int, pos: int, why: str) -> _Chunk:
-    """Chunk ``j`` decoded, stripped of the erased rows and re-encoded whole (that column
-    only, as its writer encoded it), moved to ``pos``."""
+def _remaining(ctx: _Context, j: int) -> tuple[Sequence[Page], pa.Table]:
+    """All pages of chunk ``j`` and its remaining rows (decoded, erased rows dropped)."""
     rg = ctx.meta.row_groups[ctx.k]
     cc = rg.columns[j]
     r = chunk_range(cc)
@@ -585,6 +590,52 @@ def _whole_chunk(ctx: _Context, j: int, pos: int, why: str) -> _Chunk:
     kept = pa.table(
         {field.name: values.filter(ctx.keep_mask(0, rg.num_rows))}, schema=pa.schema([field])
     )
+    return pages, kept
+
+
+def _rebuilt_bloom(ctx: _Context, j: int) -> bytes:
+    """Chunk ``j``'s bloom filter built from its remaining values, as a rewrite of the
+    chunk builds it (same size and parameters; it hashes the values alone, so the pages
+    are written plain and uncompressed, without statistics or page index).
+
+    Raises:
+        _Whole: The filter's size is unknown or the rebuilt one differs in size.
+    """
+    size = ctx.bloom_bytes.get(j)
+    if size is None:
+        raise _Whole("a bloom filter of unknown size")
+    pages, kept = _remaining(ctx, j)
+    spec = column_spec(ctx.meta, ctx.k, j, pages, size)
+    options = spec.writer_options() | {
+        "use_dictionary": False,
+        "column_encoding": None,
+        "compression": "none",
+        "write_statistics": False,
+        "write_page_index": False,
+        "write_page_checksum": False,
+    }
+    buf = io.BytesIO()
+    try:
+        with pq.ParquetWriter(buf, kept.schema, **options) as writer:
+            writer.write_table(kept, row_group_size=max(1, kept.num_rows))
+    except (pa.ArrowException, ValueError, TypeError) as e:
+        raise SpliceRefused(
+            f"pyarrow cannot rebuild a bloom filter of row group {ctx.k}: {e}"
+        ) from e
+    tmp = buf.getvalue()
+    tmd = parse_tail(tmp, len(tmp)).metadata.row_groups[0].columns[0].meta_data
+    bloom = _piece(tmp, tmd.bloom_filter_offset, tmd.bloom_filter_length)
+    if bloom is None or len(bloom) != size:
+        raise _Whole("the rebuilt bloom filter differs in size")
+    return bloom
+
+
+def _whole_chunk(ctx: _Context, j: int, pos: int, why: str) -> _Chunk:
+    """Chunk ``j`` decoded, stripped of the erased rows and re-encoded whole (that column
+    only, as its writer encoded it), moved to ``pos``."""
+    cc = ctx.meta.row_groups[ctx.k].columns[j]
+    pages, kept = _remaining(ctx, j)
+    field = ctx.schema.field(j)
     spec = column_spec(ctx.meta, ctx.k, j, pages, ctx.bloom_bytes.get(j))
     tmp = write_rows(spec, pa.schema([field]), kept, ctx.k)
     tmeta = parse_tail(tmp, len(tmp)).metadata
