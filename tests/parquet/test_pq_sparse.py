@@ -20,7 +20,14 @@ from hypothesis import strategies as st
 from pqhelpers import expected, footer_of, read_pyarrow, write
 from test_pq_partial import LAYOUTS, plan_pages, table
 
-from lethe.parquet.footer import ByteRange, chunk_range, index_region, row_group_range
+from lethe.parquet.enums import Encoding, PageType
+from lethe.parquet.footer import (
+    ByteRange,
+    chunk_range,
+    index_region,
+    row_group_range,
+    walk_pages,
+)
 from lethe.parquet.pages import runs
 from lethe.parquet.partial import page_ranges
 from lethe.parquet.segments import Copy, Extent, NeedBytes, Source, apply_segments
@@ -173,6 +180,112 @@ def test_dictionary_fallback_keeps_the_dictionary_or_takes_the_chunk_whole() -> 
         assert read_pyarrow(new).equals(expected(t, data, erase))
         dense = apply_segments(plan_pages(data, erase, page_level=False).segments, data)
         assert stats_of(new, 1) == stats_of(dense, 1)
+
+
+def test_dictionary_stays_when_the_erased_values_remain() -> None:
+    """Erased rows in dictionary-encoded pages: when every value of the replaced pages is a
+    value of a kept dictionary-encoded page, the dictionary page and the other pages are
+    copied and the replaced pages re-encoded PLAIN (encoding_stats and encodings say so);
+    a chunk whose erased value occurs nowhere else is re-encoded whole."""
+    t = table(12_000)
+    kw = {"row_group_size": 4000, "write_page_index": True, "data_page_size": 1024}
+    data = write(t, compression="none", use_dictionary=["small", "name"], **kw)
+    erase = {1: [5, 2000]}
+    new, plan, _, _ = sparse(data, erase)
+    fate = plan.groups[1]
+    assert fate.level == "page"
+    assert "erased rows in dictionary-encoded pages" in (fate.reason or "")  # name only
+    want = expected(t, data, erase)
+    assert read_pyarrow(new).equals(want)
+    old_meta, new_meta = footer_of(data).metadata, footer_of(new).metadata
+    j = [c.meta_data.path_in_schema[0] for c in old_meta.row_groups[1].columns].index("small")
+    occ, ncc = old_meta.row_groups[1].columns[j], new_meta.row_groups[1].columns[j]
+    old_pages = walk_pages(data, 0, chunk_range(occ))
+    new_pages = walk_pages(new, 0, chunk_range(ncc))
+    assert old_pages[0].header.type == new_pages[0].header.type == PageType.DICTIONARY_PAGE
+    d_old, d_new = old_pages[0], new_pages[0]
+    assert data[d_old.offset : d_old.end] == new[d_new.offset : d_new.end]
+    assert any(
+        isinstance(s, Copy) and s.start == d_old.offset and s.end >= d_old.end
+        for s in plan.segments
+    )
+    encs = [p.header.encoding for p in new_pages if p.header.is_data]
+    assert Encoding.PLAIN in encs and Encoding.RLE_DICTIONARY in encs
+    assert encs[0] == Encoding.PLAIN  # row 5: the first data page, now before dict pages
+    stats = {(s.page_type, s.encoding): s.count for s in ncc.meta_data.encoding_stats or []}
+    assert stats[(PageType.DATA_PAGE, Encoding.PLAIN)] == encs.count(Encoding.PLAIN)
+    assert stats[(PageType.DATA_PAGE, Encoding.RLE_DICTIONARY)] == encs.count(
+        Encoding.RLE_DICTIONARY
+    )
+    assert Encoding.PLAIN in ncc.meta_data.encodings
+    dense = apply_segments(plan_pages(data, erase, page_level=False).segments, data)
+    assert stats_of(new, 1) == stats_of(dense, 1)
+    assert fate.reason is not None and fate.reason.startswith("2 of ")  # name, float score
+    for v in (4005, 6000):
+        assert f"person-{t['id'][v].as_py():09d}".encode() not in new
+
+
+@st.composite
+def tagged(draw: st.DrawFn) -> tuple[pa.Table, dict[str, Any], list[dict[int, list[int]]]]:
+    """A table with a low-cardinality string column (some values unique), its writer
+    options (dictionary pages, fallback or not) and two successive erases."""
+    n = draw(st.integers(200, 3000))
+    rng = np.random.default_rng(draw(st.integers(0, 2**16)))
+    k = draw(st.integers(2, 60))
+    unique = rng.random(n) < draw(st.sampled_from([0.0, 0.1]))
+    values = rng.integers(0, k, n)
+    tags = [f"uniq-{i:06d}" if unique[i] else f"tag-{values[i]:06d}" for i in range(n)]
+    t = pa.table({"id": np.arange(n, dtype=np.int64), "tag": tags})
+    rgs = draw(st.sampled_from([n, max(1, n // 2)]))
+    kw = {
+        "row_group_size": rgs,
+        "write_page_index": True,
+        "write_batch_size": 64,
+        "compression": "none",
+        "use_dictionary": ["tag"],
+        "data_page_size": draw(st.sampled_from([256, 1024])),
+        "dictionary_pagesize_limit": draw(st.sampled_from([1 << 20, 300])),
+        "bloom_filter_options": {"tag": {"ndv": 64}} if draw(st.booleans()) else None,
+    }
+    erases = []
+    sizes = [min(rgs, n - g * rgs) for g in range(-(-n // rgs))]
+    for _ in range(2):
+        g = draw(st.integers(0, len(sizes) - 1))
+        if sizes[g] < 2:
+            break
+        most = draw(st.sampled_from([1, 3, 20]))
+        top = min(most, sizes[g] - 1)
+        pos = draw(st.sets(st.integers(0, sizes[g] - 1), min_size=1, max_size=top))
+        erases.append({g: sorted(pos)})
+        sizes[g] -= len(pos)
+    return t, kw, erases
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(tagged())
+def test_dictionaries_keep_no_erased_value_over_successive_erases(
+    case: tuple[pa.Table, dict[str, Any], list[dict[int, list[int]]]],
+) -> None:
+    """After each erase (the second on the first's output, where replaced pages are PLAIN
+    between dictionary-encoded ones), no value left the table survives anywhere in the
+    file (uncompressed, so a dictionary entry would show), bloom filters are a rewrite's
+    and the rows are a rewrite's."""
+    t, kw, erases = case
+    data = write(t, **kw)
+    for erase in erases:
+        new, plan, _, _ = sparse(data, erase)
+        want = expected(t, data, erase)
+        assert read_pyarrow(new).equals(want)
+        gone = set(t["tag"].to_pylist()) - set(want["tag"].to_pylist())
+        for v in gone:
+            assert v.encode() in data
+            assert v.encode() not in new, v
+        dense = apply_segments(plan_pages(data, erase, page_level=False).segments, data)
+        for f in plan.groups:
+            if f.edited and f.new_index is not None:
+                assert blooms_of(new, f.new_index) == blooms_of(dense, f.new_index)
+                assert stats_of(new, f.new_index) == stats_of(dense, f.new_index)
+        t, data = want, new
 
 
 def test_no_trace_anywhere() -> None:
