@@ -158,9 +158,27 @@ class _Fetcher:
         self.extents: list[Extent] = []
 
     def get(self, start: int, end: int) -> bytes:
+        """Bytes ``[start, end)``: what is in memory is reused, only the gaps are read."""
         for e in self.extents:
             if e.offset <= start and end <= e.end:
                 return e.data[start - e.offset : end - e.offset]
+        pieces: list[bytes] = []
+        at = start
+        for e in sorted(self.extents, key=lambda x: x.offset):
+            if e.end <= at or e.offset >= end:
+                continue
+            if e.offset > at:
+                pieces.append(self._read(at, e.offset))
+            t = min(end, e.end)
+            pieces.append(e.data[max(at, e.offset) - e.offset : t - e.offset])
+            at = t
+        if at < end:
+            pieces.append(self._read(at, end))
+        data = b"".join(pieces)
+        self.extents.append(Extent(start, data))  # one extent: a splice reads it as one
+        return data
+
+    def _read(self, start: int, end: int) -> bytes:
         data = self.source.read(start, end)
         self.extents.append(Extent(start, data))
         return data

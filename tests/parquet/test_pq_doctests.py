@@ -21,6 +21,8 @@ MODULES = [
     "parts",
     "validate",
     "pages",
+    "chunkmeta",
+    "chunkvalues",
 ]
 
 

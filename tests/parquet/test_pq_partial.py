@@ -109,6 +109,7 @@ LAYOUTS: dict[str, dict[str, Any]] = {
         "bloom_filter_options": {"id": {"ndv": 5000}, "name": {"ndv": 5000}},
     },
     "dict-mixed-v2": {"use_dictionary": ["small"], "data_page_version": "2.0"},
+    "dict": {"max_rows_per_page": 500},
 }
 
 

@@ -20,10 +20,17 @@ from hypothesis import strategies as st
 from pqhelpers import expected, footer_of, read_pyarrow, write
 from test_pq_partial import LAYOUTS, plan_pages, table
 
-from lethe.parquet.footer import ByteRange, index_region, row_group_range
+from lethe.parquet.enums import Encoding, PageType
+from lethe.parquet.footer import (
+    ByteRange,
+    chunk_range,
+    index_region,
+    row_group_range,
+    walk_pages,
+)
 from lethe.parquet.pages import runs
 from lethe.parquet.partial import page_ranges
-from lethe.parquet.segments import Extent, NeedBytes, Source, apply_segments
+from lethe.parquet.segments import Copy, Extent, NeedBytes, Source, apply_segments
 from lethe.parquet.splice import GroupEdit, SplicePlan, splice
 from lethe.parquet.validate import validate
 
@@ -119,30 +126,42 @@ def test_all_null_pages_and_null_counts() -> None:
         assert read_pyarrow(new).equals(expected(t, data, erase))
 
 
-def test_bloom_columns_are_rebuilt_from_the_remaining_values() -> None:
+def blooms_of(data: bytes, g: int) -> list[bytes | None]:
+    """The serialized bloom filter (header and bitset) of each chunk of group ``g``."""
+    out: list[bytes | None] = []
+    for cc in footer_of(data).metadata.row_groups[g].columns:
+        m = cc.meta_data
+        at, n = m.bloom_filter_offset, m.bloom_filter_length
+        out.append(None if at is None else data[at:][: n or 0])
+    return out
+
+
+def test_bloom_columns_keep_their_pages_and_rebuild_the_filter() -> None:
+    """A chunk with a bloom filter is read whole (the filter needs every remaining value)
+    but only its pages holding erased rows are re-encoded; the filter is bit-identical to
+    the row-group splice's and to a rewrite from scratch of the remaining rows."""
     t = table(8000)
-    data = write(
-        t,
-        **(
-            LAYOUTS["zstd-crc-bloom"]
-            | {"row_group_size": 4000, "write_page_index": True, "data_page_size": 4096}
-        ),
-    )
+    kw = LAYOUTS["zstd-crc-bloom"] | {"write_page_index": True, "data_page_size": 4096}
+    data = write(t, row_group_size=4000, **kw)
     erase = {0: [10, 3000]}
     new, plan, _, _ = sparse(data, erase)
     assert plan.groups[0].level == "page"
-    assert "bloom filter rebuilt" in (plan.groups[0].reason or "")
+    assert "bloom" not in (plan.groups[0].reason or "")
+    cols = footer_of(data).metadata.row_groups[0].columns
+    names = [c.meta_data.path_in_schema[0] for c in cols]
+    for name in ("id", "name"):  # the bloom chunks: their unchanged pages are copied
+        r = chunk_range(cols[names.index(name)])
+        assert any(
+            isinstance(s, Copy) and r.start <= s.start and s.end <= r.end for s in plan.segments
+        ), name
     old = apply_segments(plan_pages(data, erase, page_level=False).segments, data)
-    fa, fb = footer_of(new).metadata, footer_of(old).metadata
-    for ca, cb in zip(fa.row_groups[0].columns, fb.row_groups[0].columns, strict=True):
-        ba, bb = ca.meta_data, cb.meta_data
-        assert (ba.bloom_filter_offset is None) == (bb.bloom_filter_offset is None)
-        if ba.bloom_filter_offset is not None:
-            assert ba.bloom_filter_length is not None and bb.bloom_filter_length is not None
-            assert (
-                new[ba.bloom_filter_offset :][: ba.bloom_filter_length]
-                == old[bb.bloom_filter_offset :][: bb.bloom_filter_length]
-            )
+    scratch = write(expected(t, data, erase).slice(0, 3998), row_group_size=4000, **kw)
+    ours, dense, fresh = blooms_of(new, 0), blooms_of(old, 0), blooms_of(scratch, 0)
+    assert sum(b is not None for b in ours) == 2
+    assert ours == dense == fresh
+    # the erased ids' hashes are gone: the old filter held them, the new one is the fresh one
+    assert blooms_of(data, 0) != ours
+    assert read_pyarrow(new).equals(expected(t, data, erase))
 
 
 def test_dictionary_fallback_keeps_the_dictionary_or_takes_the_chunk_whole() -> None:
@@ -161,6 +180,112 @@ def test_dictionary_fallback_keeps_the_dictionary_or_takes_the_chunk_whole() -> 
         assert read_pyarrow(new).equals(expected(t, data, erase))
         dense = apply_segments(plan_pages(data, erase, page_level=False).segments, data)
         assert stats_of(new, 1) == stats_of(dense, 1)
+
+
+def test_dictionary_stays_when_the_erased_values_remain() -> None:
+    """Erased rows in dictionary-encoded pages: when every value of the replaced pages is a
+    value of a kept dictionary-encoded page, the dictionary page and the other pages are
+    copied and the replaced pages re-encoded PLAIN (encoding_stats and encodings say so);
+    a chunk whose erased value occurs nowhere else is re-encoded whole."""
+    t = table(12_000)
+    kw = {"row_group_size": 4000, "write_page_index": True, "data_page_size": 1024}
+    data = write(t, compression="none", use_dictionary=["small", "name"], **kw)
+    erase = {1: [5, 2000]}
+    new, plan, _, _ = sparse(data, erase)
+    fate = plan.groups[1]
+    assert fate.level == "page"
+    assert "erased rows in dictionary-encoded pages" in (fate.reason or "")  # name only
+    want = expected(t, data, erase)
+    assert read_pyarrow(new).equals(want)
+    old_meta, new_meta = footer_of(data).metadata, footer_of(new).metadata
+    j = [c.meta_data.path_in_schema[0] for c in old_meta.row_groups[1].columns].index("small")
+    occ, ncc = old_meta.row_groups[1].columns[j], new_meta.row_groups[1].columns[j]
+    old_pages = walk_pages(data, 0, chunk_range(occ))
+    new_pages = walk_pages(new, 0, chunk_range(ncc))
+    assert old_pages[0].header.type == new_pages[0].header.type == PageType.DICTIONARY_PAGE
+    d_old, d_new = old_pages[0], new_pages[0]
+    assert data[d_old.offset : d_old.end] == new[d_new.offset : d_new.end]
+    assert any(
+        isinstance(s, Copy) and s.start == d_old.offset and s.end >= d_old.end
+        for s in plan.segments
+    )
+    encs = [p.header.encoding for p in new_pages if p.header.is_data]
+    assert Encoding.PLAIN in encs and Encoding.RLE_DICTIONARY in encs
+    assert encs[0] == Encoding.PLAIN  # row 5: the first data page, now before dict pages
+    stats = {(s.page_type, s.encoding): s.count for s in ncc.meta_data.encoding_stats or []}
+    assert stats[(PageType.DATA_PAGE, Encoding.PLAIN)] == encs.count(Encoding.PLAIN)
+    assert stats[(PageType.DATA_PAGE, Encoding.RLE_DICTIONARY)] == encs.count(
+        Encoding.RLE_DICTIONARY
+    )
+    assert Encoding.PLAIN in ncc.meta_data.encodings
+    dense = apply_segments(plan_pages(data, erase, page_level=False).segments, data)
+    assert stats_of(new, 1) == stats_of(dense, 1)
+    assert fate.reason is not None and fate.reason.startswith("2 of ")  # name, float score
+    for v in (4005, 6000):
+        assert f"person-{t['id'][v].as_py():09d}".encode() not in new
+
+
+@st.composite
+def tagged(draw: st.DrawFn) -> tuple[pa.Table, dict[str, Any], list[dict[int, list[int]]]]:
+    """A table with a low-cardinality string column (some values unique), its writer
+    options (dictionary pages, fallback or not) and two successive erases."""
+    n = draw(st.integers(200, 3000))
+    rng = np.random.default_rng(draw(st.integers(0, 2**16)))
+    k = draw(st.integers(2, 60))
+    unique = rng.random(n) < draw(st.sampled_from([0.0, 0.1]))
+    values = rng.integers(0, k, n)
+    tags = [f"uniq-{i:06d}" if unique[i] else f"tag-{values[i]:06d}" for i in range(n)]
+    t = pa.table({"id": np.arange(n, dtype=np.int64), "tag": tags})
+    rgs = draw(st.sampled_from([n, max(1, n // 2)]))
+    kw = {
+        "row_group_size": rgs,
+        "write_page_index": True,
+        "write_batch_size": 64,
+        "compression": "none",
+        "use_dictionary": ["tag"],
+        "data_page_size": draw(st.sampled_from([256, 1024])),
+        "dictionary_pagesize_limit": draw(st.sampled_from([1 << 20, 300])),
+        "bloom_filter_options": {"tag": {"ndv": 64}} if draw(st.booleans()) else None,
+    }
+    erases = []
+    sizes = [min(rgs, n - g * rgs) for g in range(-(-n // rgs))]
+    for _ in range(2):
+        g = draw(st.integers(0, len(sizes) - 1))
+        if sizes[g] < 2:
+            break
+        most = draw(st.sampled_from([1, 3, 20]))
+        top = min(most, sizes[g] - 1)
+        pos = draw(st.sets(st.integers(0, sizes[g] - 1), min_size=1, max_size=top))
+        erases.append({g: sorted(pos)})
+        sizes[g] -= len(pos)
+    return t, kw, erases
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(tagged())
+def test_dictionaries_keep_no_erased_value_over_successive_erases(
+    case: tuple[pa.Table, dict[str, Any], list[dict[int, list[int]]]],
+) -> None:
+    """After each erase (the second on the first's output, where replaced pages are PLAIN
+    between dictionary-encoded ones), no value left the table survives anywhere in the
+    file (uncompressed, so a dictionary entry would show), bloom filters are a rewrite's
+    and the rows are a rewrite's."""
+    t, kw, erases = case
+    data = write(t, **kw)
+    for erase in erases:
+        new, plan, _, _ = sparse(data, erase)
+        want = expected(t, data, erase)
+        assert read_pyarrow(new).equals(want)
+        gone = set(t["tag"].to_pylist()) - set(want["tag"].to_pylist())
+        for v in gone:
+            assert v.encode() in data
+            assert v.encode() not in new, v
+        dense = apply_segments(plan_pages(data, erase, page_level=False).segments, data)
+        for f in plan.groups:
+            if f.edited and f.new_index is not None:
+                assert blooms_of(new, f.new_index) == blooms_of(dense, f.new_index)
+                assert stats_of(new, f.new_index) == stats_of(dense, f.new_index)
+        t, data = want, new
 
 
 def test_no_trace_anywhere() -> None:
@@ -254,6 +379,10 @@ def test_sparse_oracle_rewrite_from_scratch(
             assert f.new_index is not None
             assert stats_of(new, f.new_index) == stats_of(dense, f.new_index)
     assert np.array_equal(read_pyarrow(new)["id"].to_numpy(), read_pyarrow(dense)["id"].to_numpy())
+    # bloom filters (kept pages or not) are the ones a rewrite builds from the remaining rows
+    for f in plan.groups:
+        if f.edited and f.new_index is not None:
+            assert blooms_of(new, f.new_index) == blooms_of(dense, f.new_index)
 
 
 def test_fallbacks_fetch_the_group_and_say_why() -> None:

@@ -47,6 +47,7 @@ __all__ = [
     "PageFallback",
     "WholeChunk",
     "encoding_stats",
+    "encodings",
     "size_statistics",
     "statistics",
 ]
@@ -227,3 +228,22 @@ def encoding_stats(md: Struct, old: Sequence[Page], new: Sequence[Page]) -> Stru
         if counts[(t, e)]
     ]
     return with_list(md, CMD.ENCODING_STATS, items)
+
+
+def encodings(md: Struct, new: Sequence[Page]) -> Struct:
+    """``encodings`` with those of the new pages it lacks (a PLAIN page replacing a
+    dictionary-encoded one)."""
+    have = md.get(CMD.ENCODINGS)
+    if not isinstance(have, ThriftList):
+        return md
+    items = list(have.items)
+    for p in new:
+        e = p.header.encoding
+        if e is not None and e not in items:
+            items.append(e)
+    if len(items) == len(have.items):
+        return md
+    lst = dataclasses.replace(
+        have, items=tuple(items), long_size=have.long_size and len(items) < 15
+    )
+    return md.set(CMD.ENCODINGS, TType.LIST, lst)

@@ -17,16 +17,27 @@ Per column chunk (every chunk holds every erased row):
   statistics settings, one row group per run in a temporary one-column file; its data
   pages are taken out of that file. Unchanged pages keep their bytes, headers and
   statistics (no erased row ever contributed to them).
-- *Whole chunk*: a chunk is fetched, decoded and re-encoded whole (that column only) when
-  its dictionary may hold an erased value (a dictionary-encoded page holds an erased row,
-  or the writer is not known to reference every dictionary entry from a
-  dictionary-encoded page), when it has a bloom filter (rebuilt from the remaining values:
-  no bit of an erased value may survive), or when its statistics cannot be proven (below).
-  When only pages past an Arrow writer's dictionary fallback (PLAIN) hold erased rows, the
-  dictionary page is kept: every entry of it is referenced by a kept dictionary-encoded page.
+- *Bloom filter*: a chunk with a bloom filter is fetched whole, since the filter is rebuilt
+  from all its remaining values (no bit of an erased value may survive); its pages are
+  still kept or re-encoded as above. The filter is taken from a one-column plain,
+  uncompressed re-encoding of the remaining values with the original's size and
+  parameters (the filter hashes the values alone, so it is the one a rewrite builds).
+- *Dictionary*: when only pages past an Arrow writer's dictionary fallback (PLAIN) hold
+  erased rows, the dictionary page is kept: every entry of it is a value of a kept
+  dictionary-encoded page. When a dictionary-encoded page holds an erased row (or the
+  writer is not known to reference every entry from a dictionary-encoded page), the chunk
+  is fetched whole and its dictionary page still kept when no entry can be a value of
+  erased rows alone (:func:`~lethe.parquet.chunkvalues.dictionary_stays`); the replaced
+  dictionary-encoded pages are then re-encoded PLAIN (Parquet's dictionary fallback,
+  allowed between dictionary-encoded pages; ``encoding_stats`` and ``encodings`` say so).
+- *Whole chunk*: otherwise a chunk whose dictionary may hold an erased value is decoded
+  and re-encoded whole (that column only, its dictionary rebuilt), as is a floating-point
+  one, or one whose statistics cannot be proven (below).
 - *Chunk statistics*: ``null_count`` drops by the erased nulls and ``distinct_count`` is
-  dropped. ``min``/``max`` stay when every erased value lies strictly inside them (for
-  byte arrays only when the writer marked them exact); otherwise, for fixed-width types,
+  dropped. ``min``/``max`` stay when the chunk was read whole and every erased value is
+  also a remaining one (the set of values is unchanged), or when every erased value lies
+  strictly inside them (for byte arrays only when the writer marked them exact);
+  otherwise, for fixed-width types,
   they are recomputed from the ColumnIndex entries of the pages (unchanged pages' and the
   new pages'), which are exact there; else the chunk is re-encoded whole. Types whose sort
   order has no exact comparable form (floating point, decimals) are re-encoded whole.
@@ -62,7 +73,8 @@ from lethe.errors import SpliceRefused
 from lethe.parquet.chunkmeta import Entries as _Entries
 from lethe.parquet.chunkmeta import PageFallback as _Fallback
 from lethe.parquet.chunkmeta import WholeChunk as _Whole
-from lethe.parquet.chunkmeta import encoding_stats, size_statistics, statistics
+from lethe.parquet.chunkmeta import encoding_stats, encodings, size_statistics, statistics
+from lethe.parquet.chunkvalues import dictionary_stays, lost_values, rebuilt_bloom
 from lethe.parquet.enums import (
     CC,
     CI,
@@ -72,6 +84,7 @@ from lethe.parquet.enums import (
     RG,
     Encoding,
     PageType,
+    PhysicalType,
     Repetition,
 )
 from lethe.parquet.footer import (
@@ -152,16 +165,24 @@ class ChunkPlan:
         layout: Its pages, from the OffsetIndex.
         runs: Runs ``[first page, end page)`` of consecutive pages holding erased rows.
         whole: Why the chunk is re-encoded whole, None when only ``runs`` are.
+        bloom: Whether the chunk's bloom filter is rebuilt from its remaining values (the
+            whole chunk is read, only ``runs`` are re-encoded).
+        live: Set when the chunk's dictionary stays only if no entry of it is a value of
+            erased rows alone (the whole chunk is read to tell; dictionary-encoded pages
+            holding erased rows are re-encoded PLAIN): why the chunk is re-encoded whole
+            when it is not so.
     """
 
     column: int
     layout: ChunkLayout
     runs: tuple[tuple[int, int], ...]
     whole: str | None
+    bloom: bool = False
+    live: str | None = None
 
     def ranges(self, cc: ColumnChunk) -> list[ByteRange]:
         """The bytes of the original this chunk's rewrite reads."""
-        if self.whole is not None:
+        if self.whole is not None or self.bloom or self.live is not None:
             return [chunk_range(cc)]
         pages = self.layout.pages
         return [
@@ -260,14 +281,14 @@ def _chunk_plan(meta: FileMetaData, k: int, j: int, erased: Ranges, source: Sour
     layout = chunk_layout(rg, j, read_offset_index(encode(oi_struct)))
     runs = _runs(layout, erased)
     hit = [layout.pages[i] for a, b in runs for i in range(a, b)]
-    whole = None
-    if cc.meta_data.bloom_filter_offset is not None:
-        whole = "bloom filter rebuilt from the remaining values"
-    elif layout.predicts_dictionary(hit):
-        whole = "erased rows in dictionary-encoded pages"
+    why = None
+    if layout.predicts_dictionary(hit):
+        why = "erased rows in dictionary-encoded pages"
     elif layout.dictionary is not None and not _arrow_fallback(meta):
-        whole = "a dictionary whose writer may hold values of plain pages in it"
-    return ChunkPlan(j, layout, runs, whole)
+        why = "a dictionary whose writer may hold values of plain pages in it"
+    floating = meta.leaves()[j][1].type in (PhysicalType.FLOAT, PhysicalType.DOUBLE)
+    bloom = cc.meta_data.bloom_filter_offset is not None
+    return ChunkPlan(j, layout, runs, why if floating else None, bloom, None if floating else why)
 
 
 def plan_group(meta: FileMetaData, k: int, erased: Ranges, source: Source) -> tuple[ChunkPlan, ...]:
@@ -395,7 +416,7 @@ def _fetched_pages(ctx: _Context, plan: ChunkPlan, a: int, b: int) -> list[Page]
             raise _Fallback("a chunk's pages disagree with its offset index")
         if h.num_values != span.rows:
             raise _Fallback("a page's values are not its rows")
-        if h.encoding in _DICT_ENCODINGS:
+        if h.encoding in _DICT_ENCODINGS and plan.live is None:
             raise _Whole("erased rows in dictionary-encoded pages")
         out.append(Page(span.offset, h, at))
     return out
@@ -411,7 +432,9 @@ class _Replaced:
     gone: pa.Array
 
 
-def _reencode_runs(ctx: _Context, plan: ChunkPlan) -> _Replaced:
+def _reencode_runs(ctx: _Context, plan: ChunkPlan, full: pa.Array | None) -> _Replaced:
+    """The runs of ``plan`` re-encoded (decoded from their pages, or sliced from ``full``,
+    the chunk's values); dictionary-encoded pages are re-encoded PLAIN."""
     j = plan.column
     pages = plan.layout.pages
     old: list[Page] = []
@@ -422,18 +445,26 @@ def _reencode_runs(ctx: _Context, plan: ChunkPlan) -> _Replaced:
         run = _fetched_pages(ctx, plan, a, b)
         old.extend(run)
         raws = [ctx.source.read(p.offset, p.end - p.offset) for p in run]
-        values = ctx.decode(j, None, raws, [s.rows for s in pages[a:b]])
+        first, end = pages[a].first_row, pages[b - 1].end_row
+        values = (
+            full.slice(first, end - first)
+            if full is not None
+            else ctx.decode(j, None, raws, [s.rows for s in pages[a:b]])
+        )
         mask = ctx.keep_mask(pages[a].first_row, pages[b - 1].end_row)
         gone.append(values.filter(pc.invert(mask)))
         kept.append(pa.table({name: values.filter(mask)}, schema=pa.schema([ctx.schema.field(j)])))
     spec = column_spec(ctx.meta, ctx.k, j, old, None)
+    allowed = frozenset(p.header.encoding for p in old if p.header.encoding is not None)
+    if allowed & _DICT_ENCODINGS:
+        spec = dataclasses.replace(spec, use_dictionary=(), column_encoding={})
+        allowed = (allowed - _DICT_ENCODINGS) | {Encoding.PLAIN}
     one = pa.schema([ctx.schema.field(j)])
     tables = [t for t in kept if t.num_rows]
     tmp = _write_runs(spec, one, tables, ctx.k) if tables else b""
     tgroups = parse_tail(tmp, len(tmp)).metadata if tables else None
     if tgroups is not None:
         check_column(ctx.meta, j, tgroups)
-    allowed = frozenset(p.header.encoding for p in old if p.header.encoding is not None)
     types = frozenset(p.header.type for p in old)
     new: list[list[_NewPage]] = []
     t = 0
@@ -503,7 +534,10 @@ def _page_chunk(ctx: _Context, plan: ChunkPlan, pos: int) -> _Chunk:
     cis = _ci_entries(ci, len(spans))
     unenc = oi.get(OI.UNENCODED_BYTE_ARRAY_DATA_BYTES)
     unencoded = unenc.items if isinstance(unenc, ThriftList) else None
-    rep = _reencode_runs(ctx, plan)
+    full = _remaining(ctx, j) if plan.bloom or plan.live is not None else None
+    if full is not None and plan.live is not None:
+        _check_dictionary(ctx, plan, *full)
+    rep = _reencode_runs(ctx, plan, full[1] if full is not None else None)
     pages: list[_NewPage] = []
     at = 0
     for (a, b), run in zip(plan.runs, rep.new, strict=True):
@@ -524,7 +558,9 @@ def _page_chunk(ctx: _Context, plan: ChunkPlan, pos: int) -> _Chunk:
             ctx.meta.leaves()[j][1],
             ctx.schema.field(j).type,
             st,
-            rep.gone,
+            lost_values(rep.gone, full[1], ctx.keep_mask(0, len(full[1])))
+            if full is not None
+            else rep.gone,
             [p.ci for p in pages],
             sorted(_lists(ci)),
         )
@@ -555,17 +591,22 @@ def _page_chunk(ctx: _Context, plan: ChunkPlan, pos: int) -> _Chunk:
     md = set_int(md, CMD.DATA_PAGE_OFFSET, offsets[0])
     if d is not None:
         md = set_int(md, CMD.DICTIONARY_PAGE_OFFSET, start)
-    md = encoding_stats(md, rep.old, added)
+    md = encodings(encoding_stats(md, rep.old, added), added)
     md = size_statistics(md, ctx.meta.leaves()[j][1].type, rep.gone)
     s = cc.struct.set(CC.META_DATA, TType.STRUCT, md)
     if s.get(CC.FILE_OFFSET) not in (None, 0):
         s = set_int(s, CC.FILE_OFFSET, start)
-    return _Chunk(tuple(body), s, oi_raw, ci_raw, None, None)
+    bloom = None
+    if plan.bloom and full is not None:
+        nbytes = ctx.bloom_bytes.get(j)
+        if nbytes is None:
+            raise _Whole("a bloom filter of unknown size")
+        bloom = rebuilt_bloom(ctx.meta, ctx.k, j, full[0], _kept(ctx, j, full[1]), nbytes)
+    return _Chunk(tuple(body), s, oi_raw, ci_raw, bloom, None)
 
 
-def _whole_chunk(ctx: _Context, j: int, pos: int, why: str) -> _Chunk:
-    """Chunk ``j`` decoded, stripped of the erased rows and re-encoded whole (that column
-    only, as its writer encoded it), moved to ``pos``."""
+def _remaining(ctx: _Context, j: int) -> tuple[Sequence[Page], pa.Array]:
+    """All pages of chunk ``j`` and all its values (decoded, erased rows included)."""
     rg = ctx.meta.row_groups[ctx.k]
     cc = rg.columns[j]
     r = chunk_range(cc)
@@ -581,10 +622,39 @@ def _whole_chunk(ctx: _Context, j: int, pos: int, why: str) -> _Chunk:
     values = ctx.decode(
         j, dictionary, [raw[p.offset - r.start : p.end - r.start] for p in data], rows
     )
+    return pages, values
+
+
+def _kept(ctx: _Context, j: int, values: pa.Array) -> pa.Table:
+    """The remaining rows of chunk ``j`` of all its ``values``."""
     field = ctx.schema.field(j)
-    kept = pa.table(
-        {field.name: values.filter(ctx.keep_mask(0, rg.num_rows))}, schema=pa.schema([field])
-    )
+    mask = ctx.keep_mask(0, len(values))
+    return pa.table({field.name: values.filter(mask)}, schema=pa.schema([field]))
+
+
+def _check_dictionary(
+    ctx: _Context, plan: ChunkPlan, pages: Sequence[Page], values: pa.Array
+) -> None:
+    """Raises :class:`_Whole` unless the dictionary of chunk ``plan.column`` may stay."""
+    data = [p for p in pages if p.header.is_data]
+    spans = plan.layout.pages
+    if len(data) != len(spans):
+        raise _Fallback("a chunk's pages disagree with its offset index")
+    dict_pages = [p.header.encoding in _DICT_ENCODINGS for p in data]
+    replaced = {i for a, b in plan.runs for i in range(a, b)}
+    rows = [(sp.first_row, sp.end_row) for sp in spans]
+    keep = ctx.keep_mask(0, len(values))
+    if not dictionary_stays(values, keep, rows, dict_pages, replaced, _arrow_fallback(ctx.meta)):
+        raise _Whole(plan.live or "erased rows in dictionary-encoded pages")
+
+
+def _whole_chunk(ctx: _Context, j: int, pos: int, why: str) -> _Chunk:
+    """Chunk ``j`` decoded, stripped of the erased rows and re-encoded whole (that column
+    only, as its writer encoded it), moved to ``pos``."""
+    cc = ctx.meta.row_groups[ctx.k].columns[j]
+    pages, values = _remaining(ctx, j)
+    kept = _kept(ctx, j, values)
+    field = ctx.schema.field(j)
     spec = column_spec(ctx.meta, ctx.k, j, pages, ctx.bloom_bytes.get(j))
     tmp = write_rows(spec, pa.schema([field]), kept, ctx.k)
     tmeta = parse_tail(tmp, len(tmp)).metadata
