@@ -249,7 +249,13 @@ def test_fallbacks_say_why() -> None:
         "row_group",
         "a chunk has no offset index",
     )
-    dicts = write(t, row_group_size=4000, write_page_index=True)
+    one_page = write(t, row_group_size=4000, write_page_index=True)
+    _, plan = spliced(one_page, {0: [5]})
+    assert (plan.groups[0].level, plan.groups[0].reason) == (
+        "row_group",
+        "every data page holds an erased row",
+    )
+    dicts = write(t, row_group_size=4000, write_page_index=True, data_page_size=4096)
     _, plan = spliced(dicts, {0: [5]})
     assert plan.groups[0].level == "row_group"
     assert "dictionary-encoded pages" in (plan.groups[0].reason or "")

@@ -191,6 +191,11 @@ class ChunkPlan:
         ]
 
     @property
+    def keeps_data_page(self) -> bool:
+        """Whether a data page of the chunk holds no erased row (and may be copied)."""
+        return self.whole is None and sum(b - a for a, b in self.runs) < len(self.layout.pages)
+
+    @property
     def copies(self) -> bool:
         """Whether some of the chunk's bytes stay (an unchanged page or its dictionary)."""
         hit = sum(b - a for a, b in self.runs)
@@ -308,6 +313,10 @@ def plan_group(meta: FileMetaData, k: int, erased: Ranges, source: Source) -> tu
     if not any(p.copies for p in plans):
         whys = "; ".join(dict.fromkeys(p.whole for p in plans if p.whole is not None))
         raise _Fallback("no unchanged page to copy" + (f" ({whys})" if whys else ""))
+    if not any(p.keeps_data_page for p in plans):
+        # Only dictionary pages could stay: the data pages are re-encoded either way, and
+        # proving a dictionary costs a decode of the whole chunk (decided before any read).
+        raise _Fallback("every data page holds an erased row")
     return plans
 
 
