@@ -118,6 +118,13 @@ def run(rows: int | None = None, n_keys: int = 15) -> dict[str, dict[str, float]
             f"1-byte GET), so about {rg['gets'] * fixed:.2f}s of the row-group read's wall and "
             f"{pg['gets'] * fixed:.2f}s of the page-level read's; judge by bytes and client CPU"
         )
+        net_rg, net_pg = rg["wall"] - rg["gets"] * fixed, pg["wall"] - pg["gets"] * fixed
+        print(
+            f"wall net of that fixed cost per GET: row group {net_rg:.3f}s, page level "
+            f"{net_pg:.3f}s; page level is the faster wall wherever a GET's fixed cost (on S3, "
+            f"its first-byte latency) is below {(net_rg - net_pg) / max(pg['gets'] - rg['gets'], 1):.3f}s "
+            f"at this machine's loopback bandwidth (moto's: {fixed:.3f}s)"
+        )
         ok_down = pg["down_max"] <= 2 << 20
         ok_gets = pg["gets_max"] <= 3
         ok_wall = pg["wall"] < rg["wall"]
