@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pqhelpers import expected, footer_of, read_pyarrow, write
-from test_pq_partial import LAYOUTS, plan_pages, table
+from test_pq_partial import LAYOUTS, assert_dictionary_pages_first, plan_pages, table
 
 from lethe.parquet.enums import Encoding, PageType
 from lethe.parquet.footer import (
@@ -64,6 +64,7 @@ def sparse(data: bytes, erase: Mapping[int, Iterable[int]]) -> tuple[bytes, Spli
     new = apply_segments(plan.segments, data)
     assert len(new) == plan.size
     assert validate(new) == []
+    assert_dictionary_pages_first(new)
     return new, plan, sum(r.length for r in got), rounds
 
 
@@ -183,14 +184,16 @@ def test_dictionary_fallback_keeps_the_dictionary_or_takes_the_chunk_whole() -> 
 
 
 def test_dictionary_stays_when_the_erased_values_remain() -> None:
-    """Erased rows in dictionary-encoded pages: when every value of the replaced pages is a
-    value of a kept dictionary-encoded page, the dictionary page and the other pages are
-    copied and the replaced pages re-encoded PLAIN (encoding_stats and encodings say so);
-    a chunk whose erased value occurs nowhere else is re-encoded whole."""
+    """Erased rows in the last dictionary-encoded pages: when every value of the replaced
+    pages is a value of a kept dictionary-encoded page, the dictionary page and the other
+    pages are copied and the replaced pages re-encoded PLAIN, after the dictionary-encoded
+    ones as a writer's fallback puts them (encoding_stats and encodings say so); a chunk
+    whose erased value occurs nowhere else is re-encoded whole, and so is one where a PLAIN
+    page would come before dictionary-encoded pages (Spark's vectorized reader misreads it)."""
     t = table(12_000)
     kw = {"row_group_size": 4000, "write_page_index": True, "data_page_size": 1024}
     data = write(t, compression="none", use_dictionary=["small", "name"], **kw)
-    erase = {1: [5, 2000]}
+    erase = {1: [3990, 3999]}
     new, plan, _, _ = sparse(data, erase)
     fate = plan.groups[1]
     assert fate.level == "page"
@@ -211,7 +214,7 @@ def test_dictionary_stays_when_the_erased_values_remain() -> None:
     )
     encs = [p.header.encoding for p in new_pages if p.header.is_data]
     assert Encoding.PLAIN in encs and Encoding.RLE_DICTIONARY in encs
-    assert encs[0] == Encoding.PLAIN  # row 5: the first data page, now before dict pages
+    assert encs == sorted(encs, key=lambda e: e != Encoding.RLE_DICTIONARY)  # PLAIN last
     stats = {(s.page_type, s.encoding): s.count for s in ncc.meta_data.encoding_stats or []}
     assert stats[(PageType.DATA_PAGE, Encoding.PLAIN)] == encs.count(Encoding.PLAIN)
     assert stats[(PageType.DATA_PAGE, Encoding.RLE_DICTIONARY)] == encs.count(
@@ -221,8 +224,12 @@ def test_dictionary_stays_when_the_erased_values_remain() -> None:
     dense = apply_segments(plan_pages(data, erase, page_level=False).segments, data)
     assert stats_of(new, 1) == stats_of(dense, 1)
     assert fate.reason is not None and fate.reason.startswith("2 of ")  # name, float score
-    for v in (4005, 6000):
+    for v in (4000 + 3990, 4000 + 3999):
         assert f"person-{t['id'][v].as_py():09d}".encode() not in new
+    # row 5 lies in the first data page: a PLAIN page there would precede dictionary pages
+    new, plan, _, _ = sparse(data, {1: [5]})
+    assert "a plain page would precede dictionary-encoded pages" in (plan.groups[1].reason or "")
+    assert read_pyarrow(new).equals(expected(t, data, {1: [5]}))
 
 
 @st.composite

@@ -38,6 +38,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from lethe.errors import SpliceRefused
+from lethe.parquet.bloom import bloomable
 from lethe.parquet.chunkmeta import WholeChunk
 from lethe.parquet.footer import Page, parse_tail
 from lethe.parquet.model import FileMetaData
@@ -123,11 +124,12 @@ def rebuilt_bloom(
         "write_page_index": False,
         "write_page_checksum": False,
     }
+    kept = pa.table([bloomable(c) for c in kept.columns], names=kept.column_names)
     buf = io.BytesIO()
     try:
         with pq.ParquetWriter(buf, kept.schema, **options) as writer:
             writer.write_table(kept, row_group_size=max(1, kept.num_rows))
-    except (pa.ArrowException, ValueError, TypeError) as e:
+    except (pa.ArrowException, OSError, ValueError, TypeError) as e:
         raise SpliceRefused(f"pyarrow cannot rebuild a bloom filter of row group {k}: {e}") from e
     tmp = buf.getvalue()
     tmd = parse_tail(tmp, len(tmp)).metadata.row_groups[0].columns[0].meta_data

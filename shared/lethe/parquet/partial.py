@@ -28,8 +28,11 @@ Per column chunk (every chunk holds every erased row):
   writer is not known to reference every entry from a dictionary-encoded page), the chunk
   is fetched whole and its dictionary page still kept when no entry can be a value of
   erased rows alone (:func:`~lethe.parquet.chunkvalues.dictionary_stays`); the replaced
-  dictionary-encoded pages are then re-encoded PLAIN (Parquet's dictionary fallback,
-  allowed between dictionary-encoded pages; ``encoding_stats`` and ``encodings`` say so).
+  dictionary-encoded pages are then re-encoded PLAIN (Parquet's dictionary fallback;
+  ``encoding_stats`` and ``encodings`` say so), but only when no kept dictionary-encoded
+  page follows them: Spark's vectorized reader misaligns rows when a chunk returns to its
+  dictionary after a PLAIN page (writers only ever fall back), so such a chunk is
+  re-encoded whole.
 - *Whole chunk*: otherwise a chunk whose dictionary may hold an erased value is decoded
   and re-encoded whole (that column only, its dictionary rebuilt), as is a floating-point
   one, or one whose statistics cannot be proven (below).
@@ -70,17 +73,14 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from lethe.errors import SpliceRefused
-from lethe.parquet.chunkmeta import Entries as _Entries
 from lethe.parquet.chunkmeta import PageFallback as _Fallback
 from lethe.parquet.chunkmeta import WholeChunk as _Whole
 from lethe.parquet.chunkmeta import encoding_stats, encodings, size_statistics, statistics
 from lethe.parquet.chunkvalues import dictionary_stays, lost_values, rebuilt_bloom
 from lethe.parquet.enums import (
     CC,
-    CI,
     CMD,
     OI,
-    PL,
     RG,
     Encoding,
     PageType,
@@ -102,9 +102,13 @@ from lethe.parquet.offsets import (
     shift_column,
     shift_offset_index,
     shifted,
-    struct_list,
     with_list,
 )
+from lethe.parquet.pageentries import NewPage as _NewPage
+from lethe.parquet.pageentries import ci_entries as _ci_entries
+from lethe.parquet.pageentries import conformed as _conformed
+from lethe.parquet.pageentries import index_lists as _index_lists
+from lethe.parquet.pageentries import rebuilt_indexes as _page_index
 from lethe.parquet.pages import (
     ChunkLayout,
     Ranges,
@@ -125,23 +129,11 @@ from lethe.parquet.reencode import (
     write_rows,
 )
 from lethe.parquet.segments import Bytes, Copy, Extent, NeedBytes, Segment, Source
-from lethe.parquet.thrift import Struct, ThriftList, TType, Value, decode, encode
+from lethe.parquet.thrift import Struct, ThriftList, TType, decode, encode
 
 __all__ = ["ChunkPlan", "page_ranges", "plan_group", "rewrite_pages"]
 
 _DICT_ENCODINGS = frozenset({Encoding.PLAIN_DICTIONARY, Encoding.RLE_DICTIONARY})
-_UNORDERED = 0
-
-
-@dataclass(frozen=True, slots=True)
-class _NewPage:
-    """A data page of the new chunk: where its bytes come from and what it holds."""
-
-    content: Segment
-    header: Page | None  # None for an unchanged page (its header was not fetched)
-    rows: int
-    ci: _Entries | None  # this page's ColumnIndex entries, by list field
-    unencoded: Value | None  # OffsetIndex.unencoded_byte_array_data_bytes entry
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,30 +197,6 @@ class ChunkPlan:
 
 
 # --- the plan, from the footer and the offset indexes -----------------------------------
-def _lists(ci: Struct | None) -> dict[int, ThriftList]:
-    if ci is None:
-        return {}
-    return {f.id: f.value for f in ci.fields if isinstance(f.value, ThriftList)}
-
-
-def _ci_entries(ci: Struct | None, n: int) -> list[_Entries | None]:
-    """Each page's entries of a ColumnIndex's per-page lists (histograms by stride)."""
-    lists = _lists(ci)
-    if not lists:
-        return [None] * n
-    out: list[_Entries | None] = []
-    for i in range(n):
-        row: list[tuple[Value, ...]] = []
-        for fid in sorted(lists):
-            items = lists[fid].items
-            if len(items) % n:
-                raise _Fallback("a column index list does not divide into its pages")
-            k = len(items) // n
-            row.append(tuple(items[i * k : (i + 1) * k]))
-        out.append(tuple(row))
-    return out
-
-
 def _index_structs(cc: ColumnChunk, source: Source) -> tuple[Struct, Struct | None]:
     """The chunk's OffsetIndex and ColumnIndex (None when it has none)."""
     oo, ol = cc.offset_index_offset, cc.offset_index_length
@@ -394,16 +362,21 @@ def _write_runs(spec: WriteSpec, schema: pa.Schema, tables: Sequence[pa.Table], 
 
 
 def _new_pages(
-    data: bytes, cc: ColumnChunk, allowed: frozenset[int], types: frozenset[int]
+    data: bytes,
+    cc: ColumnChunk,
+    allowed: frozenset[int],
+    types: frozenset[int],
+    like: Mapping[int, int],
 ) -> list[_NewPage]:
-    """The data pages of a temporary file's chunk ``cc``, as new bytes."""
+    """The data pages of a temporary file's chunk ``cc``, as new bytes (their ColumnIndex
+    entries in the lists ``like`` describes: see :func:`_conformed`)."""
     pages = list(walk_pages(data, 0, chunk_range(cc)))
     if any(not p.header.is_data for p in pages):
         raise _Whole("re-encoded pages need a dictionary")
     oi_struct, ci_struct = _index_structs(cc, Source([Extent(0, data)]))
     unenc = oi_struct.get(OI.UNENCODED_BYTE_ARRAY_DATA_BYTES)
     unencoded = unenc.items if isinstance(unenc, ThriftList) else None
-    cis = _ci_entries(ci_struct, len(pages))
+    cis = _conformed(ci_struct, [p.header.num_values or 0 for p in pages], like)
     out = []
     for i, p in enumerate(pages):
         if p.header.type not in types or p.header.encoding not in allowed:
@@ -475,11 +448,13 @@ def _reencode_runs(ctx: _Context, plan: ChunkPlan, full: pa.Array | None) -> _Re
     if tgroups is not None:
         check_column(ctx.meta, j, tgroups)
     types = frozenset(p.header.type for p in old)
+    _, ci = _index_structs(ctx.meta.row_groups[ctx.k].columns[j], ctx.source)
+    like = {fid: len(v.items) // len(pages) for fid, v in _index_lists(ci).items()}
     new: list[list[_NewPage]] = []
     t = 0
     for table in kept:
         if table.num_rows and tgroups is not None:
-            new.append(_new_pages(tmp, tgroups.row_groups[t].columns[0], allowed, types))
+            new.append(_new_pages(tmp, tgroups.row_groups[t].columns[0], allowed, types, like))
             t += 1
         else:
             new.append([])
@@ -487,47 +462,6 @@ def _reencode_runs(ctx: _Context, plan: ChunkPlan, full: pa.Array | None) -> _Re
 
 
 # --- one chunk --------------------------------------------------------------------------
-def _page_index(
-    pages: Sequence[_NewPage], offsets: Sequence[int], oi: Struct, ci: Struct | None
-) -> tuple[bytes, bytes | None]:
-    """The rebuilt OffsetIndex and ColumnIndex of a chunk's new pages."""
-    locs: list[Struct] = []
-    first = 0
-    template = struct_list(oi, OI.PAGE_LOCATIONS)[0]
-    for p, off in zip(pages, offsets, strict=True):
-        loc = set_int(template, PL.OFFSET, off)
-        loc = set_int(loc, PL.COMPRESSED_PAGE_SIZE, p.content.length, TType.I32)
-        locs.append(set_int(loc, PL.FIRST_ROW_INDEX, first))
-        first += p.rows
-    new_oi = with_list(oi, OI.PAGE_LOCATIONS, locs)
-    old_u = oi.get(OI.UNENCODED_BYTE_ARRAY_DATA_BYTES)
-    if isinstance(old_u, ThriftList):
-        if any(p.unencoded is None for p in pages):
-            raise _Fallback("re-encoded pages lack unencoded byte array sizes")
-        items = tuple(p.unencoded for p in pages if p.unencoded is not None)
-        new_oi = new_oi.set(
-            OI.UNENCODED_BYTE_ARRAY_DATA_BYTES,
-            TType.LIST,
-            dataclasses.replace(old_u, items=items, long_size=old_u.long_size and len(items) < 15),
-        )
-    if ci is None:
-        return encode(new_oi), None
-    lists = _lists(ci)
-    if any(p.ci is None or len(p.ci) != len(lists) for p in pages):
-        raise _Fallback("re-encoded pages have a different column index")
-    new_ci = ci
-    for n, fid in enumerate(sorted(lists)):
-        items = tuple(v for p in pages if p.ci is not None for v in p.ci[n])
-        old = lists[fid]
-        new_ci = new_ci.set(
-            fid,
-            TType.LIST,
-            dataclasses.replace(old, items=items, long_size=old.long_size and len(items) < 15),
-        )
-    new_ci = set_int(new_ci, CI.BOUNDARY_ORDER, _UNORDERED, TType.I32)
-    return encode(new_oi), encode(new_ci)
-
-
 def _page_chunk(ctx: _Context, plan: ChunkPlan, pos: int) -> _Chunk:
     """Chunk ``plan.column`` page-level, laid out from ``pos``.
 
@@ -571,7 +505,7 @@ def _page_chunk(ctx: _Context, plan: ChunkPlan, pos: int) -> _Chunk:
             if full is not None
             else rep.gone,
             [p.ci for p in pages],
-            sorted(_lists(ci)),
+            sorted(_index_lists(ci)),
         )
         md = md.set(CMD.STATISTICS, TType.STRUCT, new_st)
     body: list[Segment] = []
@@ -651,6 +585,11 @@ def _check_dictionary(
         raise _Fallback("a chunk's pages disagree with its offset index")
     dict_pages = [p.header.encoding in _DICT_ENCODINGS for p in data]
     replaced = {i for a, b in plan.runs for i in range(a, b)}
+    first = min((i for i in replaced if dict_pages[i]), default=len(data))
+    if any(d and i not in replaced for i, d in enumerate(dict_pages) if i > first):
+        # PLAIN pages only ever follow dictionary-encoded ones (a writer's fallback); Spark's
+        # vectorized reader misaligns rows of a chunk that goes back to the dictionary
+        raise _Whole("a plain page would precede dictionary-encoded pages")
     rows = [(sp.first_row, sp.end_row) for sp in spans]
     keep = ctx.keep_mask(0, len(values))
     if not dictionary_stays(values, keep, rows, dict_pages, replaced, _arrow_fallback(ctx.meta)):

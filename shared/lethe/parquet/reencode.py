@@ -30,20 +30,20 @@ so that a rewrite may also keep runs of the original's pages (copies) between ne
 from __future__ import annotations
 
 import io
-import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal, TypeAlias
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from lethe.errors import SpliceRefused
+from lethe.parquet.bloom import BLOOM_FPP, bloom_filter, bloom_ndv
 from lethe.parquet.decode import wrap_file
-from lethe.parquet.enums import FMD, Codec, Encoding, PageType, PhysicalType
+from lethe.parquet.enums import CC, CMD, FMD, RG, Codec, Encoding, PageType, PhysicalType
 from lethe.parquet.footer import Page, chunk_range, parse_tail, row_group_range, walk_pages
 from lethe.parquet.model import ColumnChunk, FileMetaData, SchemaElement
-from lethe.parquet.offsets import set_int, with_list
+from lethe.parquet.offsets import set_int, struct_list, substruct, with_list
 from lethe.parquet.segments import Bytes, Segment
 from lethe.parquet.thrift import Struct, ThriftList, TType, encode
 
@@ -79,9 +79,6 @@ _COLUMN_ENCODINGS: dict[int, str] = {
     Encoding.BYTE_STREAM_SPLIT: "BYTE_STREAM_SPLIT",
 }
 _DICT = Encoding.RLE_DICTIONARY
-_BLOOM_FPP = 0.05
-
-
 Granularity: TypeAlias = Literal["page", "row_group"]
 """How much of an edited row group was rewritten."""
 
@@ -128,6 +125,8 @@ class WriteSpec:
         decimal_as_int: Whether decimals are stored as INT32/INT64.
         time_utc: The ``isAdjustedToUTC`` of TIME columns (at most one value).
         shapes: Each chunk's shape, in leaf order (the re-encoding is compared with them).
+        bool_blooms: Length of the bloom filter of each BOOLEAN chunk that has one, by leaf
+            index: pyarrow writes none, so they are built apart (:mod:`lethe.parquet.bloom`).
     """
 
     compression: Mapping[str, str]
@@ -142,6 +141,7 @@ class WriteSpec:
     decimal_as_int: bool
     time_utc: frozenset[bool]
     shapes: tuple[ChunkShape, ...]
+    bool_blooms: Mapping[int, int] = field(default_factory=dict)
 
     @property
     def data_page_version(self) -> str:
@@ -168,10 +168,17 @@ class WriteSpec:
         }
 
 
-def _bloom_ndv(num_bytes: int) -> int:
-    """An NDV for which pyarrow sizes a bloom filter at ``num_bytes`` (with FPP 5%)."""
-    bits_per_value = -8.0 / math.log(1.0 - _BLOOM_FPP ** (1.0 / 8.0))
-    return max(1, int(num_bytes * 8 * 0.75 / bits_per_value))
+def _bloom_options(length: int) -> dict[str, Any]:
+    """pyarrow's options for a bloom filter of ``length`` bytes (header included)."""
+    return {"ndv": bloom_ndv(1 << max(5, length.bit_length() - 1)), "fpp": BLOOM_FPP}
+
+
+def _time_utc(elem: SchemaElement) -> set[bool]:
+    """The ``isAdjustedToUTC`` of a TIME column, nothing for another."""
+    logical = elem.logical_type
+    if logical is not None and isinstance(t := logical.get(7), Struct):
+        return {t.get(1) is True}
+    return set()
 
 
 def _dotted_leaves(meta: FileMetaData, k: int) -> list[str]:
@@ -211,6 +218,7 @@ def write_spec(
     column_encoding: dict[str, str] = {}
     statistics: list[str] = []
     blooms: dict[str, dict[str, Any]] = {}
+    bool_blooms: dict[int, int] = {}
     page_types: set[int] = set()
     crc = page_index = int96 = decimal_as_int = False
     time_utc: set[bool] = set()
@@ -239,14 +247,13 @@ def write_spec(
             statistics.append(name)
         if cc.column_index_offset is not None or cc.offset_index_offset is not None:
             page_index = True
-        if m.bloom_filter_offset is not None:
-            num_bytes = 1 << max(5, bloom_bytes[j].bit_length() - 1)
-            blooms[name] = {"ndv": _bloom_ndv(num_bytes), "fpp": _BLOOM_FPP}
+        if m.bloom_filter_offset is not None and elem.type == PhysicalType.BOOLEAN:
+            bool_blooms[j] = bloom_bytes[j]
+        elif m.bloom_filter_offset is not None:
+            blooms[name] = _bloom_options(bloom_bytes[j])
         int96 |= elem.type == PhysicalType.INT96
         decimal_as_int |= _decimal_as_int(elem)
-        logical = elem.logical_type
-        if logical is not None and isinstance(t := logical.get(7), Struct):
-            time_utc.add(t.get(1) is True)
+        time_utc |= _time_utc(elem)
     if len(page_types) != 1:
         raise SpliceRefused(f"row group {k} mixes data page types {sorted(page_types)}")
     if len(time_utc) > 1:
@@ -264,6 +271,7 @@ def write_spec(
         decimal_as_int,
         frozenset(time_utc),
         tuple(shapes),
+        bool_blooms,
     )
 
 
@@ -292,14 +300,8 @@ def column_spec(
     dictionary, encoding = _encoding(name, shape)
     blooms: dict[str, dict[str, Any]] = {}
     if m.bloom_filter_offset is not None and bloom_bytes is not None:
-        num_bytes = 1 << max(5, bloom_bytes.bit_length() - 1)
-        blooms[name] = {"ndv": _bloom_ndv(num_bytes), "fpp": _BLOOM_FPP}
-    logical = elem.logical_type
-    utc = frozenset(
-        {t.get(1) is True}
-        if logical is not None and isinstance(t := logical.get(7), Struct)
-        else set()
-    )
+        blooms[name] = _bloom_options(bloom_bytes)
+    utc = frozenset(_time_utc(elem))
     return WriteSpec(
         {name: codec},
         (name,) if dictionary else (),
@@ -441,11 +443,11 @@ def read_back(meta: FileMetaData, k: int, spec: WriteSpec, data: bytes, n: int) 
     if len(tmeta.row_groups) != 1 or tmeta.row_groups[0].num_rows != n:
         raise SpliceRefused(f"re-encoding row group {k} did not give one group of {n} rows")
     trg = tmeta.row_groups[0]
-    for (path, _, _, _), cc, tcc, shape in zip(
-        meta.leaves(), meta.row_groups[k].columns, trg.columns, spec.shapes, strict=True
+    for j, ((path, _, _, _), cc, tcc, shape) in enumerate(
+        zip(meta.leaves(), meta.row_groups[k].columns, trg.columns, spec.shapes, strict=True)
     ):
         new = chunk_shape(walk_pages(data, 0, chunk_range(tcc)))
-        _compare_chunk(".".join(path), cc, tcc, shape, new)
+        _compare_chunk(".".join(path), cc, tcc, shape, new, bloom_apart=j in spec.bool_blooms)
     trange = row_group_range(trg)
     cols = trg.columns
     return GroupRewrite(
@@ -490,7 +492,37 @@ def reencode_group(
         table = keep.cast(natural)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, ValueError, TypeError) as e:
         raise SpliceRefused(f"the remaining rows do not fit the file's schema: {e}") from e
-    return read_back(meta, k, spec, write_rows(spec, natural, table, k), table.num_rows)
+    rec = read_back(meta, k, spec, write_rows(spec, natural, table, k), table.num_rows)
+    return _with_bool_blooms(meta, k, spec, table, rec)
+
+
+def _with_bool_blooms(
+    meta: FileMetaData, k: int, spec: WriteSpec, table: pa.Table, rec: GroupRewrite
+) -> GroupRewrite:
+    """``rec`` with the bloom filters of its BOOLEAN chunks (see :mod:`lethe.parquet.bloom`),
+    referenced from their chunks as the original's were.
+
+    Raises:
+        SpliceRefused: A nested BOOLEAN column has one, or pyarrow sizes it otherwise.
+    """
+    if not spec.bool_blooms:
+        return rec
+    blooms = list(rec.blooms)
+    cols = struct_list(rec.row_group, RG.COLUMNS)
+    leaves = meta.leaves()
+    for j, size in spec.bool_blooms.items():
+        path = leaves[j][0]
+        if len(path) != 1:
+            raise SpliceRefused(f"nested BOOLEAN column {'.'.join(path)!r} has a bloom filter")
+        raw = bloom_filter(table.column(path[0]), size)
+        if raw is None:
+            raise SpliceRefused(f"column {path[0]!r}: a rebuilt bloom filter differs in size")
+        blooms[j] = raw
+        md = substruct(cols[j], CC.META_DATA).set(CMD.BLOOM_FILTER_OFFSET, TType.I64, 0)
+        if meta.row_groups[k].columns[j].meta_data.bloom_filter_length is not None:
+            md = md.set(CMD.BLOOM_FILTER_LENGTH, TType.I32, len(raw))
+        cols[j] = cols[j].set(CC.META_DATA, TType.STRUCT, md)
+    return replace(rec, row_group=with_list(rec.row_group, RG.COLUMNS, cols), blooms=tuple(blooms))
 
 
 # --- comparing the re-encoding with the original ------------------------------------------
@@ -596,7 +628,13 @@ def _compare_schema(orig: FileMetaData, new: FileMetaData) -> None:
 
 
 def _compare_chunk(
-    name: str, cc: ColumnChunk, tcc: ColumnChunk, old: ChunkShape, new: ChunkShape
+    name: str,
+    cc: ColumnChunk,
+    tcc: ColumnChunk,
+    old: ChunkShape,
+    new: ChunkShape,
+    *,
+    bloom_apart: bool = False,
 ) -> None:
     m, t = cc.meta_data, tcc.meta_data
     if (m.type, m.path_in_schema, m.codec) != (t.type, t.path_in_schema, t.codec):
@@ -613,7 +651,7 @@ def _compare_chunk(
         )
     if old.page_types != new.page_types:
         raise SpliceRefused(f"column {name!r}: re-encoding changes the data page version")
-    if (m.bloom_filter_offset is None) != (t.bloom_filter_offset is None):
+    if not bloom_apart and (m.bloom_filter_offset is None) != (t.bloom_filter_offset is None):
         raise SpliceRefused(f"column {name!r}: re-encoding changes bloom filter presence")
     if cc.offset_index_offset is not None and tcc.offset_index_offset is None:
         raise SpliceRefused(f"column {name!r}: re-encoding loses the offset index")
