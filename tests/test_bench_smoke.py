@@ -15,7 +15,7 @@ def test_scan_bench_reports_its_parts(monkeypatch: pytest.MonkeyPatch) -> None:
     from bench import bench_readwrite
 
     monkeypatch.setenv("LETHE_BENCH_RW_REPEAT", "1")
-    out = bench_readwrite.run(20_000, parts=("scan",))
+    out = bench_readwrite.run(20_000, parts=("scan",), s3rver=False)
     assert out["scan_cpu"] > 0 and out["plain_cpu"] > 0
     # every step of the scan is measured, and removing rows copies at least the kept bytes
     assert all(out[k] > 0 for k in ("fetch", "decode", "drop", "copy"))
@@ -27,7 +27,7 @@ def test_scan_bench_reports_its_parts(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_lookup_bench_reads_fewer_bytes_at_page_level() -> None:
     from bench import bench_lookup
 
-    out = bench_lookup.run(200_000, n_keys=3)
+    out = bench_lookup.run(200_000, n_keys=3, s3rver=False)
     rg, pg = out["row group"], out["page level"]
     assert pg["down_max"] < rg["down"]
     assert pg["gets_max"] <= 3
