@@ -218,6 +218,33 @@ def test_dvs_apply_to_page_reads(s3: Any) -> None:
     assert t.lookup(3 * 7000).num_rows == 0
 
 
+def test_the_dv_is_fetched_beside_the_data_once(s3: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A read starts the DV's GET with the data's (on the I/O pool, not after decoding in
+    the worker that needs it), once per file, for lookups, scans and deletes alike."""
+    import threading
+
+    t = _make(s3, LAYOUTS["dictionary-fallback-v1"])
+    t.delete([("id", "in", [3 * 7000, 3 * 7002])])
+    t = lethe.Table.open(t.uri, s3=s3)
+    container = t.manifest.files[0].dv.container  # type: ignore[union-attr]
+    assert container is not None
+    dv_gets: list[str] = []
+    real_get = t.store.get
+
+    def get(key: str, **kw: Any) -> Any:
+        if key.endswith(container):
+            dv_gets.append(threading.current_thread().name)
+        return real_get(key, **kw)
+
+    monkeypatch.setattr(t.store, "get", get)
+    assert t.lookup(3 * 7000).num_rows == 0
+    assert t.lookup(3 * 7001)["id"].to_pylist() == [3 * 7001]
+    assert t.scan(["id"]).num_rows == ROWS - 2
+    t.delete([("id", "=", 3 * 7004)])
+    assert len(dv_gets) == 4, dv_gets  # one per read: two lookups, the scan, the delete
+    assert all(name.startswith("lethe-io") for name in dv_gets), dv_gets
+
+
 def test_page_index_cache_is_bounded() -> None:
     assert doctest.testmod(reader).failed == 0
     c = reader.LruCache[bytes](capacity=2, max_bytes=100, weigh=len)

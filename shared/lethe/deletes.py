@@ -147,6 +147,7 @@ def locate(
     *,
     only_paths: set[str] | None = None,
     physical: Sequence[bool] | None = None,
+    dvs: DVCache | None = None,
 ) -> list[dict[str, BitMap64]]:
     """Per request, per file: positions of rows matching that request in ``base``.
 
@@ -159,7 +160,7 @@ def locate(
     store, prefix = table.store, table.catalog.prefix
     wanted: dict[tuple[str, int], tuple[Any, int]] = {}
     out: list[dict[str, BitMap64]] = [{} for _ in dnfs]
-    dvs = DVCache(store, prefix)
+    dvs = dvs if dvs is not None else DVCache(store, prefix)
     plans = index_plans(store, prefix, base, dnfs, physical=phys)
     for i, (dnf, ph, ip) in enumerate(zip(dnfs, phys, plans, strict=True)):
         if ip is None:
@@ -177,6 +178,7 @@ def locate(
                 del found[p]
     if not wanted:
         return out
+    dvs.prefetch({h.file.path: h.file for h, _ in wanted.values()}.values())
     cols = list(dict.fromkeys(c for d in dnfs for c in d.columns))
     exprs = [d.expression() for d in dnfs]
     pairs = [
@@ -320,16 +322,16 @@ def _scrub(
 
 
 class _DVsOf:
-    """The DVs of ``base``'s files, loaded on first use."""
+    """The DVs of ``base``'s files, loaded on first use (once with the read that located the
+    rows: the same :class:`~lethe.scan.DVCache`)."""
 
-    def __init__(self, table: Table, base: Manifest) -> None:
-        self.table, self.base, self.got = table, base, dict[str, BitMap64]()
+    def __init__(self, dvs: DVCache, base: Manifest) -> None:
+        self.dvs, self.base = dvs, base
 
     def __call__(self, path: str) -> BitMap64:
-        if path not in self.got:
-            f = self.base.file(path)
-            self.got[path] = load_dv(self.table, f.dv if f is not None else None)
-        return self.got[path]
+        f = self.base.file(path)
+        bm = self.dvs.bitmap(f) if f is not None else None
+        return bm if bm is not None else BitMap64()
 
 
 def _targets(base: Manifest, found: dict[str, BitMap64]) -> tuple[ErasureTarget, ...]:
@@ -384,11 +386,16 @@ class _DeleteChange:
         table, requests, hashes = self.table, self.requests, self.hashes
         done, twins, conflicts, live = _sort_requests(hashes, self.bodies, base)
         # an erase finds every matching row still physically in a live file, hidden or not
+        dvs = DVCache(table.store, table.catalog.prefix)
         located = locate(
-            table, base, [self.dnfs[i] for i in live], physical=[requests[i].erase for i in live]
+            table,
+            base,
+            [self.dnfs[i] for i in live],
+            physical=[requests[i].erase for i in live],
+            dvs=dvs,
         )
         physical = {i: found for i, found in zip(live, located, strict=True) if requests[i].erase}
-        current_dv = _DVsOf(table, base)
+        current_dv = _DVsOf(dvs, base)
 
         # attribute each newly deleted position to the first request that matched it
         per_req: dict[int, dict[str, BitMap64]] = {}

@@ -496,9 +496,9 @@ class Table:
     ) -> Iterator[pa.RecordBatch]:
         items, rows = self._plan(dnf, store)
         out_cols = out_schema.names
-        rf = RowFilter.of(
-            dnf, self.schema, DVCache(self.store, self._catalog.prefix).keep_mask, rows
-        )
+        dvs = DVCache(self.store, self._catalog.prefix)
+        dvs.prefetch({h.file.path: h.file for h, _, _ in items}.values())
+        rf = RowFilter.of(dnf, self.schema, dvs.keep_mask, rows)
         starts = {(h.file.path, rg): first for h, rg, first in items}
 
         def read(h: FileHandle, rg: int) -> pa.Table:

@@ -5,7 +5,10 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 import io
-from collections.abc import Callable, Iterable, Mapping
+import os
+import sys
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -307,3 +310,29 @@ def bloom_may_contain(bitset: bytes, value: bytes) -> bool:
         if not word >> (((key * salt) & 0xFFFFFFFF) >> 27) & 1:
             return False
     return True
+
+
+@contextmanager
+def spark_session(app: str, **conf: str) -> Iterator[Any]:
+    """A local one-core SparkSession for reading and writing files in these tests (no UI,
+    one shuffle partition, 1 GiB driver), with ``conf`` on top; stopped on exit."""
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    from pyspark.sql import SparkSession
+
+    builder = (
+        SparkSession.builder.master("local[1]")
+        .appName(app)
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "1")
+        .config("spark.driver.memory", "1g")
+    )
+    for k, v in conf.items():
+        builder = builder.config(k, v)
+    session = builder.getOrCreate()
+    session.sparkContext.setLogLevel("ERROR")
+    try:
+        yield session
+    finally:
+        session.stop()

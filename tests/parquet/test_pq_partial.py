@@ -8,8 +8,6 @@ column indexes and bloom filters.
 
 from __future__ import annotations
 
-import os
-import sys
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -30,6 +28,7 @@ from pqhelpers import (
     read_duckdb,
     read_pyarrow,
     same_rows,
+    spark_session,
     write,
 )
 
@@ -359,24 +358,8 @@ def test_other_writers_read_back_and_say_why(tmp_path: Path) -> None:
 
 @pytest.fixture(scope="module")
 def spark() -> Iterator[Any]:
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    from pyspark.sql import SparkSession
-
-    session = (
-        SparkSession.builder.master("local[1]")
-        .appName("lethe-page-level-tests")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "1")
-        .config("spark.driver.memory", "1g")
-        .getOrCreate()
-    )
-    session.sparkContext.setLogLevel("ERROR")
-    try:
+    with spark_session("lethe-page-level-tests") as session:
         yield session
-    finally:
-        session.stop()
 
 
 @pytest.mark.slow

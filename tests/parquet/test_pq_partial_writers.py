@@ -9,8 +9,6 @@ filters), polars and, for Spark's files, Spark.
 
 from __future__ import annotations
 
-import os
-import sys
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -26,6 +24,7 @@ from pqhelpers import (
     read_duckdb,
     read_pyarrow,
     same_rows,
+    spark_session,
 )
 from test_pq_partial import spliced, table
 
@@ -155,25 +154,10 @@ def test_boolean_bloom_filters_of_arrow_rs_are_rebuilt_without_the_erased_value(
 # --- Spark (parquet-java) -----------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def spark() -> Iterator[Any]:
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    from pyspark.sql import SparkSession
-
-    session = (
-        SparkSession.builder.master("local[1]")
-        .appName("lethe-page-level-writers")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "1")
-        .config("spark.driver.memory", "1g")
-        .config("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
-        .getOrCreate()
-    )
-    session.sparkContext.setLogLevel("ERROR")
-    try:
+    with spark_session(
+        "lethe-page-level-writers", **{"spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS"}
+    ) as session:
         yield session
-    finally:
-        session.stop()
 
 
 SPARK_FLAT = """

@@ -6,8 +6,6 @@ erased rows) and validate, or be refused before anything is written.
 
 from __future__ import annotations
 
-import os
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -26,6 +24,7 @@ from pqhelpers import (
     read_duckdb,
     read_pyarrow,
     same_rows,
+    spark_session,
 )
 
 from lethe.errors import SpliceRefused
@@ -179,24 +178,8 @@ def test_datafusion_files_splice(tmp_path: Path) -> None:
 # --- Spark --------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def spark() -> Iterator[Any]:
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    from pyspark.sql import SparkSession
-
-    session = (
-        SparkSession.builder.master("local[1]")
-        .appName("lethe-parquet-tests")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "1")
-        .config("spark.driver.memory", "1g")
-        .getOrCreate()
-    )
-    session.sparkContext.setLogLevel("ERROR")
-    try:
+    with spark_session("lethe-parquet-tests") as session:
         yield session
-    finally:
-        session.stop()
 
 
 def comparable(df: Any) -> Any:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import io
 import math
+from collections.abc import Callable
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -21,7 +22,7 @@ import pyarrow.parquet as pq
 from lethe.errors import SpliceRefused
 from lethe.parquet.footer import parse_tail
 
-__all__ = ["BLOOM_FPP", "bloom_filter", "bloom_ndv", "bloomable"]
+__all__ = ["BLOOM_FPP", "bloom_filter", "bloom_ndv", "bloomable", "written_bloom"]
 
 BLOOM_FPP = 0.05
 """The false-positive rate rebuilt filters are sized with (with :func:`bloom_ndv`)."""
@@ -58,18 +59,32 @@ def bloom_filter(values: pa.Array | pa.ChunkedArray, size: int) -> bytes | None:
     """
     table = pa.table({"v": bloomable(values)})
     num_bytes = 1 << max(5, size.bit_length() - 1)
-    buf = io.BytesIO()
-    try:
-        pq.write_table(
+    return written_bloom(
+        lambda buf: pq.write_table(
             table,
             buf,
             compression="none",
             use_dictionary=False,
             write_statistics=False,
             bloom_filter_options={"v": {"ndv": bloom_ndv(num_bytes), "fpp": BLOOM_FPP}},
-        )
+        ),
+        size,
+        f"build a bloom filter of {values.type}",
+    )
+
+
+def written_bloom(write: Callable[[io.BytesIO], object], size: int, what: str) -> bytes | None:
+    """The bloom filter (header and bitset) of the first chunk of the one-column file that
+    ``write`` writes into the buffer it is given; None unless it is ``size`` bytes long.
+
+    Raises:
+        SpliceRefused: pyarrow cannot write the file (``what`` it was asked to do).
+    """
+    buf = io.BytesIO()
+    try:
+        write(buf)
     except (pa.ArrowException, OSError, ValueError, TypeError) as e:
-        raise SpliceRefused(f"pyarrow cannot build a bloom filter of {values.type}: {e}") from e
+        raise SpliceRefused(f"pyarrow cannot {what}: {e}") from e
     tmp = buf.getvalue()
     md = parse_tail(tmp, len(tmp)).metadata.row_groups[0].columns[0].meta_data
     at, n = md.bloom_filter_offset, md.bloom_filter_length

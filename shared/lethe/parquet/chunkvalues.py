@@ -37,10 +37,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from lethe.errors import SpliceRefused
-from lethe.parquet.bloom import bloomable
+from lethe.parquet.bloom import bloomable, written_bloom
 from lethe.parquet.chunkmeta import WholeChunk
-from lethe.parquet.footer import Page, parse_tail
+from lethe.parquet.footer import Page
 from lethe.parquet.model import FileMetaData
 from lethe.parquet.reencode import column_spec
 
@@ -125,15 +124,12 @@ def rebuilt_bloom(
         "write_page_checksum": False,
     }
     kept = pa.table([bloomable(c) for c in kept.columns], names=kept.column_names)
-    buf = io.BytesIO()
-    try:
+
+    def write(buf: io.BytesIO) -> None:
         with pq.ParquetWriter(buf, kept.schema, **options) as writer:
             writer.write_table(kept, row_group_size=max(1, kept.num_rows))
-    except (pa.ArrowException, OSError, ValueError, TypeError) as e:
-        raise SpliceRefused(f"pyarrow cannot rebuild a bloom filter of row group {k}: {e}") from e
-    tmp = buf.getvalue()
-    tmd = parse_tail(tmp, len(tmp)).metadata.row_groups[0].columns[0].meta_data
-    at, n = tmd.bloom_filter_offset, tmd.bloom_filter_length
-    if at is None or n is None or n != size:
+
+    got = written_bloom(write, size, f"rebuild a bloom filter of row group {k}")
+    if got is None:
         raise WholeChunk("the rebuilt bloom filter differs in size")
-    return tmp[at : at + n]
+    return got
