@@ -245,6 +245,41 @@ def test_the_dv_is_fetched_beside_the_data_once(s3: Any, monkeypatch: pytest.Mon
     assert all(name.startswith("lethe-io") for name in dv_gets), dv_gets
 
 
+def test_dvs_of_one_container_come_in_one_get(s3: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A delete writes the DVs of every file it touches into one container: a scan reads
+    them in one ranged GET; a damaged blob fails the read with a typed error."""
+    data = _data(3000)
+    t = lethe.Table.create(f"s3://{_bucket(s3)}/dvs", data.schema, key="id")
+    for i in range(3):
+        t.append(data.slice(i * 1000, 1000))
+    gone = [3 * 10, 3 * 1010, 3 * 2020, 3 * 2021]
+    t.delete([("id", "in", gone)])
+    refs = [f.dv for f in t.manifest.files]
+    assert all(r is not None and r.container == refs[0].container for r in refs)  # type: ignore[union-attr]
+    key = f"{t.catalog.prefix}/{refs[0].container}"  # type: ignore[union-attr]
+    calls: list[tuple[int | None, int | None]] = []
+    real_get = t.store.get
+
+    def get(k: str, **kw: Any) -> Any:
+        if k == key:
+            calls.append((kw.get("start"), kw.get("end")))
+        return real_get(k, **kw)
+
+    monkeypatch.setattr(t.store, "get", get)
+    got = lethe.Table.open(t.uri, s3=s3)
+    monkeypatch.setattr(got.store, "get", get)
+    assert sorted(got.scan(["id"])["id"].to_pylist()) == sorted(
+        set(data["id"].to_pylist()) - set(gone)
+    )
+    assert len(calls) == 1, calls
+    body = bytearray(s3.get_object(Bucket=t.store.bucket, Key=key)["Body"].read())
+    r = refs[1]
+    body[r.offset + r.length - 6] ^= 0xFF  # type: ignore[union-attr]  # inside the 2nd blob
+    s3.put_object(Bucket=t.store.bucket, Key=key, Body=bytes(body))
+    with pytest.raises(lethe.errors.CorruptDeletionVector):
+        lethe.Table.open(t.uri, s3=s3).scan()
+
+
 def test_page_index_cache_is_bounded() -> None:
     assert doctest.testmod(reader).failed == 0
     c = reader.LruCache[bytes](capacity=2, max_bytes=100, weigh=len)

@@ -9,16 +9,17 @@ façade, so lower layers (deletes, erase) plan reads without building a table ha
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
 from lethe import errors
 from lethe.filters import Dnf
 from lethe.manifest import ColumnStats, DataFile, Manifest, SegmentSummary
-from lethe.objects import io_pool
+from lethe.objects import coalesce, io_pool
 from lethe.reader import FileHandle
 from lethe.store import S3Store
 from lethe.values import from_json
@@ -141,7 +142,9 @@ class DVCache:
 
     :meth:`prefetch` starts the loads of the files a read will open on the I/O pool, so a
     DV's GET overlaps the data's instead of following it (on S3, one round trip less for a
-    lookup or a scan of a file with deletes); files not prefetched load on first use, in
+    lookup or a scan of a file with deletes); blobs of one container closer than
+    :data:`~lethe.objects.COALESCE_GAP` come in one ranged GET (a delete writes the DVs of
+    every file it touches into one container). Files not prefetched load on first use, in
     the caller's thread.
     """
 
@@ -152,13 +155,49 @@ class DVCache:
 
     def prefetch(self, files: Iterable[DataFile]) -> None:
         """Start loading the DVs of ``files`` (those that have one) in the background."""
-        for f in files:
-            if f.dv is None:
-                continue
-            with self._lock:
-                if _key(f) in self._loads:
+        blobs: dict[str, list[tuple[int, int, DataFile, Future[Any]]]] = {}
+        inline: list[tuple[DataFile, Future[Any]]] = []
+        with self._lock:
+            for f in files:
+                if f.dv is None or _key(f) in self._loads:
                     continue
-                self._loads[_key(f)] = io_pool().submit(self._load, f)
+                fut: Future[Any] = Future()
+                self._loads[_key(f)] = fut
+                if f.dv.inline is not None or f.dv.container is None:
+                    inline.append((f, fut))
+                else:
+                    at = (f.dv.offset, f.dv.offset + f.dv.length, f, fut)
+                    blobs.setdefault(f.dv.container, []).append(at)
+        for one in inline:
+            io_pool().submit(_settle, [one], self._load)
+        for container, group in blobs.items():
+            group.sort(key=lambda b: b[0])
+            i = 0
+            for s, e in coalesce([(b[0], b[1]) for b in group]):  # sorted, like the group
+                mine = []
+                while i < len(group) and group[i][0] < e:
+                    mine.append((group[i][2], group[i][3]))
+                    i += 1
+                io_pool().submit(self._load_span, container, s, e, mine)
+
+    def _load_span(
+        self, container: str, start: int, end: int, files: list[tuple[DataFile, Future[Any]]]
+    ) -> None:
+        """One ranged GET of ``[start, end)`` of ``container``; each file's DV decoded from it."""
+        try:
+            key = f"{self._prefix}/{container}" if self._prefix else container
+            data = self._store.get(key, start=start, end=end).body
+        except BaseException as e:
+            for _, fut in files:
+                fut.set_exception(e)
+            return
+
+        def decode(f: DataFile) -> Any:
+            assert f.dv is not None
+            at = f.dv.offset - start
+            return _decoded(f, data[at : at + f.dv.length])
+
+        _settle(files, decode)
 
     def bitmap(self, f: DataFile) -> Any:
         if f.dv is None:
@@ -170,32 +209,48 @@ class DVCache:
                 fut = self._loads[_key(f)] = Future()
         assert fut is not None
         if mine:
-            try:
-                fut.set_result(self._load(f))
-            except BaseException as e:
-                fut.set_exception(e)
+            _settle([(f, fut)], self._load)
         return fut.result()
 
     def _load(self, f: DataFile) -> Any:
         assert f.dv is not None
-        from lethe.dv import decode_dv
         from lethe.reader import load_dv_bytes
 
-        blob = load_dv_bytes(self._store, self._prefix, f.dv)
-        bm = decode_dv(blob, expected_crc=f.dv.crc32)
-        if len(bm) != f.dv.cardinality:
-            raise errors.CorruptDeletionVector(
-                f"DV of {f.path}: {len(bm)} positions, manifest says {f.dv.cardinality}"
-            )
-        return bm
+        return _decoded(f, load_dv_bytes(self._store, self._prefix, f.dv))
 
-    def keep_mask(self, f: DataFile, start: int, n: int) -> Any:
+    def keep_mask(self, f: DataFile, start: int, n: int) -> pa.Array | None:
+        """Arrow mask of rows ``[start, start + n)`` of ``f``: True = kept; None when the
+        DV deletes none of them."""
         bm = self.bitmap(f)
         if bm is None or not bm.range_cardinality(start, start + n):
             return None
         from lethe.dv import keep_mask
 
-        return pa.array(keep_mask(bm, start, n))
+        # packed here: pa.array over numpy booleans costs ~150x more (0.7 ms for 90k rows)
+        bits = np.packbits(keep_mask(bm, start, n), bitorder="little")
+        return pa.Array.from_buffers(pa.bool_(), n, [None, pa.py_buffer(bits)])
+
+
+def _decoded(f: DataFile, blob: bytes) -> Any:
+    """``f``'s DV from its blob bytes, checked against the manifest."""
+    from lethe.dv import decode_dv
+
+    assert f.dv is not None
+    bm = decode_dv(blob, expected_crc=f.dv.crc32)
+    if len(bm) != f.dv.cardinality:
+        raise errors.CorruptDeletionVector(
+            f"DV of {f.path}: {len(bm)} positions, manifest says {f.dv.cardinality}"
+        )
+    return bm
+
+
+def _settle(files: list[tuple[DataFile, Future[Any]]], load: Callable[[DataFile], Any]) -> None:
+    """Resolve each file's future with ``load(file)`` or the error it raised."""
+    for f, fut in files:
+        try:
+            fut.set_result(load(f))
+        except BaseException as e:
+            fut.set_exception(e)
 
 
 def _key(f: DataFile) -> tuple[Any, ...]:
