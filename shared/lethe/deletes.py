@@ -387,13 +387,8 @@ class _DeleteChange:
         done, twins, conflicts, live = _sort_requests(hashes, self.bodies, base)
         # an erase finds every matching row still physically in a live file, hidden or not
         dvs = DVCache(table.store, table.catalog.prefix)
-        located = locate(
-            table,
-            base,
-            [self.dnfs[i] for i in live],
-            physical=[requests[i].erase for i in live],
-            dvs=dvs,
-        )
+        erase = [requests[i].erase for i in live]
+        located = locate(table, base, [self.dnfs[i] for i in live], physical=erase, dvs=dvs)
         physical = {i: found for i, found in zip(live, located, strict=True) if requests[i].erase}
         current_dv = _DVsOf(dvs, base)
 
