@@ -3,6 +3,7 @@ times, timing, CPU accounting."""
 
 from __future__ import annotations
 
+import os
 import resource
 import shutil
 import socket
@@ -90,7 +91,7 @@ def _s3rver_bin() -> Path:
             cwd=S3RVER_HOME,
             check=True,
             capture_output=True,
-            timeout=600,
+            timeout=float(os.environ.get("LETHE_BENCH_NPM_TIMEOUT", "600")),
         )
     except (subprocess.SubprocessError, OSError) as e:
         stamp.unlink(missing_ok=True)

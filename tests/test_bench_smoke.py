@@ -31,3 +31,21 @@ def test_lookup_bench_reads_fewer_bytes_at_page_level() -> None:
     rg, pg = out["row group"], out["page level"]
     assert pg["down_max"] < rg["down"]
     assert pg["gets_max"] <= 3
+
+
+def test_lookup_bench_reads_the_same_on_s3rver(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The table copied to s3rver (where the benches take their walls) answers the same
+    lookups with the same requests and bytes as on moto; skipped where npm cannot install it."""
+    from bench import bench_lookup
+    from bench.common import Unavailable, _s3rver_bin
+
+    monkeypatch.setenv("LETHE_BENCH_NPM_TIMEOUT", "180")
+    try:
+        _s3rver_bin()
+    except Unavailable as e:
+        pytest.skip(f"no s3rver here: {e}")
+    out = bench_lookup.run(200_000, n_keys=3, s3rver=True)
+    for read in ("row group", "page level"):
+        there = out[f"{read} (s3rver)"]
+        for k in ("down", "down_max", "gets", "gets_max"):
+            assert there[k] == out[read][k], (read, k)
