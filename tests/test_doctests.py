@@ -21,6 +21,7 @@ MODULES = [
     "ingest.staging",
     "remap",
     "progress",
+    "requests",
 ]
 
 

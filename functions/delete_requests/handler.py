@@ -24,7 +24,7 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from _settings import DeleteRequestsSettings as Settings
 from lethe import Table
 from lethe.evidence import erasure_backlog
-from lethe.requests import MessageOutcome, process_delete_messages
+from lethe.requests import MessageOutcome, process_delete_messages, sqs_sent_timestamp
 from lethe.splice_jobs import enqueue_erasures
 
 logger = Logger()
@@ -75,6 +75,11 @@ def handler(event: dict[str, Any], context: Any) -> PartialItemFailureResponse:
 
     outcomes = process_delete_messages(
         [(r["messageId"], r["body"]) for r in records],
+        # a message without requested_at is dated by the queue (SentTimestamp, epoch ms)
+        sent_at={
+            r["messageId"]: sqs_sent_timestamp(r.get("attributes", {}).get("SentTimestamp"))
+            for r in records
+        },
         open_table=lambda uri: Table.open(uri),
         on_committed=on_committed,
     )

@@ -11,9 +11,9 @@ from __future__ import annotations
 import json
 import logging
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -26,11 +26,21 @@ from lethe.store import parse_s3_uri
 
 log = logging.getLogger(__name__)
 
-__all__ = ["DeleteRequestMessage", "MessageOutcome", "parse_message", "process_delete_messages"]
+__all__ = [
+    "DeleteRequestMessage",
+    "MessageOutcome",
+    "parse_message",
+    "process_delete_messages",
+    "sqs_sent_timestamp",
+]
 
 
 class DeleteRequestMessage(BaseModel):
-    """``{"request_id", "table", "filters", "mode", "requested_at"}`` — one delete request."""
+    """``{"request_id", "table", "filters", "mode", "requested_at"?}`` — one delete request.
+
+    ``requested_at`` is optional: a message without it is dated by the queue (SQS's
+    ``SentTimestamp``, see :func:`process_delete_messages`).
+    """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -38,7 +48,7 @@ class DeleteRequestMessage(BaseModel):
     table: str
     filters: list[Any] = Field(min_length=1)
     mode: Literal["logical", "erase"] = "logical"
-    requested_at: datetime
+    requested_at: datetime | None = None
 
     @field_validator("table")
     @classmethod
@@ -71,13 +81,24 @@ class DeleteRequestMessage(BaseModel):
         return request_hash(self.request_id)
 
 
-def parse_message(body: str | bytes | dict[str, Any]) -> DeleteRequestMessage:
-    """Validate one message body; any problem is an :class:`InvalidRequest` with the reason."""
+def parse_message(
+    body: str | bytes | dict[str, Any], *, sent_at: datetime | None = None
+) -> DeleteRequestMessage:
+    """Validate one message body; any problem is an :class:`InvalidRequest` with the reason.
+
+    ``sent_at`` (the queue's send time) dates a message that carries no ``requested_at``.
+
+    >>> m = parse_message('{"request_id": "r-1", "table": "s3://b/t", "filters": [["id", "=", 1]]}',
+    ...                   sent_at=sqs_sent_timestamp("1764150000000"))
+    >>> m.requested_at.isoformat()
+    '2025-11-26T09:40:00+00:00'
+    """
     try:
         event: Any = body.decode() if isinstance(body, bytes) else body
         if isinstance(event, str):
-            return DeleteRequestMessage.model_validate_json(event)
-        return DeleteRequestMessage.model_validate(event)
+            msg = DeleteRequestMessage.model_validate_json(event)
+        else:
+            msg = DeleteRequestMessage.model_validate(event)
     except ValidationError as e:
         first = e.errors()[0]
         # a location names our fields only: an unknown key is the sender's string, not echoed
@@ -89,6 +110,25 @@ def parse_message(body: str | bytes | dict[str, Any]) -> DeleteRequestMessage:
         if first["type"] == "json_invalid":
             raise errors.InvalidRequest(f"message body is not valid JSON: {first['msg']}") from None
         raise errors.InvalidRequest(f"invalid delete request ({where}): {first['msg']}") from None
+    if msg.requested_at is None and sent_at is not None:
+        msg = msg.model_copy(update={"requested_at": sent_at})
+    return msg
+
+
+def sqs_sent_timestamp(value: str | int | None) -> datetime | None:
+    """SQS's ``SentTimestamp`` attribute (epoch milliseconds, as a string) as a UTC datetime.
+
+    >>> sqs_sent_timestamp("0").isoformat()
+    '1970-01-01T00:00:00+00:00'
+    >>> sqs_sent_timestamp(None) is None
+    True
+    """
+    if value is None or value == "":
+        return None
+    try:
+        return datetime.fromtimestamp(int(value) / 1000, tz=UTC)
+    except (TypeError, ValueError, OverflowError, OSError):
+        return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +150,7 @@ class MessageOutcome:
 def process_delete_messages(
     messages: Sequence[tuple[str, str | bytes | dict[str, Any]]],
     *,
+    sent_at: Mapping[str, datetime | None] | None = None,
     open_table: Callable[[str], Any],
     on_committed: Callable[[Any, list[DeleteRequestMessage], Any], None] | None = None,
 ) -> dict[str, MessageOutcome]:
@@ -117,6 +158,8 @@ def process_delete_messages(
 
     Args:
         messages: ``(message_id, body)`` pairs.
+        sent_at: when the queue received each message (by message id): the ``requested_at``
+            of a message that does not carry one.
         open_table: opens a table by URI (lets callers inject clients).
         on_committed: called per table after its commit with (table, messages, batch result);
             used to enqueue splices for ``mode="erase"`` requests.
@@ -125,7 +168,7 @@ def process_delete_messages(
     groups: dict[str, list[tuple[str, DeleteRequestMessage]]] = defaultdict(list)
     for mid, body in messages:
         try:
-            msg = parse_message(body)
+            msg = parse_message(body, sent_at=(sent_at or {}).get(mid))
         except errors.InvalidRequest as e:
             out[mid] = MessageOutcome(mid, error=str(e))
             continue

@@ -92,9 +92,7 @@ def test_mixed_batch_reports_exactly_the_bad_ones(
         "dup": msg(table_uri, [["id", "in", [2, 3, 4]]], "req-2"),
         "other_table": msg(t2_uri, [["customer_id", "=", 5]], "req-3"),
         "malformed": '{"request_id": "x", "table": ',
-        "schema_invalid": json.dumps(
-            {"request_id": "y", "table": table_uri, "filters": [["id", "=", 1]]}
-        ),
+        "schema_invalid": json.dumps({"request_id": "y", "table": table_uri, "mode": "logical"}),
         "unknown_column": msg(table_uri, [["nope", "=", 1]], "req-4"),
         "unknown_table": msg(f"s3://{bucket}/no/such/table", [["id", "=", 1]], "req-5"),
         "bad_uri": msg("http://x/y", [["id", "=", 1]], "req-6"),
@@ -132,6 +130,39 @@ def test_mixed_batch_reports_exactly_the_bad_ones(
     text = logs()
     assert "req-1" not in text and '"id", "=", 1' not in text
     assert "RowsDeleted" in text and "delete request failed" in text
+
+
+def test_a_message_without_requested_at_is_dated_by_the_queue(
+    table_uri: str, queue: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The message docs/local.md shows (no requested_at) commits; SentTimestamp dates it."""
+    from functions.delete_requests import handler as h
+    from lethe import requests
+
+    lethe.Table.create(table_uri, EVENTS, key="id").append(events(0, 100))
+    sqs, url, arn = queue
+    body = {"request_id": "gdpr-1", "table": table_uri, "filters": [["id", "=", 7]]}
+    sqs.send_message(QueueUrl=url, MessageBody=json.dumps(body))
+    r = sqs.receive_message(QueueUrl=url, MessageSystemAttributeNames=["All"], WaitTimeSeconds=1)
+    [m] = r["Messages"]
+    sent = requests.sqs_sent_timestamp(m["Attributes"]["SentTimestamp"])
+    assert sent is not None
+    seen: list[Any] = []
+    real = requests.parse_message
+
+    def spy(b: Any, *, sent_at: Any = None) -> Any:
+        seen.append(real(b, sent_at=sent_at))
+        return seen[-1]
+
+    monkeypatch.setattr(requests, "parse_message", spy)
+    resp = h.handler(sqs_event([m], queue_arn=arn), LambdaContext())
+    assert resp["batchItemFailures"] == []
+    assert [x.requested_at for x in seen] == [sent]
+    t = lethe.Table.open(table_uri)
+    assert t.lookup(7).num_rows == 0 and t.scan().num_rows == 99
+    # a message that carries requested_at keeps its own
+    own = requests.parse_message({**body, "requested_at": "2026-11-22T10:00:00Z"}, sent_at=sent)
+    assert own.requested_at is not None and own.requested_at.isoformat().startswith("2026-11-22")
 
 
 def test_erase_mode_records_pending_erasure(table_uri: str, queue: Any) -> None:
