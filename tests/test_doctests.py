@@ -22,6 +22,8 @@ MODULES = [
     "remap",
     "progress",
     "requests",
+    "ingest.fit",
+    "cli.inputs",
 ]
 
 

@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 
 from lethe import errors
 
-__all__ = ["add_filters", "conform", "filters", "parse_where", "print_table", "read_local"]
+__all__ = ["add_filters", "filters", "parse_where", "print_table", "read_local"]
 
 _WHERE = re.compile(r"^\s*([A-Za-z_][\w.]*)\s*(==|=|!=|<=|>=|<|>|not\s+in|in)\s*(.+?)\s*$", re.I)
 
@@ -52,16 +52,6 @@ def read_local(path: str) -> pa.Table:
     if path.endswith(".csv"):
         return pacsv.read_csv(path)
     return pq.read_table(path)
-
-
-def conform(data: pa.Table, schema: pa.Schema) -> pa.Table:
-    missing = [n for n in schema.names if n not in data.column_names]
-    if missing:
-        raise errors.SchemaMismatch(f"input lacks columns {missing}")
-    try:
-        return data.select(schema.names).cast(schema)
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
-        raise errors.SchemaMismatch(f"input does not fit the table schema: {e}") from e
 
 
 def print_table(t: pa.Table, limit: int) -> None:

@@ -9,7 +9,8 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from lethe import errors
-from lethe.cli.common import add_filters, conform, filters, print_table, read_local
+from lethe.cli.common import add_filters, filters, print_table, read_local
+from lethe.cli.inputs import fitted_batches, list_sources
 from lethe.table import Table
 
 __all__ = ["register"]
@@ -36,7 +37,8 @@ def cmd_create(a: argparse.Namespace) -> int:
 
 def cmd_append(a: argparse.Namespace) -> int:
     t = Table.open(a.uri)
-    r = t.append(conform(read_local(a.file), t.schema), progress=a.progress)
+    data = fitted_batches(list_sources(a.file), t.schema)
+    r = t.append(data, progress=a.progress)
     print(
         f"appended {r.rows_added} rows in {r.files_added} files -> version {r.version} ({r.io.describe()})"
     )
@@ -154,9 +156,16 @@ def register(sub: Any) -> None:
     )
     c.set_defaults(fn=cmd_create)
 
-    c = sub.add_parser("append", help="append a local Parquet or CSV file")
+    c = sub.add_parser(
+        "append",
+        help="append Parquet, CSV or JSON-lines files (a file, a folder, an S3 object or prefix)",
+        description="Append files to the table in one commit. Every file must fit the table "
+        "schema: an unknown column, a missing one, a narrowing type (int64 into int32) or a "
+        "value that does not convert refuses the whole append, listing every file and column; "
+        "nothing is dropped or narrowed silently.",
+    )
     c.add_argument("uri")
-    c.add_argument("file")
+    c.add_argument("file", help="local file or folder, or s3://bucket/key or prefix")
     c.set_defaults(fn=cmd_append)
 
     c = sub.add_parser("scan", help="print or export rows")

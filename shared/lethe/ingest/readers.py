@@ -7,7 +7,7 @@ import csv
 import gzip
 import io
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from functools import partial
 from typing import Any
 
@@ -90,17 +90,21 @@ class S3ObjectFile(io.RawIOBase):
         return n
 
 
-def _open_stream(store: S3Store, obj: InputObject) -> io.BufferedIOBase:
+def open_object(store: S3Store, obj: InputObject) -> io.BufferedIOBase:
     raw = io.BufferedReader(S3ObjectFile(store, obj.key, obj.etag, obj.size), CHUNK_BYTES)
     if obj.compressed:
         return gzip.GzipFile(fileobj=raw, mode="rb")
     return raw
 
 
-def _read_csv(store: S3Store, obj: InputObject, schema: pa.Schema) -> Iterator[Conformed]:
+Opener = Callable[[], io.BufferedIOBase]
+"""Opens the object's bytes (decompressed) from the start; called once or twice per object."""
+
+
+def _read_csv(open_stream: Opener, uri: str, schema: pa.Schema) -> Iterator[Conformed]:
     import pyarrow.csv as pcsv
 
-    with _open_stream(store, obj) as s:
+    with open_stream() as s:
         head = s.read(1 << 20)
     text = head.decode("utf-8-sig", errors="replace")
     first = text.split("\n", 1)[0].rstrip("\r")
@@ -108,7 +112,7 @@ def _read_csv(store: S3Store, obj: InputObject, schema: pa.Schema) -> Iterator[C
     if not names or not any(n.strip() for n in names):
         yield Conformed(
             schema.empty_table(),
-            _structural_rejects(obj.uri, [(1, "the CSV file has no header line", first)]),
+            _structural_rejects(uri, [(1, "the CSV file has no header line", first)]),
         )
         return
     structural: list[tuple[int | None, str, str]] = []
@@ -124,7 +128,7 @@ def _read_csv(store: S3Store, obj: InputObject, schema: pa.Schema) -> Iterator[C
         return "skip"
 
     row_no = 0
-    with _open_stream(store, obj) as s:
+    with open_stream() as s:
         reader = pcsv.open_csv(
             s,
             read_options=pcsv.ReadOptions(use_threads=False, block_size=CHUNK_BYTES),
@@ -136,17 +140,17 @@ def _read_csv(store: S3Store, obj: InputObject, schema: pa.Schema) -> Iterator[C
             ),
         )
         for batch in reader:
-            out = conform(pa.Table.from_batches([batch]), schema, source=obj.uri, first_row=row_no)
+            out = conform(pa.Table.from_batches([batch]), schema, source=uri, first_row=row_no)
             row_no += batch.num_rows
             if structural:
                 out = Conformed(
                     out.good,
-                    pa.concat_tables([_structural_rejects(obj.uri, structural), out.rejects]),
+                    pa.concat_tables([_structural_rejects(uri, structural), out.rejects]),
                 )
                 structural.clear()
             yield out
     if structural:
-        yield Conformed(schema.empty_table(), _structural_rejects(obj.uri, structural))
+        yield Conformed(schema.empty_table(), _structural_rejects(uri, structural))
 
 
 def _json_read_schema(schema: pa.Schema) -> pa.Schema:
@@ -248,12 +252,12 @@ def _json_slow(
     )
 
 
-def _read_json(store: S3Store, obj: InputObject, schema: pa.Schema) -> Iterator[Conformed]:
+def _read_json(open_stream: Opener, uri: str, schema: pa.Schema) -> Iterator[Conformed]:
     read_schema = _json_read_schema(schema)
     row_no = 0
     line_no = 1
     rest = b""
-    with _open_stream(store, obj) as s:
+    with open_stream() as s:
         while True:
             data = s.read(CHUNK_BYTES)
             buf = rest + data
@@ -272,7 +276,7 @@ def _read_json(store: S3Store, obj: InputObject, schema: pa.Schema) -> Iterator[
                     out = conform(
                         raw,
                         schema,
-                        source=obj.uri,
+                        source=uri,
                         first_row=row_no,
                         first_line=line_no,
                         records=_LazyLines(body) if raw.num_rows else None,
@@ -282,7 +286,7 @@ def _read_json(store: S3Store, obj: InputObject, schema: pa.Schema) -> Iterator[
                         body,
                         read_schema,
                         schema,
-                        source=obj.uri,
+                        source=uri,
                         first_row=row_no,
                         first_line=line_no,
                     )
@@ -312,14 +316,16 @@ class _LazyLines(Sequence[str]):
         return self._get()[i].rstrip(b"\r").decode("utf-8", errors="replace")
 
 
-def _read_parquet(store: S3Store, obj: InputObject, schema: pa.Schema) -> Iterator[Conformed]:
-    f = S3ObjectFile(store, obj.key, obj.etag, obj.size)
+def open_parquet(source: Any, uri: str) -> pq.ParquetFile:
+    """A Parquet file over ``source`` (a path or a file object), or :class:`UnsupportedFile`."""
     try:
-        pf = pq.ParquetFile(pa.PythonFile(f, mode="r"))
-    except pa.ArrowInvalid as e:
-        raise errors.UnsupportedFile(
-            f"{obj.uri} is not a readable Parquet file: {_short(e)}"
-        ) from e
+        return pq.ParquetFile(source if isinstance(source, str) else pa.PythonFile(source, "r"))
+    except (pa.ArrowException, OSError) as e:
+        raise errors.UnsupportedFile(f"{uri} is not a readable Parquet file: {_short(e)}") from e
+
+
+def _read_parquet(store: S3Store, obj: InputObject, schema: pa.Schema) -> Iterator[Conformed]:
+    pf = open_parquet(S3ObjectFile(store, obj.key, obj.etag, obj.size), obj.uri)
     row_no = 0
     for batch in pf.iter_batches(batch_size=64 * 1024, use_threads=False):
         out = conform(pa.Table.from_batches([batch]), schema, source=obj.uri, first_row=row_no)
@@ -337,9 +343,9 @@ def read_object(store: S3Store, obj: InputObject, schema: pa.Schema) -> Iterator
     if store.bucket != obj.bucket:
         raise errors.InvalidRequest(f"store of bucket {store.bucket!r} cannot read {obj.uri}")
     if obj.format == "csv":
-        return _read_csv(store, obj, schema)
+        return _read_csv(partial(open_object, store, obj), obj.uri, schema)
     if obj.format == "json":
-        return _read_json(store, obj, schema)
+        return _read_json(partial(open_object, store, obj), obj.uri, schema)
     if obj.format == "parquet":
         return _read_parquet(store, obj, schema)
     raise errors.InvalidRequest(f"unsupported format {obj.format!r}")

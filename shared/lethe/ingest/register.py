@@ -14,6 +14,7 @@ import pyarrow.parquet as pq
 
 from lethe import errors
 from lethe.ingest.conform import _short
+from lethe.ingest.fit import same_type as _same_type
 from lethe.ingest.inputs import upload_request_id
 from lethe.manifest import DataFile, request_hash
 from lethe.reader import FileHandle
@@ -27,24 +28,6 @@ log = logging.getLogger(__name__)
 
 
 # --- direct registration -----------------------------------------------------------------------
-_EQUIVALENT = (
-    (pa.string(), pa.large_string()),
-    (pa.binary(), pa.large_binary()),
-)
-
-
-def _same_type(a: pa.DataType, b: pa.DataType) -> bool:
-    if a.equals(b):
-        return True
-    for x, y in _EQUIVALENT:
-        if (a.equals(x) and b.equals(y)) or (a.equals(y) and b.equals(x)):
-            return True
-    if pa.types.is_timestamp(a) and pa.types.is_timestamp(b) and a.unit == b.unit:
-        utc = {"UTC", "Etc/UTC", "+00:00", "Z"}
-        return (a.tz is None and b.tz is None) or (a.tz in utc and b.tz in utc)
-    return False
-
-
 def check_file_schema(file_schema: pa.Schema, md: pq.FileMetaData, schema: pa.Schema) -> None:
     """Refuse a Parquet file that does not match the table schema, saying exactly why.
 
