@@ -178,7 +178,11 @@ def _predicate(raw: Any, schema: pa.Schema) -> Predicate:
             if isinstance(value, str | bytes) or not isinstance(
                 value, list | tuple | set | frozenset
             ):
-                raise errors.InvalidRequest(f"'{op}' needs a list of values for column {col!r}")
+                raise errors.InvalidRequest(
+                    f"'{op}' needs a list of values for column {col!r}: write it as "
+                    f'--where "{col} {op} [1, 2]" on the command line, or '
+                    f'["{col}", "{op}", [1, 2]] in a filter (one value: [1])'
+                )
             if not value:
                 raise errors.InvalidRequest(f"'{op}' on column {col!r} has an empty list")
             values = list(value)

@@ -26,7 +26,7 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-from lethe import errors
+from lethe import __version__, errors
 from lethe.cli import erasures, iceberg, index, ops, tables
 from lethe.cli.bars import reporter
 from lethe.cli.common import parse_where
@@ -40,6 +40,7 @@ QUIET_HELP = "no progress on stderr, and no warnings (errors still)"
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="lethe", description="Parquet tables on S3 that can forget.")
+    p.add_argument("--version", action="version", version=f"lethe {__version__}")
     p.add_argument("-v", "--verbose", action="store_true")
     p.add_argument("-q", "--quiet", action="store_true", help=QUIET_HELP)
     sub = p.add_subparsers(dest="cmd", required=True)

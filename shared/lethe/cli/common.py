@@ -13,9 +13,18 @@ import pyarrow.parquet as pq
 
 from lethe import errors
 
-__all__ = ["add_filters", "filters", "parse_where", "print_table", "read_local"]
+__all__ = [
+    "FORMATS",
+    "add_filters",
+    "filters",
+    "parse_where",
+    "print_table",
+    "read_local",
+    "write_rows",
+]
 
 _WHERE = re.compile(r"^\s*([A-Za-z_][\w.]*)\s*(==|=|!=|<=|>=|<|>|not\s+in|in)\s*(.+?)\s*$", re.I)
+_NULL = re.compile(r"^\s*([A-Za-z_][\w.]*)\s+is\s+(not\s+)?null\s*$", re.I)
 
 
 def parse_where(expr: str) -> tuple[str, str, Any]:
@@ -25,10 +34,22 @@ def parse_where(expr: str) -> tuple[str, str, Any]:
     ('id', 'in', [1, 2])
     >>> parse_where("name = bob")
     ('name', '=', 'bob')
+
+    ``is null`` and ``is not null`` become ``in [None]`` and ``not in [None]`` (pyarrow's
+    ``isin`` matches a null member against null rows):
+
+    >>> parse_where("email is null"), parse_where("email IS NOT NULL")
+    (('email', 'in', [None]), ('email', 'not in', [None]))
     """
+    n = _NULL.match(expr)
+    if n:
+        return n.group(1), ("not in" if n.group(2) else "in"), [None]
     m = _WHERE.match(expr)
     if not m:
-        raise errors.InvalidRequest(f"cannot parse --where {expr!r}; use 'column op value'")
+        raise errors.InvalidRequest(
+            f"cannot parse --where {expr!r}; use 'column op value' with op one of "
+            "= != < <= > >= in, not in (a list: 'id in [1, 2]'), or 'column is [not] null'"
+        )
     col, op, raw = m.group(1), re.sub(r"\s+", " ", m.group(2).lower()), m.group(3)
     try:
         value = json.loads(raw)
@@ -52,6 +73,43 @@ def read_local(path: str) -> pa.Table:
     if path.endswith(".csv"):
         return pacsv.read_csv(path)
     return pq.read_table(path)
+
+
+FORMATS = ("table", "csv", "jsonl", "parquet")
+
+
+def write_rows(t: pa.Table, fmt: str, out: Any) -> None:
+    """``t`` to the binary stream ``out`` as CSV (with a header), JSON lines (one object per
+    row; timestamps ISO 8601, bytes as base64) or Parquet."""
+    if fmt == "csv":
+        pacsv.write_csv(t, out)
+    elif fmt == "parquet":
+        pq.write_table(t, out)
+    elif fmt == "jsonl":
+        for batch in t.to_batches(max_chunksize=4096):
+            lines = [
+                json.dumps(r, default=_json_value, ensure_ascii=False) for r in batch.to_pylist()
+            ]
+            if lines:
+                out.write(("\n".join(lines) + "\n").encode())
+    else:
+        raise errors.InvalidRequest(f"unknown format {fmt!r}; use one of {FORMATS}")
+
+
+def _json_value(v: Any) -> Any:
+    import base64
+    import datetime as dt
+    import decimal
+
+    if isinstance(v, dt.datetime | dt.date | dt.time):
+        return v.isoformat()
+    if isinstance(v, bytes):
+        return base64.b64encode(v).decode()
+    if isinstance(v, decimal.Decimal):
+        return str(v)
+    if isinstance(v, dt.timedelta):
+        return v.total_seconds()
+    return str(v)
 
 
 def print_table(t: pa.Table, limit: int) -> None:

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
-import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from lethe import errors
-from lethe.cli.common import add_filters, filters, print_table, read_local
+from lethe.cli.common import FORMATS, add_filters, filters, print_table, read_local, write_rows
 from lethe.cli.inputs import fitted_batches, list_sources
 from lethe.table import Table
 
@@ -49,14 +49,26 @@ def cmd_scan(a: argparse.Namespace) -> int:
     t = Table.open(a.uri, version=a.version)
     cols = a.columns.split(",") if a.columns else None
     out = t.scan(cols, filters(a))
+    fmt = a.format
     if a.out:
-        if a.out.endswith(".csv"):
-            pacsv.write_csv(out, a.out)
-        else:
-            pq.write_table(out, a.out)
+        if fmt is None:
+            ext = a.out.rsplit(".", 1)[-1].lower()
+            fmt = {"csv": "csv", "jsonl": "jsonl", "json": "jsonl", "ndjson": "jsonl"}.get(
+                ext, "parquet"
+            )
+        if fmt == "table":
+            raise errors.InvalidRequest(
+                "--format table prints; use csv, jsonl or parquet with --out"
+            )
+        with open(a.out, "wb") as f:
+            write_rows(out, fmt, f)
         print(f"wrote {out.num_rows} rows to {a.out}")
-    else:
+    elif fmt is None or fmt == "table":
         print_table(out, a.limit)
+    else:  # every row, to stdout, for a pipe (`lethe scan ... --format jsonl | jq`)
+        sys.stdout.flush()
+        write_rows(out, fmt, sys.stdout.buffer)
+        sys.stdout.buffer.flush()
     return 0
 
 
@@ -173,8 +185,16 @@ def register(sub: Any) -> None:
     c.add_argument("--version", type=int)
     c.add_argument("--columns")
     add_filters(c)
-    c.add_argument("--out", help="write to .parquet or .csv instead of printing")
-    c.add_argument("--limit", type=int, default=20)
+    c.add_argument(
+        "--format",
+        choices=FORMATS,
+        help="table (default: aligned, the first --limit rows), or every row as csv, jsonl or "
+        "parquet to stdout (or to --out)",
+    )
+    c.add_argument(
+        "--out", help="write every row to a file (format from --format, else its extension)"
+    )
+    c.add_argument("--limit", type=int, default=20, help="rows shown by --format table")
     c.set_defaults(fn=cmd_scan)
 
     c = sub.add_parser("history", help="list versions, newest first")

@@ -1,0 +1,172 @@
+"""What a shell user expects of ``lethe``: --version, ``is [not] null``, every row to stdout in
+the format a pipe wants, errors that say how to write it (moto)."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
+import pytest
+from conftest import EVENTS, events
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import lethe
+from lethe.cli import main
+
+
+@pytest.fixture
+def table(table_uri: str) -> str:
+    t = lethe.Table.create(table_uri, EVENTS, key="id")
+    data = events(0, 60)
+    cust = data.column("customer_id").to_pylist()
+    data = data.set_column(
+        2,
+        "customer_id",
+        pa.array([None if i % 4 == 0 else c for i, c in enumerate(cust)], pa.int32()),
+    )
+    t.append(data)
+    return table_uri
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as e:
+        main(["--version"])
+    assert e.value.code == 0
+    assert capsys.readouterr().out.strip() == f"lethe {lethe.__version__}"
+
+
+def test_is_null_and_is_not_null(table: str, capsysbinary: pytest.CaptureFixture[bytes]) -> None:
+    def ids(where: str) -> list[int]:
+        assert main(["scan", table, "--where", where, "--format", "jsonl"]) == 0
+        return sorted(json.loads(x)["id"] for x in capsysbinary.readouterr().out.splitlines())
+
+    nulls = ids("customer_id is null")
+    assert nulls == list(range(0, 60, 4))
+    assert ids("customer_id IS NOT NULL") == [i for i in range(60) if i % 4]
+    assert sorted(ids("customer_id is not null") + nulls) == list(range(60))
+    assert main(["delete", table, "--where", "customer_id is null", "--request-id", "n"]) == 0
+    assert f"deleted {len(nulls)} rows" in capsysbinary.readouterr().out.decode()
+    assert lethe.Table.open(table).scan().column("customer_id").null_count == 0
+
+
+def test_scan_formats_to_stdout(table: str, capsysbinary: pytest.CaptureFixture[bytes]) -> None:
+    want = lethe.Table.open(table).scan(filters=[("id", "<", 30)])
+    args = ["scan", table, "--where", "id < 30", "--format"]
+    assert main([*args, "csv"]) == 0
+    got = pacsv.read_csv(io.BytesIO(capsysbinary.readouterr().out))
+    assert got.num_rows == 30 and got.column("id").to_pylist() == want.column("id").to_pylist()
+    assert main([*args, "parquet"]) == 0
+    assert pq.read_table(io.BytesIO(capsysbinary.readouterr().out)).equals(want)
+    assert main([*args, "jsonl"]) == 0
+    rows = [json.loads(x) for x in capsysbinary.readouterr().out.decode().splitlines()]
+    assert [r["id"] for r in rows] == want.column("id").to_pylist()
+    assert rows[1]["event_time"] == want.column("event_time")[1].as_py().isoformat()
+    assert main([*args, "table", "--limit", "3"]) == 0
+    assert "(30 rows, showing 3)" in capsysbinary.readouterr().out.decode()
+
+
+def test_scan_out_takes_the_format_from_the_extension(
+    table: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "rows.jsonl"
+    assert main(["scan", table, "--out", str(out)]) == 0
+    assert "wrote 60 rows" in capsys.readouterr().out
+    assert len(out.read_text().splitlines()) == 60
+    pq_out = tmp_path / "rows.parquet"
+    assert main(["scan", table, "--out", str(pq_out), "--format", "parquet"]) == 0
+    assert pq.read_table(pq_out).num_rows == 60
+
+
+def test_jsonl_through_a_real_pipe(table: str) -> None:
+    """``lethe scan ... --format jsonl | <a JSON reader>``: stdout carries only the rows."""
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "lethe.cli",
+            "scan",
+            table,
+            "--where",
+            "id in [3, 5]",
+            "--format",
+            "jsonl",
+        ],
+        capture_output=True,
+        env={**os.environ},
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr.decode()
+    rows = [json.loads(line) for line in proc.stdout.decode().splitlines()]
+    assert sorted(r["id"] for r in rows) == [3, 5]
+
+
+def test_in_without_a_list_says_how_to_write_one(
+    table: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["delete", table, "--where", "id in 7", "--request-id", "x"]) == 2
+    err = capsys.readouterr().err
+    assert "'in' needs a list" in err and "id in [1, 2]" in err
+    assert main(["scan", table, "--where", "id ~ 7"]) == 2
+    err = capsys.readouterr().err
+    assert "cannot parse --where" in err and "is [not] null" in err
+
+
+WHERE = st.one_of(
+    st.text(max_size=30),
+    st.builds(
+        "{} {} {}".format,
+        st.sampled_from(["id", "customer_id", "payload", "event_time", "nope", "1x"]),
+        st.sampled_from(["=", "==", "!=", "<", ">=", "in", "not in", "is", "~", "IS NOT"]),
+        st.one_of(
+            st.sampled_from(["null", "[1, 2]", "[]", "7", "'a'", "[null]", "2026-01-01", "{}"]),
+            st.text(max_size=8),
+        ),
+    ),
+)
+ARGS = st.fixed_dictionaries(
+    {
+        "where": st.lists(WHERE, max_size=2),
+        "columns": st.one_of(st.none(), st.sampled_from(["id", "id,payload", "nope", ",", ""])),
+        "filters": st.one_of(
+            st.none(), st.sampled_from(['[["id", "<", 3]]', "[", '[["id"]]', '{"a": 1}', "[]"])
+        ),
+        "fmt": st.sampled_from(["table", "csv", "jsonl", "parquet"]),
+    }
+)
+
+
+@settings(
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(args=ARGS)
+def test_any_scan_arguments_end_in_rows_or_a_message_never_a_traceback(
+    table: str, capsysbinary: pytest.CaptureFixture[bytes], args: dict[str, Any]
+) -> None:
+    argv = ["scan", table, "--format", args["fmt"]]
+    for w in args["where"]:
+        argv += ["--where", w]
+    if args["columns"] is not None:
+        argv += ["--columns", args["columns"]]
+    if args["filters"] is not None:
+        argv += ["--filters", args["filters"]]
+    try:
+        rc = main(argv)  # any exception escaping main is a traceback for the user
+    except SystemExit as e:  # argparse's usage error (an option value it cannot take)
+        rc = e.code
+    err = capsysbinary.readouterr().err.decode()
+    assert rc in (0, 2), (argv, rc, err)
+    if rc == 2:
+        assert err.startswith(("lethe: ", "usage: ")), err
+    assert "Traceback" not in err
