@@ -246,3 +246,25 @@ def test_append_is_exact_or_refused_never_a_traceback(
                 assert _same(type(w)(v), w), (name, v, w)
             else:
                 assert _same(w, v), (name, v, w)
+
+
+def test_every_path_that_takes_data_names_every_differing_column(
+    table_uri: str, bucket: str, s3: Any
+) -> None:
+    """The API and direct registration refuse the same file the CLI refuses, naming both."""
+    from lethe.errors import SchemaMismatch
+    from lethe.ingest import register_parquet
+
+    t = lethe.Table.create(table_uri, EVENTS, key="id")
+    wide = events(0, 3).append_column("country", pa.array(["NL"] * 3))
+    wide = wide.set_column(2, "customer_id", pa.array([1, 2, 3_000_000_000], pa.int64()))
+    with pytest.raises(SchemaMismatch) as api:
+        t.append(wide)
+    buf = io.BytesIO()
+    pq.write_table(wide, buf)
+    s3.put_object(Bucket=bucket, Key="uploads/wide.parquet", Body=buf.getvalue())
+    with pytest.raises(SchemaMismatch) as reg:
+        register_parquet(t, "uploads/wide.parquet", bucket=bucket)
+    for e in (api.value, reg.value):
+        assert "country" in str(e) and "customer_id" in str(e)
+    assert lethe.Table.open(table_uri).version == t.version == 0
