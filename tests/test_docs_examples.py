@@ -104,10 +104,22 @@ GIVENS: dict[str, tuple[str, Callable[[], Any]]] = {
     "spark": ("an existing SparkSession (docs/spark.md)", lambda: _spark_session()),
 }
 
-# Blocks that take longer than a unit test should: a marker of the block's text -> why.
-SLOW = {
-    "LocalRuntime.start(": "synthesizes the CDK stack (20-60 s the first time)",
-    "spark=spark": "starts a local Spark session",
+# pyspark 4.0's _load_from_socket never closes its local socket to the JVM (tests/spark/).
+_SPARK_SOCKETS = pytest.mark.filterwarnings(
+    r"ignore:Exception ignored in. <socket.socket.*raddr=\('127.0.0.1':"
+    "pytest.PytestUnraisableExceptionWarning"
+)
+# Blocks that take longer than a unit test should: a marker of the block's text -> marks.
+SLOW: dict[str, list[Any]] = {
+    # synthesizes the CDK stack (20-60 s the first time, then cached)
+    "LocalRuntime.start(": [pytest.mark.slow, pytest.mark.cdk, _SPARK_SOCKETS],
+    # starts a local Spark session
+    "spark=spark": [
+        pytest.mark.slow,
+        pytest.mark.spark,
+        pytest.mark.xdist_group("spark"),
+        _SPARK_SOCKETS,
+    ],
 }
 
 # Python code of a block -> what runs instead, with the reason.
@@ -292,10 +304,12 @@ def sessions(aws: LocalAws, tmp_path_factory: pytest.TempPathFactory) -> Iterato
         return made[doc]
 
     yield get
+    while _SPARK:
+        _SPARK.pop().stop()
 
 
 def _marks(b: dx.Block) -> list[Any]:
-    return [pytest.mark.slow] if any(k in b.text for k in SLOW) else []
+    return [m for k, marks in SLOW.items() if k in b.text for m in marks]
 
 
 @pytest.mark.parametrize("block", [pytest.param(b, id=b.id, marks=_marks(b)) for b in BLOCKS])
@@ -534,12 +548,17 @@ CHECKERS: dict[tuple[str, ...], Callable[[list[str], DocSession, pytest.MonkeyPa
 }
 
 
-_SPARK: list[Any] = []
+_SPARK: list[Any] = []  # the session this module started (stopped when the module ends)
 
 
 def _spark_session() -> Any:
+    from pyspark.sql import SparkSession
+
     from spark_jobs._session import build_session
 
+    active = SparkSession.getActiveSession()
+    if active is not None:  # another test's: use it, leave it running
+        return active
     if not _SPARK:
         _SPARK.append(
             build_session(
