@@ -31,10 +31,12 @@ import argparse
 import ast
 import base64
 import contextlib
+import doctest
 import importlib
 import inspect
 import json
 import re
+import shlex
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -177,6 +179,10 @@ NOT_RUN: dict[str, str] = {
         "needs the AWS CLI and the built archive"
     ),
 }
+
+# Command lines (or synopsis forms), as shlex.join of their words, whose documented outcome
+# is not exit 0 -> that exit code.
+EXIT_CODES: dict[str, int] = {}
 
 # Synopses -> the concrete command lines run for them (each must be a form of the synopsis;
 # "{data_file}" is the first data file of s3://b/events).
@@ -431,6 +437,7 @@ def run_command(c: dx.Command, b: dx.Block, s: DocSession, monkeypatch: pytest.M
 
 
 def run_argv(argv: list[str], where: str, s: DocSession, monkeypatch: pytest.MonkeyPatch) -> None:
+    text = shlex.join(argv)
     argv = [s.sub(w) for w in argv]
     checker = CHECKERS.get(tuple(argv[:3]))
     if checker is not None:
@@ -439,8 +446,12 @@ def run_argv(argv: list[str], where: str, s: DocSession, monkeypatch: pytest.Mon
     if argv[0] == "lethe":
         from lethe.cli import main
 
-        rc = main(argv[1:])
-        assert rc == 0, f"{where}: `{' '.join(argv)}` exited {rc}"
+        try:
+            rc = main(argv[1:])
+        except SystemExit as e:  # argparse's --help / --version
+            rc = e.code if isinstance(e.code, int) else 2
+        want = EXIT_CODES.get(text, 0)
+        assert rc == want, f"{where}: `{' '.join(argv)}` exited {rc}, documented: {want}"
         return
     prog = program(argv)
     assert prog is not None, f"{where}: cannot run {argv!r} here: add it to NOT_RUN with a reason"
@@ -578,12 +589,21 @@ def test_no_stale_entries() -> None:
     shown = {c.text for b in BLOCKS if b.lang in ("bash", "sh", "") for c in dx.commands(b)}
     assert set(NOT_RUN) - shown == set()
     assert set(SYNOPSES) - shown == set()
+    forms = {
+        shlex.join(c.argv) for b in BLOCKS if b.lang in ("bash", "sh", "") for c in dx.commands(b)
+    }
+    forms |= {shlex.join(shlex.split(f)) for fs in SYNOPSES.values() for f in fs}
+    assert set(EXIT_CODES) - forms == set()
     langs = {b.lang for b in BLOCKS}
     assert set(NOT_RUN_LANGUAGES) <= langs
     docs_with_json = {b.doc for b in BLOCKS if b.lang == "json"}
     assert {doc for doc, _ in JSON_MODELS} <= docs_with_json
     assert all(any(k in b.text for b in BLOCKS) for k in SLOW)
     assert all(any(k in b.text for b in BLOCKS) for k in PYTHON_REWRITES)
+
+
+def test_the_extractor_examples() -> None:
+    assert doctest.testmod(dx, optionflags=doctest.ELLIPSIS).failed == 0
 
 
 def test_every_document_has_examples() -> None:
