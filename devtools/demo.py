@@ -37,7 +37,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import pyarrow as pa
@@ -256,7 +256,7 @@ class _Columns:
     """The decoded columns of one Parquet object, read on first need: an index piece's
     ``value`` stands for the column its key's directory names (``index/<column hash>/``)."""
 
-    PIECE = ["value", "file", "pos"]
+    PIECE: ClassVar[list[str]] = ["value", "file", "pos"]
 
     def __init__(self, key: str, body: bytes) -> None:
         self.key = f"/{key}"

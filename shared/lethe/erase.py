@@ -722,8 +722,8 @@ class _PurgeRecord:
                 raise Rebase(b, "a twin recorded it")  # its version is read by prepare
             if any(b.file(t.path) is None for t in erasure.targets):
                 raise Rebase(b, "a target was replaced")  # look again
-            nxt = apply_dv_updates(b, {}, op, requests=[record], erasures=[erasure])
-            nxt = replace_pieces(nxt, pieces)
+            recorded = apply_dv_updates(b, {}, op, requests=[record], erasures=[erasure])
+            nxt = replace_pieces(recorded, pieces)
             if nxt is None:
                 raise Rebase(b, "an index piece it scrubs was rewritten")
             return nxt

@@ -128,8 +128,10 @@ def _doomed(entries: pa.Table, e: Erased, value_set: pa.Array, live: _Live) -> n
     every = pa.array([exact_scalar(v, t).cast(t) for v in sorted(e.every)], type=t)
     whole = pc.is_in(entries.column("value"), value_set=every).to_numpy(zero_copy_only=False)
     at = np.flatnonzero(hit)
-    files = pc.take(entries.column("file"), pa.array(at)).cast(pa.string()).to_numpy(
-        zero_copy_only=False
+    files = (
+        pc.take(entries.column("file"), pa.array(at))
+        .cast(pa.string())
+        .to_numpy(zero_copy_only=False)
     )
     pos = entries.column("pos").to_numpy()[at]
     for p in np.unique(files):
@@ -140,7 +142,8 @@ def _doomed(entries: pa.Table, e: Erased, value_set: pa.Array, live: _Live) -> n
             continue
         doomed = gone | e.rows.get(str(p), BitMap64())
         out[at[mine]] = np.isin(pos[mine], np.fromiter(doomed, np.int64, len(doomed)))
-    return out | (hit & whole)
+    mask: np.ndarray = out | (hit & whole)
+    return mask
 
 
 def scrub(
