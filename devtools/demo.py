@@ -37,7 +37,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import pyarrow as pa
@@ -172,12 +172,21 @@ class Needle:
 
     binary: tuple[bytes, ...]
     numbers: tuple[int, ...] = ()
+    #: ``(column, value)``: values searched in decoded Parquet columns, the column of that
+    #: name in data files and the ``value`` column of the pieces of an index on it (an
+    #: integer is no byte string in DELTA_BINARY_PACKED or dictionary-encoded pages)
+    values: tuple[tuple[str, Any], ...] = ()
 
     @classmethod
     def row(cls, key: int, payload: str) -> Needle:
         """A row of the demo table: its int64 key as stored (little-endian) and in text,
         and its unique payload."""
         return cls((struct.pack("<q", key), payload.encode()), (key,))
+
+    @classmethod
+    def column(cls, column: str, value: Any) -> Needle:
+        """A value of one column, wherever it is decoded: data files and index pieces."""
+        return cls((), (), ((column, value),))
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,7 +205,9 @@ class Audit:
 
 def audit_bucket(s3: Any, bucket: str, needles: Mapping[str, Needle]) -> Audit:
     """Read every object (and every old version, if any) of ``bucket`` and report where each
-    needle occurs: raw bytes, decompressed Parquet pages, or decimal text."""
+    needle occurs: raw bytes, decompressed Parquet pages, decimal text, or (for a needle's
+    ``values``) decoded Parquet columns and index pieces."""
+    by_value = any(n.values for n in needles.values())
     # a number as JSON or CSV write it: not part of a word, a decimal or a quoted string
     # (the demo's payloads such as "view:865807" are strings)
     tokens = {
@@ -217,12 +228,18 @@ def audit_bucket(s3: Any, bucket: str, needles: Mapping[str, Needle]) -> Audit:
         objects += 1
         total += len(body)
         decoded: list[bytes] = []
-        if len(body) >= 12 and body[:4] == b"PAR1" and body[-4:] == b"PAR1":
+        parquet = len(body) >= 12 and body[:4] == b"PAR1" and body[-4:] == b"PAR1"
+        if parquet:
             decoded = list(parquet_pages(body))
             files += 1
             pages += len(decoded)
         texts = [body, *_unpacked(body)]  # gzip segments, Avro blocks of the Iceberg view
+        columns = _Columns(key, body) if parquet and by_value else None
         for label, needle in needles.items():
+            for column, value in needle.values:
+                how = columns.holds(column, value) if columns is not None else None
+                if how is not None:
+                    hits[label].add((name, how))
             for b in needle.binary:
                 if b in body:
                     hits[label].add((name, "raw bytes"))
@@ -233,6 +250,38 @@ def audit_bucket(s3: Any, bucket: str, needles: Mapping[str, Needle]) -> Audit:
             if not decoded and any(t.search(x) for t in tokens[label] for x in texts):
                 hits[label].add((name, "decimal text"))
     return Audit(objects, total, files, pages, {k: tuple(sorted(v)) for k, v in hits.items()})
+
+
+class _Columns:
+    """The decoded columns of one Parquet object, read on first need: an index piece's
+    ``value`` stands for the column its key's directory names (``index/<column hash>/``)."""
+
+    PIECE: ClassVar[list[str]] = ["value", "file", "pos"]
+
+    def __init__(self, key: str, body: bytes) -> None:
+        self.key = f"/{key}"
+        self.file = pq.ParquetFile(pa.BufferReader(body))
+        self.names = self.file.schema_arrow.names
+        self.read: dict[str, pa.ChunkedArray] = {}
+
+    def holds(self, column: str, value: Any) -> str | None:
+        """How ``value`` of ``column`` is found here, or None."""
+        from lethe.index_pieces import index_dir
+
+        if f"/{index_dir(column)}" in self.key and self.names == self.PIECE:
+            name, how = "value", "decoded index piece"
+        elif column in self.names:
+            name, how = column, "decoded Parquet column"
+        else:
+            return None
+        if name not in self.read:
+            self.read[name] = self.file.read(columns=[name]).column(0)
+        col = self.read[name]
+        try:
+            wanted = pa.array([value]).cast(col.type)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+            return None
+        return how if pc.any(pc.is_in(col, value_set=wanted)).as_py() else None
 
 
 def _unpacked(body: bytes) -> list[bytes]:

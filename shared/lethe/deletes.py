@@ -25,9 +25,10 @@ from lethe.catalog import Prepared, Rebase
 from lethe.dv import PuffinBlob, decode_dv, dv_crc, encode_dv, write_puffin
 from lethe.filters import Dnf, normalize
 from lethe.index import IndexPlan, index_plans, row_groups_of, usable
-from lethe.index_erase import erased_entries, replace_pieces, scrub
+from lethe.index_erase import replace_pieces, scrub_rows
 from lethe.layout import tombstone_key
 from lethe.manifest import (
+    DataFile,
     DVRef,
     ErasureRecord,
     ErasureTarget,
@@ -300,10 +301,13 @@ def _scrub(
     requests: Sequence[DeleteRequest],
     dnfs: Sequence[Dnf],
     physical: Mapping[int, dict[str, BitMap64]],
+    hidden: Callable[[str], BitMap64],
 ) -> tuple[dict[str, tuple[IndexPiece, ...]], list[str]]:
-    """The index pieces naming the rows the erase requests remove (``physical``: request ->
-    file -> positions), rewritten without them (:mod:`lethe.index_erase`); a request that
-    is exactly "indexed column in values" also drops every entry of those values."""
+    """The index pieces naming the rows the erase requests' splices remove, rewritten
+    without them (:mod:`lethe.index_erase`): the erased rows (``physical``: request -> file
+    -> positions) and the rows ``hidden`` (file -> its DV) already hides in the row groups
+    they touch (a splice removes every deleted row of a group it edits). A request that is
+    exactly "indexed column in values" also drops every entry of those values."""
     if not base.indexes:
         return {}, []
     found: dict[str, BitMap64] = {}
@@ -314,11 +318,23 @@ def _scrub(
         u = usable(base, dnfs[i]) if requests[i].erase else None
         if u is not None and u[2]:
             pinned.setdefault(u[0].column, set()).update(u[1])
-    store, prefix = table.store, table.catalog.prefix
-    erased = erased_entries(store, prefix, base, found, pinned)
-    if not erased:
-        return {}, []
-    return scrub(store, prefix, base, erased)
+    for t in _targets(base, found):
+        found[t.path] |= group_rows(base.file(t.path), hidden(t.path), t.row_groups)
+    return scrub_rows(table.store, table.catalog.prefix, base, found, pinned)
+
+
+def group_rows(f: DataFile | None, bm: BitMap64, row_groups: Sequence[int]) -> BitMap64:
+    """The positions of ``bm`` in the given row groups of ``f`` (what a splice of those
+    groups removes, ``bm`` being ``f``'s DV)."""
+    out = BitMap64()
+    if f is None or not bm:
+        return out
+    bounds = np.cumsum([0, *(rg.rows for rg in f.row_groups)])
+    for g in row_groups:
+        window = BitMap64()
+        window.add_range(int(bounds[g]), int(bounds[g + 1]))
+        out |= bm & window
+    return out
 
 
 class _DVsOf:
@@ -430,7 +446,7 @@ class _DeleteChange:
             if hashes[i] is not None
         ]
         pieces, piece_keys = (
-            _scrub(table, base, requests, self.dnfs, physical) if targets else ({}, [])
+            _scrub(table, base, requests, self.dnfs, physical, current_dv) if targets else ({}, [])
         )
         erasures = [
             ErasureRecord(

@@ -30,6 +30,7 @@ from lethe.catalog import Prepared, Rebase
 from lethe.deletes import DeleteRequest, _targets, delete_batch, load_dv, write_dvs
 from lethe.dv import keep_mask, rebase_positions
 from lethe.index import spliced_origin
+from lethe.index_erase import replace_pieces, scrub_rows
 from lethe.layout import STAGING_PREFIX
 from lethe.manifest import (
     DataFile,
@@ -677,7 +678,9 @@ def _result(
 @dataclass(frozen=True, slots=True)
 class _PurgeRecord:
     """The erasure record of a purge as a change: ``prepare`` finds every row group holding a
-    hidden row (or the record an earlier call with this id committed)."""
+    hidden row (or the record an earlier call with this id committed) and scrubs the index
+    entries of every hidden row in one pass (the splices will remove them all); the old
+    pieces join the record's ``superseded``."""
 
     table: Table
     id_hash: str
@@ -690,9 +693,12 @@ class _PurgeRecord:
         if rec is not None:
             return Prepared(lambda b: None, detail=(rec.version, True))
         hidden = {f.path: load_dv(self.table, f.dv) for f in base.files if f.dv is not None}
-        targets = _targets(base, {p: bm for p, bm in hidden.items() if len(bm)})
+        hidden = {p: bm for p, bm in hidden.items() if len(bm)}
+        targets = _targets(base, hidden)
         if not targets:
             return Prepared(lambda b: None, detail=(None, False))
+        written_at = time.time()  # before the pieces' PUTs: the GC grace clock
+        pieces, keys = scrub_rows(self.table.store, self.table.catalog.prefix, base, hidden)
         record = RequestRecord(
             id_hash=h,
             version=0,
@@ -701,12 +707,14 @@ class _PurgeRecord:
             rows=sum(len(bm) for bm in hidden.values()),
             files_touched=len(targets),
         )
-        erasure = ErasureRecord(id_hash=h, deleted_version=0, targets=targets)
+        erasure = ErasureRecord(
+            id_hash=h, deleted_version=0, targets=targets, superseded=tuple(pieces)
+        )
         op = Operation(
             kind="purge",
             files_touched=len(targets),
             request_id_hash=h,
-            params={"hidden_rows": record.rows},
+            params={"hidden_rows": record.rows, "index_pieces_scrubbed": len(pieces)},
         )
 
         def build(b: Manifest) -> Manifest | None:
@@ -714,9 +722,19 @@ class _PurgeRecord:
                 raise Rebase(b, "a twin recorded it")  # its version is read by prepare
             if any(b.file(t.path) is None for t in erasure.targets):
                 raise Rebase(b, "a target was replaced")  # look again
-            return apply_dv_updates(b, {}, op, requests=[record], erasures=[erasure])
+            recorded = apply_dv_updates(b, {}, op, requests=[record], erasures=[erasure])
+            nxt = replace_pieces(recorded, pieces)
+            if nxt is None:
+                raise Rebase(b, "an index piece it scrubs was rewritten")
+            return nxt
 
-        return Prepared(build, detail=(None, False))
+        return Prepared(
+            build,
+            written=tuple(keys),
+            written_at=written_at if keys else None,
+            renewable=True,
+            detail=(None, False),
+        )
 
 
 def record_purge(table: Table, request_id: str) -> tuple[str, int | None, bool]:

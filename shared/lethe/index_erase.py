@@ -38,7 +38,7 @@ from lethe.reader import FileHandle, read_positions
 from lethe.store import S3Store
 from lethe.values import exact_scalar, from_json, to_json
 
-__all__ = ["Erased", "ErasedRows", "erased_entries", "replace_pieces", "scrub"]
+__all__ = ["Erased", "ErasedRows", "erased_entries", "replace_pieces", "scrub", "scrub_rows"]
 
 
 @dataclass(slots=True)
@@ -118,7 +118,8 @@ class _Live:
 
 
 def _doomed(entries: pa.Table, e: Erased, value_set: pa.Array, live: _Live) -> np.ndarray:
-    """The mask of the entries of one piece that go."""
+    """The mask of the entries of one piece that go (per file named, not per entry: a
+    purge hits many entries of few files)."""
     t = value_set.type
     hit = pc.is_in(entries.column("value"), value_set=value_set).to_numpy(zero_copy_only=False)
     out = np.zeros(entries.num_rows, dtype=bool)
@@ -126,13 +127,23 @@ def _doomed(entries: pa.Table, e: Erased, value_set: pa.Array, live: _Live) -> n
         return out
     every = pa.array([exact_scalar(v, t).cast(t) for v in sorted(e.every)], type=t)
     whole = pc.is_in(entries.column("value"), value_set=every).to_numpy(zero_copy_only=False)
-    files = entries.column("file").to_pylist()
-    pos = entries.column("pos").to_numpy()
-    for i in np.flatnonzero(hit):
-        p, q = files[i], int(pos[i])
-        gone = live.removed(p)
-        out[i] = bool(whole[i]) or gone is None or q in gone or q in e.rows.get(p, ())
-    return out
+    at = np.flatnonzero(hit)
+    files = (
+        pc.take(entries.column("file"), pa.array(at))
+        .cast(pa.string())
+        .to_numpy(zero_copy_only=False)
+    )
+    pos = entries.column("pos").to_numpy()[at]
+    for p in np.unique(files):
+        mine = files == p
+        gone = live.removed(str(p))
+        if gone is None:
+            out[at[mine]] = True
+            continue
+        doomed = gone | e.rows.get(str(p), BitMap64())
+        out[at[mine]] = np.isin(pos[mine], np.fromiter(doomed, np.int64, len(doomed)))
+    mask: np.ndarray = out | (hit & whole)
+    return mask
 
 
 def scrub(
@@ -165,6 +176,24 @@ def scrub(
             out[piece.path] = new
             written.extend(keys)
     return out, written
+
+
+def scrub_rows(
+    store: S3Store,
+    prefix: str,
+    m: Manifest,
+    found: Mapping[str, BitMap64],
+    pinned: Mapping[str, Iterable[Any]] | None = None,
+) -> tuple[dict[str, tuple[IndexPiece, ...]], list[str]]:
+    """:func:`scrub` for the rows ``found`` (file -> physical positions) that splices are
+    about to remove, in one pass over the pieces whatever the number of files (the values
+    of every file are read first, then each piece that can hold one is read once)."""
+    if not m.indexes or not any(found.values()):
+        return {}, []
+    erased = erased_entries(store, prefix, m, found, pinned)
+    if not erased:
+        return {}, []
+    return scrub(store, prefix, m, erased)
 
 
 def replace_pieces(m: Manifest, repl: Mapping[str, tuple[IndexPiece, ...]]) -> Manifest | None:

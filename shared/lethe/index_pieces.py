@@ -27,6 +27,7 @@ __all__ = [
     "GROUP_ROWS",
     "PIECE_ENTRIES",
     "empty_entries",
+    "index_dir",
     "index_key",
     "one_file",
     "order",
@@ -41,10 +42,19 @@ PIECE_ENTRIES: Final = 1 << 17
 GROUP_ROWS: Final = 4096
 
 
+def index_dir(column: str) -> str:
+    """Where the pieces of an index on ``column`` are: ``index/<column hash>/`` (no names
+    in keys).
+
+    >>> index_dir("customer_id")
+    'index/1e38d67dbe8f/'
+    """
+    return f"{INDEX_PREFIX}{hashlib.sha256(column.encode()).hexdigest()[:12]}/"
+
+
 def index_key(column: str) -> str:
-    """A new piece object: ``index/<column hash>/<uuid>.parquet`` (no names in keys)."""
-    h = hashlib.sha256(column.encode()).hexdigest()[:12]
-    return f"{INDEX_PREFIX}{h}/{uuid.uuid4().hex}.parquet"
+    """A new piece object: ``index/<column hash>/<uuid>.parquet``."""
+    return f"{index_dir(column)}{uuid.uuid4().hex}.parquet"
 
 
 #: The ``file`` column in memory and in pieces written now: few distinct paths, so sorting

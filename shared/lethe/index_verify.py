@@ -6,8 +6,11 @@ with ``min <= max``. Deep: every piece is decoded (entry count, order and bounds
 root records them), and for every live file the index covers the entries naming it
 (through its origin, if spliced) are exactly its rows' non-null values at their positions:
 none missing (rows its DV deletes aside: an erasure drops their entries at once), none
-pointing at another value or position. Problems name objects and counts,
-never values.
+pointing at another value or position, and none naming a row a splice removed (erase and
+purge scrub the entries of every row their splices remove). Entries naming files that are
+no longer live are not problems: a compaction leaves those of the files it replaced (readers
+drop them), and nothing in a snapshot tells them apart from rows erased out of a file. Problems
+name objects and counts, never values.
 """
 
 from __future__ import annotations
@@ -131,8 +134,14 @@ def _check_entries(
         want = entries_of(store, prefix, [f], ix.column, t)
         have = every.filter(pc.equal(every.column("file"), index_path(f)))
         gone = origin_removed(f)
-        if gone:  # rows a splice removed: their leftover entries are ignored by readers
+        if gone:  # rows a splice removed: an erasure or purge scrubs their entries
             out = pc.is_in(have.column("pos"), value_set=pa.array(list(gone), pa.int64()))
+            stale = pc.sum(out.cast(pa.int64())).as_py() or 0
+            if stale:
+                problems.append(
+                    f"{f.path}: index on {ix.column!r} has {stale} entries naming rows a "
+                    f"splice removed from {index_path(f)} (their values must leave the index)"
+                )
             have = have.filter(pc.invert(out))
         if f.dv is not None:  # deleted rows need no entry (an erasure drops theirs)
             dv = decode_dv(load_dv_bytes(store, prefix, f.dv), expected_crc=f.dv.crc32)

@@ -1,0 +1,145 @@
+"""``purge()`` reaches the index (issue 24, item 6): every row its splices remove leaves the
+index pieces, the old pieces await GC like spliced-away data files, and ``verify --deep``
+flags an entry naming a row a splice removed."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from conftest import EVENTS, events
+
+import lethe
+from devtools.demo import Needle, audit_bucket
+from lethe.erase import commit_splice, splice_file
+from lethe.filters import normalize
+from lethe.gc import collect
+from lethe.index import index_plans, origin_removed, piece_paths
+from lethe.manifest import request_hash
+from lethe.store import parse_s3_uri
+from lethe.verify import verify
+
+TINY = {"target_file_bytes": 8_000, "row_group_bytes": 2_000}
+GONE = 17  # customer 17: ids 17, 117, ..., 1917 (20 rows in many files)
+
+
+def entries(t: lethe.Table) -> pa.Table:
+    """Every entry of the index on customer_id in the head, its pieces decoded."""
+    (ix,) = t.manifest.indexes
+    return pa.concat_tables(
+        pq.read_table(pa.BufferReader(t.store.get(t.key_of(p.path)).body))
+        for r in ix.runs
+        for p in r.pieces
+    )
+
+
+def customer_rows(t: lethe.Table, c: int) -> list[int]:
+    """The ids of customer ``c`` found through the index (no file read the unindexed way)."""
+    f = [("customer_id", "=", c)]
+    (plan,) = index_plans(t.store, t.catalog.prefix, t.manifest, [normalize(f, t.schema)])
+    assert plan is not None and plan.unindexed == ()
+    return sorted(t.scan(["id"], f)["id"].to_pylist())
+
+
+def deleted(uri: str) -> lethe.Table:
+    t = lethe.Table.create(uri, EVENTS, key="id", indexes=("customer_id",), gc_grace="7d", **TINY)
+    t.append(events(0, 1000))
+    t.append(events(1000, 1000))
+    assert t.delete([("customer_id", "=", GONE)]).rows_deleted == 20
+    assert entries(t)["value"].to_pylist().count(GONE) == 20  # a delete keeps the entries
+    return t
+
+
+def test_purge_scrubs_the_index_and_gc_completes_it(table_uri: str, s3: Any) -> None:
+    t = deleted(table_uri)
+    bucket = parse_s3_uri(table_uri)[0]
+    needle = {"c": Needle.column("customer_id", GONE)}
+    before = audit_bucket(s3, bucket, needle)
+    assert any("/index/" in k for k in before.found("c"))  # the audit decodes index pieces
+    assert "decoded index piece" in {how for _, how in before.hits["c"]}
+    old = piece_paths(t.manifest)
+
+    r = t.purge(request_id="purge-17")
+    assert r.complete and r.rows_erased == 20
+    t.refresh()
+    # no piece the head references holds the value; every other entry is still there
+    have = entries(t)
+    assert GONE not in have["value"].to_pylist() and have.num_rows == 2000 - 20
+    for c in (16, 18, 42):
+        assert customer_rows(t, c) == [i for i in range(2000) if i % 100 == c]
+    assert customer_rows(t, GONE) == []
+    assert t.lookup(117).num_rows == 0 and t.lookup(118)["customer_id"].to_pylist() == [18]
+    rep = verify(t, deep=True)
+    assert rep.ok, rep.problems
+    # the old pieces are superseded by the purge's erasure: it waits for them
+    rec = next(e for e in t.manifest.erasures if e.id_hash == request_hash("purge-17"))
+    gone = old - piece_paths(t.manifest)
+    assert gone and gone <= set(rec.superseded)
+    later = datetime.now(UTC) + timedelta(days=8)
+    rep1 = collect(table_uri, retention="30d", erasure_grace="0s", now=later)
+    (st,) = [e for e in rep1.erasures if e.id_hash == rec.id_hash]
+    assert not st.complete  # retained manifests still reference the old pieces
+    assert t.erasure_status("purge-17").state != "complete"
+    left = {o.key[len(t.key_of("")) :] for o in t.store.list(t.key_of("index/"))}
+    assert gone & left
+    rep2 = collect(table_uri, retention="1v", erasure_grace="0s", now=later)
+    (st,) = [e for e in rep2.erasures if e.id_hash == rec.id_hash]
+    assert st.complete
+    left = {o.key[len(t.key_of("")) :] for o in t.store.list(t.key_of("index/"))}
+    assert not (gone & left)
+    assert t.erasure_status("purge-17").state == "complete"
+    assert audit_bucket(s3, bucket, needle).found("c") == ()
+    assert audit_bucket(s3, bucket, {"c": Needle.column("customer_id", 18)}).found("c")
+    t = lethe.Table.open(table_uri)
+    assert verify(t, deep=True).ok
+    assert customer_rows(t, 18) == [i for i in range(2000) if i % 100 == 18]
+
+
+def test_an_erase_scrubs_the_deleted_rows_its_splices_remove(table_uri: str) -> None:
+    """A splice removes every deleted row of the groups it edits: an erase next to a
+    deleted row scrubs that row's entries too."""
+    t = deleted(table_uri)
+    r = t.erase([("id", "=", 118)], request_id="e-118")  # 117 sits in the same group
+    assert r.complete
+    t.refresh()
+    removed = sum(len(origin_removed(f)) for f in t.manifest.files)
+    assert removed >= 2
+    assert entries(t)["value"].to_pylist().count(GONE) == 20 - (removed - 1)
+    assert verify(t, deep=True).ok
+
+
+def test_deep_verify_flags_entries_of_rows_a_splice_removed(table_uri: str) -> None:
+    """A splice without the scrub (purge before the fix: the library's splice and commit
+    called directly) leaves entries naming removed rows: readers skip them, verify flags
+    them by count, never by value."""
+    t = deleted(table_uri)
+    hit = [f for f in t.manifest.files if f.dv is not None][:2]
+    for f in hit:
+        groups = range(len(f.row_groups))
+        commit_splice(t, splice_file(t, f, [g for g in groups if _holds_dv(t, f, g)]))
+    t.refresh()
+    assert customer_rows(t, GONE) == []  # readers drop them
+    removed = sum(len(origin_removed(f)) for f in t.manifest.files)
+    assert removed >= len(hit)
+    rep = verify(t, deep=True)
+    form = re.compile(
+        r"data/\S+: index on 'customer_id' has (\d+) entries naming rows a splice removed "
+        r"from data/\S+ \(their values must leave the index\)"
+    )
+    stale = [form.fullmatch(p) for p in rep.problems]
+    assert all(stale) and len(stale) == len(hit), rep.problems  # counts and paths only
+    assert sum(int(m.group(1)) for m in stale if m) == removed
+    # a purge now scrubs them (their value's entries point at removed rows)
+    t.purge(request_id="p")
+    assert verify(t.refresh(), deep=True).ok
+    assert GONE not in entries(t)["value"].to_pylist()
+
+
+def _holds_dv(t: lethe.Table, f: Any, g: int) -> bool:
+    from lethe.deletes import load_dv
+
+    start = sum(rg.rows for rg in f.row_groups[:g])
+    return load_dv(t, f.dv).range_cardinality(start, start + f.row_groups[g].rows) > 0
