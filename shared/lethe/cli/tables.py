@@ -37,8 +37,11 @@ def cmd_create(a: argparse.Namespace) -> int:
 
 def cmd_append(a: argparse.Namespace) -> int:
     t = Table.open(a.uri)
-    data = fitted_batches(list_sources(a.file), t.schema)
-    r = t.append(data, progress=a.progress)
+    sources = list_sources(a.file)
+    reader = fitted_batches(sources, t.schema)
+    # local files are read whole (progress then knows the total); S3 inputs stream
+    local = not any(s.uri.startswith("s3://") for s in sources)
+    r = t.append(reader.read_all() if local else reader, progress=a.progress)
     print(
         f"appended {r.rows_added} rows in {r.files_added} files -> version {r.version} ({r.io.describe()})"
     )
