@@ -66,7 +66,7 @@ def handler(event: dict[str, Any], context: Any) -> PartialItemFailureResponse:
         metrics.add_metric("RowsDeleted", MetricUnit.Count, result.rows_deleted)
         metrics.add_metric("CasAttempts", MetricUnit.Count, result.attempts)
         metrics.add_metric("CommitLatency", MetricUnit.Milliseconds, result.seconds * 1000)
-        enqueue_erasures(table, messages, result, queue_url=SETTINGS.splice_queue_url)
+        enqueue_erasures(table, messages, queue_url=SETTINGS.splice_queue_url)
         backlog = erasure_backlog(table.catalog)
         metrics.add_metric("PendingErasures", MetricUnit.Count, backlog.pending)
         metrics.add_metric(

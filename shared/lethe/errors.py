@@ -93,6 +93,11 @@ class SpliceRefused(UnsupportedFile):
     """A row-group splice was refused before anything was written; the reason says why."""
 
 
+class QueueError(LetheError):
+    """A queue refused messages (SQS ``SendMessageBatch`` failures); nothing was lost: the
+    caller's request stays pending and is retried."""
+
+
 class GraceExpired(CommitConflict):
     """A commit's new objects are older than the table's GC grace allows (minus its margin):
     GC may already have removed them, so the commit was refused (docs/format.md §9)."""

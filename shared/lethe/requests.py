@@ -8,7 +8,6 @@ request ids are hashed, filters are summarized as counts.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
@@ -227,17 +226,3 @@ def process_delete_messages(
         for (mid, m), r in zip(valid, res.results, strict=True):
             out[mid] = MessageOutcome(mid, error=r.error, result=r, table=uri, mode=m.mode)
     return out
-
-
-def summarize_filters(filters: Any) -> dict[str, int]:
-    """Counts only (never values) for logs: clauses and predicates."""
-    text = json.dumps(filters, default=str)
-    clauses = (
-        filters
-        if filters
-        and isinstance(filters[0], list)
-        and filters[0]
-        and isinstance(filters[0][0], list)
-        else [filters]
-    )
-    return {"clauses": len(clauses), "predicates": sum(len(c) for c in clauses), "bytes": len(text)}

@@ -17,6 +17,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from lethe import errors
 from lethe.manifest import request_hash
 
 log = logging.getLogger(__name__)
@@ -52,7 +53,7 @@ def send_jobs(jobs: Sequence[SpliceJob], *, queue_url: str, sqs: Any | None = No
             ],
         )
         if r.get("Failed"):
-            raise RuntimeError(
+            raise errors.QueueError(
                 f"splice queue rejected {len(r['Failed'])} messages: {json.dumps(r['Failed'])[:200]}"
             )
         sent += len(chunk)
@@ -62,7 +63,6 @@ def send_jobs(jobs: Sequence[SpliceJob], *, queue_url: str, sqs: Any | None = No
 def enqueue_erasures(
     table: Any,
     messages: Sequence[Any],
-    result: Any,
     *,
     queue_url: str | None,
     sqs: Any | None = None,

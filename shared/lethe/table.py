@@ -752,7 +752,3 @@ class Table:
             except errors.SnapshotNotFound:
                 break
         return out
-
-
-def batches_of(items: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    yield from items

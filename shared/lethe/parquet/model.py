@@ -81,13 +81,6 @@ def _int(s: Struct, fid: int, what: str) -> int:
     return v
 
 
-def _opt_bool(s: Struct, fid: int, what: str) -> bool | None:
-    v = s.get(fid)
-    if v is None or isinstance(v, bool):
-        return v
-    raise _bad(f"{what} is not a boolean")
-
-
 def _opt_bytes(s: Struct, fid: int, what: str) -> bytes | None:
     v = s.get(fid)
     if v is None or isinstance(v, bytes):
