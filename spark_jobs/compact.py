@@ -69,7 +69,6 @@ def run_compaction(
     small_file_fraction: float = 0.5,
     target_file_bytes: int | None = None,
     coalesce_dv_containers: int | None = 8,
-    before_commit: Callable[[], None] | None = None,
     master: str | None = None,
 ) -> CompactionResult:
     """Compact the table at ``table_uri`` (see the module doc).
@@ -83,8 +82,6 @@ def run_compaction(
         target_file_bytes: Output size (default: the table's).
         coalesce_dv_containers: Coalesce untouched files' DVs once they are spread over this
             many containers (None: never).
-        before_commit: Called between the rewrite and the commit (tests inject a concurrent
-            delete there).
         master: Spark master of a session built here (not under spark-submit).
 
     Example:
@@ -106,7 +103,7 @@ def run_compaction(
         # Spark starts only when there is something to rewrite
         return spark_runner(spark or build_session("lethe-compact", master=master))(tasks)
 
-    return compact(table, options, run_tasks=run, before_commit=before_commit)
+    return compact(table, options, run_tasks=run)
 
 
 def main(argv: list[str] | None = None) -> int:

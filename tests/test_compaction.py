@@ -15,7 +15,13 @@ from pyroaring import BitMap64
 
 import lethe
 from lethe import errors
-from lethe.compaction import CompactionOptions, compact, map_deletes, plan_compaction
+from lethe.compaction import (
+    CompactionOptions,
+    compact,
+    map_deletes,
+    plan_compaction,
+    run_rewrite_task,
+)
 from lethe.deletes import DeleteRequest, load_dv
 from lethe.manifest import (
     DataFile,
@@ -204,6 +210,18 @@ def test_file_with_60_percent_deleted_is_rewritten_and_scans_do_not_change(
     assert again.version is None and again.plan.empty
 
 
+def rewrite_then(table: lethe.Table, meanwhile: Any) -> Any:
+    """``run_tasks`` that rewrites in this process, then runs ``meanwhile`` (another writer's
+    commit, landing between the rewrite and the compaction's commit)."""
+
+    def run(tasks: Any) -> list[list[Any]]:
+        out = [run_rewrite_task(t, store=table.store) for t in tasks]
+        meanwhile()
+        return out
+
+    return run
+
+
 def test_delete_committed_while_compacting_is_mapped_onto_the_new_file(
     table: lethe.Table,
 ) -> None:
@@ -218,7 +236,7 @@ def test_delete_committed_while_compacting_is_mapped_onto_the_new_file(
     r = compact(
         table,
         CompactionOptions(min_deleted_fraction=0.2, coalesce_dv_containers=None),
-        before_commit=concurrent_delete,
+        run_tasks=rewrite_then(table, concurrent_delete),
     )
     assert r.concurrent_deletes_mapped == 3 and r.version == table.version
     fresh = lethe.Table.open(table.uri)
@@ -248,7 +266,9 @@ def test_group_whose_source_vanished_is_skipped_and_its_outputs_deleted(
         assert compact(other, CompactionOptions(coalesce_dv_containers=None)).version is not None
 
     r = compact(
-        table, CompactionOptions(coalesce_dv_containers=None), before_commit=racing_compaction
+        table,
+        CompactionOptions(coalesce_dv_containers=None),
+        run_tasks=rewrite_then(table, racing_compaction),
     )
     assert r.version is None and r.groups_skipped == 1
     fresh = lethe.Table.open(table.uri)
@@ -281,7 +301,7 @@ def test_erasures_are_met_by_compaction_or_moved_to_the_new_file(table: lethe.Ta
     compact(
         table,
         CompactionOptions(coalesce_dv_containers=None),
-        before_commit=concurrent_erase,
+        run_tasks=rewrite_then(table, concurrent_erase),
     )
     e1, e2 = table.manifest.erasures
     assert e1.state == "spliced" and e1.spliced_version == table.version

@@ -11,10 +11,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from faults import fail_requests_after
 
 import lethe
 from lethe import errors
 from lethe.erase import commit_splice, splice_file
+from lethe.errors import StoreError
 from lethe.parquet.validate import validate
 from lethe.store import MIN_PART_BYTES
 from lethe.verify import verify
@@ -117,8 +119,8 @@ def test_failure_mid_upload_aborts_and_leaves_table_unchanged(big: lethe.Table) 
     t = lethe.Table.open(big.uri)
     f = t.manifest.files[0]
     before = {o.key for o in t.store.list(t.key_of("data/"))}
-    with pytest.raises(RuntimeError, match="injected"):
-        splice_file(t, f, range(len(f.row_groups)), fail_after_parts=1)
+    with fail_requests_after(t.store.client, 1), pytest.raises(StoreError, match="injected"):
+        splice_file(t, f, range(len(f.row_groups)))
     assert t.store.list_multipart(t.key_of("")) == [], "no orphaned parts"
     assert {o.key for o in t.store.list(t.key_of("data/"))} == before
     again = lethe.Table.open(big.uri)

@@ -18,10 +18,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
+from faults import fail_requests_after
 
 import lethe
 from lethe.deletes import load_dv
 from lethe.erase import splice_file
+from lethe.errors import StoreError
 from lethe.gc import collect
 from lethe.store import S3Store
 
@@ -99,8 +101,8 @@ def test_a_crash_between_stages_leaves_the_table_readable(
     version = t.version
     # the second stage fails on its first part, and the clean-up is lost with the process
     monkeypatch.setattr(S3Store, "delete_many", lambda self, keys: list(keys))
-    with pytest.raises(RuntimeError, match="injected"):
-        splice_file(t, f, groups, fail_after_parts=2)
+    with fail_requests_after(t.store.client, 2), pytest.raises(StoreError, match="injected"):
+        splice_file(t, f, groups)
     left = staged(t)
     assert len(left) == 1, "the temporary stage is complete, its deletion lost"
     assert t.store.list_multipart(t.key_of("")) == [], "the failed stage was aborted"
@@ -115,8 +117,8 @@ def test_a_crash_between_stages_leaves_the_table_readable(
 def test_failure_in_the_second_stage_deletes_the_temporary_object(big: lethe.Table) -> None:
     f, groups = victim_and_file(big, victim_in(big))
     t = lethe.Table.open(big.uri)
-    with pytest.raises(RuntimeError, match="injected"):
-        splice_file(t, f, groups, fail_after_parts=2)
+    with fail_requests_after(t.store.client, 2), pytest.raises(StoreError, match="injected"):
+        splice_file(t, f, groups)
     assert staged(t) == []
     assert t.store.list_multipart(t.key_of("")) == []
     dv = load_dv(t, lethe.Table.open(big.uri).manifest.files[0].dv)

@@ -734,7 +734,6 @@ def compact(
     *,
     dry_run: bool = False,
     run_tasks: RunTasks | None = None,
-    before_commit: Callable[[], None] | None = None,
 ) -> CompactionResult:
     """Plan, rewrite and commit one compaction of ``table``'s latest version.
 
@@ -744,8 +743,7 @@ def compact(
         dry_run: Only plan (``result.describe()`` prints the plan).
         run_tasks: Runs the rewrite tasks and returns each task's output files, in task order
             (default: one after the other in this process; the Spark job distributes them).
-        before_commit: Called between the rewrite and the commit (tests inject a concurrent
-            delete here).
+            The commit follows its return; what commits meanwhile is rebased onto.
     """
     t0 = time.perf_counter()
     io0 = table.store.stats.snapshot()
@@ -763,8 +761,6 @@ def compact(
     outputs: dict[int, Sequence[DataFile]] = {
         t.group: list(r) for t, r in zip(tasks, results, strict=True)
     }
-    if before_commit is not None:
-        before_commit()
     res = commit_compaction(table, plan, outputs, written_at=written_at)
     return dataclasses.replace(
         res, seconds=time.perf_counter() - t0, io=table.store.stats.snapshot() - io0

@@ -272,7 +272,6 @@ def splice_file(
     row_groups: Iterable[int],
     *,
     dv: BitMap64 | None = None,
-    fail_after_parts: int | None = None,
     page_level: bool = True,
 ) -> SpliceResult:
     """Physically remove every deleted row (per ``f``'s DV) of the given row groups.
@@ -282,8 +281,7 @@ def splice_file(
     ``fates`` say which level each group got and why it fell back.
 
     Writes the new object under a new key and returns its manifest entry (not committed).
-    ``fail_after_parts`` injects a failure after that many parts (tests): the upload is
-    aborted and nothing is left behind.
+    A failed upload is aborted and leaves nothing behind.
     """
     store = table.store.child()
     src_key = table.key_of(f.path)
@@ -304,7 +302,7 @@ def splice_file(
     new_key = table.key_of(new_path)
     parts = plan_upload(plan.segments, f.size)
     written_at = time.time()
-    etag = _upload(store, fetch, new_key, parts, f.etag, fail_after_parts, table.key_of)
+    etag = _upload(store, fetch, new_key, parts, f.etag, table.key_of)
     md = pq.read_metadata(
         pa.BufferReader(plan.footer.raw + len(plan.footer.raw).to_bytes(4, "little") + b"PAR1")
     )
@@ -344,7 +342,6 @@ def _upload(
     key: str,
     plan: SinglePut | MultipartPlan | ChainedPlan,
     src_etag: str,
-    fail_after_parts: int | None,
     key_of: Callable[[str], str],
 ) -> str:
     """Upload the new object as planned; returns its ETag.
@@ -360,19 +357,16 @@ def _upload(
         )
 
     if isinstance(plan, SinglePut):
-        if fail_after_parts is not None:
-            raise RuntimeError("injected failure before the single PUT")
         return store.put(key, content(plan.pieces), if_none_match=True)
     stages = plan.stages if isinstance(plan, ChainedPlan) else (plan.parts,)
     temps: list[tuple[str, str]] = []  # (key, etag) of each completed temporary stage
-    budget = [fail_after_parts]
     try:
         for i, stage in enumerate(stages):
             last = i == len(stages) - 1
             target = key if last else key_of(f"{STAGING_PREFIX}splice/{uuid.uuid4().hex}.part")
             if not last:
                 temps.append((target, ""))
-            tag = _stage(store, target, stage, fetch.source.key, src_etag, temps, budget, content)
+            tag = _stage(store, target, stage, fetch.source.key, src_etag, temps, content)
             if last:
                 return tag
             temps[-1] = (target, tag)
@@ -391,19 +385,13 @@ def _stage(
     src_key: str,
     src_etag: str,
     temps: Sequence[tuple[str, str]],
-    budget: list[int | None],
     content: Callable[[Sequence[Bytes | Download]], bytes],
 ) -> str:
-    """One multipart upload of a plan (aborted on failure); ``budget[0]`` counts down the
-    parts an injected failure allows."""
+    """One multipart upload of a plan (aborted on failure)."""
     upload_id = store.create_multipart(key)
     try:
         done: list[tuple[int, str]] = []
         for n, part in enumerate(parts, start=1):
-            if budget[0] is not None:
-                if budget[0] <= 0:
-                    raise RuntimeError("injected failure")
-                budget[0] -= 1
             if isinstance(part, CopyPart):
                 tag = store.upload_part_copy(
                     key, upload_id, n, src_key, part.start, part.end, src_etag=src_etag

@@ -8,9 +8,10 @@ import pytest
 from conftest import EVENTS, events
 
 import lethe
+from lethe.compaction import CompactionOptions, compact
 from lethe.deletes import load_dv
 from lethe.verify import verify
-from spark_jobs.compact import main, run_compaction
+from spark_jobs.compact import main, run_compaction, spark_runner
 
 pytestmark = [
     pytest.mark.slow,
@@ -69,7 +70,16 @@ def test_delete_committed_while_the_job_runs_survives(spark: Any, table: lethe.T
         other = lethe.Table.open(table.uri)
         assert other.delete([("id", "in", late)]).rows_deleted == 3
 
-    r = run_compaction(table.uri, 0.2, spark=spark, before_commit=concurrent_delete)
+    def rewrite_then_delete(tasks: Any) -> Any:  # the job's Spark runner, then the delete
+        out = spark_runner(spark)(tasks)
+        concurrent_delete()
+        return out
+
+    r = compact(
+        lethe.Table.open(table.uri),
+        CompactionOptions(min_deleted_fraction=0.2),
+        run_tasks=rewrite_then_delete,
+    )
     assert r.version is not None and r.concurrent_deletes_mapped == 3
     fresh = lethe.Table.open(table.uri)
     ids = sorted(fresh.scan(["id"])["id"].to_pylist())
