@@ -46,6 +46,7 @@ from lethe.store import parse_s3_uri
 __all__ = [
     "DeleteRequestsSettings",
     "GcSettings",
+    "IcebergGlueSettings",
     "IngestTriggerSettings",
     "SettingsError",
     "SpliceSettings",
@@ -278,3 +279,12 @@ class GcSettings(_Settings):
     versioned: Annotated[bool | None, BeforeValidator(_versioned)] = Field(
         None, validation_alias=_env("LETHE_GC_VERSIONED_BUCKET")
     )
+
+
+class IcebergGlueSettings(_Settings):
+    """The Iceberg view's Glue registration: the database and table it moves forward."""
+
+    what: ClassVar[str] = "iceberg glue settings"
+
+    database: str = Field(validation_alias=_env("LETHE_GLUE_DATABASE"))
+    table: str = Field(validation_alias=_env("LETHE_GLUE_TABLE"))

@@ -10,9 +10,7 @@ object: the event's key is all it needs.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote_plus
 
@@ -20,33 +18,18 @@ import boto3
 from aws_lambda_powertools import Logger, Tracer
 from aws_lambda_powertools.utilities.data_classes import S3Event
 
+from _settings import IcebergGlueSettings as Settings
+from _settings import SettingsError
 from lethe.iceberg.glue import register
 from lethe.iceberg.mapping import version_of_metadata
+
+__all__ = ["SETTINGS", "Settings", "SettingsError", "handle", "handler"]
 
 logger = Logger()
 tracer = Tracer()
 
 
-class SettingsError(RuntimeError):
-    """The function's environment is incomplete (fails the cold start)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Settings:
-    """Read once at cold start."""
-
-    database: str
-    table: str
-
-    @classmethod
-    def from_env(cls, env: Mapping[str, str] = os.environ) -> Settings:
-        missing = [k for k in ("LETHE_GLUE_DATABASE", "LETHE_GLUE_TABLE") if not env.get(k)]
-        if missing:
-            raise SettingsError(f"iceberg glue: missing environment variables {missing}")
-        return cls(env["LETHE_GLUE_DATABASE"], env["LETHE_GLUE_TABLE"])
-
-
-SETTINGS = Settings.from_env() if os.environ.get("LETHE_GLUE_DATABASE") else None
+SETTINGS = Settings.from_env()  # once, at cold start; SettingsError names what is wrong
 _glue: Any = None
 
 
@@ -74,5 +57,4 @@ def handle(event: Mapping[str, Any], settings: Settings, glue: Any) -> list[str]
 @logger.inject_lambda_context
 @tracer.capture_lambda_handler
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    settings = SETTINGS or Settings.from_env()
-    return {"outcomes": handle(event, settings, glue_client())}
+    return {"outcomes": handle(event, SETTINGS, glue_client())}

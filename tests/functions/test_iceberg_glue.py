@@ -7,8 +7,20 @@ from typing import Any
 
 import pytest
 
-from functions.iceberg_glue.handler import Settings, SettingsError, handle
+import _settings
 from lethe.iceberg.glue import register
+
+
+@pytest.fixture
+def glue_handler(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """The handler module, loaded (its cold start) with its environment set."""
+    import importlib
+
+    monkeypatch.setenv("LETHE_GLUE_DATABASE", "lethe_cold_start")
+    monkeypatch.setenv("LETHE_GLUE_TABLE", "main")
+    import functions.iceberg_glue.handler as h
+
+    return importlib.reload(h)
 
 
 def _event(bucket: str, *keys: str) -> dict[str, Any]:
@@ -44,12 +56,33 @@ def test_register_creates_then_moves_forward_only(aws: Any) -> None:
     assert t["StorageDescriptor"]["Location"] == "s3://b/tables/main"
 
 
-def test_handler_registers_metadata_files_and_ignores_the_rest(aws: Any) -> None:
+def test_handler_registers_metadata_files_and_ignores_the_rest(aws: Any, glue_handler: Any) -> None:
+    Settings, SettingsError, handle = (
+        glue_handler.Settings,
+        _settings.SettingsError,
+        glue_handler.handle,
+    )
+    assert glue_handler.SETTINGS.database == "lethe_cold_start"
     glue = aws.client("glue")
     glue.create_database(DatabaseInput={"Name": "lethe_t2"})
-    s = Settings("lethe_t2", "main")
+    s = Settings.from_env({"LETHE_GLUE_DATABASE": "lethe_t2", "LETHE_GLUE_TABLE": "main"})
     ev = _event("b", "tables/main/metadata/snap-1-x.avro", "tables/main/metadata/v1.metadata.json")
     assert handle(ev, s, glue) == ["created"]
     assert handle(_event("b", "tables/main/metadata/v1.metadata.json"), s, glue) == ["unchanged"]
-    with pytest.raises(SettingsError):
-        Settings.from_env({})
+    with pytest.raises(SettingsError, match="LETHE_GLUE_DATABASE is required"):
+        Settings.from_env({"LETHE_GLUE_TABLE": "main"})
+
+
+def test_a_cold_start_without_its_environment_fails_naming_the_variables(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import importlib
+
+    monkeypatch.delenv("LETHE_GLUE_DATABASE", raising=False)
+    monkeypatch.delenv("LETHE_GLUE_TABLE", raising=False)
+    with pytest.raises(_settings.SettingsError) as e:  # at first import, or at a reload
+        import functions.iceberg_glue.handler as h
+
+        importlib.reload(h)
+    assert "LETHE_GLUE_DATABASE is required" in str(e.value)
+    assert "LETHE_GLUE_TABLE is required" in str(e.value)
