@@ -8,15 +8,19 @@ delete, append and open + lookup within 2x of their 1k-file figure; open <= 0.2 
 The live files are synthetic entries committed through the public commit path
 (``Table.commit_files``), each with the stats of a real file and its own key range; only the
 files the measured operations touch exist (a real one that holds the keys deleted and looked
-up, and the appended one). Format 1 (``transforms.WRITE_LAYOUT = "inline"``, what Lethe wrote
-before segments) is measured up to 10k files for comparison: at 100k it uploads ~85 MiB per
-commit.
+up, and the appended one). Format 1 (one inline manifest, what Lethe wrote before segments;
+Lethe now only reads it, and its next commit upgrades it) is measured up to 10k files for
+comparison, reads only: the table is written as format 2, then its last manifest rewritten as
+a format-1 writer committed it (``devtools.format1``). A format-1 commit rewrote the whole
+inline root: at 100k files ~85 MiB per commit (the root size below is what each commit
+uploaded).
 
 ``python -m bench bench_scale`` (add ``LETHE_BENCH_SCALE=1000,10000`` to pick sizes).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import threading
 import time
@@ -26,7 +30,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from bench.common import measure, mib, moto_process, new_bucket
-from lethe import transforms
+from devtools.format1 import rewrite_as_format1
 from lethe.manifest import ColumnStats, DataFile, RowGroupInfo
 from lethe.table import Table
 
@@ -79,16 +83,17 @@ class Row:
     layout: str
     files: int
     root_bytes: int
-    delete_up: int
-    delete_puts: int
-    delete_wall: float
-    append_up: int
-    append_wall: float
     open_wall: float
     open_down: int
     lookup_wall: float
     lookup_down: int
-    cas_attempts: int
+    # commits (None for format 1, which Lethe no longer writes)
+    delete_up: int | None = None
+    delete_puts: int | None = None
+    delete_wall: float | None = None
+    append_up: int | None = None
+    append_wall: float | None = None
+    cas_attempts: int | None = None
 
 
 def build(uri: str, files: int) -> int:
@@ -110,68 +115,73 @@ def _median(xs: list[float]) -> float:
 
 
 def measure_size(uri: str, files: int, layout: str, repeat: int = 3) -> Row:
-    transforms.WRITE_LAYOUT = layout  # type: ignore[assignment]
-    try:
-        start = build(uri, files)
-        opens, lookups = [], []
-        for _ in range(repeat):
-            o = measure(lambda: Table.open(uri))
-            opens.append(o.wall)
-            open_down = o.result.io.bytes_downloaded
+    start = build(uri, files)
+    if layout == "inline":
+        rewrite_as_format1(Table.open(uri), [Table.open(uri).version])
+    opens, lookups = [], []
+    for _ in range(repeat):
+        o = measure(lambda: Table.open(uri))
+        opens.append(o.wall)
+        open_down = o.result.io.bytes_downloaded
 
-            def open_lookup(k: int) -> Table:
-                h = Table.open(uri)
-                assert h.lookup(k).num_rows == 1
-                return h
+        def open_lookup(k: int) -> Table:
+            h = Table.open(uri)
+            assert h.lookup(k).num_rows == 1
+            return h
 
-            lk = measure(lambda: open_lookup(start + 17))
-            lookups.append(lk.wall)
-            lookup_down = lk.result.io.bytes_downloaded
-        t = Table.open(uri)
-        root_bytes = len(t.store.get(t.key_of(f"manifest/v{t.version:08d}.json")).body)
-        t.lookup(start)  # warm the footer, as a delete Lambda's previous request would
-        deletes, appends = [], []
-        for i in range(repeat):
-            io1 = t.io
-            dm = measure(lambda i=i: t.delete([("id", "=", start + 1 + i)]))
-            d = t.io - io1
-            assert dm.result.rows_deleted == 1
-            deletes.append(dm.wall)
-            new = t.write_data_files(_rows(10**9 + i * 1_000, 100))
-            io2 = t.io
-            am = measure(lambda new=new: t.commit_files(new, written_at=time.time()))
-            a = t.io - io2
-            appends.append(am.wall)
-        attempts: list[int] = []
-        lock = threading.Lock()
+        lk = measure(lambda: open_lookup(start + 17))
+        lookups.append(lk.wall)
+        lookup_down = lk.result.io.bytes_downloaded
+    t = Table.open(uri)
+    root_bytes = len(t.store.get(t.key_of(f"manifest/v{t.version:08d}.json")).body)
+    reads = Row(layout, files, root_bytes, _median(opens), open_down, _median(lookups), lookup_down)
+    if layout == "inline":
+        return reads
+    t.lookup(start)  # warm the footer, as a delete Lambda's previous request would
+    deletes, appends = [], []
+    for i in range(repeat):
+        io1 = t.io
+        dm = measure(lambda i=i: t.delete([("id", "=", start + 1 + i)]))
+        d = t.io - io1
+        assert dm.result.rows_deleted == 1
+        deletes.append(dm.wall)
+        new = t.write_data_files(_rows(10**9 + i * 1_000, 100))
+        io2 = t.io
+        am = measure(lambda new=new: t.commit_files(new, written_at=time.time()))
+        a = t.io - io2
+        appends.append(am.wall)
+    attempts: list[int] = []
+    lock = threading.Lock()
 
-        def deleter(k: int) -> None:
-            r = Table.open(uri).delete([("id", "=", k)])
-            with lock:
-                attempts.append(r.attempts)
+    def deleter(k: int) -> None:
+        r = Table.open(uri).delete([("id", "=", k)])
+        with lock:
+            attempts.append(r.attempts)
 
-        threads = [threading.Thread(target=deleter, args=(start + 100 + i,)) for i in range(8)]
-        for th in threads:
-            th.start()
-        for th in threads:
-            th.join()
-        return Row(
-            layout,
-            files,
-            root_bytes,
-            d.bytes_uploaded,
-            d.puts,
-            _median(deletes),
-            a.bytes_uploaded,
-            _median(appends),
-            _median(opens),
-            open_down,
-            _median(lookups),
-            lookup_down,
-            sum(attempts),
-        )
-    finally:
-        transforms.WRITE_LAYOUT = "segmented"
+    threads = [threading.Thread(target=deleter, args=(start + 100 + i,)) for i in range(8)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    return dataclasses.replace(
+        reads,
+        delete_up=d.bytes_uploaded,
+        delete_puts=d.puts,
+        delete_wall=_median(deletes),
+        append_up=a.bytes_uploaded,
+        append_wall=_median(appends),
+        cas_attempts=sum(attempts),
+    )
+
+
+def _commits(r: Row) -> str:
+    if r.delete_up is None or r.append_up is None:
+        return "commits: n/a (format 1 is read only; its next commit upgrades it)"
+    return (
+        f"delete 1 key: up {size(r.delete_up)} in {r.delete_puts} PUTs, {r.delete_wall:.3f}s; "
+        f"append 1 file: up {size(r.append_up)}, {r.append_wall:.3f}s; "
+        f"8 racing deleters: {r.cas_attempts} CAS attempts"
+    )
 
 
 def run() -> dict[str, object]:
@@ -186,12 +196,9 @@ def run() -> dict[str, object]:
                 r = measure_size(f"s3://{bucket}/scale-{layout}-{n}", n, layout)
                 rows.append(r)
                 print(
-                    f"{layout:<9} {n:>7,} files: root {size(r.root_bytes)}; delete 1 key: "
-                    f"up {size(r.delete_up)} in {r.delete_puts} PUTs, {r.delete_wall:.3f}s; "
-                    f"append 1 file: up {size(r.append_up)}, {r.append_wall:.3f}s; "
+                    f"{layout:<9} {n:>7,} files: root {size(r.root_bytes)}; "
                     f"open {r.open_wall:.3f}s ({size(r.open_down)} down); open+lookup "
-                    f"{r.lookup_wall:.3f}s ({size(r.lookup_down)} down); 8 racing deleters: "
-                    f"{r.cas_attempts} CAS attempts",
+                    f"{r.lookup_wall:.3f}s ({size(r.lookup_down)} down); {_commits(r)}",
                     flush=True,
                 )
     seg = {r.files: r for r in rows if r.layout == "segmented"}

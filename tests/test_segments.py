@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import threading
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -16,7 +15,8 @@ from hypothesis.stateful import initialize, invariant, precondition, rule
 from test_deletes import TableModel
 
 import lethe
-from lethe import errors, transforms
+from devtools.format1 import rewrite_as_format1
+from lethe import errors
 from lethe.manifest import decode_manifest
 from lethe.verify import verify
 
@@ -25,16 +25,6 @@ TINY = {"target_file_bytes": 8_000, "row_group_bytes": 2_000}
 
 def ids(t: lethe.Table) -> list[int]:
     return sorted(t.scan(["id"])["id"].to_pylist())
-
-
-@pytest.fixture
-def old_writer() -> Iterator[None]:
-    """Play a format-1 writer (what Lethe wrote before segments) for the block's commits."""
-    transforms.WRITE_LAYOUT = "inline"
-    try:
-        yield
-    finally:
-        transforms.WRITE_LAYOUT = "segmented"
 
 
 def test_new_tables_are_segmented_and_a_delete_writes_only_the_root(table_uri: str) -> None:
@@ -110,17 +100,18 @@ def test_old_versions_read_exactly_after_their_segments_were_rewritten(table_uri
         assert verify(old).ok
 
 
-def test_upgrade_from_format_1_keeps_every_snapshot(table_uri: str, old_writer: None) -> None:
+def test_upgrade_from_format_1_keeps_every_snapshot(table_uri: str) -> None:
     t = lethe.Table.create(table_uri, EVENTS, key="id", segment_target_files=2, **TINY)
     t.append(events(0, 2_000))
     t.delete([("id", "in", [1, 2, 3])])
     t.append(events(2_000, 1_000))
     t.erase([("id", "=", 10)])
+    t = rewrite_as_format1(t)  # every snapshot as a format-1 writer committed it
     assert t.manifest.format_version == 1 and t.manifest.layout == "inline"
     raw = t.store.get(t.key_of("manifest/v00000004.json")).body
     assert decode_manifest(raw).inline_files  # a format-1 manifest lists its files
+    assert verify(t).ok
     seen = {v: ids(lethe.Table.open(table_uri, version=v)) for v in range(t.version + 1)}
-    transforms.WRITE_LAYOUT = "segmented"
     if uuid.uuid4().int % 2:  # either path upgrades: the command, or any next commit
         r = lethe.Table.open(table_uri).upgrade()
         assert lethe.Table.open(table_uri).manifest.operation.kind == "upgrade"
@@ -196,13 +187,10 @@ class SegmentedModel(TableModel):
         self.model: dict[int, dict[str, Any]] = {}
         self.versions: dict[int, set[int]] = {0: set()}
         self.next_id = 0
-        if v1:
-            transforms.WRITE_LAYOUT = "inline"
-            try:
-                self.append(300)
-                self.append(300)
-            finally:
-                transforms.WRITE_LAYOUT = "segmented"
+        if v1:  # a table a format-1 writer left: two appends, inline
+            self.append(300)
+            self.append(300)
+            self.t = rewrite_as_format1(self.t)
 
     @precondition(lambda self: bool(getattr(self, "model", None)))
     @rule(data=st.data())

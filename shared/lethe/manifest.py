@@ -692,12 +692,11 @@ def initial_manifest(
     schema: pa.Schema,
     properties: TableProperties,
     now: datetime | None = None,
-    layout: Literal["inline", "segmented"] = "segmented",
 ) -> Manifest:
-    """Version 0 of a new table (``layout="inline"`` only to play a format-1 writer)."""
+    """Version 0 of a new table (format 2, segmented)."""
     return Manifest(
-        format_version=1 if layout == "inline" else 2,
-        layout=layout,
+        format_version=2,
+        layout="segmented",
         table_uuid=table_uuid,
         commit_id=uuid.uuid4().hex,
         version=0,

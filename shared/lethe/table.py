@@ -170,10 +170,7 @@ class Table:
             raise errors.InvalidRequest("gc_grace must be positive")
         store, prefix = _store_for(uri, s3)
         cat = Catalog(store, prefix, retry=retry)
-        from lethe import transforms
-
         m0 = initial_manifest(
-            layout=transforms.WRITE_LAYOUT,
             table_uuid=uuid.uuid4().hex,
             schema=schema,
             properties=TableProperties(

@@ -38,7 +38,7 @@ import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any, Literal
+from typing import Any
 
 import pyarrow as pa
 
@@ -60,7 +60,6 @@ from lethe.manifest import (
 from lethe.values import from_json
 
 __all__ = [
-    "WRITE_LAYOUT",
     "apply_append",
     "apply_dv_updates",
     "apply_replace",
@@ -68,9 +67,6 @@ __all__ = [
     "upgrade",
     "with_erasures",
 ]
-
-# What this writer produces. "inline" plays a format-1 writer (tests of the upgrade path).
-WRITE_LAYOUT: Literal["inline", "segmented"] = "segmented"
 
 
 @functools.lru_cache(maxsize=64)
@@ -300,14 +296,13 @@ class _Plan:
 
 def _successor(
     base: Manifest,
-    plan: _Plan | None,
+    plan: _Plan,
     *,
     operation: Operation,
     now: datetime,
     request: RequestRecord | None,
     extra: Sequence[RequestRecord] = (),
     erasures: Sequence[ErasureRecord] | None = None,
-    inline_files: Sequence[DataFile] | None = None,
 ) -> Manifest:
     requests = list(base.requests)
     if request is not None:
@@ -330,10 +325,6 @@ def _successor(
     }
     if erasures is not None:
         update["erasures"] = tuple(erasures)
-    if inline_files is not None:  # a format-1 writer (WRITE_LAYOUT = "inline")
-        update["inline_files"] = tuple(inline_files)
-        return base.model_copy(update=update).with_pending({})
-    assert plan is not None
     segments, pending, overlay = plan.finish()
     update.update(
         segments=segments,
@@ -344,10 +335,6 @@ def _successor(
     )
     carried = {p: s for p, s in base.pending_segments().items() if p in {x.path for x in segments}}
     return base.model_copy(update=update).with_pending({**carried, **pending})
-
-
-def _inline(base: Manifest) -> bool:
-    return WRITE_LAYOUT == "inline" and not base.segmented
 
 
 def _record(
@@ -390,13 +377,6 @@ def apply_append(
     added = [f.model_copy(update={"added_version": base.version + 1}) for f in new_files]
     rows = sum(f.rows for f in added)
     request = _record(operation, base.version + 1, now, rows, len(added))
-    if _inline(base):
-        existing = {f.path for f in base.inline_files}
-        _no_duplicates(added, existing)
-        files = (*base.inline_files, *added)
-        return _successor(
-            base, None, operation=operation, now=now, request=request, inline_files=files
-        )
     plan = _Plan(base)
     if added:
         # new files have fresh keys: check the segments they were seen in and the tail,
@@ -441,23 +421,6 @@ def apply_dv_updates(
         new = tuple(e.model_copy(update={"deleted_version": base.version + 1}) for e in erasures)
         new_erasures = (*base.erasures, *new)
     request = _record(operation, base.version + 1, now, operation.rows_deleted, len(updates))
-    if _inline(base):
-        live = {f.path for f in base.inline_files}
-        _all_live(updates, live, base.version, "this delete touches")
-        files = [
-            f.model_copy(update={"dv": updates[f.path]}) if f.path in updates else f
-            for f in base.inline_files
-        ]
-        return _successor(
-            base,
-            None,
-            operation=operation,
-            now=now,
-            request=request,
-            extra=requests,
-            erasures=new_erasures,
-            inline_files=files,
-        )
     plan = _Plan(base)
     _set_dvs(plan, updates, base.version, "this delete touches")
     return _successor(
@@ -518,24 +481,6 @@ def apply_replace(
         operation.rows_erased or operation.rows_deleted,
         len(removed_set),
     )
-    if _inline(base):
-        _all_live(removed_set, (f.path for f in base.inline_files), base.version, "to replace")
-        files = [f for f in base.inline_files if f.path not in removed_set] + new
-        if dv_updates:
-            files = [
-                f.model_copy(update={"dv": dv_updates[f.path]}) if f.path in dv_updates else f
-                for f in files
-            ]
-        return _successor(
-            base,
-            None,
-            operation=operation,
-            now=now,
-            request=request,
-            extra=requests,
-            erasures=erasures,
-            inline_files=files,
-        )
     plan = _Plan(base)
     where = plan.find(removed_set)
     _all_live(removed_set, where, base.version, "to replace")
