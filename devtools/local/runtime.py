@@ -196,6 +196,7 @@ class LocalRuntime:
         self.template = StackTemplate(template)
         self.suffix = uuid.uuid4().hex[:6] if settings.name_suffix is None else settings.name_suffix
         self.names = Names(self.suffix)
+        self._renamed_env: dict[str, str] = {}  # function variables that follow a renaming
         self.log_dir = settings.log_dir or Path(tempfile.mkdtemp(prefix="lethe-local-logs-"))
         self.functions: dict[str, LocalFunction] = {}
         self.buckets: dict[str, str] = {}  # logical id -> name
@@ -313,7 +314,7 @@ class LocalRuntime:
         self.functions, skipped = functions_from_template(
             self.template,
             names=self.names,
-            env_overrides=self.settings.env_overrides,
+            env_overrides={**self._renamed_env, **self.settings.env_overrides},
             base_env=self._base_env,
             log_dir=self.log_dir,
             code_root=self.settings.code_root,
@@ -351,11 +352,17 @@ class LocalRuntime:
 
     def _create_glue_databases(self) -> None:
         """``AWS::Glue::Database``: a moto Glue database of the declared name (the Iceberg
-        view's Glue table is created in it by the function that registers the view)."""
+        view's Glue table is created in it by the function that registers the view). With a
+        name suffix (runtimes sharing one moto) the name gets it too, and the functions'
+        ``LETHE_GLUE_DATABASE`` follows."""
         glue = None
         for lid, props in self.template.of_type("AWS::Glue::Database").items():
             spec = props.get("DatabaseInput") or {}
-            name = spec.get("Name") or self.names.of(lid, 255, lower=True)
+            declared = spec.get("Name")
+            name = declared or self.names.of(lid, 255, lower=True)
+            if declared and self.suffix:
+                name = f"{declared}_{self.suffix}".lower()
+                self._renamed_env["LETHE_GLUE_DATABASE"] = name
             glue = glue or self.aws.client("glue")
             db = {
                 "Name": name,
