@@ -15,6 +15,7 @@ import pyarrow.parquet as pq
 from lethe import errors
 from lethe.ingest.conform import _short
 from lethe.ingest.fit import same_type as _same_type
+from lethe.ingest.fit import schema_problems
 from lethe.ingest.inputs import upload_request_id
 from lethe.manifest import DataFile, request_hash
 from lethe.reader import FileHandle
@@ -39,14 +40,8 @@ def check_file_schema(file_schema: pa.Schema, md: pq.FileMetaData, schema: pa.Sc
     Raises:
         SchemaMismatch: missing or unknown columns, other types, or possible nulls.
     """
-    problems: list[str] = []
+    problems = schema_problems(file_schema, schema, typed=False)  # names; types below
     got = {f.name: f for f in file_schema}
-    missing = [f.name for f in schema if f.name not in got]
-    extra = [n for n in file_schema.names if schema.get_field_index(n) < 0]
-    if missing:
-        problems.append(f"missing columns {missing}")
-    if extra:
-        problems.append(f"unknown columns {extra}")
     for f in schema:
         g = got.get(f.name)
         if g is None:
