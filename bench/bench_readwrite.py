@@ -214,7 +214,8 @@ def scan_walls(t: Table, uri: str, n: int, aws: Any, on: bool) -> dict[str, floa
 def dv_cost(t: Table) -> dict[str, float]:
     """Lethe's scan, step by step in this thread (CPU seconds summed over the row groups),
     and the floor of dropping rows: copying the kept rows' buffers once."""
-    from lethe.reader import _drop_rows, read_row_group
+    from lethe.reader import read_row_group
+    from lethe.rowdrop import drop_rows
     from lethe.scan import DVCache
 
     items, _ = t._plan(None)
@@ -228,7 +229,7 @@ def dv_cost(t: Table) -> dict[str, float]:
         mask = measure(
             lambda h=h, first=first, n=dec.result.num_rows: dvs.keep_mask(h.file, first, n)
         )
-        drop = measure(lambda g=dec.result, m=mask.result: _drop_rows(g, m))
+        drop = measure(lambda g=dec.result, m=mask.result: drop_rows(g, m))
         copy = measure(lambda k=drop.result: _copy_buffers(k))
         for name, m in zip(acc, (got, dec, mask, drop, copy), strict=True):
             acc[name] += m.cpu
