@@ -134,6 +134,11 @@ def test_unscrubbable_columns_are_copied() -> None:
     assert [5] not in got.column("xs").to_pylist()
 
 
+def test_no_columns_keep_the_row_count() -> None:
+    t = group(10_000).select([])
+    assert drop_rows(t, pa.array([i != 3 for i in range(10_000)], pa.bool_())).num_rows == 9_999
+
+
 def test_all_deleted_shares_no_buffer() -> None:
     t = group(10_000)
     got = drop_rows(t, pa.array([False] * 10_000, pa.bool_()))
@@ -203,3 +208,9 @@ def test_sparse_deletes_scan_as_slices_and_filtered_scans_agree(sparse_table: An
     assert not set(got["id"].to_pylist()) & {0, 7, 30_001, ROWS - 1}
     f = lethe.Table.open(t.uri).scan(["id", "payload"], [("customer_id", "=", 7)])
     assert f["id"].to_pylist() == [i for i in range(ROWS) if i % 100 == 7 and i != 7]
+
+
+def test_scan_of_no_columns_counts_the_live_rows(sparse_table: Any) -> None:
+    sparse_table.delete([("id", "in", [5, 40_000])])
+    got = lethe.Table.open(sparse_table.uri).scan([])
+    assert got.num_columns == 0 and got.num_rows == ROWS - 2

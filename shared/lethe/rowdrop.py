@@ -72,6 +72,8 @@ def drop_rows(
     if not len(starts):
         return t.schema.empty_table()  # not a slice: it shares no buffer with ``t``
     kept = int((ends - starts).sum())
+    if not t.num_columns:  # no buffer to share; from_arrays would lose the row count
+        return t.slice(0, kept)
     few = len(starts) <= max_runs and kept >= len(starts) * min_rows
     if few and _scrub(t, g_start, g_end):
         runs = zip(starts.tolist(), ends.tolist(), strict=True)
