@@ -1,10 +1,11 @@
 """Removing a deletion vector's rows from a decoded row group.
 
 pyarrow's Parquet decoder cannot skip rows (apache/arrow#38865): a read decodes the whole
-group, then drops the deleted rows. Copying the kept rows costs about a tenth of the
-decode. When a group's kept rows form a few long runs (a handful of deletes in a
-102,400-row group), :func:`drop_rows` returns them as zero-copy slices of the decoded
-columns instead, one chunk per run, and copies only when the runs are many or short.
+group, then drops the deleted rows. Copying the kept rows costs about 5% of a plain read's
+CPU (16 groups of 102,400 rows with 200-byte strings: 0.042 s). When a group's kept rows
+form a few long runs (a handful of deletes in the group), :func:`drop_rows` returns them as
+zero-copy slices of the decoded columns instead (0.007 s), one chunk per run, and copies
+only when the runs are many or short.
 
 A slice shares its buffers with the whole group, deleted rows included, and a consumer can
 see whole buffers: ``Array.buffers()``, and pickling, which writes a slice's whole buffers
@@ -65,8 +66,9 @@ def drop_rows(
     """The rows of ``t`` where ``keep`` (no nulls, one entry a row) is True, in order.
 
     Zero-copy slices (deleted rows scrubbed) when the kept rows form at most ``max_runs``
-    runs of ``min_rows`` rows on average and every column can be scrubbed; else a copy, column by column (a table's filter turns the mask into
-    indices and takes; an array's copies the runs of kept values, about twice as fast).
+    runs of ``min_rows`` rows on average and every column can be scrubbed; else a copy,
+    column by column (a table's filter turns the mask into indices and takes; an array's
+    copies the runs of kept values, about twice as fast).
     """
     (starts, ends), (g_start, g_end) = kept_runs(keep)
     if not len(starts):
