@@ -134,10 +134,11 @@ def bench_scan(
     print(
         f"  where Lethe's CPU goes (one thread, per row group summed): GETs {parts['fetch']:.3f}s, "
         f"decode {parts['decode']:.3f}s, DV mask {parts['mask']:.3f}s, dropping the DV's rows "
-        f"{parts['drop']:.3f}s\n"
+        f"{parts['drop']:.3f}s (3 rows a group instead, sliced: {parts['sparse']:.3f}s)\n"
         f"  a bare copy of the kept rows' buffers costs {parts['copy']:.3f}s "
         f"({parts['copy'] / p1c:.1%} of the one-thread plain read): pyarrow's decoder cannot "
-        f"skip rows (apache/arrow#38865), so a DV costs at least this copy",
+        f"skip rows (apache/arrow#38865), so a DV leaving many runs costs at least this copy "
+        f"(one leaving a few long runs is sliced instead: lethe.rowdrop)",
         flush=True,
     )
     rss = {k: peak_rss(uri, k) for k in ("lethe", "plain")}
@@ -213,14 +214,16 @@ def scan_walls(t: Table, uri: str, n: int, aws: Any, on: bool) -> dict[str, floa
 
 def dv_cost(t: Table) -> dict[str, float]:
     """Lethe's scan, step by step in this thread (CPU seconds summed over the row groups),
-    and the floor of dropping rows: copying the kept rows' buffers once."""
-    from lethe.reader import _drop_rows, read_row_group
+    the floor of dropping rows (copying the kept rows' buffers once), and dropping three
+    rows a group instead (``sparse``: the kept runs come back as slices, nothing copied)."""
+    from lethe.reader import read_row_group
+    from lethe.rowdrop import drop_rows
     from lethe.scan import DVCache
 
     items, _ = t._plan(None)
     cols = t.schema.names
     dvs = DVCache(t.store, t._catalog.prefix)
-    acc = dict.fromkeys(("fetch", "decode", "mask", "drop", "copy"), 0.0)
+    acc = dict.fromkeys(("fetch", "decode", "mask", "drop", "copy", "sparse"), 0.0)
     for h, rg, first in items:
         ft = h.tail()
         got = measure(lambda h=h, ft=ft, rg=rg: h.prefetch(ft, rg, cols))
@@ -228,9 +231,12 @@ def dv_cost(t: Table) -> dict[str, float]:
         mask = measure(
             lambda h=h, first=first, n=dec.result.num_rows: dvs.keep_mask(h.file, first, n)
         )
-        drop = measure(lambda g=dec.result, m=mask.result: _drop_rows(g, m))
+        drop = measure(lambda g=dec.result, m=mask.result: drop_rows(g, m))
         copy = measure(lambda k=drop.result: _copy_buffers(k))
-        for name, m in zip(acc, (got, dec, mask, drop, copy), strict=True):
+        n = dec.result.num_rows
+        few = pa.array(~np.isin(np.arange(n), [0, n // 2, n - 1]))
+        sparse = measure(lambda g=dec.result, m=few: drop_rows(g, m))  # after: it scrubs g
+        for name, m in zip(acc, (got, dec, mask, drop, copy, sparse), strict=True):
             acc[name] += m.cpu
     return acc
 

@@ -14,7 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import lethe
-from lethe.reader import SparseFile, _drop_rows
+from lethe.reader import SparseFile
+from lethe.rowdrop import drop_rows
 from lethe.writer import dictionary_columns
 
 
@@ -31,7 +32,7 @@ def test_drop_rows_equals_table_filter(keep: list[bool], split: int) -> None:
     if 0 < split < n:  # several chunks, as a multi-batch table has
         t = pa.concat_tables([t.slice(0, split), t.slice(split)])
     mask = pa.array(keep, pa.bool_())
-    got = _drop_rows(t, mask)
+    got = drop_rows(t, mask)
     assert got.schema == t.schema
     assert got.equals(t.filter(mask))
 
