@@ -16,8 +16,9 @@ import builtins
 import contextlib
 import os
 import threading
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -66,10 +67,13 @@ def make_s3_client(*, max_pool_connections: int = 64) -> S3Client:
     from botocore.config import Config
 
     region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
+    path_style = bool(os.environ.get("AWS_ENDPOINT_URL"))
     cfg = Config(
         max_pool_connections=max_pool_connections,
         retries={"max_attempts": 5, "mode": "standard"},
-        s3={"addressing_style": "path"} if os.environ.get("AWS_ENDPOINT_URL") else {},
+        s3={"addressing_style": "path", "payload_signing_enabled": False}
+        if path_style
+        else {"payload_signing_enabled": False},
     )
     return boto3.client("s3", region_name=region, config=cfg)
 
@@ -525,9 +529,12 @@ class S3Store:
             for u in page.get("Uploads", [])
         ]
 
-    def open_writer(self, key: str, *, part_bytes: int = 8 << 20) -> MultipartWriter:
-        """A write-once streaming writer: parts are uploaded as they fill (create-only)."""
-        return MultipartWriter(self, key, part_bytes=part_bytes)
+    def open_writer(
+        self, key: str, *, part_bytes: int = 8 << 20, in_flight: int = 2
+    ) -> MultipartWriter:
+        """A write-once streaming writer: parts upload as they fill, at most ``in_flight`` at
+        a time behind the writes (create-only)."""
+        return MultipartWriter(self, key, part_bytes=part_bytes, in_flight=in_flight)
 
     # --- versioned buckets and upload parts (garbage collection) -----------------------------
     @dataclass(frozen=True, slots=True)
@@ -597,18 +604,30 @@ class S3Store:
 class MultipartWriter:
     """A binary file-like sink that streams to S3 with a multipart upload.
 
-    Small results (under one part) become a single create-only PUT. On any failure, or if
-    :meth:`abort` is called, the upload is aborted so that no orphaned parts remain.
+    Writes are gathered into parts of at least ``part_bytes`` (cut at write boundaries, so a
+    part is one join of the buffers written and nothing is copied twice); each full part is
+    uploaded on a background thread while the caller goes on producing the next one, with at
+    most ``in_flight`` parts uploading (memory stays within about ``(in_flight + 1) *
+    part_bytes``). A failed part surfaces at the next :meth:`write` or at :meth:`close`.
+    Small results (under one part) become a single create-only PUT, a multipart upload is
+    completed create-only. On any failure, or if :meth:`abort` is called, the upload is
+    aborted (after its running parts return) so that no orphaned parts remain.
     """
 
-    def __init__(self, store: S3Store, key: str, *, part_bytes: int = 8 << 20) -> None:
+    def __init__(
+        self, store: S3Store, key: str, *, part_bytes: int = 8 << 20, in_flight: int = 2
+    ) -> None:
         if part_bytes < MIN_PART_BYTES:
             raise errors.InvalidRequest("part_bytes must be at least 5 MiB")
         self.store = store
         self.key = key
         self.part_bytes = part_bytes
-        self._buf = bytearray()
+        self.in_flight = max(1, in_flight)
+        self._chunks: list[bytes] = []
+        self._buffered = 0
         self._upload_id: str | None = None
+        self._pool: ThreadPoolExecutor | None = None
+        self._running: deque[tuple[int, Future[str]]] = deque()
         self._parts: list[tuple[int, str]] = []
         self._pos = 0
         self.closed = False
@@ -632,47 +651,76 @@ class MultipartWriter:
     def write(self, data: bytes | bytearray | memoryview) -> int:
         if self.closed:
             raise ValueError("write to a closed MultipartWriter")
-        n = len(data)
-        self._buf += data
+        chunk = data if isinstance(data, bytes) else bytes(data)  # the caller may reuse its buffer
+        n = len(chunk)
+        self._chunks.append(chunk)
+        self._buffered += n
         self._pos += n
-        try:
-            while len(self._buf) >= self.part_bytes:
-                chunk = bytes(self._buf[: self.part_bytes])
-                del self._buf[: self.part_bytes]
-                self._upload(chunk)
-        except BaseException:
-            self.abort()
-            raise
+        if self._buffered >= self.part_bytes:
+            try:
+                self._submit(self._take())
+            except BaseException:
+                self.abort()
+                raise
         return n
 
-    def _upload(self, chunk: bytes) -> None:
+    def _take(self) -> bytes:
+        body = self._chunks[0] if len(self._chunks) == 1 else b"".join(self._chunks)
+        self._chunks, self._buffered = [], 0
+        return body
+
+    def _submit(self, body: bytes) -> None:
+        """Start uploading ``body`` as the next part, once fewer than ``in_flight`` run."""
         if self._upload_id is None:
             self._upload_id = self.store.create_multipart(self.key)
-        n = len(self._parts) + 1
-        self._parts.append((n, self.store.upload_part(self.key, self._upload_id, n, chunk)))
+            self._pool = ThreadPoolExecutor(self.in_flight, thread_name_prefix="lethe-upload")
+        assert self._pool is not None
+        while len(self._running) >= self.in_flight:
+            self._collect_oldest()
+        n = len(self._parts) + len(self._running) + 1
+        fut = self._pool.submit(self.store.upload_part, self.key, self._upload_id, n, body)
+        self._running.append((n, fut))
+
+    def _collect_oldest(self) -> None:
+        n, fut = self._running.popleft()
+        self._parts.append((n, fut.result()))
 
     def close(self) -> None:
         if self.closed:
             return
         try:
             if self._upload_id is None:
-                self.etag = self.store.put(self.key, bytes(self._buf), if_none_match=True)
+                self.etag = self.store.put(self.key, self._take(), if_none_match=True)
             else:
-                if self._buf:
-                    self._upload(bytes(self._buf))
+                if self._buffered:
+                    self._submit(self._take())
+                while self._running:
+                    self._collect_oldest()
                 self.etag = self.store.complete_multipart(self.key, self._upload_id, self._parts)
+                self._upload_id = None
         except BaseException:
             self.abort()
             raise
         finally:
-            self._buf = bytearray()
+            self._shutdown()
+            self._chunks, self._buffered = [], 0
             self.closed = True
 
     def abort(self) -> None:
+        self._shutdown()
         if self._upload_id is not None:
             self.store.abort_multipart(self.key, self._upload_id)
             self._upload_id = None
         self.closed = True
+
+    def _shutdown(self) -> None:
+        """Wait for the running parts (their outcome no longer matters) and stop the pool."""
+        for _, fut in self._running:
+            fut.cancel()
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
+        self._running.clear()
 
     def __enter__(self) -> MultipartWriter:
         return self
