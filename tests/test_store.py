@@ -86,14 +86,16 @@ def test_multipart_writer_streams_and_aborts(store: S3Store) -> None:
 
 
 def test_multipart_writer_uploads_parts_behind_the_writes(store: S3Store) -> None:
-    # many small writes, as pyarrow makes them: parts are cut at write boundaries (each at
-    # least part_bytes, the last one smaller) and upload in order while the writes go on
-    piece = bytes(range(256)) * 256  # 64 KiB
-    data = piece * (MIN_PART_BYTES // len(piece) * 3 + 7)
+    # many small writes of odd sizes, as pyarrow makes them, split over parts of exactly
+    # part_bytes (the last one smaller) that upload in order while the writes go on; the
+    # part buffers are reused, so distinct bytes in every part show one overwritten too soon
+    import random
+
+    data = random.Random(7).randbytes(MIN_PART_BYTES * 3 + 12_345)
     before = store.stats.snapshot()
     with store.open_writer("many", part_bytes=MIN_PART_BYTES, in_flight=2) as w:
-        for i in range(0, len(data), len(piece)):
-            w.write(memoryview(data)[i : i + len(piece)])
+        for i in range(0, len(data), 100_003):
+            w.write(memoryview(data)[i : i + 100_003])
         assert w.tell() == len(data)
     assert store.get("many").body == data
     d = store.stats.snapshot() - before
@@ -108,7 +110,9 @@ class _FailingPart(S3Store):
 
     fail_at = 2
 
-    def upload_part(self, key: str, upload_id: str, part_number: int, body: bytes) -> str:
+    def upload_part(
+        self, key: str, upload_id: str, part_number: int, body: bytes | bytearray
+    ) -> str:
         if part_number == self.fail_at:
             raise errors.StoreError(f"part {part_number} lost")
         return super().upload_part(key, upload_id, part_number, body)
@@ -142,7 +146,7 @@ def test_uploads_carry_a_crc32_instead_of_a_signed_payload(
     sent: list[tuple[str, str, str, bytes]] = []
 
     def capture(request: Any, **_: Any) -> None:
-        body = request.body if isinstance(request.body, bytes) else request.body.read()
+        body = bytes(request.body) if not hasattr(request.body, "read") else request.body.read()
         if hasattr(request.body, "seek"):
             request.body.seek(0)
         h = {
