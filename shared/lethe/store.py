@@ -15,6 +15,7 @@ from __future__ import annotations
 import base64
 import builtins
 import contextlib
+import io
 import os
 import threading
 import zlib
@@ -217,12 +218,13 @@ def _etag(value: Any) -> str:
     return str(value)
 
 
-def crc32_b64(body: bytes | bytearray) -> str:
+def crc32_b64(body: bytes) -> str:
     """The ``x-amz-checksum-crc32`` of ``body``: its CRC-32, big-endian, base64.
 
     Every upload carries it (S3 refuses a body that does not match). Computed here with
     zlib, which reads ``body`` in place and releases the GIL, rather than by botocore, which
-    copies the body through a file object first.
+    copies the body through a file object first (and cannot see a :class:`PartBody`'s
+    buffers).
 
     >>> crc32_b64(b"hello")
     'NhCmhg=='
@@ -464,7 +466,7 @@ class S3Store:
         return str(r["UploadId"])
 
     def upload_part(
-        self, key: str, upload_id: str, part_number: int, body: bytes | bytearray
+        self, key: str, upload_id: str, part_number: int, body: bytes | PartBody
     ) -> str:
         r = self._call(
             "upload_part",
@@ -474,8 +476,8 @@ class S3Store:
                 Key=key,
                 UploadId=upload_id,
                 PartNumber=part_number,
-                Body=body,  # type: ignore[arg-type]  # botocore sends a bytearray as it is
-                ChecksumCRC32=crc32_b64(body),
+                Body=body,  # type: ignore[arg-type]  # PartBody: a file object botocore reads
+                ChecksumCRC32=body.crc32_b64() if isinstance(body, PartBody) else crc32_b64(body),
             ),
             counted=lambda _: {"up": len(body)},
         )
@@ -628,18 +630,54 @@ class S3Store:
         )
 
 
+class PartBody:
+    """One part's body for botocore: the buffers written into it, read as they are (views,
+    no join, no copy); ``seek(0)`` rewinds it for a retry."""
+
+    def __init__(self, chunks: builtins.list[bytes]) -> None:
+        self._chunks = chunks
+        self._len = sum(len(c) for c in chunks)
+        self._i = self._off = self._pos = 0
+
+    def __len__(self) -> int:
+        return self._len
+
+    def crc32_b64(self) -> str:
+        crc = 0
+        for c in self._chunks:
+            crc = zlib.crc32(c, crc)
+        return base64.b64encode(crc.to_bytes(4, "big")).decode("ascii")
+
+    def read(self, n: int | None = -1) -> bytes | memoryview:
+        if self._i >= len(self._chunks):
+            return b""
+        c = self._chunks[self._i]
+        k = len(c) - self._off if n is None or n < 0 else min(n, len(c) - self._off)
+        out = c if k == len(c) else memoryview(c)[self._off : self._off + k]
+        self._off += k
+        self._pos += k
+        if self._off >= len(c):
+            self._i, self._off = self._i + 1, 0
+        return out
+
+    def tell(self) -> int:
+        return self._pos
+
+    def seek(self, pos: int, whence: int = 0) -> int:
+        if (pos, whence) != (0, 0):
+            raise io.UnsupportedOperation("a part body rewinds only to its start")
+        self._i = self._off = self._pos = 0
+        return 0
+
+
 class MultipartWriter:
     """A binary file-like sink that streams to S3 with a multipart upload.
 
-    Writes are copied once, into a part buffer of ``part_bytes``; each full part uploads on a
-    background thread while the caller goes on filling the next one, with at most
-    ``in_flight`` parts uploading. The ``in_flight + 1`` buffers are reused from part to part
-    (memory stays within them, and a fresh allocation per part, whose pages the kernel would
-    fault in one by one, costs more CPU than the copy). A failed part surfaces at the next
-    :meth:`write` or at :meth:`close`. Small results (under one part) become a single
-    create-only PUT, a multipart upload is completed create-only. On any failure, or if
-    :meth:`abort` is called, the upload is aborted (after its running parts return) so that
-    no orphaned parts remain.
+    Writes are kept as they come (not copied, see :class:`PartBody`) until they make a part
+    of ``part_bytes``, which uploads on a background thread while the caller writes on (at
+    most ``in_flight`` parts at a time; a failed part surfaces at the next write or close).
+    Under one part, a single create-only PUT; a multipart upload completes create-only. On
+    any failure, or :meth:`abort`, the upload is aborted so that no orphaned parts remain.
     """
 
     def __init__(
@@ -651,13 +689,12 @@ class MultipartWriter:
         self.key = key
         self.part_bytes = part_bytes
         self.in_flight = max(1, in_flight)
-        self._buf: bytearray | None = None  # the part being filled, up to ``_fill``
-        self._fill = 0
-        self._spare: list[bytearray] = []  # buffers whose upload has returned
+        self._chunks: builtins.list[bytes] = []
+        self._buffered = 0
         self._upload_id: str | None = None
         self._pool: ThreadPoolExecutor | None = None
-        self._running: deque[tuple[int, bytearray, Future[str]]] = deque()
-        self._parts: list[tuple[int, str]] = []
+        self._running: deque[tuple[int, Future[str]]] = deque()
+        self._parts: builtins.list[tuple[int, str]] = []
         self._pos = 0
         self.closed = False
         self.etag: str | None = None
@@ -680,26 +717,23 @@ class MultipartWriter:
     def write(self, data: bytes | bytearray | memoryview) -> int:
         if self.closed:
             raise ValueError("write to a closed MultipartWriter")
-        mv = memoryview(data).cast("B")
-        n = mv.nbytes
-        try:
-            while mv.nbytes:
-                if self._buf is None:
-                    self._buf = self._spare.pop() if self._spare else bytearray(self.part_bytes)
-                k = min(mv.nbytes, self.part_bytes - self._fill)
-                self._buf[self._fill : self._fill + k] = mv[:k]
-                self._fill += k
-                mv = mv[k:]
-                if self._fill == self.part_bytes:
-                    full, self._buf, self._fill = self._buf, None, 0
-                    self._submit(full)
-        except BaseException:
-            self.abort()
-            raise
-        self._pos += n
-        return n
+        chunk = data if isinstance(data, bytes) else bytes(data)  # the caller may reuse its buffer
+        self._chunks.append(chunk)
+        self._buffered += len(chunk)
+        self._pos += len(chunk)
+        if self._buffered >= self.part_bytes:
+            try:
+                self._submit(self._take())
+            except BaseException:
+                self.abort()
+                raise
+        return len(chunk)
 
-    def _submit(self, body: bytearray) -> None:
+    def _take(self) -> PartBody:
+        part, self._chunks, self._buffered = PartBody(self._chunks), [], 0
+        return part
+
+    def _submit(self, body: PartBody) -> None:
         """Start uploading ``body`` as the next part, once fewer than ``in_flight`` run."""
         if self._upload_id is None:
             self._upload_id = self.store.create_multipart(self.key)
@@ -709,24 +743,21 @@ class MultipartWriter:
             self._collect_oldest()
         n = len(self._parts) + len(self._running) + 1
         fut = self._pool.submit(self.store.upload_part, self.key, self._upload_id, n, body)
-        self._running.append((n, body, fut))
+        self._running.append((n, fut))
 
     def _collect_oldest(self) -> None:
-        n, body, fut = self._running.popleft()
+        n, fut = self._running.popleft()
         self._parts.append((n, fut.result()))
-        if len(body) == self.part_bytes:
-            self._spare.append(body)
 
     def close(self) -> None:
         if self.closed:
             return
         try:
-            rest = self._buf[: self._fill] if self._buf is not None else bytearray()
             if self._upload_id is None:
-                self.etag = self.store.put(self.key, bytes(rest), if_none_match=True)
+                self.etag = self.store.put(self.key, b"".join(self._chunks), if_none_match=True)
             else:
-                if rest:
-                    self._submit(rest)
+                if self._buffered:
+                    self._submit(self._take())
                 while self._running:
                     self._collect_oldest()
                 self.etag = self.store.complete_multipart(self.key, self._upload_id, self._parts)
@@ -746,15 +777,14 @@ class MultipartWriter:
         self.closed = True
 
     def _shutdown(self) -> None:
-        """Wait for the running parts (their outcome no longer matters), stop the pool and
-        drop the buffers."""
-        for _, _, fut in self._running:
+        """Wait for the running parts (their outcome no longer matters), stop the pool."""
+        for _, fut in self._running:
             fut.cancel()
         if self._pool is not None:
             self._pool.shutdown(wait=True)
             self._pool = None
         self._running.clear()
-        self._buf, self._fill, self._spare = None, 0, []
+        self._chunks, self._buffered = [], 0
 
     def __enter__(self) -> MultipartWriter:
         return self
