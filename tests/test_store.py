@@ -118,7 +118,7 @@ def test_part_body_reads_its_buffers_as_they_are() -> None:
         b"fgh",
         8,
     )
-    assert bytes(body.read()) + bytes(body.read()) == b"ij" and body.read() == b""
+    assert bytes(body.read()) == b"ij" and body.read() == b""  # the empty write is skipped
     body.seek(0)  # a retry sends it again from the start
     assert b"".join(bytes(body.read(4)) for _ in range(6)) == b"abcdefghij"
     assert body.crc32_b64() == crc32_b64(b"abcdefghij") != crc32_b64(b"abcdefghik")

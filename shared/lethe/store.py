@@ -635,8 +635,8 @@ class PartBody:
     no join, no copy); ``seek(0)`` rewinds it for a retry."""
 
     def __init__(self, chunks: builtins.list[bytes]) -> None:
-        self._chunks = chunks
-        self._len = sum(len(c) for c in chunks)
+        self._chunks = [c for c in chunks if c]  # an empty read means the end
+        self._len = sum(len(c) for c in self._chunks)
         self._i = self._off = self._pos = 0
 
     def __len__(self) -> int:
