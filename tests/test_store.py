@@ -85,6 +85,111 @@ def test_multipart_writer_streams_and_aborts(store: S3Store) -> None:
     assert not store.exists("other")
 
 
+def test_multipart_writer_uploads_parts_behind_the_writes(store: S3Store) -> None:
+    # many small writes of odd sizes, as pyarrow makes them: a part is cut once the writes
+    # add up to part_bytes and uploads, from the written buffers, while the writes go on;
+    # random bytes show a part sent out of order or from the wrong buffers
+    import random
+
+    data = random.Random(7).randbytes(MIN_PART_BYTES * 3 + 12_345)
+    before = store.stats.snapshot()
+    with store.open_writer("many", part_bytes=MIN_PART_BYTES, in_flight=2) as w:
+        for i in range(0, len(data), 100_003):
+            w.write(memoryview(data)[i : i + 100_003])
+        assert w.tell() == len(data)
+    assert store.get("many").body == data
+    d = store.stats.snapshot() - before
+    assert (d.count("upload_part"), d.count("complete_multipart")) == (3, 1)
+    assert d.bytes_uploaded == len(data)
+    with pytest.raises(errors.PreconditionFailed), store.open_writer("many") as w2:
+        w2.write(data)  # completed create-only: the key exists
+
+
+def test_part_body_reads_its_buffers_as_they_are() -> None:
+    from lethe.store import PartBody, crc32_b64
+
+    chunks = [b"abc", b"defgh", b"", b"ij"]
+    body = PartBody(chunks)
+    first = body.read()
+    assert first is chunks[0]  # whole buffers are handed on, not copied
+    assert (len(body), bytes(body.read(2)), bytes(body.read(100)), body.tell()) == (
+        10,
+        b"de",
+        b"fgh",
+        8,
+    )
+    assert bytes(body.read()) == b"ij" and body.read() == b""  # the empty write is skipped
+    body.seek(0)  # a retry sends it again from the start
+    assert b"".join(bytes(body.read(4)) for _ in range(6)) == b"abcdefghij"
+    assert body.crc32_b64() == crc32_b64(b"abcdefghij") != crc32_b64(b"abcdefghik")
+    with pytest.raises(OSError):
+        body.seek(3)
+
+
+class _FailingPart(S3Store):
+    """A store whose upload of part ``fail_at`` fails, as a dropped connection would."""
+
+    fail_at = 2
+
+    def upload_part(self, key: str, upload_id: str, part_number: int, body: Any) -> str:
+        if part_number == self.fail_at:
+            raise errors.StoreError(f"part {part_number} lost")
+        return super().upload_part(key, upload_id, part_number, body)
+
+
+def test_multipart_writer_failed_background_part_aborts(store: S3Store) -> None:
+    failing = _FailingPart(store.bucket, client=store.client)
+    chunk = b"x" * MIN_PART_BYTES
+    with (
+        pytest.raises(errors.StoreError, match="part 2 lost"),
+        failing.open_writer("broken", part_bytes=MIN_PART_BYTES, in_flight=1) as w,
+    ):
+        for _ in range(4):
+            w.write(chunk)
+    assert store.list_multipart("broken") == []
+    assert not store.exists("broken")
+    assert failing.stats.snapshot().count("abort_multipart") == 1
+
+
+def test_uploads_carry_a_crc32_instead_of_a_signed_payload(
+    bucket: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # make_s3_client's choice: every upload carries the CRC-32 of its body (S3 checks it), and
+    # the body is not SHA-256-signed (as boto3 does over TLS), even on a plain-HTTP endpoint
+    import base64
+    import zlib
+
+    from lethe.store import make_s3_client
+
+    client = make_s3_client()
+    sent: list[tuple[str, str, str, bytes]] = []
+
+    def capture(request: Any, **_: Any) -> None:
+        body = bytes(request.body) if not hasattr(request.body, "read") else request.body.read()
+        if hasattr(request.body, "seek"):
+            request.body.seek(0)
+        h = {
+            k.lower(): v.decode() if isinstance(v, bytes) else v for k, v in request.headers.items()
+        }
+        sent.append(
+            (request.method, h.get("x-amz-checksum-crc32", ""), h["x-amz-content-sha256"], body)
+        )
+
+    client.meta.events.register("before-send.s3.PutObject", capture)
+    client.meta.events.register("before-send.s3.UploadPart", capture)
+    store = S3Store(bucket, client=client)
+    store.put("small", b"abc", if_none_match=True)
+    with store.open_writer("big", part_bytes=MIN_PART_BYTES) as w:
+        w.write(b"y" * (MIN_PART_BYTES + 10))
+        w.write(b"z" * 10)
+    assert [m for m, *_ in sent] == ["PUT"] * 3
+    for _, crc, sha, body in sent:
+        assert crc == base64.b64encode(zlib.crc32(body).to_bytes(4, "big")).decode()
+        assert sha == "UNSIGNED-PAYLOAD"
+    with pytest.raises(errors.PreconditionFailed):  # conditional writes still hold
+        store.put("small", b"abd", if_none_match=True)
+
+
 @pytest.mark.parametrize("uri", ["b/t", "s3://", "http://b/t", ""])
 def test_bad_uris(uri: str) -> None:
     with pytest.raises(errors.InvalidRequest):

@@ -12,12 +12,16 @@ Example:
 
 from __future__ import annotations
 
+import base64
 import builtins
 import contextlib
+import io
 import os
 import threading
-from collections import Counter
+import zlib
+from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -66,10 +70,13 @@ def make_s3_client(*, max_pool_connections: int = 64) -> S3Client:
     from botocore.config import Config
 
     region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
+    path_style = bool(os.environ.get("AWS_ENDPOINT_URL"))
     cfg = Config(
         max_pool_connections=max_pool_connections,
         retries={"max_attempts": 5, "mode": "standard"},
-        s3={"addressing_style": "path"} if os.environ.get("AWS_ENDPOINT_URL") else {},
+        s3={"addressing_style": "path", "payload_signing_enabled": False}
+        if path_style
+        else {"payload_signing_enabled": False},
     )
     return boto3.client("s3", region_name=region, config=cfg)
 
@@ -211,6 +218,20 @@ def _etag(value: Any) -> str:
     return str(value)
 
 
+def crc32_b64(body: bytes) -> str:
+    """The ``x-amz-checksum-crc32`` of ``body``: its CRC-32, big-endian, base64.
+
+    Every upload carries it (S3 refuses a body that does not match). Computed here with
+    zlib, which reads ``body`` in place and releases the GIL, rather than by botocore, which
+    copies the body through a file object first (and cannot see a :class:`PartBody`'s
+    buffers).
+
+    >>> crc32_b64(b"hello")
+    'NhCmhg=='
+    """
+    return base64.b64encode(zlib.crc32(body).to_bytes(4, "big")).decode("ascii")
+
+
 _T = TypeVar("_T")
 _BATCH = 1000  # DeleteObjects takes at most 1,000 keys
 
@@ -338,7 +359,12 @@ class S3Store:
         """
         if if_none_match and if_match is not None:
             raise errors.InvalidRequest("put: if_none_match and if_match are exclusive")
-        kw: dict[str, Any] = {"Bucket": self.bucket, "Key": key, "Body": body}
+        kw: dict[str, Any] = {
+            "Bucket": self.bucket,
+            "Key": key,
+            "Body": body,
+            "ChecksumCRC32": crc32_b64(body),
+        }
         if if_none_match:
             kw["IfNoneMatch"] = "*"
         if if_match is not None:
@@ -439,12 +465,19 @@ class S3Store:
         )
         return str(r["UploadId"])
 
-    def upload_part(self, key: str, upload_id: str, part_number: int, body: bytes) -> str:
+    def upload_part(
+        self, key: str, upload_id: str, part_number: int, body: bytes | PartBody
+    ) -> str:
         r = self._call(
             "upload_part",
             f"UploadPart {part_number} {self._url(key)}",
             lambda: self.client.upload_part(
-                Bucket=self.bucket, Key=key, UploadId=upload_id, PartNumber=part_number, Body=body
+                Bucket=self.bucket,
+                Key=key,
+                UploadId=upload_id,
+                PartNumber=part_number,
+                Body=body,  # type: ignore[arg-type]  # PartBody: a file object botocore reads
+                ChecksumCRC32=body.crc32_b64() if isinstance(body, PartBody) else crc32_b64(body),
             ),
             counted=lambda _: {"up": len(body)},
         )
@@ -525,9 +558,12 @@ class S3Store:
             for u in page.get("Uploads", [])
         ]
 
-    def open_writer(self, key: str, *, part_bytes: int = 8 << 20) -> MultipartWriter:
-        """A write-once streaming writer: parts are uploaded as they fill (create-only)."""
-        return MultipartWriter(self, key, part_bytes=part_bytes)
+    def open_writer(
+        self, key: str, *, part_bytes: int = 8 << 20, in_flight: int = 2
+    ) -> MultipartWriter:
+        """A write-once streaming writer: parts upload as they fill, at most ``in_flight`` at
+        a time behind the writes (create-only)."""
+        return MultipartWriter(self, key, part_bytes=part_bytes, in_flight=in_flight)
 
     # --- versioned buckets and upload parts (garbage collection) -----------------------------
     @dataclass(frozen=True, slots=True)
@@ -594,22 +630,71 @@ class S3Store:
         )
 
 
+class PartBody:
+    """One part's body for botocore: the buffers written into it, read as they are (views,
+    no join, no copy); ``seek(0)`` rewinds it for a retry."""
+
+    def __init__(self, chunks: builtins.list[bytes]) -> None:
+        self._chunks = [c for c in chunks if c]  # an empty read means the end
+        self._len = sum(len(c) for c in self._chunks)
+        self._i = self._off = self._pos = 0
+
+    def __len__(self) -> int:
+        return self._len
+
+    def crc32_b64(self) -> str:
+        crc = 0
+        for c in self._chunks:
+            crc = zlib.crc32(c, crc)
+        return base64.b64encode(crc.to_bytes(4, "big")).decode("ascii")
+
+    def read(self, n: int | None = -1) -> bytes | memoryview:
+        if self._i >= len(self._chunks):
+            return b""
+        c = self._chunks[self._i]
+        k = len(c) - self._off if n is None or n < 0 else min(n, len(c) - self._off)
+        out = c if k == len(c) else memoryview(c)[self._off : self._off + k]
+        self._off += k
+        self._pos += k
+        if self._off >= len(c):
+            self._i, self._off = self._i + 1, 0
+        return out
+
+    def tell(self) -> int:
+        return self._pos
+
+    def seek(self, pos: int, whence: int = 0) -> int:
+        if (pos, whence) != (0, 0):
+            raise io.UnsupportedOperation("a part body rewinds only to its start")
+        self._i = self._off = self._pos = 0
+        return 0
+
+
 class MultipartWriter:
     """A binary file-like sink that streams to S3 with a multipart upload.
 
-    Small results (under one part) become a single create-only PUT. On any failure, or if
-    :meth:`abort` is called, the upload is aborted so that no orphaned parts remain.
+    Writes are kept as they come (not copied, see :class:`PartBody`) until they make a part
+    of ``part_bytes``, which uploads on a background thread while the caller writes on (at
+    most ``in_flight`` parts at a time; a failed part surfaces at the next write or close).
+    Under one part, a single create-only PUT; a multipart upload completes create-only. On
+    any failure, or :meth:`abort`, the upload is aborted so that no orphaned parts remain.
     """
 
-    def __init__(self, store: S3Store, key: str, *, part_bytes: int = 8 << 20) -> None:
+    def __init__(
+        self, store: S3Store, key: str, *, part_bytes: int = 8 << 20, in_flight: int = 2
+    ) -> None:
         if part_bytes < MIN_PART_BYTES:
             raise errors.InvalidRequest("part_bytes must be at least 5 MiB")
         self.store = store
         self.key = key
         self.part_bytes = part_bytes
-        self._buf = bytearray()
+        self.in_flight = max(1, in_flight)
+        self._chunks: builtins.list[bytes] = []
+        self._buffered = 0
         self._upload_id: str | None = None
-        self._parts: list[tuple[int, str]] = []
+        self._pool: ThreadPoolExecutor | None = None
+        self._running: deque[tuple[int, Future[str]]] = deque()
+        self._parts: builtins.list[tuple[int, str]] = []
         self._pos = 0
         self.closed = False
         self.etag: str | None = None
@@ -632,47 +717,74 @@ class MultipartWriter:
     def write(self, data: bytes | bytearray | memoryview) -> int:
         if self.closed:
             raise ValueError("write to a closed MultipartWriter")
-        n = len(data)
-        self._buf += data
-        self._pos += n
-        try:
-            while len(self._buf) >= self.part_bytes:
-                chunk = bytes(self._buf[: self.part_bytes])
-                del self._buf[: self.part_bytes]
-                self._upload(chunk)
-        except BaseException:
-            self.abort()
-            raise
-        return n
+        chunk = data if isinstance(data, bytes) else bytes(data)  # the caller may reuse its buffer
+        self._chunks.append(chunk)
+        self._buffered += len(chunk)
+        self._pos += len(chunk)
+        if self._buffered >= self.part_bytes:
+            try:
+                self._submit(self._take())
+            except BaseException:
+                self.abort()
+                raise
+        return len(chunk)
 
-    def _upload(self, chunk: bytes) -> None:
+    def _take(self) -> PartBody:
+        part, self._chunks, self._buffered = PartBody(self._chunks), [], 0
+        return part
+
+    def _submit(self, body: PartBody) -> None:
+        """Start uploading ``body`` as the next part, once fewer than ``in_flight`` run."""
         if self._upload_id is None:
             self._upload_id = self.store.create_multipart(self.key)
-        n = len(self._parts) + 1
-        self._parts.append((n, self.store.upload_part(self.key, self._upload_id, n, chunk)))
+            self._pool = ThreadPoolExecutor(self.in_flight, thread_name_prefix="lethe-upload")
+        assert self._pool is not None
+        while len(self._running) >= self.in_flight:
+            self._collect_oldest()
+        n = len(self._parts) + len(self._running) + 1
+        fut = self._pool.submit(self.store.upload_part, self.key, self._upload_id, n, body)
+        self._running.append((n, fut))
+
+    def _collect_oldest(self) -> None:
+        n, fut = self._running.popleft()
+        self._parts.append((n, fut.result()))
 
     def close(self) -> None:
         if self.closed:
             return
         try:
             if self._upload_id is None:
-                self.etag = self.store.put(self.key, bytes(self._buf), if_none_match=True)
+                self.etag = self.store.put(self.key, b"".join(self._chunks), if_none_match=True)
             else:
-                if self._buf:
-                    self._upload(bytes(self._buf))
+                if self._buffered:
+                    self._submit(self._take())
+                while self._running:
+                    self._collect_oldest()
                 self.etag = self.store.complete_multipart(self.key, self._upload_id, self._parts)
+                self._upload_id = None
         except BaseException:
             self.abort()
             raise
         finally:
-            self._buf = bytearray()
+            self._shutdown()
             self.closed = True
 
     def abort(self) -> None:
+        self._shutdown()
         if self._upload_id is not None:
             self.store.abort_multipart(self.key, self._upload_id)
             self._upload_id = None
         self.closed = True
+
+    def _shutdown(self) -> None:
+        """Wait for the running parts (their outcome no longer matters), stop the pool."""
+        for _, fut in self._running:
+            fut.cancel()
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
+        self._running.clear()
+        self._chunks, self._buffered = [], 0
 
     def __enter__(self) -> MultipartWriter:
         return self

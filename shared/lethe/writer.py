@@ -37,7 +37,7 @@ class WriteOptions:
     compression: str = "zstd"
     compression_level: int | None = None
     bloom_fpp: float = 0.01
-    part_bytes: int = 8 << 20
+    part_bytes: int = 16 << 20
     data_page_size: int | None = None  # pyarrow's default: 1 MiB
     data_page_version: Literal["1.0", "2.0"] = "1.0"
     max_rows_per_page: int | None = None  # pyarrow's default: 20,000
