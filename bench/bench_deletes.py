@@ -9,7 +9,7 @@ import statistics
 import numpy as np
 
 from bench.common import measure, moto_process, new_bucket
-from devtools.demo import SCHEMA, generate
+from devtools.datagen import SCHEMA, generate
 from lethe.table import Table
 
 

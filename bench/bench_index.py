@@ -13,7 +13,7 @@ from typing import Any
 import pyarrow as pa
 
 from bench.common import measure, moto_process, new_bucket
-from devtools.demo import SCHEMA, generate
+from devtools.datagen import SCHEMA, generate
 from lethe.deletes import DeleteRequest
 from lethe.table import Table
 

@@ -48,7 +48,7 @@ from bench.common import (
     new_bucket,
     s3rver_process,
 )
-from devtools.demo import generate
+from devtools.datagen import generate
 from lethe.objects import PinnedObject
 from lethe.table import Table
 

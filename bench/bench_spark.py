@@ -30,7 +30,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from bench.common import mib, moto_process, new_bucket
-from devtools.demo import SCHEMA, generate
+from devtools.datagen import SCHEMA, generate
 from lethe.table import Table
 
 MB = 1 << 20

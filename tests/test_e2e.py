@@ -17,7 +17,8 @@ from typing import Any
 
 import pytest
 
-from devtools.demo import Demo, Needle, Sizes, Story, audit_bucket, start_runtime
+from devtools.audit import Needle, audit_bucket
+from devtools.demo import Demo, Sizes, Story, start_runtime
 from devtools.local.events import sqs_event
 from devtools.local.runtime import (
     Invocation,

@@ -13,7 +13,7 @@ import pytest
 from conftest import EVENTS, events
 
 import lethe
-from devtools.demo import Needle, audit_bucket
+from devtools.audit import Needle, audit_bucket
 from lethe import errors
 from lethe.catalog import RetryPolicy
 from lethe.deletes import DeleteRequest

@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 import lethe
-from devtools.demo import Needle, audit_bucket
+from devtools.audit import Needle, audit_bucket
 from lethe.compaction import CompactionOptions, compact
 from lethe.filters import normalize
 from lethe.gc import collect

@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 from conftest import EVENTS, events
 
 import lethe
-from devtools.demo import Needle, audit_bucket
+from devtools.audit import Needle, audit_bucket
 from lethe.erase import commit_splice, splice_file
 from lethe.filters import normalize
 from lethe.gc import collect
