@@ -351,6 +351,9 @@ DICTIONARY_SAMPLE_ROWS = 65_536
 dictionary-encoded (a small write gains little, and keeps the layout it always had)."""
 DICTIONARY_MAX_DISTINCT = 0.9
 """A column whose sample is more distinct than this share of its values gets no dictionary."""
+VARIABLE_SAMPLE_ROWS = 8_192
+"""Rows of a string or binary column judged (hashing 64Ki long values cost more CPU than the
+dictionary decision saves: 0.15 s of a 1.6M-row write of 200-byte strings)."""
 
 
 def dictionary_columns(b: pa.RecordBatch) -> bool | list[str]:
@@ -371,7 +374,11 @@ def dictionary_columns(b: pa.RecordBatch) -> bool | list[str]:
     if b.num_rows < DICTIONARY_SAMPLE_ROWS or any(pa.types.is_nested(t) for t in b.schema.types):
         return True
     keep = []
-    for name, col in zip(b.schema.names, b.columns, strict=True):
+    for name, whole in zip(b.schema.names, b.columns, strict=True):
+        t = whole.type
+        variable = pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t)
+        variable = variable or pa.types.is_large_binary(t)
+        col = whole.slice(0, VARIABLE_SAMPLE_ROWS) if variable else whole
         values = len(col) - col.null_count
         try:
             distinct = pc.count_distinct(col).as_py()
