@@ -24,6 +24,7 @@ MODULES = [
     "requests",
     "ingest.fit",
     "cli.inputs",
+    "dvstore",
 ]
 
 

@@ -39,7 +39,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict
 from pyroaring import BitMap64
 
-from lethe import errors
+from lethe import dvstore, errors
 from lethe.catalog import CommitOutcome, Prepared, Rebase
 from lethe.index import catch_up, runs_for_files, with_new_runs, with_runs
 from lethe.manifest import (
@@ -544,7 +544,6 @@ class _CompactionChange:
         return mapped, moved, n_mapped
 
     def _coalesce(self, base: Manifest) -> tuple[list[tuple[str, bytes, int]], dict[str, DVRef]]:
-        from lethe.reader import load_dv_bytes
 
         coalesce: list[tuple[str, bytes, int]] = []
         coalesce_from: dict[str, DVRef] = {}
@@ -553,7 +552,9 @@ class _CompactionChange:
             if cur is None or cur.dv is None or cur.dv != f.dv or f.dv.container is None:
                 continue
             if f.dv not in self._raw:
-                self._raw[f.dv] = load_dv_bytes(self.table.store, self.table.catalog.prefix, f.dv)
+                self._raw[f.dv] = dvstore.blob_bytes(
+                    self.table.store, self.table.catalog.prefix, f.dv
+                )
             coalesce.append((f.path, self._raw[f.dv], f.dv.cardinality))
             coalesce_from[f.path] = f.dv
         if len({r.container for r in coalesce_from.values()}) < 2:

@@ -21,8 +21,9 @@ import numpy as np
 import pyarrow as pa
 from pyroaring import BitMap64
 
+from lethe import dvstore
 from lethe.catalog import Prepared, Rebase
-from lethe.dv import PuffinBlob, decode_dv, dv_crc, encode_dv, write_puffin
+from lethe.dv import PuffinBlob, dv_crc, encode_dv, write_puffin
 from lethe.filters import Dnf, normalize
 from lethe.index import IndexPlan, index_plans, row_groups_of, usable
 from lethe.index_erase import replace_pieces, scrub_rows
@@ -38,7 +39,7 @@ from lethe.manifest import (
     RequestRecord,
     request_hash,
 )
-from lethe.reader import FileHandle, iter_row_groups, load_dv_bytes
+from lethe.reader import FileHandle, iter_row_groups
 from lethe.scan import DVCache, plan, plan_files
 from lethe.store import IOCounters
 from lethe.transforms import apply_dv_updates
@@ -365,9 +366,8 @@ def _targets(base: Manifest, found: dict[str, BitMap64]) -> tuple[ErasureTarget,
 
 
 def load_dv(table: Table, ref: DVRef | None) -> BitMap64:
-    if ref is None:
-        return BitMap64()
-    return decode_dv(load_dv_bytes(table.store, table.catalog.prefix, ref), expected_crc=ref.crc32)
+    """The checked DV of ``ref`` in ``table`` (:func:`lethe.dvstore.load`)."""
+    return dvstore.load(table.store, table.catalog.prefix, ref)
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,11 +22,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from lethe import errors
-from lethe.dv import decode_dv
+from lethe import dvstore, errors
 from lethe.index import entries_of, index_path, origin_positions, origin_removed
 from lethe.manifest import ColumnIndex, DataFile, IndexPiece, Manifest
-from lethe.reader import load_dv_bytes
 from lethe.store import S3Store
 from lethe.values import from_json, to_json
 
@@ -144,7 +142,7 @@ def _check_entries(
                 )
             have = have.filter(pc.invert(out))
         if f.dv is not None:  # deleted rows need no entry (an erasure drops theirs)
-            dv = decode_dv(load_dv_bytes(store, prefix, f.dv), expected_crc=f.dv.crc32)
+            dv = dvstore.load(store, prefix, f.dv, what=f"DV of {f.path}")
             hidden = origin_positions(f, dv)
             want_live = want.filter(
                 pc.invert(

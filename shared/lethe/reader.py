@@ -31,7 +31,7 @@ import pyarrow.parquet as pq
 
 from lethe import errors
 from lethe.filters import Dnf, Predicate
-from lethe.manifest import DataFile, DVRef
+from lethe.manifest import DataFile
 from lethe.objects import COALESCE_GAP, PinnedObject
 from lethe.parquet import footer as pqf
 from lethe.parquet import model as pqm
@@ -456,18 +456,6 @@ def read_row_group(
 def submit(fn: Callable[..., Any], *args: Any) -> Future[Any]:
     """Run a task that may itself wait on range GETs (never on the range pool)."""
     return _OUTER.submit(fn, *args)
-
-
-def load_dv_bytes(store: S3Store, prefix: str, ref: DVRef) -> bytes:
-    """The blob bytes of a DV reference (inline or a ranged GET of its container)."""
-    import base64
-
-    if ref.inline is not None:
-        return base64.b64decode(ref.inline)
-    if ref.container is None:
-        raise errors.CorruptDeletionVector("DV reference has neither container nor inline blob")
-    key = f"{prefix}/{ref.container}" if prefix else ref.container
-    return store.get(key, start=ref.offset, end=ref.offset + ref.length).body
 
 
 def iter_row_groups(

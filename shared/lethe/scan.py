@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from lethe import errors
+from lethe import dvstore
 from lethe.filters import Dnf
 from lethe.manifest import ColumnStats, DataFile, Manifest, SegmentSummary
 from lethe.objects import coalesce, io_pool
@@ -214,9 +214,7 @@ class DVCache:
 
     def _load(self, f: DataFile) -> Any:
         assert f.dv is not None
-        from lethe.reader import load_dv_bytes
-
-        return _decoded(f, load_dv_bytes(self._store, self._prefix, f.dv))
+        return _decoded(f, dvstore.blob_bytes(self._store, self._prefix, f.dv))
 
     def keep_mask(self, f: DataFile, start: int, n: int) -> pa.Array | None:
         """Arrow mask of rows ``[start, start + n)`` of ``f``: True = kept; None when the
@@ -233,15 +231,8 @@ class DVCache:
 
 def _decoded(f: DataFile, blob: bytes) -> Any:
     """``f``'s DV from its blob bytes, checked against the manifest."""
-    from lethe.dv import decode_dv
-
     assert f.dv is not None
-    bm = decode_dv(blob, expected_crc=f.dv.crc32)
-    if len(bm) != f.dv.cardinality:
-        raise errors.CorruptDeletionVector(
-            f"DV of {f.path}: {len(bm)} positions, manifest says {f.dv.cardinality}"
-        )
-    return bm
+    return dvstore.checked(blob, f.dv, what=f"DV of {f.path}")
 
 
 def _settle(files: list[tuple[DataFile, Future[Any]]], load: Callable[[DataFile], Any]) -> None:

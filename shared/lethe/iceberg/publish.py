@@ -34,9 +34,8 @@ import pyarrow.parquet as pq
 from pyiceberg.manifest import ManifestContent, ManifestEntry
 
 import lethe.iceberg.avro as avro
-from lethe import errors
+from lethe import dvstore, errors
 from lethe.catalog import Catalog
-from lethe.dv import decode_dv
 from lethe.grace import check_fresh
 from lethe.iceberg.mapping import (
     HINT_KEY,
@@ -62,7 +61,6 @@ from lethe.iceberg.mapping import (
 from lethe.layout import manifest_key
 from lethe.manifest import DataFile, Manifest, Segment
 from lethe.progress import Progress, track
-from lethe.reader import load_dv_bytes
 from lethe.store import IOCounters, S3Store
 
 log = logging.getLogger(__name__)
@@ -225,11 +223,7 @@ class _Publisher:
             hi = int.from_bytes(old.upper_bounds[POS_POS_ID], "little", signed=True)
             size = int(old.file_size_in_bytes)
         else:
-            bm = decode_dv(
-                load_dv_bytes(self.store, self.cat.prefix, f.dv),
-                expected_crc=f.dv.crc32,
-                expected_cardinality=f.dv.cardinality,
-            )
+            bm = dvstore.load(self.store, self.cat.prefix, f.dv, what=f"DV of {f.path}")
             pos = pa.array(list(bm), pa.int64())
             lo, hi = (int(pos[0].as_py()), int(pos[-1].as_py())) if len(pos) else (0, 0)
             size = self.put_new(rel, _position_file(f"{self.location}/{f.path}", pos))

@@ -1,0 +1,65 @@
+"""Deletion vectors in storage: the one way a DV is loaded.
+
+A DV reference (:class:`~lethe.manifest.DVRef`) names its blob inline (base64) or as a byte
+range of a Puffin container under ``tombstone/``. :func:`blob_bytes` reads the blob (one
+ranged GET), :func:`checked` decodes it and checks it against what the manifest recorded (the
+blob's CRC-32 and the number of positions), :func:`load` does both. Every reader of DVs
+(deletes, scans, erase, compaction, verify, the index check, the Iceberg view) loads them
+here; writing containers stays with the delete that writes them (:mod:`lethe.deletes`).
+
+>>> from lethe.dv import encode_dv
+>>> from lethe.manifest import DVRef
+>>> import base64, zlib
+>>> blob = encode_dv(BitMap64([3, 7]))
+>>> ref = DVRef(inline=base64.b64encode(blob).decode(), length=len(blob), cardinality=2,
+...             crc32=int.from_bytes(blob[-4:], "big"))
+>>> sorted(load(None, "", ref))
+[3, 7]
+>>> checked(blob, ref.model_copy(update={"cardinality": 3}), what="DV of f")
+Traceback (most recent call last):
+...
+lethe.errors.CorruptDeletionVector: DV of f: 2 positions, the manifest says 3
+"""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+from pyroaring import BitMap64
+
+from lethe import errors
+from lethe.dv import decode_dv
+from lethe.manifest import DVRef
+
+__all__ = ["blob_bytes", "checked", "load"]
+
+
+def blob_bytes(store: Any, prefix: str, ref: DVRef) -> bytes:
+    """The blob bytes of a DV reference (inline, or a ranged GET of its container through
+    ``store``, a :class:`~lethe.store.S3Store`)."""
+    if ref.inline is not None:
+        return base64.b64decode(ref.inline)
+    if ref.container is None:
+        raise errors.CorruptDeletionVector("DV reference has neither container nor inline blob")
+    key = f"{prefix}/{ref.container}" if prefix else ref.container
+    body: bytes = store.get(key, start=ref.offset, end=ref.offset + ref.length).body
+    return body
+
+
+def checked(blob: bytes, ref: DVRef, *, what: str = "DV") -> BitMap64:
+    """The DV in ``blob``, refused (:class:`~lethe.errors.CorruptDeletionVector`, the message
+    starting with ``what``) unless its CRC and cardinality are the ones ``ref`` records."""
+    bm = decode_dv(blob, expected_crc=ref.crc32)
+    if len(bm) != ref.cardinality:
+        raise errors.CorruptDeletionVector(
+            f"{what}: {len(bm)} positions, the manifest says {ref.cardinality}"
+        )
+    return bm
+
+
+def load(store: Any, prefix: str, ref: DVRef | None, *, what: str = "DV") -> BitMap64:
+    """The checked DV of ``ref`` (empty for None: a file without deletes)."""
+    if ref is None:
+        return BitMap64()
+    return checked(blob_bytes(store, prefix, ref), ref, what=what)
