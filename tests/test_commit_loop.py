@@ -9,7 +9,7 @@ import pytest
 from conftest import EVENTS, events
 
 import lethe
-import lethe.deletes as deletes
+import lethe.dvstore as dvstore
 from lethe import errors
 from lethe.catalog import RetryPolicy
 from lethe.layout import manifest_key
@@ -34,18 +34,18 @@ def test_a_delete_raced_twice_keeps_only_its_last_container(
     t = lethe.Table.create(table_uri, EVENTS, key="id")
     t.append(events(0, 200))
     other = lethe.Table.open(table_uri)
-    real = deletes.write_dvs
+    real = dvstore.write_dvs
     ours: list[str] = []
 
-    def racing(table: Any, dvs: Any) -> Any:
-        refs = real(table, dvs)
-        if table is t:
+    def racing(store: Any, prefix: str, dvs: Any) -> Any:
+        refs = real(store, prefix, dvs)
+        if store is t.store:
             ours.append(next(iter(refs.values())).container)
             if len(ours) <= 2:  # the base moves under our preparation
                 other.delete([("id", "=", 100 + len(ours))])
         return refs
 
-    monkeypatch.setattr(deletes, "write_dvs", racing)
+    monkeypatch.setattr(dvstore, "write_dvs", racing)
     r = t.delete([("id", "=", 5)])
     assert r.rows_deleted == 1 and r.attempts >= 3 and len(ours) == 3
     tombs = keys_under(s3, table_uri, "tombstone/")

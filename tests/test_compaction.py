@@ -22,7 +22,8 @@ from lethe.compaction import (
     plan_compaction,
     run_rewrite_task,
 )
-from lethe.deletes import DeleteRequest, load_dv
+from lethe.deletes import DeleteRequest
+from lethe.dvstore import load
 from lethe.manifest import (
     DataFile,
     DVRef,
@@ -248,7 +249,7 @@ def test_delete_committed_while_compacting_is_mapped_onto_the_new_file(
     # the mapped positions are exactly the rows of the late keys
     keys = fresh.scan(["id"], [("id", "<", 10_000)])["id"].to_pylist()
     assert set(keys) == set(range(6_000, 10_000)) - set(late)
-    dv = load_dv(fresh, new.dv)
+    dv = load(fresh.store, fresh.catalog.prefix, new.dv)
     assert sorted(dv) == [k - 6_000 for k in late]
     assert verify(fresh).ok
     # the late delete stays idempotent after the compaction

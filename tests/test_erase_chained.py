@@ -21,7 +21,7 @@ import pytest
 from faults import fail_requests_after
 
 import lethe
-from lethe.deletes import load_dv
+from lethe.dvstore import load
 from lethe.erase import splice_file
 from lethe.errors import StoreError
 from lethe.gc import collect
@@ -121,7 +121,7 @@ def test_failure_in_the_second_stage_deletes_the_temporary_object(big: lethe.Tab
         splice_file(t, f, groups)
     assert staged(t) == []
     assert t.store.list_multipart(t.key_of("")) == []
-    dv = load_dv(t, lethe.Table.open(big.uri).manifest.files[0].dv)
+    dv = load(t.store, t.catalog.prefix, lethe.Table.open(big.uri).manifest.files[0].dv)
     assert len(dv) == 1  # the logical delete stands; the splice can be retried
 
 

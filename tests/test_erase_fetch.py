@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import lethe
-from lethe.erase import _Fetcher
+from lethe.splice_io import Fetcher
 
 
 def covered(ranges: list[tuple[int, int]], start: int, end: int) -> int:
@@ -70,7 +70,7 @@ def case(
     t: lethe.Table, key: str, f: Any, body: bytes, before: list[tuple[int, int]], r: tuple[int, int]
 ) -> None:
     assert len(body) >= 1400
-    fetch = _Fetcher(t.store, key, f)
+    fetch = Fetcher(t.store, key, f)
     for s, e in before:
         assert fetch.get(s, e) == body[s:e]
     io0 = t.store.stats.snapshot()

@@ -106,21 +106,21 @@ def test_commit_files_reads_last_modified_when_not_told(table_uri: str) -> None:
 def test_a_delete_rewrites_a_stale_dv_container(
     table_uri: str, s3: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import lethe.deletes as deletes
+    import lethe.dvstore as dvstore
 
     t = lethe.Table.create(table_uri, EVENTS, key="id", gc_grace="3s")
     t.append(events(0, 100))
-    real = deletes.write_dvs
+    real = dvstore.write_dvs
     calls: list[str] = []
 
-    def slow_first(table: Any, dvs: Any) -> Any:
-        refs = real(table, dvs)
+    def slow_first(store: Any, prefix: str, dvs: Any) -> Any:
+        refs = real(store, prefix, dvs)
         calls.append(next(iter(refs.values())).container)
         if len(calls) == 1:
             time.sleep(2.2)  # contention held this commit past the deadline
         return refs
 
-    monkeypatch.setattr(deletes, "write_dvs", slow_first)
+    monkeypatch.setattr(dvstore, "write_dvs", slow_first)
     r = t.delete([("id", "in", [3, 4])])
     assert r.rows_deleted == 2 and len(calls) == 2
     containers = keys_under(s3, table_uri, "tombstone/")

@@ -139,7 +139,10 @@ def test_deep_verify_flags_entries_of_rows_a_splice_removed(table_uri: str) -> N
 
 
 def _holds_dv(t: lethe.Table, f: Any, g: int) -> bool:
-    from lethe.deletes import load_dv
+    from lethe.dvstore import load
 
     start = sum(rg.rows for rg in f.row_groups[:g])
-    return load_dv(t, f.dv).range_cardinality(start, start + f.row_groups[g].rows) > 0
+    return (
+        load(t.store, t.catalog.prefix, f.dv).range_cardinality(start, start + f.row_groups[g].rows)
+        > 0
+    )

@@ -503,12 +503,10 @@ class _CompactionChange:
         self._raw: dict[DVRef, bytes] = {}
 
     def _bitmap(self, ref: DVRef | None) -> BitMap64:
-        from lethe.deletes import load_dv
-
         if ref is None:
             return BitMap64()
         if ref not in self._bitmaps:
-            self._bitmaps[ref] = load_dv(self.table, ref)
+            self._bitmaps[ref] = dvstore.load(self.table.store, self.table.catalog.prefix, ref)
         return self._bitmaps[ref]
 
     def _map(
@@ -562,8 +560,6 @@ class _CompactionChange:
         return coalesce, coalesce_from
 
     def prepare(self, base: Manifest) -> Prepared:
-        from lethe.deletes import write_container
-
         live = self._live_groups(base)
         dv_now = {f.path: base.file(f.path).dv for g in live for f in g.files}  # type: ignore[union-attr]
         mapped, moved, n_mapped = self._map(live, dv_now)
@@ -571,7 +567,12 @@ class _CompactionChange:
         if not live and not coalesce:
             return Prepared(lambda b: None)
         container_at = time.time()
-        refs = write_container(self.table, mapped + coalesce) if (mapped or coalesce) else {}
+        table = self.table
+        refs = (
+            dvstore.write_container(table.store, table.catalog.prefix, mapped + coalesce)
+            if (mapped or coalesce)
+            else {}
+        )
         change, stats = self._replacement(live, dv_now, refs, moved, n_mapped, coalesce_from)
         return Prepared(
             change,

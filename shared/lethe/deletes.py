@@ -23,13 +23,10 @@ from pyroaring import BitMap64
 
 from lethe import dvstore
 from lethe.catalog import Prepared, Rebase
-from lethe.dv import PuffinBlob, dv_crc, encode_dv, write_puffin
 from lethe.filters import Dnf, normalize
 from lethe.index import IndexPlan, index_plans, row_groups_of, usable
 from lethe.index_erase import replace_pieces, scrub_rows
-from lethe.layout import tombstone_key
 from lethe.manifest import (
-    DataFile,
     DVRef,
     ErasureRecord,
     ErasureTarget,
@@ -40,6 +37,7 @@ from lethe.manifest import (
     request_hash,
 )
 from lethe.reader import FileHandle, iter_row_groups
+from lethe.remap import group_rows, targets_of
 from lethe.scan import DVCache, plan, plan_files
 from lethe.store import IOCounters
 from lethe.transforms import apply_dv_updates
@@ -229,40 +227,6 @@ def _index_items(
     return items
 
 
-def write_container(table: Table, blobs: Sequence[tuple[str, bytes, int]]) -> dict[str, DVRef]:
-    """One write-once Puffin container holding ready DV blobs ``(data file, blob, cardinality)``;
-    returns each file's reference into it."""
-    rel = tombstone_key(datetime.now(UTC))
-    body, locs = write_puffin(
-        [
-            PuffinBlob(
-                data=blob,
-                properties={
-                    "referenced-data-file": f"s3://{table.store.bucket}/{table.key_of(path)}",
-                    "cardinality": str(card),
-                },
-            )
-            for path, blob, card in blobs
-        ]
-    )
-    table.store.put(table.key_of(rel), body, if_none_match=True)
-    return {
-        path: DVRef(
-            container=rel,
-            offset=loc.offset,
-            length=loc.length,
-            cardinality=card,
-            crc32=dv_crc(blob),
-        )
-        for (path, blob, card), loc in zip(blobs, locs, strict=True)
-    }
-
-
-def write_dvs(table: Table, dvs: dict[str, BitMap64]) -> dict[str, DVRef]:
-    """:func:`write_container` for (already unioned) bitmaps."""
-    return write_container(table, [(p, encode_dv(dvs[p]), len(dvs[p])) for p in sorted(dvs)])
-
-
 def _builder(
     records: list[RequestRecord],
     snap_dv: dict[str, DVRef | None],
@@ -319,23 +283,9 @@ def _scrub(
         u = usable(base, dnfs[i]) if requests[i].erase else None
         if u is not None and u[2]:
             pinned.setdefault(u[0].column, set()).update(u[1])
-    for t in _targets(base, found):
+    for t in targets_of(base, found):
         found[t.path] |= group_rows(base.file(t.path), hidden(t.path), t.row_groups)
     return scrub_rows(table.store, table.catalog.prefix, base, found, pinned)
-
-
-def group_rows(f: DataFile | None, bm: BitMap64, row_groups: Sequence[int]) -> BitMap64:
-    """The positions of ``bm`` in the given row groups of ``f`` (what a splice of those
-    groups removes, ``bm`` being ``f``'s DV)."""
-    out = BitMap64()
-    if f is None or not bm:
-        return out
-    bounds = np.cumsum([0, *(rg.rows for rg in f.row_groups)])
-    for g in row_groups:
-        window = BitMap64()
-        window.add_range(int(bounds[g]), int(bounds[g + 1]))
-        out |= bm & window
-    return out
 
 
 class _DVsOf:
@@ -349,25 +299,6 @@ class _DVsOf:
         f = self.base.file(path)
         bm = self.dvs.bitmap(f) if f is not None else None
         return bm if bm is not None else BitMap64()
-
-
-def _targets(base: Manifest, found: dict[str, BitMap64]) -> tuple[ErasureTarget, ...]:
-    """Row groups (by index) of each file that hold the given positions."""
-    out = []
-    for path in sorted(found):
-        f = base.file(path)
-        if f is None:
-            continue
-        bounds = np.cumsum([0, *(rg.rows for rg in f.row_groups)])
-        pos = np.fromiter(found[path], dtype=np.int64, count=len(found[path]))
-        rgs = np.unique(np.searchsorted(bounds, pos, side="right") - 1)
-        out.append(ErasureTarget(path=path, row_groups=tuple(int(x) for x in rgs)))
-    return tuple(out)
-
-
-def load_dv(table: Table, ref: DVRef | None) -> BitMap64:
-    """The checked DV of ``ref`` in ``table`` (:func:`lethe.dvstore.load`)."""
-    return dvstore.load(table.store, table.catalog.prefix, ref)
 
 
 @dataclass(frozen=True, slots=True)
@@ -422,7 +353,7 @@ class _DeleteChange:
                     claimed.setdefault(path, BitMap64()).update(fresh)
             per_req[i] = mine
         targets = {
-            i: _targets(base, physical[i])
+            i: targets_of(base, physical[i])
             for i in live
             if requests[i].erase and hashes[i] is not None and physical[i]
         }
@@ -431,7 +362,8 @@ class _DeleteChange:
             return Prepared(lambda b: None, detail=result)
         snap_dv = {p: base.file(p).dv for p in claimed}  # type: ignore[union-attr]
         written_at = time.time()  # before the container's PUT: the GC grace clock
-        refs = write_dvs(table, {p: current_dv(p) | claimed[p] for p in claimed}) if claimed else {}
+        unions = {p: current_dv(p) | claimed[p] for p in claimed}
+        refs = dvstore.write_dvs(table.store, table.catalog.prefix, unions) if unions else {}
         records = [
             RequestRecord(
                 id_hash=hashes[i],  # type: ignore[arg-type]
@@ -520,7 +452,7 @@ def delete_batch(
                     outcome_version,
                     sum(len(b) for b in mine.values()),
                     len(mine),
-                    row_groups=found.targets.get(i) or _targets(base, mine),
+                    row_groups=found.targets.get(i) or targets_of(base, mine),
                 )
             )
     io = table.store.stats.snapshot() - io0

@@ -5,7 +5,8 @@ range of a Puffin container under ``tombstone/``. :func:`blob_bytes` reads the b
 ranged GET), :func:`checked` decodes it and checks it against what the manifest recorded (the
 blob's CRC-32 and the number of positions), :func:`load` does both. Every reader of DVs
 (deletes, scans, erase, compaction, verify, the index check, the Iceberg view) loads them
-here; writing containers stays with the delete that writes them (:mod:`lethe.deletes`).
+here. :func:`write_container` writes ready blobs as one write-once Puffin container and
+returns each file's reference into it; :func:`write_dvs` does so for bitmaps.
 
 >>> from lethe.dv import encode_dv
 >>> from lethe.manifest import DVRef
@@ -24,15 +25,18 @@ lethe.errors.CorruptDeletionVector: DV of f: 2 positions, the manifest says 3
 from __future__ import annotations
 
 import base64
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 from pyroaring import BitMap64
 
 from lethe import errors
-from lethe.dv import decode_dv
+from lethe.dv import PuffinBlob, decode_dv, dv_crc, encode_dv, write_puffin
+from lethe.layout import tombstone_key
 from lethe.manifest import DVRef
 
-__all__ = ["blob_bytes", "checked", "load"]
+__all__ = ["blob_bytes", "checked", "load", "write_container", "write_dvs"]
 
 
 def blob_bytes(store: Any, prefix: str, ref: DVRef) -> bytes:
@@ -63,3 +67,45 @@ def load(store: Any, prefix: str, ref: DVRef | None, *, what: str = "DV") -> Bit
     if ref is None:
         return BitMap64()
     return checked(blob_bytes(store, prefix, ref), ref, what=what)
+
+
+def write_container(
+    store: Any, prefix: str, blobs: Sequence[tuple[str, bytes, int]]
+) -> dict[str, DVRef]:
+    """One write-once Puffin container under ``tombstone/`` holding ready DV blobs ``(data
+    file, blob, cardinality)``; returns each file's reference into it."""
+    rel = tombstone_key(datetime.now(UTC))
+
+    def key(path: str) -> str:
+        return f"{prefix}/{path}" if prefix else path
+
+    body, locs = write_puffin(
+        [
+            PuffinBlob(
+                data=blob,
+                properties={
+                    "referenced-data-file": f"s3://{store.bucket}/{key(path)}",
+                    "cardinality": str(card),
+                },
+            )
+            for path, blob, card in blobs
+        ]
+    )
+    store.put(key(rel), body, if_none_match=True)
+    return {
+        path: DVRef(
+            container=rel,
+            offset=loc.offset,
+            length=loc.length,
+            cardinality=card,
+            crc32=dv_crc(blob),
+        )
+        for (path, blob, card), loc in zip(blobs, locs, strict=True)
+    }
+
+
+def write_dvs(store: Any, prefix: str, dvs: Mapping[str, BitMap64]) -> dict[str, DVRef]:
+    """:func:`write_container` for (already unioned) bitmaps, one per data file."""
+    return write_container(
+        store, prefix, [(p, encode_dv(dvs[p]), len(dvs[p])) for p in sorted(dvs)]
+    )

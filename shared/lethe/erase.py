@@ -25,13 +25,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pyroaring import BitMap64
 
-from lethe import errors
+from lethe import dvstore, errors
 from lethe.catalog import Prepared, Rebase
-from lethe.deletes import DeleteRequest, _targets, delete_batch, load_dv, write_dvs
+from lethe.deletes import DeleteRequest, delete_batch
 from lethe.dv import keep_mask, rebase_positions
 from lethe.index import spliced_origin
 from lethe.index_erase import replace_pieces, scrub_rows
-from lethe.layout import STAGING_PREFIX
 from lethe.manifest import (
     DataFile,
     DVRef,
@@ -42,24 +41,18 @@ from lethe.manifest import (
     RequestRecord,
     request_hash,
 )
-from lethe.objects import PinnedObject
-from lethe.parquet.footer import Footer, TailTooShort, index_region, parse_tail, row_group_range
+from lethe.parquet.footer import Footer, index_region, row_group_range
 from lethe.parquet.pages import runs
 from lethe.parquet.partial import page_ranges
 from lethe.parquet.parts import (
-    ChainedPlan,
-    CopyPart,
-    Download,
-    MultipartPlan,
-    SinglePut,
-    StageCopy,
-    UploadPart,
     plan_upload,
 )
-from lethe.parquet.segments import Bytes, Extent, NeedBytes, Source
+from lethe.parquet.segments import NeedBytes, Source
 from lethe.parquet.splice import GroupEdit, GroupFate, SplicePlan, splice
 from lethe.progress import Progress, Tracker, track
-from lethe.store import IOCounters, S3Store
+from lethe.remap import targets_of
+from lethe.splice_io import Fetcher, read_footer, upload
+from lethe.store import IOCounters
 from lethe.transforms import apply_dv_updates, apply_replace
 from lethe.writer import describe, new_data_path
 
@@ -77,8 +70,6 @@ __all__ = [
     "splice_file",
 ]
 
-TAIL_BYTES = 1 << 20
-GET_GAP = 64 << 10  # ranges closer than this are fetched by one GET
 SPLICE_ROUNDS = 4  # fetch-and-plan rounds of one splice (each fetches what the last lacked)
 
 
@@ -149,70 +140,8 @@ class EraseResult:
     granularity: tuple[FileGranularity, ...] = ()
 
 
-class _Fetcher:
-    """Pinned ranged GETs of one source object, served from what is already in memory."""
-
-    def __init__(self, store: S3Store, key: str, f: DataFile) -> None:
-        self.source = PinnedObject(
-            store, key, f.etag, f.size, changed="{key} changed under the splice (ETag {etag})"
-        )
-        self.extents: list[Extent] = []
-
-    def get(self, start: int, end: int) -> bytes:
-        """Bytes ``[start, end)``: what is in memory is reused, only the gaps are read."""
-        for e in self.extents:
-            if e.offset <= start and end <= e.end:
-                return e.data[start - e.offset : end - e.offset]
-        pieces: list[bytes] = []
-        at = start
-        for e in sorted(self.extents, key=lambda x: x.offset):
-            if e.end <= at or e.offset >= end:
-                continue
-            if e.offset > at:
-                pieces.append(self._read(at, e.offset))
-            t = min(end, e.end)
-            pieces.append(e.data[max(at, e.offset) - e.offset : t - e.offset])
-            at = t
-        if at < end:
-            pieces.append(self._read(at, end))
-        data = b"".join(pieces)
-        self.extents.append(Extent(start, data))  # one extent: a splice reads it as one
-        return data
-
-    def _read(self, start: int, end: int) -> bytes:
-        data = self.source.read(start, end)
-        self.extents.append(Extent(start, data))
-        return data
-
-    def get_many(self, ranges: Iterable[tuple[int, int]], gap: int = GET_GAP) -> None:
-        """Fetch the ranges not yet in memory, ranges less than ``gap`` apart by one GET."""
-        todo = sorted(
-            (s, e)
-            for s, e in ranges
-            if e > s and not any(x.offset <= s and e <= x.end for x in self.extents)
-        )
-        merged: list[tuple[int, int]] = []
-        for s, e in todo:
-            if merged and s <= merged[-1][1] + gap:
-                merged[-1] = (merged[-1][0], max(merged[-1][1], e))
-            else:
-                merged.append((s, e))
-        for s, e in merged:
-            self.get(s, e)
-
-
-def _footer(fetch: _Fetcher, size: int) -> Footer:
-    n = min(size, TAIL_BYTES)
-    fetch.get(size - n, size)
-    try:
-        return parse_tail(fetch.get(size - n, size), size)
-    except TailTooShort as e:
-        fetch.get(size - e.needed, size)
-        return parse_tail(fetch.get(size - e.needed, size), size)
-
-
 def _edits(
-    fetch: _Fetcher,
+    fetch: Fetcher,
     footer: Footer,
     bm: BitMap64,
     row_groups: Iterable[int],
@@ -255,7 +184,7 @@ def _edits(
 
 
 def _plan(
-    fetch: _Fetcher, footer: Footer, edits: dict[int, GroupEdit], page_level: bool
+    fetch: Fetcher, footer: Footer, edits: dict[int, GroupEdit], page_level: bool
 ) -> SplicePlan:
     """The splice, fetching what it finds missing (a chunk to re-encode whole)."""
     for _ in range(SPLICE_ROUNDS - 1):
@@ -285,9 +214,9 @@ def splice_file(
     """
     store = table.store.child()
     src_key = table.key_of(f.path)
-    fetch = _Fetcher(store, src_key, f)
-    bm = dv if dv is not None else load_dv(table, f.dv)
-    footer = _footer(fetch, f.size)
+    fetch = Fetcher(store, src_key, f)
+    bm = dv if dv is not None else dvstore.load(table.store, table.catalog.prefix, f.dv)
+    footer = read_footer(fetch, f.size)
     region = index_region(footer)
     if region is not None:
         fetch.get(region.start, f.size)
@@ -302,7 +231,7 @@ def splice_file(
     new_key = table.key_of(new_path)
     parts = plan_upload(plan.segments, f.size)
     written_at = time.time()
-    etag = _upload(store, fetch, new_key, parts, f.etag, table.key_of)
+    etag = upload(store, fetch, new_key, parts, f.etag, table.key_of)
     md = pq.read_metadata(
         pa.BufferReader(plan.footer.raw + len(plan.footer.raw).to_bytes(4, "little") + b"PAR1")
     )
@@ -334,80 +263,6 @@ def splice_file(
         total,
         written_at,
     )
-
-
-def _upload(
-    store: S3Store,
-    fetch: _Fetcher,
-    key: str,
-    plan: SinglePut | MultipartPlan | ChainedPlan,
-    src_etag: str,
-    key_of: Callable[[str], str],
-) -> str:
-    """Upload the new object as planned; returns its ETag.
-
-    A chained plan uploads its temporary stages under ``_staging/`` (swept by GC if a crash
-    leaves one behind; they hold only unchanged bytes and new pages) and deletes them once
-    the new object is complete, or on failure.
-    """
-
-    def content(pieces: Sequence[Bytes | Download]) -> bytes:
-        return b"".join(
-            p.data if isinstance(p, Bytes) else fetch.get(p.start, p.end) for p in pieces
-        )
-
-    if isinstance(plan, SinglePut):
-        return store.put(key, content(plan.pieces), if_none_match=True)
-    stages = plan.stages if isinstance(plan, ChainedPlan) else (plan.parts,)
-    temps: list[tuple[str, str]] = []  # (key, etag) of each completed temporary stage
-    try:
-        for i, stage in enumerate(stages):
-            last = i == len(stages) - 1
-            target = key if last else key_of(f"{STAGING_PREFIX}splice/{uuid.uuid4().hex}.part")
-            if not last:
-                temps.append((target, ""))
-            tag = _stage(store, target, stage, fetch.source.key, src_etag, temps, content)
-            if last:
-                return tag
-            temps[-1] = (target, tag)
-        raise AssertionError("a plan has at least one stage")  # pragma: no cover
-    finally:
-        if temps:
-            failed = store.delete_many(k for k, _ in temps)
-            if failed:
-                log.warning("%d temporary splice objects left for GC", len(failed))
-
-
-def _stage(
-    store: S3Store,
-    key: str,
-    parts: Sequence[CopyPart | UploadPart | StageCopy],
-    src_key: str,
-    src_etag: str,
-    temps: Sequence[tuple[str, str]],
-    content: Callable[[Sequence[Bytes | Download]], bytes],
-) -> str:
-    """One multipart upload of a plan (aborted on failure)."""
-    upload_id = store.create_multipart(key)
-    try:
-        done: list[tuple[int, str]] = []
-        for n, part in enumerate(parts, start=1):
-            if isinstance(part, CopyPart):
-                tag = store.upload_part_copy(
-                    key, upload_id, n, src_key, part.start, part.end, src_etag=src_etag
-                )
-            elif isinstance(part, StageCopy):
-                tkey, tetag = temps[part.stage]
-                tag = store.upload_part_copy(
-                    key, upload_id, n, tkey, part.start, part.end, src_etag=tetag
-                )
-            else:
-                tag = store.upload_part(key, upload_id, n, content(part.pieces))
-            done.append((n, tag))
-        return store.complete_multipart(key, upload_id, done)
-    except BaseException:
-        store.abort_multipart(key, upload_id)
-        raise
 
 
 # --- commit ----------------------------------------------------------------------------------
@@ -471,9 +326,10 @@ class _SpliceChange:
             )
         new_dv: DVRef | None = None
         if s.new is not None:
-            rebased = rebase_positions(load_dv(self.table, cur.dv), s.removed)
+            store, prefix = self.table.store, self.table.catalog.prefix
+            rebased = rebase_positions(dvstore.load(store, prefix, cur.dv), s.removed)
             if len(rebased):
-                new_dv = write_dvs(self.table, {s.new.path: rebased})[s.new.path]
+                new_dv = dvstore.write_dvs(store, prefix, {s.new.path: rebased})[s.new.path]
         spliced = {g.index for g in s.fates if g.edited}
         return Prepared(
             _splice_builder(s, cur.dv, new_dv, spliced),
@@ -680,9 +536,10 @@ class _PurgeRecord:
         rec = base.find_request(h)
         if rec is not None:
             return Prepared(lambda b: None, detail=(rec.version, True))
-        hidden = {f.path: load_dv(self.table, f.dv) for f in base.files if f.dv is not None}
+        store, prefix = self.table.store, self.table.catalog.prefix
+        hidden = {f.path: dvstore.load(store, prefix, f.dv) for f in base.files if f.dv is not None}
         hidden = {p: bm for p, bm in hidden.items() if len(bm)}
-        targets = _targets(base, hidden)
+        targets = targets_of(base, hidden)
         if not targets:
             return Prepared(lambda b: None, detail=(None, False))
         written_at = time.time()  # before the pieces' PUTs: the GC grace clock

@@ -20,14 +20,16 @@ from pyroaring import BitMap64
 
 from lethe import errors
 from lethe.dv import bitmap_from_positions, rebase_positions
-from lethe.manifest import DataFile, ErasureRecord, ErasureTarget
+from lethe.manifest import DataFile, ErasureRecord, ErasureTarget, Manifest
 
 __all__ = [
+    "group_rows",
     "map_deletes",
     "mapped_positions",
     "positions_of",
     "row_groups_of",
     "split_positions",
+    "targets_of",
     "update_erasures",
 ]
 
@@ -157,4 +159,32 @@ def update_erasures(
         if not new_targets:
             update |= {"state": "spliced", "spliced_version": new_version}
         out.append(e.model_copy(update=update))
+    return tuple(out)
+
+
+def group_rows(f: DataFile | None, bm: BitMap64, row_groups: Sequence[int]) -> BitMap64:
+    """The positions of ``bm`` in the given row groups of ``f`` (what a splice of those
+    groups removes, ``bm`` being ``f``'s DV)."""
+    out = BitMap64()
+    if f is None or not bm:
+        return out
+    bounds = np.cumsum([0, *(rg.rows for rg in f.row_groups)])
+    for g in row_groups:
+        window = BitMap64()
+        window.add_range(int(bounds[g]), int(bounds[g + 1]))
+        out |= bm & window
+    return out
+
+
+def targets_of(base: Manifest, found: Mapping[str, BitMap64]) -> tuple[ErasureTarget, ...]:
+    """Row groups (by index) of each file that hold the given positions."""
+    out = []
+    for path in sorted(found):
+        f = base.file(path)
+        if f is None:
+            continue
+        bounds = np.cumsum([0, *(rg.rows for rg in f.row_groups)])
+        pos = np.fromiter(found[path], dtype=np.int64, count=len(found[path]))
+        rgs = np.unique(np.searchsorted(bounds, pos, side="right") - 1)
+        out.append(ErasureTarget(path=path, row_groups=tuple(int(x) for x in rgs)))
     return tuple(out)

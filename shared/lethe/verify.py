@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from lethe import errors
+from lethe import dvstore, errors
 from lethe.index_verify import check_indexes
 from lethe.manifest import DataFile, Manifest
 from lethe.table import Table
@@ -41,8 +41,6 @@ def verify(table: Table, *, deep: bool = False) -> VerifyReport:
         >>> verify(Table.open("s3://bucket/events"), deep=True).ok  # doctest: +SKIP
         True
     """
-    from lethe.deletes import load_dv
-
     problems: list[str] = []
     dvs = 0
     m = table.manifest
@@ -76,7 +74,7 @@ def verify(table: Table, *, deep: bool = False) -> VerifyReport:
         if f.dv is not None:
             dvs += 1
             try:  # the blob's CRC and cardinality are checked against the manifest
-                bm = load_dv(table, f.dv)
+                bm = dvstore.load(table.store, table.catalog.prefix, f.dv)
             except errors.LetheError as e:
                 problems.append(f"{f.path}: DV unreadable: {e}")
                 continue

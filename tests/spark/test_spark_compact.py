@@ -9,7 +9,7 @@ from conftest import EVENTS, events
 
 import lethe
 from lethe.compaction import CompactionOptions, compact
-from lethe.deletes import load_dv
+from lethe.dvstore import load
 from lethe.verify import verify
 from spark_jobs.compact import main, run_compaction, spark_runner
 
@@ -87,5 +87,7 @@ def test_delete_committed_while_the_job_runs_survives(spark: Any, table: lethe.T
     for k in late:
         assert fresh.lookup(k).num_rows == 0
     new = next(f for f in fresh.manifest.files if f.added_version == fresh.version)
-    assert new.dv is not None and sorted(load_dv(fresh, new.dv)) == [k - 30_000 for k in late]
+    assert new.dv is not None and sorted(load(fresh.store, fresh.catalog.prefix, new.dv)) == [
+        k - 30_000 for k in late
+    ]
     assert verify(fresh).ok
