@@ -13,16 +13,19 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from lethe.manifest import Manifest, encode_manifest, manifest_key
+from lethe.snapshot import Snapshot
 from lethe.table import Table
 
 __all__ = ["as_format1", "rewrite_as_format1"]
 
 
-def as_format1(m: Manifest) -> Manifest:
+def as_format1(m: Snapshot) -> Manifest:
     """``m`` as format 1: every live file inline (its DV overlay applied), no segments."""
     return Manifest.model_validate(
         {
-            **m.model_dump(by_alias=True, exclude={"segments", "dv_overlay", "inline_files"}),
+            **m.manifest.model_dump(
+                by_alias=True, exclude={"segments", "dv_overlay", "inline_files"}
+            ),
             "format_version": 1,
             "layout": "inline",
             "inline_files": [f.model_dump(by_alias=True) for f in m.files],

@@ -271,3 +271,37 @@ def test_the_size_rules_see_a_long_function_and_its_reason() -> None:
     assert long_functions(nested) == [("g", limit + 2), ("g.<locals>.h", limit + 1)]
     assert long_functions(_source("f", limit + 1, doc="Sum.\n\n    Long: a table.\n    ")) == []
     assert long_functions(_source("f", limit + 1, doc="Sum; Long: not at a line start")) != []
+
+
+# --- the manifest is only data -----------------------------------------------------------------
+def _closure(g: dict[str, set[str]], start: str) -> set[str]:
+    seen, todo = set(), [start]
+    while todo:
+        m = todo.pop()
+        for d in g.get(m, ()):
+            if d not in seen:
+                seen.add(d)
+                todo.append(d)
+    return seen
+
+
+def test_the_manifest_models_import_no_store_and_hold_no_private_state() -> None:
+    """Loading segments is :class:`lethe.snapshot.Snapshot`'s (with the catalog's reader):
+    the models of ``lethe.manifest`` reach no I/O module and keep no private attributes."""
+    import pydantic
+
+    import lethe.manifest as manifest
+
+    reached = _closure(graph(), "lethe.manifest")
+    assert not reached & {"lethe.store", "lethe.catalog", "lethe.snapshot", "lethe.objects"}
+    assert "boto3" not in {m for _, m in _absolute_imports(LIB / "manifest.py")}
+    models = [
+        v
+        for v in vars(manifest).values()
+        if isinstance(v, type)
+        and issubclass(v, pydantic.BaseModel)
+        and v.__module__ == manifest.__name__
+    ]
+    assert len(models) >= 10 and manifest.Manifest in models
+    assert {m.__name__: m.__private_attributes__ for m in models if m.__private_attributes__} == {}
+    assert all(m.model_config.get("frozen") for m in models)

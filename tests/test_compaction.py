@@ -32,6 +32,7 @@ from lethe.manifest import (
     TableProperties,
     initial_manifest,
 )
+from lethe.snapshot import Snapshot
 from lethe.transforms import apply_append
 from lethe.verify import verify
 
@@ -124,7 +125,7 @@ def _manifest(*files: DataFile) -> Any:
         schema=pa.schema([("id", pa.int64())]),
         properties=TableProperties(key="id", target_file_bytes=1000, row_group_bytes=100),
     )
-    return apply_append(m, files, Operation(kind="append"))
+    return apply_append(Snapshot(m), files, Operation(kind="append"))
 
 
 def test_plan_picks_deleted_and_small_files_and_bins_them_by_key() -> None:

@@ -16,7 +16,8 @@ from lethe import errors
 from lethe.deletes import DeleteRequest
 from lethe.gc import GcHooks, Retention, collect, parse_duration
 from lethe.layout import is_manifest_key
-from lethe.manifest import Manifest, Operation, manifest_key, request_hash
+from lethe.manifest import Operation, manifest_key, request_hash
+from lethe.snapshot import Snapshot
 from lethe.store import S3Store, parse_s3_uri
 from lethe.transforms import apply_replace
 from lethe.verify import verify
@@ -111,23 +112,21 @@ def erase(t: lethe.Table, key_value: int, rid: str) -> tuple[str, str, int]:
     new = t.write_data_files(rows)
     op = Operation(kind="erase", rows_erased=1, files_removed=1, files_added=len(new))
 
-    def build(b: Manifest) -> Manifest:
+    def build(b: Snapshot) -> Snapshot:
         nxt = apply_replace(b, [old], new, op)
-        return nxt.model_copy(
-            update={
-                "erasures": tuple(
-                    e.model_copy(
-                        update={
-                            "state": "spliced",
-                            "spliced_version": nxt.version,
-                            "superseded": (old,),
-                        }
-                    )
-                    if e.id_hash == h
-                    else e
-                    for e in nxt.erasures
+        return nxt.evolve(
+            erasures=tuple(
+                e.model_copy(
+                    update={
+                        "state": "spliced",
+                        "spliced_version": nxt.version,
+                        "superseded": (old,),
+                    }
                 )
-            }
+                if e.id_hash == h
+                else e
+                for e in nxt.erasures
+            )
         )
 
     out = t.catalog.commit(build)
@@ -311,7 +310,9 @@ def test_landed_commit_whose_head_update_is_pending_keeps_its_files(
     nxt = apply_append(t.manifest, files, Operation(kind="append"))
     t.catalog.write_segments(nxt)
     # a committer died between its manifest PUT (the commit point) and its head PUT
-    t.store.put(t.key_of(manifest_key(nxt.version)), encode_manifest(nxt), if_none_match=True)
+    t.store.put(
+        t.key_of(manifest_key(nxt.version)), encode_manifest(nxt.manifest), if_none_match=True
+    )
     from lethe.gc import plan_step
 
     st = plan_step(table_uri, grace="0s", retention="1v")

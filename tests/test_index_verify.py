@@ -76,7 +76,7 @@ def test_deep_verify_finds_entries_naming_other_rows(table_uri: str) -> None:
     etag = t.store.put(t.key_of(p.path), buf.getvalue().to_pybytes())
     pieces = (p.model_copy(update={"etag": etag, "size": buf.getvalue().size}),)
     new_ix = ix.model_copy(update={"runs": (run.model_copy(update={"pieces": pieces}),)})
-    m = t.manifest.model_copy(update={"indexes": (new_ix,)})
+    m = t.manifest.evolve(indexes=(new_ix,))
     t._m = m  # the snapshot as a buggy writer would have committed it
     rep = verify(t, deep=True)
     assert any("misses 2 of its rows and has 1 entries" in x for x in rep.problems), rep.problems

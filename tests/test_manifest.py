@@ -14,7 +14,6 @@ from lethe import errors
 from lethe.manifest import (
     DataFile,
     DVRef,
-    Manifest,
     Operation,
     RowGroupInfo,
     TableProperties,
@@ -26,6 +25,7 @@ from lethe.manifest import (
     initial_manifest,
     request_hash,
 )
+from lethe.snapshot import Snapshot
 from lethe.transforms import apply_append, apply_dv_updates, apply_replace
 
 SCHEMA = pa.schema([("id", pa.int64()), ("s", pa.string())])
@@ -67,17 +67,17 @@ def data_files(draw: st.DrawFn, idx: int | None = None) -> DataFile:
     )
 
 
-def base(**kw: object) -> Manifest:
-    return initial_manifest(
-        table_uuid="u1", schema=SCHEMA, properties=TableProperties(key="id"), **kw
-    )  # type: ignore[arg-type]
+def base(**kw: object) -> Snapshot:
+    return Snapshot(
+        initial_manifest(table_uuid="u1", schema=SCHEMA, properties=TableProperties(key="id"), **kw)  # type: ignore[arg-type]
+    )
 
 
 @given(st.lists(data_files(), max_size=6, unique_by=lambda f: f.path))
 def test_encode_decode_roundtrip(files: list[DataFile]) -> None:
     m = apply_append(base(), files, Operation(kind="append", rows_added=sum(f.rows for f in files)))
-    again = decode_manifest(encode_manifest(m))
-    assert again == m
+    again = decode_manifest(encode_manifest(m.manifest))
+    assert again == m.manifest
     assert again.arrow_schema() == SCHEMA
     assert again.version == 1 and again.previous == 0
     assert again.layout == "segmented" and again.format_version == 2
@@ -107,14 +107,14 @@ def test_corrupt_manifest_is_typed(raw: bytes, needle: str) -> None:
 
 
 def test_truncated_real_manifest_is_corrupt() -> None:
-    raw = encode_manifest(base())
+    raw = encode_manifest(base().manifest)
     for cut in (1, len(raw) // 2, len(raw) - 1):
         with pytest.raises(errors.CorruptManifest):
             decode_manifest(raw[:cut])
 
 
 def test_bad_schema_blob_is_corrupt() -> None:
-    obj = json.loads(encode_manifest(base()))
+    obj = json.loads(encode_manifest(base().manifest))
     obj["schema_b64"] = "bm90IGFuIGFycm93IHNjaGVtYQ=="
     with pytest.raises(errors.CorruptManifest, match="Arrow schema"):
         decode_manifest(json.dumps(obj).encode())
@@ -177,9 +177,9 @@ def test_dv_update_on_replaced_file_conflicts_and_replace_swaps() -> None:
 
 def test_request_log_is_bounded_and_records_hash_only() -> None:
     props = TableProperties(key="id", request_log_max=3)
-    m = initial_manifest(table_uuid="u", schema=SCHEMA, properties=props)
+    m = Snapshot(initial_manifest(table_uuid="u", schema=SCHEMA, properties=props))
     for i in range(5):
         op = Operation(kind="delete", request_id_hash=request_hash(f"req-{i}"))
         m = apply_dv_updates(m, {}, op, now=datetime.now(UTC))
     assert [r.id_hash for r in m.requests] == [request_hash(f"req-{i}") for i in (2, 3, 4)]
-    assert "req-4" not in encode_manifest(m).decode()
+    assert "req-4" not in encode_manifest(m.manifest).decode()

@@ -222,7 +222,7 @@ def test_crashed_committer_is_rolled_forward(table: lethe.Table, s3: Any) -> Non
     s3.put_object(
         Bucket=table.store.bucket,
         Key=table.key_of(manifest_key(orphan.version)),
-        Body=encode_manifest(orphan),
+        Body=encode_manifest(orphan.manifest),
     )
     # the head still names the old version; the next commit must land on top of the orphan
     r = lethe.Table.open(table.uri).append(events(90_000, 10))

@@ -8,11 +8,11 @@ Commit protocol (DESIGN §2, with roll-forward):
    *commit point*: exactly one writer can create version N+1;
 4. PUT the head with ``If-Match: <etag of N>`` to advance it.
 
-A format-2 manifest's new segments (:meth:`~lethe.manifest.Manifest.pending_segments`) are
+A format-2 snapshot's new segments (:meth:`~lethe.snapshot.Snapshot.pending_segments`) are
 PUT create-only just before step 3; a commit that provably did not land removes them.
-Segments are immutable: :class:`Segments` caches them by key for every manifest of the
-table, and remembers which segment held which file (the hint that lets a commit find the
-one segment to rewrite).
+Segments are immutable: :class:`Segments` (the reader every :class:`~lethe.snapshot.Snapshot`
+of the table loads through) caches them by key, and remembers which segment held which
+file (the hint that lets a commit find the one segment to rewrite).
 
 A 412 on step 3 means someone else committed N+1: re-read, rebase, retry with jittered
 exponential backoff. If a committer died between steps 3 and 4, the head lags behind the
@@ -57,6 +57,7 @@ from lethe.manifest import (
     encode_segment,
     manifest_key,
 )
+from lethe.snapshot import Snapshot
 from lethe.store import S3Store
 
 log = logging.getLogger(__name__)
@@ -74,7 +75,7 @@ __all__ = [
 ]
 
 
-AfterCommit: TypeAlias = "Callable[[Catalog, Manifest], None]"
+AfterCommit: TypeAlias = "Callable[[Catalog, Snapshot], None]"
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,7 +94,7 @@ class Rebase(Exception):
     """Raised by :meth:`Prepared.apply`: the base moved in a way only new I/O can absorb (a
     DV it unioned with changed, a file it targets was replaced); the loop prepares again."""
 
-    def __init__(self, base: Manifest, why: str = "") -> None:
+    def __init__(self, base: Snapshot, why: str = "") -> None:
         super().__init__(f"rebase onto version {base.version}" + (f": {why}" if why else ""))
         self.base = base
 
@@ -111,7 +112,7 @@ class Prepared:
     from the preparation that landed.
     """
 
-    apply: Callable[[Manifest], Manifest | None]
+    apply: Callable[[Snapshot], Snapshot | None]
     written: tuple[str, ...] = ()
     written_at: float | None = None
     renewable: bool = False
@@ -132,7 +133,7 @@ class Change(Protocol):
         removed when the commit provably did not land or was a no-op."""
         ...
 
-    def prepare(self, base: Manifest) -> Prepared:
+    def prepare(self, base: Snapshot) -> Prepared:
         """The I/O step, outside the CAS, for ``base``."""
         ...
 
@@ -141,12 +142,12 @@ class Change(Protocol):
 class PureChange:
     """A change without an I/O step: ``build(base)`` is the whole commit."""
 
-    build: Callable[[Manifest], Manifest | None]
+    build: Callable[[Snapshot], Snapshot | None]
     written_at: float | None = None
     what: str = "commit"
     owned: Sequence[str] = ()
 
-    def prepare(self, base: Manifest) -> Prepared:
+    def prepare(self, base: Snapshot) -> Prepared:
         return Prepared(self.build, written_at=self.written_at)
 
 
@@ -154,8 +155,8 @@ class PureChange:
 class CommitOutcome:
     """A commit that landed (``manifest``) or had nothing to do (``manifest is None``)."""
 
-    manifest: Manifest | None
-    base: Manifest
+    manifest: Snapshot | None
+    base: Snapshot
     attempts: int
     seconds: float
     prepared: Prepared | None = field(default=None, compare=False)
@@ -236,7 +237,7 @@ class Catalog:
         self.store = store
         self.prefix = prefix.strip("/")
         self.retry = retry or RetryPolicy()
-        self._cache: OrderedDict[int, Manifest] = OrderedDict()
+        self._cache: OrderedDict[int, Snapshot] = OrderedDict()
         self._lock = threading.Lock()
         self._rng = random.Random()
         self.segments = Segments(store, self.prefix)
@@ -263,7 +264,8 @@ class Catalog:
             ) from e
         return decode_head(r.body, where=f"{self.uri}/{HEAD_KEY}"), r.etag
 
-    def read_manifest(self, version: int) -> Manifest:
+    def read_manifest(self, version: int) -> Snapshot:
+        """Version ``version`` (a snapshot reading its segments through :attr:`segments`)."""
         with self._lock:
             m = self._cache.get(version)
             if m is not None:
@@ -274,11 +276,11 @@ class Catalog:
             raw = self.store.get(self.key(key)).body
         except errors.NotFound as e:
             raise errors.SnapshotNotFound(self._missing_message(version)) from e
-        m = decode_manifest(raw, where=f"{self.uri}/{key}")
-        if m.version != version:
-            raise errors.CorruptManifest(f"{self.uri}/{key} claims version {m.version}")
-        self.segments.table_uuid = m.table_uuid
-        m.attach(self.segments)
+        doc = decode_manifest(raw, where=f"{self.uri}/{key}")
+        if doc.version != version:
+            raise errors.CorruptManifest(f"{self.uri}/{key} claims version {doc.version}")
+        self.segments.table_uuid = doc.table_uuid
+        m = Snapshot(doc, self.segments)
         with self._lock:
             self._cache[version] = m
             while len(self._cache) > 64:
@@ -305,12 +307,12 @@ class Catalog:
         ]
         return min(versions) if versions else None
 
-    def current(self) -> tuple[Manifest, str]:
+    def current(self) -> tuple[Snapshot, str]:
         """The manifest the head names, and the head's ETag."""
         head, etag = self.read_head()
         return self.read_manifest(head.version), etag
 
-    def roll_forward(self) -> Manifest:
+    def roll_forward(self) -> Snapshot:
         """Advance a lagging head to the newest landed manifest (after a committer crashed
         between its manifest PUT and its head PUT). Returns the newest manifest."""
         m, etag = self.current()
@@ -321,7 +323,7 @@ class Catalog:
                 return m
             m, etag = self._advance(m, nxt, etag)
 
-    def _advance(self, m: Manifest, nxt: Manifest, etag: str) -> tuple[Manifest, str]:
+    def _advance(self, m: Snapshot, nxt: Snapshot, etag: str) -> tuple[Snapshot, str]:
         if nxt.previous != m.version or nxt.table_uuid != m.table_uuid:
             raise errors.CorruptManifest(
                 f"{self.uri}/{manifest_key(nxt.version)} does not follow version {m.version}"
@@ -335,7 +337,7 @@ class Catalog:
             return self.read_manifest(head.version), etag
 
     # --- writes -------------------------------------------------------------------------------
-    def _put_head(self, m: Manifest, if_match: str | None) -> str:
+    def _put_head(self, m: Manifest | Snapshot, if_match: str | None) -> str:
         body = encode_head(
             Head(version=m.version, manifest=manifest_key(m.version), table_uuid=m.table_uuid)
         )
@@ -348,7 +350,7 @@ class Catalog:
                 time.sleep(self.retry.delay(attempt, self._rng))
         raise errors.CommitConflict(f"head of {self.uri}: conditional PUT kept answering 409")
 
-    def _help_forward(self, base: Manifest) -> None:
+    def _help_forward(self, base: Snapshot) -> None:
         """After losing v(N+1): if the head still names N, the winner may have died before
         announcing; advance the head for it so the table never wedges."""
         head, etag = self.read_head()
@@ -360,21 +362,23 @@ class Catalog:
             return
         self._advance(base, nxt, etag)
 
-    def create(self, m0: Manifest) -> None:
+    def create(self, m0: Manifest | Snapshot) -> Snapshot:
+        """Create the table with version 0; returns it as a snapshot."""
+        snap = m0 if isinstance(m0, Snapshot) else Snapshot(m0)
         try:
-            self.write_segments(m0)
-            self.store.put(self.key(manifest_key(0)), encode_manifest(m0), if_none_match=True)
-            self._put_head(m0, None)
+            self.write_segments(snap)
+            body = encode_manifest(snap.manifest)
+            self.store.put(self.key(manifest_key(0)), body, if_none_match=True)
+            self._put_head(snap, None)
         except errors.PreconditionFailed as e:
             raise errors.TableExists(f"a table already exists at {self.uri}") from e
-        m0.attach(self.segments)
+        return snap.stored(self.segments)
 
-    def write_segments(self, m: Manifest) -> list[str]:
+    def write_segments(self, m: Snapshot) -> list[str]:
         """PUT (create-only, in parallel) the segments ``m`` introduces; returns their keys.
-        They stay cached, and ``m`` loads them through this catalog from now on."""
+        They stay cached: ``m.stored(catalog.segments)`` loads them from now on."""
         pending = m.pending_segments()
         if not pending:
-            m.attach(self.segments)
             return []
 
         def put(item: tuple[str, Segment]) -> str:
@@ -393,11 +397,10 @@ class Catalog:
             raise
         for path, seg in items:
             self.segments.remember(path, seg)
-        m.attach(self.segments).with_pending({})  # stored: loaded through the cache now
         return written
 
     def commit(
-        self, build: Callable[[Manifest], Manifest | None], *, written_at: float | None = None
+        self, build: Callable[[Snapshot], Snapshot | None], *, written_at: float | None = None
     ) -> CommitOutcome:
         """Commit a change without an I/O step: ``build(base)`` returns manifest base+1, or
         None for no-op; it is called again on every retry with the newer base (that is the
@@ -434,8 +437,9 @@ class Catalog:
                     prepared, last = None, e
                     continue
                 new = with_attempts(new, attempt)
-                body = encode_manifest(new)
+                body = encode_manifest(new.manifest)
                 segments = self.write_segments(new)
+                new = new.stored(self.segments)
                 try:
                     ambiguous = True
                     self.store.put(self.key(manifest_key(new.version)), body, if_none_match=True)
@@ -474,7 +478,7 @@ class Catalog:
                 self._remove((*written, *change.owned), "of a commit that did not land")
             raise
 
-    def _after_commit(self, m: Manifest) -> None:
+    def _after_commit(self, m: Snapshot) -> None:
         for hook in list(self.after_commit):
             try:
                 hook(self, m)
@@ -489,8 +493,8 @@ class Catalog:
                 )
 
     def _apply(
-        self, change: Change, prepared: Prepared | None, base: Manifest
-    ) -> tuple[Manifest | None, Prepared]:
+        self, change: Change, prepared: Prepared | None, base: Snapshot
+    ) -> tuple[Snapshot | None, Prepared]:
         """Apply the current preparation to ``base``, preparing anew when it asks to."""
         if prepared is not None:
             try:
@@ -507,14 +511,14 @@ class Catalog:
                 f"internal: {change.what} does not apply to the base it was prepared on ({r})"
             ) from r
 
-    def _ours(self, new: Manifest, body: bytes) -> bool:
+    def _ours(self, new: Snapshot, body: bytes) -> bool:
         """After a 412 on our manifest PUT: whether the version that exists is ours (an SDK
         retry of a PUT whose first response was lost lands, then answers 412)."""
         try:  # cached: the next attempt builds on it when it is not ours
             landed = self.read_manifest(new.version)
         except errors.SnapshotNotFound:
             return False
-        return encode_manifest(landed) == body
+        return encode_manifest(landed.manifest) == body
 
     def _remove(self, keys: Sequence[str], why: str) -> None:
         """Delete objects nothing references (best effort: GC sweeps what is left)."""
@@ -526,8 +530,8 @@ class Catalog:
             log.warning("could not remove %d objects %s (%s); GC will", len(keys), why, e)
 
 
-def with_attempts(m: Manifest, attempt: int) -> Manifest:
+def with_attempts(m: Snapshot, attempt: int) -> Snapshot:
     """``m`` with the commit attempt that PUTs it in its operation's params (``attempts``:
     1 when the first attempt lands; the table report charts them)."""
     op = m.operation.model_copy(update={"params": {**m.operation.params, "attempts": attempt}})
-    return m.model_copy(update={"operation": op}).with_pending(m.pending_segments())
+    return m.evolve(operation=op)

@@ -47,7 +47,6 @@ from lethe.manifest import (
     DVRef,
     ErasureTarget,
     IndexRun,
-    Manifest,
     Operation,
     TableProperties,
 )
@@ -58,6 +57,7 @@ from lethe.remap import (
     split_positions,
     update_erasures,
 )
+from lethe.snapshot import Snapshot
 from lethe.store import IOCounters, S3Store, parse_s3_uri
 from lethe.transforms import apply_replace
 from lethe.values import from_json
@@ -208,7 +208,7 @@ def _sort_key(f: DataFile, key: str, key_type: Any) -> tuple[int, Any, str]:
 
 
 def plan_compaction(
-    manifest: Manifest, options: CompactionOptions | None = None, *, table_uri: str = ""
+    manifest: Snapshot, options: CompactionOptions | None = None, *, table_uri: str = ""
 ) -> CompactionPlan:
     """Choose what to rewrite (pure: no I/O).
 
@@ -223,7 +223,7 @@ def plan_compaction(
         >>> import pyarrow as pa
         >>> m = initial_manifest(table_uuid="u", schema=pa.schema([("id", pa.int64())]),
         ...                      properties=TableProperties(key="id", target_file_bytes=100))
-        >>> plan_compaction(m).empty
+        >>> plan_compaction(Snapshot(m)).empty
         True
     """
     opts = options or CompactionOptions()
@@ -332,7 +332,7 @@ class RewriteTask(BaseModel):
     files: tuple[DataFile, ...]
 
 
-def rewrite_tasks(plan: CompactionPlan, manifest: Manifest) -> list[RewriteTask]:
+def rewrite_tasks(plan: CompactionPlan, manifest: Snapshot) -> list[RewriteTask]:
     """The tasks of a plan (groups with live rows; fully deleted groups need no rewrite)."""
     return [
         RewriteTask(
@@ -358,19 +358,21 @@ def run_rewrite_task(task: RewriteTask, *, store: S3Store | None = None) -> list
         CorruptManifest: the rows written differ from the live rows the plan counted.
     """
     from lethe.catalog import Catalog
-    from lethe.manifest import schema_from_b64
+    from lethe.manifest import Manifest, schema_from_b64
     from lethe.table import Table
 
     bucket, prefix = parse_s3_uri(task.table_uri)
     store = store if store is not None and store.bucket == bucket else S3Store(bucket)
-    stub = Manifest(
-        table_uuid="compaction",
-        version=0,
-        created_at=datetime.now(UTC),
-        operation=Operation(kind="compact"),
-        schema_b64=task.schema_b64,
-        properties=task.properties,
-        files=task.files,
+    stub = Snapshot(
+        Manifest(
+            table_uuid="compaction",
+            version=0,
+            created_at=datetime.now(UTC),
+            operation=Operation(kind="compact"),
+            schema_b64=task.schema_b64,
+            properties=task.properties,
+            files=task.files,
+        )
     )
     view = Table(Catalog(store, prefix), stub)
     schema = schema_from_b64(task.schema_b64)
@@ -446,17 +448,17 @@ class _Replace:
     runs: Mapping[str, IndexRun] = field(default_factory=dict)  # index runs of ``added``
     caught_up: Mapping[str, IndexRun] = field(default_factory=dict)  # of uncovered files
 
-    def validate(self, b: Manifest) -> None:
+    def validate(self, b: Snapshot) -> None:
         for p in self.removed:
             f = b.file(p)
             if f is None or f.dv != self.dv_seen[p]:
                 raise Rebase(b, "a source was replaced or its DV changed")
 
-    def _held(self, b: Manifest) -> dict[str, str]:
+    def _held(self, b: Snapshot) -> dict[str, str]:
         """Source file -> the segment object whose entry describes it in ``b``."""
         return {p: s.path for p, s in b.locate(list(self.removed)).items()}
 
-    def __call__(self, b: Manifest) -> Manifest:
+    def __call__(self, b: Snapshot) -> Snapshot:
         self.validate(b)
         gone = set(self.removed)
         still = {  # coalesced DVs of files whose DV did not change meanwhile
@@ -541,7 +543,7 @@ class _CompactionChange:
                     ]
         return mapped, moved, n_mapped
 
-    def _coalesce(self, base: Manifest) -> tuple[list[tuple[str, bytes, int]], dict[str, DVRef]]:
+    def _coalesce(self, base: Snapshot) -> tuple[list[tuple[str, bytes, int]], dict[str, DVRef]]:
 
         coalesce: list[tuple[str, bytes, int]] = []
         coalesce_from: dict[str, DVRef] = {}
@@ -559,7 +561,7 @@ class _CompactionChange:
             return [], {}
         return coalesce, coalesce_from
 
-    def prepare(self, base: Manifest) -> Prepared:
+    def prepare(self, base: Snapshot) -> Prepared:
         live = self._live_groups(base)
         dv_now = {f.path: base.file(f.path).dv for g in live for f in g.files}  # type: ignore[union-attr]
         mapped, moved, n_mapped = self._map(live, dv_now)
@@ -586,7 +588,7 @@ class _CompactionChange:
             ),
         )
 
-    def _live_groups(self, base: Manifest) -> list[CompactionGroup]:
+    def _live_groups(self, base: Snapshot) -> list[CompactionGroup]:
         """The groups whose sources are all still live in ``base``; the outputs of the others
         (written for groups that cannot commit: never referenced) are deleted."""
         table, plan, outputs = self.table, self.plan, self.outputs

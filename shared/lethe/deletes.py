@@ -31,7 +31,6 @@ from lethe.manifest import (
     ErasureRecord,
     ErasureTarget,
     IndexPiece,
-    Manifest,
     Operation,
     RequestRecord,
     request_hash,
@@ -39,6 +38,7 @@ from lethe.manifest import (
 from lethe.reader import FileHandle, iter_row_groups
 from lethe.remap import group_rows, targets_of
 from lethe.scan import DVCache, plan, plan_files
+from lethe.snapshot import Snapshot
 from lethe.store import IOCounters
 from lethe.transforms import apply_dv_updates
 
@@ -106,7 +106,7 @@ def _body_hash(request_id: str | None, dnf: Dnf, erase: bool) -> str | None:
 
 
 def _sort_requests(
-    hashes: Sequence[str | None], bodies: Sequence[str | None], base: Manifest
+    hashes: Sequence[str | None], bodies: Sequence[str | None], base: Snapshot
 ) -> tuple[dict[int, RequestRecord], dict[int, int], set[int], list[int]]:
     """Split a batch against the request log of ``base`` and within itself.
 
@@ -142,7 +142,7 @@ def _sort_requests(
 
 def locate(
     table: Table,
-    base: Manifest,
+    base: Snapshot,
     dnfs: Sequence[Dnf],
     *,
     only_paths: set[str] | None = None,
@@ -234,12 +234,12 @@ def _builder(
     op: Operation,
     erasures: list[ErasureRecord],
     pieces: Mapping[str, tuple[IndexPiece, ...]],
-) -> Callable[[Manifest], Manifest | None]:
+) -> Callable[[Snapshot], Snapshot | None]:
     """The commit step: apply the DVs if the base still has the DVs they were unioned with
     (and the scrubbed index pieces, if the base still has the old ones); otherwise ask for
     a rebase (which needs I/O, so it happens outside the CAS loop)."""
 
-    def build(b: Manifest) -> Manifest | None:
+    def build(b: Snapshot) -> Snapshot | None:
         for r in records:
             if b.find_request(r.id_hash) is not None:
                 raise Rebase(b, "a redelivered twin landed")
@@ -262,7 +262,7 @@ def _builder(
 
 def _scrub(
     table: Table,
-    base: Manifest,
+    base: Snapshot,
     requests: Sequence[DeleteRequest],
     dnfs: Sequence[Dnf],
     physical: Mapping[int, dict[str, BitMap64]],
@@ -292,7 +292,7 @@ class _DVsOf:
     """The DVs of ``base``'s files, loaded on first use (once with the read that located the
     rows: the same :class:`~lethe.scan.DVCache`)."""
 
-    def __init__(self, dvs: DVCache, base: Manifest) -> None:
+    def __init__(self, dvs: DVCache, base: Snapshot) -> None:
         self.dvs, self.base = dvs, base
 
     def __call__(self, path: str) -> BitMap64:
@@ -329,7 +329,7 @@ class _DeleteChange:
     def what(self) -> str:
         return self.kind
 
-    def prepare(self, base: Manifest) -> Prepared:
+    def prepare(self, base: Snapshot) -> Prepared:
         table, requests, hashes = self.table, self.requests, self.hashes
         done, twins, conflicts, live = _sort_requests(hashes, self.bodies, base)
         # an erase finds every matching row still physically in a live file, hidden or not

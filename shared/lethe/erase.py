@@ -36,7 +36,6 @@ from lethe.manifest import (
     DVRef,
     ErasureRecord,
     ErasureTarget,
-    Manifest,
     Operation,
     RequestRecord,
     request_hash,
@@ -51,6 +50,7 @@ from lethe.parquet.segments import NeedBytes, Source
 from lethe.parquet.splice import GroupEdit, GroupFate, SplicePlan, splice
 from lethe.progress import Progress, Tracker, track
 from lethe.remap import targets_of
+from lethe.snapshot import Snapshot
 from lethe.splice_io import Fetcher, read_footer, upload
 from lethe.store import IOCounters
 from lethe.transforms import apply_dv_updates, apply_replace
@@ -317,7 +317,7 @@ class _SpliceChange:
     def owned(self) -> tuple[str, ...]:
         return (self.s.new.path,) if self.s.new is not None else ()
 
-    def prepare(self, base: Manifest) -> Prepared:
+    def prepare(self, base: Snapshot) -> Prepared:
         s = self.s
         cur = base.file(s.old.path)
         if cur is None:
@@ -338,7 +338,7 @@ class _SpliceChange:
         )
 
 
-def commit_splice(table: Table, s: SpliceResult, *, request_hashes: Sequence[str] = ()) -> Manifest:
+def commit_splice(table: Table, s: SpliceResult, *, request_hashes: Sequence[str] = ()) -> Snapshot:
     """Replace ``s.old`` by ``s.new`` with the DV rebased; concurrent deletes on the old file
     are mapped onto the new one (through the catalog's one commit loop: bounded, jittered; a
     DV container is written anew only when the old file's DV changed).
@@ -355,7 +355,7 @@ def commit_splice(table: Table, s: SpliceResult, *, request_hashes: Sequence[str
 
 def _splice_builder(
     s: SpliceResult, expected: DVRef | None, new_dv: DVRef | None, spliced: set[int]
-) -> Callable[[Manifest], Manifest | None]:
+) -> Callable[[Snapshot], Snapshot | None]:
     new_files = [s.new.model_copy(update={"dv": new_dv})] if s.new is not None else []
     op = Operation(
         kind="erase",
@@ -366,7 +366,7 @@ def _splice_builder(
         params={"row_groups_spliced": len(spliced)},
     )
 
-    def build(b: Manifest) -> Manifest | None:
+    def build(b: Snapshot) -> Snapshot | None:
         f = b.file(s.old.path)
         if f is None or f.dv != expected:
             raise Rebase(b, "the old file's DV changed")
@@ -386,7 +386,7 @@ def _splice_builder(
 
 
 # --- erase -----------------------------------------------------------------------------------
-def _pending_targets(m: Manifest, id_hash: str) -> tuple[ErasureTarget, ...]:
+def _pending_targets(m: Snapshot, id_hash: str) -> tuple[ErasureTarget, ...]:
     for e in m.erasures:
         if e.id_hash == id_hash and e.state == "pending":
             return e.targets
@@ -411,7 +411,7 @@ def process_erasure(
 
 
 def _splice_pending(
-    table: Table, m: Manifest, id_hash: str, max_bytes: int | None, tracker: Tracker
+    table: Table, m: Snapshot, id_hash: str, max_bytes: int | None, tracker: Tracker
 ) -> tuple[bool, list[SpliceResult]]:
     """The loop of :func:`process_erasure` from the latest manifest ``m``: one file's
     pending row groups per splice."""
@@ -531,7 +531,7 @@ class _PurgeRecord:
     what: str = "purge"
     owned: tuple[str, ...] = ()
 
-    def prepare(self, base: Manifest) -> Prepared:
+    def prepare(self, base: Snapshot) -> Prepared:
         h = self.id_hash
         rec = base.find_request(h)
         if rec is not None:
@@ -562,7 +562,7 @@ class _PurgeRecord:
             params={"hidden_rows": record.rows, "index_pieces_scrubbed": len(pieces)},
         )
 
-        def build(b: Manifest) -> Manifest | None:
+        def build(b: Snapshot) -> Snapshot | None:
             if b.find_request(h) is not None:
                 raise Rebase(b, "a twin recorded it")  # its version is read by prepare
             if any(b.file(t.path) is None for t in erasure.targets):

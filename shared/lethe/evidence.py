@@ -20,7 +20,7 @@ from lethe.gc.marking import list_objects, relative
 from lethe.gc.models import ErasureMarker, GcReport
 from lethe.gc.workspace import decode
 from lethe.layout import METADATA_PREFIX
-from lethe.manifest import Manifest
+from lethe.snapshot import Snapshot
 
 log = logging.getLogger(__name__)
 
@@ -41,13 +41,13 @@ class Evidence:
     markers by id hash, and the table-relative paths of the objects present now."""
 
     uri: str
-    chain: tuple[Manifest, ...]
+    chain: tuple[Snapshot, ...]
     reports: tuple[GcReport, ...]
     markers: Mapping[str, ErasureMarker]
     present: frozenset[str]
 
     @property
-    def head(self) -> Manifest:
+    def head(self) -> Snapshot:
         return self.chain[-1]
 
     def deletions(self) -> dict[str, Deletion]:
@@ -61,14 +61,14 @@ class Evidence:
                     out.setdefault(k, Deletion(r.finished_at, r.run_id))
         return out
 
-    def manifest(self, version: int) -> Manifest | None:
+    def manifest(self, version: int) -> Snapshot | None:
         for m in self.chain:
             if m.version == version:
                 return m
         return None
 
 
-def _chain(catalog: Catalog) -> tuple[Manifest, ...]:
+def _chain(catalog: Catalog) -> tuple[Snapshot, ...]:
     m, _ = catalog.current()
     out = [m]
     while m.previous is not None:

@@ -52,11 +52,12 @@ from lethe.index_pieces import order as _order
 from lethe.index_pieces import piece_key as _key
 from lethe.index_pieces import with_file_dictionary as _with_file_dictionary
 from lethe.layout import INDEX_PREFIX
-from lethe.manifest import ColumnIndex, DataFile, IndexOrigin, IndexPiece, IndexRun, Manifest
+from lethe.manifest import ColumnIndex, DataFile, IndexOrigin, IndexPiece, IndexRun
 from lethe.objects import io_pool
 from lethe.progress import Progress, track
 from lethe.reader import FileHandle, SparseFile, read_row_group
 from lethe.scan import candidate_files, plan_files
+from lethe.snapshot import Snapshot
 from lethe.store import S3Store
 from lethe.values import JsonScalar, comparable, exact_scalar, from_json, is_orderable
 
@@ -119,7 +120,7 @@ def check_indexable(schema: pa.Schema, column: str) -> pa.DataType:
     return t
 
 
-def piece_paths(m: Manifest) -> set[str]:
+def piece_paths(m: Snapshot) -> set[str]:
     """Every index object the root of ``m`` references."""
     return {p.path for ix in m.indexes for r in ix.runs for p in r.pieces}
 
@@ -231,8 +232,8 @@ def build_run(
 
 
 def with_new_runs(
-    m: Manifest, runs: Mapping[str, IndexRun], covers: tuple[tuple[int, int], ...] | None = None
-) -> Manifest:
+    m: Snapshot, runs: Mapping[str, IndexRun], covers: tuple[tuple[int, int], ...] | None = None
+) -> Snapshot:
     """``m`` (not yet committed) with ``runs`` added to the indexes still declared in it,
     each covering ``covers`` (default: the files ``m`` itself adds). Runs of indexes ``m``
     no longer declares are left out (their objects are garbage)."""
@@ -247,7 +248,7 @@ def with_new_runs(
         else ix
         for ix in m.indexes
     )
-    return m.model_copy(update={"indexes": indexes}).with_pending(m.pending_segments())
+    return m.evolve(indexes=indexes)
 
 
 # --- probing ---------------------------------------------------------------------------------
@@ -340,7 +341,7 @@ class IndexPlan:
     exact: bool
 
 
-def usable(m: Manifest, dnf: Dnf | None) -> tuple[ColumnIndex, list[Any], bool] | None:
+def usable(m: Snapshot, dnf: Dnf | None) -> tuple[ColumnIndex, list[Any], bool] | None:
     """The index a filter can use (every clause pins the column by ``=``/``in``), the values
     it pins, and whether the filter is exactly "column in values"."""
     if dnf is None:
@@ -361,7 +362,7 @@ def usable(m: Manifest, dnf: Dnf | None) -> tuple[ColumnIndex, list[Any], bool] 
 def index_plans(
     store: S3Store,
     prefix: str,
-    m: Manifest,
+    m: Snapshot,
     dnfs: Sequence[Dnf | None],
     *,
     physical: Sequence[bool] | None = None,
@@ -439,7 +440,7 @@ def row_groups_of(f: DataFile, positions: BitMap64) -> list[tuple[int, int]]:
 def index_plan(
     store: S3Store,
     prefix: str,
-    m: Manifest,
+    m: Snapshot,
     dnf: Dnf | None,
     *,
     physical: bool = False,
@@ -496,7 +497,7 @@ def _entries_in_memory(
 def runs_for_files(
     store: S3Store,
     prefix: str,
-    m: Manifest,
+    m: Snapshot,
     files: Sequence[DataFile],
     values: Mapping[str, pa.ChunkedArray] | None = None,
 ) -> tuple[dict[str, IndexRun], list[str]]:
@@ -521,8 +522,8 @@ def runs_for_files(
     return runs, written
 
 
-def declare(base: Manifest, column: str, runs: Sequence[IndexRun], through: int) -> Manifest:
-    """Manifest N+1 declaring an index on ``column`` whose first ``runs`` (the backfill of
+def declare(base: Snapshot, column: str, runs: Sequence[IndexRun], through: int) -> Snapshot:
+    """Snapshot N+1 declaring an index on ``column`` whose first ``runs`` (the backfill of
     the files live at version ``through``) cover added versions ``[0, through]``."""
     from lethe.transforms import upgrade
 
@@ -534,9 +535,7 @@ def declare(base: Manifest, column: str, runs: Sequence[IndexRun], through: int)
     ix = ColumnIndex(column=column, created_version=nxt.version, runs=first)
     params: dict[str, JsonScalar] = {"create": column, "entries": sum(r.entries for r in first)}
     op_ = nxt.operation.model_copy(update={"kind": "index", "params": params})
-    return nxt.model_copy(update={"indexes": (*base.indexes, ix), "operation": op_}).with_pending(
-        nxt.pending_segments()
-    )
+    return nxt.evolve(indexes=(*base.indexes, ix), operation=op_)
 
 
 def backfill_task(
@@ -555,8 +554,8 @@ def backfill_task(
     return run
 
 
-def undeclare(base: Manifest, column: str) -> Manifest:
-    """Manifest N+1 without the index on ``column`` (its pieces become garbage)."""
+def undeclare(base: Snapshot, column: str) -> Snapshot:
+    """Snapshot N+1 without the index on ``column`` (its pieces become garbage)."""
     from lethe.transforms import upgrade
 
     if base.index(column) is None:
@@ -566,9 +565,7 @@ def undeclare(base: Manifest, column: str) -> Manifest:
     nxt = upgrade(base)
     op_ = nxt.operation.model_copy(update={"kind": "index", "params": {"drop": column}})
     keep = tuple(ix for ix in base.indexes if ix.column != column)
-    return nxt.model_copy(update={"indexes": keep, "operation": op_}).with_pending(
-        nxt.pending_segments()
-    )
+    return nxt.evolve(indexes=keep, operation=op_)
 
 
 def initial_indexes(schema: pa.Schema, columns: Iterable[str]) -> tuple[ColumnIndex, ...]:
@@ -627,7 +624,7 @@ def _union(ranges: Iterable[tuple[int, int]]) -> tuple[tuple[int, int], ...]:
     return tuple(out)
 
 
-def plan_merges(m: Manifest) -> list[tuple[str, tuple[IndexRun, ...]]]:
+def plan_merges(m: Snapshot) -> list[tuple[str, tuple[IndexRun, ...]]]:
     """Per index with at least :data:`MAX_RUNS` runs: its smallest runs to merge (bounded:
     :data:`MERGE_FANOUT` runs, :data:`MERGE_MAX_ENTRIES` entries). Size-tiered, so an entry
     is rewritten O(log entries) times."""
@@ -648,7 +645,7 @@ def plan_merges(m: Manifest) -> list[tuple[str, tuple[IndexRun, ...]]]:
 
 
 def merge(
-    store: S3Store, prefix: str, m: Manifest, column: str, runs: Sequence[IndexRun]
+    store: S3Store, prefix: str, m: Snapshot, column: str, runs: Sequence[IndexRun]
 ) -> tuple[Merge, list[str]]:
     """Read ``runs`` whole and write them as one run covering all they covered."""
     t = m.arrow_schema().field(column).type
@@ -664,7 +661,7 @@ def merge(
     return Merge(column, tuple(runs), run.model_copy(update={"covers": covers})), written
 
 
-def with_merges(m: Manifest, merges: Sequence[Merge]) -> Manifest:
+def with_merges(m: Snapshot, merges: Sequence[Merge]) -> Snapshot:
     """``m`` (not yet committed) with each merge applied where its runs are unchanged."""
     if not merges:
         return m
@@ -675,13 +672,13 @@ def with_merges(m: Manifest, merges: Sequence[Merge]) -> Manifest:
                 continue
             rest = tuple(r for r in ix.runs if r not in mg.old)
             indexes[i] = ix.model_copy(update={"runs": (mg.new, *rest)})
-    return m.model_copy(update={"indexes": tuple(indexes)}).with_pending(m.pending_segments())
+    return m.evolve(indexes=tuple(indexes))
 
 
 def maintain(
     store: S3Store,
     prefix: str,
-    m: Manifest,
+    m: Snapshot,
     files: Sequence[DataFile],
     *,
     values: Mapping[str, pa.ChunkedArray] | None = None,
@@ -699,7 +696,7 @@ def maintain(
 
 
 def catch_up(
-    store: S3Store, prefix: str, m: Manifest, exclude: Iterable[str] = ()
+    store: S3Store, prefix: str, m: Snapshot, exclude: Iterable[str] = ()
 ) -> tuple[dict[str, IndexRun], list[str]]:
     """Per index, one run over the live files of ``m`` it does not cover (spliced files,
     files of writers that did not index; ``exclude``: files about to be replaced), covering
@@ -725,7 +722,7 @@ def catch_up(
     return out, written
 
 
-def with_runs(m: Manifest, runs: Mapping[str, IndexRun]) -> Manifest:
+def with_runs(m: Snapshot, runs: Mapping[str, IndexRun]) -> Snapshot:
     """``m`` (not yet committed) with ``runs`` (their ``covers`` set) added to the indexes
     still declared in it."""
     if not runs:
@@ -734,4 +731,4 @@ def with_runs(m: Manifest, runs: Mapping[str, IndexRun]) -> Manifest:
         ix.model_copy(update={"runs": (*ix.runs, runs[ix.column])}) if ix.column in runs else ix
         for ix in m.indexes
     )
-    return m.model_copy(update={"indexes": indexes}).with_pending(m.pending_segments())
+    return m.evolve(indexes=indexes)

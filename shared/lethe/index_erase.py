@@ -33,8 +33,9 @@ from lethe.index import (
     piece_paths,
     write_pieces,
 )
-from lethe.manifest import DataFile, IndexPiece, IndexRun, Manifest
+from lethe.manifest import DataFile, IndexPiece, IndexRun
 from lethe.reader import FileHandle, read_positions
+from lethe.snapshot import Snapshot
 from lethe.store import S3Store
 from lethe.values import exact_scalar, from_json, to_json
 
@@ -66,7 +67,7 @@ class ErasedRows:
 def erased_entries(
     store: S3Store,
     prefix: str,
-    m: Manifest,
+    m: Snapshot,
     found: Mapping[str, BitMap64],
     pinned: Mapping[str, Iterable[Any]] | None = None,
 ) -> ErasedRows:
@@ -104,7 +105,7 @@ class _Live:
     """Index paths of the live files of ``m`` with the origin positions already removed
     (loaded on first need: most entries of an erased value name a file the erase read)."""
 
-    def __init__(self, m: Manifest, known: Iterable[DataFile]) -> None:
+    def __init__(self, m: Snapshot, known: Iterable[DataFile]) -> None:
         self.m = m
         self.paths: dict[str, BitMap64] = {index_path(f): origin_removed(f) for f in known}
         self.complete = False
@@ -147,7 +148,7 @@ def _doomed(entries: pa.Table, e: Erased, value_set: pa.Array, live: _Live) -> n
 
 
 def scrub(
-    store: S3Store, prefix: str, m: Manifest, erased: ErasedRows
+    store: S3Store, prefix: str, m: Snapshot, erased: ErasedRows
 ) -> tuple[dict[str, tuple[IndexPiece, ...]], list[str]]:
     """Rewrite every piece of ``m`` holding an entry ``erased`` removes (only pieces whose
     ``[min, max]`` can hold an erased value are read). Returns old piece path -> its
@@ -181,7 +182,7 @@ def scrub(
 def scrub_rows(
     store: S3Store,
     prefix: str,
-    m: Manifest,
+    m: Snapshot,
     found: Mapping[str, BitMap64],
     pinned: Mapping[str, Iterable[Any]] | None = None,
 ) -> tuple[dict[str, tuple[IndexPiece, ...]], list[str]]:
@@ -196,7 +197,7 @@ def scrub_rows(
     return scrub(store, prefix, m, erased)
 
 
-def replace_pieces(m: Manifest, repl: Mapping[str, tuple[IndexPiece, ...]]) -> Manifest | None:
+def replace_pieces(m: Snapshot, repl: Mapping[str, tuple[IndexPiece, ...]]) -> Snapshot | None:
     """``m`` (not yet committed) with pieces replaced; None if one of them is gone from
     ``m`` (another commit rewrote it: scrub again on the new base)."""
     if not repl:
@@ -210,4 +211,4 @@ def replace_pieces(m: Manifest, repl: Mapping[str, tuple[IndexPiece, ...]]) -> M
         return r.model_copy(update={"pieces": pieces})
 
     indexes = tuple(ix.model_copy(update={"runs": tuple(map(run, ix.runs))}) for ix in m.indexes)
-    return m.model_copy(update={"indexes": indexes}).with_pending(m.pending_segments())
+    return m.evolve(indexes=indexes)

@@ -24,7 +24,8 @@ import pyarrow.parquet as pq
 
 from lethe import dvstore, errors
 from lethe.index import entries_of, index_path, origin_positions, origin_removed
-from lethe.manifest import ColumnIndex, DataFile, IndexPiece, Manifest
+from lethe.manifest import ColumnIndex, DataFile, IndexPiece
+from lethe.snapshot import Snapshot
 from lethe.store import S3Store
 from lethe.values import from_json, to_json
 
@@ -41,7 +42,7 @@ class IndexCheck:
 
 
 def check_indexes(
-    store: S3Store, prefix: str, m: Manifest, files: list[DataFile], *, deep: bool = False
+    store: S3Store, prefix: str, m: Snapshot, files: list[DataFile], *, deep: bool = False
 ) -> IndexCheck:
     """Check the indexes of ``m`` (``files``: its live files), see the module docstring."""
     problems: list[str] = []

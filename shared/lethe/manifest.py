@@ -11,11 +11,8 @@ Two layouts:
 * format 2, ``layout: "segmented"``: the manifest (the *root*) lists immutable **segments**
   (``manifest/segments/…json.gz``, each a bounded group of file entries with their DV
   references) with a :class:`SegmentSummary` each, enough to prune without opening it.
-  A manifest decoded from storage is given a :class:`SegmentSource` (the catalog's cache of
-  immutable segment objects) and loads segments only when asked: :attr:`Manifest.files`
-  loads all of them, :meth:`Manifest.files_where` only those whose summary passes a test,
-  :meth:`Manifest.file` the one that holds a path. A manifest built by a commit also holds
-  its new segments until the catalog stores them (:meth:`Manifest.pending_segments`).
+  The models never load a segment: :class:`lethe.snapshot.Snapshot` pairs a manifest with
+  the reader of its segments (and the segments a commit built that are not stored yet).
 """
 
 from __future__ import annotations
@@ -25,12 +22,12 @@ import gzip
 import hashlib
 import json
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import Any, Final, Literal, Protocol
+from typing import Any, Final, Literal
 
 import pyarrow as pa
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from lethe import errors
 from lethe.layout import manifest_key, segment_key
@@ -54,7 +51,6 @@ __all__ = [
     "RequestRecord",
     "RowGroupInfo",
     "Segment",
-    "SegmentSource",
     "SegmentSummary",
     "TableProperties",
     "decode_head",
@@ -308,18 +304,6 @@ class ColumnIndex(_Frozen):
         return any(r.covers_version(f.index_version) for r in self.runs)
 
 
-class SegmentSource(Protocol):
-    """Loads immutable segments (the catalog's cache, :class:`lethe.catalog.Segments`)."""
-
-    def load(self, summary: SegmentSummary) -> Segment: ...
-
-    def load_many(self, summaries: Sequence[SegmentSummary]) -> list[Segment]: ...
-
-    def where(self, path: str) -> str | None:
-        """The id of the segment this process last saw holding ``path`` (a hint)."""
-        ...
-
-
 class Manifest(_Frozen):
     """One immutable table snapshot (``manifest/vNNNNNNNN.json``); see the module docstring."""
 
@@ -342,11 +326,6 @@ class Manifest(_Frozen):
     requests: tuple[RequestRecord, ...] = ()
     erasures: tuple[ErasureRecord, ...] = ()
     indexes: tuple[ColumnIndex, ...] = ()
-
-    _source: SegmentSource | None = PrivateAttr(default=None)
-    _pending: dict[str, Segment] = PrivateAttr(default_factory=dict)
-    _all: tuple[DataFile, ...] | None = PrivateAttr(default=None)
-    _overlay: dict[str, dict[str, DVRef]] | None = PrivateAttr(default=None)
 
     @model_validator(mode="before")
     @classmethod
@@ -373,14 +352,6 @@ class Manifest(_Frozen):
             raise ValueError("an inline manifest has no DV overlay")
         return self
 
-    def __eq__(self, other: object) -> bool:
-        """Equal fields (the loader and loaded segments are not part of the value)."""
-        if not isinstance(other, Manifest):
-            return NotImplemented
-        return self.__dict__ == other.__dict__
-
-    __hash__ = BaseModel.__hash__
-
     def model_copy(
         self, *, update: Mapping[str, Any] | None = None, deep: bool = False
     ) -> Manifest:
@@ -401,146 +372,6 @@ class Manifest(_Frozen):
 
     def arrow_schema(self) -> pa.Schema:
         return schema_from_b64(self.schema_b64)
-
-    # --- segments ------------------------------------------------------------------------------
-    def attach(self, source: SegmentSource | None) -> Manifest:
-        """Give this manifest the loader of its segments (returns self)."""
-        self._source = source
-        return self
-
-    @property
-    def source(self) -> SegmentSource | None:
-        return self._source
-
-    def with_pending(self, pending: Mapping[str, Segment]) -> Manifest:
-        """Hold ``pending`` (segment path -> segment) until the catalog stores them."""
-        self._pending = dict(pending)
-        self._all = None
-        self._overlay = None
-        return self
-
-    def pending_segments(self) -> dict[str, Segment]:
-        """Segments this manifest references that are not stored yet (path -> segment)."""
-        return {s.path: self._pending[s.path] for s in self.segments if s.path in self._pending}
-
-    def segment(self, summary: SegmentSummary) -> Segment:
-        """The segment ``summary`` describes (pending, or loaded through the source)."""
-        seg = self._pending.get(summary.path)
-        if seg is not None:
-            return seg
-        if self._source is None:
-            raise errors.CorruptManifest(
-                f"version {self.version}: segment {summary.path} cannot be loaded (no source)"
-            )
-        return self._source.load(summary)
-
-    def overlay_of(self, segment_id: str) -> dict[str, DVRef]:
-        """The overlay's DVs of the files of one segment (path -> DV)."""
-        if self._overlay is None:
-            by_seg: dict[str, dict[str, DVRef]] = {}
-            for o in self.dv_overlay:
-                by_seg.setdefault(o.segment, {})[o.path] = o.dv
-            self._overlay = by_seg
-        return self._overlay.get(segment_id, {})
-
-    def segment_files(
-        self, summary: SegmentSummary, seg: Segment | None = None
-    ) -> tuple[DataFile, ...]:
-        """The files of one segment as of this manifest (the DV overlay applied)."""
-        seg = seg if seg is not None else self.segment(summary)
-        ov = self.overlay_of(summary.id)
-        if not ov:
-            return seg.files
-        return tuple(
-            f.model_copy(update={"dv": ov[f.path]}) if f.path in ov else f for f in seg.files
-        )
-
-    def segments_of(self, summaries: Sequence[SegmentSummary]) -> list[Segment]:
-        """Several segments, loaded in parallel where the source can."""
-        missing = [s for s in summaries if s.path not in self._pending]
-        loaded: dict[str, Segment] = {}
-        if missing:
-            if self._source is None:
-                raise errors.CorruptManifest(
-                    f"version {self.version}: segments cannot be loaded (no source)"
-                )
-            loaded = {
-                s.path: seg for s, seg in zip(missing, self._source.load_many(missing), strict=True)
-            }
-        return [self._pending.get(s.path) or loaded[s.path] for s in summaries]
-
-    # --- files ---------------------------------------------------------------------------------
-    @property
-    def files(self) -> tuple[DataFile, ...]:
-        """Every live file (a segmented manifest loads all its segments)."""
-        if not self.segmented:
-            return self.inline_files
-        if self._all is None:
-            segs = self.segments_of(self.segments)
-            self._all = tuple(
-                f
-                for s, seg in zip(self.segments, segs, strict=True)
-                for f in self.segment_files(s, seg)
-            )
-        return self._all
-
-    def files_where(self, keep: Callable[[SegmentSummary], bool]) -> list[DataFile]:
-        """Live files of the segments whose summary passes ``keep`` (all files if inline)."""
-        if not self.segmented:
-            return list(self.inline_files)
-        if self._all is not None:
-            chosen = {s.path for s in self.segments if keep(s)}
-            if len(chosen) == len(self.segments):
-                return list(self._all)
-        wanted = [s for s in self.segments if keep(s)]
-        segs = self.segments_of(wanted)
-        return [f for s, seg in zip(wanted, segs, strict=True) for f in self.segment_files(s, seg)]
-
-    def locate(self, paths: Sequence[str], *, exhaustive: bool = True) -> dict[str, SegmentSummary]:
-        """The segment holding each of ``paths`` that is live (absent paths are left out).
-
-        Uses the source's hint of where a path was last seen, then (``exhaustive``) opens
-        every segment for the rest (a file moved by a segment merge, or not in this table).
-        Without ``exhaustive`` only hinted segments are opened: a path found nowhere may
-        still be in an unopened segment (appends of new paths use this)."""
-        if not self.segmented:
-            return {}
-        out: dict[str, SegmentSummary] = {}
-        by_id = {s.id: s for s in self.segments}
-        todo = set(paths)
-        hinted: dict[str, SegmentSummary] = {}
-        for p in todo:
-            sid = self._source.where(p) if self._source is not None else None
-            if sid is not None and sid in by_id:
-                hinted[p] = by_id[sid]
-        if hinted:
-            summaries = list({s.path: s for s in hinted.values()}.values())
-            for summ, seg in zip(summaries, self.segments_of(summaries), strict=True):
-                for f in seg.files:
-                    if f.path in todo:
-                        out[f.path] = summ
-        rest = todo - out.keys()
-        if rest and exhaustive:
-            for summ, seg in zip(self.segments, self.segments_of(self.segments), strict=True):
-                for f in seg.files:
-                    if f.path in rest:
-                        out[f.path] = summ
-        return out
-
-    def file(self, path: str) -> DataFile | None:
-        """The live file at ``path``, or None."""
-        if not self.segmented:
-            for f in self.inline_files:
-                if f.path == path:
-                    return f
-            return None
-        summ = self.locate([path]).get(path)
-        if summ is None:
-            return None
-        for f in self.segment_files(summ):
-            if f.path == path:
-                return f
-        return None  # pragma: no cover - locate found it there
 
     @property
     def file_count(self) -> int:

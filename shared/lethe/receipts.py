@@ -31,7 +31,8 @@ from pydantic import BaseModel, ConfigDict
 from lethe.catalog import Catalog
 from lethe.evidence import Deletion, Evidence
 from lethe.gc.areas import manifest_version
-from lethe.manifest import ErasureRecord, Manifest, RequestRecord
+from lethe.manifest import ErasureRecord, RequestRecord
+from lethe.snapshot import Snapshot
 
 __all__ = [
     "AuditResult",
@@ -162,11 +163,11 @@ def _kind(path: str) -> Literal["data", "segment", "manifest", "other"]:
 
 def _find(
     ev: Evidence, id_hash: str
-) -> tuple[RequestRecord | None, list[tuple[Manifest, ErasureRecord]]]:
+) -> tuple[RequestRecord | None, list[tuple[Snapshot, ErasureRecord]]]:
     """The request's log entry (newest manifest holding it) and its erasure record per
     manifest, oldest first."""
     request: RequestRecord | None = None
-    records: list[tuple[Manifest, ErasureRecord]] = []
+    records: list[tuple[Snapshot, ErasureRecord]] = []
     for m in ev.chain:
         request = m.find_request(id_hash) or request
         rec = next((e for e in m.erasures if e.id_hash == id_hash), None)
@@ -175,7 +176,7 @@ def _find(
     return request, records
 
 
-def _splices(records: Sequence[tuple[Manifest, ErasureRecord]]) -> list[SpliceEvent]:
+def _splices(records: Sequence[tuple[Snapshot, ErasureRecord]]) -> list[SpliceEvent]:
     """Each data file that joined ``superseded``, at the commit where it did."""
     out: list[SpliceEvent] = []
     seen: set[str] = set()

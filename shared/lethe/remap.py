@@ -20,7 +20,8 @@ from pyroaring import BitMap64
 
 from lethe import errors
 from lethe.dv import bitmap_from_positions, rebase_positions
-from lethe.manifest import DataFile, ErasureRecord, ErasureTarget, Manifest
+from lethe.manifest import DataFile, ErasureRecord, ErasureTarget
+from lethe.snapshot import Snapshot
 
 __all__ = [
     "group_rows",
@@ -176,7 +177,7 @@ def group_rows(f: DataFile | None, bm: BitMap64, row_groups: Sequence[int]) -> B
     return out
 
 
-def targets_of(base: Manifest, found: Mapping[str, BitMap64]) -> tuple[ErasureTarget, ...]:
+def targets_of(base: Snapshot, found: Mapping[str, BitMap64]) -> tuple[ErasureTarget, ...]:
     """Row groups (by index) of each file that hold the given positions."""
     out = []
     for path in sorted(found):

@@ -18,9 +18,10 @@ import pyarrow as pa
 
 from lethe import dvstore
 from lethe.filters import Dnf
-from lethe.manifest import ColumnStats, DataFile, Manifest, SegmentSummary
+from lethe.manifest import ColumnStats, DataFile, SegmentSummary
 from lethe.objects import coalesce, io_pool
 from lethe.reader import FileHandle
+from lethe.snapshot import Snapshot
 from lethe.store import S3Store
 from lethe.values import from_json
 
@@ -43,7 +44,7 @@ def _file_lookup(f: DataFile, schema: pa.Schema) -> Any:
 
 
 def candidate_files(
-    manifest: Manifest, dnf: Dnf | None, *, physical: bool = False
+    manifest: Snapshot, dnf: Dnf | None, *, physical: bool = False
 ) -> list[DataFile]:
     """Files of ``manifest`` that may hold rows matching ``dnf``, loading only the segments
     whose summary can match (live rows only unless ``physical``)."""
@@ -64,7 +65,7 @@ def candidate_files(
 def plan(
     store: S3Store,
     prefix: str,
-    manifest: Manifest,
+    manifest: Snapshot,
     dnf: Dnf | None,
     *,
     physical: bool = False,
@@ -81,7 +82,7 @@ def plan(
 
 
 def plan_files(
-    store: S3Store, prefix: str, manifest: Manifest, files: list[DataFile], dnf: Dnf | None
+    store: S3Store, prefix: str, manifest: Snapshot, files: list[DataFile], dnf: Dnf | None
 ) -> list[tuple[FileHandle, int, int]]:
     """:func:`plan` over the given candidate ``files`` (row groups pruned by stats)."""
     schema = manifest.arrow_schema()

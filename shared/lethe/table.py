@@ -24,6 +24,7 @@ import pyarrow as pa
 from lethe import errors
 from lethe.catalog import Catalog, CommitOutcome, PureChange, RetryPolicy
 from lethe.deletes import BatchDeleteResult, DeleteRequest, DeleteResult
+from lethe.snapshot import Snapshot
 
 if TYPE_CHECKING:  # pragma: no cover
     from lethe.erase import EraseResult
@@ -46,7 +47,6 @@ from lethe.index import (
 from lethe.manifest import (
     DataFile,
     IndexRun,
-    Manifest,
     Operation,
     TableProperties,
     initial_manifest,
@@ -92,7 +92,7 @@ class SnapshotInfo:
     request_id_hash: str | None
 
 
-def _publish_view(catalog: Catalog, m: Manifest) -> None:
+def _publish_view(catalog: Catalog, m: Snapshot) -> None:
     """After-commit hook: publish the Iceberg view when the table asks for it."""
     if not m.properties.iceberg_view:
         return
@@ -109,7 +109,7 @@ def _store_for(uri: str, s3: Any | None) -> tuple[S3Store, str]:
 class Table:
     """A handle on one snapshot of a Lethe table. Create with :meth:`create` or :meth:`open`."""
 
-    def __init__(self, catalog: Catalog, manifest: Manifest) -> None:
+    def __init__(self, catalog: Catalog, manifest: Snapshot) -> None:
         self._catalog = catalog
         self._m = manifest
         if _publish_view not in catalog.after_commit:
@@ -186,9 +186,9 @@ class Table:
         )
         if declared:
             m0 = m0.model_copy(update={"indexes": declared})
-        cat.create(m0)
+        snap = cat.create(m0)
         log.info("created table %s (key=%s)", cat.uri, key)
-        return cls(cat, m0)
+        return cls(cat, snap)
 
     @classmethod
     def open(
@@ -231,7 +231,7 @@ class Table:
         return self._m.version
 
     @property
-    def manifest(self) -> Manifest:
+    def manifest(self) -> Snapshot:
         return self._m
 
     @property
@@ -266,7 +266,7 @@ class Table:
     def key_of(self, rel: str) -> str:
         return self._catalog.key(rel)
 
-    def adopt(self, manifest: Manifest) -> None:
+    def adopt(self, manifest: Snapshot) -> None:
         """Move this handle to ``manifest`` (a version this process just committed)."""
         if manifest.table_uuid != self._m.table_uuid:
             raise errors.InvalidRequest("manifest belongs to another table")
@@ -412,7 +412,7 @@ class Table:
             self.store, self._catalog.prefix, self._m, files, values=_index_values
         )
 
-        def build(base: Manifest) -> Manifest | None:
+        def build(base: Snapshot) -> Snapshot | None:
             if rid is not None:
                 rec = base.find_request(rid)
                 if rec is not None:
@@ -598,7 +598,7 @@ class Table:
 
         before = self.store.stats.snapshot()
 
-        def build(base: Manifest) -> Manifest | None:
+        def build(base: Snapshot) -> Snapshot | None:
             return None if base.segmented else upgrade(base)
 
         outcome = self._catalog.commit_change(PureChange(build, what="upgrade"))
@@ -723,7 +723,7 @@ class Table:
     def history(self) -> list[SnapshotInfo]:
         """Snapshot infos from this handle's version back to the oldest retained one."""
         out: list[SnapshotInfo] = []
-        m: Manifest | None = self._m
+        m: Snapshot | None = self._m
         while m is not None:
             op = m.operation
             out.append(

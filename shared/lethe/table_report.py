@@ -15,8 +15,9 @@ from pydantic import BaseModel, ConfigDict
 
 from lethe.catalog import Catalog
 from lethe.evidence import Evidence, gather
-from lethe.manifest import DataFile, Manifest
+from lethe.manifest import DataFile
 from lethe.receipts import ErasureReceipt, known_requests, receipt
+from lethe.snapshot import Snapshot
 
 __all__ = [
     "DEFAULT_DEADLINE_DAYS",
@@ -90,13 +91,13 @@ class TableReport(_Frozen):
         return tuple(p for p in self.pending if p.age_days > self.deadline_days)
 
 
-def _bytes(m: Manifest) -> int:
+def _bytes(m: Snapshot) -> int:
     if m.segmented:
         return sum(s.data_bytes for s in m.segments)
     return sum(f.size for f in m.inline_files)
 
 
-def _version(m: Manifest) -> VersionRow:
+def _version(m: Snapshot) -> VersionRow:
     attempts = m.operation.params.get("attempts")
     return VersionRow(
         version=m.version,

@@ -1,9 +1,9 @@
 """Pure commit transforms: manifest N+1 from manifest N plus one change.
 
-Nothing here does I/O of its own: a segmented base loads the segments a change touches
-through its :class:`~lethe.manifest.SegmentSource` (immutable objects, cached), and the new
-manifest holds the segments it introduces until the catalog stores them
-(:meth:`~lethe.manifest.Manifest.pending_segments`). These functions are what a commit
+Nothing here does I/O of its own: a segmented base (a :class:`~lethe.snapshot.Snapshot`)
+loads the segments a change touches through its reader (immutable objects, cached), and the
+new snapshot holds the segments it introduces until the catalog stores them
+(:meth:`~lethe.snapshot.Snapshot.pending_segments`). These functions are what a commit
 rebases: the commit loop calls them again on a newer base.
 
 A commit writes O(change) (DESIGN §2, "Scale"):
@@ -24,8 +24,8 @@ An inline (format 1) base is upgraded by any transform: its files are cut into s
 
 >>> import pyarrow as pa
 >>> from lethe.manifest import TableProperties, initial_manifest
->>> m0 = initial_manifest(table_uuid="t", schema=pa.schema([("id", pa.int64())]),
-...                       properties=TableProperties(key="id"))
+>>> m0 = Snapshot(initial_manifest(table_uuid="t", schema=pa.schema([("id", pa.int64())]),
+...                                properties=TableProperties(key="id")))
 >>> m1 = apply_append(m0, [], Operation(kind="append"))
 >>> (m1.version, m1.previous, m1.layout, len(m1.segments))
 (1, 0, 'segmented', 0)
@@ -48,7 +48,6 @@ from lethe.manifest import (
     DataFile,
     DVRef,
     ErasureRecord,
-    Manifest,
     Operation,
     OverlayDV,
     RequestRecord,
@@ -57,6 +56,7 @@ from lethe.manifest import (
     schema_from_b64,
     segment_key,
 )
+from lethe.snapshot import Snapshot
 from lethe.values import from_json
 
 __all__ = [
@@ -146,7 +146,7 @@ def _new_id() -> str:
 class _Plan:
     """The segments of ``base`` being edited by one transform."""
 
-    def __init__(self, base: Manifest) -> None:
+    def __init__(self, base: Snapshot) -> None:
         self.base = base
         self.target = base.properties.segment_target_files
         self.overlay: dict[str, OverlayDV] = {o.path: o for o in base.dv_overlay}
@@ -176,7 +176,7 @@ class _Plan:
 
     def find(self, paths: Iterable[str], *, exhaustive: bool = True) -> dict[str, _Work]:
         """The working segment holding each path (absent paths left out; see
-        :meth:`~lethe.manifest.Manifest.locate` for ``exhaustive``)."""
+        :meth:`~lethe.snapshot.Snapshot.locate` for ``exhaustive``)."""
         paths = set(paths)
         out: dict[str, _Work] = {}
         if self.base.segmented:
@@ -295,7 +295,7 @@ class _Plan:
 
 
 def _successor(
-    base: Manifest,
+    base: Snapshot,
     plan: _Plan,
     *,
     operation: Operation,
@@ -303,7 +303,7 @@ def _successor(
     request: RequestRecord | None,
     extra: Sequence[RequestRecord] = (),
     erasures: Sequence[ErasureRecord] | None = None,
-) -> Manifest:
+) -> Snapshot:
     requests = list(base.requests)
     if request is not None:
         requests.append(request)
@@ -333,8 +333,7 @@ def _successor(
         layout="segmented",
         format_version=2,
     )
-    carried = {p: s for p, s in base.pending_segments().items() if p in {x.path for x in segments}}
-    return base.model_copy(update=update).with_pending({**carried, **pending})
+    return base.successor(base.manifest.model_copy(update=update), pending)
 
 
 def _record(
@@ -352,8 +351,8 @@ def _record(
     )
 
 
-def upgrade(base: Manifest, *, now: datetime | None = None) -> Manifest:
-    """Manifest N+1 = N in format 2 (``lethe upgrade``; any commit on a v1 base does it too).
+def upgrade(base: Snapshot, *, now: datetime | None = None) -> Snapshot:
+    """Snapshot N+1 = N in format 2 (``lethe upgrade``; any commit on a v1 base does it too).
     A segmented base is returned as a no-op successor with its segments unchanged."""
     now = now or datetime.now(UTC)
     return _successor(
@@ -366,13 +365,13 @@ def upgrade(base: Manifest, *, now: datetime | None = None) -> Manifest:
 
 
 def apply_append(
-    base: Manifest,
+    base: Snapshot,
     new_files: Iterable[DataFile],
     operation: Operation,
     *,
     now: datetime | None = None,
-) -> Manifest:
-    """Manifest N+1 = N plus ``new_files``. Appends never conflict."""
+) -> Snapshot:
+    """Snapshot N+1 = N plus ``new_files``. Appends never conflict."""
     now = now or datetime.now(UTC)
     added = [f.model_copy(update={"added_version": base.version + 1}) for f in new_files]
     rows = sum(f.rows for f in added)
@@ -403,15 +402,15 @@ def _no_duplicates(added: Sequence[DataFile], existing: set[str]) -> None:
 
 
 def apply_dv_updates(
-    base: Manifest,
+    base: Snapshot,
     updates: Mapping[str, DVRef],
     operation: Operation,
     *,
     now: datetime | None = None,
     requests: Sequence[RequestRecord] = (),
     erasures: Sequence[ErasureRecord] = (),
-) -> Manifest:
-    """Manifest N+1 with the DVs of some files replaced (each must already hold the union).
+) -> Snapshot:
+    """Snapshot N+1 with the DVs of some files replaced (each must already hold the union).
 
     Raises CommitConflict if a file named in ``updates`` is no longer live in ``base``.
     """
@@ -454,7 +453,7 @@ def _set_dvs(plan: _Plan, updates: Mapping[str, DVRef], version: int, what: str)
 
 
 def apply_replace(
-    base: Manifest,
+    base: Snapshot,
     removed: Iterable[str],
     added: Iterable[DataFile],
     operation: Operation,
@@ -463,8 +462,8 @@ def apply_replace(
     requests: Sequence[RequestRecord] = (),
     dv_updates: Mapping[str, DVRef] | None = None,
     erasures: Sequence[ErasureRecord] | None = None,
-) -> Manifest:
-    """Manifest N+1 with files ``removed`` swapped for ``added`` (splice, compaction).
+) -> Snapshot:
+    """Snapshot N+1 with files ``removed`` swapped for ``added`` (splice, compaction).
 
     The caller has already mapped any concurrent DV onto the ``added`` files. ``dv_updates``
     sets the DVs of other live files in the same commit (compaction's coalesced containers);
@@ -508,6 +507,6 @@ def apply_replace(
     )
 
 
-def with_erasures(m: Manifest, erasures: Sequence[ErasureRecord]) -> Manifest:
+def with_erasures(m: Snapshot, erasures: Sequence[ErasureRecord]) -> Snapshot:
     """``m`` (not yet committed) with its erasure records replaced."""
-    return m.model_copy(update={"erasures": tuple(erasures)}).with_pending(m.pending_segments())
+    return m.evolve(erasures=tuple(erasures))

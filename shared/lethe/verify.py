@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 
 from lethe import dvstore, errors
 from lethe.index_verify import check_indexes
-from lethe.manifest import DataFile, Manifest
+from lethe.manifest import DataFile
+from lethe.snapshot import Snapshot
 from lethe.table import Table
 from lethe.transforms import summarize
 
@@ -87,7 +88,7 @@ def verify(table: Table, *, deep: bool = False) -> VerifyReport:
     )
 
 
-def _check_segments(m: Manifest) -> tuple[list[str], list[DataFile]]:
+def _check_segments(m: Snapshot) -> tuple[list[str], list[DataFile]]:
     """Every segment loads, holds its summary's files, and its summary is what the files
     (with the DV overlay) say; no file is listed twice; the overlay names live files.
     Returns the problems and the files of the segments that could be read."""

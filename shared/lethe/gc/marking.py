@@ -19,12 +19,13 @@ from lethe.catalog import Catalog
 from lethe.errors import GcConflict
 from lethe.gc.policy import Retention, as_utc
 from lethe.gc.select import Listed, Marks
-from lethe.manifest import ErasureRecord, Manifest
+from lethe.manifest import ErasureRecord
+from lethe.snapshot import Snapshot
 
 __all__ = ["list_objects", "mark", "newly_referenced", "references", "relative"]
 
 
-def references(m: Manifest, memo: dict[str, frozenset[str]] | None = None) -> set[str]:
+def references(m: Snapshot, memo: dict[str, frozenset[str]] | None = None) -> set[str]:
     """The data files, DV containers, segments and index pieces manifest ``m`` references
     (table-relative).
     ``memo`` (segment path -> what its entries reference) spares re-reading shared segments."""
@@ -73,7 +74,7 @@ def mark(catalog: Catalog, retention: Retention, now: datetime, *, workers: int 
     erasures: dict[str, ErasureRecord] = {}
     memo: dict[str, frozenset[str]] = {}
 
-    def take(m: Manifest) -> None:
+    def take(m: Snapshot) -> None:
         if m.table_uuid != table_uuid:
             raise GcConflict(
                 f"{catalog.uri}: manifest v{m.version} belongs to another table "
@@ -84,7 +85,7 @@ def mark(catalog: Catalog, retention: Retention, now: datetime, *, workers: int 
         for e in m.erasures:  # newest manifest first: its state of each erasure wins
             erasures.setdefault(e.id_hash, e)
 
-    successors: list[Manifest] = []
+    successors: list[Snapshot] = []
     v = head.version + 1
     while True:
         try:
@@ -97,7 +98,7 @@ def mark(catalog: Catalog, retention: Retention, now: datetime, *, workers: int 
     take(top)
     kept = [top.version]
 
-    def fetch(version: int) -> Manifest | None:
+    def fetch(version: int) -> Snapshot | None:
         try:
             return catalog.read_manifest(version)
         except errors.SnapshotNotFound:
@@ -105,7 +106,7 @@ def mark(catalog: Catalog, retention: Retention, now: datetime, *, workers: int 
 
     window = max(1, workers) * 2
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-        pending: dict[int, Future[Manifest | None]] = {}
+        pending: dict[int, Future[Snapshot | None]] = {}
         expected, index = top.previous, 0
         while expected is not None:
             index += 1

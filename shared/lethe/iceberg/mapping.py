@@ -74,7 +74,8 @@ from pyiceberg.types import (
 
 from lethe import errors
 from lethe.layout import METADATA_PREFIX
-from lethe.manifest import DataFile, DVRef, Manifest, SegmentSummary
+from lethe.manifest import DataFile, DVRef, SegmentSummary
+from lethe.snapshot import Snapshot
 
 __all__ = [
     "HINT_KEY",
@@ -374,7 +375,7 @@ class SegmentUnit:
         return delete_manifest_key(self.summary.path, self.dv_digest)
 
 
-def segment_units(m: Manifest) -> list[SegmentUnit]:
+def segment_units(m: Snapshot) -> list[SegmentUnit]:
     """The snapshot's segments, each with a digest of the DVs its overlay changes.
 
     Raises:
@@ -676,7 +677,7 @@ _OPERATIONS: Mapping[str, str] = {
 
 
 def snapshot_summary(
-    m: Manifest, entries: Iterable[ListEntry], *, delete_files: int, position_deletes: int
+    m: Snapshot, entries: Iterable[ListEntry], *, delete_files: int, position_deletes: int
 ) -> dict[str, str]:
     """The snapshot summary: Iceberg's operation and totals, and the Lethe version and
     operation kind (counts only: never a value)."""
@@ -694,14 +695,14 @@ def snapshot_summary(
     }
 
 
-def _ms(m: Manifest) -> int:
+def _ms(m: Snapshot) -> int:
     return int(m.created_at.timestamp() * 1000)
 
 
 def new_metadata(
     base: Mapping[str, Any] | None,
     *,
-    m: Manifest,
+    m: Snapshot,
     location: str,
     format_version: FormatVersion,
     schema: IcebergSchema,

@@ -59,8 +59,9 @@ from lethe.iceberg.mapping import (
     stem_of_manifest,
 )
 from lethe.layout import manifest_key
-from lethe.manifest import DataFile, Manifest, Segment
+from lethe.manifest import DataFile, Segment
 from lethe.progress import Progress, track
+from lethe.snapshot import Snapshot
 from lethe.store import IOCounters, S3Store
 
 log = logging.getLogger(__name__)
@@ -106,7 +107,7 @@ def read_hint(store: S3Store, key: str) -> tuple[int | None, str | None]:
 
 class _Publisher:
     def __init__(
-        self, catalog: Catalog, m: Manifest, fv: FormatVersion, progress: Progress | None = None
+        self, catalog: Catalog, m: Snapshot, fv: FormatVersion, progress: Progress | None = None
     ) -> None:
         self.cat, self.m, self.fv, self.progress = catalog, m, fv, progress
         self.store: S3Store = catalog.store
@@ -305,7 +306,7 @@ def _position_file(data_uri: str, pos: pa.Array) -> bytes:
 
 def publish(
     catalog: Catalog,
-    m: Manifest,
+    m: Snapshot,
     *,
     format_version: FormatVersion = 3,
     max_snapshots: int = 100,
@@ -387,7 +388,7 @@ def publish(
 
 def _new_manifests(
     p: _Publisher,
-    m: Manifest,
+    m: Snapshot,
     units: Sequence[Any],
     prev: dict[str, ListEntry],
     schema: Any,
@@ -462,7 +463,7 @@ def _list_entries(
 
 def _next_metadata(
     p: _Publisher,
-    m: Manifest,
+    m: Snapshot,
     base: dict[str, Any] | None,
     hint: int | None,
     entries: list[ListEntry],
