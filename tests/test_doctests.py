@@ -25,6 +25,9 @@ MODULES = [
     "ingest.fit",
     "cli.inputs",
     "dvstore",
+    "snapshot",
+    "transforms",
+    "compaction",
 ]
 
 
