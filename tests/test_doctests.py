@@ -26,7 +26,7 @@ MODULES = [
     "cli.inputs",
     "dvstore",
     "snapshot",
-    "transforms",
+    "transforms.files",
     "compaction",
 ]
 

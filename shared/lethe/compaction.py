@@ -41,7 +41,7 @@ from pyroaring import BitMap64
 
 from lethe import dvstore, errors
 from lethe.catalog import CommitOutcome, Prepared, Rebase
-from lethe.index import catch_up, runs_for_files, with_new_runs, with_runs
+from lethe.index import catch_up, runs_for_files
 from lethe.manifest import (
     DataFile,
     DVRef,
@@ -55,11 +55,10 @@ from lethe.remap import (
     mapped_positions,
     row_groups_of,
     split_positions,
-    update_erasures,
 )
 from lethe.snapshot import Snapshot
 from lethe.store import IOCounters, S3Store, parse_s3_uri
-from lethe.transforms import apply_replace
+from lethe.transforms import apply_replace, update_erasures, with_new_runs, with_runs
 from lethe.values import from_json
 from lethe.writer import WriteOptions, write_files
 

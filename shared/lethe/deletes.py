@@ -25,7 +25,7 @@ from lethe import dvstore
 from lethe.catalog import Prepared, Rebase
 from lethe.filters import Dnf, normalize
 from lethe.index import IndexPlan, index_plans, row_groups_of, usable
-from lethe.index_erase import replace_pieces, scrub_rows
+from lethe.index_erase import scrub_rows
 from lethe.manifest import (
     DVRef,
     ErasureRecord,
@@ -40,7 +40,7 @@ from lethe.remap import group_rows, targets_of
 from lethe.scan import DVCache, plan, plan_files
 from lethe.snapshot import Snapshot
 from lethe.store import IOCounters
-from lethe.transforms import apply_dv_updates
+from lethe.transforms import apply_dv_updates, replace_pieces
 
 if TYPE_CHECKING:  # pragma: no cover
     from lethe.table import Table

@@ -30,7 +30,7 @@ from lethe.catalog import Prepared, Rebase
 from lethe.deletes import DeleteRequest, delete_batch
 from lethe.dv import keep_mask, rebase_positions
 from lethe.index import spliced_origin
-from lethe.index_erase import replace_pieces, scrub_rows
+from lethe.index_erase import scrub_rows
 from lethe.manifest import (
     DataFile,
     DVRef,
@@ -53,7 +53,7 @@ from lethe.remap import targets_of
 from lethe.snapshot import Snapshot
 from lethe.splice_io import Fetcher, read_footer, upload
 from lethe.store import IOCounters
-from lethe.transforms import apply_dv_updates, apply_replace
+from lethe.transforms import apply_dv_updates, apply_replace, replace_pieces, spliced_erasures
 from lethe.writer import describe, new_data_path
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -266,42 +266,6 @@ def splice_file(
 
 
 # --- commit ----------------------------------------------------------------------------------
-def _remap_erasures(
-    erasures: Sequence[ErasureRecord],
-    old: str,
-    new: str | None,
-    fates: Sequence[GroupFate],
-    spliced: set[int],
-    version: int,
-    segment: str | None = None,
-) -> tuple[ErasureRecord, ...]:
-    """Targets on the spliced file: edited groups are done; others move to the new file.
-    The old file (and ``segment``, the segment object whose entry describes it, stats of
-    the erased values included) join ``superseded``: GC must remove them."""
-    index = {g.index: g.new_index for g in fates}
-    out = []
-    for e in erasures:
-        if e.state != "pending" or not any(t.path == old for t in e.targets):
-            out.append(e)
-            continue
-        targets: list[ErasureTarget] = []
-        for t in e.targets:
-            if t.path != old:
-                targets.append(t)
-                continue
-            rest = tuple(
-                i for i in (index.get(g) for g in t.row_groups if g not in spliced) if i is not None
-            )
-            if rest and new is not None:
-                targets.append(ErasureTarget(path=new, row_groups=rest))
-        gone = (old,) if segment is None else (old, segment)
-        upd: dict[str, Any] = {"targets": tuple(targets), "superseded": (*e.superseded, *gone)}
-        if not targets:
-            upd.update(state="spliced", spliced_version=version)
-        out.append(e.model_copy(update=upd))
-    return tuple(out)
-
-
 @dataclass(frozen=True, slots=True)
 class _SpliceChange:
     """Replace ``s.old`` by ``s.new``: ``prepare`` maps every position deleted so far
@@ -371,7 +335,7 @@ def _splice_builder(
         if f is None or f.dv != expected:
             raise Rebase(b, "the old file's DV changed")
         held = b.locate([s.old.path]).get(s.old.path)
-        erasures = _remap_erasures(
+        erasures = spliced_erasures(
             b.erasures,
             s.old.path,
             s.new.path if s.new else None,

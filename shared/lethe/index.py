@@ -59,7 +59,8 @@ from lethe.reader import FileHandle, SparseFile, read_row_group
 from lethe.scan import candidate_files, plan_files
 from lethe.snapshot import Snapshot
 from lethe.store import S3Store
-from lethe.values import JsonScalar, comparable, exact_scalar, from_json, is_orderable
+from lethe.transforms.indexes import Merge, check_indexable, piece_paths
+from lethe.values import comparable, exact_scalar, from_json
 
 __all__ = [
     "GROUP_ROWS",
@@ -72,7 +73,6 @@ __all__ = [
     "build_run",
     "catch_up",
     "check_indexable",
-    "declare",
     "entries_of",
     "from_origin",
     "hit_rows",
@@ -92,37 +92,12 @@ __all__ = [
     "row_groups_of",
     "runs_for_files",
     "spliced_origin",
-    "undeclare",
     "usable",
-    "with_merges",
-    "with_new_runs",
-    "with_runs",
     "write_pieces",
 ]
 
 #: Speculative suffix GET that holds a piece's footer.
 PROBE_TAIL: Final = 32 << 10
-
-
-def check_indexable(schema: pa.Schema, column: str) -> pa.DataType:
-    """The type of ``column`` if it can be indexed, else :class:`InvalidRequest`."""
-    idx = schema.get_field_index(column)
-    if idx < 0:
-        raise errors.InvalidRequest(
-            f"cannot index {column!r}: not a column of the table; columns are {schema.names}"
-        )
-    t = schema.field(idx).type
-    if not is_orderable(t) or pa.types.is_floating(t) or pa.types.is_boolean(t):
-        raise errors.InvalidRequest(
-            f"cannot index {column!r} of type {t}: indexes take integer, string, binary, "
-            "decimal, date and time columns"
-        )
-    return t
-
-
-def piece_paths(m: Snapshot) -> set[str]:
-    """Every index object the root of ``m`` references."""
-    return {p.path for ix in m.indexes for r in ix.runs for p in r.pieces}
 
 
 # --- where a file's entries are (splices keep their origin's, docs/format.md §3c) -----------
@@ -229,26 +204,6 @@ def build_run(
     ordered = entries.take(_order(entries))
     pieces, written = write_pieces(store, prefix, column, ordered, piece_entries)
     return IndexRun(id=uuid.uuid4().hex[:16], covers=(), pieces=pieces), written
-
-
-def with_new_runs(
-    m: Snapshot, runs: Mapping[str, IndexRun], covers: tuple[tuple[int, int], ...] | None = None
-) -> Snapshot:
-    """``m`` (not yet committed) with ``runs`` added to the indexes still declared in it,
-    each covering ``covers`` (default: the files ``m`` itself adds). Runs of indexes ``m``
-    no longer declares are left out (their objects are garbage)."""
-    if not runs:
-        return m
-    cov = covers if covers is not None else ((m.version, m.version),)
-    indexes = tuple(
-        ix.model_copy(
-            update={"runs": (*ix.runs, runs[ix.column].model_copy(update={"covers": cov}))}
-        )
-        if ix.column in runs
-        else ix
-        for ix in m.indexes
-    )
-    return m.evolve(indexes=indexes)
 
 
 # --- probing ---------------------------------------------------------------------------------
@@ -522,22 +477,6 @@ def runs_for_files(
     return runs, written
 
 
-def declare(base: Snapshot, column: str, runs: Sequence[IndexRun], through: int) -> Snapshot:
-    """Snapshot N+1 declaring an index on ``column`` whose first ``runs`` (the backfill of
-    the files live at version ``through``) cover added versions ``[0, through]``."""
-    from lethe.transforms import upgrade
-
-    if base.index(column) is not None:
-        raise errors.InvalidRequest(f"column {column!r} is already indexed")
-    check_indexable(base.arrow_schema(), column)
-    nxt = upgrade(base)
-    first = tuple(r.model_copy(update={"covers": ((0, through),)}) for r in runs)
-    ix = ColumnIndex(column=column, created_version=nxt.version, runs=first)
-    params: dict[str, JsonScalar] = {"create": column, "entries": sum(r.entries for r in first)}
-    op_ = nxt.operation.model_copy(update={"kind": "index", "params": params})
-    return nxt.evolve(indexes=(*base.indexes, ix), operation=op_)
-
-
 def backfill_task(
     table_uri: str, column: str, type_b64: str, files: Sequence[DataFile]
 ) -> IndexRun:
@@ -552,20 +491,6 @@ def backfill_task(
     t = schema_from_b64(type_b64).field(column).type
     run, _ = build_run(store, prefix, column, entries_of(store, prefix, files, column, t))
     return run
-
-
-def undeclare(base: Snapshot, column: str) -> Snapshot:
-    """Snapshot N+1 without the index on ``column`` (its pieces become garbage)."""
-    from lethe.transforms import upgrade
-
-    if base.index(column) is None:
-        raise errors.InvalidRequest(
-            f"column {column!r} is not indexed; indexes: {[ix.column for ix in base.indexes]}"
-        )
-    nxt = upgrade(base)
-    op_ = nxt.operation.model_copy(update={"kind": "index", "params": {"drop": column}})
-    keep = tuple(ix for ix in base.indexes if ix.column != column)
-    return nxt.evolve(indexes=keep, operation=op_)
 
 
 def initial_indexes(schema: pa.Schema, columns: Iterable[str]) -> tuple[ColumnIndex, ...]:
@@ -597,16 +522,6 @@ MAX_RUNS: Final = 8
 #: Runs merged in one step, and the bound on the entries one step rewrites.
 MERGE_FANOUT: Final = 4
 MERGE_MAX_ENTRIES: Final = 1 << 22
-
-
-@dataclass(frozen=True, slots=True)
-class Merge:
-    """Runs of one index rewritten as one: applies only if ``old`` are unchanged in the base
-    (an erasure's scrub may have rewritten one of them meanwhile)."""
-
-    column: str
-    old: tuple[IndexRun, ...]
-    new: IndexRun
 
 
 def _union(ranges: Iterable[tuple[int, int]]) -> tuple[tuple[int, int], ...]:
@@ -661,20 +576,6 @@ def merge(
     return Merge(column, tuple(runs), run.model_copy(update={"covers": covers})), written
 
 
-def with_merges(m: Snapshot, merges: Sequence[Merge]) -> Snapshot:
-    """``m`` (not yet committed) with each merge applied where its runs are unchanged."""
-    if not merges:
-        return m
-    indexes = list(m.indexes)
-    for mg in merges:
-        for i, ix in enumerate(indexes):
-            if ix.column != mg.column or not all(r in ix.runs for r in mg.old):
-                continue
-            rest = tuple(r for r in ix.runs if r not in mg.old)
-            indexes[i] = ix.model_copy(update={"runs": (mg.new, *rest)})
-    return m.evolve(indexes=tuple(indexes))
-
-
 def maintain(
     store: S3Store,
     prefix: str,
@@ -720,15 +621,3 @@ def catch_up(
         out[ix.column] = run.model_copy(update={"covers": covers})
         written.extend(keys)
     return out, written
-
-
-def with_runs(m: Snapshot, runs: Mapping[str, IndexRun]) -> Snapshot:
-    """``m`` (not yet committed) with ``runs`` (their ``covers`` set) added to the indexes
-    still declared in it."""
-    if not runs:
-        return m
-    indexes = tuple(
-        ix.model_copy(update={"runs": (*ix.runs, runs[ix.column])}) if ix.column in runs else ix
-        for ix in m.indexes
-    )
-    return m.evolve(indexes=indexes)

@@ -30,16 +30,15 @@ from lethe.index import (
     origin_positions,
     origin_removed,
     piece_may_hold,
-    piece_paths,
     write_pieces,
 )
-from lethe.manifest import DataFile, IndexPiece, IndexRun
+from lethe.manifest import DataFile, IndexPiece
 from lethe.reader import FileHandle, read_positions
 from lethe.snapshot import Snapshot
 from lethe.store import S3Store
 from lethe.values import exact_scalar, from_json, to_json
 
-__all__ = ["Erased", "ErasedRows", "erased_entries", "replace_pieces", "scrub", "scrub_rows"]
+__all__ = ["Erased", "ErasedRows", "erased_entries", "scrub", "scrub_rows"]
 
 
 @dataclass(slots=True)
@@ -195,20 +194,3 @@ def scrub_rows(
     if not erased:
         return {}, []
     return scrub(store, prefix, m, erased)
-
-
-def replace_pieces(m: Snapshot, repl: Mapping[str, tuple[IndexPiece, ...]]) -> Snapshot | None:
-    """``m`` (not yet committed) with pieces replaced; None if one of them is gone from
-    ``m`` (another commit rewrote it: scrub again on the new base)."""
-    if not repl:
-        return m
-    found = piece_paths(m)
-    if any(p not in found for p in repl):
-        return None
-
-    def run(r: IndexRun) -> IndexRun:
-        pieces = tuple(q for p in r.pieces for q in repl.get(p.path, (p,)))
-        return r.model_copy(update={"pieces": pieces})
-
-    indexes = tuple(ix.model_copy(update={"runs": tuple(map(run, ix.runs))}) for ix in m.indexes)
-    return m.evolve(indexes=indexes)

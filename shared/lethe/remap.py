@@ -12,7 +12,6 @@ pending erasures that named a source move to the outputs' row groups or are met
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -20,7 +19,7 @@ from pyroaring import BitMap64
 
 from lethe import errors
 from lethe.dv import bitmap_from_positions, rebase_positions
-from lethe.manifest import DataFile, ErasureRecord, ErasureTarget
+from lethe.manifest import DataFile, ErasureTarget
 from lethe.snapshot import Snapshot
 
 __all__ = [
@@ -31,7 +30,6 @@ __all__ = [
     "row_groups_of",
     "split_positions",
     "targets_of",
-    "update_erasures",
 ]
 
 
@@ -118,49 +116,6 @@ def row_groups_of(f: DataFile, positions: BitMap64) -> tuple[int, ...]:
     bounds = np.cumsum([0, *(rg.rows for rg in f.row_groups)])
     pos = positions_of(positions).astype(np.int64)
     return tuple(int(x) for x in np.unique(np.searchsorted(bounds, pos, side="right") - 1))
-
-
-def update_erasures(
-    erasures: Sequence[ErasureRecord],
-    removed: set[str],
-    plan_version: int,
-    moved: Mapping[str, Sequence[ErasureTarget]],
-    new_version: int,
-    *,
-    segments: Mapping[str, str] | None = None,
-) -> tuple[ErasureRecord, ...]:
-    """Pending erasures after their files were compacted.
-
-    Rows deleted by the plan snapshot are physically gone from the outputs: those targets are
-    met (the old file joins ``superseded``, for GC, and so does ``segments[old file]``, the
-    segment object whose entry described it). Rows deleted since were mapped onto the
-    outputs: the target moves to the outputs' row groups that now hold them.
-    """
-    out: list[ErasureRecord] = []
-    for e in erasures:
-        if e.state != "pending" or not any(t.path in removed for t in e.targets):
-            out.append(e)
-            continue
-        targets: dict[str, set[int]] = {}
-        superseded = list(e.superseded)
-        for t in e.targets:
-            if t.path not in removed:
-                targets.setdefault(t.path, set()).update(t.row_groups)
-                continue
-            for gone in (t.path, (segments or {}).get(t.path)):
-                if gone is not None and gone not in superseded:
-                    superseded.append(gone)
-            if e.deleted_version > plan_version:
-                for nt in moved.get(t.path, ()):
-                    targets.setdefault(nt.path, set()).update(nt.row_groups)
-        new_targets = tuple(
-            ErasureTarget(path=p, row_groups=tuple(sorted(rgs))) for p, rgs in targets.items()
-        )
-        update: dict[str, Any] = {"targets": new_targets, "superseded": tuple(superseded)}
-        if not new_targets:
-            update |= {"state": "spliced", "spliced_version": new_version}
-        out.append(e.model_copy(update=update))
-    return tuple(out)
 
 
 def group_rows(f: DataFile | None, bm: BitMap64, row_groups: Sequence[int]) -> BitMap64:

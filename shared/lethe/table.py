@@ -31,19 +31,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from lethe.receipts import ErasureReceipt
 from lethe.filters import Dnf, normalize
 from lethe.grace import parse_duration
-from lethe.index import (
-    build_run,
-    check_indexable,
-    declare,
-    entries_of,
-    hit_rows,
-    index_plan,
-    initial_indexes,
-    maintain,
-    undeclare,
-    with_merges,
-    with_new_runs,
-)
+from lethe.index import build_run, entries_of, hit_rows, index_plan, initial_indexes, maintain
 from lethe.manifest import (
     DataFile,
     IndexRun,
@@ -55,7 +43,14 @@ from lethe.progress import Progress
 from lethe.reader import FileHandle, RowFilter, iter_row_groups, read_filtered
 from lethe.scan import DVCache, plan
 from lethe.store import IOCounters, S3Store, parse_s3_uri
-from lethe.transforms import apply_append
+from lethe.transforms import (
+    apply_append,
+    check_indexable,
+    declare,
+    undeclare,
+    with_merges,
+    with_new_runs,
+)
 from lethe.writer import WriteOptions, write_files
 
 log = logging.getLogger(__name__)

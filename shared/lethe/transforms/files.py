@@ -65,7 +65,6 @@ __all__ = [
     "apply_replace",
     "summarize",
     "upgrade",
-    "with_erasures",
 ]
 
 
@@ -505,8 +504,3 @@ def apply_replace(
         extra=requests,
         erasures=erasures,
     )
-
-
-def with_erasures(m: Snapshot, erasures: Sequence[ErasureRecord]) -> Snapshot:
-    """``m`` (not yet committed) with its erasure records replaced."""
-    return m.evolve(erasures=tuple(erasures))

@@ -1,0 +1,45 @@
+"""Every manifest transform: snapshot N+1 from snapshot N plus one change (pure).
+
+* :mod:`lethe.transforms.files`: files appended, replaced, their DVs set; the format-1
+  upgrade (how a commit writes O(change) segments);
+* :mod:`lethe.transforms.indexes`: index runs added, merged and scrubbed, indexes declared
+  and dropped;
+* :mod:`lethe.transforms.erasures`: erasure records after a splice or a compaction.
+
+The commit kinds that use them are :mod:`lethe.changes`; the loop that calls them again on a
+newer base is :meth:`lethe.catalog.Catalog.commit_change`.
+"""
+
+from lethe.transforms.erasures import spliced_erasures, update_erasures, with_erasures
+from lethe.transforms.files import apply_append, apply_dv_updates, apply_replace, summarize, upgrade
+from lethe.transforms.indexes import (
+    Merge,
+    check_indexable,
+    declare,
+    piece_paths,
+    replace_pieces,
+    undeclare,
+    with_merges,
+    with_new_runs,
+    with_runs,
+)
+
+__all__ = [
+    "Merge",
+    "apply_append",
+    "apply_dv_updates",
+    "apply_replace",
+    "check_indexable",
+    "declare",
+    "piece_paths",
+    "replace_pieces",
+    "spliced_erasures",
+    "summarize",
+    "undeclare",
+    "update_erasures",
+    "upgrade",
+    "with_erasures",
+    "with_merges",
+    "with_new_runs",
+    "with_runs",
+]

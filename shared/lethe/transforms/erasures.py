@@ -1,0 +1,97 @@
+"""Transforms of a snapshot's erasure records: what a splice or a compaction of their files
+leaves pending, what it met, and the objects that must go (``superseded``, for GC)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from lethe.manifest import ErasureRecord, ErasureTarget
+from lethe.parquet.splice import GroupFate
+from lethe.snapshot import Snapshot
+
+__all__ = ["spliced_erasures", "update_erasures", "with_erasures"]
+
+
+def spliced_erasures(
+    erasures: Sequence[ErasureRecord],
+    old: str,
+    new: str | None,
+    fates: Sequence[GroupFate],
+    spliced: set[int],
+    version: int,
+    segment: str | None = None,
+) -> tuple[ErasureRecord, ...]:
+    """Targets on the spliced file: edited groups are done; others move to the new file.
+    The old file (and ``segment``, the segment object whose entry describes it, stats of
+    the erased values included) join ``superseded``: GC must remove them."""
+    index = {g.index: g.new_index for g in fates}
+    out = []
+    for e in erasures:
+        if e.state != "pending" or not any(t.path == old for t in e.targets):
+            out.append(e)
+            continue
+        targets: list[ErasureTarget] = []
+        for t in e.targets:
+            if t.path != old:
+                targets.append(t)
+                continue
+            rest = tuple(
+                i for i in (index.get(g) for g in t.row_groups if g not in spliced) if i is not None
+            )
+            if rest and new is not None:
+                targets.append(ErasureTarget(path=new, row_groups=rest))
+        gone = (old,) if segment is None else (old, segment)
+        upd: dict[str, Any] = {"targets": tuple(targets), "superseded": (*e.superseded, *gone)}
+        if not targets:
+            upd.update(state="spliced", spliced_version=version)
+        out.append(e.model_copy(update=upd))
+    return tuple(out)
+
+
+def update_erasures(
+    erasures: Sequence[ErasureRecord],
+    removed: set[str],
+    plan_version: int,
+    moved: Mapping[str, Sequence[ErasureTarget]],
+    new_version: int,
+    *,
+    segments: Mapping[str, str] | None = None,
+) -> tuple[ErasureRecord, ...]:
+    """Pending erasures after their files were compacted.
+
+    Rows deleted by the plan snapshot are physically gone from the outputs: those targets are
+    met (the old file joins ``superseded``, for GC, and so does ``segments[old file]``, the
+    segment object whose entry described it). Rows deleted since were mapped onto the
+    outputs: the target moves to the outputs' row groups that now hold them.
+    """
+    out: list[ErasureRecord] = []
+    for e in erasures:
+        if e.state != "pending" or not any(t.path in removed for t in e.targets):
+            out.append(e)
+            continue
+        targets: dict[str, set[int]] = {}
+        superseded = list(e.superseded)
+        for t in e.targets:
+            if t.path not in removed:
+                targets.setdefault(t.path, set()).update(t.row_groups)
+                continue
+            for gone in (t.path, (segments or {}).get(t.path)):
+                if gone is not None and gone not in superseded:
+                    superseded.append(gone)
+            if e.deleted_version > plan_version:
+                for nt in moved.get(t.path, ()):
+                    targets.setdefault(nt.path, set()).update(nt.row_groups)
+        new_targets = tuple(
+            ErasureTarget(path=p, row_groups=tuple(sorted(rgs))) for p, rgs in targets.items()
+        )
+        update: dict[str, Any] = {"targets": new_targets, "superseded": tuple(superseded)}
+        if not new_targets:
+            update |= {"state": "spliced", "spliced_version": new_version}
+        out.append(e.model_copy(update=update))
+    return tuple(out)
+
+
+def with_erasures(m: Snapshot, erasures: Sequence[ErasureRecord]) -> Snapshot:
+    """``m`` (not yet committed) with its erasure records replaced."""
+    return m.evolve(erasures=tuple(erasures))
