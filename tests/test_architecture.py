@@ -8,6 +8,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 LIB = ROOT / "shared" / "lethe"
@@ -305,3 +306,56 @@ def test_the_manifest_models_import_no_store_and_hold_no_private_state() -> None
     assert len(models) >= 10 and manifest.Manifest in models
     assert {m.__name__: m.__private_attributes__ for m in models if m.__private_attributes__} == {}
     assert all(m.model_config.get("frozen") for m in models)
+
+
+# --- one change vocabulary ---------------------------------------------------------------------
+def test_every_commit_is_one_of_the_change_kinds(table_uri: str) -> None:
+    """The kinds are listed once (lethe.changes.KINDS); the loop refuses any other update,
+    and nothing outside the catalog writes a manifest (every commit goes through it)."""
+    import dataclasses
+
+    import pytest
+    from conftest import EVENTS, events
+
+    import lethe
+    from lethe import changes
+    from lethe.catalog import Direct
+
+    assert {k.__name__ for k in changes.KINDS} == {
+        "AddFiles",
+        "UpgradeFormat",
+        "DeclareIndex",
+        "DropIndex",
+        "SetDVs",
+        "SpliceFile",
+        "ReplaceFiles",
+    }
+    for kind in changes.KINDS:  # frozen values with requirements and a pure apply
+        assert dataclasses.is_dataclass(kind) and kind.__dataclass_params__.frozen  # type: ignore[attr-defined]
+        assert callable(kind.requirements) and callable(kind.apply)
+
+    @dataclasses.dataclass(frozen=True)
+    class Sneaky:  # looks like an update, is not one of the kinds
+        what = "sneaky"
+
+        def requirements(self) -> tuple[()]:
+            return ()
+
+        def apply(self, base: Any) -> Any:
+            return changes.UpgradeFormat().apply(base) or base.evolve(commit_id="x")
+
+    t = lethe.Table.create(table_uri, EVENTS, key="id")
+    t.append(events(0, 10))
+    with pytest.raises(TypeError, match="not a change kind"):
+        t.catalog.commit_change(Direct(Sneaky()))  # type: ignore[arg-type]
+    assert lethe.Table.open(table_uri).version == 1  # nothing committed
+
+    writers = [
+        f"{p.relative_to(LIB).as_posix()}:{n.lineno}"
+        for p in sorted(LIB.rglob("*.py"))
+        if p.name != "catalog.py"
+        for n in ast.walk(ast.parse(p.read_text(encoding="utf-8")))
+        if isinstance(n, ast.Call)
+        and ast.unparse(n.func) in ("encode_manifest", "manifest.encode_manifest")
+    ]
+    assert writers == []

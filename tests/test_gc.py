@@ -13,13 +13,13 @@ from conftest import EVENTS, events
 
 import lethe
 from lethe import errors
+from lethe.catalog import Direct
+from lethe.changes import ReplaceFiles
 from lethe.deletes import DeleteRequest
 from lethe.gc import GcHooks, Retention, collect, parse_duration
 from lethe.layout import is_manifest_key
 from lethe.manifest import Operation, manifest_key, request_hash
-from lethe.snapshot import Snapshot
 from lethe.store import S3Store, parse_s3_uri
-from lethe.transforms import apply_replace
 from lethe.verify import verify
 
 # --- helpers -------------------------------------------------------------------------------
@@ -85,7 +85,8 @@ def replace_file(t: lethe.Table, old: str) -> str:
     rows = t.scan(filters=[("id", ">=", f.columns["id"].min), ("id", "<=", f.columns["id"].max)])
     new = t.write_data_files(rows)
     op = Operation(kind="compact", files_removed=1, files_added=len(new))
-    out = t.catalog.commit(lambda b: apply_replace(b, [old], new, op))
+    update = ReplaceFiles((old,), {old: None}, tuple(new), op, plan_version=t.version)
+    out = t.catalog.commit_change(Direct(update))
     assert out.manifest is not None
     t.refresh()
     return new[0].path
@@ -93,7 +94,7 @@ def replace_file(t: lethe.Table, old: str) -> str:
 
 def erase(t: lethe.Table, key_value: int, rid: str) -> tuple[str, str, int]:
     """Simulate an erase: a DV delete recording a pending ErasureRecord, then the splice
-    commit (``apply_replace`` + the record turned ``spliced`` with ``superseded``), through
+    commit (files replaced, the record turned ``spliced`` with ``superseded``), through
     the normal commit loop. Returns (id hash, superseded path, spliced version)."""
     res = t.delete_batch(
         [DeleteRequest([("id", "=", key_value)], request_id=rid, erase=True)], kind="erase"
@@ -112,24 +113,10 @@ def erase(t: lethe.Table, key_value: int, rid: str) -> tuple[str, str, int]:
     new = t.write_data_files(rows)
     op = Operation(kind="erase", rows_erased=1, files_removed=1, files_added=len(new))
 
-    def build(b: Snapshot) -> Snapshot:
-        nxt = apply_replace(b, [old], new, op)
-        return nxt.evolve(
-            erasures=tuple(
-                e.model_copy(
-                    update={
-                        "state": "spliced",
-                        "spliced_version": nxt.version,
-                        "superseded": (old,),
-                    }
-                )
-                if e.id_hash == h
-                else e
-                for e in nxt.erasures
-            )
-        )
-
-    out = t.catalog.commit(build)
+    # a compaction of the file past the delete meets the erasure: the record turns
+    # ``spliced`` and supersedes the old file (and the segment that described it)
+    update = ReplaceFiles((old,), {old: f.dv}, tuple(new), op, plan_version=t.version)
+    out = t.catalog.commit_change(Direct(update))
     assert out.manifest is not None
     t.refresh()
     assert t.lookup(key_value).num_rows == 0

@@ -22,9 +22,10 @@ crash never wedges the table and never loses a landed commit. A 409
 
 Every writer commits through the one loop here, :meth:`Catalog.commit_change`: a
 :class:`Change` has an I/O step (``prepare``: locate rows, write a DV container) that runs
-outside the CAS and yields a :class:`Prepared` value whose ``apply(base)`` is pure. A newer
-base is tried with the same preparation first; ``apply`` raises :class:`Rebase` when only new
-I/O can fix it, and the loop prepares again. Objects a preparation wrote, and objects the
+outside the CAS and yields a :class:`Prepared` value holding an update of
+:mod:`lethe.changes` (its requirements on the base, and a pure ``apply``). A newer base is
+tried with the same preparation first; an unmet requirement raises :class:`Rebase` when only
+new I/O can fix it, and the loop prepares again. Objects a preparation wrote, and objects the
 caller hands over (``Change.owned``), are removed exactly when the failure proves the commit
 did not land (or the change turned out to be a no-op); never after an ambiguous manifest PUT.
 """
@@ -39,9 +40,10 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeAlias
+from typing import Generic, Protocol, TypeAlias, TypeVar
 
 from lethe import errors
+from lethe.changes import KINDS, Update, unmet
 from lethe.grace import check_fresh
 from lethe.layout import HEAD_KEY, MANIFEST_PREFIX, is_manifest_key
 from lethe.manifest import (
@@ -67,6 +69,7 @@ __all__ = [
     "Catalog",
     "Change",
     "CommitOutcome",
+    "Direct",
     "Prepared",
     "Rebase",
     "RetryPolicy",
@@ -91,7 +94,7 @@ class RetryPolicy:
 
 
 class Rebase(Exception):
-    """Raised by :meth:`Prepared.apply`: the base moved in a way only new I/O can absorb (a
+    """The base moved in a way only new I/O can absorb (an update's requirement is unmet: a
     DV it unioned with changed, a file it targets was replaced); the loop prepares again."""
 
     def __init__(self, base: Snapshot, why: str = "") -> None:
@@ -99,27 +102,40 @@ class Rebase(Exception):
         self.base = base
 
 
-@dataclass(frozen=True, slots=True)
-class Prepared:
-    """One preparation of a change: a pure ``apply`` plus what preparing it wrote.
+T = TypeVar("T")
 
-    ``apply(base)`` returns manifest base+1, None for "nothing to do", or raises
-    :class:`Rebase`. ``written`` are table-relative keys of objects this preparation wrote
-    (removed when the commit provably did not land, or when the preparation is superseded).
-    ``written_at`` is the writer's clock before the oldest upload the commit references (the
-    GC grace rule, :mod:`lethe.grace`); when ``renewable``, a preparation past that rule is
-    made anew instead of failing the commit. ``detail`` carries whatever the caller needs
-    from the preparation that landed.
+
+@dataclass(frozen=True, slots=True)
+class Prepared(Generic[T]):
+    """One preparation of a change: the update to commit plus what preparing it wrote.
+
+    ``update`` is one of :data:`lethe.changes.KINDS` (None: nothing to do). ``detail`` is
+    what the caller reads from the preparation that landed (typed per change). ``written``
+    are table-relative keys of objects this preparation wrote (removed when the commit
+    provably did not land, or when the preparation is superseded). ``written_at`` is the
+    writer's clock before the oldest upload the commit references (the GC grace rule,
+    :mod:`lethe.grace`); when ``renewable``, a preparation past that rule is made anew
+    instead of failing the commit.
     """
 
-    apply: Callable[[Snapshot], Snapshot | None]
+    update: Update | None
+    detail: T
     written: tuple[str, ...] = ()
     written_at: float | None = None
     renewable: bool = False
-    detail: Any = None
+
+    def apply(self, base: Snapshot) -> Snapshot | None:
+        """The update on ``base`` (None: nothing to do); :class:`Rebase` when ``base``
+        fails one of its requirements (checked here, the one place)."""
+        if self.update is None:
+            return None
+        why = unmet(base, self.update.requirements())
+        if why is not None:
+            raise Rebase(base, why)
+        return self.update.apply(base)
 
 
-class Change(Protocol):
+class Change(Protocol[T]):
     """One commit's intent (see the module docstring)."""
 
     @property
@@ -133,37 +149,47 @@ class Change(Protocol):
         removed when the commit provably did not land or was a no-op."""
         ...
 
-    def prepare(self, base: Snapshot) -> Prepared:
+    def prepare(self, base: Snapshot) -> Prepared[T]:
         """The I/O step, outside the CAS, for ``base``."""
         ...
 
 
 @dataclass(frozen=True, slots=True)
-class PureChange:
-    """A change without an I/O step: ``build(base)`` is the whole commit."""
+class Direct:
+    """A change whose update needs no I/O (append of written files, index declarations,
+    the format upgrade): every preparation is the update itself."""
 
-    build: Callable[[Snapshot], Snapshot | None]
+    update: Update
     written_at: float | None = None
-    what: str = "commit"
     owned: Sequence[str] = ()
+    name: str = ""  # for messages (default: the update's kind)
 
-    def prepare(self, base: Snapshot) -> Prepared:
-        return Prepared(self.build, written_at=self.written_at)
+    @property
+    def what(self) -> str:
+        return self.name or self.update.what
+
+    def prepare(self, base: Snapshot) -> Prepared[None]:
+        return Prepared(self.update, None, written_at=self.written_at)
 
 
 @dataclass(frozen=True, slots=True)
-class CommitOutcome:
-    """A commit that landed (``manifest``) or had nothing to do (``manifest is None``)."""
+class CommitOutcome(Generic[T]):
+    """A commit that landed (``manifest``) or had nothing to do (``manifest is None``), with
+    the preparation it committed (``detail``: what that preparation found)."""
 
     manifest: Snapshot | None
     base: Snapshot
     attempts: int
     seconds: float
-    prepared: Prepared | None = field(default=None, compare=False)
+    prepared: Prepared[T] = field(compare=False)
 
     @property
     def retries(self) -> int:
         return self.attempts - 1
+
+    @property
+    def detail(self) -> T:
+        return self.prepared.detail
 
 
 class Segments:
@@ -399,16 +425,7 @@ class Catalog:
             self.segments.remember(path, seg)
         return written
 
-    def commit(
-        self, build: Callable[[Snapshot], Snapshot | None], *, written_at: float | None = None
-    ) -> CommitOutcome:
-        """Commit a change without an I/O step: ``build(base)`` returns manifest base+1, or
-        None for no-op; it is called again on every retry with the newer base (that is the
-        rebase) and may raise :class:`~lethe.errors.CommitConflict` when the change no longer
-        applies. ``written_at``: see :class:`Prepared`."""
-        return self.commit_change(PureChange(build, written_at))
-
-    def commit_change(self, change: Change) -> CommitOutcome:
+    def commit_change(self, change: Change[T]) -> CommitOutcome[T]:
         """The commit loop (the only one): bounded attempts with jittered backoff; each reads
         the head, applies the current preparation to it (preparing anew on :class:`Rebase`,
         or on :class:`~lethe.errors.GraceExpired` when renewable), and PUTs manifest N+1
@@ -416,7 +433,7 @@ class Catalog:
         the bound, :class:`~lethe.errors.GraceExpired` when a preparation is too old."""
         t0 = time.perf_counter()
         last: Exception | None = None
-        prepared: Prepared | None = None
+        prepared: Prepared[T] | None = None
         ambiguous = False  # a manifest PUT whose outcome is unknown: remove nothing
         try:
             for attempt in range(1, self.retry.max_attempts + 1):
@@ -493,8 +510,8 @@ class Catalog:
                 )
 
     def _apply(
-        self, change: Change, prepared: Prepared | None, base: Snapshot
-    ) -> tuple[Snapshot | None, Prepared]:
+        self, change: Change[T], prepared: Prepared[T] | None, base: Snapshot
+    ) -> tuple[Snapshot | None, Prepared[T]]:
         """Apply the current preparation to ``base``, preparing anew when it asks to."""
         if prepared is not None:
             try:
@@ -504,6 +521,11 @@ class Catalog:
                 # every manifest PUT with it was answered 412/409: nothing references it
                 self._remove(prepared.written, "of a superseded preparation")
         prepared = change.prepare(base)
+        if prepared.update is not None and not isinstance(prepared.update, KINDS):
+            raise TypeError(
+                f"{change.what}: {type(prepared.update).__name__} is not a change kind of "
+                "lethe.changes (KINDS); every commit is one"
+            )
         try:
             return prepared.apply(base), prepared
         except Rebase as r:

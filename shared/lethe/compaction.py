@@ -40,7 +40,8 @@ from pydantic import BaseModel, ConfigDict
 from pyroaring import BitMap64
 
 from lethe import dvstore, errors
-from lethe.catalog import CommitOutcome, Prepared, Rebase
+from lethe.catalog import CommitOutcome, Prepared
+from lethe.changes import ReplaceFiles
 from lethe.index import catch_up, runs_for_files
 from lethe.manifest import (
     DataFile,
@@ -58,7 +59,6 @@ from lethe.remap import (
 )
 from lethe.snapshot import Snapshot
 from lethe.store import IOCounters, S3Store, parse_s3_uri
-from lethe.transforms import apply_replace, update_erasures, with_new_runs, with_runs
 from lethe.values import from_json
 from lethe.writer import WriteOptions, write_files
 
@@ -428,80 +428,37 @@ class CompactionResult:
 
 
 @dataclass(frozen=True, slots=True)
-class _Replace:
-    """One compaction commit as data: ``validate`` + ``apply`` on any newer base.
+class _Committed:
+    """What the compaction preparation that landed committed (its counts)."""
 
-    Sources must still be live with exactly the DVs the mapping was computed from (else the
-    attempt is redone outside the CAS loop, which may need I/O); coalesced DVs move only for
-    files whose DV did not change meanwhile.
-    """
-
-    removed: tuple[str, ...]
-    dv_seen: Mapping[str, DVRef | None]
-    added: tuple[DataFile, ...]
-    operation: Operation
-    coalesced: Mapping[str, DVRef]
-    coalesced_from: Mapping[str, DVRef]
-    moved: Mapping[str, Sequence[ErasureTarget]]
-    plan_version: int
-    runs: Mapping[str, IndexRun] = field(default_factory=dict)  # index runs of ``added``
-    caught_up: Mapping[str, IndexRun] = field(default_factory=dict)  # of uncovered files
-
-    def validate(self, b: Snapshot) -> None:
-        for p in self.removed:
-            f = b.file(p)
-            if f is None or f.dv != self.dv_seen[p]:
-                raise Rebase(b, "a source was replaced or its DV changed")
-
-    def _held(self, b: Snapshot) -> dict[str, str]:
-        """Source file -> the segment object whose entry describes it in ``b``."""
-        return {p: s.path for p, s in b.locate(list(self.removed)).items()}
-
-    def __call__(self, b: Snapshot) -> Snapshot:
-        self.validate(b)
-        gone = set(self.removed)
-        still = {  # coalesced DVs of files whose DV did not change meanwhile
-            p: ref
-            for p, ref in self.coalesced.items()
-            if p not in gone and (f := b.file(p)) is not None and f.dv == self.coalesced_from[p]
-        }
-        erasures = update_erasures(
-            b.erasures, gone, self.plan_version, self.moved, b.version + 1, segments=self._held(b)
-        )
-        nxt = apply_replace(
-            b, self.removed, self.added, self.operation, dv_updates=still, erasures=erasures
-        )
-        return with_runs(with_new_runs(nxt, self.runs), self.caught_up)
+    stats: Mapping[str, int]
+    bytes_before: int
+    bytes_after: int
+    files_removed: int
+    files_added: int
 
 
+@dataclass(frozen=True, slots=True)
 class _CompactionChange:
     """A compaction commit as a change: ``prepare`` drops groups whose sources are gone,
     maps deletes that reached a source since the plan onto the outputs and writes them with
-    the coalesced DVs in one container; ``apply`` is :class:`_Replace`. Outputs of groups
-    that do not commit are removed by the loop (``owned``) or when skipped."""
+    the coalesced DVs in one container; the update is :class:`~lethe.changes.ReplaceFiles`.
+    Outputs of groups that do not commit are removed by the loop (``owned``) or when
+    skipped (``skipped`` collects them across attempts; the DV caches span attempts too).
+    ``runs`` and ``caught_up`` are the index runs written before the commit (see
+    :func:`commit_compaction`)."""
 
-    what = "compaction"
-
-    def __init__(
-        self,
-        table: Table,
-        plan: CompactionPlan,
-        outputs: Mapping[int, Sequence[DataFile]],
-        written_at: float | None,
-    ) -> None:
-        self.table, self.plan, self.outputs, self.written_at = table, plan, outputs, written_at
-        files = [o for r in outputs.values() for o in r]
-        # the outputs' index runs, written once (entries of files that do not commit are
-        # ignored by readers: they are not live)
-        store, prefix, m = table.store, table.catalog.prefix, table.manifest
-        self.runs, pieces = runs_for_files(store, prefix, m, files)
-        # files no index covers yet (spliced ones) are indexed by compaction too
-        sources = {f.path for g in plan.groups for f in g.files}
-        self.caught_up, more = catch_up(store, prefix, m, exclude=sources)
-        self.owned = (*(o.path for o in files), *pieces, *more)
-        self.skipped: set[int] = set()
-        self._bitmaps: dict[DVRef, BitMap64] = {}
-        self._raw: dict[DVRef, bytes] = {}
+    table: Table
+    plan: CompactionPlan
+    outputs: Mapping[int, Sequence[DataFile]]
+    written_at: float | None
+    runs: Mapping[str, IndexRun]
+    caught_up: Mapping[str, IndexRun]
+    owned: tuple[str, ...]
+    what: str = "compaction"
+    skipped: set[int] = field(default_factory=set)
+    _bitmaps: dict[DVRef, BitMap64] = field(default_factory=dict)
+    _raw: dict[DVRef, bytes] = field(default_factory=dict)
 
     def _bitmap(self, ref: DVRef | None) -> BitMap64:
         if ref is None:
@@ -560,13 +517,13 @@ class _CompactionChange:
             return [], {}
         return coalesce, coalesce_from
 
-    def prepare(self, base: Snapshot) -> Prepared:
+    def prepare(self, base: Snapshot) -> Prepared[_Committed | None]:
         live = self._live_groups(base)
         dv_now = {f.path: base.file(f.path).dv for g in live for f in g.files}  # type: ignore[union-attr]
         mapped, moved, n_mapped = self._map(live, dv_now)
         coalesce, coalesce_from = self._coalesce(base)
         if not live and not coalesce:
-            return Prepared(lambda b: None)
+            return Prepared(None, None)
         container_at = time.time()
         table = self.table
         refs = (
@@ -574,17 +531,20 @@ class _CompactionChange:
             if (mapped or coalesce)
             else {}
         )
-        change, stats = self._replacement(live, dv_now, refs, moved, n_mapped, coalesce_from)
+        update, stats = self._replacement(live, dv_now, refs, moved, n_mapped, coalesce_from)
+        done = _Committed(
+            stats,
+            bytes_before=sum(f.size for g in live for f in g.files),
+            bytes_after=sum(o.size for o in update.added),
+            files_removed=len(update.removed),
+            files_added=len(update.added),
+        )
         return Prepared(
-            change,
+            update,
+            done,
             written=tuple(sorted({r.container for r in refs.values() if r.container})),
             written_at=container_at if self.written_at is None else self.written_at,
             renewable=self.written_at is None,  # only a container of ours: write it anew
-            detail=(
-                stats,
-                sum(f.size for g in live for f in g.files),
-                sum(o.size for o in change.added),
-            ),
         )
 
     def _live_groups(self, base: Snapshot) -> list[CompactionGroup]:
@@ -598,7 +558,7 @@ class _CompactionChange:
         ]
         gone = {g.index for g in plan.groups} - {g.index for g in live} - self.skipped
         if gone:  # written for groups that cannot commit: never referenced, safe to delete
-            self.skipped |= gone
+            self.skipped.update(gone)
             table.store.delete_many(
                 [table.key_of(o.path) for i in gone for o in outputs.get(i, ())]
             )
@@ -612,7 +572,7 @@ class _CompactionChange:
         moved: Mapping[str, Sequence[ErasureTarget]],
         n_mapped: int,
         coalesce_from: Mapping[str, DVRef],
-    ) -> tuple[_Replace, dict[str, int]]:
+    ) -> tuple[ReplaceFiles, dict[str, int]]:
         """The commit of the live groups (pure), and its counts."""
         plan = self.plan
         added = [
@@ -639,7 +599,7 @@ class _CompactionChange:
                 "min_deleted_fraction": plan.options.min_deleted_fraction,
             },
         )
-        change = _Replace(
+        update = ReplaceFiles(
             removed=tuple(removed),
             dv_seen={p: dv_now[p] for p in removed},
             added=tuple(added),
@@ -651,7 +611,7 @@ class _CompactionChange:
             runs=self.runs,
             caught_up=self.caught_up,
         )
-        return change, stats
+        return update, stats
 
 
 def commit_compaction(
@@ -684,7 +644,15 @@ def commit_compaction(
     all_outputs = [o for r in outputs.values() for o in r]
     if written_at is None and all_outputs:
         written_at = table._written_at(all_outputs)
-    change = _CompactionChange(table, plan, outputs, written_at)
+    # the outputs' index runs, written once (entries of files that do not commit are
+    # ignored by readers: they are not live); files no index covers yet (spliced ones) are
+    # indexed by compaction too
+    store, prefix, m = table.store, table.catalog.prefix, table.manifest
+    runs, pieces = runs_for_files(store, prefix, m, all_outputs)
+    sources = {f.path for g in plan.groups for f in g.files}
+    caught_up, more = catch_up(store, prefix, m, exclude=sources)
+    owned = (*(o.path for o in all_outputs), *pieces, *more)
+    change = _CompactionChange(table, plan, outputs, written_at, runs, caught_up, owned)
     outcome = table.catalog.commit_change(change)
     if outcome.manifest is not None:
         table.adopt(outcome.manifest)
@@ -695,28 +663,30 @@ def commit_compaction(
     )
 
 
-def _result(plan: CompactionPlan, outcome: CommitOutcome, *, skipped: int) -> CompactionResult:
+def _result(
+    plan: CompactionPlan, outcome: CommitOutcome[_Committed | None], *, skipped: int
+) -> CompactionResult:
     """What a commit's outcome did (pure; the caller adds time and I/O)."""
-    if outcome.manifest is None:
+    done = outcome.detail
+    if outcome.manifest is None or done is None:
         return CompactionResult(
             None, False, plan, groups_skipped=skipped, attempts=outcome.attempts
         )
-    assert outcome.prepared is not None
-    stats, bytes_before, bytes_after = outcome.prepared.detail
+    stats = done.stats
     return CompactionResult(
         version=outcome.manifest.version,
         dry_run=False,
         plan=plan,
         groups_committed=stats["groups"],
         groups_skipped=skipped,
-        files_removed=len(outcome.prepared.apply.removed),  # type: ignore[attr-defined]
-        files_added=len(outcome.prepared.apply.added),  # type: ignore[attr-defined]
+        files_removed=done.files_removed,
+        files_added=done.files_added,
         rows_rewritten=stats["rows_rewritten"],
         deleted_rows_purged=stats["deleted_rows_purged"],
         concurrent_deletes_mapped=stats["concurrent_deletes_mapped"],
         dvs_coalesced=stats["dvs_coalesced"],
-        bytes_before=bytes_before,
-        bytes_after=bytes_after,
+        bytes_before=done.bytes_before,
+        bytes_after=done.bytes_after,
         attempts=outcome.attempts,
     )
 

@@ -22,12 +22,12 @@ import pyarrow as pa
 from pyroaring import BitMap64
 
 from lethe import dvstore
-from lethe.catalog import Prepared, Rebase
+from lethe.catalog import Prepared
+from lethe.changes import SetDVs
 from lethe.filters import Dnf, normalize
 from lethe.index import IndexPlan, index_plans, row_groups_of, usable
 from lethe.index_erase import scrub_rows
 from lethe.manifest import (
-    DVRef,
     ErasureRecord,
     ErasureTarget,
     IndexPiece,
@@ -40,7 +40,6 @@ from lethe.remap import group_rows, targets_of
 from lethe.scan import DVCache, plan, plan_files
 from lethe.snapshot import Snapshot
 from lethe.store import IOCounters
-from lethe.transforms import apply_dv_updates, replace_pieces
 
 if TYPE_CHECKING:  # pragma: no cover
     from lethe.table import Table
@@ -227,39 +226,6 @@ def _index_items(
     return items
 
 
-def _builder(
-    records: list[RequestRecord],
-    snap_dv: dict[str, DVRef | None],
-    refs: dict[str, DVRef],
-    op: Operation,
-    erasures: list[ErasureRecord],
-    pieces: Mapping[str, tuple[IndexPiece, ...]],
-) -> Callable[[Snapshot], Snapshot | None]:
-    """The commit step: apply the DVs if the base still has the DVs they were unioned with
-    (and the scrubbed index pieces, if the base still has the old ones); otherwise ask for
-    a rebase (which needs I/O, so it happens outside the CAS loop)."""
-
-    def build(b: Snapshot) -> Snapshot | None:
-        for r in records:
-            if b.find_request(r.id_hash) is not None:
-                raise Rebase(b, "a redelivered twin landed")
-        for p, dv in snap_dv.items():
-            f = b.file(p)
-            if f is None or f.dv != dv:
-                raise Rebase(b, "a DV it unions with changed")
-        for e in erasures:  # a file holding an erasure's rows was replaced: locate again
-            if any(b.file(t.path) is None for t in e.targets):
-                raise Rebase(b, "an erasure target was replaced")
-        nxt = replace_pieces(
-            apply_dv_updates(b, refs, op, requests=records, erasures=erasures), pieces
-        )
-        if nxt is None:
-            raise Rebase(b, "an index piece it scrubs was rewritten")
-        return nxt
-
-    return build
-
-
 def _scrub(
     table: Table,
     base: Snapshot,
@@ -315,7 +281,7 @@ class _Located:
 @dataclass(frozen=True, slots=True)
 class _DeleteChange:
     """A batch of delete requests as a commit: ``prepare`` locates the rows and writes one DV
-    container with the unions; ``apply`` is :func:`_builder`."""
+    container with the unions; the update is :class:`~lethe.changes.SetDVs`."""
 
     table: Table
     requests: Sequence[DeleteRequest]
@@ -329,7 +295,7 @@ class _DeleteChange:
     def what(self) -> str:
         return self.kind
 
-    def prepare(self, base: Snapshot) -> Prepared:
+    def prepare(self, base: Snapshot) -> Prepared[_Located]:
         table, requests, hashes = self.table, self.requests, self.hashes
         done, twins, conflicts, live = _sort_requests(hashes, self.bodies, base)
         # an erase finds every matching row still physically in a live file, hidden or not
@@ -359,7 +325,7 @@ class _DeleteChange:
         }
         result = _Located(done, twins, conflicts, per_req, targets)
         if not claimed and not targets:
-            return Prepared(lambda b: None, detail=result)
+            return Prepared(None, result)
         snap_dv = {p: base.file(p).dv for p in claimed}  # type: ignore[union-attr]
         written_at = time.time()  # before the container's PUT: the GC grace clock
         unions = {p: current_dv(p) | claimed[p] for p in claimed}
@@ -396,15 +362,16 @@ class _DeleteChange:
             request_id_hash=None,
             params={"requests": len(live)},
         )
+        update = SetDVs(refs, snap_dv, op, tuple(records), tuple(erasures), pieces)
         return Prepared(
-            _builder(records, snap_dv, refs, op, erasures, pieces),
+            update,
+            result,
             written=(
                 *sorted({r.container for r in refs.values() if r.container}),
                 *piece_keys,
             ),
             written_at=written_at if refs else None,
             renewable=True,  # past the grace, a new container is cheap
-            detail=result,
         )
 
 
@@ -427,8 +394,7 @@ def delete_batch(
     outcome = table.catalog.commit_change(
         _DeleteChange(table, requests, dnfs, hashes, bodies, kind)
     )
-    assert outcome.prepared is not None
-    found: _Located = outcome.prepared.detail
+    found = outcome.detail
     outcome_version = outcome.manifest.version if outcome.manifest is not None else None
     base = outcome.manifest or outcome.base
     if outcome.manifest is not None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -26,7 +26,8 @@ import pyarrow.parquet as pq
 from pyroaring import BitMap64
 
 from lethe import dvstore, errors
-from lethe.catalog import Prepared, Rebase
+from lethe.catalog import Prepared
+from lethe.changes import SetDVs, SpliceFile
 from lethe.deletes import DeleteRequest, delete_batch
 from lethe.dv import keep_mask, rebase_positions
 from lethe.index import spliced_origin
@@ -53,7 +54,6 @@ from lethe.remap import targets_of
 from lethe.snapshot import Snapshot
 from lethe.splice_io import Fetcher, read_footer, upload
 from lethe.store import IOCounters
-from lethe.transforms import apply_dv_updates, apply_replace, replace_pieces, spliced_erasures
 from lethe.writer import describe, new_data_path
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -270,7 +270,8 @@ def splice_file(
 class _SpliceChange:
     """Replace ``s.old`` by ``s.new``: ``prepare`` maps every position deleted so far
     (including deletes that landed during the splice) onto the new file, where removed rows
-    vanish and later ones shift down, and writes that DV; ``apply`` is :func:`_splice_builder`.
+    vanish and later ones shift down, and writes that DV; the update is
+    :class:`~lethe.changes.SpliceFile`.
     The spliced object is the caller's (``owned``): removed if the commit does not land."""
 
     table: Table
@@ -281,7 +282,7 @@ class _SpliceChange:
     def owned(self) -> tuple[str, ...]:
         return (self.s.new.path,) if self.s.new is not None else ()
 
-    def prepare(self, base: Snapshot) -> Prepared:
+    def prepare(self, base: Snapshot) -> Prepared[None]:
         s = self.s
         cur = base.file(s.old.path)
         if cur is None:
@@ -294,15 +295,25 @@ class _SpliceChange:
             rebased = rebase_positions(dvstore.load(store, prefix, cur.dv), s.removed)
             if len(rebased):
                 new_dv = dvstore.write_dvs(store, prefix, {s.new.path: rebased})[s.new.path]
-        spliced = {g.index for g in s.fates if g.edited}
+        spliced = frozenset(g.index for g in s.fates if g.edited)
+        new = s.new.model_copy(update={"dv": new_dv}) if s.new is not None else None
+        op = Operation(
+            kind="erase",
+            rows_erased=len(s.removed),
+            files_removed=1,
+            files_added=0 if new is None else 1,
+            files_touched=1,
+            params={"row_groups_spliced": len(spliced)},
+        )
         return Prepared(
-            _splice_builder(s, cur.dv, new_dv, spliced),
+            SpliceFile(s.old.path, cur.dv, new, op, s.fates, spliced),
+            None,
             written=(new_dv.container,) if new_dv is not None and new_dv.container else (),
             written_at=s.written_at,
         )
 
 
-def commit_splice(table: Table, s: SpliceResult, *, request_hashes: Sequence[str] = ()) -> Snapshot:
+def commit_splice(table: Table, s: SpliceResult) -> Snapshot:
     """Replace ``s.old`` by ``s.new`` with the DV rebased; concurrent deletes on the old file
     are mapped onto the new one (through the catalog's one commit loop: bounded, jittered; a
     DV container is written anew only when the old file's DV changed).
@@ -315,38 +326,6 @@ def commit_splice(table: Table, s: SpliceResult, *, request_hashes: Sequence[str
     assert outcome.manifest is not None
     table.adopt(outcome.manifest)
     return outcome.manifest
-
-
-def _splice_builder(
-    s: SpliceResult, expected: DVRef | None, new_dv: DVRef | None, spliced: set[int]
-) -> Callable[[Snapshot], Snapshot | None]:
-    new_files = [s.new.model_copy(update={"dv": new_dv})] if s.new is not None else []
-    op = Operation(
-        kind="erase",
-        rows_erased=len(s.removed),
-        files_removed=1,
-        files_added=len(new_files),
-        files_touched=1,
-        params={"row_groups_spliced": len(spliced)},
-    )
-
-    def build(b: Snapshot) -> Snapshot | None:
-        f = b.file(s.old.path)
-        if f is None or f.dv != expected:
-            raise Rebase(b, "the old file's DV changed")
-        held = b.locate([s.old.path]).get(s.old.path)
-        erasures = spliced_erasures(
-            b.erasures,
-            s.old.path,
-            s.new.path if s.new else None,
-            s.fates,
-            spliced,
-            b.version + 1,
-            held.path if held is not None else None,
-        )
-        return apply_replace(b, [s.old.path], new_files, op, erasures=erasures)
-
-    return build
 
 
 # --- erase -----------------------------------------------------------------------------------
@@ -484,6 +463,15 @@ def _result(
 
 
 @dataclass(frozen=True, slots=True)
+class _Recorded:
+    """What preparing a purge record found: the version of this request's record when an
+    earlier call committed it (``duplicate``), else None."""
+
+    version: int | None
+    duplicate: bool
+
+
+@dataclass(frozen=True, slots=True)
 class _PurgeRecord:
     """The erasure record of a purge as a change: ``prepare`` finds every row group holding a
     hidden row (or the record an earlier call with this id committed) and scrubs the index
@@ -495,17 +483,17 @@ class _PurgeRecord:
     what: str = "purge"
     owned: tuple[str, ...] = ()
 
-    def prepare(self, base: Snapshot) -> Prepared:
+    def prepare(self, base: Snapshot) -> Prepared[_Recorded]:
         h = self.id_hash
         rec = base.find_request(h)
         if rec is not None:
-            return Prepared(lambda b: None, detail=(rec.version, True))
+            return Prepared(None, _Recorded(rec.version, duplicate=True))
         store, prefix = self.table.store, self.table.catalog.prefix
         hidden = {f.path: dvstore.load(store, prefix, f.dv) for f in base.files if f.dv is not None}
         hidden = {p: bm for p, bm in hidden.items() if len(bm)}
         targets = targets_of(base, hidden)
         if not targets:
-            return Prepared(lambda b: None, detail=(None, False))
+            return Prepared(None, _Recorded(None, duplicate=False))
         written_at = time.time()  # before the pieces' PUTs: the GC grace clock
         pieces, keys = scrub_rows(self.table.store, self.table.catalog.prefix, base, hidden)
         record = RequestRecord(
@@ -526,23 +514,13 @@ class _PurgeRecord:
             params={"hidden_rows": record.rows, "index_pieces_scrubbed": len(pieces)},
         )
 
-        def build(b: Snapshot) -> Snapshot | None:
-            if b.find_request(h) is not None:
-                raise Rebase(b, "a twin recorded it")  # its version is read by prepare
-            if any(b.file(t.path) is None for t in erasure.targets):
-                raise Rebase(b, "a target was replaced")  # look again
-            recorded = apply_dv_updates(b, {}, op, requests=[record], erasures=[erasure])
-            nxt = replace_pieces(recorded, pieces)
-            if nxt is None:
-                raise Rebase(b, "an index piece it scrubs was rewritten")
-            return nxt
-
+        update = SetDVs({}, {}, op, (record,), (erasure,), pieces)
         return Prepared(
-            build,
+            update,
+            _Recorded(None, duplicate=False),
             written=tuple(keys),
             written_at=written_at if keys else None,
             renewable=True,
-            detail=(None, False),
         )
 
 
@@ -557,9 +535,7 @@ def record_purge(table: Table, request_id: str) -> tuple[str, int | None, bool]:
     if outcome.manifest is not None:
         table.adopt(outcome.manifest)
         return h, outcome.manifest.version, False
-    assert outcome.prepared is not None
-    version, duplicate = outcome.prepared.detail
-    return h, version, duplicate
+    return h, outcome.detail.version, outcome.detail.duplicate
 
 
 def purge(

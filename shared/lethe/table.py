@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING, Any, Literal
 import pyarrow as pa
 
 from lethe import errors
-from lethe.catalog import Catalog, CommitOutcome, PureChange, RetryPolicy
+from lethe.catalog import Catalog, CommitOutcome, Direct, RetryPolicy
+from lethe.changes import AddFiles, DeclareIndex, DropIndex, UpgradeFormat
 from lethe.deletes import BatchDeleteResult, DeleteRequest, DeleteResult
 from lethe.snapshot import Snapshot
 
@@ -44,12 +45,7 @@ from lethe.reader import FileHandle, RowFilter, iter_row_groups, read_filtered
 from lethe.scan import DVCache, plan
 from lethe.store import IOCounters, S3Store, parse_s3_uri
 from lethe.transforms import (
-    apply_append,
     check_indexable,
-    declare,
-    undeclare,
-    with_merges,
-    with_new_runs,
 )
 from lethe.writer import WriteOptions, write_files
 
@@ -267,7 +263,7 @@ class Table:
             raise errors.InvalidRequest("manifest belongs to another table")
         self._m = manifest
 
-    def _adopt(self, outcome: CommitOutcome) -> None:
+    def _adopt(self, outcome: CommitOutcome[Any]) -> None:
         self._m = outcome.manifest if outcome.manifest is not None else outcome.base
 
     # --- writes ------------------------------------------------------------------------------
@@ -402,33 +398,25 @@ class Table:
             request_id_hash=rid,
             params=params or {},
         )
-        earlier: list[int] = []
         runs, merges, pieces = maintain(
             self.store, self._catalog.prefix, self._m, files, values=_index_values
         )
-
-        def build(base: Snapshot) -> Snapshot | None:
-            if rid is not None:
-                rec = base.find_request(rid)
-                if rec is not None:
-                    earlier.append(rec.version)
-                    return None
-            return with_merges(with_new_runs(apply_append(base, files, op), runs), merges)
-
         if written_at is None and files:
             written_at = self._written_at(files)
         outcome = self._catalog.commit_change(
-            PureChange(
-                build,
+            Direct(
+                AddFiles(tuple(files), op, runs, tuple(merges)),
                 written_at,
-                what=kind,
                 owned=(*(f.path for f in files), *pieces) if own else tuple(pieces),
+                name=kind,
             )
         )
         self._adopt(outcome)
         io = self.store.stats.snapshot() - before
-        if outcome.manifest is None:
-            return CommitResult(earlier[0] if earlier else self.version, 0, 0, outcome.attempts, io)
+        if outcome.manifest is None:  # a twin with this request id committed first
+            twin = outcome.base.find_request(rid) if rid is not None else None
+            version = twin.version if twin is not None else self.version
+            return CommitResult(version, 0, 0, outcome.attempts, io)
         return CommitResult(outcome.manifest.version, len(files), rows, outcome.attempts, io)
 
     # --- reads -------------------------------------------------------------------------------
@@ -589,14 +577,9 @@ class Table:
         """Rewrite the latest manifest in format 2 (segmented) if it is still format 1;
         returns the commit (``files_added`` 0), or this version when there is nothing to do.
         Any other commit upgrades a format-1 table as well."""
-        from lethe.transforms import upgrade
-
         before = self.store.stats.snapshot()
 
-        def build(base: Snapshot) -> Snapshot | None:
-            return None if base.segmented else upgrade(base)
-
-        outcome = self._catalog.commit_change(PureChange(build, what="upgrade"))
+        outcome = self._catalog.commit_change(Direct(UpgradeFormat()))
         self._adopt(outcome)
         return CommitResult(
             self.version, 0, 0, outcome.attempts, self.store.stats.snapshot() - before
@@ -666,10 +649,9 @@ class Table:
         else:
             runs = build(files)
         outcome = self._catalog.commit_change(
-            PureChange(
-                lambda b: declare(b, column, runs, base.version),
+            Direct(
+                DeclareIndex(column, tuple(runs), base.version),
                 written_at,
-                what="create index",
                 owned=tuple(p.path for r in runs for p in r.pieces),
             )
         )
@@ -684,9 +666,7 @@ class Table:
             InvalidRequest: ``column`` is not indexed.
         """
         before = self.store.stats.snapshot()
-        outcome = self._catalog.commit_change(
-            PureChange(lambda b: undeclare(b, column), what="drop index")
-        )
+        outcome = self._catalog.commit_change(Direct(DropIndex(column)))
         self._adopt(outcome)
         io = self.store.stats.snapshot() - before
         return CommitResult(self.version, 0, 0, outcome.attempts, io)

@@ -1,0 +1,355 @@
+"""The one change vocabulary: every commit is one of these values.
+
+A commit has two halves (PyIceberg's ``TableUpdate`` / ``TableRequirement`` is the model):
+
+* an **update** (this module): a frozen value naming what it needs of the base
+  (:meth:`requirements`: typed :data:`Requirement` values) and a pure
+  ``apply(base) -> Snapshot | None`` (None: nothing to do on that base). The catalog's loop
+  (:meth:`lethe.catalog.Catalog.commit_change`) checks the requirements in one place
+  (:func:`unmet`) and applies the update to each newer base; an unmet requirement means only
+  new I/O can fix the commit, and the loop prepares again.
+* a **preparation** (the change's ``prepare``, in the module that owns the operation: deletes,
+  erase, compaction, the table): the I/O an update needs (locating rows, writing a unioned
+  DV container or index pieces) run outside the CAS, returning a typed
+  :class:`lethe.catalog.Prepared` with the update.
+
+:data:`KINDS` lists the update kinds; the catalog commits nothing else.
+
+>>> import pyarrow as pa
+>>> from lethe.manifest import TableProperties, initial_manifest, DVRef
+>>> from lethe.snapshot import Snapshot
+>>> base = Snapshot(initial_manifest(table_uuid="t", schema=pa.schema([("id", pa.int64())]),
+...                                  properties=TableProperties(key="id")))
+>>> unmet(base, [FileHasDV("data/a.parquet", None)])
+'data/a.parquet is no longer live'
+>>> AddFiles(files=(), operation=Operation(kind="append")).apply(base).version
+1
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import ClassVar, Protocol, TypeAlias
+
+from lethe.manifest import (
+    DataFile,
+    DVRef,
+    ErasureRecord,
+    ErasureTarget,
+    IndexPiece,
+    IndexRun,
+    Operation,
+    RequestRecord,
+)
+from lethe.parquet.splice import GroupFate
+from lethe.snapshot import Snapshot
+from lethe.transforms import (
+    Merge,
+    apply_append,
+    apply_dv_updates,
+    apply_replace,
+    declare,
+    piece_paths,
+    replace_pieces,
+    spliced_erasures,
+    undeclare,
+    update_erasures,
+    upgrade,
+    with_merges,
+    with_new_runs,
+    with_runs,
+)
+
+__all__ = [
+    "KINDS",
+    "AddFiles",
+    "DeclareIndex",
+    "DropIndex",
+    "FileHasDV",
+    "FileLive",
+    "PiecesPresent",
+    "ReplaceFiles",
+    "RequestAbsent",
+    "Requirement",
+    "SetDVs",
+    "SpliceFile",
+    "Update",
+    "UpgradeFormat",
+    "unmet",
+]
+
+
+# --- requirements ----------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class FileLive:
+    """The file at ``path`` is live (whatever its DV)."""
+
+    path: str
+
+
+@dataclass(frozen=True, slots=True)
+class FileHasDV:
+    """The file at ``path`` is live with exactly the DV ``dv`` (None: no DV): what a
+    preparation read positions from, or unioned a new DV with."""
+
+    path: str
+    dv: DVRef | None
+
+
+@dataclass(frozen=True, slots=True)
+class RequestAbsent:
+    """No request with this id hash is in the base's log (a redelivered twin did not land
+    meanwhile; if it did, preparing again reads its result)."""
+
+    id_hash: str
+
+
+@dataclass(frozen=True, slots=True)
+class PiecesPresent:
+    """The index pieces a preparation rewrote are all still referenced (no other commit
+    rewrote one of them meanwhile)."""
+
+    paths: tuple[str, ...]
+
+
+Requirement: TypeAlias = FileLive | FileHasDV | RequestAbsent | PiecesPresent
+
+
+def unmet(base: Snapshot, requirements: Iterable[Requirement]) -> str | None:
+    """Why ``base`` fails the first requirement it fails, or None when it meets them all.
+
+    File requirements are checked together: one lookup of the segments holding them."""
+    reqs = list(requirements)
+    paths = [r.path for r in reqs if isinstance(r, FileLive | FileHasDV)]
+    live = _live(base, paths) if paths else {}
+    pieces: set[str] | None = None
+    for r in reqs:
+        if isinstance(r, FileLive | FileHasDV):
+            f = live.get(r.path)
+            if f is None:
+                return f"{r.path} is no longer live"
+            if isinstance(r, FileHasDV) and f.dv != r.dv:
+                return f"the DV of {r.path} changed"
+        elif isinstance(r, RequestAbsent):
+            if base.find_request(r.id_hash) is not None:
+                return "a request with the same id landed"
+        else:
+            pieces = piece_paths(base) if pieces is None else pieces
+            if any(p not in pieces for p in r.paths):
+                return "an index piece it rewrote was rewritten"
+    return None
+
+
+def _live(base: Snapshot, paths: Sequence[str]) -> dict[str, DataFile]:
+    if not base.segmented:
+        wanted = set(paths)
+        return {f.path: f for f in base.inline_files if f.path in wanted}
+    where = base.locate(sorted(set(paths)))
+    out: dict[str, DataFile] = {}
+    for summ in {s.path: s for s in where.values()}.values():
+        for f in base.segment_files(summ):
+            if f.path in where:
+                out[f.path] = f
+    return out
+
+
+# --- updates ---------------------------------------------------------------------------------
+class Update(Protocol):
+    """What every update kind offers the loop."""
+
+    what: ClassVar[str]
+
+    def requirements(self) -> tuple[Requirement, ...]: ...
+
+    def apply(self, base: Snapshot) -> Snapshot | None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class AddFiles:
+    """Files appended (append, ingest, registration), with their index runs and the index
+    merges they were due for. With ``request_hash``, a base that already logged the request
+    makes this a no-op (a redelivered twin committed first)."""
+
+    what: ClassVar[str] = "append"
+    files: tuple[DataFile, ...]
+    operation: Operation
+    runs: Mapping[str, IndexRun] = field(default_factory=dict)
+    merges: tuple[Merge, ...] = ()
+
+    def requirements(self) -> tuple[Requirement, ...]:
+        return ()
+
+    def apply(self, base: Snapshot) -> Snapshot | None:
+        rid = self.operation.request_id_hash
+        if rid is not None and base.find_request(rid) is not None:
+            return None
+        nxt = apply_append(base, self.files, self.operation)
+        return with_merges(with_new_runs(nxt, self.runs), self.merges)
+
+
+@dataclass(frozen=True, slots=True)
+class UpgradeFormat:
+    """A format-1 base rewritten in format 2 (a no-op on a segmented base)."""
+
+    what: ClassVar[str] = "upgrade"
+
+    def requirements(self) -> tuple[Requirement, ...]:
+        return ()
+
+    def apply(self, base: Snapshot) -> Snapshot | None:
+        return None if base.segmented else upgrade(base)
+
+
+@dataclass(frozen=True, slots=True)
+class DeclareIndex:
+    """An index declared on ``column`` with its backfill ``runs``, which cover the files
+    added up to version ``through``."""
+
+    what: ClassVar[str] = "create index"
+    column: str
+    runs: tuple[IndexRun, ...]
+    through: int
+
+    def requirements(self) -> tuple[Requirement, ...]:
+        return ()
+
+    def apply(self, base: Snapshot) -> Snapshot | None:
+        return declare(base, self.column, self.runs, self.through)
+
+
+@dataclass(frozen=True, slots=True)
+class DropIndex:
+    """The index on ``column`` dropped (GC removes its pieces)."""
+
+    what: ClassVar[str] = "drop index"
+    column: str
+
+    def requirements(self) -> tuple[Requirement, ...]:
+        return ()
+
+    def apply(self, base: Snapshot) -> Snapshot | None:
+        return undeclare(base, self.column)
+
+
+@dataclass(frozen=True, slots=True)
+class SetDVs:
+    """New DVs (each already the union with ``unioned_with[path]``), the requests they
+    answer, the erasure records they open and the index pieces they scrubbed: a delete
+    batch, or a purge's record (no DVs). Requires every unioned DV unchanged, no twin of a
+    request logged, every erasure target live, and the scrubbed pieces still referenced."""
+
+    what: ClassVar[str] = "delete"
+    refs: Mapping[str, DVRef]
+    unioned_with: Mapping[str, DVRef | None]
+    operation: Operation
+    requests: tuple[RequestRecord, ...] = ()
+    erasures: tuple[ErasureRecord, ...] = ()
+    pieces: Mapping[str, tuple[IndexPiece, ...]] = field(default_factory=dict)
+
+    def requirements(self) -> tuple[Requirement, ...]:
+        return (
+            *(RequestAbsent(r.id_hash) for r in self.requests),
+            *(FileHasDV(p, dv) for p, dv in self.unioned_with.items()),
+            *(FileLive(t.path) for e in self.erasures for t in e.targets),
+            *((PiecesPresent(tuple(self.pieces)),) if self.pieces else ()),
+        )
+
+    def apply(self, base: Snapshot) -> Snapshot | None:
+        nxt = apply_dv_updates(
+            base, self.refs, self.operation, requests=self.requests, erasures=self.erasures
+        )
+        return _with_pieces(nxt, self.pieces)
+
+
+@dataclass(frozen=True, slots=True)
+class SpliceFile:
+    """A spliced file replacing its source ``old`` (``new`` None: every row went), with the
+    DV ``new_dv`` mapped from the source's DV ``expected``; pending erasures of the source
+    move to the new file or are met (``fates``, ``spliced``: the row groups rewritten)."""
+
+    what: ClassVar[str] = "splice"
+    old: str
+    expected: DVRef | None
+    new: DataFile | None
+    operation: Operation
+    fates: tuple[GroupFate, ...]
+    spliced: frozenset[int]
+
+    def requirements(self) -> tuple[Requirement, ...]:
+        return (FileHasDV(self.old, self.expected),)
+
+    def apply(self, base: Snapshot) -> Snapshot | None:
+        held = base.locate([self.old]).get(self.old)
+        erasures = spliced_erasures(
+            base.erasures,
+            self.old,
+            self.new.path if self.new else None,
+            self.fates,
+            set(self.spliced),
+            base.version + 1,
+            held.path if held is not None else None,
+        )
+        added = [self.new] if self.new is not None else []
+        return apply_replace(base, [self.old], added, self.operation, erasures=erasures)
+
+
+@dataclass(frozen=True, slots=True)
+class ReplaceFiles:
+    """Files rewritten as others (compaction): sources ``removed`` (each live with the DV
+    the rewrite mapped, ``dv_seen``), outputs ``added`` with their DVs; ``coalesced`` DVs
+    of other files move into one container where their DV did not change meanwhile
+    (``coalesced_from``); pending erasures on the sources are met or ``moved``; index
+    ``runs`` of the outputs and ``caught_up`` runs of files no index covered are added."""
+
+    what: ClassVar[str] = "compaction"
+    removed: tuple[str, ...]
+    dv_seen: Mapping[str, DVRef | None]
+    added: tuple[DataFile, ...]
+    operation: Operation
+    plan_version: int
+    coalesced: Mapping[str, DVRef] = field(default_factory=dict)
+    coalesced_from: Mapping[str, DVRef] = field(default_factory=dict)
+    moved: Mapping[str, Sequence[ErasureTarget]] = field(default_factory=dict)
+    runs: Mapping[str, IndexRun] = field(default_factory=dict)
+    caught_up: Mapping[str, IndexRun] = field(default_factory=dict)
+
+    def requirements(self) -> tuple[Requirement, ...]:
+        return tuple(FileHasDV(p, self.dv_seen[p]) for p in self.removed)
+
+    def apply(self, base: Snapshot) -> Snapshot | None:
+        gone = set(self.removed)
+        still = {  # coalesced DVs of files whose DV did not change meanwhile
+            p: ref
+            for p, ref in self.coalesced.items()
+            if p not in gone and (f := base.file(p)) is not None and f.dv == self.coalesced_from[p]
+        }
+        held = {p: s.path for p, s in base.locate(list(self.removed)).items()}
+        erasures = update_erasures(
+            base.erasures, gone, self.plan_version, self.moved, base.version + 1, segments=held
+        )
+        nxt = apply_replace(
+            base, self.removed, self.added, self.operation, dv_updates=still, erasures=erasures
+        )
+        return with_runs(with_new_runs(nxt, self.runs), self.caught_up)
+
+
+def _with_pieces(
+    m: Snapshot, pieces: Mapping[str, tuple[IndexPiece, ...]]
+) -> Snapshot:  # PiecesPresent was checked: replace_pieces finds them all
+    nxt = replace_pieces(m, pieces)
+    if nxt is None:  # pragma: no cover - guarded by the requirement
+        raise AssertionError("scrubbed index pieces vanished after their requirement held")
+    return nxt
+
+
+#: Every update kind; :meth:`lethe.catalog.Catalog.commit_change` commits no other.
+KINDS: tuple[type, ...] = (
+    AddFiles,
+    UpgradeFormat,
+    DeclareIndex,
+    DropIndex,
+    SetDVs,
+    SpliceFile,
+    ReplaceFiles,
+)
