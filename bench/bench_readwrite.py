@@ -248,7 +248,7 @@ def dv_cost(t: Table) -> dict[str, float]:
     from lethe.rowdrop import drop_rows
     from lethe.scan import DVCache
 
-    items, _ = t._plan(None)
+    items, _ = plan_rows(t.store, t.catalog.prefix, t.manifest, None)
     cols = t.schema.names
     dvs = DVCache(t.store, t._catalog.prefix)
     acc = dict.fromkeys(("fetch", "decode", "mask", "drop", "copy", "sparse"), 0.0)

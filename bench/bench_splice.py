@@ -25,7 +25,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from bench.common import Measured, measure, mib, moto_process, new_bucket
-from lethe.deletes import load_dv
+from lethe.dvstore import load
 from lethe.erase import splice_file
 from lethe.parquet.footer import index_region, parse_tail
 from lethe.table import Table
@@ -148,16 +148,16 @@ def page_level(uri: str, rows: int) -> dict[str, float]:
         t.delete(filters)
         [f] = t.manifest.files
         starts = np.cumsum([0] + [g.rows for g in f.row_groups])
-        bm = load_dv(t, f.dv)
+        bm = load(t.store, t.catalog.prefix, f.dv)
         groups = [
             k
             for k in range(len(f.row_groups))
             if bm.range_cardinality(int(starts[k]), int(starts[k + 1]))
         ]
         gc.collect()  # neither side pays for the other's garbage
-        rg = measure(partial(splice_file, Table.open(uri), f, groups, page_level=False))
+        rg = measure(partial(splice_file, Table.open(uri).context, f, groups, page_level=False))
         gc.collect()
-        pg = measure(partial(splice_file, Table.open(uri), f, groups, page_level=True))
+        pg = measure(partial(splice_file, Table.open(uri).context, f, groups, page_level=True))
         print(f"erase {name} ({len(groups)} row groups): page level vs row-group splice")
         print(f"{'':<22}{'down':>12}{'up':>12}{'copied (S3)':>14}{'moved':>12}{'CPU':>10}  level")
         print(_splice_row("row-group splice", rg))

@@ -27,7 +27,7 @@ except ImportError:  # run as a script from a checkout: python spark_jobs/compac
     from spark_jobs._session import build_session
 
 import lethe
-from lethe.compaction import CompactionOptions, CompactionResult, RewriteTask, compact
+from lethe.compaction import CompactionOptions, CompactionResult, RewriteTask
 from lethe.manifest import DataFile
 from lethe.process import run_main
 
@@ -97,13 +97,13 @@ def run_compaction(
         coalesce_dv_containers=coalesce_dv_containers,
     )
     if dry_run:
-        return compact(table, options, dry_run=True)
+        return table.compact(options, dry_run=True)
 
     def run(tasks: Sequence[RewriteTask]) -> list[list[DataFile]]:
         # Spark starts only when there is something to rewrite
         return spark_runner(spark or build_session("lethe-compact", master=master))(tasks)
 
-    return compact(table, options, run_tasks=run)
+    return table.compact(options, run_tasks=run)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,5 +1,5 @@
-"""The library's shape: no import circle in ``shared/lethe`` (imports inside functions count:
-a deferred import hides a circle, it does not remove it; ``TYPE_CHECKING`` blocks do not);
+"""The library's shape: no import circle in ``shared/lethe`` (imports inside functions and in
+``TYPE_CHECKING`` blocks count: a deferred import hides a circle, it does not remove it);
 nothing shipped imports a dev tool; one commit loop; modules and functions within their size
 (a function over the limit says why in its docstring, on a line starting with ``Long:``)."""
 
@@ -25,8 +25,6 @@ def _imports(p: Path, name: str, known: set[str]) -> set[str]:
 
     def visit(node: ast.AST) -> None:
         for ch in ast.iter_child_nodes(node):
-            if isinstance(ch, ast.If) and "TYPE_CHECKING" in ast.unparse(ch.test):
-                continue
             if isinstance(ch, ast.Import):
                 found.update(a.name for a in ch.names)
             elif isinstance(ch, ast.ImportFrom):
@@ -97,8 +95,9 @@ def test_no_import_circle_in_the_library() -> None:
 def test_the_detector_finds_a_circle() -> None:
     g = graph()
     assert "lethe.catalog" in g["lethe.deletes"]  # it sees real edges
+    assert "lethe.receipts" in g["lethe.table"]  # a TYPE_CHECKING import is one
     g["lethe.catalog"] = {*g["lethe.catalog"], "lethe.deletes"}
-    assert ["lethe.catalog", "lethe.deletes"] in cycles(g)
+    assert any({"lethe.catalog", "lethe.deletes"} <= set(c) for c in cycles(g))
 
 
 DEV_ONLY = ("moto", "devtools", "infra", "layers", "pytest", "hypothesis")

@@ -17,7 +17,6 @@ import lethe
 from lethe import errors
 from lethe.compaction import (
     CompactionOptions,
-    compact,
     map_deletes,
     plan_compaction,
     run_rewrite_task,
@@ -193,7 +192,7 @@ def test_file_with_60_percent_deleted_is_rewritten_and_scans_do_not_change(
     table.delete([("id", ">=", lo), ("id", "<", lo + int(victim.rows * 0.6))])
     before = sorted_ids(table)
     before_full = table.scan().sort_by("id")
-    r = compact(table, CompactionOptions(min_deleted_fraction=0.2, coalesce_dv_containers=None))
+    r = table.compact(CompactionOptions(min_deleted_fraction=0.2, coalesce_dv_containers=None))
     assert r.version == table.version and r.groups_committed == 1
     assert r.files_removed == 1 and r.files_added == 1
     assert r.deleted_rows_purged == int(victim.rows * 0.6)
@@ -208,7 +207,7 @@ def test_file_with_60_percent_deleted_is_rewritten_and_scans_do_not_change(
     assert fresh.history()[0].operation == "compact"
     assert verify(fresh).ok
     # nothing left to do: a second run commits nothing
-    again = compact(fresh, CompactionOptions(min_deleted_fraction=0.2))
+    again = fresh.compact(CompactionOptions(min_deleted_fraction=0.2))
     assert again.version is None and again.plan.empty
 
 
@@ -235,8 +234,7 @@ def test_delete_committed_while_compacting_is_mapped_onto_the_new_file(
         other = lethe.Table.open(table.uri)
         assert other.delete([("id", "in", late)], request_id="late").rows_deleted == 3
 
-    r = compact(
-        table,
+    r = table.compact(
         CompactionOptions(min_deleted_fraction=0.2, coalesce_dv_containers=None),
         run_tasks=rewrite_then(table, concurrent_delete),
     )
@@ -265,10 +263,9 @@ def test_group_whose_source_vanished_is_skipped_and_its_outputs_deleted(
 
     def racing_compaction() -> None:
         other = lethe.Table.open(table.uri)
-        assert compact(other, CompactionOptions(coalesce_dv_containers=None)).version is not None
+        assert other.compact(CompactionOptions(coalesce_dv_containers=None)).version is not None
 
-    r = compact(
-        table,
+    r = table.compact(
         CompactionOptions(coalesce_dv_containers=None),
         run_tasks=rewrite_then(table, racing_compaction),
     )
@@ -285,7 +282,7 @@ def test_small_files_are_binned_in_key_order(table_uri: str) -> None:
     t = lethe.Table.create(table_uri, EVENTS, key="id", target_file_bytes=2_000_000)
     for start in (3_000, 0, 2_000, 1_000):  # appended out of key order
         t.append(events(start, 1_000))
-    r = compact(t)
+    r = t.compact()
     assert (r.files_removed, r.files_added) == (4, 1)
     f = t.manifest.files[0]
     assert f.sorted_by_key and ids(t) == list(range(4_000))
@@ -300,8 +297,7 @@ def test_erasures_are_met_by_compaction_or_moved_to_the_new_file(table: lethe.Ta
         other = lethe.Table.open(table.uri)
         other.delete_batch([DeleteRequest([("id", "=", 8_000)], "erase-2", erase=True)])
 
-    compact(
-        table,
+    table.compact(
         CompactionOptions(coalesce_dv_containers=None),
         run_tasks=rewrite_then(table, concurrent_erase),
     )
@@ -324,10 +320,10 @@ def test_dv_containers_of_untouched_files_are_coalesced(table_uri: str) -> None:
     containers = {f.dv.container for f in t.manifest.files if f.dv}
     assert len(containers) == 5
     before = sorted_ids(t)
-    plan_only = compact(t, CompactionOptions(coalesce_dv_containers=4), dry_run=True)
+    plan_only = t.compact(CompactionOptions(coalesce_dv_containers=4), dry_run=True)
     assert plan_only.version is None and len(plan_only.plan.coalesce) == 5
     assert t.version == 10 == lethe.Table.open(t.uri).version  # the dry run committed nothing
-    r = compact(t, CompactionOptions(coalesce_dv_containers=4))
+    r = t.compact(CompactionOptions(coalesce_dv_containers=4))
     assert r.dvs_coalesced == 5 and r.files_removed == 0
     assert len({f.dv.container for f in t.manifest.files if f.dv}) == 1
     fresh = lethe.Table.open(t.uri)

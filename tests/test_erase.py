@@ -120,7 +120,7 @@ def test_failure_mid_upload_aborts_and_leaves_table_unchanged(big: lethe.Table) 
     f = t.manifest.files[0]
     before = {o.key for o in t.store.list(t.key_of("data/"))}
     with fail_requests_after(t.store.client, 1), pytest.raises(StoreError, match="injected"):
-        splice_file(t, f, range(len(f.row_groups)))
+        splice_file(t.context, f, range(len(f.row_groups)))
     assert t.store.list_multipart(t.key_of("")) == [], "no orphaned parts"
     assert {o.key for o in t.store.list(t.key_of("data/"))} == before
     again = lethe.Table.open(big.uri)
@@ -131,9 +131,9 @@ def test_concurrent_delete_during_a_splice_is_carried_over(big: lethe.Table) -> 
     big.delete([("id", "=", 10_000)])
     t = lethe.Table.open(big.uri)
     f = t.manifest.files[0]
-    s = splice_file(t, f, [1])  # the splice is built, not yet committed
+    s = splice_file(t.context, f, [1])  # the splice is built, not yet committed
     lethe.Table.open(big.uri).delete([("id", "in", [2, 10_001, 19_999])])  # lands meanwhile
-    commit_splice(t, s)
+    commit_splice(t.context, s)
     final = lethe.Table.open(big.uri)
     ids = final.scan(["id"])["id"].to_pylist()
     assert ids == [i for i in range(20_000) if i not in {2, 10_000, 10_001, 19_999}]
@@ -148,10 +148,10 @@ def test_splice_refuses_a_replaced_file(big: lethe.Table) -> None:
     big.delete([("id", "=", 10_000)])
     t = lethe.Table.open(big.uri)
     f = t.manifest.files[0]
-    s = splice_file(t, f, [1])
-    commit_splice(t, s)
+    s = splice_file(t.context, f, [1])
+    commit_splice(t.context, s)
     with pytest.raises(errors.CommitConflict, match="replaced"):
-        commit_splice(t, s)
+        commit_splice(t.context, s)
 
 
 def test_readers_accept_the_spliced_object(big: lethe.Table) -> None:

@@ -73,12 +73,12 @@ def test_erase_one_row_chains_and_moves_only_the_new_bytes(big: lethe.Table) -> 
     victim = victim_in(big)
     f, groups = victim_and_file(big, victim)
     t = lethe.Table.open(big.uri)
-    s = splice_file(t, f, groups)
+    s = splice_file(t.context, f, groups)
     assert s.granularity.level == "page", s.granularity
     # temporary stages (each short new range ends one), then the file
     assert s.io.count("create_multipart") >= 2, s.io.describe()
     assert staged(t) == [], "the temporary object is deleted once the file is complete"
-    plain = splice_file(lethe.Table.open(big.uri), f, groups, page_level=False)
+    plain = splice_file(lethe.Table.open(big.uri).context, f, groups, page_level=False)
     assert (
         s.bytes_downloaded + s.bytes_uploaded < (plain.bytes_downloaded + plain.bytes_uploaded) / 3
     )
@@ -102,7 +102,7 @@ def test_a_crash_between_stages_leaves_the_table_readable(
     # the second stage fails on its first part, and the clean-up is lost with the process
     monkeypatch.setattr(S3Store, "delete_many", lambda self, keys: list(keys))
     with fail_requests_after(t.store.client, 2), pytest.raises(StoreError, match="injected"):
-        splice_file(t, f, groups)
+        splice_file(t.context, f, groups)
     left = staged(t)
     assert len(left) == 1, "the temporary stage is complete, its deletion lost"
     assert t.store.list_multipart(t.key_of("")) == [], "the failed stage was aborted"
@@ -118,7 +118,7 @@ def test_failure_in_the_second_stage_deletes_the_temporary_object(big: lethe.Tab
     f, groups = victim_and_file(big, victim_in(big))
     t = lethe.Table.open(big.uri)
     with fail_requests_after(t.store.client, 2), pytest.raises(StoreError, match="injected"):
-        splice_file(t, f, groups)
+        splice_file(t.context, f, groups)
     assert staged(t) == []
     assert t.store.list_multipart(t.key_of("")) == []
     dv = load(t.store, t.catalog.prefix, lethe.Table.open(big.uri).manifest.files[0].dv)
@@ -154,7 +154,7 @@ def test_part_copies_of_a_multipart_object_are_pinned(big: lethe.Table) -> None:
         sent.append((h.get("x-amz-copy-source", b"").decode(), h.get("x-amz-copy-source-if-match")))
 
     t.store.client.meta.events.register("before-send.s3.UploadPartCopy", capture)
-    splice_file(t, f, groups)
+    splice_file(t.context, f, groups)
     assert sent and all(tag for _, tag in sent)
     original = [tag for src_key, tag in sent if "/data/" in src_key]
     temps = [tag for src_key, tag in sent if "/_staging/" in src_key]

@@ -220,7 +220,7 @@ def test_commit_splice_is_bounded_under_a_hot_file(
     monkeypatch.setattr(erase_mod, "rebase_positions", rebase_then_a_delete)
     data_before = _keys(s3, table_uri, "data/")
     with pytest.raises(errors.CommitConflict, match="gave up after 4 attempts"):
-        erase_mod.process_erasure(t.refresh(), t.manifest.erasures[0].id_hash)
+        erase_mod.process_erasure(t.refresh().context, t.manifest.erasures[0].id_hash)
     assert len(passes) == 4 and 1 <= len(ours) <= 4  # bounded passes, a container at most each
     assert _keys(s3, table_uri, "data/") == data_before  # the spliced object removed
     assert not set(ours) & _keys(s3, table_uri, "tombstone/")  # and its containers

@@ -169,7 +169,7 @@ def test_view_follows_appends_deletes_erasures_compactions_and_registrations(
 
     import pyarrow.parquet as pq
 
-    from lethe.compaction import CompactionOptions, compact
+    from lethe.compaction import CompactionOptions
     from lethe.ingest.register import register_parquet
 
     t = Table.create(
@@ -190,7 +190,7 @@ def test_view_follows_appends_deletes_erasures_compactions_and_registrations(
     lo = victim.columns["id"].min
     assert isinstance(lo, int)
     t.delete([("id", ">=", lo), ("id", "<", lo + int(victim.rows * 0.6))])
-    r = compact(t, CompactionOptions(min_deleted_fraction=0.2, coalesce_dv_containers=None))
+    r = t.compact(CompactionOptions(min_deleted_fraction=0.2, coalesce_dv_containers=None))
     assert r.groups_committed == 1
     t.erase([("id", "=", 25_000)])
     buf = io.BytesIO()

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 import lethe
 from lethe import errors
-from lethe.compaction import CompactionOptions, compact
+from lethe.compaction import CompactionOptions
 from lethe.deletes import DeleteRequest
 from lethe.filters import normalize
 from lethe.gc import collect
@@ -83,7 +83,7 @@ def test_backfill_and_unindexed_files_fall_back(table_uri: str) -> None:
     t.append(events(500, 500))
     # compaction's outputs are indexed by the compaction commit
     t.delete([("id", "<", 300)])
-    compact(t, CompactionOptions(min_deleted_fraction=0.01))
+    t.compact(CompactionOptions(min_deleted_fraction=0.01))
     t.refresh()
     assert all(ix.covers(f) for ix in t.manifest.indexes for f in t.manifest.files)
     assert rows(t, [("customer_id", "=", 42)]) == [i for i in range(300, 1000) if i % 100 == 42]
@@ -204,7 +204,7 @@ def test_spliced_files_are_answered_through_their_origin(table_uri: str) -> None
     assert t.delete(F2).rows_deleted == len(want)
     # a compaction replaces spliced files by files with runs of their own
     t.delete([("id", "in", list(range(0, 400)))])
-    res = compact(t, CompactionOptions(min_deleted_fraction=0.5))
+    res = t.compact(CompactionOptions(min_deleted_fraction=0.5))
     assert res.version is not None
     t.refresh()
     (ix,) = t.manifest.indexes

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 import lethe
 from devtools.audit import Needle, audit_bucket
-from lethe.compaction import CompactionOptions, compact
+from lethe.compaction import CompactionOptions
 from lethe.filters import normalize
 from lethe.gc import collect
 from lethe.index import index_plans, origin_removed, piece_paths
@@ -90,7 +90,7 @@ def test_after_erase_by_key_and_gc_no_object_holds_the_value(table_uri: str, s3:
     t.append(events(0, 300))
     # a compaction leaves entries of the files it replaced in the older runs
     t.delete([("id", "in", list(range(0, 60)))])
-    assert compact(t, CompactionOptions(min_deleted_fraction=0.1)).version is not None
+    assert t.compact(CompactionOptions(min_deleted_fraction=0.1)).version is not None
     t.refresh()
     assert values(t, "payload").count("payload-177") == 2  # one live, one of a gone file
     needle = {"row 177": Needle((b"payload-177",))}
@@ -169,7 +169,7 @@ def test_index_answers_equal_a_full_scan(s3: Any, ops: list[tuple[str, int]], se
             assert t.erase([("customer_id", "=", arg)], request_id=f"c{n}").complete
             model = {i: c for i, c in model.items() if c != arg}
         elif op == "compact":
-            compact(t, CompactionOptions(min_deleted_fraction=0.1))
+            t.compact(CompactionOptions(min_deleted_fraction=0.1))
         elif op == "purge":
             assert t.purge(request_id=f"p{n}").complete
         t.refresh()

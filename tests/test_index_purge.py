@@ -119,7 +119,9 @@ def test_deep_verify_flags_entries_of_rows_a_splice_removed(table_uri: str) -> N
     hit = [f for f in t.manifest.files if f.dv is not None][:2]
     for f in hit:
         groups = range(len(f.row_groups))
-        commit_splice(t, splice_file(t, f, [g for g in groups if _holds_dv(t, f, g)]))
+        commit_splice(
+            t.context, splice_file(t.context, f, [g for g in groups if _holds_dv(t, f, g)])
+        )
     t.refresh()
     assert customer_rows(t, GONE) == []  # readers drop them
     removed = sum(len(origin_removed(f)) for f in t.manifest.files)

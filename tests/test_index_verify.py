@@ -12,7 +12,7 @@ from conftest import EVENTS, events
 
 import lethe
 from lethe.cli import main
-from lethe.compaction import CompactionOptions, compact
+from lethe.compaction import CompactionOptions
 from lethe.store import parse_s3_uri
 from lethe.verify import verify
 
@@ -26,7 +26,7 @@ def indexed(uri: str) -> lethe.Table:
     t.erase([("id", "in", [3, 4, 550])], request_id="e1")  # spliced files, through origins
     t.erase([("id", "=", 5)], request_id="e2")  # a splice of a spliced file
     t.delete([("id", "in", list(range(600, 780)))])
-    compact(t, CompactionOptions(min_deleted_fraction=0.5))
+    t.compact(CompactionOptions(min_deleted_fraction=0.5))
     return t.refresh()
 
 

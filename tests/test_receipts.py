@@ -102,7 +102,7 @@ def test_erase_interrupted_and_resumed(table_uri: str) -> None:
     assert r.rows is not None and r.rows > 0
     no_secret(r, secret)
 
-    complete, _ = erase_mod.process_erasure(t.refresh(), request_hash(secret))
+    complete, _ = erase_mod.process_erasure(t.refresh().context, request_hash(secret))
     assert complete
     r = t.erasure_status(secret)
     assert r.state == "removed" and not r.pending_files

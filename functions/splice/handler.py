@@ -41,7 +41,7 @@ SETTINGS = Settings.from_env()  # once, at cold start
 def record_handler(record: SQSRecord) -> dict[str, Any]:
     job: SpliceJob = parse(event=record.json_body, model=SpliceJob)
     table = Table.open(job.table)
-    complete, splices = process_erasure(table, job.erasure, max_bytes=SETTINGS.max_bytes)
+    complete, splices = process_erasure(table.context, job.erasure, max_bytes=SETTINGS.max_bytes)
     copied = sum(s.bytes_copied for s in splices)
     uploaded = sum(s.bytes_uploaded for s in splices)
     downloaded = sum(s.bytes_downloaded for s in splices)

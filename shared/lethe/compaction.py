@@ -19,9 +19,9 @@ loop for small tables):
 
 Example:
     >>> import lethe                                                   # doctest: +SKIP
-    >>> from lethe.compaction import CompactionOptions, compact        # doctest: +SKIP
+    >>> from lethe.compaction import CompactionOptions                 # doctest: +SKIP
     >>> t = lethe.Table.open("s3://bucket/events")                     # doctest: +SKIP
-    >>> print(compact(t, CompactionOptions(min_deleted_fraction=0.2)).describe())  # doctest: +SKIP
+    >>> print(t.compact(CompactionOptions(min_deleted_fraction=0.2)).describe())  # doctest: +SKIP
     version 9: 3 groups, 5 files -> 3 files, 1,200,000 rows rewritten, ...
 """
 
@@ -33,7 +33,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict
@@ -42,14 +42,18 @@ from pyroaring import BitMap64
 from lethe import dvstore, errors
 from lethe.catalog import CommitOutcome, Prepared
 from lethe.changes import ReplaceFiles
+from lethe.context import TableContext
+from lethe.dv import encode_dv
 from lethe.index import catch_up, runs_for_files
 from lethe.manifest import (
     DataFile,
     DVRef,
     ErasureTarget,
     IndexRun,
+    Manifest,
     Operation,
     TableProperties,
+    schema_from_b64,
 )
 from lethe.remap import (
     map_deletes,
@@ -57,13 +61,11 @@ from lethe.remap import (
     row_groups_of,
     split_positions,
 )
+from lethe.rows import batches
 from lethe.snapshot import Snapshot
 from lethe.store import IOCounters, S3Store, parse_s3_uri
 from lethe.values import from_json
 from lethe.writer import WriteOptions, write_files
-
-if TYPE_CHECKING:  # pragma: no cover
-    from lethe.table import Table
 
 log = logging.getLogger(__name__)
 
@@ -356,10 +358,6 @@ def run_rewrite_task(task: RewriteTask, *, store: S3Store | None = None) -> list
     Raises:
         CorruptManifest: the rows written differ from the live rows the plan counted.
     """
-    from lethe.catalog import Catalog
-    from lethe.manifest import Manifest, schema_from_b64
-    from lethe.table import Table
-
     bucket, prefix = parse_s3_uri(task.table_uri)
     store = store if store is not None and store.bucket == bucket else S3Store(bucket)
     stub = Snapshot(
@@ -373,13 +371,12 @@ def run_rewrite_task(task: RewriteTask, *, store: S3Store | None = None) -> list
             files=task.files,
         )
     )
-    view = Table(Catalog(store, prefix), stub)
     schema = schema_from_b64(task.schema_b64)
     p = task.properties
     opts = WriteOptions(
         key=p.key, target_file_bytes=task.target_file_bytes, row_group_bytes=p.row_group_bytes
     )
-    out = write_files(store, prefix, view.to_batches(), schema, opts)
+    out = write_files(store, prefix, batches(store, prefix, stub, schema, None), schema, opts)
     written = sum(f.rows for f in out)
     expected = sum(f.live_rows for f in task.files)
     if written != expected:
@@ -411,6 +408,8 @@ class CompactionResult:
     attempts: int = 0
     seconds: float = 0.0
     io: IOCounters = field(default_factory=IOCounters)
+    #: the snapshot this compaction committed (None: none), for the caller's handle to adopt
+    snapshot: Snapshot | None = field(default=None, repr=False, compare=False)
 
     def describe(self) -> str:
         if self.dry_run:
@@ -448,7 +447,7 @@ class _CompactionChange:
     ``runs`` and ``caught_up`` are the index runs written before the commit (see
     :func:`commit_compaction`)."""
 
-    table: Table
+    ctx: TableContext
     plan: CompactionPlan
     outputs: Mapping[int, Sequence[DataFile]]
     written_at: float | None
@@ -464,7 +463,7 @@ class _CompactionChange:
         if ref is None:
             return BitMap64()
         if ref not in self._bitmaps:
-            self._bitmaps[ref] = dvstore.load(self.table.store, self.table.catalog.prefix, ref)
+            self._bitmaps[ref] = dvstore.load(self.ctx.store, self.ctx.prefix, ref)
         return self._bitmaps[ref]
 
     def _map(
@@ -472,8 +471,6 @@ class _CompactionChange:
     ) -> tuple[list[tuple[str, bytes, int]], dict[str, list[ErasureTarget]], int]:
         """Deletes that reached a source since the plan, as DV blobs of the outputs; the
         erasure targets they move; how many positions were mapped."""
-        from lethe.dv import encode_dv
-
         mapped: list[tuple[str, bytes, int]] = []
         moved: dict[str, list[ErasureTarget]] = {}
         n_mapped = 0
@@ -508,9 +505,7 @@ class _CompactionChange:
             if cur is None or cur.dv is None or cur.dv != f.dv or f.dv.container is None:
                 continue
             if f.dv not in self._raw:
-                self._raw[f.dv] = dvstore.blob_bytes(
-                    self.table.store, self.table.catalog.prefix, f.dv
-                )
+                self._raw[f.dv] = dvstore.blob_bytes(self.ctx.store, self.ctx.prefix, f.dv)
             coalesce.append((f.path, self._raw[f.dv], f.dv.cardinality))
             coalesce_from[f.path] = f.dv
         if len({r.container for r in coalesce_from.values()}) < 2:
@@ -525,9 +520,9 @@ class _CompactionChange:
         if not live and not coalesce:
             return Prepared(None, None)
         container_at = time.time()
-        table = self.table
+        ctx = self.ctx
         refs = (
-            dvstore.write_container(table.store, table.catalog.prefix, mapped + coalesce)
+            dvstore.write_container(ctx.store, ctx.prefix, mapped + coalesce)
             if (mapped or coalesce)
             else {}
         )
@@ -550,7 +545,7 @@ class _CompactionChange:
     def _live_groups(self, base: Snapshot) -> list[CompactionGroup]:
         """The groups whose sources are all still live in ``base``; the outputs of the others
         (written for groups that cannot commit: never referenced) are deleted."""
-        table, plan, outputs = self.table, self.plan, self.outputs
+        ctx, plan, outputs = self.ctx, self.plan, self.outputs
         live = [
             g
             for g in plan.groups
@@ -559,9 +554,7 @@ class _CompactionChange:
         gone = {g.index for g in plan.groups} - {g.index for g in live} - self.skipped
         if gone:  # written for groups that cannot commit: never referenced, safe to delete
             self.skipped.update(gone)
-            table.store.delete_many(
-                [table.key_of(o.path) for i in gone for o in outputs.get(i, ())]
-            )
+            ctx.store.delete_many([ctx.key_of(o.path) for i in gone for o in outputs.get(i, ())])
         return live
 
     def _replacement(
@@ -615,7 +608,7 @@ class _CompactionChange:
 
 
 def commit_compaction(
-    table: Table,
+    ctx: TableContext,
     plan: CompactionPlan,
     outputs: Mapping[int, Sequence[DataFile]],
     *,
@@ -632,7 +625,7 @@ def commit_compaction(
     :class:`~lethe.errors.GraceExpired`), the outputs are removed.
 
     Args:
-        table: The table (the handle moves to the new version).
+        ctx: The table, on the snapshot the plan was made from.
         plan: The plan the outputs were written for.
         outputs: Output files per group index (fully deleted groups: none).
         written_at: ``time.time()`` before the first output was uploaded (default: read
@@ -640,26 +633,25 @@ def commit_compaction(
             is refused with :class:`~lethe.errors.GraceExpired`.
     """
     t0 = time.perf_counter()
-    io0 = table.store.stats.snapshot()
+    io0 = ctx.store.stats.snapshot()
     all_outputs = [o for r in outputs.values() for o in r]
     if written_at is None and all_outputs:
-        written_at = table._written_at(all_outputs)
+        written_at = ctx.written_at(all_outputs)
     # the outputs' index runs, written once (entries of files that do not commit are
     # ignored by readers: they are not live); files no index covers yet (spliced ones) are
     # indexed by compaction too
-    store, prefix, m = table.store, table.catalog.prefix, table.manifest
+    store, prefix, m = ctx.store, ctx.prefix, ctx.snapshot
     runs, pieces = runs_for_files(store, prefix, m, all_outputs)
     sources = {f.path for g in plan.groups for f in g.files}
     caught_up, more = catch_up(store, prefix, m, exclude=sources)
     owned = (*(o.path for o in all_outputs), *pieces, *more)
-    change = _CompactionChange(table, plan, outputs, written_at, runs, caught_up, owned)
-    outcome = table.catalog.commit_change(change)
-    if outcome.manifest is not None:
-        table.adopt(outcome.manifest)
+    change = _CompactionChange(ctx, plan, outputs, written_at, runs, caught_up, owned)
+    outcome = ctx.catalog.commit_change(change)
     return dataclasses.replace(
         _result(plan, outcome, skipped=len(change.skipped)),
         seconds=time.perf_counter() - t0,
-        io=table.store.stats.snapshot() - io0,
+        io=ctx.store.stats.snapshot() - io0,
+        snapshot=outcome.manifest,
     )
 
 
@@ -694,24 +686,25 @@ def _result(
 RunTasks = Callable[[Sequence[RewriteTask]], Sequence[Sequence[DataFile]]]
 
 
-def _run_locally(table: Table) -> RunTasks:
+def _run_locally(store: S3Store) -> RunTasks:
     def run(tasks: Sequence[RewriteTask]) -> list[list[DataFile]]:
-        return [run_rewrite_task(t, store=table.store) for t in tasks]
+        return [run_rewrite_task(t, store=store) for t in tasks]
 
     return run
 
 
 def compact(
-    table: Table,
+    ctx: TableContext,
     options: CompactionOptions | None = None,
     *,
     dry_run: bool = False,
     run_tasks: RunTasks | None = None,
 ) -> CompactionResult:
-    """Plan, rewrite and commit one compaction of ``table``'s latest version.
+    """Plan, rewrite and commit one compaction of the table's latest version
+    (``Table.compact``; the result's ``snapshot`` is the version it committed).
 
     Args:
-        table: The table (refreshed first; moves to the new version).
+        ctx: The table (its latest version is read first).
         options: What to rewrite.
         dry_run: Only plan (``result.describe()`` prints the plan).
         run_tasks: Runs the rewrite tasks and returns each task's output files, in task order
@@ -719,14 +712,14 @@ def compact(
             The commit follows its return; what commits meanwhile is rebased onto.
     """
     t0 = time.perf_counter()
-    io0 = table.store.stats.snapshot()
-    table.refresh()
-    plan = plan_compaction(table.manifest, options, table_uri=table.uri)
+    io0 = ctx.store.stats.snapshot()
+    ctx = ctx.latest()
+    plan = plan_compaction(ctx.snapshot, options, table_uri=ctx.uri)
     if dry_run or plan.empty:
         return CompactionResult(None, dry_run, plan, seconds=time.perf_counter() - t0)
-    tasks = rewrite_tasks(plan, table.manifest)
+    tasks = rewrite_tasks(plan, ctx.snapshot)
     written_at = time.time()  # before any output is uploaded: the GC grace clock
-    results = list((run_tasks or _run_locally(table))(tasks)) if tasks else []
+    results = list((run_tasks or _run_locally(ctx.store))(tasks)) if tasks else []
     if len(results) != len(tasks):
         raise errors.InvalidRequest(
             f"run_tasks returned {len(results)} results for {len(tasks)} tasks"
@@ -734,7 +727,7 @@ def compact(
     outputs: dict[int, Sequence[DataFile]] = {
         t.group: list(r) for t, r in zip(tasks, results, strict=True)
     }
-    res = commit_compaction(table, plan, outputs, written_at=written_at)
+    res = commit_compaction(ctx, plan, outputs, written_at=written_at)
     return dataclasses.replace(
-        res, seconds=time.perf_counter() - t0, io=table.store.stats.snapshot() - io0
+        res, seconds=time.perf_counter() - t0, io=ctx.store.stats.snapshot() - io0
     )

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -24,6 +24,7 @@ from pyroaring import BitMap64
 from lethe import dvstore
 from lethe.catalog import Prepared
 from lethe.changes import SetDVs
+from lethe.context import TableContext
 from lethe.filters import Dnf, normalize
 from lethe.index import IndexPlan, index_plans, row_groups_of, usable
 from lethe.index_erase import scrub_rows
@@ -40,9 +41,6 @@ from lethe.remap import group_rows, targets_of
 from lethe.scan import DVCache, plan, plan_files
 from lethe.snapshot import Snapshot
 from lethe.store import IOCounters
-
-if TYPE_CHECKING:  # pragma: no cover
-    from lethe.table import Table
 
 log = logging.getLogger(__name__)
 
@@ -83,6 +81,8 @@ class BatchDeleteResult:
     attempts: int
     seconds: float
     io: IOCounters = field(default_factory=IOCounters)
+    #: the snapshot this batch committed (None: nothing), for the caller's handle to adopt
+    snapshot: Snapshot | None = field(default=None, repr=False, compare=False)
 
     @property
     def rows_deleted(self) -> int:
@@ -140,7 +140,7 @@ def _sort_requests(
 
 
 def locate(
-    table: Table,
+    ctx: TableContext,
     base: Snapshot,
     dnfs: Sequence[Dnf],
     *,
@@ -156,7 +156,7 @@ def locate(
     columns is fetched once.
     """
     phys = list(physical) if physical is not None else [False] * len(dnfs)
-    store, prefix = table.store, table.catalog.prefix
+    store, prefix = ctx.store, ctx.prefix
     wanted: dict[tuple[str, int], tuple[Any, int]] = {}
     out: list[dict[str, BitMap64]] = [{} for _ in dnfs]
     dvs = dvs if dvs is not None else DVCache(store, prefix)
@@ -227,7 +227,7 @@ def _index_items(
 
 
 def _scrub(
-    table: Table,
+    ctx: TableContext,
     base: Snapshot,
     requests: Sequence[DeleteRequest],
     dnfs: Sequence[Dnf],
@@ -251,7 +251,7 @@ def _scrub(
             pinned.setdefault(u[0].column, set()).update(u[1])
     for t in targets_of(base, found):
         found[t.path] |= group_rows(base.file(t.path), hidden(t.path), t.row_groups)
-    return scrub_rows(table.store, table.catalog.prefix, base, found, pinned)
+    return scrub_rows(ctx.store, ctx.prefix, base, found, pinned)
 
 
 class _DVsOf:
@@ -283,7 +283,7 @@ class _DeleteChange:
     """A batch of delete requests as a commit: ``prepare`` locates the rows and writes one DV
     container with the unions; the update is :class:`~lethe.changes.SetDVs`."""
 
-    table: Table
+    ctx: TableContext
     requests: Sequence[DeleteRequest]
     dnfs: Sequence[Dnf]
     hashes: Sequence[str | None]
@@ -296,12 +296,12 @@ class _DeleteChange:
         return self.kind
 
     def prepare(self, base: Snapshot) -> Prepared[_Located]:
-        table, requests, hashes = self.table, self.requests, self.hashes
+        ctx, requests, hashes = self.ctx, self.requests, self.hashes
         done, twins, conflicts, live = _sort_requests(hashes, self.bodies, base)
         # an erase finds every matching row still physically in a live file, hidden or not
-        dvs = DVCache(table.store, table.catalog.prefix)
+        dvs = DVCache(ctx.store, ctx.prefix)
         erase = [requests[i].erase for i in live]
-        located = locate(table, base, [self.dnfs[i] for i in live], physical=erase, dvs=dvs)
+        located = locate(ctx, base, [self.dnfs[i] for i in live], physical=erase, dvs=dvs)
         physical = {i: found for i, found in zip(live, located, strict=True) if requests[i].erase}
         current_dv = _DVsOf(dvs, base)
 
@@ -329,7 +329,7 @@ class _DeleteChange:
         snap_dv = {p: base.file(p).dv for p in claimed}  # type: ignore[union-attr]
         written_at = time.time()  # before the container's PUT: the GC grace clock
         unions = {p: current_dv(p) | claimed[p] for p in claimed}
-        refs = dvstore.write_dvs(table.store, table.catalog.prefix, unions) if unions else {}
+        refs = dvstore.write_dvs(ctx.store, ctx.prefix, unions) if unions else {}
         records = [
             RequestRecord(
                 id_hash=hashes[i],  # type: ignore[arg-type]
@@ -344,7 +344,7 @@ class _DeleteChange:
             if hashes[i] is not None
         ]
         pieces, piece_keys = (
-            _scrub(table, base, requests, self.dnfs, physical, current_dv) if targets else ({}, [])
+            _scrub(ctx, base, requests, self.dnfs, physical, current_dv) if targets else ({}, [])
         )
         erasures = [
             ErasureRecord(
@@ -376,7 +376,7 @@ class _DeleteChange:
 
 
 def delete_batch(
-    table: Table, requests: Sequence[DeleteRequest], *, kind: str = "delete"
+    ctx: TableContext, requests: Sequence[DeleteRequest], *, kind: str = "delete"
 ) -> BatchDeleteResult:
     """Delete the rows of several requests in one commit (see module docstring).
 
@@ -386,19 +386,15 @@ def delete_batch(
     its result carries ``error`` and nothing of it is committed.
     """
     t0 = time.perf_counter()
-    io0 = table.store.stats.snapshot()
-    schema = table.schema
+    io0 = ctx.store.stats.snapshot()
+    schema = ctx.schema
     dnfs = [normalize(r.filters, schema) for r in requests]
     hashes = [request_hash(r.request_id) if r.request_id else None for r in requests]
     bodies = [_body_hash(r.request_id, d, r.erase) for d, r in zip(dnfs, requests, strict=True)]
-    outcome = table.catalog.commit_change(
-        _DeleteChange(table, requests, dnfs, hashes, bodies, kind)
-    )
+    outcome = ctx.catalog.commit_change(_DeleteChange(ctx, requests, dnfs, hashes, bodies, kind))
     found = outcome.detail
     outcome_version = outcome.manifest.version if outcome.manifest is not None else None
     base = outcome.manifest or outcome.base
-    if outcome.manifest is not None:
-        table.adopt(outcome.manifest)
     results: list[DeleteResult] = []
     for i in range(len(requests)):
         rec = found.done.get(i)
@@ -421,7 +417,12 @@ def delete_batch(
                     row_groups=found.targets.get(i) or targets_of(base, mine),
                 )
             )
-    io = table.store.stats.snapshot() - io0
+    io = ctx.store.stats.snapshot() - io0
     return BatchDeleteResult(
-        outcome_version, tuple(results), outcome.attempts, time.perf_counter() - t0, io
+        outcome_version,
+        tuple(results),
+        outcome.attempts,
+        time.perf_counter() - t0,
+        io,
+        snapshot=outcome.manifest,
     )

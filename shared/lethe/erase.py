@@ -18,7 +18,7 @@ import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -28,6 +28,7 @@ from pyroaring import BitMap64
 from lethe import dvstore, errors
 from lethe.catalog import Prepared
 from lethe.changes import SetDVs, SpliceFile
+from lethe.context import TableContext
 from lethe.deletes import DeleteRequest, delete_batch
 from lethe.dv import keep_mask, rebase_positions
 from lethe.index import spliced_origin
@@ -55,9 +56,6 @@ from lethe.snapshot import Snapshot
 from lethe.splice_io import Fetcher, read_footer, upload
 from lethe.store import IOCounters
 from lethe.writer import describe, new_data_path
-
-if TYPE_CHECKING:  # pragma: no cover
-    from lethe.table import Table
 
 log = logging.getLogger(__name__)
 
@@ -138,6 +136,8 @@ class EraseResult:
     complete: bool = True
     io: IOCounters = field(default_factory=IOCounters)
     granularity: tuple[FileGranularity, ...] = ()
+    #: the last snapshot this call committed (None: none), for the caller's handle to adopt
+    snapshot: Snapshot | None = field(default=None, repr=False, compare=False)
 
 
 def _edits(
@@ -196,7 +196,7 @@ def _plan(
 
 
 def splice_file(
-    table: Table,
+    ctx: TableContext,
     f: DataFile,
     row_groups: Iterable[int],
     *,
@@ -212,10 +212,10 @@ def splice_file(
     Writes the new object under a new key and returns its manifest entry (not committed).
     A failed upload is aborted and leaves nothing behind.
     """
-    store = table.store.child()
-    src_key = table.key_of(f.path)
+    store = ctx.store.child()
+    src_key = ctx.key_of(f.path)
     fetch = Fetcher(store, src_key, f)
-    bm = dv if dv is not None else dvstore.load(table.store, table.catalog.prefix, f.dv)
+    bm = dv if dv is not None else dvstore.load(ctx.store, ctx.prefix, f.dv)
     footer = read_footer(fetch, f.size)
     region = index_region(footer)
     if region is not None:
@@ -228,14 +228,14 @@ def splice_file(
     if all(g.rows_after == 0 for g in plan.groups):
         return SpliceResult(f, None, removed, plan.groups, 0, 0, 0, store.stats.snapshot())
     new_path = new_data_path()
-    new_key = table.key_of(new_path)
+    new_key = ctx.key_of(new_path)
     parts = plan_upload(plan.segments, f.size)
     written_at = time.time()
-    etag = upload(store, fetch, new_key, parts, f.etag, table.key_of)
+    etag = upload(store, fetch, new_key, parts, f.etag, ctx.key_of)
     md = pq.read_metadata(
         pa.BufferReader(plan.footer.raw + len(plan.footer.raw).to_bytes(4, "little") + b"PAR1")
     )
-    groups, cols = describe(md, table.schema, table.key)
+    groups, cols = describe(md, ctx.schema, ctx.key)
     new = DataFile(
         path=new_path,
         size=plan.size,
@@ -247,7 +247,7 @@ def splice_file(
         sorted_by_key=f.sorted_by_key,
         # the index keeps answering for it through the file it was spliced from
         index_origin=spliced_origin(f, removed)
-        if f.index_origin is not None or table.manifest.indexes
+        if f.index_origin is not None or ctx.snapshot.indexes
         else None,
     )
     d = store.stats.snapshot() - io0
@@ -274,7 +274,7 @@ class _SpliceChange:
     :class:`~lethe.changes.SpliceFile`.
     The spliced object is the caller's (``owned``): removed if the commit does not land."""
 
-    table: Table
+    ctx: TableContext
     s: SpliceResult
     what: str = "splice"
 
@@ -291,7 +291,7 @@ class _SpliceChange:
             )
         new_dv: DVRef | None = None
         if s.new is not None:
-            store, prefix = self.table.store, self.table.catalog.prefix
+            store, prefix = self.ctx.store, self.ctx.prefix
             rebased = rebase_positions(dvstore.load(store, prefix, cur.dv), s.removed)
             if len(rebased):
                 new_dv = dvstore.write_dvs(store, prefix, {s.new.path: rebased})[s.new.path]
@@ -313,7 +313,7 @@ class _SpliceChange:
         )
 
 
-def commit_splice(table: Table, s: SpliceResult) -> Snapshot:
+def commit_splice(ctx: TableContext, s: SpliceResult) -> Snapshot:
     """Replace ``s.old`` by ``s.new`` with the DV rebased; concurrent deletes on the old file
     are mapped onto the new one (through the catalog's one commit loop: bounded, jittered; a
     DV container is written anew only when the old file's DV changed).
@@ -322,9 +322,9 @@ def commit_splice(table: Table, s: SpliceResult) -> Snapshot:
     provably did not land) if the old file is no longer live, contention outlasts the bound,
     or the GC grace rule refuses the commit.
     """
-    outcome = table.catalog.commit_change(_SpliceChange(table, s))
-    assert outcome.manifest is not None
-    table.adopt(outcome.manifest)
+    outcome = ctx.catalog.commit_change(_SpliceChange(ctx, s))
+    if outcome.manifest is None:  # pragma: no cover - a splice always changes the table
+        raise errors.CommitConflict(f"the splice of {s.old.path} committed nothing")
     return outcome.manifest
 
 
@@ -337,7 +337,7 @@ def _pending_targets(m: Snapshot, id_hash: str) -> tuple[ErasureTarget, ...]:
 
 
 def process_erasure(
-    table: Table,
+    ctx: TableContext,
     id_hash: str,
     *,
     max_bytes: int | None = None,
@@ -347,25 +347,38 @@ def process_erasure(
     """Splice the pending targets of one erasure, at most ``max_bytes`` of row groups
     (at least one group per call). Returns ``(complete, splices)``. ``progress`` hears of
     each file spliced as ``task``, out of the files pending at the start."""
-    m, _ = table.catalog.current()
+    complete, splices, _ = _process(ctx, id_hash, max_bytes, progress, task)
+    return complete, splices
+
+
+def _process(
+    ctx: TableContext,
+    id_hash: str,
+    max_bytes: int | None,
+    progress: Progress | None,
+    task: str,
+) -> tuple[bool, list[SpliceResult], Snapshot | None]:
+    """:func:`process_erasure`, with the snapshot the last splice committed (None: none)."""
+    m, _ = ctx.catalog.current()
     pending = len({t.path for t in _pending_targets(m, id_hash)})
     with track(progress, task, total=pending, unit="files") as tracker:
-        return _splice_pending(table, m, id_hash, max_bytes, tracker)
+        return _splice_pending(ctx, m, id_hash, max_bytes, tracker)
 
 
 def _splice_pending(
-    table: Table, m: Snapshot, id_hash: str, max_bytes: int | None, tracker: Tracker
-) -> tuple[bool, list[SpliceResult]]:
+    ctx: TableContext, m: Snapshot, id_hash: str, max_bytes: int | None, tracker: Tracker
+) -> tuple[bool, list[SpliceResult], Snapshot | None]:
     """The loop of :func:`process_erasure` from the latest manifest ``m``: one file's
     pending row groups per splice."""
     done: list[SpliceResult] = []
+    last: Snapshot | None = None
     budget = max_bytes
     while True:
         if done:
-            m, _ = table.catalog.current()
+            m, _ = ctx.catalog.current()
         targets = _pending_targets(m, id_hash)
         if not targets:
-            return True, done
+            return True, done, last
         t = targets[0]
         f = m.file(t.path)
         if f is None:
@@ -387,17 +400,17 @@ def _splice_pending(
             chosen.append(g)
             if budget is not None:
                 budget -= size
-        s = splice_file(table, f, chosen)
-        commit_splice(table, s)
+        s = splice_file(TableContext(ctx.catalog, m), f, chosen)
+        last = commit_splice(ctx, s)
         done.append(s)
         tracker.advance()
         if budget is not None and budget <= 0:
-            m, _ = table.catalog.current()
-            return not _pending_targets(m, id_hash), done
+            m, _ = ctx.catalog.current()
+            return not _pending_targets(m, id_hash), done, last
 
 
 def erase(
-    table: Table,
+    ctx: TableContext,
     filters: Any,
     *,
     request_id: str | None = None,
@@ -407,30 +420,31 @@ def erase(
     """Delete the matching rows, then splice them out of every file that held them
     (``progress`` hears of each file spliced, task ``"erase"``)."""
     t0 = time.perf_counter()
-    io0 = table.store.stats.snapshot()
+    io0 = ctx.store.stats.snapshot()
     rid = request_id or f"erase-{uuid.uuid4().hex}"
-    res = delete_batch(table, [DeleteRequest(filters, rid, erase=True)], kind="erase")
+    res = delete_batch(ctx, [DeleteRequest(filters, rid, erase=True)], kind="erase")
     one = res.results[0]
     if one.error is not None:
         raise errors.RequestIdConflict(one.error)
     h = request_hash(rid)
-    complete, splices = process_erasure(table, h, max_bytes=max_bytes, progress=progress)
-    io = table.store.stats.snapshot() - io0
+    complete, splices, last = _process(ctx, h, max_bytes, progress, "erase")
+    io = ctx.store.stats.snapshot() - io0
     log.info(
         "erase on %s: %s rows, %s splices in %.2fs",
-        table.uri,
+        ctx.uri,
         one.rows_deleted,
         len(splices),
         time.perf_counter() - t0,
     )
     return _result(
-        table.version if splices else one.version,
+        last.version if last is not None else one.version,
         one.rows_deleted,
         one.files_touched,
         splices,
         duplicate=one.duplicate,
         complete=complete,
         io=io,
+        snapshot=last or res.snapshot,
     )
 
 
@@ -443,6 +457,7 @@ def _result(
     duplicate: bool,
     complete: bool,
     io: IOCounters,
+    snapshot: Snapshot | None,
 ) -> EraseResult:
     return EraseResult(
         version=version,
@@ -459,6 +474,7 @@ def _result(
         complete=complete,
         io=io,
         granularity=tuple(s.granularity for s in splices),
+        snapshot=snapshot,
     )
 
 
@@ -478,7 +494,7 @@ class _PurgeRecord:
     entries of every hidden row in one pass (the splices will remove them all); the old
     pieces join the record's ``superseded``."""
 
-    table: Table
+    ctx: TableContext
     id_hash: str
     what: str = "purge"
     owned: tuple[str, ...] = ()
@@ -488,14 +504,14 @@ class _PurgeRecord:
         rec = base.find_request(h)
         if rec is not None:
             return Prepared(None, _Recorded(rec.version, duplicate=True))
-        store, prefix = self.table.store, self.table.catalog.prefix
+        store, prefix = self.ctx.store, self.ctx.prefix
         hidden = {f.path: dvstore.load(store, prefix, f.dv) for f in base.files if f.dv is not None}
         hidden = {p: bm for p, bm in hidden.items() if len(bm)}
         targets = targets_of(base, hidden)
         if not targets:
             return Prepared(None, _Recorded(None, duplicate=False))
         written_at = time.time()  # before the pieces' PUTs: the GC grace clock
-        pieces, keys = scrub_rows(self.table.store, self.table.catalog.prefix, base, hidden)
+        pieces, keys = scrub_rows(store, prefix, base, hidden)
         record = RequestRecord(
             id_hash=h,
             version=0,
@@ -524,22 +540,24 @@ class _PurgeRecord:
         )
 
 
-def record_purge(table: Table, request_id: str) -> tuple[str, int | None, bool]:
+def record_purge(
+    ctx: TableContext, request_id: str
+) -> tuple[str, int | None, bool, Snapshot | None]:
     """Commit an erasure record naming every row group that holds a row a DV hides.
 
     Idempotent by ``request_id``: a second call finds the first one's record. Returns
-    ``(request hash, version of the record or None when nothing is hidden, duplicate)``.
+    ``(request hash, version of the record or None when nothing is hidden, duplicate, the
+    snapshot committed or None)``.
     """
     h = request_hash(request_id)
-    outcome = table.catalog.commit_change(_PurgeRecord(table, h))
+    outcome = ctx.catalog.commit_change(_PurgeRecord(ctx, h))
     if outcome.manifest is not None:
-        table.adopt(outcome.manifest)
-        return h, outcome.manifest.version, False
-    return h, outcome.detail.version, outcome.detail.duplicate
+        return h, outcome.manifest.version, False, outcome.manifest
+    return h, outcome.detail.version, outcome.detail.duplicate, None
 
 
 def purge(
-    table: Table,
+    ctx: TableContext,
     *,
     request_id: str | None = None,
     max_bytes: int | None = None,
@@ -550,29 +568,28 @@ def purge(
     call again with the same ``request_id`` to go on, or let the splice worker do it).
     ``progress`` hears of each file spliced (task ``"purge"``)."""
     t0 = time.perf_counter()
-    io0 = table.store.stats.snapshot()
+    io0 = ctx.store.stats.snapshot()
     rid = request_id or f"purge-{uuid.uuid4().hex}"
-    h, version, duplicate = record_purge(table, rid)
+    h, version, duplicate, recorded = record_purge(ctx, rid)
     splices: list[SpliceResult] = []
-    complete = True
+    complete, last = True, None
     if version is not None:
-        complete, splices = process_erasure(
-            table, h, max_bytes=max_bytes, progress=progress, task="purge"
-        )
+        complete, splices, last = _process(ctx, h, max_bytes, progress, "purge")
     log.info(
         "purge on %s: %s rows erased, %s splices, complete=%s in %.2fs",
-        table.uri,
+        ctx.uri,
         sum(len(s.removed) for s in splices),
         len(splices),
         complete,
         time.perf_counter() - t0,
     )
     return _result(
-        table.version if splices else version,
+        last.version if last is not None else version,
         0,
         0,
         splices,
         duplicate=duplicate,
         complete=complete,
-        io=table.store.stats.snapshot() - io0,
+        io=ctx.store.stats.snapshot() - io0,
+        snapshot=last or recorded,
     )

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal
@@ -24,15 +24,18 @@ import pyarrow as pa
 from lethe import errors
 from lethe.catalog import Catalog, CommitOutcome, Direct, RetryPolicy
 from lethe.changes import AddFiles, DeclareIndex, DropIndex, UpgradeFormat
-from lethe.deletes import BatchDeleteResult, DeleteRequest, DeleteResult
+from lethe.compaction import CompactionOptions, CompactionResult, RunTasks, compact
+from lethe.context import TableContext
+from lethe.deletes import BatchDeleteResult, DeleteRequest, DeleteResult, delete_batch
+from lethe.erase import EraseResult, erase, purge
+from lethe.rows import batches, plan_rows
 from lethe.snapshot import Snapshot
 
 if TYPE_CHECKING:  # pragma: no cover
-    from lethe.erase import EraseResult
     from lethe.receipts import ErasureReceipt
 from lethe.filters import Dnf, normalize
 from lethe.grace import parse_duration
-from lethe.index import build_run, entries_of, hit_rows, index_plan, initial_indexes, maintain
+from lethe.index import build_run, entries_of, initial_indexes, maintain
 from lethe.manifest import (
     DataFile,
     IndexRun,
@@ -41,8 +44,7 @@ from lethe.manifest import (
     initial_manifest,
 )
 from lethe.progress import Progress
-from lethe.reader import FileHandle, RowFilter, iter_row_groups, read_filtered
-from lethe.scan import DVCache, plan
+from lethe.reader import FileHandle
 from lethe.store import IOCounters, S3Store, parse_s3_uri
 from lethe.transforms import (
     check_indexable,
@@ -257,11 +259,19 @@ class Table:
     def key_of(self, rel: str) -> str:
         return self._catalog.key(rel)
 
-    def adopt(self, manifest: Snapshot) -> None:
-        """Move this handle to ``manifest`` (a version this process just committed)."""
-        if manifest.table_uuid != self._m.table_uuid:
-            raise errors.InvalidRequest("manifest belongs to another table")
-        self._m = manifest
+    @property
+    def context(self) -> TableContext:
+        """What library operations take: this table's catalog and this handle's snapshot."""
+        return TableContext(self._catalog, self._m)
+
+    def _move_to(self, snap: Snapshot | None) -> None:
+        """Move this handle to ``snap`` (a version an operation of this handle committed;
+        None: it committed nothing, the handle stays)."""
+        if snap is None:
+            return
+        if snap.table_uuid != self._m.table_uuid:
+            raise errors.InvalidRequest("snapshot belongs to another table")
+        self._m = snap
 
     def _adopt(self, outcome: CommitOutcome[Any]) -> None:
         self._m = outcome.manifest if outcome.manifest is not None else outcome.base
@@ -354,16 +364,8 @@ class Table:
             log.warning("could not remove %d uncommitted files (%s); GC will", len(keys), e)
 
     def _written_at(self, files: Sequence[DataFile]) -> float:
-        """When the oldest of ``files`` was uploaded, by its ``LastModified`` (for callers
-        that did not note their clock before uploading)."""
-        from concurrent.futures import ThreadPoolExecutor
-
-        with ThreadPoolExecutor(max_workers=min(16, len(files))) as pool:
-            infos = list(pool.map(lambda f: self.store.head(self._catalog.key(f.path)), files))
-        known = [
-            i.last_modified.replace(microsecond=0).timestamp() for i in infos if i.last_modified
-        ]
-        return min(known, default=time.time())
+        """When the oldest of ``files`` was uploaded (:meth:`TableContext.written_at`)."""
+        return self.context.written_at(files)
 
     def commit_files(
         self,
@@ -428,18 +430,9 @@ class Table:
     ) -> list[tuple[FileHandle, int, int]]:
         """``(file, row group, first row position)`` that may hold rows matching ``dnf``
         (see :func:`lethe.scan.plan`)."""
-        return self._plan(dnf, store, physical=physical)[0]
-
-    def _plan(
-        self, dnf: Dnf | None, store: S3Store | None = None, *, physical: bool = False
-    ) -> tuple[list[tuple[FileHandle, int, int]], Any]:
-        """:meth:`plan`, through a secondary index when one serves ``dnf``; with the
-        :class:`~lethe.reader.RowFilter` ``rows`` callback of its hits (None: no index)."""
-        store = store or self.store
-        via = index_plan(store, self._catalog.prefix, self._m, dnf, physical=physical)
-        if via is not None:
-            return via[0], hit_rows(via[1])
-        return plan(store, self._catalog.prefix, self._m, dnf, physical=physical), None
+        return plan_rows(
+            store or self.store, self._catalog.prefix, self._m, dnf, physical=physical
+        )[0]
 
     def _output_schema(self, columns: Sequence[str] | None) -> pa.Schema:
         schema = self.schema
@@ -462,36 +455,10 @@ class Table:
         """
         out_schema = self._output_schema(columns)
         dnf = normalize(filters, self.schema) if filters is not None else None
-        return pa.RecordBatchReader.from_batches(
-            out_schema, self._iter(out_schema, dnf, page_index=page_index)
+        rows = batches(
+            self.store, self._catalog.prefix, self._m, out_schema, dnf, page_index=page_index
         )
-
-    def _iter(
-        self,
-        out_schema: pa.Schema,
-        dnf: Dnf | None,
-        store: S3Store | None = None,
-        *,
-        page_index: bool = True,
-    ) -> Iterator[pa.RecordBatch]:
-        items, rows = self._plan(dnf, store)
-        out_cols = out_schema.names
-        dvs = DVCache(self.store, self._catalog.prefix)
-        dvs.prefetch({h.file.path: h.file for h, _, _ in items}.values())
-        rf = RowFilter.of(dnf, self.schema, dvs.keep_mask, rows)
-        starts = {(h.file.path, rg): first for h, rg, first in items}
-
-        def read(h: FileHandle, rg: int) -> pa.Table:
-            first = starts[(h.file.path, rg)]
-            return read_filtered(h, rg, first, out_cols, rf, page_index=page_index)
-
-        pairs = [(h, rg) for h, rg, _ in items]
-        for _h, _rg, t in iter_row_groups(pairs, out_cols, read=read):
-            if t.num_rows == 0:
-                continue
-            if t.schema != out_schema:
-                t = t.cast(out_schema)
-            yield from t.to_batches()
+        return pa.RecordBatchReader.from_batches(out_schema, rows)
 
     def scan(
         self, columns: Sequence[str] | None = None, filters: Any = None, *, page_index: bool = True
@@ -518,9 +485,7 @@ class Table:
         nothing commits nothing; a ``request_id`` already committed returns the earlier
         result without a new version. The handle moves to the new version.
         """
-        from lethe.deletes import DeleteRequest, delete_batch
-
-        r = delete_batch(self, [DeleteRequest(filters, request_id)])
+        r = self.delete_batch([DeleteRequest(filters, request_id)])
         one = r.results[0]
         if one.error is not None:
             raise errors.RequestIdConflict(one.error)
@@ -532,9 +497,9 @@ class Table:
         self, requests: Sequence[DeleteRequest], *, kind: str = "delete"
     ) -> BatchDeleteResult:
         """Several deletes in one commit (an SQS batch for one table)."""
-        from lethe.deletes import delete_batch
-
-        return delete_batch(self, requests, kind=kind)
+        r = delete_batch(self.context, requests, kind=kind)
+        self._move_to(r.snapshot)
+        return r
 
     def erase(
         self,
@@ -550,9 +515,11 @@ class Table:
         the row-group bytes spliced in this call (the rest stays pending, see
         :func:`lethe.erase.process_erasure`). ``progress`` hears of each file spliced.
         """
-        from lethe.erase import erase
-
-        return erase(self, filters, request_id=request_id, max_bytes=max_bytes, progress=progress)
+        r = erase(
+            self.context, filters, request_id=request_id, max_bytes=max_bytes, progress=progress
+        )
+        self._move_to(r.snapshot)
+        return r
 
     def purge(
         self,
@@ -569,9 +536,24 @@ class Table:
         the stack's splice worker do it: ``lethe purge --queue-url``). ``progress`` hears of
         each file spliced.
         """
-        from lethe.erase import purge
+        r = purge(self.context, request_id=request_id, max_bytes=max_bytes, progress=progress)
+        self._move_to(r.snapshot)
+        return r
 
-        return purge(self, request_id=request_id, max_bytes=max_bytes, progress=progress)
+    def compact(
+        self,
+        options: CompactionOptions | None = None,
+        *,
+        dry_run: bool = False,
+        run_tasks: RunTasks | None = None,
+    ) -> CompactionResult:
+        """Rewrite files with many deleted rows, and small files, into fewer files (one
+        commit; concurrent deletes are mapped onto the outputs). ``run_tasks`` runs the
+        rewrite tasks elsewhere (``spark_jobs/compact.py``); see
+        :func:`lethe.compaction.compact`. The handle moves to the new version."""
+        r = compact(self.context, options, dry_run=dry_run, run_tasks=run_tasks)
+        self._move_to(r.snapshot)
+        return r
 
     def upgrade(self) -> CommitResult:
         """Rewrite the latest manifest in format 2 (segmented) if it is still format 1;

@@ -8,7 +8,7 @@ import pytest
 from conftest import EVENTS, events
 
 import lethe
-from lethe.compaction import CompactionOptions, compact
+from lethe.compaction import CompactionOptions
 from lethe.dvstore import load
 from lethe.verify import verify
 from spark_jobs.compact import main, run_compaction, spark_runner
@@ -75,10 +75,8 @@ def test_delete_committed_while_the_job_runs_survives(spark: Any, table: lethe.T
         concurrent_delete()
         return out
 
-    r = compact(
-        lethe.Table.open(table.uri),
-        CompactionOptions(min_deleted_fraction=0.2),
-        run_tasks=rewrite_then_delete,
+    r = lethe.Table.open(table.uri).compact(
+        CompactionOptions(min_deleted_fraction=0.2), run_tasks=rewrite_then_delete
     )
     assert r.version is not None and r.concurrent_deletes_mapped == 3
     fresh = lethe.Table.open(table.uri)

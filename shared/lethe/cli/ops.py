@@ -70,7 +70,7 @@ def cmd_purge(a: argparse.Namespace) -> int:
         from lethe.erase import record_purge
         from lethe.splice_jobs import SpliceJob, send_jobs
 
-        h, version, duplicate = record_purge(t, rid)
+        h, version, duplicate, _ = record_purge(t.context, rid)
         if version is None:
             print("no row is hidden by a deletion vector: nothing to purge")
             return 0

@@ -1,0 +1,68 @@
+"""A snapshot's rows: the read path behind ``Table.scan``, ``to_batches`` and ``lookup``.
+
+:func:`plan_rows` picks the row groups that may hold matching rows (through a secondary
+index when one serves the filter, else by the manifest's statistics, :func:`lethe.scan.plan`);
+:func:`batches` reads them (only the needed column chunks, or pages with a selective
+filter) with each file's DV applied, prefetching a few row groups ahead. Compaction reads
+its sources through the same path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pyarrow as pa
+
+from lethe.filters import Dnf
+from lethe.index import hit_rows, index_plan
+from lethe.reader import FileHandle, RowFilter, iter_row_groups, read_filtered
+from lethe.scan import DVCache, plan
+from lethe.snapshot import Snapshot
+from lethe.store import S3Store
+
+__all__ = ["batches", "plan_rows"]
+
+Planned = list[tuple[FileHandle, int, int]]
+
+
+def plan_rows(
+    store: S3Store, prefix: str, snap: Snapshot, dnf: Dnf | None, *, physical: bool = False
+) -> tuple[Planned, Callable[..., Any] | None]:
+    """``(file, row group, first row position)`` that may hold rows matching ``dnf``, and the
+    :class:`~lethe.reader.RowFilter` ``rows`` callback of an index's hits (None: no index
+    served ``dnf``)."""
+    via = index_plan(store, prefix, snap, dnf, physical=physical)
+    if via is not None:
+        return via[0], hit_rows(via[1])
+    return plan(store, prefix, snap, dnf, physical=physical), None
+
+
+def batches(
+    store: S3Store,
+    prefix: str,
+    snap: Snapshot,
+    out_schema: pa.Schema,
+    dnf: Dnf | None,
+    *,
+    page_index: bool = True,
+) -> Iterator[pa.RecordBatch]:
+    """The rows of ``snap`` matching ``dnf`` (DVs applied), as ``out_schema``."""
+    items, rows = plan_rows(store, prefix, snap, dnf)
+    out_cols = out_schema.names
+    dvs = DVCache(store, prefix)
+    dvs.prefetch({h.file.path: h.file for h, _, _ in items}.values())
+    rf = RowFilter.of(dnf, snap.arrow_schema(), dvs.keep_mask, rows)
+    starts = {(h.file.path, rg): first for h, rg, first in items}
+
+    def read(h: FileHandle, rg: int) -> pa.Table:
+        first = starts[(h.file.path, rg)]
+        return read_filtered(h, rg, first, out_cols, rf, page_index=page_index)
+
+    pairs = [(h, rg) for h, rg, _ in items]
+    for _h, _rg, t in iter_row_groups(pairs, out_cols, read=read):
+        if t.num_rows == 0:
+            continue
+        if t.schema != out_schema:
+            t = t.cast(out_schema)
+        yield from t.to_batches()
