@@ -246,6 +246,7 @@ def dv_cost(t: Table) -> dict[str, float]:
     rows a group instead (``sparse``: the kept runs come back as slices, nothing copied)."""
     from lethe.reader import read_row_group
     from lethe.rowdrop import drop_rows
+    from lethe.rows import plan_rows
     from lethe.scan import DVCache
 
     items, _ = plan_rows(t.store, t.catalog.prefix, t.manifest, None)
