@@ -17,7 +17,7 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 import pyarrow as pa
 
@@ -28,13 +28,10 @@ from lethe.compaction import CompactionOptions, CompactionResult, RunTasks, comp
 from lethe.context import TableContext
 from lethe.deletes import BatchDeleteResult, DeleteRequest, DeleteResult, delete_batch
 from lethe.erase import EraseResult, erase, purge
-from lethe.rows import batches, plan_rows
-from lethe.snapshot import Snapshot
-
-if TYPE_CHECKING:  # pragma: no cover
-    from lethe.receipts import ErasureReceipt
+from lethe.evidence import gather
 from lethe.filters import Dnf, normalize
 from lethe.grace import parse_duration
+from lethe.iceberg import publish
 from lethe.index import build_run, entries_of, initial_indexes, maintain
 from lethe.manifest import (
     DataFile,
@@ -42,14 +39,18 @@ from lethe.manifest import (
     Operation,
     TableProperties,
     initial_manifest,
+    request_hash,
 )
 from lethe.progress import Progress
 from lethe.reader import FileHandle
+from lethe.receipts import ErasureReceipt, audit, receipt
+from lethe.rows import batches, plan_rows
+from lethe.snapshot import Snapshot
 from lethe.store import IOCounters, S3Store, parse_s3_uri
 from lethe.transforms import (
     check_indexable,
 )
-from lethe.writer import WriteOptions, write_files
+from lethe.writer import WriteOptions, _schema_diff, write_files
 
 log = logging.getLogger(__name__)
 
@@ -89,8 +90,6 @@ def _publish_view(catalog: Catalog, m: Snapshot) -> None:
     """After-commit hook: publish the Iceberg view when the table asks for it."""
     if not m.properties.iceberg_view:
         return
-    from lethe.iceberg import publish
-
     publish(catalog, m, format_version=m.properties.iceberg_format_version)
 
 
@@ -286,8 +285,6 @@ class Table:
             if names == set(schema.names) and data.column_names != schema.names:
                 data = data.select(schema.names)
             if not data.schema.equals(schema, check_metadata=False):
-                from lethe.writer import _schema_diff
-
                 raise errors.SchemaMismatch(_schema_diff(data.schema, schema))
             for f in schema:
                 if not f.nullable and data.column(f.name).null_count:
@@ -295,8 +292,6 @@ class Table:
             return data.replace_schema_metadata(schema.metadata)
         if isinstance(data, pa.RecordBatchReader):
             if not data.schema.equals(schema, check_metadata=False):
-                from lethe.writer import _schema_diff
-
                 raise errors.SchemaMismatch(_schema_diff(data.schema, schema))
             return data
         raise errors.InvalidRequest(
@@ -388,8 +383,6 @@ class Table:
         uncommitted copies: they are removed when the commit provably did not land, or when a
         redelivered twin (same ``request_id``) committed first; otherwise the caller decides.
         """
-        from lethe.manifest import request_hash
-
         before = _io_before or self.store.stats.snapshot()
         rid = request_hash(request_id) if request_id else None
         rows = sum(f.rows for f in files)
@@ -586,8 +579,6 @@ class Table:
             >>> t.publish_iceberg()                                  # doctest: +SKIP
             's3://bucket/people/metadata/v12.metadata.json'
         """
-        from lethe.iceberg import publish
-
         fv = format_version or self._m.properties.iceberg_format_version
         return publish(self._catalog, self._m, format_version=fv, progress=progress).uri
 
@@ -667,10 +658,6 @@ class Table:
             >>> t.erasure_status("ticket-4711").state                 # doctest: +SKIP
             'complete'
         """
-        from lethe.evidence import gather
-        from lethe.manifest import request_hash
-        from lethe.receipts import audit, receipt
-
         ev = gather(self._catalog)
         found = None
         if audit_values is not None:
