@@ -326,7 +326,7 @@ def test_every_commit_is_one_of_the_change_kinds(table_uri: str) -> None:
         "DeclareIndex",
         "DropIndex",
         "SetDVs",
-        "SpliceFile",
+        "SpliceFiles",
         "ReplaceFiles",
     }
     for kind in changes.KINDS:  # frozen values with requirements and a pure apply

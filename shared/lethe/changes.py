@@ -73,7 +73,8 @@ __all__ = [
     "RequestAbsent",
     "Requirement",
     "SetDVs",
-    "SpliceFile",
+    "SpliceFiles",
+    "SplicedFile",
     "Update",
     "UpgradeFormat",
     "unmet",
@@ -122,7 +123,7 @@ def unmet(base: Snapshot, requirements: Iterable[Requirement]) -> str | None:
     File requirements are checked together: one lookup of the segments holding them."""
     reqs = list(requirements)
     paths = [r.path for r in reqs if isinstance(r, FileLive | FileHasDV)]
-    live = _live(base, paths) if paths else {}
+    live = base.files_at(paths) if paths else {}
     pieces: set[str] | None = None
     for r in reqs:
         if isinstance(r, FileLive | FileHasDV):
@@ -139,19 +140,6 @@ def unmet(base: Snapshot, requirements: Iterable[Requirement]) -> str | None:
             if any(p not in pieces for p in r.paths):
                 return "an index piece it rewrote was rewritten"
     return None
-
-
-def _live(base: Snapshot, paths: Sequence[str]) -> dict[str, DataFile]:
-    if not base.segmented:
-        wanted = set(paths)
-        return {f.path: f for f in base.inline_files if f.path in wanted}
-    where = base.locate(sorted(set(paths)))
-    out: dict[str, DataFile] = {}
-    for summ in {s.path: s for s in where.values()}.values():
-        for f in base.segment_files(summ):
-            if f.path in where:
-                out[f.path] = f
-    return out
 
 
 # --- updates ---------------------------------------------------------------------------------
@@ -263,35 +251,49 @@ class SetDVs:
 
 
 @dataclass(frozen=True, slots=True)
-class SpliceFile:
-    """A spliced file replacing its source ``old`` (``new`` None: every row went), with the
-    DV ``new_dv`` mapped from the source's DV ``expected``; pending erasures of the source
-    move to the new file or are met (``fates``, ``spliced``: the row groups rewritten)."""
+class SplicedFile:
+    """One spliced file replacing its source ``old`` (``new`` None: every row went), with
+    the DV ``new.dv`` mapped from the source's DV ``expected``; ``fates`` and ``spliced``
+    (the row groups rewritten) say where the source's pending erasure targets went."""
 
-    what: ClassVar[str] = "splice"
     old: str
     expected: DVRef | None
     new: DataFile | None
-    operation: Operation
     fates: tuple[GroupFate, ...]
     spliced: frozenset[int]
 
+
+@dataclass(frozen=True, slots=True)
+class SpliceFiles:
+    """Spliced files replacing their sources, in one commit: each source must still be live
+    with the DV its new DV was mapped from; pending erasures of the sources move to the new
+    files or are met; each new file takes its source's place (its segment)."""
+
+    what: ClassVar[str] = "splice"
+    files: tuple[SplicedFile, ...]
+    operation: Operation
+
     def requirements(self) -> tuple[Requirement, ...]:
-        return (FileHasDV(self.old, self.expected),)
+        return tuple(FileHasDV(f.old, f.expected) for f in self.files)
 
     def apply(self, base: Snapshot) -> Snapshot | None:
-        held = base.locate([self.old]).get(self.old)
-        erasures = spliced_erasures(
-            base.erasures,
-            self.old,
-            self.new.path if self.new else None,
-            self.fates,
-            set(self.spliced),
-            base.version + 1,
-            held.path if held is not None else None,
-        )
-        added = [self.new] if self.new is not None else []
-        return apply_replace(base, [self.old], added, self.operation, erasures=erasures)
+        olds = [f.old for f in self.files]
+        held = base.locate(olds)
+        erasures = base.erasures
+        for f in self.files:
+            seg = held.get(f.old)
+            erasures = spliced_erasures(
+                erasures,
+                f.old,
+                f.new.path if f.new else None,
+                f.fates,
+                set(f.spliced),
+                base.version + 1,
+                seg.path if seg is not None else None,
+            )
+        added = [f.new for f in self.files if f.new is not None]
+        places = {f.new.path: f.old for f in self.files if f.new is not None}
+        return apply_replace(base, olds, added, self.operation, erasures=erasures, places=places)
 
 
 @dataclass(frozen=True, slots=True)
@@ -350,6 +352,6 @@ KINDS: tuple[type, ...] = (
     DeclareIndex,
     DropIndex,
     SetDVs,
-    SpliceFile,
+    SpliceFiles,
     ReplaceFiles,
 )

@@ -16,6 +16,7 @@ import logging
 import time
 import uuid
 from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -27,7 +28,7 @@ from pyroaring import BitMap64
 
 from lethe import dvstore, errors
 from lethe.catalog import Prepared
-from lethe.changes import SetDVs, SpliceFile
+from lethe.changes import SetDVs, SplicedFile, SpliceFiles
 from lethe.context import TableContext
 from lethe.deletes import DeleteRequest, delete_batch
 from lethe.dv import keep_mask, rebase_positions
@@ -35,7 +36,6 @@ from lethe.index import spliced_origin
 from lethe.index_erase import scrub_rows
 from lethe.manifest import (
     DataFile,
-    DVRef,
     ErasureRecord,
     ErasureTarget,
     Operation,
@@ -69,6 +69,8 @@ __all__ = [
 ]
 
 SPLICE_ROUNDS = 4  # fetch-and-plan rounds of one splice (each fetches what the last lacked)
+SPLICE_WORKERS = 4  # files spliced at once by one erase or purge call
+SPLICE_BATCH_FILES = 256  # spliced files committed together (one commit)
 
 
 @dataclass(frozen=True, slots=True)
@@ -268,64 +270,91 @@ def splice_file(
 # --- commit ----------------------------------------------------------------------------------
 @dataclass(frozen=True, slots=True)
 class _SpliceChange:
-    """Replace ``s.old`` by ``s.new``: ``prepare`` maps every position deleted so far
-    (including deletes that landed during the splice) onto the new file, where removed rows
-    vanish and later ones shift down, and writes that DV; the update is
-    :class:`~lethe.changes.SpliceFile`.
-    The spliced object is the caller's (``owned``): removed if the commit does not land."""
+    """Replace each ``s.old`` by ``s.new``, in one commit: ``prepare`` maps every position
+    deleted so far (including deletes that landed during the splices) onto the new files,
+    where removed rows vanish and later ones shift down, and writes those DVs in one
+    container; the update is :class:`~lethe.changes.SpliceFiles`. A source another commit
+    replaced meanwhile (a compaction moved its erasure targets) is left out and its spliced
+    object removed; when every source was replaced the commit is refused. The spliced
+    objects are the caller's (``owned``): removed if the commit does not land."""
 
     ctx: TableContext
-    s: SpliceResult
+    splices: tuple[SpliceResult, ...]
     what: str = "splice"
 
     @property
     def owned(self) -> tuple[str, ...]:
-        return (self.s.new.path,) if self.s.new is not None else ()
+        return tuple(s.new.path for s in self.splices if s.new is not None)
 
-    def prepare(self, base: Snapshot) -> Prepared[None]:
-        s = self.s
-        cur = base.file(s.old.path)
-        if cur is None:
+    def prepare(self, base: Snapshot) -> Prepared[tuple[SpliceResult, ...]]:
+        store, prefix = self.ctx.store, self.ctx.prefix
+        cur = base.files_at([s.old.path for s in self.splices])
+        live = tuple(s for s in self.splices if s.old.path in cur)
+        gone = [s.new.path for s in self.splices if s.old.path not in cur and s.new is not None]
+        if not live:
             raise errors.CommitConflict(
-                f"{s.old.path} was replaced by another commit during the splice; retry the erase"
+                f"{len(self.splices)} spliced file(s) were replaced by another commit during "
+                "the splice; retry the erase"
             )
-        new_dv: DVRef | None = None
-        if s.new is not None:
-            store, prefix = self.ctx.store, self.ctx.prefix
-            rebased = rebase_positions(dvstore.load(store, prefix, cur.dv), s.removed)
-            if len(rebased):
-                new_dv = dvstore.write_dvs(store, prefix, {s.new.path: rebased})[s.new.path]
-        spliced = frozenset(g.index for g in s.fates if g.edited)
-        new = s.new.model_copy(update={"dv": new_dv}) if s.new is not None else None
+        if gone:  # never referenced: removed now (the loop removes the rest on failure)
+            log.info("%d spliced file(s) were replaced meanwhile; left out", len(gone))
+            store.delete_many([self.ctx.key_of(p) for p in gone])
+        rebased = {
+            s.new.path: rebase_positions(dvstore.load(store, prefix, cur[s.old.path].dv), s.removed)
+            for s in live
+            if s.new is not None
+        }
+        rebased = {p: bm for p, bm in rebased.items() if len(bm)}
+        refs = dvstore.write_dvs(store, prefix, rebased) if rebased else {}
+        files = tuple(
+            SplicedFile(
+                s.old.path,
+                cur[s.old.path].dv,
+                s.new.model_copy(update={"dv": refs.get(s.new.path)}) if s.new else None,
+                s.fates,
+                frozenset(g.index for g in s.fates if g.edited),
+            )
+            for s in live
+        )
         op = Operation(
             kind="erase",
-            rows_erased=len(s.removed),
-            files_removed=1,
-            files_added=0 if new is None else 1,
-            files_touched=1,
-            params={"row_groups_spliced": len(spliced)},
+            rows_erased=sum(len(s.removed) for s in live),
+            files_removed=len(files),
+            files_added=sum(1 for f in files if f.new is not None),
+            files_touched=len(files),
+            params={"row_groups_spliced": sum(len(f.spliced) for f in files)},
         )
+        stamps = [s.written_at for s in live if s.written_at is not None]
         return Prepared(
-            SpliceFile(s.old.path, cur.dv, new, op, s.fates, spliced),
-            None,
-            written=(new_dv.container,) if new_dv is not None and new_dv.container else (),
-            written_at=s.written_at,
+            SpliceFiles(files, op),
+            live,
+            written=tuple(sorted({r.container for r in refs.values() if r.container})),
+            written_at=min(stamps) if stamps else None,
         )
+
+
+def commit_splices(
+    ctx: TableContext, splices: Sequence[SpliceResult]
+) -> tuple[Snapshot, tuple[SpliceResult, ...]]:
+    """Replace each spliced file's source by it in one commit, with its DV rebased;
+    concurrent deletes on the sources are mapped onto the new files (through the catalog's
+    one commit loop: bounded, jittered; a DV container is written anew only when a source's
+    DV changed). Returns the snapshot and the splices it committed (a source another commit
+    replaced meanwhile is left out).
+
+    Raises CommitConflict (the spliced objects and this call's containers removed: the
+    commit provably did not land) if no source is live any more, contention outlasts the
+    bound, or the GC grace rule refuses the commit.
+    """
+    outcome = ctx.catalog.commit_change(_SpliceChange(ctx, tuple(splices)))
+    if outcome.manifest is None:  # pragma: no cover - a splice always changes the table
+        raise errors.CommitConflict("the splices committed nothing")
+    return outcome.manifest, outcome.detail
 
 
 def commit_splice(ctx: TableContext, s: SpliceResult) -> Snapshot:
-    """Replace ``s.old`` by ``s.new`` with the DV rebased; concurrent deletes on the old file
-    are mapped onto the new one (through the catalog's one commit loop: bounded, jittered; a
-    DV container is written anew only when the old file's DV changed).
-
-    Raises CommitConflict (the spliced object and this call's containers removed: the commit
-    provably did not land) if the old file is no longer live, contention outlasts the bound,
-    or the GC grace rule refuses the commit.
-    """
-    outcome = ctx.catalog.commit_change(_SpliceChange(ctx, s))
-    if outcome.manifest is None:  # pragma: no cover - a splice always changes the table
-        raise errors.CommitConflict(f"the splice of {s.old.path} committed nothing")
-    return outcome.manifest
+    """:func:`commit_splices` of one splice."""
+    return commit_splices(ctx, [s])[0]
 
 
 # --- erase -----------------------------------------------------------------------------------
@@ -368,45 +397,88 @@ def _process(
 def _splice_pending(
     ctx: TableContext, m: Snapshot, id_hash: str, max_bytes: int | None, tracker: Tracker
 ) -> tuple[bool, list[SpliceResult], Snapshot | None]:
-    """The loop of :func:`process_erasure` from the latest manifest ``m``: one file's
-    pending row groups per splice."""
+    """The loop of :func:`process_erasure` from the latest manifest ``m``: each pass splices
+    the pending files of the erasure (at most :data:`SPLICE_BATCH_FILES`, within the
+    budget) :data:`SPLICE_WORKERS` at a time, and commits them together."""
     done: list[SpliceResult] = []
     last: Snapshot | None = None
     budget = max_bytes
     while True:
         if done:
             m, _ = ctx.catalog.current()
-        targets = _pending_targets(m, id_hash)
-        if not targets:
+        work = _batch(m, id_hash, budget)
+        if not work:
             return True, done, last
-        t = targets[0]
-        f = m.file(t.path)
-        if f is None:
-            raise errors.CommitConflict(
-                f"erasure target {t.path} is not live in version {m.version}"
-            )
-        # every pending erasure on this file rides along (one splice per file)
-        groups: set[int] = set()
-        for e in m.erasures:
-            if e.state == "pending":
-                for tt in e.targets:
-                    if tt.path == t.path:
-                        groups.update(tt.row_groups)
-        chosen: list[int] = []
-        for g in sorted(groups):
-            size = f.row_groups[g].length
-            if budget is not None and chosen and size > budget:
-                break
-            chosen.append(g)
-            if budget is not None:
-                budget -= size
-        s = splice_file(TableContext(ctx.catalog, m), f, chosen)
-        last = commit_splice(ctx, s)
-        done.append(s)
-        tracker.advance()
+        if budget is not None:
+            budget -= sum(f.row_groups[g].length for f, groups in work for g in groups)
+        spliced, failure = _splice_all(TableContext(ctx.catalog, m), work)
+        if spliced:
+            last, committed = commit_splices(ctx, spliced)
+            done.extend(committed)
+            tracker.advance(len(committed))
+        if failure is not None:  # what did splice is committed; the rest stays pending
+            raise failure
         if budget is not None and budget <= 0:
             m, _ = ctx.catalog.current()
             return not _pending_targets(m, id_hash), done, last
+
+
+def _batch(m: Snapshot, id_hash: str, budget: int | None) -> list[tuple[DataFile, list[int]]]:
+    """The files of one pass and their row groups: every pending erasure on a file rides
+    along (one splice per file); within ``budget`` bytes of row groups, at least one."""
+    paths = list(dict.fromkeys(t.path for t in _pending_targets(m, id_hash)))
+    paths = paths[:SPLICE_BATCH_FILES]
+    live = m.files_at(paths)
+    missing = [p for p in paths if p not in live]
+    if missing:
+        raise errors.CommitConflict(
+            f"{len(missing)} erasure target(s) are not live in version {m.version}"
+        )
+    groups: dict[str, set[int]] = {p: set() for p in paths}
+    for e in m.erasures:
+        if e.state == "pending":
+            for t in e.targets:
+                if t.path in groups:
+                    groups[t.path].update(t.row_groups)
+    work: list[tuple[DataFile, list[int]]] = []
+    left = budget
+    for p in paths:
+        f, chosen = live[p], list[int]()
+        for g in sorted(groups[p]):
+            size = f.row_groups[g].length
+            if left is not None and (chosen or work) and size > left:
+                break
+            chosen.append(g)
+            if left is not None:
+                left -= size
+        if chosen:
+            work.append((f, chosen))
+        if left is not None and (left <= 0 or len(chosen) < len(groups[p])):
+            break
+    return work
+
+
+def _splice_all(
+    ctx: TableContext, work: Sequence[tuple[DataFile, list[int]]]
+) -> tuple[list[SpliceResult], BaseException | None]:
+    """Splice each file of ``work`` (:data:`SPLICE_WORKERS` at a time); the splices that
+    succeeded, and the first failure (a failed splice leaves nothing behind)."""
+    if len(work) == 1:
+        f, groups = work[0]
+        try:
+            return [splice_file(ctx, f, groups)], None
+        except Exception as e:
+            return [], e
+    out: list[SpliceResult] = []
+    failure: BaseException | None = None
+    with ThreadPoolExecutor(max_workers=min(SPLICE_WORKERS, len(work))) as pool:
+        futures = [pool.submit(splice_file, ctx, f, groups) for f, groups in work]
+        for fut in futures:
+            try:
+                out.append(fut.result())
+            except Exception as e:
+                failure = failure or e
+    return out, failure
 
 
 def erase(

@@ -124,8 +124,10 @@ def origin_positions(f: DataFile, positions: Iterable[int]) -> BitMap64:
     removed = _sorted(origin_removed(f))
     if not len(removed):
         return BitMap64(pos)
-    kept = np.setdiff1d(np.arange(f.rows + len(removed), dtype=np.int64), removed)
-    return BitMap64(kept[pos])
+    # by rank: kept position p of f is origin position q = p + |{r in removed: r <= q}|, and
+    # removed[i] - i kept positions lie before removed[i] (no pass over every row)
+    shifted = removed - np.arange(len(removed), dtype=np.int64)
+    return BitMap64(pos + np.searchsorted(shifted, pos, side="right"))
 
 
 def from_origin(f: DataFile, positions: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:

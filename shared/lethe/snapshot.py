@@ -313,6 +313,20 @@ class Snapshot:
                         out[f.path] = summ
         return out
 
+    def files_at(self, paths: Sequence[str]) -> dict[str, DataFile]:
+        """The live files among ``paths`` (path -> file), opening each segment that holds
+        one of them once."""
+        if not self.segmented:
+            wanted = set(paths)
+            return {f.path: f for f in self.manifest.inline_files if f.path in wanted}
+        where = self.locate(sorted(set(paths)))
+        out: dict[str, DataFile] = {}
+        for summ in {s.path: s for s in where.values()}.values():
+            for f in self.segment_files(summ):
+                if f.path in where:
+                    out[f.path] = f
+        return out
+
     def file(self, path: str) -> DataFile | None:
         """The live file at ``path``, or None."""
         if not self.segmented:

@@ -21,7 +21,7 @@ from typing import Any, Literal
 
 import pyarrow as pa
 
-from lethe import errors
+from lethe import errors, iceberg
 from lethe.catalog import Catalog, CommitOutcome, Direct, RetryPolicy
 from lethe.changes import AddFiles, DeclareIndex, DropIndex, UpgradeFormat
 from lethe.compaction import CompactionOptions, CompactionResult, RunTasks, compact
@@ -31,7 +31,6 @@ from lethe.erase import EraseResult, erase, purge
 from lethe.evidence import gather
 from lethe.filters import Dnf, normalize
 from lethe.grace import parse_duration
-from lethe.iceberg import publish
 from lethe.index import build_run, entries_of, initial_indexes, maintain
 from lethe.manifest import (
     DataFile,
@@ -90,7 +89,7 @@ def _publish_view(catalog: Catalog, m: Snapshot) -> None:
     """After-commit hook: publish the Iceberg view when the table asks for it."""
     if not m.properties.iceberg_view:
         return
-    publish(catalog, m, format_version=m.properties.iceberg_format_version)
+    iceberg.publish(catalog, m, format_version=m.properties.iceberg_format_version)
 
 
 def _store_for(uri: str, s3: Any | None) -> tuple[S3Store, str]:
@@ -580,7 +579,7 @@ class Table:
             's3://bucket/people/metadata/v12.metadata.json'
         """
         fv = format_version or self._m.properties.iceberg_format_version
-        return publish(self._catalog, self._m, format_version=fv, progress=progress).uri
+        return iceberg.publish(self._catalog, self._m, format_version=fv, progress=progress).uri
 
     # --- secondary indexes (DESIGN §6b; lethe.index) ----------------------------------------
     @property

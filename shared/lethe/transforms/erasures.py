@@ -42,7 +42,8 @@ def spliced_erasures(
             if rest and new is not None:
                 targets.append(ErasureTarget(path=new, row_groups=rest))
         gone = (old,) if segment is None else (old, segment)
-        upd: dict[str, Any] = {"targets": tuple(targets), "superseded": (*e.superseded, *gone)}
+        superseded = (*e.superseded, *(g for g in gone if g not in e.superseded))
+        upd: dict[str, Any] = {"targets": tuple(targets), "superseded": superseded}
         if not targets:
             upd.update(state="spliced", spliced_version=version)
         out.append(e.model_copy(update=upd))

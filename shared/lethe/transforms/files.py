@@ -461,12 +461,14 @@ def apply_replace(
     requests: Sequence[RequestRecord] = (),
     dv_updates: Mapping[str, DVRef] | None = None,
     erasures: Sequence[ErasureRecord] | None = None,
+    places: Mapping[str, str] | None = None,
 ) -> Snapshot:
     """Snapshot N+1 with files ``removed`` swapped for ``added`` (splice, compaction).
 
     The caller has already mapped any concurrent DV onto the ``added`` files. ``dv_updates``
     sets the DVs of other live files in the same commit (compaction's coalesced containers);
-    ``erasures`` replaces the erasure records.
+    ``erasures`` replaces the erasure records. An added file goes into the segment of the
+    removed file ``places`` names for it (a splice's source), else of the first removed file.
     """
     now = now or datetime.now(UTC)
     removed_list = list(dict.fromkeys(removed))
@@ -486,13 +488,15 @@ def apply_replace(
         assert w.files is not None
         w.files = [f for f in w.files if f.path not in removed_set]
         w.changed = True
-    if new:
-        home = where[removed_list[0]] if removed_list else None
+    first = where[removed_list[0]] if removed_list else None
+    for f in new:
+        home = where.get((places or {}).get(f.path, ""), first)
         if home is None:
-            plan.work.append(_Work(_new_id(), None, new, True))
-        else:
-            assert home.files is not None
-            home.files.extend(new)
+            home = _Work(_new_id(), None, [], True)
+            plan.work.append(home)
+            first = home
+        assert home.files is not None
+        home.files.append(f)
     if dv_updates:
         _set_dvs(plan, dv_updates, base.version, "to update")
     return _successor(
