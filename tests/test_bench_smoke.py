@@ -76,6 +76,9 @@ def test_erasure_lake_bench_prints_every_target(
         # the baseline rewrote the files holding the rows, the library replaced some
         assert f.cow is not None and f.cow.files > 0 and f.touched > 0
         assert f.moved > 0 and f.cow.moved > 0 and f.data_moved > 0
+    for f in [*out["plain"], *out["clustered"]]:
+        # the botocore hooks see every byte the store counts (metadata vs data is theirs)
+        assert f.metered == f.moved, f.name
         assert f.commits >= 1 and f.rows_erased > 0
     # the heaviest customer's rows are in every time slice; clustered, a window is 2 files
     assert out["plain"][1].touched == 8
