@@ -16,6 +16,7 @@ BENCHES = [
     "bench_index",
     "bench_spark",
     "bench_readwrite",
+    "bench_erasure_lake",
 ]
 
 

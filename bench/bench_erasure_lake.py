@@ -1,0 +1,693 @@
+"""Erasure on the layout people have (issue 26): a time-ordered event table of many files.
+
+An event table as a new user writes it: FILES appends of ROWS rows each (one file per
+time slice), ``customer_id`` drawn Zipf s=0.7 from CUSTOMERS customers, an index on
+``customer_id``; one person's rows are spread over most files. On a fresh copy of the table
+for each, it measures (public API only, moto in its own process so client CPU is ours):
+
+1. erasing the median customer (by row count), 2. erasing the heaviest customer,
+3. deleting 0.1% of the customers then ``purge()``, 4. deleting 1% then ``purge()``;
+
+each against the baseline a rewrite-based engine pays, a copy-on-write of exactly the
+touched files (GET, ``pq.read_table``, filter, ``pq.write_table`` in the table's codec,
+PUT), measured the same way. Then the same rows appended in time windows, each window's
+rows sorted by customer before being cut into files: what a clustering compaction would give
+(EMULATED: there is no ``cluster_by`` yet). It prints the figures, then issue 26's targets
+next to them, each "met" or "not met" (speed is judged by bytes, requests, commits and
+client CPU; wall times are printed, never judged).
+
+Figures: files touched (files the operation replaced or removed) / total; bytes over the
+wire (down + up) and copied server-side (the store's :class:`lethe.store.IOCounters`);
+requests; commits (version delta); metadata uploaded (PUT and part bodies to keys outside
+``data/``, metered by a botocore hook on the client) vs the data bytes moved.
+
+Scale: ``LETHE_BENCH_LAKE_FILES`` (256), ``LETHE_BENCH_LAKE_ROWS`` (20,000 per file),
+``LETHE_BENCH_LAKE_CUSTOMERS`` (20,000), ``LETHE_BENCH_LAKE_WINDOWS`` (16 time windows
+in the clustered layout; 1 sorts the whole table by customer, issue 26's first emulation).
+At the default scale it builds seven 256-file tables through ``append`` (most of its ~11
+minutes on 2 shared cores); ``LETHE_BENCH_LAKE_FILES=128`` halves that.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import threading
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from bench.common import measure, mib, moto_process, new_bucket
+from devtools.local.server import LocalAws
+from lethe.manifest import DataFile
+from lethe.store import S3Store, make_s3_client
+from lethe.table import Table
+
+SCHEMA = pa.schema(
+    [
+        ("id", pa.int64(), False),
+        ("event_time", pa.timestamp("us", tz="UTC")),
+        ("customer_id", pa.int64()),
+        ("payload", pa.string()),
+    ]
+)
+ZIPF_S = 0.7
+SEED = 26
+CODEC = "zstd"  # the library's default codec (lethe.writer.WriteOptions); the CoW uses it too
+T0_US = 1_735_689_600_000_000  # 2025-01-01T00:00:00Z
+SLICE_US = 3_600_000_000  # one time slice (one append, one file) per hour
+
+EVENT_TYPES = ["page_view", "add_to_cart", "checkout", "search", "login", "logout"]
+SECTIONS = ["products", "category", "account", "cart", "help", "offers", "search"]
+DEVICES = ["desktop", "mobile", "tablet"]
+REFERRERS = ["https://www.google.com/", "https://news.example.org/", "direct", "email-campaign"]
+AGENTS = [
+    "Mozilla/5.0 (Windows NT 10.0; Win64) Chrome/124.0",
+    "Mozilla/5.0 (iPhone; CPU iPhone OS 17_4) Mobile",
+    "Mozilla/5.0 (Macintosh; Mac OS X 14_4) Safari/605",
+    "Mozilla/5.0 (X11; Linux x86_64) Firefox/125.0",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Scale:
+    files: int = 256
+    rows: int = 20_000
+    customers: int = 20_000
+    windows: int = 16
+
+    @classmethod
+    def from_env(cls) -> Scale:
+        files = int(os.environ.get("LETHE_BENCH_LAKE_FILES", "256"))
+        return cls(
+            files=files,
+            rows=int(os.environ.get("LETHE_BENCH_LAKE_ROWS", "20000")),
+            customers=int(os.environ.get("LETHE_BENCH_LAKE_CUSTOMERS", "20000")),
+            windows=max(1, min(files, int(os.environ.get("LETHE_BENCH_LAKE_WINDOWS", "16")))),
+        )
+
+
+# --- the data ----------------------------------------------------------------------------------
+class Events:
+    """The event rows, time slice by time slice, regenerated from fixed seeds on demand."""
+
+    def __init__(self, scale: Scale) -> None:
+        self.scale = scale
+        ranks = np.arange(1, scale.customers + 1, dtype=np.float64)
+        p = ranks**-ZIPF_S
+        self.p = p / p.sum()
+        # rank -> customer id: the heavy customers are not simply the smallest ids
+        self.ids_by_rank = np.random.default_rng([SEED, 0]).permutation(scale.customers)
+
+    def customers(self, i: int) -> np.ndarray:
+        """The customer of each row of time slice ``i``."""
+        rng = np.random.default_rng([SEED, 1, i])
+        ranks = rng.choice(self.scale.customers, size=self.scale.rows, p=self.p)
+        return self.ids_by_rank[ranks].astype(np.int64)
+
+    def counts(self) -> np.ndarray:
+        """Rows per customer id over the whole table."""
+        c = np.zeros(self.scale.customers, dtype=np.int64)
+        for i in range(self.scale.files):
+            c += np.bincount(self.customers(i), minlength=self.scale.customers)
+        return c
+
+    def slice(self, i: int) -> pa.Table:
+        """Time slice ``i``: ids and event times ascending, ~225 B JSON-like payloads."""
+        n = self.scale.rows
+        rng = np.random.default_rng([SEED, 2, i])
+        ids = np.arange(i * n, (i + 1) * n, dtype=np.int64)
+        times = T0_US + i * SLICE_US + np.sort(rng.integers(0, SLICE_US, n))
+
+        def pick(values: list[str]) -> pa.Array:
+            return pa.array(values).take(pa.array(rng.integers(0, len(values), n)))
+
+        def num(lo: int, hi: int) -> pa.Array:
+            return pc.cast(pa.array(rng.integers(lo, hi, n)), pa.string())
+
+        amount = pc.cast(pa.array(np.round(rng.exponential(40.0, n), 2)), pa.string())
+        parts: list[Any] = [
+            '{"type":"', pick(EVENT_TYPES),
+            '","session":"s-', num(10**15, 10**16),
+            '","page":"/', pick(SECTIONS), "/", num(1, 200_000),
+            '","referrer":"', pick(REFERRERS),
+            '","device":"', pick(DEVICES),
+            '","amount":', amount,
+            ',"items":', num(1, 12),
+            ',"ip":"10.', num(0, 256), ".", num(0, 256), ".", num(0, 256),
+            '","ua":"', pick(AGENTS), '"}',
+        ]  # fmt: skip
+        payload = pc.binary_join_element_wise(*parts, "")
+        return pa.table(
+            {
+                "id": ids,
+                "event_time": pa.array(times, pa.timestamp("us", tz="UTC")),
+                "customer_id": self.customers(i),
+                "payload": payload,
+            },
+            schema=SCHEMA,
+        )
+
+    def chunks(self, clustered: bool) -> Iterator[tuple[int, pa.Table]]:
+        """``(time window, rows of one append)`` in append order. Time-ordered: one slice
+        per append (window = slice). Clustered (emulated): the slices of each window
+        concatenated, sorted by customer, cut back into as many appends."""
+        s = self.scale
+        if not clustered:
+            for i in range(s.files):
+                yield i, self.slice(i)
+            return
+        bounds = np.linspace(0, s.files, s.windows + 1).round().astype(int)
+        for w in range(s.windows):
+            lo, hi = int(bounds[w]), int(bounds[w + 1])
+            rows = pa.concat_tables([self.slice(i) for i in range(lo, hi)])
+            rows = rows.sort_by([("customer_id", "ascending"), ("id", "ascending")])
+            for k in range(hi - lo):
+                yield w, rows.slice(k * s.rows, s.rows)
+
+
+# --- metering ------------------------------------------------------------------------------------
+@dataclass(slots=True)
+class Meter:
+    """Bytes uploaded and downloaded per kind of key under the table prefix, from botocore
+    hooks on the client (``data`` vs the rest: manifests, segments, DVs, index pieces, head)."""
+
+    prefix: str
+    up: dict[str, int] = field(default_factory=dict)
+    down: dict[str, int] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def kind(self, key: str) -> str | None:
+        if not key.startswith(self.prefix + "/"):
+            return None
+        rel = key[len(self.prefix) + 1 :]
+        return rel.split("/", 1)[0] if "/" in rel else rel
+
+    def reset(self) -> None:
+        with self.lock:
+            self.up.clear()
+            self.down.clear()
+
+    def add(self, into: dict[str, int], key: str, n: int) -> None:
+        k = self.kind(key)
+        if k is not None and n:
+            with self.lock:
+                into[k] = into.get(k, 0) + n
+
+    def data_moved(self) -> int:
+        return self.up.get("data", 0) + self.down.get("data", 0)
+
+    def metadata_up(self) -> int:
+        return sum(v for k, v in self.up.items() if k != "data")
+
+    def metadata_down(self) -> int:
+        return sum(v for k, v in self.down.items() if k != "data")
+
+    def total(self) -> int:
+        return sum(self.up.values()) + sum(self.down.values())
+
+
+def _body_len(body: Any) -> int:
+    if body is None:
+        return 0
+    if isinstance(body, str):
+        return len(body.encode())
+    if isinstance(body, (bytes, bytearray)):
+        return len(body)
+    if isinstance(body, memoryview):
+        return body.nbytes
+    try:  # a seekable file-like body
+        pos = body.tell()
+        end = body.seek(0, os.SEEK_END)
+        body.seek(pos)
+        return int(end - pos)
+    except (AttributeError, OSError, ValueError):
+        return 0
+
+
+@contextmanager
+def metered(client: Any, meter: Meter) -> Iterator[Meter]:
+    """Hook ``client``: uploads (PutObject, UploadPart bodies) and downloads (GetObject
+    ContentLength) are added to ``meter`` by kind of key."""
+    uid = uuid.uuid4().hex
+
+    def upload(params: dict[str, Any], **_: Any) -> None:
+        meter.add(meter.up, str(params.get("Key", "")), _body_len(params.get("Body")))
+
+    def get_key(params: dict[str, Any], context: dict[str, Any], **_: Any) -> None:
+        context["lethe_bench_key"] = str(params.get("Key", ""))
+
+    def got(http_response: Any, parsed: dict[str, Any], context: dict[str, Any], **_: Any) -> None:
+        if getattr(http_response, "status_code", 0) in (200, 206) and "Error" not in parsed:
+            meter.add(
+                meter.down, context.get("lethe_bench_key", ""), parsed.get("ContentLength", 0)
+            )
+
+    hooks: list[tuple[str, Callable[..., None]]] = [
+        ("before-parameter-build.s3.PutObject", upload),
+        ("before-parameter-build.s3.UploadPart", upload),
+        ("before-parameter-build.s3.GetObject", get_key),
+        ("after-call.s3.GetObject", got),
+    ]
+    events = client.meta.events
+    for name, fn in hooks:
+        events.register(name, fn, unique_id=f"{uid}-{name}")
+    try:
+        yield meter
+    finally:
+        for name, _fn in hooks:
+            events.unregister(name, unique_id=f"{uid}-{name}")
+
+
+# --- one table, one operation ------------------------------------------------------------------
+@dataclass(slots=True)
+class Built:
+    table: Table
+    bucket: str
+    prefix: str
+    customers_of: dict[str, np.ndarray]  # file path -> the customers it holds (sorted)
+    window_of: dict[str, int]  # file path -> time window (time-ordered: its slice)
+
+    @property
+    def files(self) -> tuple[DataFile, ...]:
+        return self.table.manifest.files
+
+    @property
+    def table_bytes(self) -> int:
+        return sum(f.size for f in self.files)
+
+
+def build(aws: LocalAws, client: Any, events: Events, clustered: bool) -> Built:
+    bucket = new_bucket(aws)
+    prefix = "events"
+    t = Table.create(
+        f"s3://{bucket}/{prefix}", SCHEMA, key="id", s3=client, indexes=("customer_id",)
+    )
+    customers_of: dict[str, np.ndarray] = {}
+    window_of: dict[str, int] = {}
+    for w, rows in events.chunks(clustered):
+        before = {f.path for f in t.manifest.files}
+        t.append(rows)
+        held = np.unique(rows.column("customer_id").to_numpy())
+        for f in t.manifest.files:
+            if f.path not in before:  # one file per append at these sizes
+                customers_of[f.path] = held
+                window_of[f.path] = w
+    return Built(t, bucket, prefix, customers_of, window_of)
+
+
+def drop(client: Any, bucket: str) -> None:
+    """Remove a table's bucket (moto keeps objects in memory)."""
+    for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket):
+        keys = [{"Key": o["Key"]} for o in page.get("Contents", [])]
+        for k in range(0, len(keys), 1000):
+            client.delete_objects(Bucket=bucket, Delete={"Objects": keys[k : k + 1000]})
+    client.delete_bucket(Bucket=bucket)
+
+
+@dataclass(frozen=True, slots=True)
+class Cow:
+    """The copy-on-write baseline of some files."""
+
+    files: int
+    down: int
+    up: int
+    cpu: float
+    wall: float
+
+    @property
+    def moved(self) -> int:
+        return self.down + self.up
+
+
+def copy_on_write(b: Built, files: Sequence[DataFile], victims: np.ndarray) -> Cow:
+    """GET each file, read it, filter the victims' rows out, write it, PUT it (beside the
+    table; nothing committed)."""
+    store = S3Store(b.bucket, client=b.table.store.client)
+    drop_set = pa.array(victims, pa.int64())
+
+    def rewrite() -> None:
+        for f in files:
+            body = store.get(b.table.key_of(f.path), etag=f.etag).body
+            tbl = pq.read_table(pa.BufferReader(body))
+            kept = tbl.filter(pc.invert(pc.is_in(tbl["customer_id"], value_set=drop_set)))
+            sink = pa.BufferOutputStream()
+            pq.write_table(kept, sink, compression=CODEC)
+            store.put(f"cow-baseline/{uuid.uuid4().hex}.parquet", sink.getvalue().to_pybytes())
+
+    gc.collect()
+    m = measure(rewrite)
+    s = store.stats.snapshot()
+    return Cow(len(files), s.bytes_downloaded, s.bytes_uploaded, m.cpu, m.wall)
+
+
+@dataclass(frozen=True, slots=True)
+class Figures:
+    name: str
+    layout: str
+    victims: int
+    rows_erased: int
+    files_total: int
+    table_bytes: int
+    touched: int
+    touched_bytes: int
+    max_per_window: int
+    windows_touched: int
+    down: int
+    up: int
+    copied: int
+    requests: int
+    commits: int
+    commits_purge: int  # of the purge alone (0: an erase)
+    metadata_up: int
+    metadata_down: int
+    data_moved: int
+    metered: int  # every byte the hooks saw (a check on the store's counters)
+    uploads_by_kind: dict[str, int]  # bytes uploaded per top-level key kind (data, manifest...)
+    requests_by_op: dict[str, int]
+    cpu: float
+    wall: float
+    cow: Cow | None
+
+    @property
+    def moved(self) -> int:
+        return self.down + self.up
+
+    @property
+    def pct_table(self) -> float:
+        return 100.0 * self.moved / max(self.table_bytes, 1)
+
+    @property
+    def bytes_vs_cow(self) -> float:
+        return self.moved / self.cow.moved if self.cow and self.cow.moved else float("nan")
+
+    @property
+    def cpu_vs_cow(self) -> float:
+        return self.cpu / self.cow.cpu if self.cow and self.cow.cpu else float("nan")
+
+    @property
+    def copied_vs_touched(self) -> float:
+        return self.copied / self.touched_bytes if self.touched_bytes else 0.0
+
+    @property
+    def metadata_share(self) -> float:
+        return self.metadata_up / self.data_moved if self.data_moved else float("nan")
+
+
+def operate(
+    aws: LocalAws,
+    client: Any,
+    events: Events,
+    *,
+    name: str,
+    clustered: bool,
+    victims: np.ndarray,
+    purge: bool,
+    baseline: bool,
+) -> Figures:
+    """Build a fresh table, copy-on-write the files holding ``victims`` (the baseline), then
+    erase them (or delete them and purge), and measure."""
+    b = build(aws, client, events, clustered)
+    t = b.table
+    try:
+        before = b.files
+        hit = np.asarray(victims, dtype=np.int64)
+        holding = [
+            f for f in before if np.isin(b.customers_of.get(f.path, hit), hit).any()
+        ]  # a file not mapped (never here) counts as holding them
+        cow = copy_on_write(b, holding, hit) if baseline else None
+        gc.collect()
+        with metered(client, Meter(b.prefix)) as meter:
+            io0, v0 = t.store.stats.snapshot(), t.version
+            rid = f"bench-{name}-{uuid.uuid4().hex[:8]}"
+            filt = [("customer_id", "in", [int(c) for c in hit])]
+            v_purge = v0
+            if purge:
+
+                def op() -> int:
+                    nonlocal v_purge
+                    t.delete(filt, request_id=rid)
+                    v_purge = t.version
+                    return t.purge(request_id=f"{rid}-purge").rows_erased
+
+            else:
+
+                def op() -> int:
+                    return t.erase(filt, request_id=rid).rows_erased
+
+            m = measure(op)
+            io = t.store.stats.snapshot() - io0
+        t.refresh()
+        after = {f.path for f in t.manifest.files}
+        gone = [f for f in before if f.path not in after]
+        per_window: dict[int, int] = {}
+        for f in gone:
+            w = b.window_of.get(f.path, -1)
+            per_window[w] = per_window.get(w, 0) + 1
+        if {f.path for f in gone} != {f.path for f in holding}:
+            print(
+                f"  note ({name}): the library replaced {len(gone)} files, "
+                f"{len(holding)} hold the rows (the CoW rewrote those)"
+            )
+        return Figures(
+            name=name,
+            layout="clustered" if clustered else "time-ordered",
+            victims=len(hit),
+            rows_erased=int(m.result),
+            files_total=len(before),
+            table_bytes=sum(f.size for f in before),
+            touched=len(gone),
+            touched_bytes=sum(f.size for f in gone),
+            max_per_window=max(per_window.values(), default=0),
+            windows_touched=len(per_window),
+            down=io.bytes_downloaded,
+            up=io.bytes_uploaded,
+            copied=io.bytes_copied,
+            requests=io.total_requests,
+            commits=t.version - v0,
+            commits_purge=t.version - v_purge if purge else 0,
+            metadata_up=meter.metadata_up(),
+            metadata_down=meter.metadata_down(),
+            data_moved=meter.data_moved(),
+            metered=meter.total(),
+            uploads_by_kind=dict(sorted(meter.up.items())),
+            requests_by_op=dict(io.requests),
+            cpu=m.cpu,
+            wall=m.wall,
+            cow=cow,
+        )
+    finally:
+        drop(client, b.bucket)
+
+
+# --- printing ------------------------------------------------------------------------------------
+def _x(v: float) -> str:
+    return "n/a" if v != v else f"{v:.2f}x"
+
+
+def _row(cells: Sequence[str], widths: Sequence[int]) -> str:
+    return "| " + " | ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)) + " |"
+
+
+def print_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
+    widths = [max(len(r[k]) for r in [header, *rows]) for k in range(len(header))]
+    print(_row(header, widths))
+    print("|" + "|".join("-" * (w + 2) for w in widths) + "|")
+    for r in rows:
+        print(_row(r, widths))
+
+
+def print_details(figs: Sequence[Figures]) -> None:
+    for f in figs:
+        ops = ", ".join(f"{k}={v}" for k, v in sorted(f.requests_by_op.items()))
+        ups = ", ".join(f"{k} {v / 1024:,.0f} KiB" for k, v in f.uploads_by_kind.items())
+        print(f"  {f.name}: requests {ops}; uploaded {ups}")
+
+
+def figures_rows(figs: Sequence[Figures]) -> list[list[str]]:
+    rows = []
+    for f in figs:
+        commits = (
+            f"{f.commits - f.commits_purge}+{f.commits_purge}"
+            if f.commits_purge
+            else str(f.commits)
+        )
+        rows.append(
+            [
+                f.name,
+                f"{f.rows_erased:,}",
+                f"{f.touched} / {f.files_total}",
+                f"{mib(f.moved)} ({f.pct_table:.0f}%)",
+                mib(f.copied),
+                f"{f.requests:,}",
+                commits,
+                f"{mib(f.metadata_up)} ({100 * f.metadata_share:.1f}%)",
+                f"{f.cpu:.2f}s",
+                f"{f.wall:.2f}s",
+                _x(f.bytes_vs_cow) if f.cow else "-",
+                _x(f.cpu_vs_cow) if f.cow else "-",
+            ]
+        )
+    return rows
+
+
+HEADER = [
+    "operation",
+    "rows erased",
+    "files touched",
+    "moved (down+up, % table)",
+    "copied (S3)",
+    "requests",
+    "commits",
+    "metadata up (% data moved)",
+    "client CPU",
+    "wall",
+    "bytes vs CoW",
+    "CPU vs CoW",
+]
+
+
+def _verdict(ok: bool) -> str:
+    return "met" if ok else "not met"
+
+
+def targets(plain: Sequence[Figures], clustered: Sequence[Figures]) -> list[list[str]]:
+    """Issue 26's targets next to the figures."""
+    rows: list[list[str]] = []
+    for f in plain:
+        ok = f.bytes_vs_cow <= 1.0 and f.cpu_vs_cow <= 1.0 and f.copied_vs_touched <= 1.0
+        rows.append(
+            [
+                f"time-ordered, {f.name}: <= 1.0x bytes and <= 1.0x client CPU of a CoW of "
+                "the touched files; copied server-side <= 1x their size",
+                f"{_x(f.bytes_vs_cow)} bytes, {_x(f.cpu_vs_cow)} CPU, "
+                f"copied {_x(f.copied_vs_touched)}",
+                _verdict(ok),
+            ]
+        )
+    for f in plain:
+        if not f.commits_purge:
+            continue
+        ok = f.commits_purge <= 3 and f.metadata_share <= 0.02
+        rows.append(
+            [
+                f"time-ordered, purge of {f.touched} files ({f.name}): <= 3 commits, metadata "
+                "uploaded <= 2% of the data bytes moved",
+                f"{f.commits_purge} commits, {100 * f.metadata_share:.1f}% "
+                f"({mib(f.metadata_up)} / {mib(f.data_moved)})",
+                _verdict(ok),
+            ]
+        )
+    limits = {
+        "erase the median customer": 2.0,
+        "delete 0.1%, purge": 15.0,
+        "delete 1%, purge": 80.0,
+    }
+    for f in clustered:
+        limit = limits.get(f.name, 100.0)
+        if f.name == "erase the median customer":
+            ok = f.max_per_window <= 1 and f.pct_table <= limit
+            rows.append(
+                [
+                    "after clustering (emulated), erase the median customer: <= 1 file per "
+                    f"time window and <= {limit:.0f}% of the table moved",
+                    f"{f.touched} files in {f.windows_touched} windows (max "
+                    f"{f.max_per_window} per window), {f.pct_table:.1f}%",
+                    _verdict(ok),
+                ]
+            )
+        else:
+            rows.append(
+                [
+                    f"after clustering (emulated), {f.name}: <= {limit:.0f}% of the table moved",
+                    f"{f.pct_table:.1f}% ({f.touched} / {f.files_total} files)",
+                    _verdict(f.pct_table <= limit),
+                ]
+            )
+    return rows
+
+
+# --- the bench -------------------------------------------------------------------------------------
+def choose(events: Events) -> dict[str, np.ndarray]:
+    """The victims of each operation (the same in both layouts)."""
+    counts = events.counts()
+    present = np.flatnonzero(counts)
+    by_count = present[np.argsort(counts[present], kind="stable")]
+    rng = np.random.default_rng([SEED, 3])
+    n = events.scale.customers
+    return {
+        "erase the median customer": by_count[len(by_count) // 2 : len(by_count) // 2 + 1],
+        "erase the heaviest customer": by_count[-1:],
+        "delete 0.1%, purge": rng.choice(present, max(1, n // 1000), replace=False),
+        "delete 1%, purge": rng.choice(present, max(1, n // 100), replace=False),
+    }
+
+
+def run(scale: Scale | None = None) -> dict[str, Any]:
+    scale = scale or Scale.from_env()
+    events = Events(scale)
+    victims = choose(events)
+    counts = events.counts()
+    print(
+        f"{scale.files} files x {scale.rows:,} rows, {scale.customers:,} customers Zipf "
+        f"s={ZIPF_S}, index on customer_id; median customer "
+        f"{int(counts[victims['erase the median customer'][0]]):,} rows, heaviest "
+        f"{int(counts[victims['erase the heaviest customer'][0]]):,} rows; a fresh table per "
+        "operation; baseline: copy-on-write (CoW) of the touched files"
+    )
+    plain: list[Figures] = []
+    clustered: list[Figures] = []
+    with moto_process() as aws:
+        client = make_s3_client()
+        for name, hit in victims.items():
+            plain.append(
+                operate(
+                    aws, client, events, name=name, clustered=False, victims=hit,
+                    purge="purge" in name, baseline=True,
+                )
+            )  # fmt: skip
+            print(f"  done: time-ordered, {name} ({plain[-1].wall:.1f}s)", flush=True)
+        for name, hit in victims.items():
+            if name == "erase the heaviest customer":
+                continue
+            clustered.append(
+                operate(
+                    aws, client, events, name=name, clustered=True, victims=hit,
+                    purge="purge" in name, baseline=False,
+                )
+            )  # fmt: skip
+            print(f"  done: clustered, {name} ({clustered[-1].wall:.1f}s)", flush=True)
+    table_bytes = plain[0].table_bytes
+    print(f"\ntime-ordered table: {mib(table_bytes)} in {plain[0].files_total} files")
+    print_table(HEADER, figures_rows(plain))
+    print_details(plain)
+    print(f"copy-on-write of the touched files (the baseline; pq.write_table, {CODEC}):")
+    print_table(
+        ["operation", "files", "moved (down+up)", "client CPU", "wall"],
+        [
+            [f.name, str(c.files), mib(c.moved), f"{c.cpu:.2f}s", f"{c.wall:.2f}s"]
+            for f in plain
+            if (c := f.cow) is not None
+        ],
+    )
+    print(
+        f"\nafter clustering (emulated: the same rows appended in {scale.windows} time windows, "
+        "each sorted by customer_id before being cut into files; no cluster_by yet): "
+        f"{mib(clustered[0].table_bytes)} in {clustered[0].files_total} files"
+    )
+    print_table(HEADER, figures_rows(clustered))
+    print_details(clustered)
+    print("\nissue 26's targets (wall times are never judged):")
+    print_table(["target", "now", "verdict"], targets(plain, clustered))
+    return {"plain": plain, "clustered": clustered, "targets": targets(plain, clustered)}
+
+
+if __name__ == "__main__":
+    run()
