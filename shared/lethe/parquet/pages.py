@@ -39,7 +39,6 @@ Row sets are half-open ranges of row indices within a row group, sorted and disj
 from __future__ import annotations
 
 import base64
-import bisect
 import struct as _struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -205,16 +204,19 @@ class ChunkLayout:
     dict_encoded_pages: int | None
 
     def overlapping(self, ranges: Ranges) -> tuple[PageSpan, ...]:
-        """The pages holding at least one row of ``ranges``."""
-        firsts = [p.first_row for p in self.pages]
-        out: dict[int, PageSpan] = {}
-        for s, e in ranges:
-            i = max(0, bisect.bisect_right(firsts, s) - 1)
-            while i < len(self.pages) and self.pages[i].first_row < e:
-                if self.pages[i].end_row > s:
-                    out[i] = self.pages[i]
-                i += 1
-        return tuple(out[i] for i in sorted(out))
+        """The pages holding at least one row of ``ranges`` (half-open row ranges, in any
+        order; by binary search over the ranges, not a pass per range)."""
+        if not self.pages or not ranges:
+            return ()
+        r = np.asarray(sorted(ranges), dtype=np.int64).reshape(-1, 2)
+        starts, reach = r[:, 0], np.maximum.accumulate(r[:, 1])
+        first = np.fromiter((p.first_row for p in self.pages), np.int64, len(self.pages))
+        end = np.fromiter((p.end_row for p in self.pages), np.int64, len(self.pages))
+        # page i holds a row of a range iff some range starting before end[i] reaches past
+        # first[i]: the ranges starting before end[i] are a prefix; its furthest reach decides
+        n = np.searchsorted(starts, end, side="left")
+        hit = (n > 0) & (reach[np.maximum(n - 1, 0)] > first)
+        return tuple(self.pages[i] for i in np.flatnonzero(hit))
 
     def predicts_dictionary(self, pages: Sequence[PageSpan]) -> bool:
         """Whether ``pages`` probably need the dictionary page (fetch it with them)."""

@@ -237,7 +237,8 @@ def _check_group(meta: FileMetaData, k: int, erased: Ranges) -> None:
     for path, elem, _d, r in meta.leaves():
         if len(path) != 1 or r != 0 or elem.repetition_type == Repetition.REPEATED:
             raise _Fallback("nested or repeated columns")
-    if any(s < 0 or e > rg.num_rows or s >= e for s, e in erased) or not erased:
+    n = rg.num_rows
+    if not erased or any(s < 0 or e > n or s >= e for s, e in erased):
         raise _Fallback("the erased positions do not match the group")
     at = 0
     for cc in rg.columns:
