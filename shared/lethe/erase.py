@@ -5,9 +5,10 @@ by splices that remove them physically: for each affected file, the row groups h
 deleted rows are fetched (pinned ranged GETs), decoded, stripped of every deleted row and
 re-encoded; the new object is assembled to a *new key* by a multipart upload that copies the
 unchanged ranges server-side (``UploadPartCopy`` pinned with ``CopySourceIfMatch``) and
-uploads only the new bytes, the rebuilt index region and footer last. The commit replaces
-the file in the manifest with its DV rebased; a delete that landed on the old file meanwhile
-is mapped onto the new one. The pure parts live in :mod:`lethe.parquet`.
+uploads only the new bytes, the rebuilt index region and footer last (:mod:`lethe.splice_io`).
+The files of one erasure are spliced a few at a time and committed together: each replaces
+its source in the manifest with its DV rebased; a delete that landed on a source meanwhile
+is mapped onto the new file. The pure parts live in :mod:`lethe.parquet`.
 """
 
 from __future__ import annotations
@@ -374,8 +375,9 @@ def process_erasure(
     task: str = "erase",
 ) -> tuple[bool, list[SpliceResult]]:
     """Splice the pending targets of one erasure, at most ``max_bytes`` of row groups
-    (at least one group per call). Returns ``(complete, splices)``. ``progress`` hears of
-    each file spliced as ``task``, out of the files pending at the start."""
+    (at least one group per call): :data:`SPLICE_WORKERS` files at a time, each pass over
+    the pending files committed at once. Returns ``(complete, splices)``. ``progress`` hears
+    of each file spliced as ``task``, out of the files pending at the start."""
     complete, splices, _ = _process(ctx, id_hash, max_bytes, progress, task)
     return complete, splices
 
