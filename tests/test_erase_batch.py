@@ -146,3 +146,16 @@ def test_a_budget_splices_part_of_the_files_per_call(table_uri: str) -> None:
         assert calls <= FILES * len(f0.row_groups)
     assert calls > 2
     assert lethe.Table.open(table_uri).scan(filters=[("customer_id", "=", 42)]).num_rows == 0
+
+
+def test_a_row_group_over_the_budget_is_spliced_and_said(
+    table_uri: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """At least one row group per call, even over the budget: the call says so (sizes and
+    the erasure's hash prefix only, never a value)."""
+    t = spread(table_uri)
+    with caplog.at_level("WARNING", logger="lethe.erase"):
+        r = t.erase([("customer_id", "=", 42)], request_id="gdpr-42", max_bytes=1)
+    assert not r.complete and r.files_spliced == 1 and r.rows_erased > 0
+    [msg] = [m for m in caplog.messages if "over the splice budget of 1 bytes" in m]
+    assert msg.startswith(f"erasure {t.manifest.erasures[0].id_hash[:12]}: a row group of ")

@@ -450,6 +450,14 @@ def _batch(m: Snapshot, id_hash: str, budget: int | None) -> list[tuple[DataFile
             size = f.row_groups[g].length
             if left is not None and (chosen or work) and size > left:
                 break
+            if left is not None and size > left:  # the first group: spliced, and said so
+                log.warning(
+                    "erasure %s: a row group of %d bytes is over the splice budget of %d "
+                    "bytes; splicing it whole in this call",
+                    id_hash[:12],
+                    size,
+                    left,
+                )
             chosen.append(g)
             if left is not None:
                 left -= size
