@@ -42,6 +42,8 @@ from pyroaring import BitMap64
 from lethe import dvstore, errors
 from lethe.catalog import CommitOutcome, Prepared
 from lethe.changes import ReplaceFiles
+from lethe.clustering import ClusterSpec, window_groups
+from lethe.clustering_io import output_positions, rewrite_clustered
 from lethe.context import TableContext
 from lethe.dv import encode_dv
 from lethe.index import catch_up, runs_for_files
@@ -95,12 +97,19 @@ class CompactionOptions:
         target_file_bytes: Output size; default the table's ``target_file_bytes``.
         coalesce_dv_containers: Coalesce the DVs of untouched files into one container when
             they are spread over at least this many containers (None: never).
+        cluster: Lay the table out for forgetting (:mod:`lethe.clustering`): every time
+            window holding a file no clustering wrote is rewritten sorted by the subject.
+            None (default): when the table has ``cluster_by``; False: bin by key as without.
+        cluster_group_bytes: A clustering group (a run of windows rewritten in one task,
+            held in memory) is closed at a window boundary once its files reach this size.
     """
 
     min_deleted_fraction: float = 0.2
     small_file_fraction: float = 0.5
     target_file_bytes: int | None = None
     coalesce_dv_containers: int | None = 8
+    cluster: bool | None = None
+    cluster_group_bytes: int = 512 << 20
 
     def __post_init__(self) -> None:
         if not 0.0 < self.min_deleted_fraction <= 1.0:
@@ -128,6 +137,8 @@ class CompactionGroup:
     index: int
     files: tuple[DataFile, ...]
     reasons: tuple[str, ...]
+    #: rewritten in the cluster order (window, subject) instead of file and row order
+    cluster: bool = False
 
     @property
     def rows(self) -> int:
@@ -161,6 +172,7 @@ class CompactionPlan:
     groups: tuple[CompactionGroup, ...]
     coalesce: tuple[DataFile, ...] = ()
     dv_containers: int = 0
+    cluster: ClusterSpec | None = None
 
     @property
     def empty(self) -> bool:
@@ -181,9 +193,15 @@ class CompactionPlan:
         ]
         if not self.groups:
             lines.append("  no files to rewrite")
+        if self.cluster is not None:
+            c = self.cluster
+            window = f" in windows of {c.window_seconds:,} s of {c.time_column}"
+            lines.append(
+                f"  clustering by {', '.join(c.columns)}{window if c.window_seconds else ''}"
+            )
         for g in self.groups:
             lines.append(
-                f"  group {g.index}: {len(g.files)} files, {g.input_bytes:,} B, "
+                f"  group {g.index}{' (cluster)' if g.cluster else ''}: {len(g.files)} files, {g.input_bytes:,} B, "
                 f"{g.rows:,} rows of which {g.deleted_rows:,} deleted -> ~{g.estimated_bytes:,} B"
             )
             for f, why in zip(g.files, g.reasons, strict=True):
@@ -231,11 +249,28 @@ def plan_compaction(
     target = opts.target_file_bytes or manifest.properties.target_file_bytes
     key_type = manifest.arrow_schema().field(manifest.key).type
     reasons = _candidates(manifest.files, opts, small_limit=opts.small_file_fraction * target)
-    candidates = sorted(
-        (f for f in manifest.files if f.path in reasons),
-        key=lambda f: _sort_key(f, manifest.key, key_type),
-    )
-    groups = _groups(_bins(candidates, target), reasons, opts)
+    spec = ClusterSpec.of(manifest.properties) if opts.cluster is not False else None
+    if opts.cluster and spec is None:
+        raise errors.InvalidRequest("cluster=True needs a table with cluster_by")
+    if spec is not None:
+        dirty = {p: r for p, r in reasons.items() if not r.startswith("small")}
+        found = window_groups(
+            manifest.files,
+            spec,
+            manifest.arrow_schema(),
+            dirty,
+            max_group_bytes=opts.cluster_group_bytes,
+        )
+        groups = tuple(
+            CompactionGroup(index=i, files=tuple(fs), reasons=tuple(why), cluster=True)
+            for i, (fs, why) in enumerate(found)
+        )
+    else:
+        candidates = sorted(
+            (f for f in manifest.files if f.path in reasons),
+            key=lambda f: _sort_key(f, manifest.key, key_type),
+        )
+        groups = _groups(_bins(candidates, target), reasons, opts)
     coalesce, containers = _dvs_to_coalesce(manifest.files, groups, opts)
     return CompactionPlan(
         table_uri=table_uri,
@@ -245,6 +280,7 @@ def plan_compaction(
         groups=groups,
         coalesce=coalesce,
         dv_containers=containers,
+        cluster=spec,
     )
 
 
@@ -331,6 +367,7 @@ class RewriteTask(BaseModel):
     properties: TableProperties
     target_file_bytes: int
     files: tuple[DataFile, ...]
+    cluster: bool = False
 
 
 def rewrite_tasks(plan: CompactionPlan, manifest: Snapshot) -> list[RewriteTask]:
@@ -343,6 +380,7 @@ def rewrite_tasks(plan: CompactionPlan, manifest: Snapshot) -> list[RewriteTask]
             properties=manifest.properties,
             target_file_bytes=plan.target_file_bytes,
             files=g.files,
+            cluster=g.cluster,
         )
         for g in plan.groups
         if g.live_rows > 0
@@ -376,7 +414,11 @@ def run_rewrite_task(task: RewriteTask, *, store: S3Store | None = None) -> list
     opts = WriteOptions(
         key=p.key, target_file_bytes=task.target_file_bytes, row_group_bytes=p.row_group_bytes
     )
-    out = write_files(store, prefix, batches(store, prefix, stub, schema, None), schema, opts)
+    spec = ClusterSpec.of(p) if task.cluster else None
+    if spec is not None:
+        out = rewrite_clustered(store, prefix, stub, schema, opts, spec)
+    else:
+        out = write_files(store, prefix, batches(store, prefix, stub, schema, None), schema, opts)
     written = sum(f.rows for f in out)
     expected = sum(f.live_rows for f in task.files)
     if written != expected:
@@ -483,6 +525,11 @@ class _CompactionChange:
                 [(f.rows, self._bitmap(f.dv), self._bitmap(dv_now[f.path])) for f in g.files],
                 rows,
             )
+            if g.cluster and self.plan.cluster is not None:  # through the cluster order
+                ctx, spec = self.ctx, self.plan.cluster
+                schema, key = ctx.snapshot.arrow_schema(), ctx.snapshot.key
+                at = output_positions(ctx.store, ctx.prefix, g.files, schema, key, spec)
+                per_source = [np.sort(at[p.astype(np.int64)]).astype(np.uint64) for p in per_source]
             for o, bm in zip(outs, split_positions(np.concatenate(per_source), rows), strict=True):
                 if bm:
                     mapped.append((o.path, encode_dv(bm), len(bm)))

@@ -133,6 +133,8 @@ class DataFile(_Frozen):
     added_version: int = Field(ge=0)
     sorted_by_key: bool = False
     index_origin: IndexOrigin | None = Field(default=None, exclude_if=lambda v: v is None)
+    # the sort order its rows are in (lethe.clustering.SORT_ORDER_ID: a clustering rewrite)
+    sort_order_id: int | None = Field(default=None, exclude_if=lambda v: v is None)
 
     @property
     def index_version(self) -> int:
@@ -220,6 +222,10 @@ class TableProperties(_Frozen):
     # the Iceberg view (lethe.iceberg): committers publish it after each commit when set
     iceberg_view: bool = False
     iceberg_format_version: Literal[2, 3] = 3
+    # a layout for forgetting (lethe.clustering): compaction sorts each window by these
+    cluster_by: tuple[str, ...] = Field(default=(), exclude_if=lambda v: not v)
+    cluster_time_column: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    cluster_window_seconds: int | None = Field(default=None, gt=0, exclude_if=lambda v: v is None)
 
 
 class SegmentSummary(_Frozen):

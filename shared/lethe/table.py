@@ -24,6 +24,7 @@ import pyarrow as pa
 from lethe import errors, iceberg
 from lethe.catalog import Catalog, CommitOutcome, Direct, RetryPolicy
 from lethe.changes import AddFiles, DeclareIndex, DropIndex, UpgradeFormat
+from lethe.clustering import cluster_properties
 from lethe.compaction import CompactionOptions, CompactionResult, RunTasks, compact
 from lethe.context import TableContext
 from lethe.deletes import BatchDeleteResult, DeleteRequest, DeleteResult, delete_batch
@@ -124,6 +125,8 @@ class Table:
         iceberg_view: bool = False,
         iceberg_format_version: Literal[2, 3] = 3,
         indexes: Sequence[str] = (),
+        cluster_by: Sequence[str] | str | None = None,
+        cluster_window: str | tuple[str, str] | None = None,
     ) -> Table:
         """Create an empty table at ``uri`` (``s3://bucket/prefix``) with a key column.
 
@@ -135,11 +138,15 @@ class Table:
         every commit publishes the table's Iceberg view (:meth:`publish_iceberg`) in
         ``iceberg_format_version``; a failed publish never fails the commit. ``indexes``
         declares secondary indexes on erasure keys (see :meth:`create_index`).
+        ``cluster_by`` (subject columns) with ``cluster_window`` (``"1d"`` or ``("ts", "1d")``)
+        lays the table out for forgetting: compaction sorts each time window by the subject,
+        so one person's rows sit in one file per window (:mod:`lethe.clustering`).
 
         Raises:
             TableExists: a table already lives at ``uri``.
             InvalidRequest: ``key`` is not a column, sizes are not positive, or an index
-                names an unknown or unsupported column (or one twice).
+                names an unknown or unsupported column (or one twice), or the clustering
+                names an unknown column or an ambiguous time column.
         """
         if not isinstance(schema, pa.Schema):
             raise errors.InvalidRequest("schema must be a pyarrow.Schema")
@@ -156,6 +163,7 @@ class Table:
         if iceberg_format_version not in (2, 3):
             raise errors.InvalidRequest("iceberg_format_version must be 2 or 3")
         declared = initial_indexes(schema, indexes)
+        clustering = cluster_properties(schema, cluster_by, cluster_window)
         grace = parse_duration(gc_grace).total_seconds()
         if grace <= 0:
             raise errors.InvalidRequest("gc_grace must be positive")
@@ -173,6 +181,7 @@ class Table:
                 dv_overlay_max=dv_overlay_max,
                 iceberg_view=iceberg_view,
                 iceberg_format_version=iceberg_format_version,
+                **clustering,  # type: ignore[arg-type]
             ),
         )
         if declared:

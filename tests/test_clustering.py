@@ -1,0 +1,217 @@
+"""A layout for forgetting (issue 26): ``cluster_by`` with time windows, laid out by compaction."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from conftest import EVENTS, events
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import lethe
+from lethe import errors
+from lethe.clustering import (
+    SORT_ORDER_ID,
+    ClusterSpec,
+    cluster_order,
+    cluster_properties,
+    file_windows,
+    window_ids,
+)
+from lethe.compaction import CompactionOptions, run_rewrite_task
+from lethe.deletes import DeleteRequest
+from lethe.verify import verify
+
+SMALL = {"target_file_bytes": 200_000, "row_group_bytes": 40_000}
+HOUR_US = 3_600_000_000
+
+
+def rows(t: lethe.Table) -> Counter[tuple[Any, ...]]:
+    s = t.scan()
+    return Counter(zip(*(s.column(n).to_pylist() for n in s.column_names), strict=True))
+
+
+@pytest.fixture
+def table(table_uri: str) -> lethe.Table:
+    t = lethe.Table.create(
+        table_uri, EVENTS, key="id", cluster_by="customer_id", cluster_window="1h", **SMALL
+    )
+    for start in (0, 10_000, 20_000):  # time-ordered appends, each spanning ~3 hours
+        t.append(events(start, 10_000, customers=50))
+    return t
+
+
+def test_create_validates_the_clustering() -> None:
+    s = pa.schema([("t", pa.timestamp("us")), ("d", pa.date32()), ("c", pa.int64())])
+    with pytest.raises(errors.InvalidRequest, match="not in the schema"):
+        cluster_properties(s, ["nope"], None)
+    with pytest.raises(errors.InvalidRequest, match="2 timestamp/date columns"):
+        cluster_properties(s, ["c"], "1d")
+    with pytest.raises(errors.InvalidRequest, match="not a timestamp or date"):
+        cluster_properties(s, ["c"], ("c", "1d"))
+    with pytest.raises(errors.InvalidRequest, match="needs cluster_by"):
+        cluster_properties(s, None, "1d")
+    with pytest.raises(errors.InvalidRequest, match="twice"):
+        cluster_properties(s, ["c", "c"], None)
+    assert cluster_properties(s, "c", ("d", "2d")) == {
+        "cluster_by": ("c",),
+        "cluster_time_column": "d",
+        "cluster_window_seconds": 172_800,
+    }
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.one_of(st.none(), st.integers(-5 * HOUR_US, 5 * HOUR_US)),
+            st.one_of(st.none(), st.integers(0, 4)),
+        ),
+        max_size=60,
+    )
+)
+def test_cluster_order_sorts_by_window_then_subject_and_is_stable(
+    data: list[tuple[int | None, int | None]],
+) -> None:
+    t = pa.table(
+        {
+            "t": pa.array([d[0] for d in data], pa.timestamp("us")),
+            "c": pa.array([d[1] for d in data], pa.int64()),
+        }
+    )
+    spec = ClusterSpec(columns=("c",), time_column="t", window_seconds=3600)
+    order = cluster_order(t, spec)
+    assert sorted(order.tolist()) == list(range(len(data)))  # a permutation
+    win = window_ids(t, spec)
+
+    def key(i: int) -> tuple[int, int, int, int]:
+        c = data[i][1]
+        w = data[i][0]
+        expected_w = np.iinfo(np.int64).max if w is None else w // HOUR_US  # floor, also < 0
+        assert win[i] == expected_w
+        return (int(expected_w), c is None, c or 0, i)  # nulls last; ties in input order
+
+    assert order.tolist() == sorted(range(len(data)), key=key)
+
+
+def _read(t: lethe.Table, path: str) -> pa.Table:
+    return pq.read_table(pa.BufferReader(t.store.get(t.key_of(path)).body))
+
+
+def test_compaction_lays_out_windows_sorted_by_subject(table: lethe.Table) -> None:
+    before = rows(table)
+    spec = ClusterSpec.of(table.manifest.properties)
+    assert spec == ClusterSpec(("customer_id",), "event_time", 3600)
+    r = table.compact()
+    assert r.version == table.version and r.plan.cluster == spec
+    assert all(g.cluster for g in r.plan.groups)
+    assert rows(table) == before  # the same rows, nothing lost or added
+    schema = table.manifest.arrow_schema()
+    seen: set[int] = set()
+    for f in table.manifest.files:
+        assert f.sort_order_id == SORT_ORDER_ID
+        w = file_windows(f, spec, schema)
+        assert w is not None and w[0] == w[1]  # one window per file
+        seen.add(w[0])
+        c = _read(table, f.path).column("customer_id").to_numpy()
+        assert (np.diff(c) >= 0).all()  # sorted by the subject
+    assert len(seen) >= 8  # 30,000 seconds of events: about 9 one-hour windows
+    assert verify(lethe.Table.open(table.uri)).ok
+    # clustered: nothing left to do, however small the windows' files are
+    assert table.compact().plan.empty
+
+
+def test_one_subject_sits_in_one_file_per_window(table: lethe.Table) -> None:
+    table.compact()
+    spec = ClusterSpec.of(table.manifest.properties)
+    assert spec is not None
+    schema = table.manifest.arrow_schema()
+    windows = {file_windows(f, spec, schema) for f in table.manifest.files}
+    holding = [
+        f
+        for f in table.manifest.files
+        if _read(table, f.path)
+        .filter(pa.compute.equal(pa.compute.field("customer_id"), 7))
+        .num_rows
+    ]
+    assert len(holding) <= len(windows)
+    assert len({file_windows(f, spec, schema) for f in holding}) == len(holding)
+    before = rows(table)
+    r = table.erase([("customer_id", "=", 7)], request_id="gdpr-7")
+    assert r.rows_deleted == sum(n for k, n in before.items() if k[2] == 7)
+    after = rows(table)
+    assert (
+        all(k[2] != 7 for k in after)
+        and sum(after.values()) == sum(before.values()) - r.rows_deleted
+    )
+
+
+def test_a_late_append_reclusters_only_its_window(table: lethe.Table) -> None:
+    table.compact()
+    clustered = {f.path for f in table.manifest.files}
+    late = events(30_000, 200, customers=50)  # past the last window: a window of its own...
+    table.append(late)
+    plan = table.compact(dry_run=True).plan
+    # ...plus the last window, which the late rows share with the third append
+    rewritten = {f.path for g in plan.groups for f in g.files}
+    assert 1 <= len(rewritten & clustered) <= 2 and plan.files < len(table.manifest.files)
+    assert "not clustered" in {why for g in plan.groups for why in g.reasons}
+    before = rows(table)
+    table.compact()
+    assert rows(table) == before and all(f.sort_order_id == 1 for f in table.manifest.files)
+
+
+def test_delete_landing_while_clustering_is_mapped_through_the_permutation(
+    table: lethe.Table,
+) -> None:
+    table.delete([("id", "<", 2_000)])
+    late = [2_001, 9_876, 15_000, 29_999]
+
+    def run(tasks: Any) -> list[list[Any]]:
+        out = [run_rewrite_task(t, store=table.store) for t in tasks]
+        other = lethe.Table.open(table.uri)  # another writer, between rewrite and commit
+        assert other.delete([("id", "in", late)], request_id="late").rows_deleted == 4
+        return out
+
+    r = table.compact(CompactionOptions(coalesce_dv_containers=None), run_tasks=run)
+    assert r.concurrent_deletes_mapped == 4 and r.version == table.version
+    fresh = lethe.Table.open(table.uri)
+    want = sorted(set(range(2_000, 30_000)) - set(late))
+    assert sorted(fresh.scan(["id"])["id"].to_pylist()) == want
+    assert sum(f.dv.cardinality for f in fresh.manifest.files if f.dv) == 4
+    assert verify(fresh).ok
+
+
+def test_erasure_landing_while_clustering_follows_its_rows(table: lethe.Table) -> None:
+    def run(tasks: Any) -> list[list[Any]]:
+        out = [run_rewrite_task(t, store=table.store) for t in tasks]
+        other = lethe.Table.open(table.uri)
+        req = DeleteRequest([("id", "in", [123, 24_680])], "e-late", erase=True)
+        other.delete_batch([req])
+        return out
+
+    table.compact(CompactionOptions(coalesce_dv_containers=None), run_tasks=run)
+    (e,) = table.manifest.erasures
+    assert e.state == "pending" and len(e.targets) >= 1
+    assert {t.path for t in e.targets} <= {f.path for f in table.manifest.files}
+    table.purge()
+    fresh = lethe.Table.open(table.uri)
+    ids = fresh.scan(["id"])["id"].to_pylist()
+    assert 123 not in ids and 24_680 not in ids and len(ids) == 30_000 - 2
+    for f in fresh.manifest.files:  # physically gone, not only hidden
+        assert not set(_read(fresh, f.path).column("id").to_pylist()) & {123, 24_680}
+
+
+def test_cluster_can_be_turned_off_per_run_and_is_refused_without_cluster_by(
+    table_uri: str, table: lethe.Table
+) -> None:
+    plain = lethe.Table.create(table_uri + "p", EVENTS, key="id", **SMALL)
+    plain.append(events(0, 1_000))
+    with pytest.raises(errors.InvalidRequest, match="cluster_by"):
+        plain.compact(CompactionOptions(cluster=True))
+    assert table.compact(CompactionOptions(cluster=False)).plan.cluster is None
