@@ -215,3 +215,27 @@ def test_cluster_can_be_turned_off_per_run_and_is_refused_without_cluster_by(
     with pytest.raises(errors.InvalidRequest, match="cluster_by"):
         plain.compact(CompactionOptions(cluster=True))
     assert table.compact(CompactionOptions(cluster=False)).plan.cluster is None
+
+
+def test_the_iceberg_view_publishes_the_sort_order(table: lethe.Table, aws: Any) -> None:
+    from pyiceberg.table import StaticTable
+
+    table.compact()
+    uri = table.publish_iceberg()
+    view = StaticTable.from_metadata(
+        uri,
+        properties={
+            "s3.endpoint": aws.endpoint,
+            "s3.access-key-id": "testing",
+            "s3.secret-access-key": "testing",
+            "s3.region": "us-east-1",
+        },
+    )
+    order = view.sort_order()
+    assert order.order_id == SORT_ORDER_ID
+    (field,) = order.fields
+    assert view.schema().find_column_name(field.source_id) == "customer_id"
+    files = list(view.scan().plan_files())
+    assert files and all(f.file.sort_order_id == SORT_ORDER_ID for f in files)
+    got = view.scan().to_arrow()
+    assert got.num_rows == 30_000 and got.schema.names == EVENTS.names

@@ -8,6 +8,8 @@ import importlib
 import pytest
 
 MODULES = [
+    "clustering",
+    "iceberg.sorting",
     "layout",
     "objects",
     "filters",

@@ -73,6 +73,7 @@ from pyiceberg.types import (
 )
 
 from lethe import errors
+from lethe.iceberg.sorting import sort_orders
 from lethe.layout import METADATA_PREFIX
 from lethe.manifest import DataFile, DVRef, SegmentSummary
 from lethe.snapshot import Snapshot
@@ -449,6 +450,7 @@ def data_manifest_entries(
             lower_bounds=lower or None,
             upper_bounds=upper or None,
             split_offsets=[g.offset for g in f.row_groups] or None,
+            sort_order_id=f.sort_order_id,
         )
         status = (
             ManifestEntryStatus.ADDED
@@ -774,8 +776,7 @@ def new_metadata(
         "default-spec-id": 0,
         "partition-specs": [{"spec-id": 0, "fields": []}],
         "last-partition-id": LAST_PARTITION_ID,
-        "default-sort-order-id": 0,
-        "sort-orders": [{"order-id": 0, "fields": []}],
+        **sort_orders(m.properties, {n: schema.field_id(n) for n in m.properties.cluster_by}),
         "properties": {
             "schema.name-mapping.default": schema.name_mapping,
             "lethe.table-uuid": m.table_uuid,
