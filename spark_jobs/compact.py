@@ -70,6 +70,7 @@ def run_compaction(
     target_file_bytes: int | None = None,
     coalesce_dv_containers: int | None = 8,
     master: str | None = None,
+    cluster: bool | None = None,
 ) -> CompactionResult:
     """Compact the table at ``table_uri`` (see the module doc).
 
@@ -83,6 +84,8 @@ def run_compaction(
         coalesce_dv_containers: Coalesce untouched files' DVs once they are spread over this
             many containers (None: never).
         master: Spark master of a session built here (not under spark-submit).
+        cluster: Re-cluster windows (:mod:`lethe.clustering`; one Spark task per group of
+            windows); None: when the table has ``cluster_by``.
 
     Example:
         >>> from spark_jobs.compact import run_compaction               # doctest: +SKIP
@@ -95,6 +98,7 @@ def run_compaction(
         small_file_fraction=small_file_fraction,
         target_file_bytes=target_file_bytes,
         coalesce_dv_containers=coalesce_dv_containers,
+        cluster=cluster,
     )
     if dry_run:
         return table.compact(options, dry_run=True)
@@ -118,6 +122,11 @@ def main(argv: list[str] | None = None) -> int:
         default=8,
         help="coalesce untouched DVs spread over at least this many containers (0: never)",
     )
+    p.add_argument(
+        "--no-cluster",
+        action="store_true",
+        help="bin by key even when the table has cluster_by (default: re-cluster windows)",
+    )
     p.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
     p.add_argument("--master", default=None, help="Spark master when not run by spark-submit")
     args = p.parse_args(argv)
@@ -133,6 +142,7 @@ def main(argv: list[str] | None = None) -> int:
             target_file_bytes=args.target_file_bytes,
             coalesce_dv_containers=args.coalesce_dv_containers or None,
             master=args.master,
+            cluster=False if args.no_cluster else None,
         )
     finally:
         active = SparkSession.getActiveSession()

@@ -89,3 +89,31 @@ def test_delete_committed_while_the_job_runs_survives(spark: Any, table: lethe.T
         k - 30_000 for k in late
     ]
     assert verify(fresh).ok
+
+
+def test_a_clustered_table_is_laid_out_by_spark(spark: Any, table_uri: str) -> None:
+    from lethe.clustering import ClusterSpec, file_windows
+
+    t = lethe.Table.create(
+        table_uri + "c",
+        EVENTS,
+        key="id",
+        cluster_by="customer_id",
+        cluster_window="1h",
+        target_file_bytes=1_000_000,
+        row_group_bytes=150_000,
+    )
+    for start in (0, 10_000, 20_000):
+        t.append(events(start, 10_000, customers=40))
+    before = t.scan().sort_by("id")
+    r = run_compaction(t.uri, spark=spark)
+    assert r.version is not None and r.plan.cluster is not None and r.files_added >= 8
+    fresh = lethe.Table.open(t.uri)
+    assert fresh.scan().sort_by("id").equals(before)
+    spec = ClusterSpec.of(fresh.manifest.properties)
+    assert spec is not None
+    schema = fresh.manifest.arrow_schema()
+    for f in fresh.manifest.files:
+        w = file_windows(f, spec, schema)
+        assert f.sort_order_id == 1 and w is not None and w[0] == w[1]
+    assert verify(fresh).ok
