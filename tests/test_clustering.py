@@ -239,3 +239,26 @@ def test_the_iceberg_view_publishes_the_sort_order(table: lethe.Table, aws: Any)
     assert files and all(f.file.sort_order_id == SORT_ORDER_ID for f in files)
     got = view.scan().to_arrow()
     assert got.num_rows == 30_000 and got.schema.names == EVENTS.names
+
+
+def test_the_cli_creates_a_clustered_table_and_compacts_it(
+    table_uri: str, tmp_path: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from lethe.cli import main
+
+    src = tmp_path / "events.parquet"
+    pq.write_table(events(0, 8_000, customers=20), src)
+    args = ["create", table_uri, "--schema", str(src), "--cluster-by", "customer_id"]
+    assert main([*args, "--cluster-window", "event_time=1h"]) == 0
+    assert main(["append", table_uri, str(src)]) == 0
+    capsys.readouterr()
+    assert main(["compact", table_uri, "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "clustering by customer_id in windows of 3,600 s of event_time" in out
+    assert "(cluster)" in out and "not clustered" in out
+    assert main(["compact", table_uri]) == 0
+    assert "groups" in capsys.readouterr().out
+    t = lethe.Table.open(table_uri)
+    assert len(t.manifest.files) >= 3 and all(f.sort_order_id == 1 for f in t.manifest.files)
+    assert main(["create", table_uri + "x", "--schema", str(src), "--cluster-window", "1d"]) == 2
+    assert "needs cluster_by" in capsys.readouterr().err

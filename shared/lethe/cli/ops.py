@@ -1,4 +1,4 @@
-"""Maintenance commands: delete, erase, purge, gc (:mod:`lethe.cli.gc`), verify."""
+"""Maintenance commands: delete, erase, purge, gc (:mod:`lethe.cli.gc`), compact, verify."""
 
 from __future__ import annotations
 
@@ -96,6 +96,21 @@ def cmd_purge(a: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_compact(a: argparse.Namespace) -> int:
+    from lethe.compaction import CompactionOptions
+    from lethe.table import Table
+
+    t = Table.open(a.uri)
+    opts = CompactionOptions(
+        min_deleted_fraction=a.min_deleted_fraction, cluster=False if a.no_cluster else None
+    )
+    r = t.compact(opts, dry_run=a.dry_run)
+    print(r.describe())
+    if not a.dry_run and r.version is not None:
+        print(f"  {r.bytes_before:,} B -> {r.bytes_after:,} B ({r.io.describe()})")
+    return 0
+
+
 def cmd_verify(a: argparse.Namespace) -> int:
     from lethe.table import Table
     from lethe.verify import verify
@@ -141,6 +156,17 @@ def register(sub: Any) -> None:
     from lethe.cli.gc import add_cli
 
     add_cli(sub)  # lethe gc s3://b/t [--dry-run] [--retention 30d|1000v] [--grace 7d]
+
+    c = sub.add_parser(
+        "compact",
+        help="rewrite files with many deleted rows, bin small files; re-cluster the windows "
+        "of a table with cluster_by (in this process; spark_jobs/compact.py at scale)",
+    )
+    c.add_argument("uri")
+    c.add_argument("--min-deleted-fraction", type=float, default=0.2)
+    c.add_argument("--no-cluster", action="store_true", help="bin by key even with cluster_by")
+    c.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
+    c.set_defaults(fn=cmd_compact)
 
     c = sub.add_parser("verify", help="check every reference and DV of a snapshot")
     c.add_argument("uri")

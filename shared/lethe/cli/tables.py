@@ -30,9 +30,19 @@ def cmd_create(a: argparse.Namespace) -> int:
         iceberg_view=a.iceberg_view,
         iceberg_format_version=a.iceberg_format_version,
         indexes=tuple(a.index or ()),
+        cluster_by=tuple(a.cluster_by.split(",")) if a.cluster_by else None,
+        cluster_window=_window(a.cluster_window),
     )
     print(f"created {t.uri} version {t.version} key={a.key} columns={schema.names}")
     return 0
+
+
+def _window(arg: str | None) -> str | tuple[str, str] | None:
+    """``--cluster-window 1d`` or ``event_time=1d``."""
+    if arg is None or "=" not in arg:
+        return arg
+    column, duration = arg.split("=", 1)
+    return (column, duration)
 
 
 def cmd_append(a: argparse.Namespace) -> int:
@@ -168,6 +178,16 @@ def register(sub: Any) -> None:
     c.add_argument("--iceberg-format-version", type=int, choices=(2, 3), default=3)
     c.add_argument(
         "--index", action="append", metavar="COLUMN", help="a secondary index (repeatable)"
+    )
+    c.add_argument(
+        "--cluster-by",
+        metavar="COLUMNS",
+        help="subject columns (comma-separated): compaction sorts each time window by them",
+    )
+    c.add_argument(
+        "--cluster-window",
+        metavar="[COLUMN=]DURATION",
+        help="time windows of clustering, e.g. 1d (of the only timestamp column) or event_time=1d",
     )
     c.set_defaults(fn=cmd_create)
 
