@@ -10,9 +10,10 @@ for each, it measures (public API only, moto in its own process so client CPU is
 
 each against the baseline a rewrite-based engine pays, a copy-on-write of exactly the
 touched files (GET, ``pq.read_table``, filter, ``pq.write_table`` in the table's codec,
-PUT), measured the same way. Then the same rows appended in time windows, each window's
-rows sorted by customer before being cut into files: what a clustering compaction would give
-(EMULATED: there is no ``cluster_by`` yet). It prints the figures, then issue 26's targets
+PUT), measured the same way. Then the same table created with ``cluster_by=("customer_id",)``
+and time windows, appended the same way and laid out by a clustering compaction
+(``Table.compact``: each window's rows sorted by customer into the window's own file), with
+the same operations measured again. It prints the figures, then issue 26's targets
 next to them, each "met" or "not met" (speed is judged by bytes, requests, commits and
 client CPU; wall times are printed, never judged).
 
@@ -22,8 +23,8 @@ requests; commits (version delta); metadata uploaded (PUT and part bodies to key
 ``data/``, metered by a botocore hook on the client) vs the data bytes moved.
 
 Scale: ``LETHE_BENCH_LAKE_FILES`` (256), ``LETHE_BENCH_LAKE_ROWS`` (20,000 per file),
-``LETHE_BENCH_LAKE_CUSTOMERS`` (20,000), ``LETHE_BENCH_LAKE_WINDOWS`` (16 time windows
-in the clustered layout; 1 sorts the whole table by customer, issue 26's first emulation).
+``LETHE_BENCH_LAKE_CUSTOMERS`` (20,000), ``LETHE_BENCH_LAKE_WINDOWS`` (16: the clustered
+table's ``cluster_window`` is FILES / WINDOWS hours of ``event_time``, 16 h by default).
 At the default scale it builds seven 256-file tables through ``append`` (most of its ~11
 minutes on 2 shared cores); ``LETHE_BENCH_LAKE_FILES=128`` halves that.
 """
@@ -46,6 +47,7 @@ import pyarrow.parquet as pq
 
 from bench.common import measure, mib, moto_process, new_bucket
 from devtools.local.server import LocalAws
+from lethe.clustering import ClusterSpec, file_windows
 from lethe.manifest import DataFile
 from lethe.store import S3Store, make_s3_client
 from lethe.table import Table
@@ -155,22 +157,10 @@ class Events:
             schema=SCHEMA,
         )
 
-    def chunks(self, clustered: bool) -> Iterator[tuple[int, pa.Table]]:
-        """``(time window, rows of one append)`` in append order. Time-ordered: one slice
-        per append (window = slice). Clustered (emulated): the slices of each window
-        concatenated, sorted by customer, cut back into as many appends."""
-        s = self.scale
-        if not clustered:
-            for i in range(s.files):
-                yield i, self.slice(i)
-            return
-        bounds = np.linspace(0, s.files, s.windows + 1).round().astype(int)
-        for w in range(s.windows):
-            lo, hi = int(bounds[w]), int(bounds[w + 1])
-            rows = pa.concat_tables([self.slice(i) for i in range(lo, hi)])
-            rows = rows.sort_by([("customer_id", "ascending"), ("id", "ascending")])
-            for k in range(hi - lo):
-                yield w, rows.slice(k * s.rows, s.rows)
+    def chunks(self) -> Iterator[tuple[int, pa.Table]]:
+        """``(time slice, rows of one append)`` in append order: one slice per append."""
+        for i in range(self.scale.files):
+            yield i, self.slice(i)
 
 
 # --- metering ------------------------------------------------------------------------------------
@@ -285,14 +275,24 @@ class Built:
 
 
 def build(aws: LocalAws, client: Any, events: Events, clustered: bool) -> Built:
+    """The table, time-ordered (one file per append), or clustered: created with
+    ``cluster_by``, appended the same way, then laid out by a clustering compaction."""
     bucket = new_bucket(aws)
     prefix = "events"
+    s = events.scale
+    window = ("event_time", f"{max(1, s.files // s.windows)}h") if clustered else None
     t = Table.create(
-        f"s3://{bucket}/{prefix}", SCHEMA, key="id", s3=client, indexes=("customer_id",)
+        f"s3://{bucket}/{prefix}",
+        SCHEMA,
+        key="id",
+        s3=client,
+        indexes=("customer_id",),
+        cluster_by=("customer_id",) if clustered else None,
+        cluster_window=window,
     )
     customers_of: dict[str, np.ndarray] = {}
     window_of: dict[str, int] = {}
-    for w, rows in events.chunks(clustered):
+    for w, rows in events.chunks():
         before = {f.path for f in t.manifest.files}
         t.append(rows)
         held = np.unique(rows.column("customer_id").to_numpy())
@@ -300,7 +300,23 @@ def build(aws: LocalAws, client: Any, events: Events, clustered: bool) -> Built:
             if f.path not in before:  # one file per append at these sizes
                 customers_of[f.path] = held
                 window_of[f.path] = w
+    if clustered:
+        CLUSTERING["last"] = measure(t.compact)
+        spec = ClusterSpec.of(t.manifest.properties)
+        assert spec is not None
+        schema = t.manifest.arrow_schema()
+        customers_of, window_of = {}, {}
+        for f in t.manifest.files:
+            body = t.store.get(t.key_of(f.path)).body
+            col = pq.read_table(pa.BufferReader(body), columns=["customer_id"]).column(0)
+            customers_of[f.path] = np.unique(col.to_numpy())
+            w = file_windows(f, spec, schema)
+            window_of[f.path] = -1 if w is None or w[0] != w[1] else w[0]
     return Built(t, bucket, prefix, customers_of, window_of)
+
+
+CLUSTERING: dict[str, Any] = {}
+"""The last clustering compaction's measurement (printed once)."""
 
 
 def drop(client: Any, bucket: str) -> None:
@@ -596,7 +612,7 @@ def targets(plain: Sequence[Figures], clustered: Sequence[Figures]) -> list[list
             ok = f.max_per_window <= 1 and f.pct_table <= limit
             rows.append(
                 [
-                    "after clustering (emulated), erase the median customer: <= 1 file per "
+                    "after clustering, erase the median customer: <= 1 file per "
                     f"time window and <= {limit:.0f}% of the table moved",
                     f"{f.touched} files in {f.windows_touched} windows (max "
                     f"{f.max_per_window} per window), {f.pct_table:.1f}%",
@@ -606,7 +622,7 @@ def targets(plain: Sequence[Figures], clustered: Sequence[Figures]) -> list[list
         else:
             rows.append(
                 [
-                    f"after clustering (emulated), {f.name}: <= {limit:.0f}% of the table moved",
+                    f"after clustering, {f.name}: <= {limit:.0f}% of the table moved",
                     f"{f.pct_table:.1f}% ({f.touched} / {f.files_total} files)",
                     _verdict(f.pct_table <= limit),
                 ]
@@ -689,11 +705,20 @@ def run(scale: Scale | None = None) -> dict[str, Any]:
             if (c := f.cow) is not None
         ],
     )
+    window_h = max(1, scale.files // scale.windows)
+    c = CLUSTERING.get("last")
     print(
-        f"\nafter clustering (emulated: the same rows appended in {scale.windows} time windows, "
-        "each sorted by customer_id before being cut into files; no cluster_by yet): "
-        f"{mib(clustered[0].table_bytes)} in {clustered[0].files_total} files"
+        f"\nafter clustering (cluster_by customer_id, windows of {window_h} h of event_time, "
+        f"laid out by Table.compact): {mib(clustered[0].table_bytes)} in "
+        f"{clustered[0].files_total} files"
     )
+    if c is not None:
+        r = c.result
+        print(
+            f"  the clustering compaction: {r.files_removed} -> {r.files_added} files, "
+            f"{mib(r.io.bytes_downloaded + r.io.bytes_uploaded)} moved, client CPU "
+            f"{c.cpu:.2f}s, wall {c.wall:.1f}s"
+        )
     print_table(HEADER, figures_rows(clustered))
     print_details(clustered)
     parallel = next(f for f in plain if f.name == seq_name)
