@@ -262,3 +262,14 @@ def test_the_cli_creates_a_clustered_table_and_compacts_it(
     assert len(t.manifest.files) >= 3 and all(f.sort_order_id == 1 for f in t.manifest.files)
     assert main(["create", table_uri + "x", "--schema", str(src), "--cluster-window", "1d"]) == 2
     assert "needs cluster_by" in capsys.readouterr().err
+
+
+def test_append_sorts_a_batch_by_window_and_subject(table: lethe.Table) -> None:
+    spec = ClusterSpec.of(table.manifest.properties)
+    assert spec is not None
+    for f in table.manifest.files:  # appended unsorted (customer = id % 50), written sorted
+        got = _read(table, f.path).select(["event_time", "customer_id"])
+        assert np.array_equal(cluster_order(got, spec), np.arange(got.num_rows))
+        assert f.sort_order_id is None  # a window is clustered by compaction, not by append
+    assert sorted(table.scan(["id"])["id"].to_pylist()) == list(range(30_000))
+    assert table.scan(["id"], [("customer_id", "=", 7)]).num_rows == 600

@@ -24,7 +24,7 @@ import pyarrow as pa
 from lethe import errors, iceberg
 from lethe.catalog import Catalog, CommitOutcome, Direct, RetryPolicy
 from lethe.changes import AddFiles, DeclareIndex, DropIndex, UpgradeFormat
-from lethe.clustering import cluster_properties
+from lethe.clustering import ClusterSpec, cluster_order, cluster_properties
 from lethe.compaction import CompactionOptions, CompactionResult, RunTasks, compact
 from lethe.context import TableContext
 from lethe.deletes import BatchDeleteResult, DeleteRequest, DeleteResult, delete_batch
@@ -326,6 +326,9 @@ class Table:
         """Append rows: write data files, then commit them by CAS (appends never conflict).
 
         ``progress`` hears of the rows written (task ``"append"``; :mod:`lethe.progress`).
+        A table with ``cluster_by`` gets an in-memory table's rows sorted by time window
+        and subject first (:func:`lethe.clustering.cluster_order`), so one person's rows of
+        a batch sit in few pages before compaction clusters the window.
 
         Raises:
             GraceExpired: the files took longer than the table's GC grace rule allows to
@@ -334,6 +337,9 @@ class Table:
         before = self.store.stats.snapshot()
         written_at = time.time()
         data = self._conform(data)
+        spec = ClusterSpec.of(self._m.properties)
+        if spec is not None and isinstance(data, pa.Table) and data.num_rows > 1:
+            data = data.take(pa.array(cluster_order(data, spec)))
         files = write_files(
             self.store,
             self._catalog.prefix,
