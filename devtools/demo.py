@@ -41,6 +41,7 @@ import pyarrow.parquet as pq
 
 from devtools.audit import Audit, Needle, audit_bucket
 from devtools.datagen import SCHEMA, generate
+from devtools.demo_layout import layout_for_forgetting
 from devtools.local.runtime import LocalRuntime, LocalSettings
 from lethe import errors
 from lethe.manifest import DataFile, request_hash
@@ -434,6 +435,18 @@ class Demo:
         self.results["compacted_bytes"] = (f.size, sum(g.size for g in new))
         self.results["compacted_rows"] = (f.rows - f.deleted_rows, sum(g.rows for g in new))
 
+    def layout(self) -> None:
+        s = self.sizes
+        figures = layout_for_forgetting(
+            self.story,
+            self.s3,
+            appends=8,
+            rows=min(20_000, max(1_000, s.rows // 20)),  # 8 x 20k rows: 1.6 h, one day
+            customers=max(50, s.customers // 20),
+        )
+        for k, v in figures.items():
+            self.results[k] = v
+
     # ---------------------------------------------------------------- 6. history, audit, GC
     def history(self) -> None:
         st, t = self.story, self.t.refresh()
@@ -678,6 +691,7 @@ def run(
         demo.scans_and_lookups()
         demo.delete_requests()
         demo.compaction()
+        demo.layout()
         demo.history()
         demo.iceberg_view()
         before = demo.audit("before GC")

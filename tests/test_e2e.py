@@ -268,6 +268,11 @@ def test_the_demo_story_end_to_end(runtime: LocalRuntime, aws: LocalAws, tmp_pat
     live_before, rows_after = r["compacted_rows"]
     assert rows_after == live_before
 
+    # 5b. a layout for forgetting: after the clustering compaction, one erase, one file
+    demo.layout()
+    assert r["layout_files_touched_before"] >= 4 and r["layout_files_after"] == 1
+    assert r["layout_files_touched_after"] == 1 and min(r["layout_rows_erased"]) > 0
+
     # 6. the Iceberg view every committer published reads the same rows in PyIceberg
     demo.history()
     demo.iceberg_view()

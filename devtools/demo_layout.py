@@ -1,0 +1,89 @@
+"""The demo's "layout for forgetting" step (issue 26): the same erase on an event table before
+and after a clustering compaction, in a bucket of its own (the main story's audit and GC
+stay about the main table)."""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from devtools.datagen import SCHEMA, generate
+from lethe.erase import EraseResult
+from lethe.table import Table
+
+__all__ = ["layout_for_forgetting"]
+
+BUCKET = "lethe-demo-layout"
+
+
+class _Story(Protocol):
+    def step(self, title: str) -> None: ...
+    def say(self, msg: str) -> None: ...
+
+
+def _heaviest(t: pa.Table, rank: int) -> int:
+    """The customer with the ``rank``-th most rows (0: the most)."""
+    counts = pc.value_counts(t.column("customer_id")).to_pylist()
+    counts.sort(key=lambda c: (-c["counts"], c["values"]))
+    return int(counts[rank]["values"])
+
+
+def _said(story: _Story, what: str, r: EraseResult, files: int, table_bytes: int) -> None:
+    moved = r.bytes_uploaded + r.bytes_downloaded
+    story.say(
+        f"{what}: {r.rows_erased:,} rows erased from {r.files_spliced + r.files_removed} of "
+        f"{files} files; {moved:,} bytes over the wire ({moved / table_bytes:.0%} of the "
+        f"table), {r.bytes_copied:,} copied server-side"
+    )
+
+
+def layout_for_forgetting(
+    story: _Story, s3: Any, *, appends: int, rows: int, customers: int
+) -> dict[str, Any]:
+    """Create a ``cluster_by`` table with daily windows, append ``appends`` time-ordered
+    batches of ``rows`` rows, erase one customer, compact (the clustering), erase another;
+    returns the figures (the end-to-end test checks them)."""
+    story.step(
+        "a layout for forgetting: cluster_by customer_id in daily windows; an erase before "
+        "and after the clustering compaction"
+    )
+    s3.create_bucket(Bucket=BUCKET)
+    t = Table.create(
+        f"s3://{BUCKET}/events",
+        SCHEMA,
+        key="id",
+        s3=s3,
+        cluster_by=("customer_id",),
+        cluster_window="1d",
+        target_file_bytes=64 << 20,
+        row_group_bytes=1 << 20,
+        indexes=("customer_id",),
+    )
+    batches = [generate(b * rows, rows, customers=customers) for b in range(appends)]
+    for data in batches:
+        t.append(data)
+    all_rows = pa.concat_tables(batches)
+    first, second = _heaviest(all_rows, 1), _heaviest(all_rows, 2)
+    files, size = len(t.manifest.files), sum(f.size for f in t.manifest.files)
+    story.say(
+        f"{appends} appends of {rows:,} time-ordered rows -> {files} files, {size:,} bytes; "
+        f"each batch sorted by customer (cluster_by), one person's rows in every file"
+    )
+    before = t.erase([("customer_id", "=", first)], request_id="layout-before")
+    _said(story, "erase a customer (time-ordered files)", before, files, size)
+    c = t.compact()
+    files, size = len(t.manifest.files), sum(f.size for f in t.manifest.files)
+    story.say(
+        f"clustering compaction v{c.version}: {c.files_removed} files -> {c.files_added} "
+        f"(one per day, sorted by customer_id; sort order published to the Iceberg view)"
+    )
+    after = t.erase([("customer_id", "=", second)], request_id="layout-after")
+    _said(story, "erase another customer (clustered)", after, files, size)
+    return {
+        "layout_files_touched_before": before.files_spliced + before.files_removed,
+        "layout_files_touched_after": after.files_spliced + after.files_removed,
+        "layout_files_after": files,
+        "layout_rows_erased": (before.rows_erased, after.rows_erased),
+    }
