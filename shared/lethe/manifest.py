@@ -162,6 +162,8 @@ class Operation(_Frozen):
         "gc",
         "upgrade",
         "index",
+        "retention",
+        "properties",
     ]
     request_id_hash: str | None = None
     rows_added: int = 0
@@ -220,6 +222,10 @@ class TableProperties(_Frozen):
     # the Iceberg view (lethe.iceberg): committers publish it after each commit when set
     iceberg_view: bool = False
     iceberg_format_version: Literal[2, 3] = 3
+    # row TTL (lethe.retention): rows whose timestamp/date ``retention_column`` is older than
+    # ``retention_seconds`` are erased by the sweep; unset on tables without it (not written)
+    retention_column: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    retention_seconds: int | None = Field(default=None, gt=0, exclude_if=lambda v: v is None)
 
 
 class SegmentSummary(_Frozen):

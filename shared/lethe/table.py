@@ -23,7 +23,7 @@ import pyarrow as pa
 
 from lethe import errors, iceberg
 from lethe.catalog import Catalog, CommitOutcome, Direct, RetryPolicy
-from lethe.changes import AddFiles, DeclareIndex, DropIndex, UpgradeFormat
+from lethe.changes import AddFiles, DeclareIndex, DropIndex, SetProperties, UpgradeFormat
 from lethe.compaction import CompactionOptions, CompactionResult, RunTasks, compact
 from lethe.context import TableContext
 from lethe.deletes import BatchDeleteResult, DeleteRequest, DeleteResult, delete_batch
@@ -43,6 +43,8 @@ from lethe.manifest import (
 from lethe.progress import Progress
 from lethe.reader import FileHandle
 from lethe.receipts import ErasureReceipt, audit, receipt
+from lethe.retention import RetentionSweepResult, RowRetention, check_retention
+from lethe.retention import sweep as retention_sweep
 from lethe.rows import batches, plan_rows
 from lethe.snapshot import Snapshot
 from lethe.store import IOCounters, S3Store, parse_s3_uri
@@ -124,6 +126,7 @@ class Table:
         iceberg_view: bool = False,
         iceberg_format_version: Literal[2, 3] = 3,
         indexes: Sequence[str] = (),
+        retention: tuple[str, str | timedelta | float] | None = None,
     ) -> Table:
         """Create an empty table at ``uri`` (``s3://bucket/prefix``) with a key column.
 
@@ -135,6 +138,7 @@ class Table:
         every commit publishes the table's Iceberg view (:meth:`publish_iceberg`) in
         ``iceberg_format_version``; a failed publish never fails the commit. ``indexes``
         declares secondary indexes on erasure keys (see :meth:`create_index`).
+        ``retention=(column, "400d")`` declares a row TTL (see :meth:`set_retention`).
 
         Raises:
             TableExists: a table already lives at ``uri``.
@@ -156,6 +160,7 @@ class Table:
         if iceberg_format_version not in (2, 3):
             raise errors.InvalidRequest("iceberg_format_version must be 2 or 3")
         declared = initial_indexes(schema, indexes)
+        ttl = check_retention(schema, *retention) if retention is not None else (None, None)
         grace = parse_duration(gc_grace).total_seconds()
         if grace <= 0:
             raise errors.InvalidRequest("gc_grace must be positive")
@@ -173,6 +178,8 @@ class Table:
                 dv_overlay_max=dv_overlay_max,
                 iceberg_view=iceberg_view,
                 iceberg_format_version=iceberg_format_version,
+                retention_column=ttl[0],
+                retention_seconds=ttl[1],
             ),
         )
         if declared:
@@ -580,6 +587,65 @@ class Table:
         """
         fv = format_version or self._m.properties.iceberg_format_version
         return iceberg.publish(self._catalog, self._m, format_version=fv, progress=progress).uri
+
+    # --- table properties and row retention (lethe.retention) ------------------------------
+    def set_properties(self, **changes: Any) -> CommitResult:
+        """Change table properties (fields of :class:`~lethe.manifest.TableProperties`) in
+        one commit, over the latest version; ``key`` and ``gc_grace_seconds`` are fixed.
+
+        Raises:
+            InvalidRequest: a fixed or unknown property, or a bad value.
+        """
+        before = self.store.stats.snapshot()
+        change = SetProperties(
+            changes, Operation(kind="properties", params={"changed": len(changes)})
+        )
+        change.properties(self._m.properties)  # refuse early, before any I/O
+        outcome = self._catalog.commit_change(Direct(change))
+        self._adopt(outcome)
+        return CommitResult(
+            self.version, 0, 0, outcome.attempts, self.store.stats.snapshot() - before
+        )
+
+    @property
+    def retention(self) -> RowRetention | None:
+        """The row retention of this snapshot (None: rows never expire)."""
+        return RowRetention.of(self._m.properties)
+
+    def set_retention(
+        self, column: str | None, keep: str | timedelta | float | None = None
+    ) -> CommitResult:
+        """Declare a row TTL: rows whose ``column`` (timestamp or date) is older than
+        ``keep`` (``"400d"``) are erased by :meth:`sweep_retention` (the GC workflow runs it on
+        its schedule). ``set_retention(None)`` clears it.
+
+        Raises:
+            InvalidRequest: not a timestamp or date column, or not a positive duration.
+
+        Example:
+            >>> t.set_retention("event_time", "400d")                    # doctest: +SKIP
+        """
+        if column is None:
+            return self.set_properties(retention_column=None, retention_seconds=None)
+        if keep is None:
+            raise errors.InvalidRequest("set_retention needs a duration, e.g. '400d'")
+        col, seconds = check_retention(self.refresh().schema, column, keep)
+        return self.set_properties(retention_column=col, retention_seconds=seconds)
+
+    def sweep_retention(
+        self, *, now: datetime | None = None, dry_run: bool = False, max_bytes: int | None = None
+    ) -> RetentionSweepResult:
+        """Erase the rows past the table's retention (:func:`lethe.retention.sweep`); the
+        handle moves to the last version it committed."""
+        r = retention_sweep(self.context, now=now, dry_run=dry_run, max_bytes=max_bytes)
+        self._move_to(r.snapshot)
+        return r
+
+    def retention_receipts(self) -> list[ErasureReceipt]:
+        """The receipt of every retention sweep the request log still holds, oldest first."""
+        ev = gather(self._catalog)
+        hashes = [r.id_hash for r in ev.head.requests if r.kind == "retention"]
+        return [receipt(ev, h) for h in hashes]
 
     # --- secondary indexes (DESIGN §6b; lethe.index) ----------------------------------------
     @property
