@@ -258,3 +258,16 @@ def test_the_cutoff_is_in_whole_seconds_and_dates_expire_after_their_day() -> No
     noon = datetime(2026, 1, 2, 12, tzinfo=UTC)
     day = (noon.date() - timedelta(days=1) - datetime(1970, 1, 1).date()).days
     assert cut_value(pa.date32(), noon) == day + 1  # 2026-01-01 has expired, 01-02 not
+
+
+def test_an_indexed_table_stays_consistent_after_a_sweep(table_uri: str, s3: Any) -> None:
+    t = lethe.Table.create(
+        table_uri, EVENTS, key="id", s3=s3, row_group_bytes=1024, indexes=("customer_id",),
+        retention=("event_time", "1000s"),
+    )  # fmt: skip
+    for k in range(4):
+        t.append(events(k * 100, 100, customers=10))
+    r = t.sweep_retention(now=at(1150))
+    assert (r.files_dropped, r.files_spliced, r.rows_expired) == (1, 1, 150)
+    got = t.scan(columns=["id"], filters=[("customer_id", "=", 3)]).column("id").to_pylist()
+    assert sorted(got) == [i for i in range(150, 400) if i % 10 == 3]
