@@ -17,6 +17,7 @@ BENCHES = [
     "bench_spark",
     "bench_readwrite",
     "bench_erasure_lake",
+    "bench_retention",
 ]
 
 

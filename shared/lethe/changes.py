@@ -30,8 +30,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import ClassVar, Protocol, TypeAlias
+from typing import Any, ClassVar, Protocol, TypeAlias
 
+from pydantic import ValidationError
+
+from lethe import errors
 from lethe.manifest import (
     DataFile,
     DVRef,
@@ -41,6 +44,7 @@ from lethe.manifest import (
     IndexRun,
     Operation,
     RequestRecord,
+    TableProperties,
 )
 from lethe.parquet.splice import GroupFate
 from lethe.snapshot import Snapshot
@@ -48,6 +52,7 @@ from lethe.transforms import (
     Merge,
     apply_append,
     apply_dv_updates,
+    apply_properties,
     apply_replace,
     declare,
     piece_paths,
@@ -66,6 +71,7 @@ __all__ = [
     "AddFiles",
     "DeclareIndex",
     "DropIndex",
+    "ExpireRows",
     "FileHasDV",
     "FileLive",
     "PiecesPresent",
@@ -73,6 +79,7 @@ __all__ = [
     "RequestAbsent",
     "Requirement",
     "SetDVs",
+    "SetProperties",
     "SpliceFiles",
     "SplicedFile",
     "Update",
@@ -336,6 +343,97 @@ class ReplaceFiles:
         return with_runs(with_new_runs(nxt, self.runs), self.caught_up)
 
 
+#: table properties no :class:`SetProperties` may change (the key names the table's rows;
+#: writers rely on the GC grace for the life of the table, docs/format.md §9)
+FIXED_PROPERTIES: frozenset[str] = frozenset({"key", "gc_grace_seconds"})
+
+
+@dataclass(frozen=True, slots=True)
+class SetProperties:
+    """Table properties changed (``changes``: field -> new value, applied over the base's
+    properties, so a concurrent change of other fields is kept). A change that leaves the
+    properties as they are is a no-op. :data:`FIXED_PROPERTIES` are refused."""
+
+    what: ClassVar[str] = "set properties"
+    changes: Mapping[str, Any]
+    operation: Operation
+
+    def requirements(self) -> tuple[Requirement, ...]:
+        return ()
+
+    def properties(self, current: TableProperties) -> TableProperties:
+        """``current`` with the changes (InvalidRequest: a fixed or unknown field, a bad
+        value)."""
+        fixed = sorted(set(self.changes) & FIXED_PROPERTIES)
+        unknown = sorted(set(self.changes) - set(TableProperties.model_fields))
+        if fixed or unknown:
+            what = f"fixed for the life of the table: {fixed}" if fixed else f"unknown: {unknown}"
+            raise errors.InvalidRequest(f"table properties {what}")
+        try:
+            return TableProperties.model_validate({**dict(current), **self.changes})
+        except ValidationError as e:
+            raise errors.InvalidRequest(f"bad table properties: {e.errors()[:3]}") from e
+
+    def apply(self, base: Snapshot) -> Snapshot | None:
+        props = self.properties(base.properties)
+        if props == base.properties:
+            return None
+        return apply_properties(base, props, self.operation)
+
+
+@dataclass(frozen=True, slots=True)
+class ExpireRows:
+    """A retention sweep's logical half (:mod:`lethe.retention`), in one commit: files whose
+    every row expired are ``dropped`` (metadata only: their pending erasures are met), the
+    expired rows of other files are hidden by new DVs (``refs``, each the union with
+    ``unioned_with[path]``), and the sweep's ``request`` and ``erasure`` records are opened
+    (the erasure's targets are the row groups to splice; with none it is born spliced, its
+    ``superseded`` naming the dropped files and the segments that described them).
+    ``pieces``: index pieces scrubbed of the expired rows."""
+
+    what: ClassVar[str] = "retention"
+    dropped: tuple[str, ...]
+    refs: Mapping[str, DVRef]
+    unioned_with: Mapping[str, DVRef | None]
+    operation: Operation
+    request: RequestRecord
+    erasure: ErasureRecord
+    pieces: Mapping[str, tuple[IndexPiece, ...]] = field(default_factory=dict)
+
+    def requirements(self) -> tuple[Requirement, ...]:
+        return (
+            RequestAbsent(self.request.id_hash),
+            *(FileLive(p) for p in self.dropped),
+            *(FileHasDV(p, dv) for p, dv in self.unioned_with.items()),
+            *(FileLive(t.path) for t in self.erasure.targets),
+            *((PiecesPresent(tuple(self.pieces)),) if self.pieces else ()),
+        )
+
+    def apply(self, base: Snapshot) -> Snapshot | None:
+        v = base.version + 1
+        held = {p: s.path for p, s in base.locate(list(self.dropped)).items()}
+        erasures = update_erasures(
+            base.erasures, set(self.dropped), base.version, {}, v, segments=held
+        )
+        gone = [*self.erasure.superseded]
+        for p in self.dropped:
+            gone.extend(x for x in (p, held.get(p)) if x is not None and x not in gone)
+        upd: dict[str, Any] = {"deleted_version": v, "superseded": tuple(gone)}
+        if not self.erasure.targets:
+            upd |= {"state": "spliced", "spliced_version": v}
+        mine = self.erasure.model_copy(update=upd)
+        nxt = apply_replace(
+            base,
+            self.dropped,
+            (),
+            self.operation,
+            requests=(self.request,),
+            dv_updates=self.refs,
+            erasures=(*erasures, mine),
+        )
+        return _with_pieces(nxt, self.pieces)
+
+
 def _with_pieces(
     m: Snapshot, pieces: Mapping[str, tuple[IndexPiece, ...]]
 ) -> Snapshot:  # PiecesPresent was checked: replace_pieces finds them all
@@ -354,4 +452,6 @@ KINDS: tuple[type, ...] = (
     SetDVs,
     SpliceFiles,
     ReplaceFiles,
+    SetProperties,
+    ExpireRows,
 )

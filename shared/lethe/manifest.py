@@ -164,6 +164,8 @@ class Operation(_Frozen):
         "gc",
         "upgrade",
         "index",
+        "retention",
+        "properties",
     ]
     request_id_hash: str | None = None
     rows_added: int = 0
@@ -226,6 +228,10 @@ class TableProperties(_Frozen):
     cluster_by: tuple[str, ...] = Field(default=(), exclude_if=lambda v: not v)
     cluster_time_column: str | None = Field(default=None, exclude_if=lambda v: v is None)
     cluster_window_seconds: int | None = Field(default=None, gt=0, exclude_if=lambda v: v is None)
+    # row TTL (lethe.retention): rows whose timestamp/date ``retention_column`` is older than
+    # ``retention_seconds`` are erased by the sweep; unset on tables without it (not written)
+    retention_column: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    retention_seconds: int | None = Field(default=None, gt=0, exclude_if=lambda v: v is None)
 
 
 class SegmentSummary(_Frozen):

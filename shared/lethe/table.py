@@ -23,7 +23,7 @@ import pyarrow as pa
 
 from lethe import errors, iceberg
 from lethe.catalog import Catalog, CommitOutcome, Direct, RetryPolicy
-from lethe.changes import AddFiles, DeclareIndex, DropIndex, UpgradeFormat
+from lethe.changes import AddFiles, DeclareIndex, DropIndex, SetProperties, UpgradeFormat
 from lethe.clustering import ClusterSpec, cluster_order, cluster_properties
 from lethe.compaction import CompactionOptions, CompactionResult, RunTasks, compact
 from lethe.context import TableContext
@@ -44,6 +44,8 @@ from lethe.manifest import (
 from lethe.progress import Progress
 from lethe.reader import FileHandle
 from lethe.receipts import ErasureReceipt, audit, receipt
+from lethe.retention import RetentionSweepResult, RowRetention, check_retention
+from lethe.retention import sweep as retention_sweep
 from lethe.rows import batches, plan_rows
 from lethe.snapshot import Snapshot
 from lethe.store import IOCounters, S3Store, parse_s3_uri
@@ -98,6 +100,27 @@ def _store_for(uri: str, s3: Any | None) -> tuple[S3Store, str]:
     return S3Store(bucket, client=s3), prefix
 
 
+def _check_create(
+    schema: pa.Schema, key: str, sizes: tuple[int, int, int, int], iceberg_format_version: int
+) -> None:
+    """Refuse a ``Table.create`` whose schema, key or sizes cannot make a table."""
+    target_file_bytes, row_group_bytes, segment_target_files, dv_overlay_max = sizes
+    if not isinstance(schema, pa.Schema):
+        raise errors.InvalidRequest("schema must be a pyarrow.Schema")
+    if schema.get_field_index(key) < 0:
+        raise errors.InvalidRequest(f"key column {key!r} is not in the schema {schema.names}")
+    if len(set(schema.names)) != len(schema.names):
+        raise errors.InvalidRequest("schema has duplicate column names")
+    if target_file_bytes <= 0 or row_group_bytes <= 0:
+        raise errors.InvalidRequest("target_file_bytes and row_group_bytes must be positive")
+    if segment_target_files <= 0 or dv_overlay_max < 0:
+        raise errors.InvalidRequest(
+            "segment_target_files must be positive and dv_overlay_max not negative"
+        )
+    if iceberg_format_version not in (2, 3):
+        raise errors.InvalidRequest("iceberg_format_version must be 2 or 3")
+
+
 class Table:
     """A handle on one snapshot of a Lethe table. Create with :meth:`create` or :meth:`open`."""
 
@@ -127,6 +150,7 @@ class Table:
         indexes: Sequence[str] = (),
         cluster_by: Sequence[str] | str | None = None,
         cluster_window: str | tuple[str, str] | None = None,
+        retention: tuple[str, str | timedelta | float] | None = None,
     ) -> Table:
         """Create an empty table at ``uri`` (``s3://bucket/prefix``) with a key column.
 
@@ -141,6 +165,7 @@ class Table:
         ``cluster_by`` (subject columns) with ``cluster_window`` (``"1d"`` or ``("ts", "1d")``)
         lays the table out for forgetting: compaction sorts each time window by the subject,
         so one person's rows sit in one file per window (:mod:`lethe.clustering`).
+        ``retention=(column, "400d")`` declares a row TTL (see :meth:`set_retention`).
 
         Raises:
             TableExists: a table already lives at ``uri``.
@@ -148,22 +173,15 @@ class Table:
                 names an unknown or unsupported column (or one twice), or the clustering
                 names an unknown column or an ambiguous time column.
         """
-        if not isinstance(schema, pa.Schema):
-            raise errors.InvalidRequest("schema must be a pyarrow.Schema")
-        if schema.get_field_index(key) < 0:
-            raise errors.InvalidRequest(f"key column {key!r} is not in the schema {schema.names}")
-        if len(set(schema.names)) != len(schema.names):
-            raise errors.InvalidRequest("schema has duplicate column names")
-        if target_file_bytes <= 0 or row_group_bytes <= 0:
-            raise errors.InvalidRequest("target_file_bytes and row_group_bytes must be positive")
-        if segment_target_files <= 0 or dv_overlay_max < 0:
-            raise errors.InvalidRequest(
-                "segment_target_files must be positive and dv_overlay_max not negative"
-            )
-        if iceberg_format_version not in (2, 3):
-            raise errors.InvalidRequest("iceberg_format_version must be 2 or 3")
+        _check_create(
+            schema,
+            key,
+            (target_file_bytes, row_group_bytes, segment_target_files, dv_overlay_max),
+            iceberg_format_version,
+        )
         declared = initial_indexes(schema, indexes)
         clustering = cluster_properties(schema, cluster_by, cluster_window)
+        ttl = check_retention(schema, *retention) if retention is not None else (None, None)
         grace = parse_duration(gc_grace).total_seconds()
         if grace <= 0:
             raise errors.InvalidRequest("gc_grace must be positive")
@@ -182,6 +200,8 @@ class Table:
                 iceberg_view=iceberg_view,
                 iceberg_format_version=iceberg_format_version,
                 **clustering,  # type: ignore[arg-type]
+                retention_column=ttl[0],
+                retention_seconds=ttl[1],
             ),
         )
         if declared:
@@ -595,6 +615,65 @@ class Table:
         """
         fv = format_version or self._m.properties.iceberg_format_version
         return iceberg.publish(self._catalog, self._m, format_version=fv, progress=progress).uri
+
+    # --- table properties and row retention (lethe.retention) ------------------------------
+    def set_properties(self, **changes: Any) -> CommitResult:
+        """Change table properties (fields of :class:`~lethe.manifest.TableProperties`) in
+        one commit, over the latest version; ``key`` and ``gc_grace_seconds`` are fixed.
+
+        Raises:
+            InvalidRequest: a fixed or unknown property, or a bad value.
+        """
+        before = self.store.stats.snapshot()
+        change = SetProperties(
+            changes, Operation(kind="properties", params={"changed": len(changes)})
+        )
+        change.properties(self._m.properties)  # refuse early, before any I/O
+        outcome = self._catalog.commit_change(Direct(change))
+        self._adopt(outcome)
+        return CommitResult(
+            self.version, 0, 0, outcome.attempts, self.store.stats.snapshot() - before
+        )
+
+    @property
+    def retention(self) -> RowRetention | None:
+        """The row retention of this snapshot (None: rows never expire)."""
+        return RowRetention.of(self._m.properties)
+
+    def set_retention(
+        self, column: str | None, keep: str | timedelta | float | None = None
+    ) -> CommitResult:
+        """Declare a row TTL: rows whose ``column`` (timestamp or date) is older than
+        ``keep`` (``"400d"``) are erased by :meth:`sweep_retention` (the GC workflow runs it on
+        its schedule). ``set_retention(None)`` clears it.
+
+        Raises:
+            InvalidRequest: not a timestamp or date column, or not a positive duration.
+
+        Example:
+            >>> t.set_retention("event_time", "400d")                    # doctest: +SKIP
+        """
+        if column is None:
+            return self.set_properties(retention_column=None, retention_seconds=None)
+        if keep is None:
+            raise errors.InvalidRequest("set_retention needs a duration, e.g. '400d'")
+        col, seconds = check_retention(self.refresh().schema, column, keep)
+        return self.set_properties(retention_column=col, retention_seconds=seconds)
+
+    def sweep_retention(
+        self, *, now: datetime | None = None, dry_run: bool = False, max_bytes: int | None = None
+    ) -> RetentionSweepResult:
+        """Erase the rows past the table's retention (:func:`lethe.retention.sweep`); the
+        handle moves to the last version it committed."""
+        r = retention_sweep(self.context, now=now, dry_run=dry_run, max_bytes=max_bytes)
+        self._move_to(r.snapshot)
+        return r
+
+    def retention_receipts(self) -> list[ErasureReceipt]:
+        """The receipt of every retention sweep the request log still holds, oldest first."""
+        ev = gather(self._catalog)
+        hashes = [r.id_hash for r in ev.head.requests if r.kind == "retention"]
+        return [receipt(ev, h) for h in hashes]
 
     # --- secondary indexes (DESIGN §6b; lethe.index) ----------------------------------------
     @property

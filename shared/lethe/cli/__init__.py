@@ -12,6 +12,7 @@ Examples::
     lethe erasures s3://b/events --pending --older-than 25d
     lethe report s3://b/events --html report.html
     lethe index create s3://b/events email
+    lethe retention set s3://b/events --column event_time --keep 400d
 
 Long commands (append, erase, purge, gc, iceberg publish, index create) show their progress
 on stderr: bars on a terminal, a few plain lines elsewhere, nothing with ``-q``/``--quiet``
@@ -27,7 +28,7 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from lethe import __version__, errors
-from lethe.cli import erasures, iceberg, index, ops, tables
+from lethe.cli import erasures, iceberg, index, ops, retention, tables
 from lethe.cli.bars import reporter
 from lethe.cli.common import parse_where
 from lethe.process import run_main
@@ -49,6 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
     iceberg.register(sub)  # iceberg publish
     erasures.register(sub)  # erasures, report
     index.register(sub)  # index create|drop|list
+    retention.register(sub)  # retention set|show|clear|sweep
     _quiet_everywhere(p)
     return p
 

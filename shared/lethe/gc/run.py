@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from lethe.catalog import Catalog
+from lethe.context import TableContext
 from lethe.gc.actions import GcHooks, abort, expire, open_catalog, purge, sweep, write_plan
 from lethe.gc.areas import new_run_id
 from lethe.gc.models import BatchDocument, GcReport, PlanDocument, StepResult
@@ -15,13 +16,15 @@ from lethe.gc.report import build_report
 from lethe.gc.select import BATCH_KEYS
 from lethe.gc.workspace import MemoryWorkspace, S3Workspace
 from lethe.progress import Progress, track
+from lethe.retention import RetentionSweepResult, RowRetention
+from lethe.retention import sweep as retention_sweep
 
 if TYPE_CHECKING:  # pragma: no cover
     from lethe.table import Table
 
 log = logging.getLogger(__name__)
 
-__all__ = ["collect"]
+__all__ = ["collect", "sweep_retention"]
 
 
 def collect(
@@ -59,6 +62,9 @@ def collect(
         progress: hears of the plan (``"gc plan"``: the versions kept and marked) and of the
             sweep (``"gc sweep"``: candidate objects, batch by batch; :mod:`lethe.progress`).
 
+    A table with a row retention is swept first (:func:`sweep_retention`, at ``now``): the
+    rows past it are erased, whole files dropped, straddling files spliced.
+
     Returns:
         The :class:`~lethe.gc.models.GcReport`; unless ``dry_run`` it is also written to
         ``_gc/<run id>/report.json``, and each erasure found complete gets its marker.
@@ -77,6 +83,7 @@ def collect(
         versioned=versioned,
     )
     started = now or datetime.now(UTC)
+    sweep_retention(catalog, now=started, dry_run=dry_run)
     run_id = new_run_id(started)
     ws = MemoryWorkspace()
     with track(progress, "gc plan", total=None, unit="versions") as planning:
@@ -98,6 +105,20 @@ def collect(
         " (dry run)" if dry_run else "",
     )
     return report
+
+
+def sweep_retention(
+    catalog: Catalog, *, now: datetime, dry_run: bool = False
+) -> RetentionSweepResult | None:
+    """The table's row-retention sweep (:func:`lethe.retention.sweep`), first thing in every
+    GC run: expired rows are erased on the GC schedule. None when the table declares no
+    retention."""
+    head, _ = catalog.current()
+    if RowRetention.of(head.properties) is None:
+        return None
+    r = retention_sweep(TableContext(catalog, head), now=now, dry_run=dry_run)
+    log.info("GC retention sweep of %s: %s", catalog.uri, r.describe())
+    return r
 
 
 def _apply(

@@ -675,6 +675,8 @@ _OPERATIONS: Mapping[str, str] = {
     "compact": "replace",
     "upgrade": "replace",
     "gc": "replace",
+    "retention": "delete",  # files dropped and rows hidden, nothing added
+    "properties": "replace",
 }
 
 

@@ -11,7 +11,14 @@ newer base is :meth:`lethe.catalog.Catalog.commit_change`.
 """
 
 from lethe.transforms.erasures import spliced_erasures, update_erasures, with_erasures
-from lethe.transforms.files import apply_append, apply_dv_updates, apply_replace, summarize, upgrade
+from lethe.transforms.files import (
+    apply_append,
+    apply_dv_updates,
+    apply_properties,
+    apply_replace,
+    summarize,
+    upgrade,
+)
 from lethe.transforms.indexes import (
     Merge,
     check_indexable,
@@ -28,6 +35,7 @@ __all__ = [
     "Merge",
     "apply_append",
     "apply_dv_updates",
+    "apply_properties",
     "apply_replace",
     "check_indexable",
     "declare",

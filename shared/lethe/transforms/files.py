@@ -53,6 +53,7 @@ from lethe.manifest import (
     RequestRecord,
     Segment,
     SegmentSummary,
+    TableProperties,
     schema_from_b64,
     segment_key,
 )
@@ -62,6 +63,7 @@ from lethe.values import from_json
 __all__ = [
     "apply_append",
     "apply_dv_updates",
+    "apply_properties",
     "apply_replace",
     "summarize",
     "upgrade",
@@ -361,6 +363,19 @@ def upgrade(base: Snapshot, *, now: datetime | None = None) -> Snapshot:
         now=now,
         request=None,
     )
+
+
+def apply_properties(
+    base: Snapshot,
+    properties: TableProperties,
+    operation: Operation,
+    *,
+    now: datetime | None = None,
+) -> Snapshot:
+    """Snapshot N+1 = N with its table properties replaced (files and segments unchanged)."""
+    now = now or datetime.now(UTC)
+    nxt = _successor(base, _Plan(base), operation=operation, now=now, request=None)
+    return nxt.evolve(properties=properties)
 
 
 def apply_append(
