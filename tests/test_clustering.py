@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from itertools import pairwise
 from typing import Any
 
 import numpy as np
@@ -21,6 +22,7 @@ from lethe.clustering import (
     cluster_order,
     cluster_properties,
     file_windows,
+    subject_cuts,
     window_ids,
 )
 from lethe.compaction import CompactionOptions, run_rewrite_task
@@ -273,3 +275,60 @@ def test_append_sorts_a_batch_by_window_and_subject(table: lethe.Table) -> None:
         assert f.sort_order_id is None  # a window is clustered by compaction, not by append
     assert sorted(table.scan(["id"])["id"].to_pylist()) == list(range(30_000))
     assert table.scan(["id"], [("customer_id", "=", 7)]).num_rows == 600
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, 3), st.one_of(st.none(), st.integers(0, 6))), max_size=50),
+    st.one_of(st.none(), st.integers(1, 4)),
+)
+def test_subject_cuts_never_split_a_subject_nor_a_window(
+    data: list[tuple[int, int | None]], per_file: int | None
+) -> None:
+    t = pa.table(
+        {
+            "t": pa.array([d[0] * HOUR_US for d in data], pa.timestamp("us")),
+            "c": pa.array([d[1] for d in data], pa.int64()),
+        }
+    )
+    spec = ClusterSpec(columns=("c",), time_column="t", window_seconds=3600, file_subjects=per_file)
+    t = t.take(pa.array(cluster_order(t, spec)))
+    cuts = subject_cuts(t, spec)
+    assert cuts[0] == 0 and cuts[-1] == len(data) and cuts == sorted(set(cuts))
+    pairs = list(zip(t.column("t").to_pylist(), t.column("c").to_pylist(), strict=True))
+    files = [pairs[a:b] for a, b in pairwise(cuts)]
+    where: dict[Any, int] = {}
+    for i, f in enumerate(files):
+        assert f and len({w for w, _ in f}) == 1  # one window per file
+        subjects = {(w, c) for w, c in f}
+        assert per_file is None or len(subjects) <= per_file
+        for s in subjects:
+            assert where.setdefault(s, i) == i  # a subject of a window in one file only
+
+
+def test_files_hold_a_bounded_number_of_subjects(table_uri: str) -> None:
+    t = lethe.Table.create(
+        table_uri,
+        EVENTS,
+        key="id",
+        cluster_by="customer_id",
+        cluster_window="1h",
+        cluster_file_subjects=10,
+        **SMALL,
+    )
+    for start in (0, 10_000):
+        t.append(events(start, 10_000, customers=50))
+    before = rows(t)
+    t.compact()
+    assert rows(t) == before
+    spec = ClusterSpec.of(t.manifest.properties)
+    assert spec is not None and spec.file_subjects == 10
+    schema = t.manifest.arrow_schema()
+    per_window: dict[Any, list[int]] = {}
+    for f in t.manifest.files:
+        held = np.unique(_read(t, f.path).column("customer_id").to_numpy())
+        assert len(held) <= 10
+        per_window.setdefault(file_windows(f, spec, schema), []).extend(held.tolist())
+    for held in per_window.values():  # no customer in two files of one window
+        assert len(held) == len(set(held))
+    assert len(t.manifest.files) >= 5 * len(per_window)  # 50 customers, 10 per file

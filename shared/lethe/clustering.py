@@ -47,6 +47,7 @@ __all__ = [
     "cluster_properties",
     "file_windows",
     "is_clustered",
+    "subject_cuts",
     "window_groups",
     "window_ids",
 ]
@@ -67,13 +68,19 @@ class ClusterSpec:
     columns: tuple[str, ...]
     time_column: str | None = None
     window_seconds: int | None = None
+    file_subjects: int | None = None
 
     @classmethod
     def of(cls, props: TableProperties) -> ClusterSpec | None:
         """The table's clustering (None: the table does not cluster)."""
         if not props.cluster_by:
             return None
-        return cls(tuple(props.cluster_by), props.cluster_time_column, props.cluster_window_seconds)
+        return cls(
+            tuple(props.cluster_by),
+            props.cluster_time_column,
+            props.cluster_window_seconds,
+            props.cluster_file_subjects,
+        )
 
     @property
     def sort_columns(self) -> tuple[str, ...]:
@@ -85,11 +92,12 @@ def cluster_properties(
     schema: pa.Schema,
     cluster_by: Sequence[str] | str | None,
     cluster_window: str | tuple[str, str] | None,
+    file_subjects: int | None = None,
 ) -> dict[str, object]:
     """Validated :class:`~lethe.manifest.TableProperties` fields for ``Table.create``.
 
     ``cluster_window`` is a duration (``"1d"``) of the schema's only timestamp or date
-    column, or ``(column, duration)``.
+    column, or ``(column, duration)``; ``file_subjects`` bounds the subjects of a file.
 
     Raises:
         InvalidRequest: an unknown or unorderable column, a window without ``cluster_by``, a
@@ -101,7 +109,7 @@ def cluster_properties(
         {'cluster_by': ('c',), 'cluster_time_column': 't', 'cluster_window_seconds': 86400}
     """
     if cluster_by is None or (not isinstance(cluster_by, str) and not cluster_by):
-        if cluster_window is not None:
+        if cluster_window is not None or file_subjects is not None:
             raise errors.InvalidRequest("cluster_window needs cluster_by (the subject columns)")
         return {}
     cols = (cluster_by,) if isinstance(cluster_by, str) else tuple(cluster_by)
@@ -114,6 +122,10 @@ def cluster_properties(
     if len(set(cols)) != len(cols):
         raise errors.InvalidRequest("cluster_by names a column twice")
     out: dict[str, object] = {"cluster_by": cols}
+    if file_subjects is not None:
+        if file_subjects <= 0:
+            raise errors.InvalidRequest("cluster_file_subjects must be positive")
+        out["cluster_file_subjects"] = file_subjects
     if cluster_window is None:
         return out
     column, duration = _window_column(schema, cluster_window)
@@ -189,6 +201,44 @@ def cluster_order(table: pa.Table, spec: ClusterSpec) -> npt.NDArray[np.int64]:
     )
     order = pc.sort_indices(keys, sort_keys=[(n, "ascending", "at_end") for n in keys.column_names])
     return np.asarray(order.to_numpy(zero_copy_only=False), np.int64)
+
+
+def subject_cuts(table: pa.Table, spec: ClusterSpec) -> list[int]:
+    """Where to cut rows sorted in the cluster order into files: at every window change,
+    and within a window after every ``spec.file_subjects`` subjects (a subject is a run of
+    equal ``columns`` values), so no subject is split across files. Returns the cut
+    positions, 0 and ``num_rows`` included.
+
+    Example:
+        >>> t = pa.table({"c": [1, 1, 2, 3, 3, 4]})
+        >>> subject_cuts(t, ClusterSpec(columns=("c",), file_subjects=2))
+        [0, 3, 6]
+    """
+    n = table.num_rows
+    if n == 0:
+        return [0]
+    win = window_ids(table, spec)
+    change = np.zeros(n, bool)
+    change[0] = True
+    change[1:] |= win[1:] != win[:-1]
+    window_starts = change.copy()
+    for c in spec.columns:
+        col = table.column(c).combine_chunks()
+        nulls = np.asarray(col.is_null().to_numpy(zero_copy_only=False), bool)
+        same = pc.equal(col.slice(1), col.slice(0, n - 1)).fill_null(False)
+        differs = ~np.asarray(same.to_numpy(zero_copy_only=False), bool)
+        differs &= ~(nulls[1:] & nulls[:-1])  # null to null: the same subject
+        change[1:] |= differs
+    if spec.file_subjects is None:
+        return [*np.flatnonzero(window_starts).tolist(), n]
+    cuts: list[int] = []
+    starts = np.flatnonzero(change)
+    ws = np.flatnonzero(window_starts)
+    for i, w0 in enumerate(ws.tolist()):
+        w1 = int(ws[i + 1]) if i + 1 < ws.size else n
+        subjects = starts[(starts >= w0) & (starts < w1)]
+        cuts += subjects[:: spec.file_subjects].tolist()
+    return [*cuts, n]
 
 
 def file_windows(f: DataFile, spec: ClusterSpec, schema: pa.Schema) -> tuple[int, int] | None:

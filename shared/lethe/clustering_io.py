@@ -19,7 +19,7 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from lethe.clustering import SORT_ORDER_ID, ClusterSpec, cluster_order, window_ids
+from lethe.clustering import SORT_ORDER_ID, ClusterSpec, cluster_order, subject_cuts
 from lethe.manifest import DataFile, Manifest, Operation, TableProperties, schema_to_b64
 from lethe.rows import batches
 from lethe.snapshot import Snapshot
@@ -53,13 +53,13 @@ def rewrite_clustered(
     spec: ClusterSpec,
 ) -> list[DataFile]:
     """Write the live rows of ``sources`` sorted by window then subject, each window into
-    files of its own (cut at ``opts.target_file_bytes`` within a window); the files carry
+    files of its own, cut after ``spec.file_subjects`` subjects (never inside a subject) or
+    at ``opts.target_file_bytes``, whichever comes first; the files carry
     ``sort_order_id``. The group is held in memory (the planner bounds it). On failure the
     files written so far are removed."""
     t = pa.Table.from_batches(list(batches(store, prefix, sources, schema, None)), schema=schema)
     t = t.take(pa.array(cluster_order(t, spec)))
-    win = window_ids(t, spec)
-    bounds = [0, *(np.flatnonzero(np.diff(win)) + 1).tolist(), t.num_rows]
+    bounds = subject_cuts(t, spec)
     out: list[DataFile] = []
     try:
         for a, b in pairwise(bounds):

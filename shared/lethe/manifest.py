@@ -228,6 +228,8 @@ class TableProperties(_Frozen):
     cluster_by: tuple[str, ...] = Field(default=(), exclude_if=lambda v: not v)
     cluster_time_column: str | None = Field(default=None, exclude_if=lambda v: v is None)
     cluster_window_seconds: int | None = Field(default=None, gt=0, exclude_if=lambda v: v is None)
+    # at most this many subjects per clustered file (None: cut by target_file_bytes only)
+    cluster_file_subjects: int | None = Field(default=None, gt=0, exclude_if=lambda v: v is None)
     # row TTL (lethe.retention): rows whose timestamp/date ``retention_column`` is older than
     # ``retention_seconds`` are erased by the sweep; unset on tables without it (not written)
     retention_column: str | None = Field(default=None, exclude_if=lambda v: v is None)

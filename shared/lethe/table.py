@@ -150,6 +150,7 @@ class Table:
         indexes: Sequence[str] = (),
         cluster_by: Sequence[str] | str | None = None,
         cluster_window: str | tuple[str, str] | None = None,
+        cluster_file_subjects: int | None = None,
         retention: tuple[str, str | timedelta | float] | None = None,
     ) -> Table:
         """Create an empty table at ``uri`` (``s3://bucket/prefix``) with a key column.
@@ -164,7 +165,8 @@ class Table:
         declares secondary indexes on erasure keys (see :meth:`create_index`).
         ``cluster_by`` (subject columns) with ``cluster_window`` (``"1d"`` or ``("ts", "1d")``)
         lays the table out for forgetting: compaction sorts each time window by the subject,
-        so one person's rows sit in one file per window (:mod:`lethe.clustering`).
+        so one person's rows sit in one file per window (:mod:`lethe.clustering`), of at most
+        ``cluster_file_subjects`` subjects.
         ``retention=(column, "400d")`` declares a row TTL (see :meth:`set_retention`).
 
         Raises:
@@ -180,7 +182,7 @@ class Table:
             iceberg_format_version,
         )
         declared = initial_indexes(schema, indexes)
-        clustering = cluster_properties(schema, cluster_by, cluster_window)
+        clustering = cluster_properties(schema, cluster_by, cluster_window, cluster_file_subjects)
         ttl = check_retention(schema, *retention) if retention is not None else (None, None)
         grace = parse_duration(gc_grace).total_seconds()
         if grace <= 0:
