@@ -23,8 +23,9 @@ requests; commits (version delta); metadata uploaded (PUT and part bodies to key
 ``data/``, metered by a botocore hook on the client) vs the data bytes moved.
 
 Scale: ``LETHE_BENCH_LAKE_FILES`` (256), ``LETHE_BENCH_LAKE_ROWS`` (20,000 per file),
-``LETHE_BENCH_LAKE_CUSTOMERS`` (20,000), ``LETHE_BENCH_LAKE_WINDOWS`` (16: the clustered
-table's ``cluster_window`` is FILES / WINDOWS hours of ``event_time``, 16 h by default).
+``LETHE_BENCH_LAKE_CUSTOMERS`` (20,000); the clustered table's ``cluster_window`` is
+``LETHE_BENCH_LAKE_WINDOW_HOURS`` (24: one day of ``event_time``, 24 appends) and its
+``cluster_file_subjects`` ``LETHE_BENCH_LAKE_SUBJECTS`` (100 customers per file at most).
 At the default scale it builds seven 256-file tables through ``append`` (most of its ~11
 minutes on 2 shared cores); ``LETHE_BENCH_LAKE_FILES=128`` halves that.
 """
@@ -83,7 +84,8 @@ class Scale:
     files: int = 256
     rows: int = 20_000
     customers: int = 20_000
-    windows: int = 16
+    window_hours: int = 24
+    subjects: int = 100
 
     @classmethod
     def from_env(cls) -> Scale:
@@ -92,7 +94,8 @@ class Scale:
             files=files,
             rows=int(os.environ.get("LETHE_BENCH_LAKE_ROWS", "20000")),
             customers=int(os.environ.get("LETHE_BENCH_LAKE_CUSTOMERS", "20000")),
-            windows=max(1, min(files, int(os.environ.get("LETHE_BENCH_LAKE_WINDOWS", "16")))),
+            window_hours=max(1, int(os.environ.get("LETHE_BENCH_LAKE_WINDOW_HOURS", "24"))),
+            subjects=max(1, int(os.environ.get("LETHE_BENCH_LAKE_SUBJECTS", "100"))),
         )
 
 
@@ -280,7 +283,7 @@ def build(aws: LocalAws, client: Any, events: Events, clustered: bool) -> Built:
     bucket = new_bucket(aws)
     prefix = "events"
     s = events.scale
-    window = ("event_time", f"{max(1, s.files // s.windows)}h") if clustered else None
+    window = ("event_time", f"{s.window_hours}h") if clustered else None
     t = Table.create(
         f"s3://{bucket}/{prefix}",
         SCHEMA,
@@ -289,6 +292,7 @@ def build(aws: LocalAws, client: Any, events: Events, clustered: bool) -> Built:
         indexes=("customer_id",),
         cluster_by=("customer_id",) if clustered else None,
         cluster_window=window,
+        cluster_file_subjects=s.subjects if clustered else None,
     )
     customers_of: dict[str, np.ndarray] = {}
     window_of: dict[str, int] = {}
@@ -705,10 +709,11 @@ def run(scale: Scale | None = None) -> dict[str, Any]:
             if (c := f.cow) is not None
         ],
     )
-    window_h = max(1, scale.files // scale.windows)
+    window_h = scale.window_hours
     c = CLUSTERING.get("last")
     print(
         f"\nafter clustering (cluster_by customer_id, windows of {window_h} h of event_time, "
+        f"at most {scale.subjects} customers per file, "
         f"laid out by Table.compact): {mib(clustered[0].table_bytes)} in "
         f"{clustered[0].files_total} files"
     )
