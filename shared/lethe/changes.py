@@ -49,6 +49,7 @@ from lethe.transforms import (
     apply_append,
     apply_dv_updates,
     apply_replace,
+    archive_erasures,
     declare,
     piece_paths,
     replace_pieces,
@@ -64,6 +65,7 @@ from lethe.transforms import (
 __all__ = [
     "KINDS",
     "AddFiles",
+    "ArchiveErasures",
     "DeclareIndex",
     "DropIndex",
     "FileHasDV",
@@ -336,6 +338,28 @@ class ReplaceFiles:
         return with_runs(with_new_runs(nxt, self.runs), self.caught_up)
 
 
+@dataclass(frozen=True, slots=True)
+class ArchiveErasures:
+    """Completed erasures leave the root: the spliced records named by ``id_hashes`` (GC
+    found each complete and wrote its marker, which keeps the record for receipts) are
+    dropped; their superseded lists go with the manifests that still name them. A no-op
+    when none is left in the base."""
+
+    what: ClassVar[str] = "archive erasures"
+    id_hashes: frozenset[str]
+
+    def requirements(self) -> tuple[Requirement, ...]:
+        return ()
+
+    def apply(self, base: Snapshot) -> Snapshot | None:
+        kept = archive_erasures(base, self.id_hashes)
+        gone = len(base.erasures) - len(kept)
+        if not gone:
+            return None
+        op = Operation(kind="gc", params={"erasures_archived": gone})
+        return apply_dv_updates(base, {}, op, erasures=()).evolve(erasures=kept)
+
+
 def _with_pieces(
     m: Snapshot, pieces: Mapping[str, tuple[IndexPiece, ...]]
 ) -> Snapshot:  # PiecesPresent was checked: replace_pieces finds them all
@@ -354,4 +378,5 @@ KINDS: tuple[type, ...] = (
     SetDVs,
     SpliceFiles,
     ReplaceFiles,
+    ArchiveErasures,
 )

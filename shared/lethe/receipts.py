@@ -172,7 +172,7 @@ def _find(
         request = m.find_request(id_hash) or request
         rec = next((e for e in m.erasures if e.id_hash == id_hash), None)
         if rec is not None:
-            records.append((m, rec))
+            records.append((m, m.resolved(rec)))
     return request, records
 
 

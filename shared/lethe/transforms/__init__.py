@@ -10,7 +10,13 @@ The commit kinds that use them are :mod:`lethe.changes`; the loop that calls the
 newer base is :meth:`lethe.catalog.Catalog.commit_change`.
 """
 
-from lethe.transforms.erasures import spliced_erasures, update_erasures, with_erasures
+from lethe.transforms.erasures import (
+    archive_erasures,
+    externalize_superseded,
+    spliced_erasures,
+    update_erasures,
+    with_erasures,
+)
 from lethe.transforms.files import apply_append, apply_dv_updates, apply_replace, summarize, upgrade
 from lethe.transforms.indexes import (
     Merge,
@@ -29,8 +35,10 @@ __all__ = [
     "apply_append",
     "apply_dv_updates",
     "apply_replace",
+    "archive_erasures",
     "check_indexable",
     "declare",
+    "externalize_superseded",
     "piece_paths",
     "replace_pieces",
     "spliced_erasures",
