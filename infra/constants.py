@@ -64,6 +64,7 @@ ASSET_EXCLUDES: Final = ("**/__pycache__", "**/*.pyc", "**/tests", "**/.pytest_c
 # Object layout (DESIGN.md §1), relative to the table prefix: spelled once, in lethe.layout
 # --------------------------------------------------------------------------------------------
 from lethe.layout import DATA_PREFIX as DATA_PREFIX  # noqa: E402
+from lethe.layout import ERASURE_PREFIX as ERASURE_PREFIX  # noqa: E402
 from lethe.layout import HEAD_KEY as HEAD_KEY  # noqa: E402
 from lethe.layout import MANIFEST_PREFIX as MANIFEST_PREFIX  # noqa: E402
 from lethe.layout import METADATA_PREFIX as METADATA_PREFIX  # noqa: E402

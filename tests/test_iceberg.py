@@ -290,7 +290,7 @@ def test_erased_values_leave_the_view_with_their_segment(aws: Any, table_uri: st
     (rec,) = t.manifest.erasures
     assert rec.state == "spliced"
     refs = references(t.catalog, {t.version})
-    held = erasure_objects(refs, rec.superseded)
+    held = erasure_objects(refs, t.manifest.superseded_of(rec))
     assert held and set(held) <= set(refs.garbage)
     t.store.delete_many([t.key_of(k) for k in refs.garbage])
     needle = struct.pack("<q", victim)

@@ -54,6 +54,7 @@ class GcStep:
     deletes: tuple[str, ...] = ()  # table-relative key patterns for s3:DeleteObject
     delete_versions: bool = False  # ListBucketVersions + DeleteObjectVersion
     abort_uploads: bool = False  # ListBucketMultipartUploads + AbortMultipartUpload
+    commits: bool = False  # PUT manifests and the head (one commit through the catalog)
 
 
 PLAN = GcStep(
@@ -72,14 +73,17 @@ SWEEP = GcStep(
         c.TOMBSTONE_PREFIX + "*",
         c.STAGING_PREFIX + "*",
         c.SEGMENT_PREFIX + "*",
+        c.ERASURE_PREFIX + "*",
         c.METADATA_PREFIX + "*",
     ),
 )
 EXPIRE = GcStep(
     c.GC_STATES.expire,
     c.GC_EXPIRE_HANDLER,
-    "GC expire: deletes manifests past the retention window (and losers' manifests).",
+    "GC expire: deletes manifests past the retention window (and losers' manifests), then "
+    "commits completed erasures out of the root manifest.",
     deletes=(c.MANIFEST_PREFIX + "*",),
+    commits=True,
 )
 ABORT = GcStep(
     c.GC_STATES.abort,
@@ -178,6 +182,8 @@ class GarbageCollection(Construct):
         storage.grant_table_delete(fn, c.GC_PREFIX + "*", sid="CleanGcWorkspace")
         if step.deletes:
             storage.grant_table_delete(fn, *step.deletes, sid="DeleteUnreferenced")
+        if step.commits:
+            storage.grant_table_put(fn, c.MANIFEST_PREFIX + "*", c.HEAD_KEY, sid="CommitManifest")
         if step.delete_versions:
             storage.grant_list(fn, actions=["s3:ListBucketVersions"], sid="ListTableVersions")
             storage.grant_table_delete(

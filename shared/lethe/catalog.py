@@ -51,16 +51,20 @@ from lethe.manifest import (
     Manifest,
     Segment,
     SegmentSummary,
+    SupersededList,
     decode_head,
     decode_manifest,
     decode_segment,
+    decode_superseded,
     encode_head,
     encode_manifest,
     encode_segment,
+    encode_superseded,
     manifest_key,
 )
 from lethe.snapshot import Snapshot
 from lethe.store import S3Store
+from lethe.transforms import externalize_superseded
 
 log = logging.getLogger(__name__)
 
@@ -126,13 +130,16 @@ class Prepared(Generic[T]):
 
     def apply(self, base: Snapshot) -> Snapshot | None:
         """The update on ``base`` (None: nothing to do); :class:`Rebase` when ``base``
-        fails one of its requirements (checked here, the one place)."""
+        fails one of its requirements (checked here, the one place). Superseded paths the
+        update added to erasure records go into new superseded lists (pending objects the
+        loop writes with the segments, before the manifest), never into the root."""
         if self.update is None:
             return None
         why = unmet(base, self.update.requirements())
         if why is not None:
             raise Rebase(base, why)
-        return self.update.apply(base)
+        nxt = self.update.apply(base)
+        return None if nxt is None else externalize_superseded(base, nxt)
 
 
 class Change(Protocol[T]):
@@ -202,6 +209,7 @@ class Segments:
         self._cache: OrderedDict[str, Segment] = OrderedDict()
         self._entries = 0
         self._where: dict[str, str] = {}
+        self._lists: OrderedDict[str, SupersededList] = OrderedDict()
         self._lock = threading.Lock()
         self.table_uuid: str | None = None
 
@@ -254,6 +262,29 @@ class Segments:
     def where(self, path: str) -> str | None:
         with self._lock:
             return self._where.get(path)
+
+    def remember_superseded(self, path: str, obj: SupersededList) -> None:
+        """Cache a superseded list, stored (or about to be) at table-relative ``path``."""
+        with self._lock:
+            self._lists[path] = obj
+            self._lists.move_to_end(path)
+            while len(self._lists) > 4096:
+                self._lists.popitem(last=False)
+
+    def load_superseded(self, path: str) -> SupersededList:
+        """The superseded list at ``path`` (immutable: loaded once, then cached)."""
+        with self._lock:
+            got = self._lists.get(path)
+        if got is not None:
+            return got
+        where = f"s3://{self.store.bucket}/{self._key(path)}"
+        try:
+            raw = self.store.get(self._key(path)).body
+        except errors.NotFound as e:
+            raise errors.CorruptManifest(f"superseded list {where} is missing") from e
+        got = decode_superseded(raw, where=where, table_uuid=self.table_uuid)
+        self.remember_superseded(path, got)
+        return got
 
 
 class Catalog:
@@ -401,18 +432,23 @@ class Catalog:
         return snap.stored(self.segments)
 
     def write_segments(self, m: Snapshot) -> list[str]:
-        """PUT (create-only, in parallel) the segments ``m`` introduces; returns their keys.
-        They stay cached: ``m.stored(catalog.segments)`` loads them from now on."""
+        """PUT (create-only, in parallel) the segments and superseded lists ``m`` introduces;
+        returns their keys. They stay cached: ``m.stored(catalog.segments)`` loads them from
+        now on."""
         pending = m.pending_segments()
-        if not pending:
+        lists = m.pending_lists()
+        if not pending and not lists:
             return []
 
-        def put(item: tuple[str, Segment]) -> str:
-            path, seg = item
-            self.store.put(self.key(path), encode_segment(seg), if_none_match=True)
+        def put(item: tuple[str, Segment | SupersededList]) -> str:
+            path, obj = item
+            body = encode_segment(obj) if isinstance(obj, Segment) else encode_superseded(obj)
+            self.store.put(self.key(path), body, if_none_match=True)
             return path
 
-        items = sorted(pending.items())
+        items: list[tuple[str, Segment | SupersededList]] = sorted(
+            [*pending.items(), *lists.items()], key=lambda kv: kv[0]
+        )
         written: list[str] = []
         try:
             with ThreadPoolExecutor(max_workers=min(8, len(items))) as pool:
@@ -421,8 +457,11 @@ class Catalog:
         except BaseException:
             self._remove([p for p, _ in items], "of a failed segment write")
             raise
-        for path, seg in items:
-            self.segments.remember(path, seg)
+        for path, obj in items:
+            if isinstance(obj, Segment):
+                self.segments.remember(path, obj)
+            else:
+                self.segments.remember_superseded(path, obj)
         return written
 
     def commit_change(self, change: Change[T]) -> CommitOutcome[T]:

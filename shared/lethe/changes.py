@@ -54,6 +54,7 @@ from lethe.transforms import (
     apply_dv_updates,
     apply_properties,
     apply_replace,
+    archive_erasures,
     declare,
     piece_paths,
     replace_pieces,
@@ -69,6 +70,7 @@ from lethe.transforms import (
 __all__ = [
     "KINDS",
     "AddFiles",
+    "ArchiveErasures",
     "DeclareIndex",
     "DropIndex",
     "ExpireRows",
@@ -434,6 +436,28 @@ class ExpireRows:
         return _with_pieces(nxt, self.pieces)
 
 
+@dataclass(frozen=True, slots=True)
+class ArchiveErasures:
+    """Completed erasures leave the root: the spliced records named by ``id_hashes`` (GC
+    found each complete and wrote its marker, which keeps the record for receipts) are
+    dropped; their superseded lists go with the manifests that still name them. A no-op
+    when none is left in the base."""
+
+    what: ClassVar[str] = "archive erasures"
+    id_hashes: frozenset[str]
+
+    def requirements(self) -> tuple[Requirement, ...]:
+        return ()
+
+    def apply(self, base: Snapshot) -> Snapshot | None:
+        kept = archive_erasures(base, self.id_hashes)
+        gone = len(base.erasures) - len(kept)
+        if not gone:
+            return None
+        op = Operation(kind="gc", params={"erasures_archived": gone})
+        return apply_dv_updates(base, {}, op, erasures=()).evolve(erasures=kept)
+
+
 def _with_pieces(
     m: Snapshot, pieces: Mapping[str, tuple[IndexPiece, ...]]
 ) -> Snapshot:  # PiecesPresent was checked: replace_pieces finds them all
@@ -454,4 +478,5 @@ KINDS: tuple[type, ...] = (
     ReplaceFiles,
     SetProperties,
     ExpireRows,
+    ArchiveErasures,
 )

@@ -6,6 +6,8 @@ The one place that spells the layout; the library, GC and the CDK app (``infra``
 'manifest/v00000124.json'
 >>> segment_key(124, "ab12").startswith("manifest/segments/v00000124-ab12-")
 True
+>>> erasure_key(124, "5f0c" * 8).startswith("manifest/erasures/v00000124-5f0c5f0c5f0c5f0c-")
+True
 >>> from datetime import datetime, UTC
 >>> data_key(datetime(2026, 11, 24, 3, tzinfo=UTC)).startswith("data/2026/11/24/03/")
 True
@@ -19,6 +21,7 @@ from typing import Final
 
 __all__ = [
     "DATA_PREFIX",
+    "ERASURE_PREFIX",
     "HEAD_KEY",
     "INDEX_PREFIX",
     "MANIFEST_PREFIX",
@@ -27,6 +30,7 @@ __all__ = [
     "STAGING_PREFIX",
     "TOMBSTONE_PREFIX",
     "data_key",
+    "erasure_key",
     "is_manifest_key",
     "manifest_key",
     "segment_key",
@@ -36,6 +40,7 @@ __all__ = [
 HEAD_KEY: Final = "_latest_manifest"  # the mutable head, changed only by conditional PUT
 MANIFEST_PREFIX: Final = "manifest/"  # immutable snapshots vNNNNNNNN.json
 SEGMENT_PREFIX: Final = "manifest/segments/"  # immutable segments of format-2 manifests
+ERASURE_PREFIX: Final = "manifest/erasures/"  # immutable superseded lists of erasure records
 DATA_PREFIX: Final = "data/"  # write-once Parquet data files
 TOMBSTONE_PREFIX: Final = "tombstone/"  # write-once Puffin deletion-vector containers
 INDEX_PREFIX: Final = "index/"  # write-once secondary-index pieces (lethe.index)
@@ -52,6 +57,12 @@ def segment_key(version: int, segment_id: str) -> str:
     """A new object of segment ``segment_id``, written by the commit of ``version``:
     ``manifest/segments/vNNNNNNNN-<id>-<uuid>.json.gz``."""
     return f"{SEGMENT_PREFIX}v{version:08d}-{segment_id}-{uuid.uuid4().hex[:12]}.json.gz"
+
+
+def erasure_key(version: int, id_hash: str) -> str:
+    """A new superseded-list object of erasure ``id_hash``, written by the commit of
+    ``version``: ``manifest/erasures/vNNNNNNNN-<id hash[:16]>-<uuid>.json.gz``."""
+    return f"{ERASURE_PREFIX}v{version:08d}-{id_hash[:16]}-{uuid.uuid4().hex[:12]}.json.gz"
 
 
 def is_manifest_key(rel: str) -> bool:

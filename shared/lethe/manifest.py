@@ -52,13 +52,16 @@ __all__ = [
     "RowGroupInfo",
     "Segment",
     "SegmentSummary",
+    "SupersededList",
     "TableProperties",
     "decode_head",
     "decode_manifest",
     "decode_segment",
+    "decode_superseded",
     "encode_head",
     "encode_manifest",
     "encode_segment",
+    "encode_superseded",
     "initial_manifest",
     "manifest_key",
     "request_hash",
@@ -199,14 +202,33 @@ class ErasureTarget(_Frozen):
 class ErasureRecord(_Frozen):
     """An erase request: its rows are hidden by a DV at ``deleted_version``; splices then
     remove them physically (``pending`` → ``spliced``); GC reports completion once every
-    ``superseded`` object (and old manifest naming the rows) is gone."""
+    superseded object (and old manifest naming the rows) is gone.
+
+    The superseded objects are ``superseded`` (inline: what manifests before
+    ``superseded_refs`` existed wrote; read, never grown) followed by the paths of each
+    :class:`SupersededList` object of ``superseded_refs`` (one per commit that added some,
+    so the root stays small): :meth:`lethe.snapshot.Snapshot.superseded_of` reads them all."""
 
     id_hash: str
     deleted_version: int
     state: Literal["pending", "spliced"] = "pending"
     targets: tuple[ErasureTarget, ...] = ()
     spliced_version: int | None = None
-    superseded: tuple[str, ...] = ()
+    superseded: tuple[str, ...] = Field(default=(), exclude_if=lambda v: not v)
+    superseded_refs: tuple[str, ...] = Field(default=(), exclude_if=lambda v: not v)
+
+
+class SupersededList(_Frozen):
+    """One immutable object of superseded paths
+    (``manifest/erasures/vNNNNNNNN-<id hash>-<uuid>.json.gz``): what the commit of
+    ``version`` added to erasure ``id_hash``'s superseded objects."""
+
+    format: Literal["lethe.superseded"] = "lethe.superseded"
+    format_version: Literal[1] = 1
+    table_uuid: str
+    id_hash: str
+    version: int = Field(ge=0)
+    paths: tuple[str, ...]
 
 
 class TableProperties(_Frozen):
@@ -473,6 +495,28 @@ def decode_segment(raw: bytes, *, where: str = "segment", table_uuid: str | None
     if table_uuid is not None and seg.table_uuid != table_uuid:
         raise errors.CorruptManifest(f"{where} belongs to another table")
     return seg
+
+
+def encode_superseded(obj: SupersededList) -> bytes:
+    """A superseded-list object: gzip (no timestamp) of its JSON."""
+    return gzip.compress(obj.model_dump_json().encode(), compresslevel=6, mtime=0)
+
+
+def decode_superseded(
+    raw: bytes, *, where: str = "superseded list", table_uuid: str | None = None
+) -> SupersededList:
+    """Parse and validate a superseded-list object; anything wrong is CorruptManifest."""
+    try:
+        body = gzip.decompress(raw)
+    except (OSError, EOFError) as e:
+        raise errors.CorruptManifest(f"{where} is not gzip ({len(raw)} bytes): {e}") from e
+    try:
+        obj = SupersededList.model_validate(_load_json(body, where))
+    except ValidationError as e:
+        raise errors.CorruptManifest(f"{where} fails validation: {_summarize(e)}") from e
+    if table_uuid is not None and obj.table_uuid != table_uuid:
+        raise errors.CorruptManifest(f"{where} belongs to another table")
+    return obj
 
 
 def _load_json(raw: bytes, what: str) -> dict[str, Any]:

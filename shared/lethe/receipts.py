@@ -9,7 +9,9 @@ by its id *hash* only, and holds no row value: paths, versions, times and counts
 The stages, in order: **received** (the request log holds it), **hidden** (a DV hides its
 rows from version ``hidden_version`` on), **removed** (an erasure: every file that held the
 rows was spliced; ``splices`` lists each), **complete** (GC removed every object and old
-manifest that held the rows; the run and time are those of the marker).
+manifest that held the rows; the run and time are those of the marker). Once complete, GC's
+expire step drops the record from the root; the marker keeps it (superseded paths inline) and
+the receipt reads it from there when no retained manifest holds it any more.
 
 Example:
     >>> t = lethe.Table.open("s3://bucket/people")                 # doctest: +SKIP
@@ -172,7 +174,7 @@ def _find(
         request = m.find_request(id_hash) or request
         rec = next((e for e in m.erasures if e.id_hash == id_hash), None)
         if rec is not None:
-            records.append((m, rec))
+            records.append((m, m.resolved(rec)))
     return request, records
 
 
@@ -239,6 +241,9 @@ def receipt(
     """The receipt of request ``id_hash`` from what :func:`lethe.evidence.gather` read."""
     request, records = _find(ev, id_hash)
     rec = records[-1][1] if records else None
+    marker = ev.markers.get(id_hash)
+    if rec is None and marker is not None and marker.record is not None:
+        rec = marker.record  # complete, archived: the record left the root
     hidden_version, hidden_at = _hidden(ev, request, rec)
     base: dict[str, Any] = {
         "table": ev.uri,
@@ -258,7 +263,6 @@ def receipt(
             state = "received"
         return ErasureReceipt(state=state, **base)
     removed = ev.manifest(rec.spliced_version) if rec.spliced_version is not None else None
-    marker = ev.markers.get(id_hash)
     state = "erasing" if rec.state == "pending" else "complete" if marker else "removed"
     return ErasureReceipt(
         state=state,
@@ -275,10 +279,14 @@ def receipt(
 
 
 def known_requests(ev: Evidence) -> list[str]:
-    """Id hashes of every erasure record of the head, then of logged requests, oldest first."""
+    """Id hashes of every erasure record of the head, then of logged requests, oldest first,
+    then of completed erasures whose record left the root (archived in their marker)."""
     head = ev.head
+    archived = [h for h, m in sorted(ev.markers.items()) if m.record is not None]
     return list(
-        dict.fromkeys([e.id_hash for e in head.erasures] + [r.id_hash for r in head.requests])
+        dict.fromkeys(
+            [e.id_hash for e in head.erasures] + [r.id_hash for r in head.requests] + archived
+        )
     )
 
 

@@ -40,6 +40,7 @@ from lethe.manifest import (
     RequestRecord,
     Segment,
     SegmentSummary,
+    SupersededList,
     TableProperties,
 )
 
@@ -57,6 +58,10 @@ class SegmentSource(Protocol):
         """The id of the segment a path was last seen in (a hint), or None."""
         ...
 
+    def load_superseded(self, path: str) -> SupersededList:
+        """The superseded-list object at ``path`` (of an erasure record)."""
+        ...
+
 
 class Snapshot:
     """One manifest and the reader of its segments (see the module docstring).
@@ -65,18 +70,21 @@ class Snapshot:
     (``s.version``, ``s.properties``, ...); ``s.manifest`` is the model itself.
     """
 
-    __slots__ = ("_all", "_overlay", "_pending", "_source", "manifest")
+    __slots__ = ("_all", "_lists", "_overlay", "_pending", "_source", "manifest")
 
     def __init__(
         self,
         manifest: Manifest,
         source: SegmentSource | None = None,
         pending: Mapping[str, Segment] | None = None,
+        lists: Mapping[str, SupersededList] | None = None,
     ) -> None:
         self.manifest = manifest
         self._source = source
         referenced = {s.path for s in manifest.segments}
         self._pending = {p: s for p, s in (pending or {}).items() if p in referenced}
+        refs = {r for e in manifest.erasures for r in e.superseded_refs}
+        self._lists = {p: x for p, x in (lists or {}).items() if p in refs}
         self._all: tuple[DataFile, ...] | None = None
         self._overlay: dict[str, dict[str, DVRef]] | None = None
 
@@ -95,18 +103,29 @@ class Snapshot:
     # --- building ------------------------------------------------------------------------------
     def evolve(self, **update: Any) -> Snapshot:
         """This snapshot with fields of its manifest replaced (same reader, and the pending
-        segments the new manifest still references)."""
-        return Snapshot(self.manifest.model_copy(update=update), self._source, self._pending)
+        segments and superseded lists the new manifest still references)."""
+        return Snapshot(
+            self.manifest.model_copy(update=update), self._source, self._pending, self._lists
+        )
 
     def successor(
-        self, manifest: Manifest, new_segments: Mapping[str, Segment] | None = None
+        self,
+        manifest: Manifest,
+        new_segments: Mapping[str, Segment] | None = None,
+        new_lists: Mapping[str, SupersededList] | None = None,
     ) -> Snapshot:
         """A snapshot of ``manifest`` built from this one: same reader; pending are this
-        snapshot's pending segments ``manifest`` still references, plus ``new_segments``."""
-        return Snapshot(manifest, self._source, {**self._pending, **(new_segments or {})})
+        snapshot's pending segments (and superseded lists) ``manifest`` still references,
+        plus ``new_segments`` (and ``new_lists``)."""
+        return Snapshot(
+            manifest,
+            self._source,
+            {**self._pending, **(new_segments or {})},
+            {**self._lists, **(new_lists or {})},
+        )
 
     def stored(self, source: SegmentSource) -> Snapshot:
-        """This snapshot once its pending segments are stored (loaded through ``source``)."""
+        """This snapshot once its pending objects are stored (loaded through ``source``)."""
         return Snapshot(self.manifest, source)
 
     @property
@@ -116,6 +135,40 @@ class Snapshot:
     def pending_segments(self) -> dict[str, Segment]:
         """Segments this snapshot references that are not stored yet (path -> segment)."""
         return dict(self._pending)
+
+    def pending_lists(self) -> dict[str, SupersededList]:
+        """Superseded lists its erasure records reference that are not stored yet."""
+        return dict(self._lists)
+
+    # --- erasure records -----------------------------------------------------------------------
+    def superseded_of(self, e: ErasureRecord) -> tuple[str, ...]:
+        """Every object erasure ``e`` superseded: its inline ``superseded`` (older
+        manifests), then the paths of its superseded lists (pending, or loaded through the
+        source, which caches them), each once, in order."""
+        if not e.superseded_refs:
+            return e.superseded
+        paths = list(e.superseded)
+        for ref in e.superseded_refs:
+            got = self._lists.get(ref)
+            if got is None:
+                if self._source is None:
+                    raise errors.CorruptManifest(
+                        f"version {self.version}: superseded list {ref} cannot be loaded"
+                    )
+                got = self._source.load_superseded(ref)
+            paths.extend(got.paths)
+        return tuple(dict.fromkeys(paths))
+
+    def resolved(self, e: ErasureRecord) -> ErasureRecord:
+        """``e`` with ``superseded`` holding every object it superseded (the form GC and
+        receipts read; ``superseded_refs`` still name the lists)."""
+        if not e.superseded_refs:
+            return e
+        return e.model_copy(update={"superseded": self.superseded_of(e)})
+
+    def resolved_erasures(self) -> tuple[ErasureRecord, ...]:
+        """Every erasure record, :meth:`resolved`."""
+        return tuple(self.resolved(e) for e in self.erasures)
 
     # --- the manifest's fields -----------------------------------------------------------------
     @property

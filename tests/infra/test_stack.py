@@ -492,10 +492,18 @@ def test_only_gc_steps_hold_destructive_rights(synth: Synth) -> None:
         "tombstone/*",
         "_staging/*",
         "manifest/segments/*",
+        "manifest/erasures/*",
         "metadata/*",
         "_gc/*",
     }
     assert table_keys(synth, "s3:DeleteObject", s[c.GC_EXPIRE_HANDLER]) == {"manifest/*", "_gc/*"}
+    # expire commits completed erasures out of the root: it alone of the GC steps PUTs it
+    assert table_keys(synth, "s3:PutObject", s[c.GC_EXPIRE_HANDLER]) == {
+        "manifest/*",
+        "_latest_manifest",
+        "_gc/*",
+    }
+    assert table_keys(synth, "s3:PutObject", s[c.GC_SWEEP_HANDLER]) == {"_gc/*"}
     assert table_keys(synth, "s3:DeleteObject", s[c.GC_PLAN_HANDLER]) == {"_gc/*"}
     assert table_keys(synth, "s3:AbortMultipartUpload", s[c.GC_ABORT_HANDLER]) == {"*"}
     assert "s3:ListBucketMultipartUploads" in grants(s[c.GC_ABORT_HANDLER])

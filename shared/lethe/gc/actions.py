@@ -16,10 +16,12 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from lethe import errors
-from lethe.catalog import Catalog
+from lethe.catalog import Catalog, Direct
+from lethe.changes import ArchiveErasures
 from lethe.errors import GcConflict
 from lethe.gc.areas import (
     MANIFESTS,
+    MARKERS,
     SWEPT,
     WORKSPACE,
     category,
@@ -34,13 +36,14 @@ from lethe.gc.models import (
     BatchEntry,
     Category,
     CategoryStats,
+    ErasureMarker,
     ErasurePlan,
     PlanDocument,
     StepResult,
 )
 from lethe.gc.policy import Options, as_utc, is_old
 from lethe.gc.select import BATCH_KEYS, Marks, Selection, batches, candidates, expiring, select
-from lethe.gc.workspace import Workspace
+from lethe.gc.workspace import Workspace, decode
 from lethe.layout import METADATA_PREFIX
 from lethe.store import S3Store, parse_s3_uri
 
@@ -268,7 +271,8 @@ def sweep(
 
 
 def expire(catalog: Catalog, plan: PlanDocument, *, dry_run: bool) -> StepResult:
-    """Delete manifests older than the oldest kept version (never the head's)."""
+    """Delete manifests older than the oldest kept version (never the head's); then commit
+    the completed erasures out of the root (:func:`archive`)."""
     head, _ = catalog.read_head()
     if head.table_uuid != plan.table_uuid:
         raise GcConflict(
@@ -287,14 +291,47 @@ def expire(catalog: Catalog, plan: PlanDocument, *, dry_run: bool) -> StepResult
             for k in catalog.store.delete_many(catalog.key(o.path) for o in doomed)
         }
     done = [o for o in doomed if o.path not in failed]
+    archived = archive(catalog, plan, dry_run=dry_run)
     return StepResult(
         step="expire",
         run_id=plan.run_id,
         dry_run=dry_run,
         deleted=_stats(("manifest", o.size) for o in done),
         keys=_keys(("manifest", o.path) for o in done),
+        skipped={"erasures_archived": archived} if archived else {},
         failed=tuple(sorted(failed)),
     )
+
+
+def archive(catalog: Catalog, plan: PlanDocument, *, dry_run: bool) -> int:
+    """Commit the erasures an earlier run found complete out of the root (one
+    :class:`~lethe.changes.ArchiveErasures` commit through the catalog's loop): those whose
+    completion marker keeps their record, which receipts read from then on. Returns how many
+    records left the root (would leave, in a dry run)."""
+    done: set[str] = set()
+    for e in plan.erasures:
+        if e.state != "spliced" or e.previously_completed_at is None:
+            continue
+        key = catalog.key(f"{MARKERS}{e.id_hash}.json")
+        try:
+            marker = decode(catalog.store.get(key).body, ErasureMarker, key)
+        except errors.NotFound:
+            continue
+        if marker.record is not None:
+            done.add(e.id_hash)
+    if not done:
+        return 0
+    if dry_run:
+        head, _ = catalog.current()
+        return sum(1 for e in head.erasures if e.state == "spliced" and e.id_hash in done)
+    outcome = catalog.commit_change(Direct(ArchiveErasures(frozenset(done))))
+    if outcome.manifest is None:
+        return 0
+    n = int(outcome.manifest.operation.params.get("erasures_archived") or 0)
+    log.info(
+        "%s: %d completed erasure(s) left the root (v%s)", catalog.uri, n, outcome.manifest.version
+    )
+    return n
 
 
 def abort(catalog: Catalog, plan: PlanDocument, *, now: datetime, dry_run: bool) -> StepResult:

@@ -1,7 +1,8 @@
 """Where GC looks in a table, and what a table-relative path is to it (pure).
 
 GC sweeps ``data/``, ``tombstone/``, ``_staging/``, the manifest segments
-(``manifest/segments/``), the index pieces (``index/``, category ``segment``) and the
+(``manifest/segments/``), the index pieces (``index/``) and the erasure records' superseded
+lists (``manifest/erasures/``; both category ``segment``) and the
 Iceberg view's objects (``metadata/``), expires manifests (``manifest/vN.json``) and keeps
 its own run workspaces under ``_gc/`` (see :mod:`lethe.gc.models` for their layout).
 
@@ -9,6 +10,10 @@ its own run workspaces under ``_gc/`` (see :mod:`lethe.gc.models` for their layo
 ('data', None)
 >>> category("manifest/segments/v00000003-ab-cd.json.gz"), category("manifest/v00000003.json")
 ('segment', 'manifest')
+>>> category("manifest/erasures/v00000003-ab-cd.json.gz")
+'segment'
+>>> segment_version("manifest/erasures/v00000007-0123456789abcdef-0123456789ab.json.gz")
+7
 >>> manifest_version("manifest/v00000124.json")
 124
 >>> segment_version("manifest/segments/v00000124-0123456789abcdef-0123456789ab.json.gz")
@@ -26,7 +31,7 @@ from datetime import UTC, datetime
 
 from lethe.gc.models import Category
 from lethe.iceberg.mapping import stem_of_manifest
-from lethe.layout import INDEX_PREFIX, METADATA_PREFIX, SEGMENT_PREFIX
+from lethe.layout import ERASURE_PREFIX, INDEX_PREFIX, METADATA_PREFIX, SEGMENT_PREFIX
 
 __all__ = [
     "KEPT_WORKSPACE_FILES",
@@ -54,6 +59,7 @@ SWEPT: Mapping[str, Category] = {
     "_staging/": "staging",
     SEGMENT_PREFIX: "segment",
     INDEX_PREFIX: "segment",  # index pieces are swept (and reported) like segments
+    ERASURE_PREFIX: "segment",  # so are erasure records' superseded lists
     METADATA_PREFIX: "iceberg",
 }
 #: Prefixes whose objects may hold row values (what an erasure must see gone): data files,
@@ -61,7 +67,7 @@ SWEPT: Mapping[str, Category] = {
 VALUE_PREFIXES = ("data/", "_staging/", SEGMENT_PREFIX, INDEX_PREFIX)
 KEPT_WORKSPACE_FILES = frozenset({"report.json", "failure.json"})
 _MANIFEST_RE = re.compile(r"^manifest/v(\d+)\.json$")
-_SEGMENT_RE = re.compile(r"^manifest/segments/v(\d+)-")
+_SEGMENT_RE = re.compile(r"^manifest/(?:segments|erasures)/v(\d+)-")
 #: A run id, as :func:`new_run_id` makes them.
 RUN_ID = re.compile(r"^\d{8}T\d{6}Z-[0-9a-f]{8}$")
 
@@ -91,7 +97,8 @@ def manifest_version(path: str) -> int | None:
 
 
 def segment_version(path: str) -> int | None:
-    """The version whose commit wrote a segment object (None: not a segment)."""
+    """The version whose commit wrote a segment object or a superseded list (None:
+    neither)."""
     m = _SEGMENT_RE.match(path)
     return int(m.group(1)) if m else None
 

@@ -4,7 +4,8 @@
 pending, and walks ``previous`` from the head over the retention window (by age and/or
 version count; the head is always kept). Every data file and DV container those manifests
 reference is marked, and so is every segment object of a format-2 manifest (each distinct
-segment is opened once per run: segments are immutable and shared across versions). A run
+segment is opened once per run: segments are immutable and shared across versions) and every
+superseded list an erasure record names (the marks carry each record with its full list). A run
 lists *before* it marks (see :mod:`lethe.gc`).
 """
 
@@ -26,10 +27,11 @@ __all__ = ["list_objects", "mark", "newly_referenced", "references", "relative"]
 
 
 def references(m: Snapshot, memo: dict[str, frozenset[str]] | None = None) -> set[str]:
-    """The data files, DV containers, segments and index pieces manifest ``m`` references
-    (table-relative).
+    """The data files, DV containers, segments, index pieces and superseded lists manifest
+    ``m`` references (table-relative).
     ``memo`` (segment path -> what its entries reference) spares re-reading shared segments."""
     pieces = {p.path for ix in m.indexes for r in ix.runs for p in r.pieces}
+    pieces.update(ref for e in m.erasures for ref in e.superseded_refs)
     if not m.segmented:
         refs = {f.path for f in m.files} | pieces
         refs.update(f.dv.container for f in m.files if f.dv is not None and f.dv.container)
@@ -83,7 +85,8 @@ def mark(catalog: Catalog, retention: Retention, now: datetime, *, workers: int 
         refs.update(references(m, memo))
         created[m.version] = m.created_at
         for e in m.erasures:  # newest manifest first: its state of each erasure wins
-            erasures.setdefault(e.id_hash, e)
+            if e.id_hash not in erasures:
+                erasures[e.id_hash] = m.resolved(e)
 
     successors: list[Snapshot] = []
     v = head.version + 1

@@ -24,6 +24,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from lethe.manifest import ErasureRecord
+
 __all__ = [
     "CATEGORIES",
     "BatchDocument",
@@ -301,13 +303,17 @@ class GcReport(_Frozen):
 
 
 class ErasureMarker(_Frozen):
-    """``_gc/erasures/<id hash>.json``: written once, when GC first saw the erasure complete."""
+    """``_gc/erasures/<id hash>.json``: written once, when GC first saw the erasure complete;
+    it keeps the erasure's record, which then leaves the root (:func:`lethe.gc.actions.expire`)."""
 
     kind: Literal["lethe.gc.erasure"] = "lethe.gc.erasure"
     id_hash: str
     spliced_version: int
     completed_at: datetime
     run_id: str
+    # the erasure record, superseded paths inline: the archive receipts read once GC's
+    # expire step dropped the record from the root (None: a marker written before that)
+    record: ErasureRecord | None = Field(default=None, exclude_if=lambda v: v is None)
 
 
 class FailureRecord(_Frozen):

@@ -32,6 +32,7 @@ from lethe.gc.models import (
 )
 from lethe.gc.workspace import decode
 from lethe.layout import METADATA_PREFIX
+from lethe.manifest import ErasureRecord
 
 log = logging.getLogger(__name__)
 
@@ -213,8 +214,19 @@ def _mark_complete(
     """Write the erasure's completion marker once (create-only); return the first time."""
     assert e.spliced_version is not None
     key = catalog.key(f"{MARKERS}{e.id_hash}.json")
+    record = ErasureRecord(
+        id_hash=e.id_hash,
+        deleted_version=e.deleted_version,
+        state="spliced",
+        spliced_version=e.spliced_version,
+        superseded=e.superseded,
+    )
     marker = ErasureMarker(
-        id_hash=e.id_hash, spliced_version=e.spliced_version, completed_at=now, run_id=run_id
+        id_hash=e.id_hash,
+        spliced_version=e.spliced_version,
+        completed_at=now,
+        run_id=run_id,
+        record=record,
     )
     try:
         catalog.store.put(key, marker.model_dump_json().encode(), if_none_match=True)

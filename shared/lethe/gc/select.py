@@ -3,7 +3,8 @@
 An unmarked object older than the grace period is a candidate. A file superseded by an
 erasure splice (``ErasureRecord.superseded``) was committed once, so no uncommitted writer
 can still claim it: its age counts from the splice commit, against the (shorter) erasure
-grace. An unmarked segment object written for version ``V <= marked_through`` goes at once:
+grace. An unmarked segment object (or superseded list of an erasure record) written for
+version ``V <= marked_through`` goes at once:
 manifest ``vV`` already exists, so the writer of that segment either landed ``vV`` (and the
 segment is referenced by it, or ``vV`` expired) or lost the race for ``vV`` and will never
 reference it; a segment for a version beyond waits for the grace like any other upload. An Iceberg-view
@@ -121,7 +122,8 @@ def select(
             and o.last_modified is not None
             and released_segment(o.path, marks.marked_through)
         ):
-            unreferenced_values.append(o)  # its entries' stats may name erased values
+            if holds_values(o.path):  # a segment's entries' stats may name erased values
+                unreferenced_values.append(o)
             entry = BatchEntry(
                 path=o.path, size=o.size, category=cat, last_modified=o.last_modified
             )

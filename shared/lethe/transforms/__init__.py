@@ -10,7 +10,13 @@ The commit kinds that use them are :mod:`lethe.changes`; the loop that calls the
 newer base is :meth:`lethe.catalog.Catalog.commit_change`.
 """
 
-from lethe.transforms.erasures import spliced_erasures, update_erasures, with_erasures
+from lethe.transforms.erasures import (
+    archive_erasures,
+    externalize_superseded,
+    spliced_erasures,
+    update_erasures,
+    with_erasures,
+)
 from lethe.transforms.files import (
     apply_append,
     apply_dv_updates,
@@ -37,8 +43,10 @@ __all__ = [
     "apply_dv_updates",
     "apply_properties",
     "apply_replace",
+    "archive_erasures",
     "check_indexable",
     "declare",
+    "externalize_superseded",
     "piece_paths",
     "replace_pieces",
     "spliced_erasures",

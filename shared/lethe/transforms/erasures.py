@@ -1,16 +1,28 @@
 """Transforms of a snapshot's erasure records: what a splice or a compaction of their files
-leaves pending, what it met, and the objects that must go (``superseded``, for GC)."""
+leaves pending, what it met, and the objects that must go (``superseded``, for GC).
+
+The transforms add superseded paths inline; :func:`externalize_superseded` (which the commit
+loop applies to every commit) moves what a commit added into one new immutable
+:class:`~lethe.manifest.SupersededList` per erasure, named by ``superseded_refs``, so the
+root never grows with them. :func:`archive_erasures` drops completed erasures."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from lethe.manifest import ErasureRecord, ErasureTarget
+from lethe.layout import erasure_key
+from lethe.manifest import ErasureRecord, ErasureTarget, SupersededList
 from lethe.parquet.splice import GroupFate
 from lethe.snapshot import Snapshot
 
-__all__ = ["spliced_erasures", "update_erasures", "with_erasures"]
+__all__ = [
+    "archive_erasures",
+    "externalize_superseded",
+    "spliced_erasures",
+    "update_erasures",
+    "with_erasures",
+]
 
 
 def spliced_erasures(
@@ -96,3 +108,34 @@ def update_erasures(
 def with_erasures(m: Snapshot, erasures: Sequence[ErasureRecord]) -> Snapshot:
     """``m`` (not yet committed) with its erasure records replaced."""
     return m.evolve(erasures=tuple(erasures))
+
+
+def externalize_superseded(base: Snapshot, new: Snapshot) -> Snapshot:
+    """``new`` (built from ``base``) with the superseded paths it added inline to each
+    erasure record moved into a new superseded list (pending: the commit writes it before
+    its manifest) that the record references; inline paths ``base`` had stay as they were.
+    """
+    before = {e.id_hash: e.superseded for e in base.erasures}
+    out: list[ErasureRecord] = []
+    lists: dict[str, SupersededList] = {}
+    for e in new.erasures:
+        kept = before.get(e.id_hash, ())
+        had = set(kept)
+        added = tuple(p for p in e.superseded if p not in had)
+        if not added:
+            out.append(e)
+            continue
+        key = erasure_key(new.version, e.id_hash)
+        lists[key] = SupersededList(
+            table_uuid=new.table_uuid, id_hash=e.id_hash, version=new.version, paths=added
+        )
+        refs = (*e.superseded_refs, key)
+        out.append(e.model_copy(update={"superseded": kept, "superseded_refs": refs}))
+    if not lists:
+        return new
+    return new.successor(new.manifest.model_copy(update={"erasures": tuple(out)}), None, lists)
+
+
+def archive_erasures(base: Snapshot, id_hashes: frozenset[str]) -> tuple[ErasureRecord, ...]:
+    """The erasure records of ``base`` without the spliced ones named in ``id_hashes``."""
+    return tuple(e for e in base.erasures if not (e.state == "spliced" and e.id_hash in id_hashes))
