@@ -187,8 +187,18 @@ EXIT_CODES: dict[str, int] = {}
 # Synopses -> the concrete command lines run for them (each must be a form of the synopsis;
 # "{data_file}" is the first data file of s3://b/events).
 SYNOPSES: dict[str, list[str]] = {
-    "lethe create s3://b/events --schema sample.parquet --key id [--index customer_id ...]": [
+    "lethe create s3://b/events --schema sample.parquet --key id [--index customer_id ...] "
+    "[--cluster-by customer_id] [--cluster-window 1d]": [
         "lethe create s3://b/events --schema sample.parquet --key id --index customer_id",
+    ],
+    "lethe compact s3://b/events [--dry-run] [--no-cluster] [--min-deleted-fraction 0.2]": [
+        "lethe compact s3://b/events --dry-run",
+        "lethe compact s3://b/events --no-cluster --min-deleted-fraction 0.2",
+    ],
+    "lethe retention show|clear|sweep s3://b/events [--dry-run]": [
+        "lethe retention show s3://b/events",
+        "lethe retention sweep s3://b/events --dry-run",
+        "lethe retention clear s3://b/events",
     ],
     "lethe index create|drop|list s3://b/events [COLUMN]": [
         "lethe index create s3://b/events email",
