@@ -25,9 +25,9 @@ from faults import fail_requests_after
 import lethe
 from lethe.dvstore import load
 from lethe.erase import splice_file
-from lethe.parquet.costs import CostModel
 from lethe.errors import StoreError
 from lethe.gc import collect
+from lethe.parquet.costs import CostModel
 from lethe.store import S3Store
 
 SCHEMA = pa.schema([("id", pa.int64(), False), ("name", pa.string()), ("blob", pa.binary())])

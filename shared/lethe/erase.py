@@ -298,13 +298,8 @@ def splice_file(
         return SpliceResult(f, None, removed, fates, 0, 0, 0, store.stats.snapshot(), None, choice)
     new_path = new_data_path()
     new_key = ctx.key_of(new_path)
-    parts = plan_upload(
-        plan.segments,
-        f.size,
-        model=model,
-        fetched=_held(fetch),
-        rewrite=choice.level == "rewrite",
-    )
+    rewrite = choice.level == "rewrite"
+    parts = plan_upload(plan.segments, f.size, model=model, fetched=_held(fetch), rewrite=rewrite)
     written_at = time.time()
     etag = upload(store, fetch, new_key, parts, f.etag, ctx.key_of)
     md = pq.read_metadata(

@@ -545,7 +545,9 @@ def _fill_head(items: list[_Item], mn: int) -> list[_Item]:
     if len(items) < 2 or _length(items[0]) >= mn:
         return items
     first = items[0]
-    head = [Download(first.start, first.end)] if isinstance(first, Copy) else list(first)
+    head: list[Piece] = (
+        [Download(first.start, first.end)] if isinstance(first, Copy) else list(first)
+    )
     rest = items[1:]
     while rest and sum(p.length for p in head) < mn:
         nxt = rest.pop(0)
