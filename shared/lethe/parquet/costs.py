@@ -78,8 +78,8 @@ class CostModel:
     """The price of each resource a splice uses, in bytes over the wire.
 
     Attributes:
-        copy_weight: A byte copied server-side (it never crosses the wire, but S3 spends
-            time on it; 0.25: four copied bytes cost one moved).
+        copy_weight: A byte copied server-side (it never crosses the wire nor uses the
+            client, but S3 spends time on it; 0.1: ten copied bytes cost one moved).
         request_bytes: One request (a GET, PUT, part or multipart call): its round trip and
             the client CPU of signing and parsing it (128 KiB).
         cpu_weight: One byte of a row group decoded and re-encoded on the client (measured:
@@ -91,7 +91,7 @@ class CostModel:
         max_stages: No upload plan uses more temporary stages than this.
     """
 
-    copy_weight: float = 0.25
+    copy_weight: float = 0.1
     request_bytes: int = 128 << 10
     cpu_weight: float = 2.0
     max_copy_ratio: float = 1.5
@@ -290,9 +290,12 @@ def _segments(
     footer: Footer,
     kept: Mapping[int, float],
     rewritten: Mapping[int, Sequence[ByteRange]],
-) -> list[Segment]:
+    cap: int,
+) -> tuple[list[Segment], int]:
     """The new file, predicted: each edited group's ``rewritten`` ranges replaced by new
-    bytes (``kept`` of their size), the rest of the data area copied, a new tail."""
+    bytes (``kept`` of their size), the rest of the data area copied, a new tail. A run of
+    new bytes longer than ``cap`` is planned as ``cap`` bytes (it is a run of whole parts
+    either way); the bytes left out are returned, to be counted as uploaded."""
     meta = footer.metadata
     cuts: list[tuple[int, int, int]] = []
     for g, ranges in rewritten.items():
@@ -302,19 +305,30 @@ def _segments(
         if share == 0:
             r = row_group_range(meta.row_groups[g])
             cuts.append((r.start, r.end, 0))
-    out: list[Segment] = []
+    data_end = max((row_group_range(rg).end for rg in meta.row_groups), default=4)
+    spec: list[Copy | int] = []  # copies, and lengths of new bytes
     at = 4
     for s, e, n in sorted(cuts):
         if s > at:
-            out.append(Copy(at, s))
-        if n:
-            out.append(Bytes(bytes(n)))
+            spec.append(Copy(at, s))
+        spec.append(n)
         at = max(at, e)
-    data_end = max((row_group_range(rg).end for rg in meta.row_groups), default=4)
     if data_end > at:
-        out.append(Copy(at, data_end))
-    out.append(Bytes(bytes(4 + footer.file_size - data_end)))
-    return out
+        spec.append(Copy(at, data_end))
+    spec.append(4 + footer.file_size - data_end)
+    out: list[Segment] = []
+    run, left_out = 0, 0
+    for x in [*spec, Copy(0, 0)]:
+        if isinstance(x, int):
+            run += x
+            continue
+        if run:
+            out.append(Bytes(bytes(min(run, cap))))
+            left_out += max(0, run - cap)
+            run = 0
+        if x.length:
+            out.append(x)
+    return out, left_out
 
 
 def page_level_hopeless(meta: FileMetaData, k: int, erased: Ranges, source: Source) -> str | None:
@@ -369,15 +383,18 @@ def choose_level(
     size = footer.file_size
     have = list(fetched)
     kept = {g: 1.0 - count(e) / max(1, meta.row_groups[g].num_rows) for g, e in erased.items()}
+    lim = limits or PartLimits()
+    cap = 4 * lim.min_part
     whole = {g: [row_group_range(meta.row_groups[g])] for g, k in kept.items() if k > 0}
     reencoded = sum(r.length for rs in whole.values() for r in rs)
     fetch_rg = _Have(have).fetch((r.start, r.end) for rs in whole.values() for r in rs)
-    rg_segs = _segments(footer, kept, whole)
+    rg_segs = _segments(footer, kept, whole, cap)
     rg_fetched = [*have, *((r.start, r.end) for rs in whole.values() for r in rs)]
 
-    def upload(segs: list[Segment], got: list[tuple[int, int]], rewrite: bool) -> Cost:
-        plan = plan_upload(segs, size, limits=limits, model=model, fetched=got, rewrite=rewrite)
-        return upload_cost(plan, got)
+    def upload(segs: tuple[list[Segment], int], got: list[tuple[int, int]], rewrite: bool) -> Cost:
+        plan = plan_upload(segs[0], size, limits=lim, model=model, fetched=got, rewrite=rewrite)
+        extra = segs[1]  # new bytes planned as fewer: uploaded, in parts of 16 MiB at most
+        return upload_cost(plan, got) + Cost(uploaded=extra, requests=-(-extra // (16 * MiB)))
 
     all_of = _Have(have).fetch([(0, size)], gap=size)
     predicted: dict[Level, Cost] = {
@@ -389,7 +406,7 @@ def choose_level(
         chosen = {g: pages.get(g, rs) for g, rs in whole.items()}
         ranges = [(r.start, r.end) for rs in chosen.values() for r in rs]
         got = [*have, *ranges]
-        segs = _segments(footer, kept, chosen)
+        segs = _segments(footer, kept, chosen, cap)
         predicted["page"] = (
             _Have(have).fetch(ranges)
             + upload(segs, got, False)

@@ -339,16 +339,26 @@ def _cut_pieces(pieces: list[Piece], sizes: list[int]) -> list[UploadPart]:
 
 def _merge(pieces: Iterable[Piece]) -> list[Piece]:
     out: list[Piece] = []
+    run: list[bytes] = []  # adjacent new bytes, joined once (pairwise joins are quadratic)
+
+    def flush() -> None:
+        if run:
+            out.append(Bytes(run[0] if len(run) == 1 else b"".join(run)))
+            run.clear()
+
     for p in pieces:
         if p.length == 0:
             continue
+        if isinstance(p, Bytes):
+            run.append(p.data)
+            continue
+        flush()
         prev = out[-1] if out else None
-        if isinstance(p, Download) and isinstance(prev, Download) and prev.end == p.start:
+        if isinstance(prev, Download) and prev.end == p.start:
             out[-1] = Download(prev.start, p.end)
-        elif isinstance(p, Bytes) and isinstance(prev, Bytes):
-            out[-1] = Bytes(prev.data + p.data)
         else:
             out.append(p)
+    flush()
     return out
 
 
