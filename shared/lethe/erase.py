@@ -13,6 +13,7 @@ is mapped onto the new file. The pure parts live in :mod:`lethe.parquet`.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 import uuid
@@ -43,12 +44,17 @@ from lethe.manifest import (
     RequestRecord,
     request_hash,
 )
-from lethe.parquet.footer import Footer, index_region, row_group_range
-from lethe.parquet.pages import runs
-from lethe.parquet.partial import page_ranges
-from lethe.parquet.parts import (
+from lethe.parquet.costs import (
+    DEFAULT_MODEL,
+    CostModel,
+    LevelChoice,
+    choose_level,
+    page_level_hopeless,
     plan_upload,
 )
+from lethe.parquet.footer import ByteRange, Footer, index_region, row_group_range
+from lethe.parquet.pages import Ranges, count, runs
+from lethe.parquet.partial import page_ranges
 from lethe.parquet.segments import NeedBytes, Source
 from lethe.parquet.splice import GroupEdit, GroupFate, SplicePlan, splice
 from lethe.progress import Progress, Tracker, track
@@ -87,6 +93,7 @@ class SpliceResult:
     bytes_downloaded: int
     io: IOCounters
     written_at: float | None = None  # time.time() before ``new`` was uploaded (GC grace clock)
+    choice: LevelChoice | None = None  # the level chosen by predicted cost, and the predictions
 
     @property
     def granularity(self) -> FileGranularity:
@@ -143,47 +150,100 @@ class EraseResult:
     snapshot: Snapshot | None = field(default=None, repr=False, compare=False)
 
 
-def _edits(
-    fetch: Fetcher,
-    footer: Footer,
-    bm: BitMap64,
-    row_groups: Iterable[int],
-    page_level: bool,
-) -> tuple[dict[int, GroupEdit], BitMap64]:
-    """The edit of every given group holding deleted rows, and the positions removed.
-
-    Edits are sparse (the erased positions): only the bytes they read are fetched, the
-    pages holding erased rows when page level is possible
-    (:func:`~lethe.parquet.partial.page_ranges`), else the whole group.
-    """
+def _erased(
+    footer: Footer, bm: BitMap64, row_groups: Iterable[int]
+) -> tuple[dict[int, Ranges], BitMap64]:
+    """The erased positions of every given group holding deleted rows, and the file
+    positions removed."""
     meta = footer.metadata
     starts = [0]
     for rg in meta.row_groups:
         starts.append(starts[-1] + rg.num_rows)
-    edits: dict[int, GroupEdit] = {}
+    erased: dict[int, Ranges] = {}
     removed = BitMap64()
-    wanted: list[tuple[int, int]] = []
-    source = Source(fetch.extents)
     for k in sorted(set(row_groups)):
         n = meta.row_groups[k].num_rows
         gone = bm.range_cardinality(starts[k], starts[k] + n) if len(bm) else 0
         if not gone:
             continue
-        erased = runs(np.flatnonzero(~keep_mask(bm, starts[k], n)))
-        edits[k] = GroupEdit(erased=erased)
-        pages = page_ranges(meta, k, erased, source) if page_level else "off"
-        if gone == n:
-            pass  # the group goes: nothing of it is read
-        elif isinstance(pages, str):
-            r = row_group_range(meta.row_groups[k])
-            wanted.append((r.start, r.end))
-        else:
-            wanted.extend((r.start, r.end) for r in pages)
+        erased[k] = runs(np.flatnonzero(~keep_mask(bm, starts[k], n)))
         window = BitMap64()
         window.add_range(starts[k], starts[k] + n)
         removed |= bm & window
+    return erased, removed
+
+
+def _pages(
+    footer: Footer, erased: dict[int, Ranges], source: Source
+) -> dict[int, tuple[ByteRange, ...]] | str:
+    """The bytes a page-level rewrite reads in each edited group that keeps rows and where
+    it is possible (:func:`~lethe.parquet.partial.page_ranges`), after the cheap check that
+    it may win (:func:`~lethe.parquet.costs.page_level_hopeless`); or why it is out."""
+    meta = footer.metadata
+    out: dict[int, tuple[ByteRange, ...]] = {}
+    why: list[str] = []
+    for k, e in erased.items():
+        if count(e) == meta.row_groups[k].num_rows:
+            continue
+        pages = page_level_hopeless(meta, k, e, source) or page_ranges(meta, k, e, source)
+        if isinstance(pages, str):
+            why.append(pages)
+        else:
+            out[k] = pages
+    return out if out else "; ".join(dict.fromkeys(why)) or "no group keeps rows"
+
+
+def _fetch_for(
+    fetch: Fetcher, footer: Footer, erased: dict[int, Ranges], choice: LevelChoice, pages: Any
+) -> None:
+    """Fetch what the chosen level reads: the whole file for a rewrite (one GET of what
+    is not in memory), else the pages or groups it re-encodes."""
+    meta = footer.metadata
+    if choice.level == "rewrite":
+        fetch.get(0, footer.file_size)
+        return
+    wanted: list[tuple[int, int]] = []
+    for k, e in erased.items():
+        if count(e) == meta.row_groups[k].num_rows:
+            continue  # the group goes: nothing of it is read
+        if choice.level == "page" and isinstance(pages, dict) and k in pages:
+            wanted.extend((r.start, r.end) for r in pages[k])
+        else:
+            r = row_group_range(meta.row_groups[k])
+            wanted.append((r.start, r.end))
     fetch.get_many(wanted)
-    return edits, removed
+
+
+def _choose(
+    fetch: Fetcher,
+    footer: Footer,
+    erased: dict[int, Ranges],
+    removed: int,
+    page_level: bool,
+    model: CostModel,
+) -> LevelChoice:
+    """The level of the file's splice (:func:`~lethe.parquet.costs.choose_level`), before
+    any row is decoded; what it reads is fetched."""
+    if removed == footer.metadata.num_rows:
+        return LevelChoice("row_group", {}, "the file loses every row")
+    pages = _pages(footer, erased, Source(fetch.extents)) if page_level else "page level off"
+    choice = choose_level(footer, erased, pages, _held(fetch), model=model)
+    log.debug("splice level %s (%s)", choice.level, choice.reason)
+    _fetch_for(fetch, footer, erased, choice, pages)
+    return choice
+
+
+def _fates(fates: tuple[GroupFate, ...], choice: LevelChoice) -> tuple[GroupFate, ...]:
+    """The groups' fates, a whole-group re-encoding's reason the choice's when page level
+    was not tried."""
+    if choice.level == "page":
+        return fates
+    why = choice.reason or f"{choice.level.replace('_', '-')} predicted cheaper than page level"
+    return tuple(dataclasses.replace(g, reason=why) if g.level == "row_group" else g for g in fates)
+
+
+def _held(fetch: Fetcher) -> list[tuple[int, int]]:
+    return [(e.offset, e.end) for e in fetch.extents]
 
 
 def _plan(
@@ -205,12 +265,15 @@ def splice_file(
     *,
     dv: BitMap64 | None = None,
     page_level: bool = True,
+    model: CostModel = DEFAULT_MODEL,
 ) -> SpliceResult:
     """Physically remove every deleted row (per ``f``'s DV) of the given row groups.
 
     Inside each edited group only the pages holding deleted rows are rewritten where that
     can be proven exact (``page_level``, see :mod:`lethe.parquet.partial`); the result's
-    ``fates`` say which level each group got and why it fell back.
+    ``fates`` say which level each group got and why it fell back. The level of the file
+    (page, row group, or a rewrite through the client) and the upload plan are chosen by
+    predicted total cost under ``model`` (:mod:`lethe.parquet.costs`, ``choice``).
 
     Writes the new object under a new key and returns its manifest entry (not committed).
     A failed upload is aborted and leaves nothing behind.
@@ -223,16 +286,20 @@ def splice_file(
     region = index_region(footer)
     if region is not None:
         fetch.get(region.start, f.size)
-    edits, removed = _edits(fetch, footer, bm, row_groups, page_level)
-    if not edits:
+    erased, removed = _erased(footer, bm, row_groups)
+    if not erased:
         raise errors.InvalidRequest(f"{f.path}: the given row groups hold no deleted rows")
-    plan = _plan(fetch, footer, edits, page_level)
+    choice = _choose(fetch, footer, erased, len(removed), page_level, model)
+    edits = {k: GroupEdit(erased=e) for k, e in erased.items()}
+    plan = _plan(fetch, footer, edits, choice.level == "page")
+    fates = _fates(plan.groups, choice)
     io0 = store.stats.snapshot()
     if all(g.rows_after == 0 for g in plan.groups):
-        return SpliceResult(f, None, removed, plan.groups, 0, 0, 0, store.stats.snapshot())
+        return SpliceResult(f, None, removed, fates, 0, 0, 0, store.stats.snapshot(), None, choice)
     new_path = new_data_path()
     new_key = ctx.key_of(new_path)
-    parts = plan_upload(plan.segments, f.size)
+    rewrite = choice.level == "rewrite"
+    parts = plan_upload(plan.segments, f.size, model=model, fetched=_held(fetch), rewrite=rewrite)
     written_at = time.time()
     etag = upload(store, fetch, new_key, parts, f.etag, ctx.key_of)
     md = pq.read_metadata(
@@ -259,12 +326,13 @@ def splice_file(
         f,
         new,
         removed,
-        plan.groups,
+        fates,
         d.bytes_copied,
         d.bytes_uploaded,
         total.bytes_downloaded,
         total,
         written_at,
+        choice,
     )
 
 

@@ -3,7 +3,7 @@
 :class:`Fetcher` serves byte ranges of one source object from memory, reading only the gaps
 with ETag-pinned ranged GETs (ranges closer than :data:`GET_GAP` by one GET);
 :func:`read_footer` reads a Parquet tail through it. :func:`upload` assembles the new object
-as :func:`lethe.parquet.parts.plan_upload` planned it: one PUT, one multipart upload (unchanged
+as :func:`lethe.parquet.costs.plan_upload` planned it: one PUT, one multipart upload (unchanged
 ranges copied server-side with ``UploadPartCopy`` pinned by ``CopySourceIfMatch``, new bytes
 uploaded), or a chain of them through temporary stages under ``_staging/``. Every failure
 aborts the upload and removes the stages. What to splice is decided in :mod:`lethe.erase`

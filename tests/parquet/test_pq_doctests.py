@@ -19,6 +19,7 @@ MODULES = [
     "region",
     "splice",
     "parts",
+    "costs",
     "validate",
     "pages",
     "chunkmeta",

@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lethe.errors import SpliceRefused
+from lethe.parquet.costs import plan_upload, upload_cost
 from lethe.parquet.parts import (
     ChainedPlan,
     CopyPart,
@@ -24,8 +25,8 @@ from lethe.parquet.parts import (
     assemble,
     bytes_moved,
     plan_chained,
+    plan_download,
     plan_parts,
-    plan_upload,
 )
 from lethe.parquet.segments import Bytes, Copy, Segment, apply_segments, normalize
 
@@ -370,7 +371,12 @@ def test_chained_plans_assemble_the_segments(case: tuple[list[Segment], int]) ->
     assert assemble(chained, source) == apply_segments(segs, source)
     best = plan_upload(segs, size, limits=lim)
     assert assemble(best, source) == apply_segments(segs, source)
-    assert bytes_moved(best) <= bytes_moved(plan_parts(segs, size, limits=lim))
+    # the cheapest by total cost: never worse than the plain plan or a streaming rewrite
+    total = upload_cost(best).total()
+    assert total <= upload_cost(plan_download(segs, size, limits=lim)).total()
+    plain = plan_parts(segs, size, limits=lim)
+    if upload_cost(plain).copied <= 1.5 * size:
+        assert total <= upload_cost(plain).total()
 
 
 @settings(max_examples=300, deadline=None)

@@ -59,8 +59,8 @@ __all__ = [
     "assemble",
     "bytes_moved",
     "plan_chained",
+    "plan_download",
     "plan_parts",
-    "plan_upload",
 ]
 
 MiB = 1 << 20
@@ -339,16 +339,26 @@ def _cut_pieces(pieces: list[Piece], sizes: list[int]) -> list[UploadPart]:
 
 def _merge(pieces: Iterable[Piece]) -> list[Piece]:
     out: list[Piece] = []
+    run: list[bytes] = []  # adjacent new bytes, joined once (pairwise joins are quadratic)
+
+    def flush() -> None:
+        if run:
+            out.append(Bytes(run[0] if len(run) == 1 else b"".join(run)))
+            run.clear()
+
     for p in pieces:
         if p.length == 0:
             continue
+        if isinstance(p, Bytes):
+            run.append(p.data)
+            continue
+        flush()
         prev = out[-1] if out else None
-        if isinstance(p, Download) and isinstance(prev, Download) and prev.end == p.start:
+        if isinstance(prev, Download) and prev.end == p.start:
             out[-1] = Download(prev.start, p.end)
-        elif isinstance(p, Bytes) and isinstance(prev, Bytes):
-            out[-1] = Bytes(prev.data + p.data)
         else:
             out.append(p)
+    flush()
     return out
 
 
@@ -511,32 +521,64 @@ def bytes_moved(plan: Plan | ChainedPlan) -> int:
     return plan.bytes_downloaded + sum(p.size for p in parts if isinstance(p, UploadPart))
 
 
-def _head(items: list[Segment], mn: int) -> tuple[list[Piece], list[Segment]]:
-    """An upload buffer of at least ``mn`` bytes from the start of ``items`` (downloading
-    the head of copies as needed), and what is left."""
-    head: list[Piece] = []
-    size = 0
-    rest = list(items)
-    while rest and size < mn:
-        seg = rest.pop(0)
-        if isinstance(seg, Bytes):
-            head.append(seg)
-            size += seg.length
+_Item: TypeAlias = Copy | tuple[Piece, ...]
+"""A long copy, or a block of new bytes and downloaded short copies sent through the client."""
+
+
+def _length(it: _Item) -> int:
+    return it.length if isinstance(it, Copy) else sum(p.length for p in it)
+
+
+def _blocks(items: Sequence[Segment], keep: int | None) -> list[_Item]:
+    """Copies of at least ``keep`` bytes stay copies; everything between two of them (new
+    bytes, shorter copies downloaded) becomes one block. ``keep`` None: every segment is
+    an item of its own (short copies stay copies)."""
+    if keep is None:
+        return [s if isinstance(s, Copy) else (s,) for s in items]
+    out: list[Copy | list[Piece]] = []
+    for seg in items:
+        if isinstance(seg, Copy) and seg.length >= keep:
+            out.append(seg)
             continue
-        take = min(seg.length, mn - size)
-        head.append(Download(seg.start, seg.start + take))
-        size += take
-        if take < seg.length:
-            rest.insert(0, Copy(seg.start + take, seg.end))
-    return _merge(head), rest
+        piece: Piece = seg if isinstance(seg, Bytes) else Download(seg.start, seg.end)
+        last = out[-1] if out else None
+        if isinstance(last, list):
+            last.append(piece)
+        else:
+            out.append([piece])
+    return [x if isinstance(x, Copy) else tuple(_merge(x)) for x in out]
 
 
-def _parts_of(seg: Segment, lim: PartLimits) -> list[ChainPart]:
-    if isinstance(seg, Bytes):
-        return list(_cut_pieces([seg], _split(seg.length, lim)))
+def _fill_head(items: list[_Item], mn: int) -> list[_Item]:
+    """A short start filled up to ``mn`` from what follows (a copy's head downloaded; the
+    whole copy when what would stay of it is shorter than ``mn``)."""
+    if len(items) < 2 or _length(items[0]) >= mn:
+        return items
+    first = items[0]
+    head: list[Piece] = (
+        [Download(first.start, first.end)] if isinstance(first, Copy) else list(first)
+    )
+    rest = items[1:]
+    while rest and sum(p.length for p in head) < mn:
+        nxt = rest.pop(0)
+        if not isinstance(nxt, Copy):
+            head.extend(nxt)
+            continue
+        take = mn - sum(p.length for p in head)
+        if nxt.length - take < mn:
+            take = nxt.length
+        head.append(Download(nxt.start, nxt.start + take))
+        if take < nxt.length:
+            rest.insert(0, Copy(nxt.start + take, nxt.end))
+    return [tuple(_merge(head)), *rest]
+
+
+def _parts_of(it: _Item, lim: PartLimits) -> list[ChainPart]:
+    if not isinstance(it, Copy):
+        return list(_cut_pieces(list(it), _split(_length(it), lim)))
     out: list[ChainPart] = []
-    at = seg.start
-    for n in _split(seg.length, lim):
+    at = it.start
+    for n in _split(it.length, lim):
         out.append(CopyPart(at, at + n))
         at += n
     return out
@@ -562,19 +604,27 @@ def _chain_base(final: list[ChainPart], mn: int) -> ChainPart:
 
 
 def plan_chained(
-    segments: Iterable[Segment], source_size: int, *, limits: PartLimits | None = None
+    segments: Iterable[Segment],
+    source_size: int,
+    *,
+    limits: PartLimits | None = None,
+    keep: int | None = None,
 ) -> ChainedPlan:
     """Plan the object in stages so that no short segment drags neighbours through the client.
 
     Copies at least the minimum part become copy parts and new bytes at least the minimum
-    become upload parts of the object. A shorter segment (new bytes, or a short copy) that
-    is not the object's last ends a temporary stage as its last part: the stage starts with
-    the last minimum part's worth of what precedes it (cut off the object's preceding
-    part), or by copying the previous temporary stage when short segments follow each
-    other; the object then copies the last stage of such a chain as one part. So each
-    temporary stage copies little more than the minimum part plus the short segments.
-    Only a short start of the object (before anything can be copied) is filled up to the
+    become upload parts of the object. A shorter item that is not the object's last ends a
+    temporary stage as its last part: the stage starts with the last minimum part's worth
+    of what precedes it (cut off the object's preceding part), or by copying the previous
+    temporary stage when short items follow each other; the object then copies the last
+    stage of such a chain as one part. Only a short start of the object is filled up to the
     minimum part from the following copy's head (downloaded).
+
+    Each stage of a chain copies the one before it whole, so a long run of short segments
+    (a page rewritten in each of many row groups) copies many times the file. With ``keep``
+    set, copies shorter than ``keep`` (never less than the minimum part) are downloaded and
+    joined with the new bytes around them into one block, so short items never follow each
+    other and no stage copies another: each copies little more than the minimum part.
 
     Raises:
         ValueError: A copy reaches past ``source_size``.
@@ -586,44 +636,65 @@ def plan_chained(
         if isinstance(s, Copy) and s.end > source_size:
             raise ValueError(f"copy [{s.start}, {s.end}) past the source's {source_size} bytes")
     mn = lim.min_part
+    blocks = _fill_head(_blocks(items, None if keep is None else max(mn, keep)), mn)
     stages: list[tuple[ChainPart, ...]] = []
     final: list[ChainPart] = []
     chain: int | None = None  # the open chain's last temporary stage
-    if items and items[0].length < mn and len(items) > 1:
-        head, items = _head(items, mn)
-        final.extend(_cut_pieces(head, _split(sum(p.length for p in head), lim)))
-    for i, seg in enumerate(items):
-        if seg.length >= mn or i == len(items) - 1 or (chain is None and not final):
-            if chain is not None:
-                final.extend(_stage_copies(chain, sum(p.size for p in stages[chain]), lim))
-                chain = None
-            final.extend(_parts_of(seg, lim))
+
+    def close() -> None:
+        nonlocal chain
+        if chain is not None:
+            final.extend(_stage_copies(chain, sum(p.size for p in stages[chain]), lim))
+            chain = None
+
+    for i, it in enumerate(blocks):
+        if _length(it) >= mn or i == len(blocks) - 1 or (chain is None and not final):
+            close()
+            final.extend(_parts_of(it, lim))
             continue
-        # a short segment ends a temporary stage
+        # a short item ends a temporary stage
         if chain is not None:
             base = _stage_copies(chain, sum(p.size for p in stages[chain]), lim)
         else:
             base = [_chain_base(final, mn)]
-        stages.append((*base, *_parts_of(seg, lim)))
+        stages.append((*base, *_parts_of(it, lim)))
         chain = len(stages) - 1
-    if chain is not None:
-        final.extend(_stage_copies(chain, sum(p.size for p in stages[chain]), lim))
+    close()
     stages.append(tuple(final))
     if any(len(st) > lim.max_parts for st in stages):
         raise SpliceRefused(f"a stage needs more than {lim.max_parts} parts")
     return ChainedPlan(tuple(stages))
 
 
-def plan_upload(
-    segments: Iterable[Segment], source_size: int, *, limits: PartLimits | None = None
-) -> Plan | ChainedPlan:
-    """:func:`plan_parts`, or :func:`plan_chained` when that moves fewer bytes."""
+def plan_download(
+    segments: Iterable[Segment],
+    source_size: int,
+    *,
+    limits: PartLimits | None = None,
+    part: int = 16 * MiB,
+) -> Plan:
+    """Every byte through the client, nothing copied server-side: one PUT, or for an object
+    over ``part`` bytes a multipart upload of ``part``-sized parts (downloaded as each part
+    is sent). The plan a streaming rewrite of the file would use.
+
+    Raises:
+        ValueError: A copy reaches past ``source_size``.
+        SpliceRefused: The object cannot be uploaded within the part limits.
+    """
+    lim = limits or PartLimits()
     items = normalize(segments)
-    plain = plan_parts(items, source_size, limits=limits)
-    if isinstance(plain, SinglePut) or plain.bytes_downloaded == 0:
-        return plain
-    chained = plan_chained(items, source_size, limits=limits)
-    return chained if bytes_moved(chained) < bytes_moved(plain) else plain
+    for s in items:
+        if isinstance(s, Copy) and s.end > source_size:
+            raise ValueError(f"copy [{s.start}, {s.end}) past the source's {source_size} bytes")
+    pieces = _as_pieces(items)
+    size = sum(p.length for p in pieces)
+    if size <= max(part, lim.min_part) and size <= lim.max_put:
+        return SinglePut(pieces)
+    step = max(part, lim.min_part, -(-size // lim.max_parts))
+    if step > lim.max_part:
+        raise SpliceRefused(f"a {size}-byte object cannot be uploaded within the part limits")
+    sizes = [step] * (size // step) + ([size % step] if size % step else [])
+    return MultipartPlan(tuple(_cut_pieces(list(pieces), sizes)))
 
 
 def assemble(plan: Plan | ChainedPlan, source: bytes) -> bytes:
