@@ -202,3 +202,34 @@ def test_index_origin_is_optional_in_the_manifest(table_uri: str) -> None:
     plain.append(events(0, 300))
     plain.erase([("id", "=", 5)], request_id="e")
     assert not any(g.index_origin for g in plain.refresh().manifest.files)
+
+
+def test_an_erase_by_the_indexed_column_reads_no_value_it_already_knows(
+    table_uri: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A request "customer_id in V" names the values of the rows it matches: the scrub reads
+    the indexed column only for the other rows its splices remove (rows an earlier delete hid
+    in the same row groups), and the index still loses exactly the removed rows."""
+    import lethe.index_erase as ie
+
+    t = lethe.Table.create(table_uri, EVENTS, key="id", indexes=("customer_id",), **TINY)
+    t.append(events(0, 300))  # customer c has rows c, c + 100, c + 200
+    real = ie.read_positions
+    reads: list[int] = []
+
+    def counted(h: Any, cols: Any, bm: Any) -> Any:
+        reads.append(len(bm))
+        return real(h, cols, bm)
+
+    monkeypatch.setattr(ie, "read_positions", counted)
+    t.erase([("customer_id", "in", [7])], request_id="e-7")
+    assert reads == []  # values known from the request: no page read for the scrub
+    assert 7 not in values(t, "customer_id") and rows(t, [("customer_id", "=", 7)]) == []
+    t.delete([("id", "=", 108)], request_id="hide-108")  # customer 8, beside 107's group
+    t.erase([("customer_id", "in", [9])], request_id="e-9")
+    assert sum(reads) >= 1  # the hidden row's value had to be read...
+    got = entries(t, "customer_id")
+    live = set(t.scan(["id"])["id"].to_pylist())
+    assert 9 not in got["value"].to_pylist()
+    assert verify(lethe.Table.open(table_uri), deep=True).ok  # ...and every entry is right
+    assert len(live) == 300 - 3 - 1 - 3

@@ -243,15 +243,19 @@ def _scrub(
         return {}, []
     found: dict[str, BitMap64] = {}
     pinned: dict[str, set[Any]] = {}
+    pinned_rows: dict[str, dict[str, BitMap64]] = {}  # their values are among pinned
     for i, per_file in physical.items():
         for path, bm in per_file.items():
             found.setdefault(path, BitMap64()).update(bm)
         u = usable(base, dnfs[i]) if requests[i].erase else None
         if u is not None and u[2]:
             pinned.setdefault(u[0].column, set()).update(u[1])
+            rows = pinned_rows.setdefault(u[0].column, {})
+            for path, bm in per_file.items():
+                rows.setdefault(path, BitMap64()).update(bm)
     for t in targets_of(base, found):
         found[t.path] |= group_rows(base.file(t.path), hidden(t.path), t.row_groups)
-    return scrub_rows(ctx.store, ctx.prefix, base, found, pinned)
+    return scrub_rows(ctx.store, ctx.prefix, base, found, pinned, pinned_rows)
 
 
 class _DVsOf:

@@ -69,10 +69,13 @@ def erased_entries(
     m: Snapshot,
     found: Mapping[str, BitMap64],
     pinned: Mapping[str, Iterable[Any]] | None = None,
+    pinned_rows: Mapping[str, Mapping[str, BitMap64]] | None = None,
 ) -> ErasedRows:
     """Per index of ``m``: the entries erasing the rows ``found`` (file -> physical positions)
     removes, read from the indexed columns' pages holding those rows; ``pinned``: column ->
-    values a request named the person by."""
+    values a request named the person by, and ``pinned_rows``: column -> file -> the
+    positions that request matched (their values are among ``pinned``: not read again; an
+    erase by the indexed column reads no page at all unless older hidden rows go too)."""
     out = {ix.column: Erased() for ix in m.indexes}
     if not out:
         return ErasedRows(out)
@@ -88,16 +91,32 @@ def erased_entries(
         if f is None or not bm:
             continue
         files.append(f)
-        h = FileHandle(store, f"{prefix}/{path}" if prefix else path, f)
-        got = read_positions(h, cols, bm)
         ipath, ipos = index_path(f), origin_positions(f, bm)
         for c in cols:
+            out[c].rows.setdefault(ipath, BitMap64()).update(ipos)
+        need = _unknown(cols, path, bm, pinned_rows or {})
+        if not need:
+            continue
+        h = FileHandle(store, f"{prefix}/{path}" if prefix else path, f)
+        got = read_positions(h, list(need), BitMap64.union(*need.values()))
+        for c in need:
             t = schema.field(c).type
-            e = out[c]
-            e.rows.setdefault(ipath, BitMap64()).update(ipos)
             uniq = pc.unique(got.column(c).drop_null().cast(t))
-            e.values.update(from_json(to_json(s), t) for s in uniq)
+            out[c].values.update(from_json(to_json(s), t) for s in uniq)
     return ErasedRows(out, tuple(files))
+
+
+def _unknown(
+    cols: Iterable[str], path: str, bm: BitMap64, pinned_rows: Mapping[str, Mapping[str, BitMap64]]
+) -> dict[str, BitMap64]:
+    """Per indexed column, the positions of ``bm`` whose value is not known already."""
+    need: dict[str, BitMap64] = {}
+    for c in cols:
+        known = pinned_rows.get(c, {}).get(path)
+        rest = bm - known if known is not None else bm
+        if rest:
+            need[c] = rest
+    return need
 
 
 class _Live:
@@ -184,13 +203,14 @@ def scrub_rows(
     m: Snapshot,
     found: Mapping[str, BitMap64],
     pinned: Mapping[str, Iterable[Any]] | None = None,
+    pinned_rows: Mapping[str, Mapping[str, BitMap64]] | None = None,
 ) -> tuple[dict[str, tuple[IndexPiece, ...]], list[str]]:
     """:func:`scrub` for the rows ``found`` (file -> physical positions) that splices are
     about to remove, in one pass over the pieces whatever the number of files (the values
     of every file are read first, then each piece that can hold one is read once)."""
     if not m.indexes or not any(found.values()):
         return {}, []
-    erased = erased_entries(store, prefix, m, found, pinned)
+    erased = erased_entries(store, prefix, m, found, pinned, pinned_rows)
     if not erased:
         return {}, []
     return scrub(store, prefix, m, erased)

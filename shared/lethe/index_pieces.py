@@ -37,7 +37,7 @@ __all__ = [
 ]
 
 #: Entries per piece: bounds a piece's footer (PIECE_ENTRIES / GROUP_ROWS row groups).
-PIECE_ENTRIES: Final = 1 << 17
+PIECE_ENTRIES: Final = 1 << 15
 #: Entries per row group of a piece: one probe GET per group that can hold the value.
 GROUP_ROWS: Final = 4096
 
