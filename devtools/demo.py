@@ -41,7 +41,7 @@ import pyarrow.parquet as pq
 
 from devtools.audit import Audit, Needle, audit_bucket
 from devtools.datagen import SCHEMA, generate
-from devtools.demo_layout import layout_for_forgetting
+from devtools.demo_layout import layout_for_forgetting, row_ttl
 from devtools.local.runtime import LocalRuntime, LocalSettings
 from lethe import errors
 from lethe.manifest import DataFile, request_hash
@@ -443,6 +443,9 @@ class Demo:
             appends=8,
             rows=min(20_000, max(1_000, s.rows // 20)),  # 8 x 20k rows: 1.6 h, one day
             customers=max(50, s.customers // 20),
+        )
+        figures |= row_ttl(
+            self.story, self.s3, days=10, rows=min(5_000, s.rows // 10), customers=s.customers
         )
         for k, v in figures.items():
             self.results[k] = v

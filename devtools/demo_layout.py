@@ -4,6 +4,7 @@ stay about the main table)."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
 import pyarrow as pa
@@ -13,7 +14,7 @@ from devtools.datagen import SCHEMA, generate
 from lethe.erase import EraseResult
 from lethe.table import Table
 
-__all__ = ["layout_for_forgetting"]
+__all__ = ["layout_for_forgetting", "row_ttl"]
 
 BUCKET = "lethe-demo-layout"
 
@@ -86,4 +87,55 @@ def layout_for_forgetting(
         "layout_files_touched_after": after.files_spliced + after.files_removed,
         "layout_files_after": files,
         "layout_rows_erased": (before.rows_erased, after.rows_erased),
+    }
+
+
+def row_ttl(story: _Story, s3: Any, *, days: int, rows: int, customers: int) -> dict[str, Any]:
+    """A clustered table of ``days`` daily batches up to now with a 7-day row retention: the
+    sweep drops the days past it whole (a metadata-only commit) and splices the day the
+    cutoff cuts; its receipt is printed. Returns the figures."""
+    story.step("row TTL: retention 7d on event_time, swept as a hard erasure, with a receipt")
+    t = Table.create(
+        f"s3://{BUCKET}/clicks",
+        SCHEMA,
+        key="id",
+        s3=s3,
+        cluster_by=("customer_id",),
+        cluster_window="1d",
+        retention=("event_time", "7d"),
+        row_group_bytes=1 << 20,
+    )
+    now = datetime.now(UTC)
+    day0 = now.replace(hour=0, minute=0, second=0, microsecond=0) - timedelta(days=days - 1)
+    for d in range(days):
+        data = generate(d * rows, rows, customers=customers)
+        start = int((day0 + timedelta(days=d)).timestamp() * 1_000_000)
+        times = pa.array([start + i * (86_400_000_000 // rows) for i in range(rows)])
+        data = data.set_column(1, "event_time", times.cast(SCHEMA.field("event_time").type))
+        t.append(data)
+    t.compact()  # one file per day
+    size = sum(f.size for f in t.manifest.files)
+    story.say(f"{days} days of {rows:,} rows, clustered: {len(t.manifest.files)} files, {size:,} B")
+    r = t.sweep_retention()
+    story.say(
+        f"sweep (cutoff {r.cutoff:%Y-%m-%d %H:%M} UTC): {r.files_dropped} files dropped whole "
+        f"({r.bytes_dropped:,} B, no data byte moved for them), {r.files_spliced} spliced, "
+        f"{r.rows_expired:,} rows erased, {r.data_bytes_moved:,} data bytes moved in all; "
+        f"versions {list(r.versions)}"
+    )
+    receipt = t.erasure_status(r.request_id)
+    lines = receipt.describe().splitlines()
+    for line in lines:
+        if not line.lstrip().startswith("evidence"):
+            story.say(line)
+    evidence = sum(1 for line in lines if line.lstrip().startswith("evidence"))
+    story.say(
+        f"  evidence   {evidence} objects that may still hold the rows, until GC removes them"
+    )
+    return {
+        "ttl_files_dropped": r.files_dropped,
+        "ttl_files_spliced": r.files_spliced,
+        "ttl_rows_expired": r.rows_expired,
+        "ttl_receipt_state": receipt.state,
+        "ttl_rows_left": t.scan(["id"]).num_rows,
     }

@@ -272,6 +272,9 @@ def test_the_demo_story_end_to_end(runtime: LocalRuntime, aws: LocalAws, tmp_pat
     demo.layout()
     assert r["layout_files_touched_before"] >= 4 and r["layout_files_after"] == 1
     assert r["layout_files_touched_after"] == 1 and min(r["layout_rows_erased"]) > 0
+    # a TTL sweep: the days past retention dropped whole, the cut day spliced, a receipt
+    assert r["ttl_files_dropped"] >= 1 and r["ttl_files_spliced"] == 1
+    assert r["ttl_receipt_state"] == "removed" and r["ttl_rows_expired"] > 0
 
     # 6. the Iceberg view every committer published reads the same rows in PyIceberg
     demo.history()
