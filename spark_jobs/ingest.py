@@ -45,7 +45,10 @@ except ImportError:  # run as a script from a checkout: python spark_jobs/ingest
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     from spark_jobs._session import build_session
 
+import pyarrow as pa
+
 import lethe
+from lethe.clustering import ClusterSpec
 from lethe.ingest import (
     REJECT_SCHEMA,
     STAGED_PREFIX,
@@ -253,6 +256,26 @@ def _write_rejects(staged: Any, bad_rows: int, rejects_uri: str, workdir: str) -
     return parts
 
 
+def _order(table: lethe.Table) -> list[Any]:
+    """The order of the files ingest writes: by key; for a table with ``cluster_by``, by time
+    window then subject (:mod:`lethe.clustering`), so a person's rows of a batch sit in few
+    files and pages before compaction clusters the windows."""
+    from pyspark.sql import functions as F
+
+    spec = ClusterSpec.of(table.manifest.properties)
+    if spec is None:
+        return [F.col(table.key)]
+    order: list[Any] = []
+    if spec.time_column is not None and spec.window_seconds is not None:
+        col = F.col(spec.time_column)
+        if pa.types.is_date(table.schema.field(spec.time_column).type):
+            seconds = F.unix_date(col).cast("long") * 86_400
+        else:
+            seconds = F.floor(F.unix_micros(col) / 1_000_000)
+        order.append(F.floor(seconds / spec.window_seconds))
+    return [*order, *(F.col(c) for c in spec.columns)]
+
+
 def _write_good_rows(
     spark: Any,
     staged: Any,
@@ -281,9 +304,10 @@ def _write_good_rows(
     result = os.path.join(workdir, "files.json")
     with _arrow_batch_rows(spark, max(1_000, min(10_000, rows_per_group // 4))):
         written_at = time.time()  # before any executor uploads: the GC grace clock
+        order = _order(table)
         (
-            good.repartitionByRange(parts, F.col(key))
-            .sortWithinPartitions(F.col(key))
+            good.repartitionByRange(parts, *order)
+            .sortWithinPartitions(*order)
             .write.format("lethe_files")
             .mode("append")
             .option("table", table.uri)

@@ -191,3 +191,25 @@ def test_spark_submit_entry_point(s3: Any, bucket: str, table_uri: str) -> None:
     report = json.loads(proc.stdout.strip().splitlines()[-1])
     assert (report["version"], report["rows_written"], report["rows_rejected"]) == (1, 500, 0)
     assert lethe.Table.open(table_uri).scan().equals(events(0, 500))
+
+
+def test_ingest_into_a_clustered_table_sorts_by_window_and_subject(
+    spark: Any, s3: Any, bucket: str, table_uri: str
+) -> None:
+    from lethe.clustering import ClusterSpec, cluster_order
+
+    data = events(0, 20_000, customers=30)  # one event per second: about 6 hourly windows
+    s3.put_object(Bucket=bucket, Key="upc/a.parquet", Body=parquet_bytes(data))
+    t = lethe.Table.create(
+        table_uri, EVENTS, key="id", cluster_by="customer_id", cluster_window="1h"
+    )
+    r = run_ingest(table_uri, f"s3://{bucket}/upc/", spark=spark)
+    assert r.rows_written == 20_000
+    t = lethe.Table.open(table_uri)
+    spec = ClusterSpec.of(t.manifest.properties)
+    assert spec is not None
+    for f in t.manifest.files:  # each file in the cluster order (window, then customer)
+        body = s3.get_object(Bucket=bucket, Key=t.key_of(f.path))["Body"].read()
+        got = pq.read_table(pa.BufferReader(body), columns=["event_time", "customer_id"])
+        assert np.array_equal(cluster_order(got, spec), np.arange(got.num_rows))
+    assert sorted(t.scan(["id"])["id"].to_pylist()) == list(range(20_000))
