@@ -332,3 +332,10 @@ def test_files_hold_a_bounded_number_of_subjects(table_uri: str) -> None:
     for held in per_window.values():  # no customer in two files of one window
         assert len(held) == len(set(held))
     assert len(t.manifest.files) >= 5 * len(per_window)  # 50 customers, 10 per file
+
+
+def test_a_spliced_clustered_file_stays_clustered(table: lethe.Table) -> None:
+    table.compact()
+    table.erase([("customer_id", "=", 3)], request_id="gdpr-3")
+    assert all(f.sort_order_id == SORT_ORDER_ID for f in table.manifest.files)
+    assert table.compact().plan.empty  # an erasure does not make a window re-cluster

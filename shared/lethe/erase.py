@@ -315,6 +315,7 @@ def splice_file(
         columns=cols,
         added_version=0,
         sorted_by_key=f.sorted_by_key,
+        sort_order_id=f.sort_order_id,  # removing rows keeps the order (a clustered file)
         # the index keeps answering for it through the file it was spliced from
         index_origin=spliced_origin(f, removed)
         if f.index_origin is not None or ctx.snapshot.indexes
