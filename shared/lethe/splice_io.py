@@ -30,6 +30,7 @@ from lethe.parquet.parts import (
     UploadPart,
 )
 from lethe.parquet.segments import Bytes, Extent
+from lethe.reader import TAILS
 from lethe.store import S3Store
 
 log = logging.getLogger(__name__)
@@ -41,13 +42,18 @@ GET_GAP = 64 << 10  # ranges closer than this are fetched by one GET
 
 
 class Fetcher:
-    """Pinned ranged GETs of one source object, served from what is already in memory."""
+    """Pinned ranged GETs of one source object, served from what is already in memory: the
+    file's tail when this process read it already (the reader's cache of tails, keyed by
+    ETag: the bytes cannot have changed), then what this fetcher read."""
 
     def __init__(self, store: S3Store, key: str, f: DataFile) -> None:
         self.source = PinnedObject(
             store, key, f.etag, f.size, changed="{key} changed under the splice (ETag {etag})"
         )
         self.extents: list[Extent] = []
+        tail = TAILS.get((store.bucket, key, f.etag))
+        if tail is not None:  # an erase located the rows (or a scrub read their values)
+            self.extents.append(Extent(tail.start, tail.data))
 
     def get(self, start: int, end: int) -> bytes:
         """Bytes ``[start, end)``: what is in memory is reused, only the gaps are read."""
