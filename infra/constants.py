@@ -234,7 +234,7 @@ CONTEXT_DEFAULTS: Final[dict[str, object]] = {
     CTX_LOG_LEVEL: "INFO",
     CTX_LOG_RETENTION_DAYS: 30,
     CTX_SPLICE_CONCURRENCY: 2,
-    CTX_SPLICE_MAX_BYTES: 256 * 1024 * 1024,
+    CTX_SPLICE_MAX_BYTES: 1024 * 1024 * 1024,  # bytes moved per invocation, copies included
     CTX_DIRECT_REGISTER_MAX_BYTES: 1024 * 1024 * 1024,
     CTX_GC_SCHEDULE: "rate(1 day)",
     CTX_GC_RETENTION: "30d",
