@@ -85,7 +85,7 @@ def _fan_out(table: Table, job: SpliceJob) -> dict[str, Any]:
         return {"complete": complete, "files": len(splices)}
     m, _ = table.catalog.current()
     groups = plan_groups(m, job.erasure, SETTINGS.max_bytes)
-    jobs = [job.model_copy(update={"files": g, "attempt": 0}) for g in groups]
+    jobs = [job.model_copy(update={"files": g, "attempt": 0, "planned": m.version}) for g in groups]
     send_jobs(jobs, queue_url=SETTINGS.queue_url)
     metrics.add_metric("SpliceGroups", MetricUnit.Count, len(groups))
     logger.info(
@@ -102,7 +102,7 @@ def _fan_out(table: Table, job: SpliceJob) -> dict[str, Any]:
 
 def _group(table: Table, job: SpliceJob) -> dict[str, Any]:
     """A group's job: splice and commit its files, re-enqueue what is left of them."""
-    r = splice_group(table.context, job.erasure, job.files, SETTINGS.max_bytes)
+    r = splice_group(table.context, job.erasure, job.files, SETTINGS.max_bytes, planned=job.planned)
     splices = list(r.splices)
     _measure(
         table,
@@ -110,16 +110,13 @@ def _group(table: Table, job: SpliceJob) -> dict[str, Any]:
         splices,
         group_files=len(job.files),
         remaining=len(r.remaining),
+        replaced=r.replaced,
+        adopted=r.adopted,
         complete=r.erasure_complete,
     )
     if r.remaining:
         follow = job.model_copy(update={"files": r.remaining, "attempt": job.attempt + 1})
         send_jobs([follow], queue_url=_queue())
-    elif r.replaced and not r.erasure_complete:
-        # some of the group's files were replaced by another commit (a compaction moves
-        # erasure targets to its new files): plan the erasure's pending files afresh
-        logger.info("splice group files replaced; re-planning", extra={"replaced": r.replaced})
-        send_jobs([job.model_copy(update={"files": (), "attempt": 0})], queue_url=_queue())
     return {"complete": r.erasure_complete, "files": len(splices), "remaining": len(r.remaining)}
 
 

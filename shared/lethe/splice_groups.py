@@ -14,8 +14,11 @@ whichever group lands last.
 
 A file whose splice alone exceeds the budget is a group of its own, spliced over several
 invocations a prefix of its row groups at a time (the job carries the new file on); a row
-group whose splice alone exceeds the budget is spliced alone, and the log says so. Nothing
-here holds a key or a row value: paths, counts and the erasure's hash only.
+group whose splice alone exceeds the budget is spliced alone, and the log says so. A group
+whose file another commit replaced (a compaction moves erasure targets onto its new files)
+adopts the erasure's pending files added after the groups were planned (``planned``), so no
+target is left without a job. Nothing here holds a key or a row value: paths, counts and
+the erasure's hash only.
 """
 
 from __future__ import annotations
@@ -107,12 +110,14 @@ class GroupResult:
     """What one group's invocation did: the splices it committed, the files of the group
     still pending (the new file of a file spliced in part), whether the whole erasure is
     spliced now, and how many of the group's files another commit had replaced before it
-    got to them (spliced by an earlier delivery of this job, or compacted)."""
+    got to them (spliced by an earlier delivery of this job, or compacted), and how many
+    pending files added since the plan it adopted for them."""
 
     splices: tuple[SpliceResult, ...]
     remaining: tuple[str, ...]
     erasure_complete: bool
     replaced: int
+    adopted: int = 0
 
 
 def _take(
@@ -153,16 +158,40 @@ def _take(
     return work
 
 
-def splice_group(ctx: TableContext, id_hash: str, files: Sequence[str], budget: int) -> GroupResult:
+def splice_group(
+    ctx: TableContext,
+    id_hash: str,
+    files: Sequence[str],
+    budget: int,
+    *,
+    planned: int | None = None,
+) -> GroupResult:
     """Splice the pending row groups of ``files`` (one job's group) of erasure ``id_hash``
     within ``budget`` bytes moved (:func:`splice_cost`), commit them in one commit, and say
     what of the group is left. Files no longer pending (done by an earlier delivery of the
-    job, or replaced) are skipped. A failed splice raises after the others are committed."""
+    job, or replaced) are skipped; when one was replaced, the erasure's pending files added
+    after version ``planned`` (where the groups were cut) join the group. A failed splice
+    raises after the others are committed."""
     m, _ = ctx.catalog.current()
-    pending = set(_pending_paths(m, id_hash))
+    order = _pending_paths(m, id_hash)
+    pending = set(order)
     live = m.files_at(list(files))
-    todo = [p for p in files if p in pending and p in live]
     replaced = sum(1 for p in files if p not in live)
+    adopted: list[str] = []
+    if replaced and planned is not None:
+        fresh = m.files_at([p for p in order if p not in files])
+        adopted = [p for p, f in fresh.items() if f.added_version > planned]
+        if adopted:
+            log.info(
+                "erasure %s: %d file(s) of a splice group were replaced; adopting %d pending "
+                "file(s) added since version %d",
+                id_hash[:12],
+                replaced,
+                len(adopted),
+                planned,
+            )
+    files = [*files, *adopted]
+    todo = [p for p in files if p in pending and (p in live or p in adopted)]
     splices: tuple[SpliceResult, ...] = ()
     if todo:
         work = _take(m, id_hash, todo, budget)
@@ -175,4 +204,4 @@ def splice_group(ctx: TableContext, id_hash: str, files: Sequence[str], budget: 
     pending = set(_pending_paths(m, id_hash))
     carried = [s.new.path for s in splices if s.new is not None]
     remaining = tuple(p for p in dict.fromkeys([*files, *carried]) if p in pending)
-    return GroupResult(splices, remaining, not pending, replaced)
+    return GroupResult(splices, remaining, not pending, replaced, len(adopted))

@@ -37,6 +37,8 @@ class SpliceJob(BaseModel):
     attempt: int = 0
     #: one group's data files (table-relative paths); empty: cut the erasure into groups
     files: tuple[str, ...] = Field(default=(), max_length=256)
+    #: the manifest version the groups were cut from (a group adopts files added after it)
+    planned: int | None = None
 
 
 def send_jobs(jobs: Sequence[SpliceJob], *, queue_url: str, sqs: Any | None = None) -> int:

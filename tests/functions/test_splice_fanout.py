@@ -173,3 +173,32 @@ def test_an_erasure_fans_out_to_concurrent_splice_invocations(
     lines = [x for x in rt.lines if "failed" in x and "splice" in x]  # type: ignore[attr-defined]
     assert len(lines) == 5 and all("receive" in x for x in lines)
     assert "erase-customer-7" not in (rt.log_dir / f"{splice.logical_id}.log").read_text()
+
+
+def test_a_group_whose_file_was_replaced_adopts_the_files_added_since_its_plan(
+    table_uri: str, s3: Any
+) -> None:
+    t = spread(table_uri, 1)
+    t.delete_batch(
+        [
+            DeleteRequest([("customer_id", "in", [3, 55])], "erase-x", erase=True),
+            DeleteRequest([("customer_id", "in", [4, 97])], "erase-y", erase=True),
+        ]
+    )
+    m = t.refresh().manifest
+    x, y = request_hash("erase-x"), request_hash("erase-y")
+    (group,) = plan_groups(m, y, 1 << 30)
+    planned = m.version
+    # erase-x's job splices a part of the shared file (its budget fits one row group): the
+    # rest of both erasures' targets move onto the new file, which erase-y's group never named
+    f = m.file(group[0])
+    one = max(splice_cost(f, [g]) for g in range(len(f.row_groups)))
+    part = splice_group(t.context, x, group, one)
+    assert part.remaining and not part.erasure_complete
+    r = splice_group(t.refresh().context, y, group, 1 << 30, planned=planned)
+    assert (r.replaced, r.adopted) == (1, 1) and r.erasure_complete and r.remaining == ()
+    t.refresh()
+    assert {e.id_hash: e.state for e in t.manifest.erasures} == {x: "spliced", y: "spliced"}
+    assert not {3, 4, 55, 97} & set(physical(t))
+    # without the plan's version nothing is adopted: the group is simply done
+    assert splice_group(t.context, y, group, 1 << 30).adopted == 0
