@@ -60,10 +60,10 @@ function's output to ``<log dir>/<function>.log`` and sums its metrics
 (:attr:`LocalFunction.metrics`), the local stand-in for CloudWatch.
 
 What cannot be mimicked: Lambda timeouts and memory limits (an in-process handler cannot be
-interrupted; a run longer than the function's timeout is reported), concurrency beyond an
-SQS mapping's ``MaximumConcurrency`` (those run that many batches at once, each in its own
-execution environment; everything else one event at a time), batching windows (batches are whatever is visible), and the delays between
-asynchronous retries (immediate here).
+interrupted; a run longer than the function's timeout is reported), concurrency other than
+an SQS mapping's ``MaximumConcurrency`` (that many batches at once, each in its own
+execution environment; everything else one event at a time), batching windows (batches
+are whatever is visible), and the delays between asynchronous retries (immediate here).
 """
 
 from __future__ import annotations
