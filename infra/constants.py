@@ -66,6 +66,7 @@ ASSET_EXCLUDES: Final = ("**/__pycache__", "**/*.pyc", "**/tests", "**/.pytest_c
 from lethe.layout import DATA_PREFIX as DATA_PREFIX  # noqa: E402
 from lethe.layout import ERASURE_PREFIX as ERASURE_PREFIX  # noqa: E402
 from lethe.layout import HEAD_KEY as HEAD_KEY  # noqa: E402
+from lethe.layout import INDEX_PREFIX as INDEX_PREFIX  # noqa: E402
 from lethe.layout import MANIFEST_PREFIX as MANIFEST_PREFIX  # noqa: E402
 from lethe.layout import METADATA_PREFIX as METADATA_PREFIX  # noqa: E402
 from lethe.layout import SEGMENT_PREFIX as SEGMENT_PREFIX  # noqa: E402
@@ -94,6 +95,7 @@ ICEBERG_GLUE_HANDLER: Final = "iceberg_glue.handler.handler"
 # module always wins (``import gc_steps.handler`` -> "'gc' is not a package"), in Lambda as in tests.
 # tests/infra/test_infra_units.py flags it; renaming the package is this one line.
 GC_MODULE: Final = "gc_steps.handler"
+GC_RETENTION_HANDLER: Final = f"{GC_MODULE}.retention"
 GC_PLAN_HANDLER: Final = f"{GC_MODULE}.plan"
 GC_SWEEP_HANDLER: Final = f"{GC_MODULE}.sweep"
 GC_EXPIRE_HANDLER: Final = f"{GC_MODULE}.expire"
@@ -106,6 +108,7 @@ ALL_HANDLERS: Final = (
     SPLICE_HANDLER,
     INGEST_HANDLER,
     ICEBERG_GLUE_HANDLER,
+    GC_RETENTION_HANDLER,
     GC_PLAN_HANDLER,
     GC_SWEEP_HANDLER,
     GC_EXPIRE_HANDLER,
@@ -231,7 +234,7 @@ CONTEXT_DEFAULTS: Final[dict[str, object]] = {
     CTX_LOG_LEVEL: "INFO",
     CTX_LOG_RETENTION_DAYS: 30,
     CTX_SPLICE_CONCURRENCY: 2,
-    CTX_SPLICE_MAX_BYTES: 256 * 1024 * 1024,
+    CTX_SPLICE_MAX_BYTES: 1024 * 1024 * 1024,  # bytes moved per invocation, copies included
     CTX_DIRECT_REGISTER_MAX_BYTES: 1024 * 1024 * 1024,
     CTX_GC_SCHEDULE: "rate(1 day)",
     CTX_GC_RETENTION: "30d",

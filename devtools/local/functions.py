@@ -20,7 +20,8 @@ import threading
 import time
 import traceback
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -138,22 +139,33 @@ def handler_file(handler: str, code_root: Path = CODE_ROOT) -> Path | None:
 
 @dataclass(frozen=True, slots=True)
 class Invocation:
-    """One invocation: ``ok`` (no unhandled exception), its JSON result or error, duration."""
+    """One invocation: ``ok`` (no unhandled exception), its JSON result or error, duration;
+    ``started``/``ended`` (``time.monotonic()``) and the execution environment it ran in
+    (``environment``: 0, 1, ... when the runtime ran several at once), for the invocation log.
+    """
 
     ok: bool
     result: Any
     error: str | None
     seconds: float
+    started: float = 0.0
+    ended: float = 0.0
+    environment: int = 0
 
 
 class LocalFunction:
     """A template ``AWS::Lambda::Function`` run in-process.
+
+    Like Lambda, it runs concurrent invocations (:meth:`invoke_many`) in separate execution
+    environments: each has its own module object of the handler (its own cold start, its
+    own module-level state), all in the function's one environment of variables.
 
     Attributes:
         logical_id, name, arn, handler: as in the template (name and ARN local).
         environment: the function's variables, resolved to local resources.
         timeout: the template's timeout in seconds (reported when exceeded, not enforced).
         invocations, failures: counters.
+        log: every invocation, in the order they ended (start and end times included).
         sink: its routed output (log file, metrics, warnings).
     """
 
@@ -181,7 +193,9 @@ class LocalFunction:
         self.sink = Sink(log_dir / f"{logical_id}.log")
         self.invocations = 0
         self.failures = 0
-        self._fn: Callable[[Any, Any], Any] | None = None
+        self.log: list[Invocation] = []
+        self._fns: dict[int, Callable[[Any, Any], Any]] = {}  # execution environment -> handler
+        self._lock = threading.Lock()
         self._env = {
             **base_env,
             **self.environment,
@@ -199,6 +213,30 @@ class LocalFunction:
     def invoke(self, event: Any) -> Invocation:
         """Run the handler on a JSON round trip of ``event`` in the function's environment
         (imported on first use, in that environment: the cold start)."""
+        with environment(self._env):
+            return self._run(event, 0)
+
+    def invoke_many(self, events: Sequence[Any]) -> list[Invocation]:
+        """Run one invocation per event at once, each in its own execution environment
+        (threads; the caller holds the function's environment of variables for all of
+        them, which they only read). Returns the invocations in the order of ``events``."""
+        if len(events) <= 1:
+            return [self.invoke(e) for e in events]
+        with environment(self._env), ThreadPoolExecutor(max_workers=len(events)) as pool:
+            futures = [pool.submit(self._run, e, i) for i, e in enumerate(events)]
+            return [f.result() for f in futures]
+
+    def _handler(self, slot: int) -> Callable[[Any, Any], Any]:
+        with self._lock:  # one cold start at a time (module loading is not thread-safe)
+            fn = self._fns.get(slot)
+            if fn is None:
+                name = f"_lethe_local_{self.logical_id}_{slot}_{uuid.uuid4().hex[:6]}"
+                fn = load_handler(self.handler, code_root=self.code_root, module_name=name)
+                _own_metric_sets(sys.modules[name])
+                self._fns[slot] = fn
+            return fn
+
+    def _run(self, event: Any, slot: int) -> Invocation:
         payload = json.loads(json.dumps(event))
         context = LambdaContext(
             function_name=self.name,
@@ -206,19 +244,16 @@ class LocalFunction:
             invoked_function_arn=self.arn,
             log_group_name=f"/aws/lambda/{self.name}",
         )
-        self.invocations += 1
+        with self._lock:
+            self.invocations += 1
+        started = time.monotonic()
         t0 = time.perf_counter()
-        with ROUTER.capture(self.sink), environment(self._env):
+        ok, result, error = True, None, None
+        with ROUTER.capture(self.sink):
             try:
-                if self._fn is None:
-                    self._fn = load_handler(
-                        self.handler,
-                        code_root=self.code_root,
-                        module_name=f"_lethe_local_{self.logical_id}_{uuid.uuid4().hex[:6]}",
-                    )
-                result = json.loads(json.dumps(self._fn(payload, context)))
+                result = json.loads(json.dumps(self._handler(slot)(payload, context)))
             except Exception as e:  # what Lambda reports for an unhandled exception
-                self.failures += 1
+                ok, error = False, f"{type(e).__name__}: {e}"
                 print(
                     json.dumps(
                         {
@@ -229,8 +264,31 @@ class LocalFunction:
                         }
                     )
                 )
-                return Invocation(False, None, f"{type(e).__name__}: {e}", time.perf_counter() - t0)
-        return Invocation(True, result, None, time.perf_counter() - t0)
+        inv = Invocation(
+            ok, result, error, time.perf_counter() - t0, started, time.monotonic(), slot
+        )
+        with self._lock:
+            self.failures += 0 if ok else 1
+            self.log.append(inv)
+        return inv
+
+
+def _own_metric_sets(module: ModuleType) -> None:
+    """Give the module's Powertools ``Metrics`` objects metric sets of their own.
+
+    Powertools keeps them at class level, shared by every instance in a process: on Lambda
+    each execution environment is a process of its own, here several run at once on threads
+    of one process, and would flush (and clear) each other's metrics.
+    """
+    from aws_lambda_powertools import Metrics
+
+    for obj in vars(module).values():
+        if isinstance(obj, Metrics):
+            provider: Any = obj.provider
+            for attr in ("metric_set", "dimension_set", "metadata_set"):
+                own: dict[str, Any] = {}
+                setattr(obj, attr, own)
+                setattr(provider, attr, own)
 
 
 def function_lid(value: Any, functions: Mapping[str, LocalFunction]) -> str | None:

@@ -80,6 +80,9 @@ class Router(io.TextIOBase):
         self.fallback: Any = None
         self.background: Sink | None = None
         self._installs = 0
+        self._lock = threading.Lock()
+        self._captures = 0  # threads capturing now (their sys.stdout is this router)
+        self._saved: Any = None  # what sys.stdout was before the first of them
 
     @property
     def encoding(self) -> str:  # type: ignore[override]
@@ -124,14 +127,23 @@ class Router(io.TextIOBase):
 
     @contextlib.contextmanager
     def capture(self, sink: Sink) -> Iterator[None]:
+        """Route this thread's output to ``sink`` meanwhile. ``sys.stdout`` is the router
+        from the first capture (of any thread) to the end of the last one: a thread ending
+        its capture must not hand ``sys.stdout`` back while another still prints."""
         prev = getattr(self._local, "sink", None)
         self._local.sink = sink
-        saved = sys.stdout
-        sys.stdout = self
+        with self._lock:
+            if self._captures == 0:
+                self._saved = sys.stdout
+                sys.stdout = self
+            self._captures += 1
         try:
             yield
         finally:
-            sys.stdout = saved
+            with self._lock:
+                self._captures -= 1
+                if self._captures == 0:
+                    sys.stdout = self._saved
             self._local.sink = prev
 
 

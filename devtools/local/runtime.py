@@ -34,7 +34,8 @@ template                       locally
                                in-process with ``os.environ`` swapped under a lock
 ``AWS::Lambda::EventSource     the runtime polls the queue itself: ReceiveMessage up to the
 Mapping`` (SQS)                batch size, one invocation with the real SQS event, then
-                               deletes exactly the messages not in ``batchItemFailures``
+                               deletes exactly the messages not in ``batchItemFailures``;
+                               up to ``MaximumConcurrency`` batches at once
 ``Custom::S3BucketNotifica     ObjectCreated under the filter prefix notifies a local SQS
 tions`` (to Lambda)            queue; each S3 event is delivered like an asynchronous
                                invocation: retried ``MaximumRetryAttempts`` times, then sent
@@ -59,9 +60,10 @@ function's output to ``<log dir>/<function>.log`` and sums its metrics
 (:attr:`LocalFunction.metrics`), the local stand-in for CloudWatch.
 
 What cannot be mimicked: Lambda timeouts and memory limits (an in-process handler cannot be
-interrupted; a run longer than the function's timeout is reported), concurrency (one event
-at a time), batching windows (batches are whatever is visible), and the delays between
-asynchronous retries (immediate here).
+interrupted; a run longer than the function's timeout is reported), concurrency other than
+an SQS mapping's ``MaximumConcurrency`` (that many batches at once, each in its own
+execution environment; everything else one event at a time), batching windows (batches
+are whatever is visible), and the delays between asynchronous retries (immediate here).
 """
 
 from __future__ import annotations

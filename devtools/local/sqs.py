@@ -4,7 +4,9 @@
 consumes gets a short visibility timeout, so that retries and the trip to the DLQ take
 seconds. ``AWS::Lambda::EventSourceMapping`` (SQS) is polled here: ReceiveMessage up to the
 batch size, one invocation with the real SQS event, then DeleteMessage of exactly the
-messages not in ``batchItemFailures`` (:func:`failed_ids`, Lambda's rules).
+messages not in ``batchItemFailures`` (:func:`failed_ids`, Lambda's rules). A mapping with a
+``MaximumConcurrency`` takes up to that many batches per round and invokes them at once,
+each in its own execution environment (:meth:`LocalFunction.invoke_many`).
 ``Custom::S3BucketNotifications`` to a function notify a local queue instead; each S3 event
 is then delivered like an asynchronous invocation: retried ``MaximumRetryAttempts`` times,
 then sent to the function's dead-letter queue.
@@ -31,6 +33,7 @@ __all__ = [
     "S3Source",
     "SqsSource",
     "brief",
+    "concurrency",
     "failed_ids",
 ]
 
@@ -106,6 +109,13 @@ def failed_ids(s: SqsSource, msgs: Sequence[Mapping[str, Any]], inv: Invocation)
             return ids  # Lambda treats a bad identifier as a failure of the whole batch
         failed.add(str(ident))
     return failed
+
+
+def concurrency(s: SqsSource) -> int:
+    """How many invocations an event source mapping runs at once locally: its
+    ``ScalingConfig.MaximumConcurrency`` (Lambda's bound on the concurrent invocations
+    one SQS mapping makes), else 1 (one at a time, as the runtime always did)."""
+    return max(1, int(s.max_concurrency or 1))
 
 
 def brief(result: Any, limit: int = 200) -> str:
@@ -421,14 +431,31 @@ class EventSources:
                 raise LocalRunError(f"DeleteMessageBatch failed: {r['Failed']}")
 
     def pump_sqs(self, s: SqsSource) -> int:
-        """One batch of an event source mapping; returns how many messages it held."""
+        """One round of an event source mapping: up to its concurrency of batches, run at
+        once (:func:`concurrency`); returns how many messages they held."""
         q = self.queues[s.queue]
         fn = self.functions[s.function]
-        msgs = self._receive(q.url, s.batch_size)
-        if not msgs:
+        batches: list[list[dict[str, Any]]] = []
+        for _ in range(concurrency(s)):
+            msgs = self._receive(q.url, s.batch_size)
+            if not msgs:
+                break
+            batches.append(msgs)
+        if not batches:
             return 0
         problems = len(fn.sink.problems)
-        inv = fn.invoke(sqs_event(msgs, queue_arn=q.arn, region=REGION))
+        events = [sqs_event(msgs, queue_arn=q.arn, region=REGION) for msgs in batches]
+        invocations = fn.invoke_many(events)
+        for msgs, inv in zip(batches, invocations, strict=True):
+            self._settle(s, msgs, inv, problems)
+        return sum(len(m) for m in batches)
+
+    def _settle(
+        self, s: SqsSource, msgs: Sequence[Mapping[str, Any]], inv: Invocation, problems: int
+    ) -> None:
+        """Delete what one invocation processed (Lambda's partial batch rules), record it."""
+        q = self.queues[s.queue]
+        fn = self.functions[s.function]
         failed = failed_ids(s, msgs, inv)
         self._delete(q.url, [m for m in msgs if m["MessageId"] not in failed])
         outcome = BatchOutcome(q.name, s.function, len(msgs), len(failed), inv)
@@ -457,7 +484,6 @@ class EventSources:
                 + (f": {why[:160]}" if why else "")
             )
         self.echo(text)
-        return len(msgs)
 
     def _timeout_note(self, fn: LocalFunction, inv: Invocation) -> None:
         if inv.seconds > fn.timeout:

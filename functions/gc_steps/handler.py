@@ -8,6 +8,7 @@ results, the report) lives under ``<table>/_gc/<run id>/``.
 ==================  ========================================  =================================
 entry point         event (from the state machine)            returns
 ==================  ========================================  =================================
+``retention``       ``{"dry_run", ["table"]}``                  the sweep's counts and receipt
 ``plan``            ``{"dry_run", ["table", "retention",       ``PlanState``: table, run_id,
                     "grace", "erasure_grace",                  counts, batch URIs
                     "batch_keys"]}``
@@ -58,6 +59,7 @@ __all__ = [
     "purge",
     "record_failure",
     "report",
+    "retention",
     "sweep",
 ]
 
@@ -72,6 +74,11 @@ SETTINGS = Settings.from_env()  # once, at cold start; SettingsError names what 
 class _Event(BaseModel):
     # The workflow passes whole states: unknown fields are ignored, known ones validated.
     model_config = ConfigDict(frozen=True, extra="ignore")
+
+
+class RetentionEvent(_Event):
+    dry_run: bool = False
+    table: str | None = None
 
 
 class PlanEvent(_Event):
@@ -133,6 +140,21 @@ def _step_output(result: StepResult) -> dict[str, Any]:
     if result.failed:
         metrics.add_metric("GcDeleteFailures", MetricUnit.Count, len(result.failed))
     return result.summary()
+
+
+@logger.inject_lambda_context
+@tracer.capture_lambda_handler
+@metrics.log_metrics
+def retention(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    e = _parse(RetentionEvent, event, "retention")
+    out = lethe_gc.retention_step(_table(e.table), dry_run=e.dry_run)
+    if out["swept"]:
+        prefix = "GcRetentionWould" if out["dry_run"] else "GcRetention"
+        metrics.add_metric(f"{prefix}DropFiles", MetricUnit.Count, out["files_dropped"])
+        metrics.add_metric(f"{prefix}SpliceFiles", MetricUnit.Count, out["files_spliced"])
+        metrics.add_metric(f"{prefix}ExpireRows", MetricUnit.Count, out["rows_expired"])
+    logger.info("GC retention sweep", extra=out)  # counts, versions and a hash: no row value
+    return out
 
 
 @logger.inject_lambda_context

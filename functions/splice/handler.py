@@ -1,10 +1,15 @@
-"""Bounded splice worker: SQS splice jobs -> row-group splices of one erasure.
+"""Splice worker: SQS splice jobs -> an erasure's files spliced, several invocations at once.
 
-Each message names a table and an erasure (a request hash, never keys). One invocation
-splices at most ``LETHE_SPLICE_MAX_BYTES`` of row groups (at least one group), never loads a
-whole file, commits, and puts the job back on the queue while targets remain. A failed job
-is retried by SQS and lands in the splice DLQ after ``maxReceiveCount``; a failure leaves
-the table unchanged (the multipart upload is aborted, the commit is all or nothing).
+Each message names a table and an erasure (a request hash, never keys). A job without
+``files`` (what the delete handler and ``lethe purge --queue-url`` send) is cut into groups
+of files, each within ``LETHE_SPLICE_MAX_BYTES`` bytes moved (row groups down and up,
+server-side copies, footers: :func:`lethe.splice_groups.splice_cost`), and one job per group
+goes back on the queue: the event source then runs up to its maximum concurrency of them at
+once. A group's job splices its files (never loading a whole file), commits them in one
+commit and re-enqueues what its budget left over; the erasure turns ``spliced`` with the
+commit of its last group. A failed job is retried by SQS and lands in the splice DLQ after
+``maxReceiveCount`` (the reason in the log); a failure leaves the table unchanged (the
+multipart upload is aborted, the commit is all or nothing).
 """
 
 from __future__ import annotations
@@ -24,8 +29,9 @@ from aws_lambda_powertools.utilities.parser import parse
 
 from _settings import SpliceSettings as Settings
 from lethe import Table
-from lethe.erase import process_erasure
+from lethe.erase import SpliceResult, process_erasure
 from lethe.evidence import erasure_backlog
+from lethe.splice_groups import plan_groups, splice_group
 from lethe.splice_jobs import SpliceJob, send_jobs
 
 logger = Logger()
@@ -37,11 +43,13 @@ processor = BatchProcessor(event_type=EventType.SQS)
 SETTINGS = Settings.from_env()  # once, at cold start
 
 
-@tracer.capture_method
-def record_handler(record: SQSRecord) -> dict[str, Any]:
-    job: SpliceJob = parse(event=record.json_body, model=SpliceJob)
-    table = Table.open(job.table)
-    complete, splices = process_erasure(table.context, job.erasure, max_bytes=SETTINGS.max_bytes)
+def _queue() -> str:
+    if SETTINGS.queue_url is None:
+        raise RuntimeError("erasure not complete and no LETHE_SPLICE_QUEUE_URL to continue it")
+    return SETTINGS.queue_url
+
+
+def _measure(table: Table, job: SpliceJob, splices: list[SpliceResult], **extra: Any) -> None:
     copied = sum(s.bytes_copied for s in splices)
     uploaded = sum(s.bytes_uploaded for s in splices)
     downloaded = sum(s.bytes_downloaded for s in splices)
@@ -57,19 +65,66 @@ def record_handler(record: SQSRecord) -> dict[str, Any]:
         extra={
             "erasure": job.erasure,
             "files": len(splices),
-            "complete": complete,
             "copied": copied,
             "uploaded": uploaded,
             "downloaded": downloaded,
+            **extra,
         },
     )
-    if not complete:
-        if SETTINGS.queue_url is None:
-            raise RuntimeError("erasure not complete and no LETHE_SPLICE_QUEUE_URL to continue it")
-        send_jobs(
-            [job.model_copy(update={"attempt": job.attempt + 1})], queue_url=SETTINGS.queue_url
+
+
+def _fan_out(table: Table, job: SpliceJob) -> dict[str, Any]:
+    """A job without files: one job per group of the erasure's pending files."""
+    if SETTINGS.queue_url is None:  # no queue to fan out on: splice here, one bounded chain
+        complete, splices = process_erasure(
+            table.context, job.erasure, max_bytes=SETTINGS.max_bytes
         )
-    return {"complete": complete, "files": len(splices)}
+        _measure(table, job, splices, complete=complete)
+        if not complete:
+            _queue()
+        return {"complete": complete, "files": len(splices)}
+    m, _ = table.catalog.current()
+    groups = plan_groups(m, job.erasure, SETTINGS.max_bytes)
+    jobs = [job.model_copy(update={"files": g, "attempt": 0, "planned": m.version}) for g in groups]
+    send_jobs(jobs, queue_url=SETTINGS.queue_url)
+    metrics.add_metric("SpliceGroups", MetricUnit.Count, len(groups))
+    logger.info(
+        "splice jobs fanned out",
+        extra={
+            "erasure": job.erasure,
+            "groups": len(groups),
+            "files": sum(len(g) for g in groups),
+            "budget": SETTINGS.max_bytes,
+        },
+    )
+    return {"groups": len(groups), "files": sum(len(g) for g in groups)}
+
+
+def _group(table: Table, job: SpliceJob) -> dict[str, Any]:
+    """A group's job: splice and commit its files, re-enqueue what is left of them."""
+    r = splice_group(table.context, job.erasure, job.files, SETTINGS.max_bytes, planned=job.planned)
+    splices = list(r.splices)
+    _measure(
+        table,
+        job,
+        splices,
+        group_files=len(job.files),
+        remaining=len(r.remaining),
+        replaced=r.replaced,
+        adopted=r.adopted,
+        complete=r.erasure_complete,
+    )
+    if r.remaining:
+        follow = job.model_copy(update={"files": r.remaining, "attempt": job.attempt + 1})
+        send_jobs([follow], queue_url=_queue())
+    return {"complete": r.erasure_complete, "files": len(splices), "remaining": len(r.remaining)}
+
+
+@tracer.capture_method
+def record_handler(record: SQSRecord) -> dict[str, Any]:
+    job: SpliceJob = parse(event=record.json_body, model=SpliceJob)
+    table = Table.open(job.table)
+    return _group(table, job) if job.files else _fan_out(table, job)
 
 
 @logger.inject_lambda_context

@@ -4,8 +4,10 @@
   delete queue, one commit per batch where possible; partial batch failures. It reads the
   table and writes deletion vectors, manifests and the head (conditional PUTs); requests that
   demand erasure are forwarded to the splice queue. It may not delete anything.
-* Splice worker (``splice.handler.handler``): one splice request at a time, bounded by
-  ``LETHE_SPLICE_MAX_BYTES`` and re-enqueued while targets remain; additionally writes new
+* Splice worker (``splice.handler.handler``): an erasure's first job is cut into groups of
+  files within ``LETHE_SPLICE_MAX_BYTES`` (bytes moved, copies and footers included), one job
+  per group back on the queue, spliced by up to ``splice_concurrency`` invocations at once;
+  a group's job re-enqueues what its budget left over (:mod:`lethe.splice_groups`). It writes new
   data files by multipart upload and aborts its own failed uploads (DESIGN.md §4.5). Reserved concurrency (and the event source's
   maximum concurrency, equal to it so SQS never polls into throttles) keeps splices from
   stampeding one table's head. It may not delete anything either: replaced files go when GC
@@ -87,7 +89,7 @@ class ErasureFunctions(Construct):
             environment={
                 c.ENV_TABLE_URI: storage.table_uri,
                 c.ENV_SPLICE_MAX_BYTES: str(splice_max_bytes),
-                # A bounded step re-enqueues its job while targets remain.
+                # the first job fans out to one job per group; a group re-enqueues its rest
                 c.ENV_SPLICE_QUEUE_URL: queues.splice.queue.queue_url,
             },
             reserved_concurrency=reserved,

@@ -1,7 +1,9 @@
 """Garbage collection: one Lambda per step, a Step Functions workflow, a schedule.
 
-One function per step (not one function with seven handlers) so that each step's role holds
-only its own destructive right: ``sweep`` deletes unreferenced data/DV/staging objects,
+One function per step (not one function with eight handlers) so that each step's role holds
+only its own destructive right: ``retention`` writes the row-retention sweep (new data files
+by multipart upload, DVs, index pieces, one or more commits) and deletes nothing;
+``sweep`` deletes unreferenced data/DV/staging objects,
 ``expire`` deletes manifests past retention, ``abort`` aborts stale multipart uploads,
 ``purge`` deletes noncurrent object versions; ``plan``, ``report`` and ``record_failure``
 delete nothing of the table. All read and list the table and keep their run's scratch state
@@ -12,11 +14,14 @@ interpreter can run the same definition locally; state names and result paths co
 ``lethe.gc.workflow``, via ``infra.constants.GC_STATES`` / ``GC_RESULTS``)::
 
     {"dry_run": bool}
+      Retention   -> $.row_retention = the row-retention sweep's counts and receipt (commits
+                     before Plan reads the head, so this run already collects what it dropped)
       Plan        -> $.plan = {"table", "run_id", "dry_run", "batches": [batch lists under
                      _gc/], ...counts}   (lethe.gc.models.PlanState)
       SweepBatches (Map over $.plan.batches, MaxConcurrency bounded; each item gets
              {"run_id", "dry_run", "batch_key"} and runs the Sweep task; results stay in S3)
-      Compact (Pass) -> {"table", "run_id", "dry_run"}: the batch list leaves the payload
+      Compact (Pass) -> {"table", "run_id", "dry_run", "row_retention"}: the batch list
+             leaves the payload
       Expire -> $.expire, Abort -> $.abort, Purge -> $.purge, Report -> $.report
       Done (Succeed)
     any step, after its retries: Catch -> RecordFailure ($.error = {Error, Cause}) -> Failed
@@ -55,8 +60,18 @@ class GcStep:
     delete_versions: bool = False  # ListBucketVersions + DeleteObjectVersion
     abort_uploads: bool = False  # ListBucketMultipartUploads + AbortMultipartUpload
     commits: bool = False  # PUT manifests and the head (one commit through the catalog)
+    splices: bool = False  # the retention sweep: new data files, DVs, index pieces, commits
+    workspace: bool = True  # PUT/DELETE under _gc/ (the run's scratch state)
 
 
+RETENTION = GcStep(
+    c.GC_STATES.retention,
+    c.GC_RETENTION_HANDLER,
+    "GC retention: the row-retention sweep (expired rows erased: wholly expired files "
+    "dropped, straddling files spliced), committed before the plan.",
+    splices=True,
+    workspace=False,
+)
 PLAN = GcStep(
     c.GC_STATES.plan,
     c.GC_PLAN_HANDLER,
@@ -110,7 +125,7 @@ RECORD_FAILURE = GcStep(
     "GC record_failure: records a failed run (step, error) under _gc/ for the next run and "
     "the operator.",
 )
-STEPS = (PLAN, SWEEP, EXPIRE, ABORT, PURGE, REPORT, RECORD_FAILURE)
+STEPS = (RETENTION, PLAN, SWEEP, EXPIRE, ABORT, PURGE, REPORT, RECORD_FAILURE)
 
 
 class GarbageCollection(Construct):
@@ -178,8 +193,20 @@ class GarbageCollection(Construct):
     def _grant(storage: TableStorage, made: LetheFunction, step: GcStep) -> None:
         fn = made.function
         storage.grant_table_read(fn)
-        storage.grant_table_put(fn, c.GC_PREFIX + "*", sid="WriteGcWorkspace")
-        storage.grant_table_delete(fn, c.GC_PREFIX + "*", sid="CleanGcWorkspace")
+        if step.workspace:
+            storage.grant_table_put(fn, c.GC_PREFIX + "*", sid="WriteGcWorkspace")
+            storage.grant_table_delete(fn, c.GC_PREFIX + "*", sid="CleanGcWorkspace")
+        if step.splices:  # what an erasure's splices and its commit write; no delete
+            storage.grant_table_put(
+                fn,
+                c.DATA_PREFIX + "*",
+                c.TOMBSTONE_PREFIX + "*",
+                c.INDEX_PREFIX + "*",
+                c.MANIFEST_PREFIX + "*",
+                c.HEAD_KEY,
+                sid="SweepExpiredRows",
+            )
+            storage.grant_multipart_cleanup(fn, c.DATA_PREFIX + "*")
         if step.deletes:
             storage.grant_table_delete(fn, *step.deletes, sid="DeleteUnreferenced")
         if step.commits:
@@ -240,6 +267,7 @@ class GarbageCollection(Construct):
             return state
 
         at_plan = f"$.{c.GC_RESULTS.plan}"
+        retention = guarded(self._task(RETENTION, result_path=f"$.{c.GC_RESULTS.retention}"))
         plan = guarded(self._task(PLAN, result_path=at_plan))
         sweep = sfn.Map(
             self,
@@ -258,15 +286,18 @@ class GarbageCollection(Construct):
         compact = sfn.Pass(
             self,
             c.GC_STATES.compact,
-            comment="Drop the batch list: later steps get the table, run id and mode only.",
+            comment="Drop the batch list: later steps get the table, run id and mode (and "
+            "the retention sweep's summary, for the run's output).",
             parameters={
+                c.GC_RESULTS.retention: sfn.JsonPath.object_at(f"$.{c.GC_RESULTS.retention}"),
                 "table": sfn.JsonPath.string_at(f"{at_plan}.table"),
                 "run_id": sfn.JsonPath.string_at(f"{at_plan}.run_id"),
                 "dry_run": sfn.JsonPath.string_at(f"{at_plan}.dry_run"),
             },
         )
         chain = (
-            sfn.Chain.start(plan)
+            sfn.Chain.start(retention)
+            .next(plan)
             .next(sweep)
             .next(compact)
             .next(guarded(self._task(EXPIRE, result_path=f"$.{c.GC_RESULTS.expire}")))
@@ -279,7 +310,7 @@ class GarbageCollection(Construct):
         machine = sfn.StateMachine(
             self,
             "Workflow",
-            comment="Lethe garbage collection: plan, sweep, expire, abort, purge, report",
+            comment="Lethe garbage collection: retention sweep, plan, sweep, expire, abort, purge, report",
             definition_body=sfn.DefinitionBody.from_chainable(chain),
             timeout=cdk.Duration.hours(c.GC_STATE_MACHINE_TIMEOUT_HOURS),
             tracing_enabled=True,
@@ -304,7 +335,7 @@ class GarbageCollection(Construct):
             role,
             "AwsSolutions-IAM5",
             "CDK grants lambda:InvokeFunction on each GC function's ARN and its versions/"
-            "aliases (ARN:*); these are exactly the seven step functions.",
+            "aliases (ARN:*); these are exactly the eight step functions.",
             *invoke,
         )
         acknowledge(

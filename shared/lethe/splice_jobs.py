@@ -3,9 +3,11 @@
 A committed erase request leaves an :class:`~lethe.manifest.ErasureRecord` (state
 ``pending``) in the manifest naming the row groups that hold its (already invisible) rows.
 The delete handler then puts one small message per erasure on the splice queue:
-``{"table": uri, "erasure": <request hash>}`` — no keys, no filters. The worker reads the
-pending targets from the manifest, splices at most a configured number of row-group bytes,
-commits, and re-enqueues the message while targets remain.
+``{"table": uri, "erasure": <request hash>}`` — no keys, no filters. The worker cuts the
+erasure's pending files into groups within its byte budget and puts one job per group back
+on the queue (``"files"``: the group's data-file paths), so that several invocations splice
+the erasure at once (:mod:`lethe.splice_groups`); a group's job splices and commits its
+files, and re-enqueues itself for what its budget left over.
 """
 
 from __future__ import annotations
@@ -33,6 +35,10 @@ class SpliceJob(BaseModel):
     table: str
     erasure: str = Field(min_length=8, max_length=64)
     attempt: int = 0
+    #: one group's data files (table-relative paths); empty: cut the erasure into groups
+    files: tuple[str, ...] = Field(default=(), max_length=256)
+    #: the manifest version the groups were cut from (a group adopts files added after it)
+    planned: int | None = None
 
 
 def send_jobs(jobs: Sequence[SpliceJob], *, queue_url: str, sqs: Any | None = None) -> int:

@@ -8,6 +8,7 @@ import os
 import time
 import uuid
 from collections.abc import Iterator
+from datetime import datetime
 from typing import Any
 
 import pytest
@@ -43,7 +44,7 @@ from lethe.manifest import manifest_key
 from lethe.store import parse_s3_uri
 from lethe.verify import verify
 
-STEPS = ("plan", "sweep", "expire", "abort", "purge", "report", "record_failure")
+STEPS = ("retention", "plan", "sweep", "expire", "abort", "purge", "report", "record_failure")
 HANDLERS = tuple(f"gc_steps.handler.{s}" for s in STEPS)
 
 
@@ -180,7 +181,8 @@ def test_record_failure_infers_the_step(table_uri: str, s3: Any) -> None:
     run = Steps(base_env(LETHE_TABLE_URI=table_uri))
     rid = "20260101T000000Z-0123abcd"
     cases = [
-        ({"dry_run": False}, "Plan"),
+        ({"dry_run": False}, "Retention"),
+        ({"dry_run": False, "row_retention": {"swept": False}}, "Plan"),
         ({"dry_run": False, "plan": {"run_id": rid, "table": table_uri}}, "SweepBatches"),
         ({"run_id": rid, "dry_run": False}, "Expire"),
         ({"run_id": rid, "dry_run": False, "expire": {}, "abort": {}}, "Purge"),
@@ -341,6 +343,7 @@ def test_state_machine_end_to_end_versioned(machine: Any, s3: Any) -> None:
     assert run.ok, (run.error, run.cause)
     assert run.states.count("Sweep") == sweeps
     assert [s for s in run.states if s != "Sweep"] == [
+        "Retention",
         "Plan",
         "SweepBatches",
         "Compact",
@@ -446,3 +449,80 @@ def test_state_machine_retries_lambda_throttling(machine: Any, table_uri: str, s
     assert (
         failed[0]["lambdaFunctionFailedEventDetails"]["error"] == "Lambda.TooManyRequestsException"
     )
+
+
+@pytest.mark.cdk
+@pytest.mark.slow
+@pytest.mark.xdist_group("cdk")
+def test_state_machine_sweeps_expired_rows_before_the_plan(
+    machine: Any, table_uri: str, s3: Any
+) -> None:
+    """A table with a row retention and old rows: the Retention state erases them (two files
+    dropped whole, one spliced) and the same execution's Plan/Sweep collects what they left."""
+    t = lethe.Table.create(
+        table_uri, EVENTS, key="id", gc_grace=QUICK, row_group_bytes=1024
+    )  # events(i): event_time = T0 + i seconds
+    for k in range(4):
+        t.append(events(k * 100, 100))
+    old = {f.path for f in t.manifest.files}
+    t0 = events(0, 1).column("event_time")[0].as_py().timestamp()
+    # rows older than ~T0 + 250 s (now) have expired: files 0 and 1 wholly, file 2 in part
+    keep = int(time.time() - t0) - 250
+    t.set_retention("event_time", f"{keep}s")
+    past_quick_grace()
+    sm = machine(
+        table_uri,
+        LETHE_GC_RETENTION="1v",
+        LETHE_GC_GRACE="0s",
+        LETHE_GC_ERASURE_GRACE="0s",
+    )
+    run = sm.run({"dry_run": False}, name=f"gc-ttl-{uuid.uuid4().hex[:8]}")
+    assert run.ok, (run.error, run.cause)
+    assert (
+        run.states[:2] == ("Retention", "Plan")
+        and sm.invocations("gc_steps.handler.retention") == 1
+    )
+    swept = run.output["row_retention"]
+    cutoff = datetime.fromisoformat(swept["cutoff"]).timestamp() - t0
+    assert 250 <= cutoff < 300  # the straddling file is file 2
+    assert (swept["files_dropped"], swept["files_spliced"]) == (2, 1) and swept["complete"]
+    expected = [i for i in range(400) if i >= cutoff]
+    assert swept["rows_expired"] == 400 - len(expected)
+    t = lethe.Table.open(table_uri)
+    assert sorted(t.scan(columns=["id"]).column("id").to_pylist()) == expected
+    live = {f.path for f in t.manifest.files}
+    assert len(old - live) == 3 and len(live - old) == 1  # 2 dropped, 1 replaced by its splice
+    files = listing(s3, table_uri)
+    assert not (old - live) & files  # GC in the same execution removed what the sweep left
+    assert run.output["report"]["erasures_newly_complete"] == [swept["request_hash"]]
+    assert t.erasure_status(swept["request_id"]).state == "complete"  # the sweep's receipt
+    assert verify(t).ok
+
+
+@pytest.mark.cdk
+@pytest.mark.slow
+@pytest.mark.xdist_group("cdk")
+def test_state_machine_records_a_failed_retention_sweep(
+    template: dict[str, Any], aws: LocalAws, table_uri: str, s3: Any
+) -> None:
+    lethe.Table.create(table_uri, EVENTS, key="id", gc_grace=GRACE).append(events(0, 10))
+
+    def fails(event: Any, context: Any) -> Any:
+        raise errors.StoreError("S3 answered 503 for every request")
+
+    sm = LocalStateMachine.from_template(
+        template,
+        aws=aws,
+        environment={"LETHE_TABLE_URI": table_uri},
+        handlers={"gc_steps.handler.retention": fails},
+    )
+    try:
+        run = sm.run({"dry_run": False}, name=f"gc-ttl-fail-{uuid.uuid4().hex[:8]}")
+    finally:
+        sm.close()
+    assert run.status == "FAILED" and "Plan" not in run.states
+    assert run.states[-2:] == ("RecordFailure", "Failed")
+    bucket, prefix = parse_s3_uri(table_uri)
+    (failure,) = [k for k in listing(s3, table_uri) if k.endswith("/failure.json")]
+    rec = json.loads(s3.get_object(Bucket=bucket, Key=f"{prefix}/{failure}")["Body"].read())
+    assert (rec["step"], rec["error"]) == ("Retention", "StoreError")

@@ -514,6 +514,25 @@ def test_only_gc_steps_hold_destructive_rights(synth: Synth) -> None:
         assert not set(grants(s[handler])) & (GC_ONLY - {"s3:DeleteObject"}), handler
 
 
+def test_gc_retention_step_writes_an_erasure_and_deletes_nothing(synth: Synth) -> None:
+    """The row-retention sweep splices and commits like the splice worker (plus index pieces,
+    which it scrubs), holds no destructive right and no GC workspace right."""
+    statements = synth.statements(c.GC_RETENTION_HANDLER)
+    g = grants(statements)
+    assert not set(g) & GC_ONLY
+    assert table_keys(synth, "s3:PutObject", statements) == {
+        "data/*",
+        "tombstone/*",
+        "index/*",
+        "manifest/*",
+        "_latest_manifest",
+    }
+    assert table_keys(synth, "s3:AbortMultipartUpload", statements) == {"data/*"}
+    assert table_keys(synth, "s3:ListMultipartUploadParts", statements) == {"data/*"}
+    assert table_keys(synth, "s3:GetObject", statements) == {"*"}
+    assert not any(a.startswith(("sqs:", "states:", "lambda:")) for a in g)
+
+
 def test_list_bucket_is_conditioned_on_the_table_prefix(synth: Synth) -> None:
     for handler in c.ALL_HANDLERS:
         for st in synth.statements(handler):
@@ -559,9 +578,16 @@ def test_gc_workflow_states_retry_and_catch(synth: Synth) -> None:
             "D": Match.serialized_json(
                 Match.object_like(
                     {
-                        "StartAt": "Plan",
+                        "StartAt": "Retention",
                         "States": Match.object_like(
                             {
+                                "Retention": Match.object_like(
+                                    {
+                                        "Type": "Task",
+                                        "Next": "Plan",
+                                        "ResultPath": "$.row_retention",
+                                    }
+                                ),
                                 "Plan": Match.object_like(
                                     {"Type": "Task", "Next": "SweepBatches", "ResultPath": "$.plan"}
                                 ),
@@ -584,6 +610,7 @@ def test_gc_workflow_states_retry_and_catch(synth: Synth) -> None:
                                         "Type": "Pass",
                                         "Next": "Expire",
                                         "Parameters": {
+                                            "row_retention.$": "$.row_retention",
                                             "table.$": "$.plan.table",
                                             "run_id.$": "$.plan.run_id",
                                             "dry_run.$": "$.plan.dry_run",
@@ -609,6 +636,7 @@ def test_gc_workflow_states_retry_and_catch(synth: Synth) -> None:
     states = dict(asl["States"])
     states.update(asl["States"]["SweepBatches"]["ItemProcessor"]["States"])
     expected = {
+        "Retention": c.GC_RETENTION_HANDLER,
         "Plan": c.GC_PLAN_HANDLER,
         "Sweep": c.GC_SWEEP_HANDLER,
         "Expire": c.GC_EXPIRE_HANDLER,
@@ -625,7 +653,7 @@ def test_gc_workflow_states_retry_and_catch(synth: Synth) -> None:
         assert set(retry["ErrorEquals"]) >= RETRIED, name
         assert retry["BackoffRate"] > 1 and retry["MaxAttempts"] >= 3, name
         assert state["TimeoutSeconds"] > c.GC_TIMEOUT_SECONDS, name
-    for name in ("Plan", "SweepBatches", "Expire", "Abort", "Purge", "Report"):
+    for name in ("Retention", "Plan", "SweepBatches", "Expire", "Abort", "Purge", "Report"):
         (catch,) = states[name]["Catch"]
         assert catch == {
             "ErrorEquals": ["States.ALL"],

@@ -38,8 +38,8 @@ The modules, each depending only on those above it:
 ``workspace``       where a run keeps its documents (S3 or memory)
 ``actions``         plan, sweep, expire, abort, purge: the steps that change the bucket
 ``report``          combine the results; per erasure request, complete or not
+``run``             :func:`collect`: a whole run in this process (the retention sweep first)
 ``workflow``        the Step Functions steps and the state machine's state names
-``run``             :func:`collect`: a whole run in this process
 ==================  =========================================================================
 
 The command ``lethe gc`` is :mod:`lethe.cli.gc`; GC's errors (:class:`GcError`,
@@ -101,6 +101,7 @@ from lethe.gc.workflow import (
     purge_step,
     record_failure,
     report_step,
+    retention_step,
     sweep_step,
 )
 from lethe.gc.workspace import MemoryWorkspace, S3Workspace, Workspace
@@ -155,5 +156,6 @@ __all__ = [
     "purge_step",
     "record_failure",
     "report_step",
+    "retention_step",
     "sweep_step",
 ]

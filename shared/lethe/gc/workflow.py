@@ -28,6 +28,7 @@ from lethe.gc.models import (
 )
 from lethe.gc.policy import DEFAULT_ERASURE_GRACE, DEFAULT_RETENTION, Retention, options
 from lethe.gc.report import build_report
+from lethe.gc.run import sweep_retention
 from lethe.gc.select import BATCH_KEYS, MAX_BATCHES
 from lethe.gc.workspace import S3Workspace, decode
 from lethe.store import S3Store, parse_s3_uri
@@ -44,6 +45,7 @@ __all__ = [
     "purge_step",
     "record_failure",
     "report_step",
+    "retention_step",
     "sweep_step",
 ]
 
@@ -54,6 +56,7 @@ MAX_CAUSE_CHARS = 32_000
 class StateNames:
     """The names of the GC state machine's states."""
 
+    retention: str = "Retention"  # the row-retention sweep, before the plan sees the head
     plan: str = "Plan"
     sweep_batches: str = "SweepBatches"  # the Map over $.plan.batches
     sweep: str = "Sweep"  # its item processor
@@ -71,6 +74,7 @@ class StateNames:
 class ResultKeys:
     """Where states put their output in the workflow state (``ResultPath`` ``$.<key>``)."""
 
+    retention: str = "row_retention"  # not "retention": the Plan event's version retention
     plan: str = "plan"
     expire: str = "expire"
     abort: str = "abort"
@@ -81,6 +85,40 @@ class ResultKeys:
 
 STATES: Final = StateNames()
 RESULTS: Final = ResultKeys()
+
+
+def retention_step(
+    uri: str, *, dry_run: bool = False, now: datetime | None = None, s3: Any | None = None
+) -> dict[str, Any]:
+    """Workflow step Retention, first in every run: the table's row-retention sweep
+    (:func:`lethe.gc.run.sweep_retention`): wholly expired files dropped, the expired rows
+    of straddling files hidden and spliced out, all committed before Plan reads the head
+    (so the run's plan already counts the dropped and spliced-away files as unreferenced).
+    Returns a small summary: counts, versions and the sweep's receipt (its ``request_id``,
+    read with :meth:`lethe.Table.erasure_status`), never a row value; ``swept`` is False
+    when the table declares no retention.
+
+    Example:
+        >>> retention_step("s3://bucket/events")["files_dropped"]  # doctest: +SKIP
+        12
+    """
+    r = sweep_retention(open_catalog(uri, s3), now=now or datetime.now(UTC), dry_run=dry_run)
+    if r is None:
+        return {"swept": False, "dry_run": dry_run}
+    return {
+        "swept": True,
+        "dry_run": r.dry_run,
+        "request_id": r.request_id,
+        "request_hash": r.request_hash,
+        "cutoff": r.cutoff.isoformat(),
+        "files_dropped": r.files_dropped,
+        "files_spliced": r.files_spliced,
+        "rows_expired": r.rows_expired,
+        "bytes_dropped": r.bytes_dropped,
+        "data_bytes_moved": r.data_bytes_moved,
+        "versions": list(r.versions),
+        "complete": r.complete,
+    }
 
 
 def plan_step(
@@ -273,6 +311,8 @@ def report_step(
 
 def _infer_step(state: Mapping[str, Any]) -> str:
     """The state that failed, from the results the workflow state holds."""
+    if RESULTS.retention not in state and RESULTS.plan not in state and "run_id" not in state:
+        return STATES.retention
     if RESULTS.plan not in state and "run_id" not in state:
         return STATES.plan
     if "run_id" not in state:  # Compact (after SweepBatches) sets the run id at the top
