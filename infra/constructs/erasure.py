@@ -25,9 +25,11 @@ from infra.constructs.queues import RequestQueues
 from infra.constructs.runtime import LambdaRuntime, LetheFunction
 from infra.constructs.storage import TableStorage
 
-# committers also publish the table's Iceberg view when its iceberg_view property is set
+# committers also publish the table's Iceberg view when its iceberg_view property is set;
+# an erase on an indexed table writes the scrubbed index pieces (lethe.index_erase)
 COMMIT_KEYS = (
     c.TOMBSTONE_PREFIX + "*",
+    c.INDEX_PREFIX + "*",
     c.MANIFEST_PREFIX + "*",
     c.HEAD_KEY,
     c.METADATA_PREFIX + "*",

@@ -41,9 +41,11 @@ EMR_WRITE_KEYS = (
     c.HEAD_KEY,
     c.STAGING_PREFIX + "*",
     c.METADATA_PREFIX + "*",  # the Iceberg view, published after commits
+    c.INDEX_PREFIX + "*",  # an indexed table's new files get their index runs
 )
 TRIGGER_WRITE_KEYS = (
     c.DATA_PREFIX + "*",
+    c.INDEX_PREFIX + "*",
     c.MANIFEST_PREFIX + "*",
     c.HEAD_KEY,
     c.METADATA_PREFIX + "*",

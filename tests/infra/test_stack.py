@@ -439,6 +439,7 @@ def test_delete_handler_may_commit_but_never_delete(synth: Synth) -> None:
     assert not actions & (GC_ONLY | {"s3:AbortMultipartUpload"})
     assert table_keys(synth, "s3:PutObject", statements) == {
         "tombstone/*",
+        "index/*",  # an erase on an indexed table writes the scrubbed pieces
         "manifest/*",
         "_latest_manifest",
         "metadata/*",  # the Iceberg view, published after commits
@@ -453,6 +454,7 @@ def test_splice_worker_writes_data_and_aborts_only_its_uploads(synth: Synth) -> 
     assert table_keys(synth, "s3:PutObject", statements) == {
         "data/*",
         "tombstone/*",
+        "index/*",
         "manifest/*",
         "_latest_manifest",
         "metadata/*",
@@ -468,6 +470,7 @@ def test_ingest_trigger_reads_uploads_registers_and_starts_emr(synth: Synth) -> 
     assert f"{bucket}/{c.INCOMING_PREFIX}*" in g["s3:GetObject"]
     assert table_keys(synth, "s3:PutObject", statements) == {
         "data/*",
+        "index/*",  # an indexed table's new files get their index runs
         "manifest/*",
         "_latest_manifest",
         "metadata/*",
