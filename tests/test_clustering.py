@@ -339,3 +339,28 @@ def test_a_spliced_clustered_file_stays_clustered(table: lethe.Table) -> None:
     table.erase([("customer_id", "=", 3)], request_id="gdpr-3")
     assert all(f.sort_order_id == SORT_ORDER_ID for f in table.manifest.files)
     assert table.compact().plan.empty  # an erasure does not make a window re-cluster
+
+
+def test_compaction_drops_the_index_runs_of_the_files_it_replaced(table_uri: str) -> None:
+    t = lethe.Table.create(
+        table_uri,
+        EVENTS,
+        key="id",
+        cluster_by="customer_id",
+        cluster_window="1h",
+        indexes=("customer_id",),
+        **SMALL,
+    )
+    for start in (0, 10_000, 20_000):
+        t.append(events(start, 10_000, customers=50))
+    ix = t.manifest.index("customer_id")
+    assert ix is not None and sum(r.entries for r in ix.runs) == 30_000
+    t.compact()
+    ix = t.manifest.index("customer_id")
+    assert ix is not None
+    # the appends' runs named only the replaced files: gone, not doubled with the new run
+    assert sum(r.entries for r in ix.runs) == 30_000
+    live = {f.index_version for f in t.manifest.files}
+    assert all(any(r.covers_version(v) for v in live) for r in ix.runs)
+    assert t.scan(["id"], [("customer_id", "=", 7)]).num_rows == 600
+    assert verify(lethe.Table.open(table_uri), deep=True).ok

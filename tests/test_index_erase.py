@@ -87,10 +87,13 @@ def test_after_erase_by_key_and_gc_no_object_holds_the_value(table_uri: str, s3:
     t = lethe.Table.create(
         table_uri, EVENTS, key="id", indexes=("payload",), gc_grace="30m", **TINY
     )
-    t.append(events(0, 300))
-    # a compaction leaves entries of the files it replaced in the older runs
-    t.delete([("id", "in", list(range(0, 60)))])
-    assert t.compact(CompactionOptions(min_deleted_fraction=0.1)).version is not None
+    t.append(events(0, 1_500))  # several files in one run (no payload-177x: the needle)
+    assert len(t.manifest.files) > 1
+    # a compaction leaves entries of the files it replaced in the older runs that still
+    # cover live files (here: the other files of the same append)
+    t.delete([("id", "in", [i for i in range(150, 200) if i not in (176, 177)])])
+    opts = CompactionOptions(min_deleted_fraction=0.05, small_file_fraction=0.0)
+    assert t.compact(opts).version is not None
     t.refresh()
     assert values(t, "payload").count("payload-177") == 2  # one live, one of a gone file
     needle = {"row 177": Needle((b"payload-177",))}

@@ -65,6 +65,7 @@ from lethe.transforms import (
     with_merges,
     with_new_runs,
     with_runs,
+    without_dead_runs,
 )
 
 __all__ = [
@@ -342,7 +343,7 @@ class ReplaceFiles:
         nxt = apply_replace(
             base, self.removed, self.added, self.operation, dv_updates=still, erasures=erasures
         )
-        return with_runs(with_new_runs(nxt, self.runs), self.caught_up)
+        return without_dead_runs(with_runs(with_new_runs(nxt, self.runs), self.caught_up))
 
 
 #: table properties no :class:`SetProperties` may change (the key names the table's rows;
@@ -433,7 +434,7 @@ class ExpireRows:
             dv_updates=self.refs,
             erasures=(*erasures, mine),
         )
-        return _with_pieces(nxt, self.pieces)
+        return without_dead_runs(_with_pieces(nxt, self.pieces))
 
 
 @dataclass(frozen=True, slots=True)

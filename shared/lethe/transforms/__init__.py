@@ -35,6 +35,7 @@ from lethe.transforms.indexes import (
     with_merges,
     with_new_runs,
     with_runs,
+    without_dead_runs,
 )
 
 __all__ = [
@@ -58,4 +59,5 @@ __all__ = [
     "with_merges",
     "with_new_runs",
     "with_runs",
+    "without_dead_runs",
 ]

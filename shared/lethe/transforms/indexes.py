@@ -24,6 +24,7 @@ __all__ = [
     "with_merges",
     "with_new_runs",
     "with_runs",
+    "without_dead_runs",
 ]
 
 
@@ -88,6 +89,23 @@ def with_runs(m: Snapshot, runs: Mapping[str, IndexRun]) -> Snapshot:
         for ix in m.indexes
     )
     return m.evolve(indexes=indexes)
+
+
+def without_dead_runs(m: Snapshot) -> Snapshot:
+    """``m`` (not yet committed) without the index runs that cover no live file (every file
+    they indexed was rewritten by a compaction or dropped by a retention sweep): their
+    entries can only name files that are gone, so no reader needs them; their pieces become
+    unreferenced objects for GC."""
+    if not any(ix.runs for ix in m.indexes):
+        return m
+    live = {f.index_version for f in m.files}
+    changed = False
+    indexes = []
+    for ix in m.indexes:
+        kept = tuple(r for r in ix.runs if any(r.covers_version(v) for v in live))
+        changed |= len(kept) != len(ix.runs)
+        indexes.append(ix.model_copy(update={"runs": kept}) if len(kept) != len(ix.runs) else ix)
+    return m.evolve(indexes=tuple(indexes)) if changed else m
 
 
 def with_merges(m: Snapshot, merges: Sequence[Merge]) -> Snapshot:
