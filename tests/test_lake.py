@@ -325,3 +325,43 @@ def test_erasures_pending_and_overdue(lake3: tuple[Lake, list[str]]) -> None:
     for u in uris:
         collect(u, retention="1v", grace="7d", erasure_grace="0s")
     assert lake.erasures(pending=True) == []
+
+
+def test_cli_lake_story(bucket: str, s3: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    from lethe.cli import main
+
+    lake = f"s3://{bucket}/_lethe"
+    uris = [f"s3://{bucket}/tables/{name}" for name in ("orders", "events", "tickets")]
+    assert main(["lake", "create", lake]) == 0
+    for u in uris:
+        make_table(u, files=2)
+        assert main(["lake", "add", lake, u]) == 0
+        assert main(["lake", "map", lake, "customer", u, "customer_id"]) == 0
+    capsys.readouterr()
+    assert main(["lake", "tables", lake]) == 0
+    assert capsys.readouterr().out.split() == uris
+    assert main(["lake", "subjects", lake]) == 0
+    assert capsys.readouterr().out.count("customer: ") == 3
+    argv = ["lake", "forget", lake, "customer", str(PERSON), "--request-id", SECRET_ID]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "in 3 table(s)" in out and "spliced" in out
+    no_personal_value(out)
+    # received just now, spliced, GC not run: pending, and overdue past a 0s deadline
+    assert main(["lake", "erasures", lake, "--pending", "--json"]) == 0
+    (doc,) = json.loads(capsys.readouterr().out)
+    assert doc["state"] == "removed" and doc["done"] is False and doc["values"] == 1
+    no_personal_value(json.dumps(doc), doc)
+    assert main(["lake", "erasures", lake, "--older-than", "0s"]) == 1
+    assert main(["lake", "erasures", lake, "--older-than", "25d"]) == 0
+    capsys.readouterr()
+    for u in uris:
+        collect(u, retention="1v", grace="7d", erasure_grace="0s")
+    assert main(["lake", "erasures", lake, "--older-than", "0s"]) == 0
+    capsys.readouterr()
+    assert main(["lake", "erasures", lake, "--request-id", SECRET_ID]) == 0
+    out = capsys.readouterr().out
+    assert ": complete (done)" in out and out.count("GC run") == 3
+    no_personal_value(out)
+    assert main(["lake", "forget", lake, "customer", str(PERSON), "--request-id", SECRET_ID]) == 0
+    assert "already committed" in capsys.readouterr().out
