@@ -56,6 +56,10 @@ __all__ = ["ForgetRequest", "Lake", "LakeRequestResult", "LakeTableResult"]
 LAKE_KEY = "lake.json"
 VALUES_PREFIX = "requests/"
 Mode = Literal["erase", "logical"]
+_CONFLICT = (
+    "request id already names a different lake request (other subject kind, mode or values); "
+    "a request id identifies one request: use a new id"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -348,7 +352,13 @@ class Lake:
         table, one registry update marking the parts committed. A result's ``error`` says why
         that request alone was refused; a part's ``error`` why a table did not commit."""
         doc = self.refresh()
-        asked: list[_Asked | LakeRequestResult] = [self._validate(doc, r) for r in requests]
+        asked: list[_Asked | LakeRequestResult] = []
+        first: dict[str, str] = {}  # id hash -> body hash of its first request in the batch
+        for req in requests:
+            a = self._validate(doc, req)
+            if isinstance(a, _Asked) and first.setdefault(a.id_hash, a.body_hash) != a.body_hash:
+                a = LakeRequestResult(a.id_hash, req.kind, req.mode, len(a.values), error=_CONFLICT)
+            asked.append(a)
         fresh = [a for a in asked if isinstance(a, _Asked) and doc.request(a.id_hash) is None]
         for a in {a.id_hash: a for a in fresh}.values():
             self._store_values(a)
@@ -403,10 +413,7 @@ class Lake:
         body = model.body_hash(r.request_id, r.kind, r.mode, values)
         old = doc.request(h)
         if old is not None and old.body_hash != body:
-            return refuse(
-                "request id already names a different lake request (other subject kind, "
-                "mode or values); a request id identifies one request: use a new id"
-            )
+            return refuse(_CONFLICT)
         if old is None and not doc.columns(r.kind):
             return refuse(f"no table of the lake maps subject kind {r.kind!r} (map_subject)")
         return _Asked(r, h, body, values)
