@@ -365,3 +365,27 @@ def test_cli_lake_story(bucket: str, s3: Any, capsys: pytest.CaptureFixture[str]
     no_personal_value(out)
     assert main(["lake", "forget", lake, "customer", str(PERSON), "--request-id", SECRET_ID]) == 0
     assert "already committed" in capsys.readouterr().out
+
+
+def test_values_left_by_a_crash_before_recording_are_swept(
+    lake3: tuple[Lake, list[str]], s3: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lake, _ = lake3
+
+    class Crash(BaseException):
+        pass
+
+    def crash(*a: Any, **kw: Any) -> Any:
+        raise Crash
+
+    with monkeypatch.context() as m:
+        m.setattr(Lake, "_record", crash)
+        with pytest.raises(Crash):
+            lake.forget("customer", [PERSON], request_id=SECRET_ID, mode="logical")
+    assert len(values_objects(lake, s3)) == 1 and lake.refresh().requests == ()
+    assert lake.sweep_values() == 0  # young: a call in flight may still record it
+    assert lake.sweep_values(older_than=timedelta(0)) == 1
+    assert values_objects(lake, s3) == []
+    # the redelivery records and applies it as if nothing had happened
+    assert lake.forget("customer", [PERSON], request_id=SECRET_ID, mode="logical").complete
+    assert values_objects(lake, s3) == []

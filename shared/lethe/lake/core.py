@@ -364,13 +364,21 @@ class Lake:
             self._store_values(a)
         if fresh:
             doc = self._record(fresh)
+        for i, a in enumerate(asked):
+            rec = doc.request(a.id_hash) if isinstance(a, _Asked) else None
+            if isinstance(a, _Asked) and (rec is None or rec.body_hash != a.body_hash):
+                # another request took this id meanwhile: refused, its parts never applied
+                asked[i] = LakeRequestResult(
+                    a.id_hash, a.req.kind, a.req.mode, len(a.values), error=_CONFLICT
+                )
         raw = {a.id_hash: a for a in asked if isinstance(a, _Asked)}
         outcome = self._apply(doc, {h: (a.req.request_id, a.values) for h, a in raw.items()})
         return [self._result(a, outcome, splice, max_bytes) for a in asked]
 
     def resume(self, *, splice: bool = True, max_bytes: int | None = None) -> int:
         """Finish every pending request from its stored values (after a crash, or for a
-        newly mapped table). Returns how many requests had pending parts."""
+        newly mapped table), and sweep values objects no request needs
+        (:meth:`sweep_values`). Returns how many requests had pending parts."""
         doc = self.refresh()
         todo: dict[str, tuple[str, tuple[Any, ...]]] = {}
         for r in doc.requests:
@@ -391,6 +399,7 @@ class Lake:
                 for h, parts in outcome.items():
                     if doc.request(h) is not None and doc.request(h).mode == "erase":  # type: ignore[union-attr]
                         self._splice(parts, max_bytes)
+        self.sweep_values()
         return len(todo)
 
     def _validate(self, doc: LakeDoc, r: ForgetRequest) -> _Asked | LakeRequestResult:
@@ -426,7 +435,38 @@ class Lake:
                 "values": list(a.values),
             }
         ).encode()
-        self.store.put(self._values_key(a.id_hash), body)
+        key = self._values_key(a.id_hash)
+        try:
+            self.store.put(key, body, if_none_match=True)
+            return
+        except errors.PreconditionFailed:
+            pass
+        try:  # there already: ours (a redelivery), or left by an attempt that never recorded
+            theirs = json.loads(self.store.get(key).body).get("body_hash")
+        except errors.NotFound:
+            theirs = None
+        if theirs != a.body_hash and self.refresh().request(a.id_hash) is None:
+            self.store.put(key, body)
+
+    def sweep_values(self, *, older_than: timedelta = timedelta(hours=1)) -> int:
+        """Delete values objects no pending request needs (left by a call that crashed
+        between storing them and recording the request), older than ``older_than`` so that
+        a call in flight keeps its own. Returns how many were deleted."""
+        doc = self.refresh()
+        needed = {r.id_hash for r in doc.requests if r.pending}
+        cutoff = _now() - older_than
+        base = self._key(VALUES_PREFIX)
+        stale = [
+            o.key
+            for o in self.store.list(base)
+            if o.key[len(base) :].removesuffix(".json") not in needed
+            and o.last_modified is not None
+            and o.last_modified < cutoff
+        ]
+        if stale:
+            self.store.delete_many(stale)
+            log.info("lake %s: swept %d values object(s) no request needs", self.uri, len(stale))
+        return len(stale)
 
     def _load_values(self, r: LakeRequest) -> tuple[str, tuple[Any, ...]] | None:
         try:
