@@ -389,3 +389,25 @@ def test_values_left_by_a_crash_before_recording_are_swept(
     # the redelivery records and applies it as if nothing had happened
     assert lake.forget("customer", [PERSON], request_id=SECRET_ID, mode="logical").complete
     assert values_objects(lake, s3) == []
+
+
+def test_a_batch_of_subjects_commits_a_few_times_per_table(
+    lake3: tuple[Lake, list[str]], s3: Any
+) -> None:
+    from lethe.lake import ForgetRequest
+
+    lake, uris = lake3
+    people = CUSTOMERS[:12]
+    versions = {u: lethe.Table.open(u).version for u in uris}
+    results = lake.forget_batch(
+        [ForgetRequest("customer", [p], f"batch-{p}", "erase") for p in people]
+    )
+    assert all(r.complete for r in results)
+    after = {u: lethe.Table.open(u).version for u in uris}
+    # one delete commit for the 12 requests, one splice commit for every file they share
+    assert {u: after[u] - versions[u] for u in uris} == dict.fromkeys(uris, 2)
+    for u in uris:
+        assert lethe.Table.open(u).scan(filters=[("customer_id", "in", people)]).num_rows == 0
+        assert lethe.Table.open(u).scan().num_rows > 0
+    receipts = lake.erasures()
+    assert len(receipts) == 12 and all(r.state == "removed" for r in receipts)

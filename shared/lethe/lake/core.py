@@ -29,6 +29,7 @@ lists exactly the tables its request covered.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import uuid
@@ -42,7 +43,7 @@ import lethe.lake.model as model
 from lethe import errors
 from lethe.catalog import RetryPolicy, update_object
 from lethe.deletes import DeleteRequest
-from lethe.erase import process_erasure
+from lethe.erase import process_erasures
 from lethe.lake.model import LakeDoc, LakeRequest, SubjectMap, TableState
 from lethe.lake.receipt import LakeReceipt, lake_receipts
 from lethe.manifest import request_hash
@@ -84,7 +85,7 @@ class LakeTableResult:
     version: int | None = None
     rows_deleted: int = 0
     duplicate: bool = False
-    files_spliced: int = 0
+    files_spliced: int = 0  # files this call spliced in the table (for all its requests)
     spliced: bool | None = None  # erase: every splice done (None: not spliced in this call)
     error: str | None = None
 
@@ -373,7 +374,10 @@ class Lake:
                 )
         raw = {a.id_hash: a for a in asked if isinstance(a, _Asked)}
         outcome = self._apply(doc, {h: (a.req.request_id, a.values) for h, a in raw.items()})
-        return [self._result(a, outcome, splice, max_bytes) for a in asked]
+        if splice:
+            erase = {h for h, a in raw.items() if a.req.mode == "erase"}
+            outcome = self._splice(outcome, erase, max_bytes)
+        return [self._result(a, outcome) for a in asked]
 
     def resume(self, *, splice: bool = True, max_bytes: int | None = None) -> int:
         """Finish every pending request from its stored values (after a crash, or for a
@@ -396,9 +400,8 @@ class Lake:
         if todo:
             outcome = self._apply(doc, todo)
             if splice:
-                for h, parts in outcome.items():
-                    if doc.request(h) is not None and doc.request(h).mode == "erase":  # type: ignore[union-attr]
-                        self._splice(parts, max_bytes)
+                erase = {r.id_hash for r in doc.requests if r.id_hash in todo and r.mode == "erase"}
+                self._splice(outcome, erase, max_bytes)
         self.sweep_values()
         return len(todo)
 
@@ -597,43 +600,53 @@ class Lake:
             for (_, p), rid, one in zip(items, ids, res.results, strict=True)
         ]
 
-    def _splice(self, parts: list[LakeTableResult], max_bytes: int | None) -> list[LakeTableResult]:
-        """Run the pending splices of each committed part (mode erase)."""
-        out = []
-        for p in parts:
-            if p.state != "committed" or p.id_hash is None:
-                out.append(p)
-                continue
-            t = self.open_table(p.table)
-            complete, splices = process_erasure(t.context, p.id_hash, max_bytes=max_bytes)
-            out.append(
-                LakeTableResult(
-                    p.table,
-                    p.part,
-                    p.id_hash,
-                    p.state,
-                    version=t.refresh().version if splices else p.version,
-                    rows_deleted=p.rows_deleted,
-                    duplicate=p.duplicate,
-                    files_spliced=len(splices),
-                    spliced=complete,
-                )
+    def _splice(
+        self, outcome: dict[str, list[LakeTableResult]], erase: set[str], max_bytes: int | None
+    ) -> dict[str, list[LakeTableResult]]:
+        """Run the pending splices of the committed parts of the erase requests ``erase``:
+        per table, all of them at once (a file several requests share is spliced once; the
+        commits are those of the files, :data:`lethe.erase.SPLICE_BATCH_FILES` a commit).
+        Returns ``outcome`` with each such part's table-wide splice figures."""
+        hashes: dict[str, list[str]] = defaultdict(list)
+        for h, parts in outcome.items():
+            for p in parts:
+                if h in erase and p.state == "committed" and p.id_hash is not None:
+                    hashes[p.table].append(p.id_hash)
+        done: dict[str, tuple[bool, int, int | None]] = {}
+        for uri, ids in hashes.items():
+            t = self.open_table(uri)
+            complete, splices = process_erasures(t.context, ids, max_bytes=max_bytes)
+            done[uri] = (complete, len(splices), t.refresh().version if splices else None)
+            log.info(
+                "lake %s: %s spliced %d file(s) for %d request(s), complete=%s",
+                self.uri,
+                uri,
+                len(splices),
+                len(ids),
+                complete,
             )
-        return out
+        return {
+            h: [
+                dataclasses.replace(
+                    p,
+                    spliced=done[p.table][0],
+                    files_spliced=done[p.table][1],
+                    version=done[p.table][2] or p.version,
+                )
+                if h in erase and p.table in done and p.state == "committed"
+                else p
+                for p in parts
+            ]
+            for h, parts in outcome.items()
+        }
 
+    @staticmethod
     def _result(
-        self,
-        a: _Asked | LakeRequestResult,
-        outcome: dict[str, list[LakeTableResult]],
-        splice: bool,
-        max_bytes: int | None,
+        a: _Asked | LakeRequestResult, outcome: dict[str, list[LakeTableResult]]
     ) -> LakeRequestResult:
         if isinstance(a, LakeRequestResult):
             return a
         parts = outcome.get(a.id_hash, [])
-        if splice and a.req.mode == "erase":
-            parts = self._splice(parts, max_bytes)
-            outcome[a.id_hash] = parts  # a twin in the batch reuses the splice outcome
         return LakeRequestResult(
             id_hash=a.id_hash,
             kind=a.req.kind,
