@@ -98,6 +98,7 @@ class Meter:
     gets: int = 0
     puts: int = 0
     other: int = 0
+    by_kind: dict[str, int] = field(default_factory=dict)  # bytes moved per kind of key
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
@@ -107,6 +108,15 @@ class Meter:
     @property
     def requests(self) -> int:
         return self.gets + self.puts + self.other
+
+    def add(self, key: str, n: int) -> None:
+        parts = key.split("/")
+        kind = parts[2] if parts[0] == "tables" and len(parts) > 3 else parts[0]
+        self.by_kind[kind] = self.by_kind.get(kind, 0) + n
+
+    def kinds(self) -> str:
+        top = sorted(self.by_kind.items(), key=lambda kv: -kv[1])
+        return ", ".join(f"{k} {mib(v)}" for k, v in top if v)
 
 
 def _len(body: Any) -> int:
@@ -130,28 +140,37 @@ def metered(client: Any) -> Iterator[Meter]:
     m = Meter()
     uid = uuid.uuid4().hex
 
-    def before(params: dict[str, Any], model: Any, **_: Any) -> None:
+    def key(params: dict[str, Any], context: dict[str, Any], **_: Any) -> None:
+        context["bench_key"] = str(params.get("Key", ""))
+
+    def before(params: dict[str, Any], model: Any, context: dict[str, Any], **_: Any) -> None:
         name = model.name
         with m.lock:
             if name in ("PutObject", "UploadPart"):
+                n = _len(params.get("body"))
                 m.puts += 1
-                m.up += _len(params.get("body"))
+                m.up += n
+                m.add(context.get("bench_key", ""), n)
             elif name == "GetObject":
                 m.gets += 1
             else:
                 m.other += 1
 
-    def got(http_response: Any, parsed: dict[str, Any], **_: Any) -> None:
+    def got(http_response: Any, parsed: dict[str, Any], context: dict[str, Any], **_: Any) -> None:
         if getattr(http_response, "status_code", 0) in (200, 206):
+            n = int(parsed.get("ContentLength", 0) or 0)
             with m.lock:
-                m.down += int(parsed.get("ContentLength", 0) or 0)
+                m.down += n
+                m.add(context.get("bench_key", ""), n)
 
     ev = client.meta.events
+    ev.register("before-parameter-build.s3", key, unique_id=f"{uid}-k")
     ev.register("before-call.s3", before, unique_id=f"{uid}-b")
     ev.register("after-call.s3.GetObject", got, unique_id=f"{uid}-g")
     try:
         yield m
     finally:
+        ev.unregister("before-parameter-build.s3", unique_id=f"{uid}-k")
         ev.unregister("before-call.s3", unique_id=f"{uid}-b")
         ev.unregister("after-call.s3.GetObject", unique_id=f"{uid}-g")
 
@@ -214,6 +233,7 @@ class Figures:
     objects_rewritten: int
     commits: int = 0  # max per table (Lethe)
     table_bytes: int = 0
+    kinds: str = ""  # bytes moved per kind of key
 
 
 def _chunk_ranges(body: bytes, column: str) -> list[tuple[int, int]]:
@@ -264,7 +284,7 @@ def find_and_forget(
     with metered(client) as m:
         r = measure(run)
     total = sum(size for _, size in keys)
-    return Figures(m.moved, m.requests, r.cpu, r.wall, r.result, table_bytes=total)
+    return Figures(m.moved, m.requests, r.cpu, r.wall, r.result, table_bytes=total, kinds=m.kinds())
 
 
 _BODIES: dict[str, bytes] = {}
@@ -298,7 +318,15 @@ def lethe_forget(
     assert all(x.complete for x in results), "every request committed in every table"
     commits = max(Table.open(t.uri, s3=client).version - before[n] for n, t in tables.items())
     spliced = {(p.table, p.files_spliced) for x in results for p in x.tables}
-    return Figures(m.moved, m.requests, r.cpu, r.wall, sum(n for _, n in spliced), commits=commits)
+    return Figures(
+        m.moved,
+        m.requests,
+        r.cpu,
+        r.wall,
+        sum(n for _, n in spliced),
+        commits=commits,
+        kinds=m.kinds(),
+    )
 
 
 # --- report ----------------------------------------------------------------------------------
@@ -347,6 +375,8 @@ def run(scale: Scale | None = None) -> dict[str, Any]:
                     f"{(f.commits if name == 'Lethe' else '-'):>13} "
                     f"{dollars(f, table_bytes):>10.2f}"
                 )
+        for case, both in out.items():
+            print(f"  {case}, Lethe's bytes by kind of key: {both['lethe'].kinds}")
         print(f"(Find and Forget's own overview: ${FAF_DOCUMENTED_10TB} a run over 10 TB)")
         one, many = out["1 subject"], out[f"{s.subjects:,} subjects"]
         r1 = one["faf"].bytes_moved / max(1, one["lethe"].bytes_moved)

@@ -330,7 +330,7 @@ class Lake:
             max_bytes=max_bytes,
         )
         if r.error is not None:
-            if "request id" in r.error:
+            if r.error == _CONFLICT:
                 raise errors.RequestIdConflict(r.error)
             raise errors.InvalidRequest(r.error)
         failed = [t for t in r.tables if t.state != "committed"]
