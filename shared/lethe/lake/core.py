@@ -7,8 +7,9 @@ state). Tables may live in any bucket; each is opened with :meth:`lethe.Table.op
 
 A forget request runs in this order, and any step may crash and be run again:
 
-1. its values are PUT to ``<lake prefix>/requests/<id hash>.json`` (with the raw request id,
-   which every table-level request needs): the only place the lake keeps them;
+1. its values are PUT to ``<lake prefix>/requests/<uuid>.json`` (one object for the new
+   requests of a call, with their raw request ids, which every table-level request needs):
+   the only place the lake keeps them;
 2. the request is recorded in ``lake.json`` — id hash, a salted hash of what it asks, kind,
    mode, *count* of values, ``requested_at``, and one pending part per mapped table;
 3. each table with pending parts commits them in one ``Table.delete_batch`` (one commit per
@@ -208,9 +209,6 @@ class Lake:
     def _key(self, rel: str) -> str:
         return f"{self.prefix}/{rel}" if self.prefix else rel
 
-    def _values_key(self, id_hash: str) -> str:
-        return self._key(f"{VALUES_PREFIX}{id_hash}.json")
-
     # --- the registry ------------------------------------------------------------------------
     @property
     def doc(self) -> LakeDoc:
@@ -361,10 +359,8 @@ class Lake:
                 a = LakeRequestResult(a.id_hash, req.kind, req.mode, len(a.values), error=_CONFLICT)
             asked.append(a)
         fresh = [a for a in asked if isinstance(a, _Asked) and doc.request(a.id_hash) is None]
-        for a in {a.id_hash: a for a in fresh}.values():
-            self._store_values(a)
         if fresh:
-            doc = self._record(fresh)
+            doc = self._record(fresh, self._store_values(fresh))
         for i, a in enumerate(asked):
             rec = doc.request(a.id_hash) if isinstance(a, _Asked) else None
             if isinstance(a, _Asked) and (rec is None or rec.body_hash != a.body_hash):
@@ -430,41 +426,32 @@ class Lake:
             return refuse(f"no table of the lake maps subject kind {r.kind!r} (map_subject)")
         return _Asked(r, h, body, values)
 
-    def _store_values(self, a: _Asked) -> None:
-        body = json.dumps(
-            {
+    def _store_values(self, fresh: Sequence[_Asked]) -> str:
+        """PUT the values of this call's new requests, one object for all of them (create-only
+        at a new key); returns its lake-relative key."""
+        rel = f"{VALUES_PREFIX}{uuid.uuid4().hex}.json"
+        doc = {
+            a.id_hash: {
                 "request_id": a.req.request_id,
                 "body_hash": a.body_hash,
                 "values": list(a.values),
             }
-        ).encode()
-        key = self._values_key(a.id_hash)
-        try:
-            self.store.put(key, body, if_none_match=True)
-            return
-        except errors.PreconditionFailed:
-            pass
-        try:  # there already: ours (a redelivery), or left by an attempt that never recorded
-            theirs = json.loads(self.store.get(key).body).get("body_hash")
-        except errors.NotFound:
-            theirs = None
-        if theirs != a.body_hash and self.refresh().request(a.id_hash) is None:
-            self.store.put(key, body)
+            for a in fresh
+        }
+        self.store.put(self._key(rel), json.dumps(doc).encode(), if_none_match=True)
+        return rel
 
     def sweep_values(self, *, older_than: timedelta = timedelta(hours=1)) -> int:
         """Delete values objects no pending request needs (left by a call that crashed
         between storing them and recording the request), older than ``older_than`` so that
         a call in flight keeps its own. Returns how many were deleted."""
         doc = self.refresh()
-        needed = {r.id_hash for r in doc.requests if r.pending}
+        needed = {self._key(r.values_object) for r in doc.requests if r.pending}
         cutoff = _now() - older_than
-        base = self._key(VALUES_PREFIX)
         stale = [
             o.key
-            for o in self.store.list(base)
-            if o.key[len(base) :].removesuffix(".json") not in needed
-            and o.last_modified is not None
-            and o.last_modified < cutoff
+            for o in self.store.list(self._key(VALUES_PREFIX))
+            if o.key not in needed and o.last_modified is not None and o.last_modified < cutoff
         ]
         if stale:
             self.store.delete_many(stale)
@@ -473,15 +460,18 @@ class Lake:
 
     def _load_values(self, r: LakeRequest) -> tuple[str, tuple[Any, ...]] | None:
         try:
-            doc = json.loads(self.store.get(self._values_key(r.id_hash)).body)
+            doc = json.loads(self.store.get(self._key(r.values_object)).body).get(r.id_hash)
         except errors.NotFound:
             return None
-        if doc.get("body_hash") != r.body_hash:  # a refused twin's values: not this request
+        if not doc or doc.get("body_hash") != r.body_hash:
             return None
         return str(doc["request_id"]), tuple(doc["values"])
 
-    def _drop_values(self, id_hashes: Sequence[str]) -> None:
-        keys = [self._values_key(h) for h in id_hashes]
+    def _drop_values(self, doc: LakeDoc, finished: Sequence[str]) -> None:
+        """Delete the values objects of the ``finished`` requests no pending one shares."""
+        needed = {r.values_object for r in doc.requests if r.pending}
+        objs = {r.values_object for h in finished if (r := doc.request(h)) is not None}
+        keys = sorted(self._key(o) for o in objs - needed)
         if not keys:
             return
         self.store.delete_many(keys)
@@ -494,7 +484,7 @@ class Lake:
             ]
             self.store.delete_versions(old)
 
-    def _record(self, fresh: Sequence[_Asked]) -> LakeDoc:
+    def _record(self, fresh: Sequence[_Asked], values_object: str) -> LakeDoc:
         now = _now()
 
         def change(doc: LakeDoc) -> LakeDoc:
@@ -512,6 +502,7 @@ class Lake:
                     values=len(a.values),
                     requested_at=a.req.requested_at or now,
                     recorded_at=now,
+                    values_object=values_object,
                     tables=parts,
                 )
                 doc = model.record(doc, req)
@@ -557,7 +548,7 @@ class Lake:
 
             doc = self._update(change)
             finished = [h for h in done if (r := doc.request(h)) is not None and not r.pending]
-            self._drop_values(finished)
+            self._drop_values(doc, finished)
         return out
 
     def _commit_table(

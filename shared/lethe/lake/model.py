@@ -87,6 +87,7 @@ class LakeRequest(_Frozen):
     values: int
     requested_at: datetime
     recorded_at: datetime
+    values_object: str  # lake-relative key of the object holding the values while pending
     tables: tuple[TableState, ...] = ()
 
     @property
