@@ -23,7 +23,8 @@ figures, a rough dollar estimate at 10 TB, and the issue's targets, each "met" o
 Scale: ``LETHE_BENCH_LK_PEOPLE`` (2,000), ``LETHE_BENCH_LK_MONTHS`` (6),
 ``LETHE_BENCH_LK_EVENTS`` (100 events per person per month), ``LETHE_BENCH_LK_SLICES``
 (80 event files per month), ``LETHE_BENCH_LK_SUBJECTS`` (1,000), ``LETHE_BENCH_LK_PER_FILE``
-(at most 100 subjects per clustered file).
+(at most 250 subjects per clustered file), ``LETHE_BENCH_LK_PAYLOAD`` (200 bytes of hex text
+a row), ``LETHE_BENCH_LK_ROW_GROUP_KIB`` (256).
 """
 
 from __future__ import annotations
@@ -76,7 +77,9 @@ class Scale:
     events: int = field(default_factory=lambda: _env("EVENTS", 100))
     slices: int = field(default_factory=lambda: _env("SLICES", 80))
     subjects: int = field(default_factory=lambda: _env("SUBJECTS", 1_000))
-    per_file: int = field(default_factory=lambda: _env("PER_FILE", 100))
+    per_file: int = field(default_factory=lambda: _env("PER_FILE", 250))
+    payload: int = field(default_factory=lambda: _env("PAYLOAD", 200))
+    row_group: int = field(default_factory=lambda: _env("ROW_GROUP_KIB", 256) << 10)
     layout: str = field(
         default_factory=lambda: os.environ.get("LETHE_BENCH_LK_LAYOUT", "clustered")
     )
@@ -176,16 +179,19 @@ def metered(client: Any) -> Iterator[Meter]:
 
 
 # --- the lake --------------------------------------------------------------------------------
-def _rows(rng: np.random.Generator, n: int, people: int, month: int, start: int) -> pa.Table:
+def _rows(rng: np.random.Generator, n: int, s: Scale, month: int, start: int) -> pa.Table:
     ids = np.arange(start, start + n, dtype=np.int64)
     ts = T0 + month * MONTH_US + np.sort(rng.integers(0, MONTH_US, n))
-    cust = rng.integers(0, people, n).astype(np.int64)
+    cust = rng.integers(0, s.people, n).astype(np.int64)
+    noise = rng.integers(0, 16, (n, s.payload), dtype=np.uint8)
+    text = np.frombuffer(b"0123456789abcdef", dtype=np.uint8)[noise]  # poorly compressible
+    payload = pa.array([r.tobytes().decode() for r in text], pa.string())
     return pa.table(
         {
             "id": ids,
             "ts": pa.array(ts, pa.timestamp("us", tz="UTC")),
             "customer_id": cust,
-            "payload": [f"p{c}-{i:x}" for c, i in zip(cust.tolist(), ids.tolist(), strict=True)],
+            "payload": payload,
         },
         schema=SCHEMA,
     )
@@ -203,7 +209,7 @@ def build(client: Any, bucket: str, s: Scale) -> tuple[Lake, dict[str, Table]]:
             key="id",
             s3=client,
             gc_grace="1h",
-            row_group_bytes=1 << 20,
+            row_group_bytes=s.row_group,
             cluster_by=("customer_id",) if clustered else None,
             cluster_window=("ts", "30d") if clustered else None,
             cluster_file_subjects=s.per_file if clustered else None,
@@ -214,7 +220,7 @@ def build(client: Any, bucket: str, s: Scale) -> tuple[Lake, dict[str, Table]]:
             for f in range(files):
                 part = n // files + (1 if f < n % files else 0)
                 if part:
-                    t.append(_rows(rng, part, s.people, month, start))
+                    t.append(_rows(rng, part, s, month, start))
                     start += part
         if clustered:
             t.compact()
