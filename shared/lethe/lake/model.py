@@ -119,7 +119,7 @@ class LakeDoc(_Frozen):
 
 
 def encode(doc: LakeDoc) -> bytes:
-    return doc.model_dump_json(indent=1).encode()
+    return doc.model_dump_json().encode()  # compact: it is read and rewritten by every change
 
 
 def decode(body: bytes, *, where: str) -> LakeDoc:
