@@ -60,6 +60,12 @@ def lake_splices(results: list[LakeRequestResult]) -> None:
     logger.info("lake batch committed", extra={"requests": len(results), "splice_jobs": len(jobs)})
 
 
+def open_lake() -> Lake:
+    """The configured lake (read when a batch holds a lake request)."""
+    assert SETTINGS.lake_uri is not None
+    return Lake.open(SETTINGS.lake_uri)
+
+
 class RequestFailed(Exception):
     """One message failed; its reason is the message."""
 
@@ -104,7 +110,7 @@ def handler(event: dict[str, Any], context: Any) -> PartialItemFailureResponse:
         },
         open_table=lambda uri: Table.open(uri),
         on_committed=on_committed,
-        lake=Lake.open(SETTINGS.lake_uri) if SETTINGS.lake_uri else None,
+        lake=open_lake if SETTINGS.lake_uri else None,
         on_lake_committed=lake_splices,
     )
     failed = sum(1 for o in outcomes.values() if not o.ok)

@@ -229,7 +229,7 @@ def process_delete_messages(
     sent_at: Mapping[str, datetime | None] | None = None,
     open_table: Callable[[str], Any],
     on_committed: Callable[[Any, list[DeleteRequestMessage], Any], None] | None = None,
-    lake: Lake | None = None,
+    lake: Callable[[], Lake] | None = None,
     on_lake_committed: Callable[[list[LakeRequestResult]], None] | None = None,
 ) -> dict[str, MessageOutcome]:
     """Process one batch: parse, group by table, one commit per table; lake messages go to
@@ -242,7 +242,8 @@ def process_delete_messages(
         open_table: opens a table by URI (lets callers inject clients).
         on_committed: called per table after its commit with (table, messages, batch result);
             used to enqueue splices for ``mode="erase"`` requests.
-        lake: the lake that lake messages go to (None: they fail, not retryable).
+        lake: opens the lake that lake messages go to, called only when the batch holds one
+            (None: they fail, not retryable).
         on_lake_committed: called with the lake results (to enqueue their splices).
     """
     out: dict[str, MessageOutcome] = {}
@@ -267,18 +268,19 @@ def process_delete_messages(
 
 def _process_lake(
     items: Sequence[tuple[str, LakeRequestMessage]],
-    lake: Lake | None,
+    open_lake: Callable[[], Lake] | None,
     on_committed: Callable[[list[LakeRequestResult]], None] | None,
 ) -> dict[str, MessageOutcome]:
     """The lake messages of a batch: one ``forget_batch`` (one commit per table); a request
     some table could not commit yet fails retryably (its redelivery finishes it)."""
-    if lake is None:
+    if open_lake is None:
         why = "a lake request (subject, values), but this function has no lake (LETHE_LAKE_URI)"
         return {mid: MessageOutcome(mid, error=why, mode=m.mode) for mid, m in items}
     reqs = [
         ForgetRequest(m.subject, m.values, m.request_id, m.mode, m.requested_at) for _, m in items
     ]
     try:
+        lake = open_lake()
         results = lake.forget_batch(reqs, splice=False)
     except errors.LetheError as e:
         why = f"{type(e).__name__} on the lake registry"
