@@ -208,11 +208,15 @@ def _env(name: str, *more: str) -> Any:
 
 
 class DeleteRequestsSettings(_Settings):
-    """The delete-request function: where erase requests queue their splices."""
+    """The delete-request function: where erase requests queue their splices, and the lake
+    that lake requests (``subject``, ``values``) go to (none: they fail with a reason)."""
 
     what: ClassVar[str] = "delete requests settings"
 
     splice_queue_url: str | None = Field(None, validation_alias=_env("LETHE_SPLICE_QUEUE_URL"))
+    lake_uri: Annotated[
+        str | None, BeforeValidator(_s3_uri("an s3:// URI like s3://bucket/_lethe"))
+    ] = Field(None, validation_alias=_env("LETHE_LAKE_URI"))
 
 
 class SpliceSettings(_Settings):

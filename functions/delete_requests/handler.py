@@ -4,6 +4,9 @@ Thin by design: parse and group with :func:`lethe.requests.process_delete_messag
 partial batch failures through Powertools' ``BatchProcessor``. Invalid messages fail alone
 (with their reason in the log) and reach the DLQ after ``maxReceiveCount``; good messages
 commit once. ``mode="erase"`` requests are followed by splice jobs on the splice queue.
+With ``LETHE_LAKE_URI``, lake requests (``{"request_id", "subject", "values", "mode",
+"requested_at"?}``) go to :meth:`lethe.Lake.forget_batch`: recorded in the lake, one commit
+per mapped table, splice jobs for each table that recorded an erasure.
 Logs carry counts and hashes only, never keys.
 """
 
@@ -22,10 +25,10 @@ from aws_lambda_powertools.utilities.batch.types import PartialItemFailureRespon
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
 from _settings import DeleteRequestsSettings as Settings
-from lethe import Table
+from lethe import Lake, LakeRequestResult, Table
 from lethe.evidence import erasure_backlog
 from lethe.requests import MessageOutcome, process_delete_messages, sqs_sent_timestamp
-from lethe.splice_jobs import enqueue_erasures
+from lethe.splice_jobs import SpliceJob, enqueue_erasures, send_jobs
 
 logger = Logger()
 tracer = Tracer()
@@ -36,6 +39,31 @@ processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failu
 
 
 SETTINGS = Settings.from_env()  # once, at cold start
+
+
+def lake_splices(results: list[LakeRequestResult]) -> None:
+    """Queue the splices of every table part of the lake's erase requests (the worker reads
+    the pending targets from each table's manifest; a job with nothing left is a no-op)."""
+    jobs = list(
+        {
+            (t.table, t.id_hash): SpliceJob(table=t.table, erasure=t.id_hash)
+            for r in results
+            if r.mode == "erase"
+            for t in r.tables
+            if t.state == "committed" and t.id_hash is not None and (t.rows_deleted or t.duplicate)
+        }.values()
+    )
+    metrics.add_metric("LakeRequests", MetricUnit.Count, len(results))
+    metrics.add_metric("RowsDeleted", MetricUnit.Count, sum(r.rows_deleted for r in results))
+    if jobs and SETTINGS.splice_queue_url:
+        send_jobs(jobs, queue_url=SETTINGS.splice_queue_url)
+    logger.info("lake batch committed", extra={"requests": len(results), "splice_jobs": len(jobs)})
+
+
+def open_lake() -> Lake:
+    """The configured lake (read when a batch holds a lake request)."""
+    assert SETTINGS.lake_uri is not None
+    return Lake.open(SETTINGS.lake_uri)
 
 
 class RequestFailed(Exception):
@@ -82,6 +110,8 @@ def handler(event: dict[str, Any], context: Any) -> PartialItemFailureResponse:
         },
         open_table=lambda uri: Table.open(uri),
         on_committed=on_committed,
+        lake=open_lake if SETTINGS.lake_uri else None,
+        on_lake_committed=lake_splices,
     )
     failed = sum(1 for o in outcomes.values() if not o.ok)
     metrics.add_metric("Requests", MetricUnit.Count, len(records))

@@ -8,6 +8,7 @@ Example:
 
 from lethe import errors
 from lethe.deletes import BatchDeleteResult, DeleteRequest, DeleteResult
+from lethe.lake import Lake, LakeReceipt, LakeRequestResult
 from lethe.progress import Progress, ProgressEvent
 from lethe.receipts import ErasureReceipt
 from lethe.store import IOCounters, S3Store
@@ -20,6 +21,9 @@ __all__ = [
     "DeleteResult",
     "ErasureReceipt",
     "IOCounters",
+    "Lake",
+    "LakeReceipt",
+    "LakeRequestResult",
     "Progress",
     "ProgressEvent",
     "S3Store",

@@ -78,6 +78,7 @@ __all__ = [
     "Rebase",
     "RetryPolicy",
     "Segments",
+    "update_object",
     "with_attempts",
 ]
 
@@ -596,3 +597,44 @@ def with_attempts(m: Snapshot, attempt: int) -> Snapshot:
     1 when the first attempt lands; the table report charts them)."""
     op = m.operation.model_copy(update={"params": {**m.operation.params, "attempts": attempt}})
     return m.evolve(operation=op)
+
+
+def update_object(
+    store: S3Store,
+    key: str,
+    apply: Callable[[bytes | None], bytes | None],
+    *,
+    retry: RetryPolicy | None = None,
+) -> tuple[bytes | None, str | None]:
+    """Compare-and-swap one small object (a registry such as the lake's ``lake.json``).
+
+    Reads ``key`` (None: absent), applies ``apply`` (a pure function of the current body;
+    None: nothing to write) and PUTs the result with ``If-Match`` (``If-None-Match: *`` when
+    absent). A lost race (412/409) re-reads and applies again on the new state, with the
+    policy's jittered backoff; ``apply`` must be idempotent, since a PUT whose response was
+    lost may have landed. Returns the body now stored and its ETag.
+    """
+    policy = retry or RetryPolicy()
+    rng = random.Random()
+    last: Exception | None = None
+    for attempt in range(1, policy.max_attempts + 1):
+        try:
+            got = store.get(key)
+            body, etag = got.body, got.etag
+        except errors.NotFound:
+            body, etag = None, None
+        new = apply(body)
+        if new is None:
+            return body, etag
+        try:
+            if etag is None:
+                return new, store.put(key, new, if_none_match=True)
+            return new, store.put(key, new, if_match=etag)
+        except (errors.PreconditionFailed, errors.ConditionalRequestConflict) as e:
+            last = e
+            log.debug("update of s3://%s/%s lost race %s", store.bucket, key, attempt)
+            time.sleep(policy.delay(attempt, rng))
+    raise errors.CommitConflict(
+        f"update of s3://{store.bucket}/{key} gave up after {policy.max_attempts} attempts "
+        f"(too much contention); last error: {last}"
+    )

@@ -17,7 +17,7 @@ import dataclasses
 import logging
 import time
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -72,6 +72,7 @@ __all__ = [
     "SpliceResult",
     "erase",
     "process_erasure",
+    "process_erasures",
     "splice_file",
 ]
 
@@ -428,11 +429,14 @@ def commit_splice(ctx: TableContext, s: SpliceResult) -> Snapshot:
 
 
 # --- erase -----------------------------------------------------------------------------------
-def _pending_targets(m: Snapshot, id_hash: str) -> tuple[ErasureTarget, ...]:
+def _pending_targets(m: Snapshot, id_hash: str | Collection[str]) -> tuple[ErasureTarget, ...]:
+    """The pending targets of one erasure (or of several: every one of them, in order)."""
+    wanted = {id_hash} if isinstance(id_hash, str) else set(id_hash)
+    out: list[ErasureTarget] = []
     for e in m.erasures:
-        if e.id_hash == id_hash and e.state == "pending":
-            return e.targets
-    return ()
+        if e.id_hash in wanted and e.state == "pending":
+            out.extend(e.targets)
+    return tuple(out)
 
 
 def process_erasure(
@@ -451,9 +455,26 @@ def process_erasure(
     return complete, splices
 
 
+def process_erasures(
+    ctx: TableContext,
+    id_hashes: Collection[str],
+    *,
+    max_bytes: int | None = None,
+    progress: Progress | None = None,
+    task: str = "erase",
+) -> tuple[bool, list[SpliceResult]]:
+    """:func:`process_erasure` of several erasures at once (a batch of requests): each pass
+    splices the pending files of any of them, so a file they share is spliced once and the
+    commits are those of the files, not of the requests."""
+    if not id_hashes:
+        return True, []
+    complete, splices, _ = _process(ctx, frozenset(id_hashes), max_bytes, progress, task)
+    return complete, splices
+
+
 def _process(
     ctx: TableContext,
-    id_hash: str,
+    id_hash: str | Collection[str],
     max_bytes: int | None,
     progress: Progress | None,
     task: str,
@@ -466,7 +487,11 @@ def _process(
 
 
 def _splice_pending(
-    ctx: TableContext, m: Snapshot, id_hash: str, max_bytes: int | None, tracker: Tracker
+    ctx: TableContext,
+    m: Snapshot,
+    id_hash: str | Collection[str],
+    max_bytes: int | None,
+    tracker: Tracker,
 ) -> tuple[bool, list[SpliceResult], Snapshot | None]:
     """The loop of :func:`process_erasure` from the latest manifest ``m``: each pass splices
     the pending files of the erasure (at most :data:`SPLICE_BATCH_FILES`, within the
@@ -494,7 +519,9 @@ def _splice_pending(
             return not _pending_targets(m, id_hash), done, last
 
 
-def _batch(m: Snapshot, id_hash: str, budget: int | None) -> list[tuple[DataFile, list[int]]]:
+def _batch(
+    m: Snapshot, id_hash: str | Collection[str], budget: int | None
+) -> list[tuple[DataFile, list[int]]]:
     """The files of one pass and their row groups: every pending erasure on a file rides
     along (one splice per file); within ``budget`` bytes of row groups, at least one."""
     paths = list(dict.fromkeys(t.path for t in _pending_targets(m, id_hash)))
@@ -523,7 +550,7 @@ def _batch(m: Snapshot, id_hash: str, budget: int | None) -> list[tuple[DataFile
                 log.warning(
                     "erasure %s: a row group of %d bytes is over the splice budget of %d "
                     "bytes; splicing it whole in this call",
-                    id_hash[:12],
+                    id_hash[:12] if isinstance(id_hash, str) else f"of {len(id_hash)}",
                     size,
                     left,
                 )

@@ -122,3 +122,17 @@ class IcebergUnsupported(InvalidRequest):
     """The Iceberg view cannot publish this table exactly (a column type without an exact
     Iceberg equivalent, a format-1 manifest, an inline DV): refused rather than published
     wrong; the message names what and why."""
+
+
+# --- the lake ------------------------------------------------------------------------------
+class LakeNotFound(LetheError):
+    """No lake registry (``lake.json``) at the given URI; create it with ``Lake.create``."""
+
+
+class LakeExists(LetheError):
+    """``Lake.create`` found a lake registry already at the given URI."""
+
+
+class RequestIncomplete(LetheError):
+    """A lake request is recorded but some mapped table did not commit it yet (the message
+    names how many and why); running the request again finishes it."""

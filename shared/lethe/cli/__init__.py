@@ -13,6 +13,7 @@ Examples::
     lethe report s3://b/events --html report.html
     lethe index create s3://b/events email
     lethe retention set s3://b/events --column event_time --keep 400d
+    lethe lake forget s3://b/_lethe customer 42 --request-id gdpr-42
 
 Long commands (append, erase, purge, gc, iceberg publish, index create) show their progress
 on stderr: bars on a terminal, a few plain lines elsewhere, nothing with ``-q``/``--quiet``
@@ -28,7 +29,7 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from lethe import __version__, errors
-from lethe.cli import erasures, iceberg, index, ops, retention, tables
+from lethe.cli import erasures, iceberg, index, lake, ops, retention, tables
 from lethe.cli.bars import reporter
 from lethe.cli.common import parse_where
 from lethe.process import run_main
@@ -51,6 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
     erasures.register(sub)  # erasures, report
     index.register(sub)  # index create|drop|list
     retention.register(sub)  # retention set|show|clear|sweep
+    lake.register(sub)  # lake create|add|map|tables|subjects|forget|resume|erasures
     _quiet_everywhere(p)
     return p
 

@@ -1,0 +1,688 @@
+"""``lethe.Lake``: a registry of tables, subject mappings, and forget requests across them.
+
+The registry is one object, ``<lake prefix>/lake.json``, changed only by compare-and-swap
+(:func:`lethe.catalog.update_object`: ``If-Match`` on its ETag, ``If-None-Match: *`` to
+create it; a lost race re-applies the pure change of :mod:`lethe.lake.model` to the new
+state). Tables may live in any bucket; each is opened with :meth:`lethe.Table.open`.
+
+A forget request runs in this order, and any step may crash and be run again:
+
+1. its values are PUT to ``<lake prefix>/requests/<uuid>.json`` (one object for the new
+   requests of a call, with their raw request ids, which every table-level request needs):
+   the only place the lake keeps them;
+2. the request is recorded in ``lake.json`` — id hash, a salted hash of what it asks, kind,
+   mode, *count* of values, ``requested_at``, and one pending part per mapped table;
+3. each table with pending parts commits them in one ``Table.delete_batch`` (one commit per
+   table per batch; ``erase=True`` for mode erase), under the table-level request id, so
+   the table's own request log makes a second run a no-op there;
+4. one more CAS marks those parts committed; when no part of a request is pending any more,
+   its values object is deleted (and its old versions, on a versioned bucket): from then
+   on, erasure needs no values (the splices follow each table's erasure record);
+5. mode erase: each table's pending splices run (``lethe.erase.process_erasure``), unless
+   the caller leaves them to the splice queue (``splice=False``, the Lambda's way).
+
+A table mapped while a request of that kind is pending gains a part in that request (in the
+same CAS as the mapping) and :meth:`Lake.map_subject` applies it at once: the mapping never
+skips a pending request. Requests that finished before the mapping are not re-applied (their
+values are gone by design); ``map_subject`` returns how many there were, and each receipt
+lists exactly the tables its request covered.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import uuid
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any, Literal
+
+import lethe.lake.model as model
+from lethe import errors
+from lethe.catalog import RetryPolicy, update_object
+from lethe.deletes import DeleteRequest
+from lethe.erase import process_erasures
+from lethe.lake.model import LakeDoc, LakeRequest, SubjectMap, TableState
+from lethe.lake.receipt import LakeReceipt, lake_receipts
+from lethe.manifest import request_hash
+from lethe.store import S3Store, make_s3_client, parse_s3_uri
+from lethe.table import Table
+
+log = logging.getLogger(__name__)
+
+__all__ = ["ForgetRequest", "Lake", "LakeRequestResult", "LakeTableResult"]
+
+LAKE_KEY = "lake.json"
+VALUES_PREFIX = "requests/"
+Mode = Literal["erase", "logical"]
+_CONFLICT = (
+    "request id already names a different lake request (other subject kind, mode or values); "
+    "a request id identifies one request: use a new id"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ForgetRequest:
+    """One request of a batch (:meth:`Lake.forget_batch`)."""
+
+    kind: str
+    values: Sequence[Any]
+    request_id: str
+    mode: Mode = "erase"
+    requested_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class LakeTableResult:
+    """One part of a request on one table. ``duplicate``: committed by an earlier run."""
+
+    table: str
+    part: int
+    id_hash: str | None  # the table-level request hash (its receipts and splice jobs)
+    state: Literal["committed", "pending", "failed"]
+    version: int | None = None
+    rows_deleted: int = 0
+    duplicate: bool = False
+    files_spliced: int = 0  # files this call spliced in the table (for all its requests)
+    spliced: bool | None = None  # erase: every splice done (None: not spliced in this call)
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class LakeRequestResult:
+    """What :meth:`Lake.forget` did: per table, counts and hashes only."""
+
+    id_hash: str
+    kind: str
+    mode: str
+    values: int
+    tables: tuple[LakeTableResult, ...] = ()
+    duplicate: bool = False  # every table had committed it before this call
+    error: str | None = None
+
+    @property
+    def complete(self) -> bool:
+        """Every mapped table committed the request (hidden; erase: splices may follow)."""
+        return self.error is None and all(t.state == "committed" for t in self.tables)
+
+    @property
+    def rows_deleted(self) -> int:
+        return sum(t.rows_deleted for t in self.tables)
+
+
+@dataclass(frozen=True, slots=True)
+class _Asked:
+    """A validated request of this call: its values, raw id and hashes."""
+
+    req: ForgetRequest
+    id_hash: str
+    body_hash: str
+    values: tuple[Any, ...]
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _table_uri(uri: str) -> str:
+    bucket, prefix = parse_s3_uri(uri)
+    return f"s3://{bucket}/{prefix}"
+
+
+def _filters(columns: Sequence[str], values: Sequence[Any]) -> Any:
+    clauses = [[(c, "in", list(values))] for c in dict.fromkeys(columns)]
+    return clauses[0] if len(clauses) == 1 else clauses
+
+
+class Lake:
+    """A registry of Lethe tables and the subjects they hold. Create with :meth:`create`
+    or :meth:`open`.
+
+    Example:
+        >>> lake = lethe.Lake.create("s3://bucket/_lethe")              # doctest: +SKIP
+        >>> lake.add_table("s3://bucket/tables/orders")                 # doctest: +SKIP
+        >>> lake.map_subject("customer", table="s3://bucket/tables/orders",
+        ...                  column="customer_id")                      # doctest: +SKIP
+        >>> lake.forget("customer", [42], request_id="gdpr-42").complete  # doctest: +SKIP
+        True
+    """
+
+    def __init__(
+        self,
+        store: S3Store,
+        prefix: str,
+        *,
+        s3: Any | None = None,
+        retry: RetryPolicy | None = None,
+    ) -> None:
+        self.store = store
+        self.prefix = prefix.strip("/")
+        self._s3 = s3
+        self._retry = retry
+        self._doc: LakeDoc | None = None
+
+    # --- construction ------------------------------------------------------------------------
+    @classmethod
+    def _at(cls, uri: str, s3: Any | None, retry: RetryPolicy | None) -> Lake:
+        bucket, prefix = parse_s3_uri(uri)
+        client = s3 if s3 is not None else make_s3_client()
+        return cls(S3Store(bucket, client=client), prefix, s3=client, retry=retry)
+
+    @classmethod
+    def create(cls, uri: str, *, s3: Any | None = None, retry: RetryPolicy | None = None) -> Lake:
+        """Create an empty lake registry at ``uri`` (``s3://bucket/prefix``).
+
+        Raises:
+            LakeExists: a lake already lives there.
+        """
+        lake = cls._at(uri, s3, retry)
+        doc = LakeDoc(lake_uuid=uuid.uuid4().hex, created_at=_now())
+        try:
+            lake.store.put(lake._key(LAKE_KEY), model.encode(doc), if_none_match=True)
+        except errors.PreconditionFailed as e:
+            raise errors.LakeExists(f"a lake already exists at {lake.uri}") from e
+        lake._doc = doc
+        log.info("created lake %s", lake.uri)
+        return lake
+
+    @classmethod
+    def open(cls, uri: str, *, s3: Any | None = None, retry: RetryPolicy | None = None) -> Lake:
+        """Open the lake at ``uri``.
+
+        Raises:
+            LakeNotFound: no ``lake.json`` there.
+        """
+        lake = cls._at(uri, s3, retry)
+        lake.refresh()
+        return lake
+
+    @property
+    def uri(self) -> str:
+        return f"s3://{self.store.bucket}/{self.prefix}"
+
+    def __repr__(self) -> str:
+        return f"Lake({self.uri!r})"
+
+    def _key(self, rel: str) -> str:
+        return f"{self.prefix}/{rel}" if self.prefix else rel
+
+    # --- the registry ------------------------------------------------------------------------
+    @property
+    def doc(self) -> LakeDoc:
+        """The registry as last read or written by this handle."""
+        if self._doc is None:
+            self.refresh()
+        assert self._doc is not None
+        return self._doc
+
+    def refresh(self) -> LakeDoc:
+        try:
+            body = self.store.get(self._key(LAKE_KEY)).body
+        except errors.NotFound as e:
+            raise errors.LakeNotFound(
+                f"no Lethe lake at {self.uri} (no {LAKE_KEY}); create it with Lake.create"
+            ) from e
+        self._doc = model.decode(body, where=f"{self.uri}/{LAKE_KEY}")
+        return self._doc
+
+    def _update(self, change: Callable[[LakeDoc], LakeDoc]) -> LakeDoc:
+        """Apply ``change`` to the registry by compare-and-swap (again on a lost race)."""
+        where = f"{self.uri}/{LAKE_KEY}"
+
+        def apply(body: bytes | None) -> bytes | None:
+            if body is None:
+                raise errors.LakeNotFound(f"no Lethe lake at {self.uri}; create it first")
+            doc = model.decode(body, where=where)
+            new = change(doc)
+            return None if new == doc else model.encode(new)
+
+        body, _ = update_object(self.store, self._key(LAKE_KEY), apply, retry=self._retry)
+        assert body is not None
+        self._doc = model.decode(body, where=where)
+        return self._doc
+
+    def tables(self) -> tuple[str, ...]:
+        """The URIs of the lake's tables, in the order they were added."""
+        return tuple(t.uri for t in self.refresh().tables)
+
+    def subjects(self) -> tuple[SubjectMap, ...]:
+        """Every mapping (subject kind -> table column)."""
+        return self.refresh().subjects
+
+    def open_table(self, uri: str) -> Table:
+        return Table.open(uri, s3=self._s3)
+
+    def add_table(self, uri: str) -> str:
+        """Register the table at ``uri`` (it must exist). Returns its normalized URI.
+
+        Raises:
+            TableNotFound: no table there.
+        """
+        uri = _table_uri(uri)
+        self.open_table(uri)
+        self._update(lambda d: model.add_table(d, uri, _now()))
+        return uri
+
+    def map_subject(self, kind: str, *, table: str, column: str) -> int:
+        """Map subject ``kind`` to ``table``'s ``column`` (adding the table when new), and
+        create the column's index when missing. Pending requests of ``kind`` are extended to
+        the table in the same registry update and applied at once. Returns how many requests
+        of ``kind`` had finished before this mapping (they are not applied to it).
+
+        Raises:
+            InvalidRequest: ``column`` is not a column of the table (or not indexable).
+        """
+        if not kind:
+            raise errors.InvalidRequest("a subject kind must be a non-empty name")
+        uri = _table_uri(table)
+        t = self.open_table(uri)
+        if column not in t.schema.names:
+            raise errors.InvalidRequest(f"{uri} has no column {column!r}")
+        if column not in t.indexes:
+            t.create_index(column)
+        doc = self._update(lambda d: model.map_subject(d, kind, uri, column, _now()))
+        pending = [r for r in doc.requests if r.kind == kind and r.pending]
+        earlier = sum(1 for r in doc.requests if r.kind == kind and not r.pending)
+        log.info(
+            "lake %s: %s mapped to a column of %s; %d pending and %d earlier requests",
+            self.uri,
+            kind,
+            uri,
+            len(pending),
+            earlier,
+        )
+        if pending:
+            self.resume()
+        return earlier
+
+    # --- forgetting --------------------------------------------------------------------------
+    def forget(
+        self,
+        kind: str,
+        values: Sequence[Any],
+        *,
+        request_id: str,
+        mode: Mode = "erase",
+        requested_at: datetime | None = None,
+        splice: bool = True,
+        max_bytes: int | None = None,
+    ) -> LakeRequestResult:
+        """Forget the subjects ``values`` of ``kind`` in every table that maps ``kind``.
+
+        Recorded in the lake first, then committed in each table (see the module docstring);
+        idempotent by ``request_id``: a second call finishes what is left and never applies
+        anything twice. With mode ``"erase"`` and ``splice``, the rows are then spliced out
+        of every file that held them (``max_bytes`` bounds each table's splices in this call).
+
+        Raises:
+            InvalidRequest: no table maps ``kind``, or the values are not JSON scalars.
+            RequestIdConflict: ``request_id`` names another request.
+            RequestIncomplete: some table could not commit it now (run it again).
+        """
+        (r,) = self.forget_batch(
+            [ForgetRequest(kind, values, request_id, mode, requested_at)],
+            splice=splice,
+            max_bytes=max_bytes,
+        )
+        if r.error is not None:
+            if r.error == _CONFLICT:
+                raise errors.RequestIdConflict(r.error)
+            raise errors.InvalidRequest(r.error)
+        failed = [t for t in r.tables if t.state != "committed"]
+        if failed:
+            reasons = "; ".join(dict.fromkeys(t.error or t.state for t in failed))
+            raise errors.RequestIncomplete(
+                f"lake request {r.id_hash[:12]}: {len(failed)} of {len(r.tables)} table(s) "
+                f"did not commit ({reasons}); run it again to finish"
+            )
+        return r
+
+    def forget_batch(
+        self,
+        requests: Sequence[ForgetRequest],
+        *,
+        splice: bool = True,
+        max_bytes: int | None = None,
+    ) -> list[LakeRequestResult]:
+        """Several requests (an SQS batch): recorded in one registry update, one commit per
+        table, one registry update marking the parts committed. A result's ``error`` says why
+        that request alone was refused; a part's ``error`` why a table did not commit."""
+        doc = self.refresh()
+        asked: list[_Asked | LakeRequestResult] = []
+        first: dict[str, str] = {}  # id hash -> body hash of its first request in the batch
+        for req in requests:
+            a = self._validate(doc, req)
+            if isinstance(a, _Asked) and first.setdefault(a.id_hash, a.body_hash) != a.body_hash:
+                a = LakeRequestResult(a.id_hash, req.kind, req.mode, len(a.values), error=_CONFLICT)
+            asked.append(a)
+        fresh = [a for a in asked if isinstance(a, _Asked) and doc.request(a.id_hash) is None]
+        if fresh:
+            doc = self._record(fresh, self._store_values(fresh))
+        for i, a in enumerate(asked):
+            rec = doc.request(a.id_hash) if isinstance(a, _Asked) else None
+            if isinstance(a, _Asked) and (rec is None or rec.body_hash != a.body_hash):
+                # another request took this id meanwhile: refused, its parts never applied
+                asked[i] = LakeRequestResult(
+                    a.id_hash, a.req.kind, a.req.mode, len(a.values), error=_CONFLICT
+                )
+        raw = {a.id_hash: a for a in asked if isinstance(a, _Asked)}
+        outcome = self._apply(doc, {h: (a.req.request_id, a.values) for h, a in raw.items()})
+        if splice:
+            erase = {h for h, a in raw.items() if a.req.mode == "erase"}
+            outcome = self._splice(outcome, erase, max_bytes)
+        return [self._result(a, outcome) for a in asked]
+
+    def resume(self, *, splice: bool = True, max_bytes: int | None = None) -> int:
+        """Finish every pending request from its stored values (after a crash, or for a
+        newly mapped table), and sweep values objects no request needs
+        (:meth:`sweep_values`). Returns how many requests had pending parts."""
+        doc = self.refresh()
+        todo: dict[str, tuple[str, tuple[Any, ...]]] = {}
+        for r in doc.requests:
+            if not r.pending:
+                continue
+            stored = self._load_values(r)
+            if stored is None:
+                log.warning(
+                    "lake request %s is pending but its values are not stored: "
+                    "send the request again to finish it",
+                    r.id_hash[:12],
+                )
+                continue
+            todo[r.id_hash] = stored
+        if todo:
+            outcome = self._apply(doc, todo)
+            if splice:
+                erase = {r.id_hash for r in doc.requests if r.id_hash in todo and r.mode == "erase"}
+                self._splice(outcome, erase, max_bytes)
+        self.sweep_values()
+        return len(todo)
+
+    def _validate(self, doc: LakeDoc, r: ForgetRequest) -> _Asked | LakeRequestResult:
+        h = request_hash(r.request_id) if r.request_id else ""
+        count = len(r.values) if isinstance(r.values, Sequence) else 0
+
+        def refuse(why: str) -> LakeRequestResult:
+            return LakeRequestResult(h, r.kind, r.mode, count, error=why)
+
+        if not r.request_id:
+            return refuse("a lake request needs a request id")
+        if r.mode not in ("erase", "logical"):
+            return refuse("mode must be 'erase' or 'logical'")
+        if isinstance(r.values, str | bytes) or not r.values:
+            return refuse("values must be a non-empty list of subject identifiers")
+        try:
+            values = tuple(model.canonical_values(r.values))
+        except errors.InvalidRequest as e:
+            return refuse(str(e))
+        body = model.body_hash(r.request_id, r.kind, r.mode, values)
+        old = doc.request(h)
+        if old is not None and old.body_hash != body:
+            return refuse(_CONFLICT)
+        if old is None and not doc.columns(r.kind):
+            return refuse(f"no table of the lake maps subject kind {r.kind!r} (map_subject)")
+        return _Asked(r, h, body, values)
+
+    def _store_values(self, fresh: Sequence[_Asked]) -> str:
+        """PUT the values of this call's new requests, one object for all of them (create-only
+        at a new key); returns its lake-relative key."""
+        rel = f"{VALUES_PREFIX}{uuid.uuid4().hex}.json"
+        doc = {
+            a.id_hash: {
+                "request_id": a.req.request_id,
+                "body_hash": a.body_hash,
+                "values": list(a.values),
+            }
+            for a in fresh
+        }
+        self.store.put(self._key(rel), json.dumps(doc).encode(), if_none_match=True)
+        return rel
+
+    def sweep_values(self, *, older_than: timedelta = timedelta(hours=1)) -> int:
+        """Delete values objects no pending request needs (left by a call that crashed
+        between storing them and recording the request), older than ``older_than`` so that
+        a call in flight keeps its own. Returns how many were deleted."""
+        doc = self.refresh()
+        needed = {self._key(r.values_object) for r in doc.requests if r.pending}
+        cutoff = _now() - older_than
+        stale = [
+            o.key
+            for o in self.store.list(self._key(VALUES_PREFIX))
+            if o.key not in needed and o.last_modified is not None and o.last_modified < cutoff
+        ]
+        if stale:
+            self.store.delete_many(stale)
+            log.info("lake %s: swept %d values object(s) no request needs", self.uri, len(stale))
+        return len(stale)
+
+    def _load_values(self, r: LakeRequest) -> tuple[str, tuple[Any, ...]] | None:
+        try:
+            doc = json.loads(self.store.get(self._key(r.values_object)).body).get(r.id_hash)
+        except errors.NotFound:
+            return None
+        if not doc or doc.get("body_hash") != r.body_hash:
+            return None
+        return str(doc["request_id"]), tuple(doc["values"])
+
+    def _drop_values(self, doc: LakeDoc, finished: Sequence[str]) -> None:
+        """Delete the values objects of the ``finished`` requests no pending one shares."""
+        needed = {r.values_object for r in doc.requests if r.pending}
+        objs = {r.values_object for h in finished if (r := doc.request(h)) is not None}
+        keys = sorted(self._key(o) for o in objs - needed)
+        if not keys:
+            return
+        self.store.delete_many(keys)
+        if self.store.versioning() == "Enabled":
+            old = [
+                (v.key, v.version_id)
+                for k in keys
+                for v in self.store.list_object_versions(k)
+                if v.key == k
+            ]
+            self.store.delete_versions(old)
+
+    def _record(self, fresh: Sequence[_Asked], values_object: str) -> LakeDoc:
+        now = _now()
+
+        def change(doc: LakeDoc) -> LakeDoc:
+            for a in fresh:
+                if doc.request(a.id_hash) is not None:
+                    continue  # recorded meanwhile (a twin, or a redelivery racing us)
+                parts = tuple(
+                    TableState(table=t, columns=cols) for t, cols in doc.columns(a.req.kind).items()
+                )
+                req = LakeRequest(
+                    id_hash=a.id_hash,
+                    body_hash=a.body_hash,
+                    kind=a.req.kind,
+                    mode=a.req.mode,
+                    values=len(a.values),
+                    requested_at=a.req.requested_at or now,
+                    recorded_at=now,
+                    values_object=values_object,
+                    tables=parts,
+                )
+                doc = model.record(doc, req)
+            return doc
+
+        doc = self._update(change)
+        log.info("lake %s: recorded %d request(s)", self.uri, len(fresh))
+        return doc
+
+    def _apply(
+        self, doc: LakeDoc, raw: dict[str, tuple[str, tuple[Any, ...]]]
+    ) -> dict[str, list[LakeTableResult]]:
+        """Commit every pending part of the requests ``raw`` (id hash -> (request id,
+        values)): one ``delete_batch`` per table, then one registry update."""
+        work: dict[str, list[tuple[LakeRequest, TableState]]] = defaultdict(list)
+        out: dict[str, list[LakeTableResult]] = {h: [] for h in raw}
+        for h in raw:
+            r = doc.request(h)
+            if r is None:
+                continue
+            for part in r.tables:
+                if part.state == "pending":
+                    work[part.table].append((r, part))
+                else:
+                    out[h].append(_committed(part, duplicate=True))
+        done: dict[str, dict[tuple[str, int], tuple[int | None, int, str]]] = defaultdict(dict)
+        for uri, items in work.items():
+            for (r, part), res in zip(items, self._commit_table(uri, items, raw), strict=True):
+                out[r.id_hash].append(res)
+                if res.state == "committed" and res.id_hash is not None:
+                    done[r.id_hash][(part.table, part.part)] = (
+                        res.version,
+                        res.rows_deleted,
+                        res.id_hash,
+                    )
+        if done:
+            now = _now()
+
+            def change(d: LakeDoc) -> LakeDoc:
+                for h, parts in done.items():
+                    d = model.mark_committed(d, h, parts, now)
+                return d
+
+            doc = self._update(change)
+            finished = [h for h in done if (r := doc.request(h)) is not None and not r.pending]
+            self._drop_values(doc, finished)
+        return out
+
+    def _commit_table(
+        self,
+        uri: str,
+        items: Sequence[tuple[LakeRequest, TableState]],
+        raw: dict[str, tuple[str, tuple[Any, ...]]],
+    ) -> list[LakeTableResult]:
+        """One commit on table ``uri`` for the parts ``items``."""
+        ids = [model.table_request_id(raw[r.id_hash][0], p.part) for r, p in items]
+        reqs = [
+            DeleteRequest(_filters(p.columns, raw[r.id_hash][1]), rid, erase=r.mode == "erase")
+            for (r, p), rid in zip(items, ids, strict=True)
+        ]
+        try:
+            res = self.open_table(uri).delete_batch(reqs)
+        except errors.LetheError as e:
+            why = f"{type(e).__name__} on the table"
+            log.warning("lake %s: %d part(s) on %s failed: %s", self.uri, len(items), uri, why)
+            return [LakeTableResult(uri, p.part, None, "failed", error=why) for _, p in items]
+        log.info(
+            "lake %s: %s committed %d part(s), %d rows, version %s",
+            self.uri,
+            uri,
+            len(items),
+            res.rows_deleted,
+            res.version,
+        )
+        return [
+            LakeTableResult(
+                uri,
+                p.part,
+                request_hash(rid),
+                "failed" if one.error else "committed",
+                version=one.version,
+                rows_deleted=0 if one.duplicate else one.rows_deleted,
+                duplicate=one.duplicate,
+                error=one.error,
+            )
+            for (_, p), rid, one in zip(items, ids, res.results, strict=True)
+        ]
+
+    def _splice(
+        self, outcome: dict[str, list[LakeTableResult]], erase: set[str], max_bytes: int | None
+    ) -> dict[str, list[LakeTableResult]]:
+        """Run the pending splices of the committed parts of the erase requests ``erase``:
+        per table, all of them at once (a file several requests share is spliced once; the
+        commits are those of the files, :data:`lethe.erase.SPLICE_BATCH_FILES` a commit).
+        Returns ``outcome`` with each such part's table-wide splice figures."""
+        hashes: dict[str, list[str]] = defaultdict(list)
+        for h, parts in outcome.items():
+            for p in parts:
+                if h in erase and p.state == "committed" and p.id_hash is not None:
+                    hashes[p.table].append(p.id_hash)
+        done: dict[str, tuple[bool, int, int | None]] = {}
+        for uri, ids in hashes.items():
+            t = self.open_table(uri)
+            complete, splices = process_erasures(t.context, ids, max_bytes=max_bytes)
+            done[uri] = (complete, len(splices), t.refresh().version if splices else None)
+            log.info(
+                "lake %s: %s spliced %d file(s) for %d request(s), complete=%s",
+                self.uri,
+                uri,
+                len(splices),
+                len(ids),
+                complete,
+            )
+        return {
+            h: [
+                dataclasses.replace(
+                    p,
+                    spliced=done[p.table][0],
+                    files_spliced=done[p.table][1],
+                    version=done[p.table][2] or p.version,
+                )
+                if h in erase and p.table in done and p.state == "committed"
+                else p
+                for p in parts
+            ]
+            for h, parts in outcome.items()
+        }
+
+    @staticmethod
+    def _result(
+        a: _Asked | LakeRequestResult, outcome: dict[str, list[LakeTableResult]]
+    ) -> LakeRequestResult:
+        if isinstance(a, LakeRequestResult):
+            return a
+        parts = outcome.get(a.id_hash, [])
+        return LakeRequestResult(
+            id_hash=a.id_hash,
+            kind=a.req.kind,
+            mode=a.req.mode,
+            values=len(a.values),
+            tables=tuple(parts),
+            duplicate=bool(parts) and all(p.duplicate for p in parts),
+        )
+
+    # --- receipts ----------------------------------------------------------------------------
+    def erasure_status(self, request_id: str) -> LakeReceipt:
+        """The one receipt of a lake request: every table it covered, each table's receipt
+        (hidden, spliced files, GC completion), counts and hashes only.
+
+        Raises:
+            InvalidRequest: the lake holds no request with that id.
+        """
+        h = request_hash(request_id)
+        r = self.refresh().request(h)
+        if r is None:
+            raise errors.InvalidRequest("the lake holds no request with that id")
+        (out,) = lake_receipts([r], self.open_table, lake=self.uri)
+        return out
+
+    def erasures(
+        self, *, pending: bool = False, older_than: timedelta | None = None
+    ) -> list[LakeReceipt]:
+        """Receipts of the lake's requests, oldest first: with ``pending``, only those not
+        done (logical: hidden in every table; erase: GC-complete in every table); with
+        ``older_than``, only those requested longer ago than that."""
+        now = _now()
+        reqs = sorted(self.refresh().requests, key=lambda r: r.requested_at)
+        if older_than is not None:
+            reqs = [r for r in reqs if now - r.requested_at > older_than]
+        out = lake_receipts(reqs, self.open_table, lake=self.uri)
+        return [r for r in out if not r.done] if pending else out
+
+
+def _committed(part: TableState, *, duplicate: bool) -> LakeTableResult:
+    return LakeTableResult(
+        part.table,
+        part.part,
+        part.id_hash,
+        "committed",
+        version=part.version,
+        rows_deleted=0 if duplicate else part.rows or 0,
+        duplicate=duplicate,
+    )

@@ -1,0 +1,148 @@
+"""One receipt per lake request: the request as the registry holds it, plus each table's own
+receipt (:mod:`lethe.receipts`: hidden, spliced files, GC completion), reconstructed from
+storage. Counts, versions, paths and hashes only: never a value, never the raw request id.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from lethe.evidence import Evidence, gather
+from lethe.lake.model import LakeRequest, TableState
+from lethe.receipts import ErasureReceipt, receipt
+
+__all__ = ["LakeReceipt", "LakeTableReceipt", "lake_receipts"]
+
+LakeState = Literal["recorded", "hidden", "erasing", "removed", "complete"]
+_RANK: dict[str, int] = {"erasing": 2, "removed": 3, "complete": 4}
+_NAMES: dict[int, LakeState] = {1: "hidden", 2: "erasing", 3: "removed", 4: "complete"}
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class LakeTableReceipt(_Frozen):
+    """One table's part of a lake request."""
+
+    table: str
+    part: int
+    columns: tuple[str, ...]
+    state: str  # "pending" (not committed yet), "nothing to forget", or the table's state
+    rows: int | None = None
+    version: int | None = None  # the commit that hid the rows
+    files_spliced: int = 0
+    gc_run: str | None = None  # the GC run that completed the erasure
+    done: bool = False
+    receipt: ErasureReceipt | None = None
+
+
+class LakeReceipt(_Frozen):
+    """What became of one lake request, in every table it covered."""
+
+    lake: str
+    id_hash: str
+    kind: str
+    mode: str
+    values: int
+    requested_at: datetime
+    recorded_at: datetime
+    state: LakeState
+    done: bool
+    tables: tuple[LakeTableReceipt, ...]
+
+    def age_days(self, now: datetime | None = None) -> float:
+        now = now or datetime.now(UTC)
+        return (now - self.requested_at).total_seconds() / 86400
+
+    def describe(self) -> str:
+        """Human-readable text for the command line."""
+        lines = [
+            f"lake request {self.id_hash} ({self.mode} of {self.values} {self.kind} "
+            f"value(s), requested {self.requested_at.isoformat(timespec='seconds')}): "
+            f"{self.state}{' (done)' if self.done else ''}"
+        ]
+        for t in self.tables:
+            part = f" part {t.part}" if t.part else ""
+            extra = [
+                f"{t.rows} row(s)" if t.rows is not None else "",
+                f"v{t.version}" if t.version is not None else "",
+            ]
+            if t.files_spliced:
+                extra.append(f"{t.files_spliced} file(s) spliced")
+            if t.gc_run:
+                extra.append(f"GC run {t.gc_run}")
+            detail = ", ".join(x for x in extra if x)
+            lines.append(
+                f"  {t.table}{part} [{', '.join(t.columns)}]: {t.state}"
+                + (f" ({detail})" if detail else "")
+            )
+        return "\n".join(lines)
+
+
+def _table(mode: str, part: TableState, ev: Evidence | None) -> LakeTableReceipt:
+    base: dict[str, Any] = {"table": part.table, "part": part.part, "columns": part.columns}
+    if part.state == "pending" or part.id_hash is None or ev is None:
+        return LakeTableReceipt(state="pending", **base)
+    if part.rows == 0:
+        return LakeTableReceipt(
+            state="nothing to forget", rows=0, version=part.version, done=True, **base
+        )
+    r = receipt(ev, part.id_hash)
+    done = r.state == "complete" if mode == "erase" else True
+    return LakeTableReceipt(
+        state=r.state,
+        rows=r.rows if r.rows is not None else part.rows,
+        version=r.hidden_version if r.hidden_version is not None else part.version,
+        files_spliced=len(r.splices),
+        gc_run=r.completed_run,
+        done=done,
+        receipt=r,
+        **base,
+    )
+
+
+def _state(req: LakeRequest, tables: Sequence[LakeTableReceipt]) -> LakeState:
+    if any(t.state == "pending" for t in tables):
+        return "recorded"
+    if req.mode != "erase":
+        return "hidden"
+    ranks = [_RANK.get(t.state, 1) for t in tables if t.state != "nothing to forget"]
+    return _NAMES[min(ranks)] if ranks else "complete"
+
+
+def lake_receipts(
+    requests: Sequence[LakeRequest], open_table: Callable[[str], Any], *, lake: str = ""
+) -> list[LakeReceipt]:
+    """The receipts of ``requests``; each table's storage is read once for all of them."""
+    evidence: dict[str, Evidence] = {}
+
+    def ev(uri: str) -> Evidence:
+        if uri not in evidence:
+            evidence[uri] = gather(open_table(uri).catalog)
+        return evidence[uri]
+
+    out = []
+    for req in requests:
+        tables = tuple(
+            _table(req.mode, p, ev(p.table) if p.state == "committed" else None) for p in req.tables
+        )
+        out.append(
+            LakeReceipt(
+                lake=lake,
+                id_hash=req.id_hash,
+                kind=req.kind,
+                mode=req.mode,
+                values=req.values,
+                requested_at=req.requested_at,
+                recorded_at=req.recorded_at,
+                state=_state(req, tables),
+                done=all(t.done for t in tables),
+                tables=tables,
+            )
+        )
+    return out

@@ -1,0 +1,218 @@
+"""Lake requests through the delete-request Lambda (issue 29): one SQS message per person,
+every mapped table, the splices queued, one receipt; moto's SQS and S3."""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+import lethe
+from devtools.local.events import LambdaContext, sqs_event
+from lethe.gc import collect
+
+PERSON = 7919
+SECRET_ID = "gdpr-secret-5e11"
+SCHEMA = pa.schema([("id", pa.int64(), False), ("customer_id", pa.int64())])
+
+
+@pytest.fixture(autouse=True)
+def _powertools_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("POWERTOOLS_SERVICE_NAME", "lethe-delete-requests")
+    monkeypatch.setenv("POWERTOOLS_METRICS_NAMESPACE", "Lethe")
+
+
+@pytest.fixture
+def logs(capsys: pytest.CaptureFixture[str]) -> Callable[[], str]:
+    import sys
+
+    from functions.delete_requests import handler as h
+
+    class Stdout:
+        def write(self, s: str) -> int:
+            return sys.stdout.write(s)
+
+        def flush(self) -> None:
+            sys.stdout.flush()
+
+    h.logger.registered_handler.stream = Stdout()  # type: ignore[attr-defined]
+
+    def read() -> str:
+        got = capsys.readouterr()
+        return got.out + got.err
+
+    return read
+
+
+def new_queue(aws: Any) -> tuple[Any, str, str]:
+    sqs = aws.client("sqs")
+    url = sqs.create_queue(QueueName=f"q-{uuid.uuid4().hex[:8]}")["QueueUrl"]
+    arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"][
+        "QueueArn"
+    ]
+    return sqs, url, arn
+
+
+def receive(sqs: Any, url: str, n: int) -> list[dict[str, Any]]:
+    got: list[dict[str, Any]] = []
+    while len(got) < n:
+        r = sqs.receive_message(
+            QueueUrl=url,
+            MaxNumberOfMessages=10,
+            WaitTimeSeconds=1,
+            MessageAttributeNames=["All"],
+            MessageSystemAttributeNames=["All"],
+        )
+        got.extend(r.get("Messages", []))
+        if not r.get("Messages"):
+            break
+    return got
+
+
+@pytest.fixture
+def lake(bucket: str) -> Iterator[tuple[lethe.Lake, list[str]]]:
+    lk = lethe.Lake.create(f"s3://{bucket}/_lethe")
+    uris = []
+    for i, name in enumerate(("orders", "events", "tickets")):
+        uri = f"s3://{bucket}/tables/{name}"
+        t = lethe.Table.create(uri, SCHEMA, key="id", gc_grace="2s", row_group_bytes=1 << 10)
+        for f in range(2):
+            ids = list(range(f * 300 + i * 10_000, (f + 1) * 300 + i * 10_000))
+            t.append(
+                pa.table(
+                    {"id": ids, "customer_id": [PERSON if x % 10 == 0 else x % 97 for x in ids]},
+                    schema=SCHEMA,
+                )
+            )
+        lk.map_subject("customer", table=uri, column="customer_id")
+        uris.append(uri)
+    yield lk, uris
+
+
+def _with_settings(monkeypatch: pytest.MonkeyPatch, env: dict[str, str]) -> Any:
+    from _settings import DeleteRequestsSettings
+    from functions.delete_requests import handler as h
+
+    monkeypatch.setattr(h, "SETTINGS", DeleteRequestsSettings.from_env(env))
+    return h
+
+
+def test_one_message_every_table_one_receipt(
+    lake: tuple[lethe.Lake, list[str]],
+    aws: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    logs: Callable[[], str],
+) -> None:
+    lk, uris = lake
+    sqs, url, arn = new_queue(aws)
+    _, splice_url, _ = new_queue(aws)
+    h = _with_settings(
+        monkeypatch, {"LETHE_LAKE_URI": lk.uri, "LETHE_SPLICE_QUEUE_URL": splice_url}
+    )
+    good = {"request_id": SECRET_ID, "subject": "customer", "values": [PERSON], "mode": "erase"}
+    bodies = {
+        "good": good,
+        "redelivered": good,
+        "other_values": {**good, "values": [PERSON, 1]},
+        "no_values": {**good, "request_id": "r2", "values": []},
+        "bool_value": {**good, "request_id": "r3", "values": [True]},
+        "unknown_kind": {**good, "request_id": "r4", "subject": "supplier"},
+        "extra_field": {**good, "request_id": "r5", "table": uris[0]},
+        "table_level": {
+            "request_id": "t1",
+            "table": uris[0],
+            "filters": [["id", "=", 1]],
+        },
+    }
+    for name, body in bodies.items():
+        sqs.send_message(
+            QueueUrl=url,
+            MessageBody=json.dumps(body),
+            MessageAttributes={"name": {"DataType": "String", "StringValue": name}},
+        )
+    received = receive(sqs, url, len(bodies))
+    name_of = {m["MessageId"]: m["MessageAttributes"]["name"]["StringValue"] for m in received}
+    versions = {u: lethe.Table.open(u).version for u in uris}
+    resp = h.handler(sqs_event(received, queue_arn=arn), LambdaContext())
+    failed = {name_of[f["itemIdentifier"]] for f in resp["batchItemFailures"]}
+    assert failed == {"other_values", "no_values", "bool_value", "unknown_kind", "extra_field"}
+    after = {u: lethe.Table.open(u).version for u in uris}
+    # one commit per table for the lake's requests; the table-level message on orders in the
+    # same batch commits on its own (the two paths group separately)
+    assert after == {u: v + 1 + (u == uris[0]) for u, v in versions.items()}
+    for u in uris:
+        assert lethe.Table.open(u).scan(filters=[("customer_id", "=", PERSON)]).num_rows == 0
+    assert lethe.Table.open(uris[0]).lookup(1).num_rows == 0  # the table-level message too
+
+    # requested_at defaulted to the queue's SentTimestamp
+    sent = min(int(m["Attributes"]["SentTimestamp"]) for m in received) / 1000
+    receipt = lk.erasure_status(SECRET_ID)
+    assert abs(receipt.requested_at.timestamp() - sent) < 5
+    assert receipt.state == "erasing" and len(receipt.tables) == 3
+
+    # the splice jobs, one per table, then the worker and GC: one receipt, complete
+    jobs = receive(sqs, splice_url, 3)
+    assert sorted(json.loads(j["Body"])["table"] for j in jobs) == sorted(uris)
+    from functions.splice import handler as splice
+
+    _, _, splice_arn = new_queue(aws)
+    assert splice.handler(sqs_event(jobs, queue_arn=splice_arn), LambdaContext()) == {
+        "batchItemFailures": []
+    }
+    assert lk.erasure_status(SECRET_ID).state == "removed"
+    for u in uris:
+        collect(u, retention="1v", grace="7d", erasure_grace="0s")
+    assert lk.erasure_status(SECRET_ID).done
+
+    # a redelivery of the good message commits nothing
+    again = [m for m in received if name_of[m["MessageId"]] == "good"]
+    resp = h.handler(sqs_event(again, queue_arn=arn), LambdaContext())
+    assert resp["batchItemFailures"] == []
+    assert {u: lethe.Table.open(u).version for u in uris} == {
+        u: lethe.Table.open(u).version for u in uris
+    }
+    text = logs()
+    assert SECRET_ID not in text and not re.search(rf"\b{PERSON}\b", text)
+    assert "lake batch committed" in text and "delete request failed" in text
+
+
+def test_a_lake_message_without_a_lake_fails_with_a_reason(
+    lake: tuple[lethe.Lake, list[str]],
+    aws: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    logs: Callable[[], str],
+) -> None:
+    _, uris = lake
+    sqs, url, arn = new_queue(aws)
+    h = _with_settings(monkeypatch, {})
+    body = {"request_id": SECRET_ID, "subject": "customer", "values": [PERSON]}
+    sqs.send_message(QueueUrl=url, MessageBody=json.dumps(body))
+    received = receive(sqs, url, 1)
+    versions = {u: lethe.Table.open(u).version for u in uris}
+    resp = h.handler(sqs_event(received, queue_arn=arn), LambdaContext())
+    assert [f["itemIdentifier"] for f in resp["batchItemFailures"]] == [received[0]["MessageId"]]
+    assert {u: lethe.Table.open(u).version for u in uris} == versions
+    text = logs()
+    assert "LETHE_LAKE_URI" in text and SECRET_ID not in text
+
+
+def test_parse_any_routes_by_shape() -> None:
+    from lethe import errors
+    from lethe.requests import DeleteRequestMessage, LakeRequestMessage, parse_any
+
+    lake = parse_any({"request_id": "r", "subject": "customer", "values": [1, "a@b"]})
+    assert isinstance(lake, LakeRequestMessage) and lake.mode == "erase"
+    table = parse_any({"request_id": "r", "table": "s3://b/t", "filters": [["id", "=", 1]]})
+    assert isinstance(table, DeleteRequestMessage)
+    with pytest.raises(errors.InvalidRequest, match=r"invalid lake request \(values\.0\)"):
+        parse_any({"request_id": "r", "subject": "customer", "values": [None]})
+    with pytest.raises(errors.InvalidRequest, match=r"invalid lake request \(<extra>\)") as e:
+        parse_any({"request_id": "r", "subject": "c", "values": [1], "secret@x": 1})
+    assert "secret@x" not in str(e.value)
+    with pytest.raises(errors.InvalidRequest, match="not valid JSON"):
+        parse_any('{"subject": ')
