@@ -1,0 +1,258 @@
+"""Schema evolution with field ids (issue 27): ids in the manifest and in every file,
+``Table.update_schema``, reads by id across schemas, ``append(schema_mode="merge")``."""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import lethe
+from lethe import errors
+from lethe.manifest import decode_manifest, encode_manifest
+from lethe.schemas import FIELD_ID, field_id
+
+SCHEMA = pa.schema(
+    [
+        ("id", pa.int64(), False),
+        ("customer_id", pa.int32()),
+        ("amount", pa.float32()),
+        ("payload", pa.string()),
+        ("legacy", pa.string()),
+        ("day", pa.date32()),
+        ("price", pa.decimal128(9, 2)),
+    ]
+)
+
+
+def rows(start: int, n: int) -> pa.Table:
+    ids = list(range(start, start + n))
+    return pa.table(
+        {
+            "id": ids,
+            "customer_id": [i % 7 for i in ids],
+            "amount": [float(i) / 2 for i in ids],
+            "payload": [f"p{i}" for i in ids],
+            "legacy": [f"l{i}" for i in ids],
+            "day": [dt.date(2024, 1, 1) + dt.timedelta(days=i % 30) for i in ids],
+            "price": [decimal.Decimal(i) / 4 for i in ids],
+        },
+        schema=SCHEMA,
+    )
+
+
+def by_id(t: pa.Table) -> list[dict[str, Any]]:
+    return sorted(t.to_pylist(), key=lambda r: r["id"])
+
+
+def test_ids_are_assigned_in_schema_order_and_written_into_files(table_uri: str, s3: Any) -> None:
+    nested = pa.schema(
+        [
+            ("id", pa.int64(), False),
+            ("s", pa.struct([("a", pa.int32()), ("b", pa.list_(pa.string()))])),
+            ("m", pa.map_(pa.string(), pa.int64())),
+        ]
+    )
+    t = lethe.Table.create(table_uri, nested, key="id")
+    ids = {f.name: field_id(f) for f in t.schema}
+    assert ids == {"id": 1, "s": 2, "m": 3}
+    s = t.schema.field("s").type
+    assert [field_id(s.field(i)) for i in range(2)] == [4, 5]
+    assert field_id(s.field(1).type.value_field) == 6
+    m = t.schema.field("m").type
+    assert (field_id(m.key_field), field_id(m.item_field)) == (7, 8)
+    t.append(pa.table({"id": [1], "s": [{"a": 1, "b": ["x"]}], "m": [[("k", 2)]]}, schema=nested))
+    f = t.manifest.files[0]
+    bucket, prefix = table_uri[5:].split("/", 1)
+    body = s3.get_object(Bucket=bucket, Key=f"{prefix}/{f.path}")["Body"].read()
+    schema = pq.read_schema(pa.BufferReader(body))
+    assert [field_id(x) for x in schema] == [1, 2, 3]
+    pf = pq.ParquetFile(pa.BufferReader(body))
+    assert "field_id=6" in str(pf.schema)  # the nested list element too
+
+
+def test_an_unchanged_table_reencodes_byte_identical(table_uri: str) -> None:
+    t = lethe.Table.create(table_uri, SCHEMA, key="id")
+    t.append(rows(0, 10))
+    raw = encode_manifest(t.manifest.manifest)
+    assert b"schemas" not in raw and b"schema_id" not in raw and b"last_column_id" not in raw
+    assert encode_manifest(decode_manifest(raw)) == raw
+
+
+def test_update_schema_adds_drops_renames_widens_in_one_commit(table_uri: str) -> None:
+    t = lethe.Table.create(table_uri, SCHEMA, key="id")
+    t.append(rows(0, 20))
+    v = t.version
+    with t.update_schema() as u:
+        u.add_column("country", pa.string())
+        u.add_column("tier", pa.int32(), default=3)
+        u.widen_column("customer_id", pa.int64())
+        u.widen_column("amount", pa.float64())
+        u.widen_column("day", pa.timestamp("us"))
+        u.widen_column("price", pa.decimal128(12, 2))
+        u.rename_column("payload", "body")
+        u.drop_column("legacy")
+    assert t.version == v + 1
+    assert t.manifest.operation.kind == "schema"
+    hist = t.schema_history
+    assert [sid for sid, _ in hist] == [0, 1]
+    assert t.manifest.manifest.current_schema_id == 1
+    assert t.manifest.manifest.last_column_id == 9
+    assert {f.name: field_id(f) for f in t.schema} == {
+        "id": 1,
+        "customer_id": 2,
+        "amount": 3,
+        "body": 4,
+        "day": 6,
+        "price": 7,
+        "country": 8,
+        "tier": 9,
+    }
+    new = pa.table(
+        {
+            "id": [100],
+            "customer_id": [2**40],
+            "amount": [1.5],
+            "body": ["b"],
+            "day": [dt.datetime(2024, 5, 1, 12)],
+            "price": [decimal.Decimal("1234567.89")],
+            "country": ["NL"],
+            "tier": [1],
+        },
+        schema=t.schema,
+    )
+    t.append(new)
+    got = by_id(lethe.Table.open(table_uri).scan())
+    assert len(got) == 21
+    assert got[0] == {
+        "id": 0,
+        "customer_id": 0,
+        "amount": 0.0,
+        "body": "p0",
+        "day": dt.datetime(2024, 1, 1),
+        "price": decimal.Decimal("0.00"),
+        "country": None,
+        "tier": 3,
+    }
+    assert got[-1]["customer_id"] == 2**40 and got[-1]["tier"] == 1
+    # filters on renamed, widened and new columns, pruning by each file's own type
+    t2 = lethe.Table.open(table_uri)
+    assert [r["id"] for r in t2.scan(filters=[("body", "=", "p5")]).to_pylist()] == [5]
+    assert t2.scan(filters=[("customer_id", ">", 2**31)]).column("id").to_pylist() == [100]
+    assert sorted(
+        t2.scan(filters=[("day", ">=", dt.datetime(2024, 1, 19))]).column("id").to_pylist()
+    ) == [
+        18,
+        19,
+        100,
+    ]
+    assert t2.scan(filters=[("tier", "=", 3)]).num_rows == 20
+    assert t2.scan(filters=[("country", "=", "NL")]).column("id").to_pylist() == [100]
+    # time travel reads an old snapshot with its own schema
+    old = lethe.Table.open(table_uri, version=v)
+    assert old.schema.names == SCHEMA.names
+    assert old.scan().num_rows == 20 and old.scan().schema.field("customer_id").type == pa.int32()
+
+
+@pytest.mark.parametrize(
+    ("change", "rule"),
+    [
+        (lambda u: u.widen_column("amount", pa.int64()), "not a widening"),
+        (lambda u: u.widen_column("price", pa.decimal128(5, 2)), "not a widening"),
+        (lambda u: u.widen_column("payload", pa.large_string()), "not a widening"),
+        (lambda u: u.drop_column("id"), "key column"),
+        (lambda u: u.widen_column("id", pa.float64()), "key column"),
+        (lambda u: u.rename_column("id", "pk"), "key column"),
+        (lambda u: u.add_column("payload", pa.string()), "exists"),
+        (lambda u: u.rename_column("payload", "legacy"), "exists"),
+        (lambda u: u.drop_column("nope"), "no such column"),
+        (lambda u: u.drop_column("customer_id"), "drop the index first"),
+        (lambda u: u.add_column("bad", pa.int32(), default="x"), "initial default"),
+    ],
+)
+def test_refused_changes_name_the_column_and_rule(table_uri: str, change: Any, rule: str) -> None:
+    t = lethe.Table.create(table_uri, SCHEMA, key="id", indexes=("customer_id",))
+    v = t.version
+    with pytest.raises(errors.SchemaEvolutionError, match=rule), t.update_schema() as u:
+        change(u)
+    assert issubclass(errors.SchemaEvolutionError, errors.InvalidRequest)
+    assert lethe.Table.open(table_uri).version == v  # nothing committed
+
+
+def test_a_dropped_name_is_not_reused(table_uri: str) -> None:
+    t = lethe.Table.create(table_uri, SCHEMA, key="id")
+    t.update_schema().drop_column("legacy").commit()
+    with pytest.raises(errors.SchemaEvolutionError, match=r"'legacy'.*earlier schema"):
+        t.update_schema().add_column("legacy", pa.int64()).commit()
+
+
+def test_renaming_an_indexed_column_keeps_its_index(table_uri: str) -> None:
+    t = lethe.Table.create(table_uri, SCHEMA, key="id", indexes=("customer_id",))
+    t.append(rows(0, 50))
+    t.update_schema().rename_column("customer_id", "cust").commit()
+    assert t.indexes == ("cust",)
+    t.append(
+        rows(50, 10)
+        .rename_columns([*SCHEMA.names])
+        .rename_columns(["id", "cust", "amount", "payload", "legacy", "day", "price"])
+    )
+    got = lethe.Table.open(table_uri).scan(filters=[("cust", "=", 3)])
+    assert sorted(got.column("id").to_pylist()) == [i for i in range(60) if i % 7 == 3]
+
+
+def test_append_with_an_old_schema_rebases_onto_an_update(table_uri: str) -> None:
+    t = lethe.Table.create(table_uri, SCHEMA, key="id")
+    t.append(rows(0, 5))
+    stale = lethe.Table.open(table_uri)
+    t.update_schema().add_column("country", pa.string()).rename_column("payload", "body").commit()
+    stale.append(rows(5, 5))  # written under schema 0, committed after schema 1
+    fresh = lethe.Table.open(table_uri)
+    assert {f.schema_id or 0 for f in fresh.manifest.files} == {0}
+    got = by_id(fresh.scan())
+    assert [r["body"] for r in got] == [f"p{i}" for i in range(10)]
+    assert all(r["country"] is None for r in got)
+
+
+def test_merge_mode_evolves_and_strict_lists_every_difference(table_uri: str) -> None:
+    t = lethe.Table.create(table_uri, SCHEMA, key="id")
+    t.append(rows(0, 5))
+    wide = rows(5, 3)
+    wide = wide.set_column(1, "customer_id", wide.column("customer_id").cast(pa.int64()))
+    wide = wide.append_column("country", pa.array(["NL", "DE", None]))
+    with pytest.raises(errors.SchemaMismatch, match=r"unknown columns \['country'\].*customer_id"):
+        t.append(wide)
+    v = t.version
+    t.append(wide, schema_mode="merge")
+    assert t.version == v + 2  # a schema commit, then the append
+    assert t.schema.field("customer_id").type == pa.int64()
+    got = by_id(lethe.Table.open(table_uri).scan())
+    assert [r["country"] for r in got] == [None] * 5 + ["NL", "DE", None]
+    # narrower data into a wider table is widened; other differences refused, all listed
+    t.append(rows(8, 2), schema_mode="merge")
+    assert lethe.Table.open(table_uri).scan().num_rows == 10
+    bad = rows(10, 1).set_column(2, "amount", pa.array(["x"]))
+    bad = bad.set_column(3, "payload", pa.array([1]))
+    with pytest.raises(errors.SchemaMismatch, match=r"amount.*payload"):
+        t.append(bad, schema_mode="merge")
+
+
+def test_compaction_merges_files_of_every_schema(table_uri: str) -> None:
+    t = lethe.Table.create(table_uri, SCHEMA, key="id")
+    t.append(rows(0, 10))
+    t.update_schema().widen_column("customer_id", pa.int64()).add_column("c", pa.string()).commit()
+    t.append(rows(10, 10), schema_mode="merge")
+    before = by_id(lethe.Table.open(table_uri).scan())
+    t = lethe.Table.open(table_uri)
+    t.compact()
+    after = lethe.Table.open(table_uri)
+    assert after.manifest.file_count == 1
+    assert {f.schema_id for f in after.manifest.files} == {1}
+    assert by_id(after.scan()) == before
+
+
+def test_field_id_metadata_key() -> None:
+    assert FIELD_ID == b"PARQUET:field_id"
