@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
+import uuid
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import lethe
 from lethe import errors
@@ -256,3 +259,139 @@ def test_compaction_merges_files_of_every_schema(table_uri: str) -> None:
 
 def test_field_id_metadata_key() -> None:
     assert FIELD_ID == b"PARQUET:field_id"
+
+
+# --- property: random evolutions interleaved with appends, read back as a model predicts ----
+WIDER = {"int32": "int64", "float32": "float64", "date32": "timestamp"}
+ARROW = {
+    "int32": pa.int32(),
+    "int64": pa.int64(),
+    "float32": pa.float32(),
+    "float64": pa.float64(),
+    "string": pa.string(),
+    "date32": pa.date32(),
+    "timestamp": pa.timestamp("us"),
+}
+
+
+def _value(kind: str, cid: int, key: int) -> Any:
+    if (key + cid) % 5 == 0:
+        return None
+    n = key * 7 + cid
+    if kind in ("int32", "int64"):
+        return n
+    if kind in ("float32", "float64"):
+        return n / 4  # exact in float32
+    if kind in ("date32", "timestamp"):
+        d = dt.date(2024, 1, 1) + dt.timedelta(days=n % 400)
+        return d if kind == "date32" else dt.datetime(d.year, d.month, d.day)
+    return f"v{n}"
+
+
+def _widened(v: Any, kind: str) -> Any:
+    return dt.datetime(v.year, v.month, v.day) if kind == "timestamp" and type(v) is dt.date else v
+
+
+@settings(
+    max_examples=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(data=st.data())
+def test_random_evolutions_read_back_as_the_model_predicts(bucket: str, data: Any) -> None:
+    uri = f"s3://{bucket}/prop/{uuid.uuid4().hex[:8]}"
+    # the model: current columns (id -> [name, kind, default]) and rows (column id -> value)
+    cols: dict[int, list[Any]] = {1: ["id", "int64", None], 2: ["a", "int32", None]}
+    cols[3] = ["b", "float32", None]
+    cols[4] = ["c", "date32", None]
+    t = lethe.Table.create(
+        uri,
+        pa.schema(
+            [("id", pa.int64(), False), ("a", pa.int32()), ("b", pa.float32()), ("c", pa.date32())]
+        ),
+        key="id",
+    )
+    rows_: list[dict[int, Any]] = []
+    next_id, next_key, used = 5, 0, {"id", "a", "b", "c"}
+    steps = data.draw(
+        st.lists(
+            st.sampled_from(["append", "merge", "add", "drop", "rename", "widen"]),
+            min_size=2,
+            max_size=7,
+        )
+    )
+    for step in steps:
+        others = [cid for cid in cols if cid != 1]
+        if step in ("append", "merge"):
+            n = data.draw(st.integers(1, 4))
+            keys = list(range(next_key, next_key + n))
+            next_key += n
+            present = (
+                list(cols)
+                if step == "append"
+                else [1, *data.draw(st.lists(st.sampled_from(others), unique=True))]
+                if others
+                else [1]
+            )
+            mine = [c for c in cols if c in present]
+            table = pa.table(
+                [
+                    pa.array(
+                        [k if c == 1 else _value(cols[c][1], c, k) for k in keys], ARROW[cols[c][1]]
+                    )
+                    for c in mine
+                ],
+                schema=pa.schema(
+                    [pa.field(cols[c][0], ARROW[cols[c][1]], nullable=c != 1) for c in mine]
+                ),
+            )
+            t.append(table, schema_mode="merge" if step == "merge" else "strict")
+            rows_ += [  # a column of the schema the data lacks is null (no default)
+                {
+                    c: (k if c == 1 else _value(cols[c][1], c, k)) if c in present else None
+                    for c in cols
+                }
+                for k in keys
+            ]
+        elif step == "add":
+            kind = data.draw(st.sampled_from(["int32", "string", "float32"]))
+            default = data.draw(st.sampled_from([None, 1])) if kind == "int32" else None
+            name = f"n{next_id}"
+            t.update_schema().add_column(name, ARROW[kind], default=default).commit()
+            cols[next_id] = [name, kind, default]
+            used.add(name)
+            next_id += 1
+        elif step == "drop" and others:
+            cid = data.draw(st.sampled_from(others))
+            t.update_schema().drop_column(cols.pop(cid)[0]).commit()
+        elif step == "rename" and others:
+            cid = data.draw(st.sampled_from(others))
+            new = f"r{len(used)}_{cid}"
+            t.update_schema().rename_column(cols[cid][0], new).commit()
+            cols[cid][0] = new
+            used.add(new)
+        elif step == "widen":
+            can = [c for c in others if cols[c][1] in WIDER]
+            if can:
+                cid = data.draw(st.sampled_from(can))
+                cols[cid][1] = WIDER[cols[cid][1]]
+                t.update_schema().widen_column(cols[cid][0], ARROW[cols[cid][1]]).commit()
+    fresh = lethe.Table.open(uri)
+    assert fresh.schema.names == [v[0] for v in cols.values()]
+    assert [field_id(f) for f in fresh.schema] == list(cols)
+    want = [
+        {v[0]: (_widened(r[c], v[1]) if c in r else v[2]) for c, v in cols.items()} for r in rows_
+    ]
+    assert by_id(fresh.scan()) == sorted(want, key=lambda r: r["id"])
+    # filters on every evolved column prune by each file's own statistics, never wrongly
+    for c, (name, kind, _) in cols.items():
+        if c == 1 or kind == "string":
+            continue
+        seen = [r[name] for r in want if r[name] is not None]
+        if not seen:
+            continue
+        pivot = data.draw(st.sampled_from(seen))
+        got = fresh.scan(["id"], filters=[(name, ">=", pivot)]).column("id").to_pylist()
+        assert sorted(got) == sorted(
+            r["id"] for r in want if r[name] is not None and r[name] >= pivot
+        )

@@ -26,7 +26,6 @@ from lethe.schemas import (
     MakeOptional,
     Rename,
     Widen,
-    initial_default,
     is_widening,
 )
 from lethe.writer import _schema_diff
@@ -132,17 +131,14 @@ def merge_changes(got: pa.Schema, table: pa.Schema) -> tuple[Evolution, ...]:
 
 def _fit(t: pa.Table, schema: pa.Schema) -> pa.Table:
     """``t`` (a merged shape) as ``schema``: columns in order, narrower types widened,
-    columns it lacks as their initial default or null."""
+    columns it lacks as nulls (an initial default is for rows written before its column)."""
     cols = []
     for f in schema:
         if f.name in t.column_names:
             c = t.column(f.name)
             cols.append(c if c.type.equals(f.type) else c.cast(f.type))
         else:
-            d = initial_default(f)
-            cols.append(
-                pa.nulls(t.num_rows, f.type) if d is None else pa.array([d] * t.num_rows, f.type)
-            )
+            cols.append(pa.nulls(t.num_rows, f.type))
     return pa.Table.from_arrays(cols, schema=schema)
 
 
