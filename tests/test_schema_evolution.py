@@ -395,3 +395,68 @@ def test_random_evolutions_read_back_as_the_model_predicts(bucket: str, data: An
         assert sorted(got) == sorted(
             r["id"] for r in want if r[name] is not None and r[name] >= pivot
         )
+
+
+def _small_groups(uri: str) -> lethe.Table:
+    """A table whose files have row groups of a few rows (splices cut between them)."""
+    return lethe.Table.create(uri, SCHEMA, key="id", row_group_bytes=256)
+
+
+def test_erasing_a_row_of_an_old_file_keeps_that_files_schema(table_uri: str, s3: Any) -> None:
+    t = _small_groups(table_uri)
+    t.append(rows(0, 40))
+    with t.update_schema() as u:
+        u.add_column("country", pa.string())
+        u.rename_column("payload", "body")
+        u.widen_column("customer_id", pa.int64())
+    new = rows(40, 10).rename_columns(
+        ["id", "customer_id", "amount", "body", "legacy", "day", "price"]
+    )
+    new = new.append_column("country", pa.array(["NL"] * 10))
+    t.append(new, schema_mode="merge")
+    before = by_id(lethe.Table.open(table_uri).scan())
+    r = t.erase([("id", "in", [3, 45])])
+    assert r.rows_erased == 2 and r.files_spliced == 2
+    after = lethe.Table.open(table_uri)
+    assert by_id(after.scan()) == [x for x in before if x["id"] not in (3, 45)]
+    bucket, prefix = table_uri[5:].split("/", 1)
+    for f in after.manifest.files:  # each spliced file keeps its own schema and ids
+        body = s3.get_object(Bucket=bucket, Key=f"{prefix}/{f.path}")["Body"].read()
+        names = pq.read_schema(pa.BufferReader(body)).names
+        assert names == (SCHEMA.names if (f.schema_id or 0) == 0 else after.schema.names)
+        assert ids_of(pq.read_schema(pa.BufferReader(body))) == ids_of(after.manifest.schema_of(f))
+    assert {f.schema_id or 0 for f in after.manifest.files} == {0, 1}
+    assert after.scan(filters=[("body", "=", "p3")]).num_rows == 0
+    assert after.scan(filters=[("body", "=", "p4")]).column("id").to_pylist() == [4]
+
+
+def ids_of(schema: pa.Schema) -> list[int | None]:
+    return [field_id(f) for f in schema]
+
+
+def test_delete_and_lookup_by_a_renamed_column_reach_old_files(table_uri: str) -> None:
+    t = lethe.Table.create(table_uri, SCHEMA, key="id", indexes=("payload",))
+    t.append(rows(0, 20))
+    t.update_schema().rename_column("payload", "body").rename_column("amount", "amt").commit()
+    t.delete([("body", "in", ["p1", "p2"])])
+    t.delete([("amt", "=", 2.5)])  # row 5
+    got = lethe.Table.open(table_uri)
+    assert sorted(got.scan().column("id").to_pylist()) == [
+        i for i in range(20) if i not in (1, 2, 5)
+    ]
+    assert got.scan(filters=[("body", "=", "p7")]).column("amt").to_pylist() == [3.5]
+    assert got.lookup(7, ["body"]).to_pylist() == [{"body": "p7"}]
+
+
+def test_an_index_declared_after_a_rename_covers_old_files(table_uri: str) -> None:
+    t = lethe.Table.create(table_uri, SCHEMA, key="id")
+    t.append(rows(0, 20))
+    t.update_schema().rename_column("payload", "body").commit()
+    t.create_index("body")
+    got = lethe.Table.open(table_uri)
+    assert got.scan(filters=[("body", "=", "p9")]).column("id").to_pylist() == [9]
+    r = got.erase([("body", "=", "p9")])
+    assert r.rows_deleted == 1 and r.rows_erased == 1
+    assert sorted(lethe.Table.open(table_uri).scan().column("id").to_pylist()) == [
+        i for i in range(20) if i != 9
+    ]

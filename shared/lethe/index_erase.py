@@ -34,6 +34,7 @@ from lethe.index import (
 )
 from lethe.manifest import DataFile, IndexPiece
 from lethe.reader import FileHandle, read_positions
+from lethe.scan import Projections
 from lethe.snapshot import Snapshot
 from lethe.store import S3Store
 from lethe.values import exact_scalar, from_json, to_json
@@ -82,6 +83,7 @@ def erased_entries(
             out[col].values.update(vals)
     schema = m.arrow_schema()
     cols = list(out)
+    projections = Projections(m)
     files: list[DataFile] = []
     for path in sorted(found):
         f, bm = m.file(path), found[path]
@@ -89,7 +91,12 @@ def erased_entries(
             continue
         files.append(f)
         h = FileHandle(store, f"{prefix}/{path}" if prefix else path, f)
-        got = read_positions(h, cols, bm)
+        p = projections.of(f)  # a file of an older schema: its own names, by field id
+        got = (
+            read_positions(h, cols, bm)
+            if p is None
+            else p.apply(read_positions(h, p.file_columns(cols), bm), cols)
+        )
         ipath, ipos = index_path(f), origin_positions(f, bm)
         for c in cols:
             t = schema.field(c).type

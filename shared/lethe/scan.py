@@ -20,13 +20,13 @@ from lethe import dvstore
 from lethe.filters import Dnf
 from lethe.manifest import ColumnStats, DataFile, SegmentSummary
 from lethe.objects import coalesce, io_pool
-from lethe.reader import FileHandle
+from lethe.reader import FileHandle, read_row_group
 from lethe.schemas import Projection, field_id, projection, widen_comparable
 from lethe.snapshot import Snapshot
 from lethe.store import S3Store
 from lethe.values import comparable, from_json
 
-__all__ = ["DVCache", "Projections", "candidate_files", "plan", "plan_files"]
+__all__ = ["DVCache", "Projections", "candidate_files", "plan", "plan_files", "reader_of"]
 
 
 class Projections:
@@ -58,6 +58,21 @@ class Projections:
             p = projection(self._history[sid], self.schema)
             self._memo[sid] = None if p.identity else p
         return self._memo[sid]
+
+
+def reader_of(snap: Snapshot, columns: list[str]) -> Callable[[FileHandle, int], pa.Table]:
+    """A read of ``columns`` (the snapshot's names) of one row group of any of its files:
+    the file's own columns by id, renamed, widened, missing ones as default or null."""
+    projections = Projections(snap)
+
+    def read(h: FileHandle, rg: int) -> pa.Table:
+        p = projections.of(h.file)
+        cols = columns if p is None else p.file_columns(columns)
+        tail = h.tail()
+        t = read_row_group(h, tail, rg, cols, h.prefetch(tail, rg, cols))
+        return t if p is None else p.apply(t, columns)
+
+    return read
 
 
 def _projected_lookup(f: DataFile, p: Projection, schema: pa.Schema) -> Any:

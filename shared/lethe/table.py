@@ -717,9 +717,8 @@ class Table:
         written_at = time.time()
         files = list(base.files)
         if build is None:
-            entries = entries_of(
-                self.store, self._catalog.prefix, files, column, t, progress=progress
-            )
+            prefix = self._catalog.prefix
+            entries = entries_of(self.store, prefix, files, column, t, progress=progress, snap=base)
             runs: Sequence[IndexRun] = [
                 build_run(self.store, self._catalog.prefix, column, entries)[0]
             ]
