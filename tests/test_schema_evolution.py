@@ -460,3 +460,40 @@ def test_an_index_declared_after_a_rename_covers_old_files(table_uri: str) -> No
     assert sorted(lethe.Table.open(table_uri).scan().column("id").to_pylist()) == [
         i for i in range(20) if i != 9
     ]
+
+
+def test_the_cli_refuses_a_new_shape_then_merges_it(
+    table_uri: str, tmp_path: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The issue's scenario: upstream adds ``country`` and widens ``customer_id`` to int64;
+    ``lethe append`` refuses it (nothing dropped or narrowed), ``--schema-mode merge`` takes it."""
+    from lethe.cli import main
+
+    lethe.Table.create(table_uri, SCHEMA, key="id")
+    old, new = tmp_path / "old.parquet", tmp_path / "new.parquet"
+    pq.write_table(rows(0, 5), old)
+    shape = rows(5, 2).set_column(1, "customer_id", pa.array([2**40, 7], pa.int64()))
+    pq.write_table(shape.append_column("country", pa.array(["NL", None])), new)
+    assert main(["append", table_uri, str(old)]) == 0
+    capsys.readouterr()
+    assert main(["append", table_uri, str(new)]) == 2
+    err = capsys.readouterr().err
+    assert "country" in err and "customer_id" in err
+    assert lethe.Table.open(table_uri).scan().num_rows == 5  # nothing appended
+    assert main(["append", table_uri, str(new), "--schema-mode", "merge"]) == 0
+    t = lethe.Table.open(table_uri)
+    assert t.schema.field("customer_id").type == pa.int64() and "country" in t.schema.names
+    got = by_id(t.scan(["id", "customer_id", "country"]))
+    assert got[-2:] == [
+        {"id": 5, "customer_id": 2**40, "country": "NL"},
+        {"id": 6, "customer_id": 7, "country": None},
+    ]
+    assert [r["country"] for r in got[:5]] == [None] * 5
+    # the old shape still appends in merge mode (widened, country null)
+    again = tmp_path / "again.parquet"
+    pq.write_table(rows(10, 3), again)
+    assert main(["append", table_uri, str(again), "--schema-mode", "merge"]) == 0
+    assert (
+        lethe.Table.open(table_uri).scan(filters=[("id", ">=", 10)]).column("country").null_count
+        == 3
+    )

@@ -12,7 +12,7 @@ The rules are :func:`lethe.schemas.evolve`'s; the commit is
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from types import TracebackType
 from typing import Any, Literal, TypeAlias
 
@@ -68,6 +68,11 @@ class SchemaUpdate:
     def rename_column(self, name: str, new_name: str) -> SchemaUpdate:
         """Renamed everywhere at once (files keep their ids; an index follows)."""
         self._changes.append(Rename(name, new_name))
+        return self
+
+    def extend(self, changes: Iterable[Evolution]) -> SchemaUpdate:
+        """Changes given as values (:mod:`lethe.schemas`), e.g. from :func:`merge_changes`."""
+        self._changes.extend(changes)
         return self
 
     def make_optional(self, name: str) -> SchemaUpdate:
