@@ -497,3 +497,50 @@ def test_the_cli_refuses_a_new_shape_then_merges_it(
         lethe.Table.open(table_uri).scan(filters=[("id", ">=", 10)]).column("country").null_count
         == 3
     )
+
+
+def test_the_iceberg_view_follows_every_schema(aws: Any, table_uri: str) -> None:
+    from pyiceberg.table import StaticTable
+
+    props = {
+        "s3.endpoint": aws.endpoint,
+        "s3.access-key-id": "testing",
+        "s3.secret-access-key": "testing",
+        "s3.region": "us-east-1",
+    }
+    t = lethe.Table.create(table_uri, SCHEMA, key="id")
+    t.append(rows(0, 10))
+    v1, uri1 = t.version, t.publish_iceberg()
+    with t.update_schema() as u:
+        u.add_column("country", pa.string())
+        u.rename_column("payload", "body")
+        u.drop_column("legacy")
+        u.widen_column("customer_id", pa.int64())
+        u.widen_column("amount", pa.float64())
+    new = rows(10, 3).rename_columns(
+        ["id", "customer_id", "amount", "body", "legacy", "day", "price"]
+    )
+    new = new.drop_columns(["legacy"]).append_column("country", pa.array(["NL", None, "DE"]))
+    t.append(new, schema_mode="merge")
+    t.delete([("id", "=", 2)])
+    uri2 = t.publish_iceberg()
+    view = StaticTable.from_metadata(uri2, properties=props)
+    md = view.metadata
+    assert md.current_schema_id == 1 and [s.schema_id for s in md.schemas] == [0, 1]
+    assert {s.snapshot_id: s.schema_id for s in md.snapshots}[v1] == 0
+    assert md.snapshots[-1].schema_id == 1
+    assert [(f.field_id, f.name) for f in view.schema().fields] == [
+        (1, "id"),
+        (2, "customer_id"),
+        (3, "amount"),
+        (4, "body"),
+        (6, "day"),
+        (7, "price"),
+        (8, "country"),
+    ]
+    got = sorted(view.scan().to_arrow().to_pylist(), key=lambda r: r["id"])
+    assert got == by_id(lethe.Table.open(table_uri).scan())
+    assert [r["country"] for r in got][-3:] == ["NL", None, "DE"] and len(got) == 12
+    old = view.scan(snapshot_id=v1).to_arrow()
+    assert old.column_names == SCHEMA.names and old.num_rows == 10
+    assert StaticTable.from_metadata(uri1, properties=props).metadata.current_schema_id == 0
