@@ -544,3 +544,37 @@ def test_the_iceberg_view_follows_every_schema(aws: Any, table_uri: str) -> None
     old = view.scan(snapshot_id=v1).to_arrow()
     assert old.column_names == SCHEMA.names and old.num_rows == 10
     assert StaticTable.from_metadata(uri1, properties=props).metadata.current_schema_id == 0
+
+
+def test_verify_deep_and_register_after_evolution(table_uri: str, s3: Any) -> None:
+    from lethe.ingest.register import register_parquet
+    from lethe.verify import verify
+
+    t = lethe.Table.create(table_uri, SCHEMA, key="id", indexes=("payload",), row_group_bytes=256)
+    t.append(rows(0, 30))
+    with t.update_schema() as u:
+        u.rename_column("payload", "body")
+        u.widen_column("day", pa.timestamp("us"))
+        u.add_column("country", pa.string())
+    # a foreign file (no field ids) in the new shape, registered under schema 1
+    shape = rows(30, 4).rename_columns(
+        ["id", "customer_id", "amount", "body", "legacy", "day", "price"]
+    )
+    shape = shape.set_column(5, "day", shape.column("day").cast(pa.timestamp("us")))
+    shape = shape.append_column("country", pa.array(["NL"] * 4))
+    buf = pa.BufferOutputStream()
+    pq.write_table(shape, buf)
+    bucket = table_uri[5:].split("/", 1)[0]
+    s3.put_object(Bucket=bucket, Key="incoming/new.parquet", Body=buf.getvalue().to_pybytes())
+    register_parquet(t, "incoming/new.parquet")
+    t = lethe.Table.open(table_uri)
+    assert {f.schema_id or 0 for f in t.manifest.files} == {0, 1}
+    t.erase([("body", "in", ["p3", "p31"])])
+    t = lethe.Table.open(table_uri)
+    got = by_id(t.scan())
+    assert [r["id"] for r in got] == [i for i in range(34) if i not in (3, 31)]
+    assert [r["country"] for r in got if r["id"] >= 30] == ["NL"] * 3
+    assert t.scan(filters=[("body", "=", "p32")]).column("id").to_pylist() == [32]
+    report = verify(t, deep=True)
+    assert report.ok, report.problems
+    assert report.index_entries_checked == 32
