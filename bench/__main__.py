@@ -18,6 +18,7 @@ BENCHES = [
     "bench_readwrite",
     "bench_erasure_lake",
     "bench_retention",
+    "bench_schema",
 ]
 
 
