@@ -18,6 +18,7 @@ from lethe.filters import Dnf
 from lethe.index import hit_rows, index_plan
 from lethe.reader import FileHandle, RowFilter, iter_row_groups, read_filtered
 from lethe.scan import DVCache, Projections, plan
+from lethe.schemas import Projection
 from lethe.snapshot import Snapshot
 from lethe.store import S3Store
 
@@ -64,6 +65,10 @@ def batches(
         if p is None:
             return read_filtered(h, rg, first, out_cols, rf, page_index=page_index)
         # a file of another schema: its columns by id, renamed, widened, missing ones filled
+        if dnf is not None and _same(p, dnf.columns):  # the filter reads as written: pages
+            own = RowFilter.of(dnf, projections.file_schema(h.file), dvs.keep_mask, rows)
+            got = read_filtered(h, rg, first, p.file_columns(out_cols), own, page_index=page_index)
+            return p.apply(got, out_cols)
         t = p.apply(read_filtered(h, rg, first, p.file_columns(wanted), unfiltered), wanted)
         return (t.filter(rf.expression) if rf.expression is not None else t).select(out_cols)
 
@@ -74,3 +79,13 @@ def batches(
         if t.schema != out_schema:
             t = t.cast(out_schema)
         yield from t.to_batches()
+
+
+def _same(p: Projection, columns: list[str]) -> bool:
+    """Whether every column of ``columns`` is in the file under its name and type."""
+    return all(
+        p.file_column(c) == c
+        and (t := p.file_type(c)) is not None
+        and t.equals(p.target.field(c).type)
+        for c in columns
+    )

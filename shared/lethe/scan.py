@@ -50,6 +50,10 @@ class Projections:
             else set(self.schema.names)
         )
 
+    def file_schema(self, f: DataFile) -> pa.Schema:
+        """The schema ``f`` was written under."""
+        return self._history.get(f.schema_id or 0, self.schema)
+
     def of(self, f: DataFile) -> Projection | None:
         sid = f.schema_id or 0
         if sid == self._current or not self._history:
