@@ -612,3 +612,53 @@ def test_a_lookup_in_an_old_file_still_reads_pages(table_uri: str) -> None:
     assert got[0]["payload"] == got2[0]["body"]
     assert (gets2, down2) == (gets, down)
     assert down < 2 << 20  # pages, not the whole row group
+
+
+def test_a_concurrent_schema_change_that_breaks_a_rule_is_refused(table_uri: str) -> None:
+    t = lethe.Table.create(table_uri, SCHEMA, key="id")
+    t.append(rows(0, 5))
+    stale = lethe.Table.open(table_uri)
+    t.update_schema().drop_column("legacy").commit()
+    with pytest.raises(errors.SchemaEvolutionError, match="'legacy': no such column"):
+        stale.update_schema().rename_column("legacy", "old").commit()
+    stale.update_schema().add_column("country", pa.string()).commit()  # rebased: both kept
+    got = lethe.Table.open(table_uri)
+    assert "legacy" not in got.schema.names and "country" in got.schema.names
+    assert [sid for sid, _ in got.schema_history] == [0, 1, 2]
+
+
+def test_files_without_ids_map_by_name_through_the_history(
+    aws: Any, table_uri: str, s3: Any
+) -> None:
+    """Files another writer made without field ids (and Lethe's before ids existed) read
+    by the names of the schema they were registered under, in Lethe and in the Iceberg view."""
+    from pyiceberg.table import StaticTable
+
+    from lethe.ingest.register import register_parquet
+
+    t = lethe.Table.create(table_uri, SCHEMA, key="id")
+    buf = pa.BufferOutputStream()
+    pq.write_table(rows(0, 6), buf)
+    assert field_id(pq.read_schema(pa.BufferReader(buf.getvalue())).field("id")) is None
+    bucket = table_uri[5:].split("/", 1)[0]
+    s3.put_object(Bucket=bucket, Key="incoming/old.parquet", Body=buf.getvalue().to_pybytes())
+    register_parquet(t, "incoming/old.parquet")
+    t = lethe.Table.open(table_uri)
+    with t.update_schema() as u:
+        u.rename_column("payload", "body")
+        u.widen_column("amount", pa.float64())
+        u.drop_column("legacy")
+    got = by_id(lethe.Table.open(table_uri).scan(["id", "amount", "body"]))
+    assert got == [{"id": i, "amount": i / 2, "body": f"p{i}"} for i in range(6)]
+    props = {
+        "s3.endpoint": aws.endpoint,
+        "s3.access-key-id": "testing",
+        "s3.secret-access-key": "testing",
+        "s3.region": "us-east-1",
+    }
+    view = StaticTable.from_metadata(t.publish_iceberg(), properties=props)
+    seen = sorted(
+        view.scan(selected_fields=("id", "amount", "body")).to_arrow().to_pylist(),
+        key=lambda r: r["id"],
+    )
+    assert seen == got

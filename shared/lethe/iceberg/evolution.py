@@ -74,25 +74,25 @@ def view_schema(
 
 
 def current_schema(m: Snapshot, format_version: FormatVersion) -> IcebergSchema:
-    """The view's schema of ``m`` (its name mapping knows every past name of a column)."""
+    """The view's schema of ``m``. Its name mapping holds every column of the history
+    (dropped ones too, as Iceberg keeps them) with every name it had, the current first:
+    a file written without ids resolves by it whatever schema it was written under."""
+    last = m.manifest.column_id_high
     s = view_schema(
         m.arrow_schema(),
         schema_id=m.current_schema_id,
         format_version=format_version,
-        last_column_id=m.manifest.column_id_high,
+        last_column_id=last,
     )
     if not m.manifest.schemas:
         return s
-    names: dict[int, list[str]] = {}
-    for _, arrow in reversed(m.schema_history()):  # the current name first
-        for f in arrow:
-            have = names.setdefault(_id(f), [])
-            if f.name not in have:
-                have.append(f.name)
-    mapping = json.loads(s.name_mapping)
-    for entry in mapping:
-        entry["names"] = names.get(entry["field-id"], entry["names"])
-    return IcebergSchema(s.schema, json.dumps(mapping), s.last_column_id)
+    entries: dict[int, dict[str, Any]] = {}
+    for sid, arrow in reversed(m.schema_history()):  # newest first
+        old = view_schema(arrow, schema_id=sid, format_version=format_version, last_column_id=last)
+        for e in json.loads(old.name_mapping):
+            have = entries.setdefault(e["field-id"], e)
+            have["names"] += [n for n in e["names"] if n not in have["names"]]
+    return IcebergSchema(s.schema, json.dumps(list(entries.values())), s.last_column_id)
 
 
 def with_history(
