@@ -677,3 +677,23 @@ def test_files_without_ids_map_by_name_through_the_history(
         key=lambda r: r["id"],
     )
     assert seen == got
+
+
+def test_the_schema_commands(table_uri: str, capsys: pytest.CaptureFixture[str]) -> None:
+    from lethe.cli import main
+
+    lethe.Table.create(table_uri, SCHEMA, key="id")
+    assert main(["schema", "add", table_uri, "tier", "int32", "--default", "3"]) == 0
+    assert main(["schema", "rename", table_uri, "payload", "body"]) == 0
+    assert main(["schema", "widen", table_uri, "price", "decimal(12, 2)"]) == 0
+    assert main(["schema", "drop", table_uri, "legacy"]) == 0
+    assert main(["schema", "widen", table_uri, "amount", "int64"]) == 2
+    assert "'amount': float -> int64 is not a widening" in capsys.readouterr().err
+    assert main(["schema", "show", table_uri, "--history"]) == 0
+    out = capsys.readouterr().out
+    assert "schema 0 of" in out and "schema 4 (current)" in out
+    assert "     4  body: string" in out and "tier: int32 default=3" in out
+    assert "     7  price: decimal128(12, 2)" in out
+    t = lethe.Table.open(table_uri)
+    assert [sid for sid, _ in t.schema_history] == [0, 1, 2, 3, 4]
+    assert "legacy" not in t.schema.names
