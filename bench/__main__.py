@@ -19,6 +19,7 @@ BENCHES = [
     "bench_erasure_lake",
     "bench_retention",
     "bench_lake",
+    "bench_schema",
 ]
 
 

@@ -47,6 +47,7 @@ from lethe.manifest import (
     TableProperties,
 )
 from lethe.parquet.splice import GroupFate
+from lethe.schemas import Evolution
 from lethe.snapshot import Snapshot
 from lethe.transforms import (
     Merge,
@@ -67,6 +68,7 @@ from lethe.transforms import (
     with_runs,
     without_dead_runs,
 )
+from lethe.transforms.schema import apply_schema
 
 __all__ = [
     "KINDS",
@@ -86,6 +88,7 @@ __all__ = [
     "SpliceFiles",
     "SplicedFile",
     "Update",
+    "UpdateSchema",
     "UpgradeFormat",
     "unmet",
 ]
@@ -301,7 +304,8 @@ class SpliceFiles:
                 base.version + 1,
                 seg.path if seg is not None else None,
             )
-        added = [f.new for f in self.files if f.new is not None]
+        sources = base.files_at(olds)
+        added = [_same_schema(f.new, sources.get(f.old)) for f in self.files if f.new is not None]
         places = {f.new.path: f.old for f in self.files if f.new is not None}
         return apply_replace(base, olds, added, self.operation, erasures=erasures, places=places)
 
@@ -344,6 +348,13 @@ class ReplaceFiles:
             base, self.removed, self.added, self.operation, dv_updates=still, erasures=erasures
         )
         return without_dead_runs(with_runs(with_new_runs(nxt, self.runs), self.caught_up))
+
+
+def _same_schema(new: DataFile, old: DataFile | None) -> DataFile:
+    """A spliced file keeps the schema id of its source (its columns are the source's)."""
+    if old is None or old.schema_id == new.schema_id:
+        return new
+    return new.model_copy(update={"schema_id": old.schema_id})
 
 
 #: table properties no :class:`SetProperties` may change (the key names the table's rows;
@@ -459,6 +470,24 @@ class ArchiveErasures:
         return apply_dv_updates(base, {}, op, erasures=()).evolve(erasures=kept)
 
 
+@dataclass(frozen=True, slots=True)
+class UpdateSchema:
+    """The current schema evolved by ``changes`` (:mod:`lethe.schemas`), in one commit: a
+    new schema id, indexes following renamed columns. Replayed on a newer base (files
+    appended meanwhile keep the schema id they were written under); a change that breaks a
+    rule on that base raises :class:`~lethe.errors.SchemaEvolutionError`."""
+
+    what: ClassVar[str] = "update schema"
+    changes: tuple[Evolution, ...]
+    operation: Operation
+
+    def requirements(self) -> tuple[Requirement, ...]:
+        return ()
+
+    def apply(self, base: Snapshot) -> Snapshot | None:
+        return apply_schema(base, self.changes, self.operation)
+
+
 def _with_pieces(
     m: Snapshot, pieces: Mapping[str, tuple[IndexPiece, ...]]
 ) -> Snapshot:  # PiecesPresent was checked: replace_pieces finds them all
@@ -480,4 +509,5 @@ KINDS: tuple[type, ...] = (
     SetProperties,
     ExpireRows,
     ArchiveErasures,
+    UpdateSchema,
 )

@@ -54,8 +54,8 @@ from lethe.manifest import (
     IndexRun,
     Manifest,
     Operation,
+    SchemaVersion,
     TableProperties,
-    schema_from_b64,
 )
 from lethe.remap import (
     map_deletes,
@@ -368,6 +368,8 @@ class RewriteTask(BaseModel):
     target_file_bytes: int
     files: tuple[DataFile, ...]
     cluster: bool = False
+    schemas: tuple[SchemaVersion, ...] = ()  # the table's schema history (files of any)
+    schema_id: int = 0  # the current schema, which the outputs are written under
 
 
 def rewrite_tasks(plan: CompactionPlan, manifest: Snapshot) -> list[RewriteTask]:
@@ -381,6 +383,8 @@ def rewrite_tasks(plan: CompactionPlan, manifest: Snapshot) -> list[RewriteTask]
             target_file_bytes=plan.target_file_bytes,
             files=g.files,
             cluster=g.cluster,
+            schemas=manifest.manifest.schemas,
+            schema_id=manifest.current_schema_id,
         )
         for g in plan.groups
         if g.live_rows > 0
@@ -407,12 +411,17 @@ def run_rewrite_task(task: RewriteTask, *, store: S3Store | None = None) -> list
             schema_b64=task.schema_b64,
             properties=task.properties,
             files=task.files,
+            schemas=task.schemas,
+            current_schema_id=task.schema_id,
         )
     )
-    schema = schema_from_b64(task.schema_b64)
+    schema = stub.arrow_schema()
     p = task.properties
     opts = WriteOptions(
-        key=p.key, target_file_bytes=task.target_file_bytes, row_group_bytes=p.row_group_bytes
+        key=p.key,
+        target_file_bytes=task.target_file_bytes,
+        row_group_bytes=p.row_group_bytes,
+        schema_id=task.schema_id or None,
     )
     spec = ClusterSpec.of(p) if task.cluster else None
     if spec is not None:

@@ -38,7 +38,7 @@ from lethe.manifest import (
 )
 from lethe.reader import FileHandle, iter_row_groups
 from lethe.remap import group_rows, targets_of
-from lethe.scan import DVCache, plan, plan_files
+from lethe.scan import DVCache, plan, plan_files, reader_of
 from lethe.snapshot import Snapshot
 from lethe.store import IOCounters
 
@@ -184,7 +184,7 @@ def locate(
         (h, rg) for (_, rg), (h, _) in sorted(wanted.items(), key=lambda kv: (kv[0][0], kv[0][1]))
     ]
     firsts = {(p, rg): first for (p, rg), (_, first) in wanted.items()}
-    for h, rg, t in iter_row_groups(pairs, cols):
+    for h, rg, t in iter_row_groups(pairs, cols, read=reader_of(base, cols)):
         first = firsts[(h.file.path, rg)]
         keep = dvs.keep_mask(h.file, first, t.num_rows)
         every = t.append_column(

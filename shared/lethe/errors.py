@@ -81,6 +81,11 @@ class SchemaMismatch(InvalidRequest):
     """Data offered to a table does not match the table's schema."""
 
 
+class SchemaEvolutionError(InvalidRequest):
+    """A schema change breaks a rule (narrowing, the key, a column an index uses, a name
+    that exists): the message names the column and the rule."""
+
+
 class CorruptDeletionVector(LetheError):
     """A deletion-vector blob or container fails its magic, length or checksum checks."""
 

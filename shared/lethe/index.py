@@ -56,7 +56,7 @@ from lethe.manifest import ColumnIndex, DataFile, IndexOrigin, IndexPiece, Index
 from lethe.objects import io_pool
 from lethe.progress import Progress, track
 from lethe.reader import FileHandle, SparseFile, read_row_group
-from lethe.scan import candidate_files, plan_files
+from lethe.scan import candidate_files, plan_files, reader_of
 from lethe.snapshot import Snapshot
 from lethe.store import S3Store
 from lethe.transforms.indexes import Merge, check_indexable, piece_paths
@@ -160,11 +160,14 @@ def entries_of(
     t: pa.DataType,
     *,
     progress: Progress | None = None,
+    snap: Snapshot | None = None,
 ) -> pa.Table:
     """The entries ``(value, file, pos)`` of ``files`` (reads only their ``column`` chunks;
     nulls are not indexed; a spliced file's entries name its origin, :func:`index_path`).
-    ``progress`` hears of each file read (``"index backfill"``)."""
+    ``progress`` hears of each file read (``"index backfill"``). With ``snap``, files of
+    its older schemas are read by field id (``column`` is its name in ``snap``)."""
     parts: list[pa.Table] = []
+    read = reader_of(snap, [column]) if snap is not None else None
     tracker = track(progress, "index backfill", total=len(files), unit="files")
     for f in files:
         h = FileHandle(store, f"{prefix}/{f.path}" if prefix else f.path, f)
@@ -174,7 +177,12 @@ def entries_of(
         at = rows if f.index_origin is None else _sorted(origin_positions(f, rows))
         for rg in range(tail.arrow.num_row_groups):
             n = tail.arrow.row_group(rg).num_rows
-            col = read_row_group(h, tail, rg, [column], h.prefetch(tail, rg, [column])).column(0)
+            if read is not None:
+                col = read(h, rg).column(0)
+            else:
+                col = read_row_group(h, tail, rg, [column], h.prefetch(tail, rg, [column])).column(
+                    0
+                )
             pos = pa.array(at[first : first + n])
             first += n
             part = pa.table(
@@ -617,7 +625,7 @@ def catch_up(
             continue
         t = schema.field(ix.column).type
         run, keys = build_run(
-            store, prefix, ix.column, entries_of(store, prefix, todo, ix.column, t)
+            store, prefix, ix.column, entries_of(store, prefix, todo, ix.column, t, snap=m)
         )
         covers = _union((f.index_version, f.index_version) for f in todo)
         out[ix.column] = run.model_copy(update={"covers": covers})

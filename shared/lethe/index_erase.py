@@ -34,6 +34,7 @@ from lethe.index import (
 )
 from lethe.manifest import DataFile, IndexPiece
 from lethe.reader import FileHandle, read_positions
+from lethe.scan import Projections
 from lethe.snapshot import Snapshot
 from lethe.store import S3Store
 from lethe.values import exact_scalar, from_json, to_json
@@ -85,6 +86,7 @@ def erased_entries(
             out[col].values.update(vals)
     schema = m.arrow_schema()
     cols = list(out)
+    projections = Projections(m)
     files: list[DataFile] = []
     for path in sorted(found):
         f, bm = m.file(path), found[path]
@@ -98,7 +100,13 @@ def erased_entries(
         if not need:
             continue
         h = FileHandle(store, f"{prefix}/{path}" if prefix else path, f)
-        got = read_positions(h, list(need), BitMap64.union(*need.values()))
+        want, at = list(need), BitMap64.union(*need.values())
+        p = projections.of(f)  # a file of an older schema: its own names, by field id
+        got = (
+            read_positions(h, want, at)
+            if p is None
+            else p.apply(read_positions(h, p.file_columns(want), at), want)
+        )
         for c in need:
             t = schema.field(c).type
             uniq = pc.unique(got.column(c).drop_null().cast(t))

@@ -59,7 +59,7 @@ def check_indexes(
                 pieces += 1
                 problems += _check_object(store, prefix, p)
         if deep:
-            n, found = _check_entries(store, prefix, ix, files, t)
+            n, found = _check_entries(store, prefix, ix, files, t, m)
             entries += n
             problems += found
     return IndexCheck(pieces, entries, tuple(problems))
@@ -113,7 +113,12 @@ def _read(store: S3Store, prefix: str, p: IndexPiece, t: pa.DataType) -> tuple[p
 
 
 def _check_entries(
-    store: S3Store, prefix: str, ix: ColumnIndex, files: list[DataFile], t: pa.DataType
+    store: S3Store,
+    prefix: str,
+    ix: ColumnIndex,
+    files: list[DataFile],
+    t: pa.DataType,
+    m: Snapshot | None = None,
 ) -> tuple[int, list[str]]:
     """Decode every piece of ``ix``; compare the entries of each covered live file with its
     rows (read from its column chunks)."""
@@ -130,7 +135,7 @@ def _check_entries(
     every = pa.concat_tables(parts)
     keys = ["value", "file", "pos"]
     for f in (f for f in files if ix.covers(f)):
-        want = entries_of(store, prefix, [f], ix.column, t)
+        want = entries_of(store, prefix, [f], ix.column, t, snap=m)  # by id: any schema
         have = every.filter(pc.equal(every.column("file"), index_path(f)))
         gone = origin_removed(f)
         if gone:  # rows a splice removed: an erasure or purge scrubs their entries

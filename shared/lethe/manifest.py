@@ -18,6 +18,7 @@ Two layouts:
 from __future__ import annotations
 
 import base64
+import functools
 import gzip
 import hashlib
 import json
@@ -31,6 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from lethe import errors
 from lethe.layout import manifest_key, segment_key
+from lethe.schemas import max_id, with_ids
 from lethe.values import JsonScalar
 
 __all__ = [
@@ -50,6 +52,7 @@ __all__ = [
     "OverlayDV",
     "RequestRecord",
     "RowGroupInfo",
+    "SchemaVersion",
     "Segment",
     "SegmentSummary",
     "SupersededList",
@@ -138,6 +141,8 @@ class DataFile(_Frozen):
     index_origin: IndexOrigin | None = Field(default=None, exclude_if=lambda v: v is None)
     # the sort order its rows are in (lethe.clustering.SORT_ORDER_ID: a clustering rewrite)
     sort_order_id: int | None = Field(default=None, exclude_if=lambda v: v is None)
+    # the schema it was written under (None: schema 0, what files before schema ids were)
+    schema_id: int | None = Field(default=None, exclude_if=lambda v: v is None)
 
     @property
     def index_version(self) -> int:
@@ -169,6 +174,7 @@ class Operation(_Frozen):
         "index",
         "retention",
         "properties",
+        "schema",
     ]
     request_id_hash: str | None = None
     rows_added: int = 0
@@ -340,6 +346,14 @@ class ColumnIndex(_Frozen):
         return any(r.covers_version(f.index_version) for r in self.runs)
 
 
+class SchemaVersion(_Frozen):
+    """One schema of the table's history: an Arrow schema (base64 IPC) whose every field
+    carries its id (``PARQUET:field_id``, see :mod:`lethe.schemas`)."""
+
+    schema_id: int = Field(ge=0)
+    schema_b64: str
+
+
 class Manifest(_Frozen):
     """One immutable table snapshot (``manifest/vNNNNNNNN.json``); see the module docstring."""
 
@@ -362,6 +376,11 @@ class Manifest(_Frozen):
     requests: tuple[RequestRecord, ...] = ()
     erasures: tuple[ErasureRecord, ...] = ()
     indexes: tuple[ColumnIndex, ...] = ()
+    # schema history (lethe.schemas): absent on tables whose schema never changed, whose
+    # one schema is 0 (``schema_b64``, ids assigned in schema order)
+    schemas: tuple[SchemaVersion, ...] = Field(default=(), exclude_if=lambda v: not v)
+    current_schema_id: int = Field(default=0, ge=0, exclude_if=lambda v: v == 0)
+    last_column_id: int | None = Field(default=None, exclude_if=lambda v: v is None)
 
     @model_validator(mode="before")
     @classmethod
@@ -407,7 +426,29 @@ class Manifest(_Frozen):
         return self.layout == "segmented"
 
     def arrow_schema(self) -> pa.Schema:
-        return schema_from_b64(self.schema_b64)
+        """The current schema, every field with its id."""
+        return _with_ids_of(self.schema_b64)
+
+    def schema_history(self) -> list[tuple[int, pa.Schema]]:
+        """Every schema of the table, oldest first, by id (each field with its id)."""
+        if not self.schemas:
+            return [(0, self.arrow_schema())]
+        return [(s.schema_id, _with_ids_of(s.schema_b64)) for s in self.schemas]
+
+    def schema_of(self, f: DataFile) -> pa.Schema:
+        """The schema ``f`` was written under."""
+        sid = f.schema_id or 0
+        for i, s in self.schema_history():
+            if i == sid:
+                return s
+        raise errors.CorruptManifest(f"{f.path} names schema {sid}, which the table lacks")
+
+    @property
+    def column_id_high(self) -> int:
+        """The highest column id ever assigned (``last_column_id``, or the schema's)."""
+        if self.last_column_id is not None:
+            return self.last_column_id
+        return max(max_id(s) for _, s in self.schema_history())
 
     @property
     def file_count(self) -> int:
@@ -449,6 +490,11 @@ class Head(_Frozen):
 # --- codec ---------------------------------------------------------------------------------
 def schema_to_b64(schema: pa.Schema) -> str:
     return base64.b64encode(schema.serialize().to_pybytes()).decode("ascii")
+
+
+@functools.lru_cache(maxsize=64)
+def _with_ids_of(b64: str) -> pa.Schema:
+    return with_ids(schema_from_b64(b64))
 
 
 def schema_from_b64(s: str) -> pa.Schema:

@@ -17,7 +17,8 @@ import pyarrow as pa
 from lethe.filters import Dnf
 from lethe.index import hit_rows, index_plan
 from lethe.reader import FileHandle, RowFilter, iter_row_groups, read_filtered
-from lethe.scan import DVCache, plan
+from lethe.scan import DVCache, Projections, plan
+from lethe.schemas import Projection
 from lethe.snapshot import Snapshot
 from lethe.store import S3Store
 
@@ -54,10 +55,22 @@ def batches(
     dvs.prefetch({h.file.path: h.file for h, _, _ in items}.values())
     rf = RowFilter.of(dnf, snap.arrow_schema(), dvs.keep_mask, rows)
     starts = {(h.file.path, rg): first for h, rg, first in items}
+    projections = Projections(snap)
+    unfiltered = RowFilter.of(None, rf.schema, dvs.keep_mask, rows)
+    wanted = list(dict.fromkeys([*out_cols, *(dnf.columns if dnf else [])]))
 
     def read(h: FileHandle, rg: int) -> pa.Table:
         first = starts[(h.file.path, rg)]
-        return read_filtered(h, rg, first, out_cols, rf, page_index=page_index)
+        p = projections.of(h.file)
+        if p is None:
+            return read_filtered(h, rg, first, out_cols, rf, page_index=page_index)
+        # a file of another schema: its columns by id, renamed, widened, missing ones filled
+        if dnf is not None and _same(p, dnf.columns):  # the filter reads as written: pages
+            own = RowFilter.of(dnf, projections.file_schema(h.file), dvs.keep_mask, rows)
+            got = read_filtered(h, rg, first, p.file_columns(out_cols), own, page_index=page_index)
+            return p.apply(got, out_cols)
+        t = p.apply(read_filtered(h, rg, first, p.file_columns(wanted), unfiltered), wanted)
+        return (t.filter(rf.expression) if rf.expression is not None else t).select(out_cols)
 
     pairs = [(h, rg) for h, rg, _ in items]
     for _h, _rg, t in iter_row_groups(pairs, out_cols, read=read):
@@ -66,3 +79,13 @@ def batches(
         if t.schema != out_schema:
             t = t.cast(out_schema)
         yield from t.to_batches()
+
+
+def _same(p: Projection, columns: list[str]) -> bool:
+    """Whether every column of ``columns`` is in the file under its name and type."""
+    return all(
+        p.file_column(c) == c
+        and (t := p.file_type(c)) is not None
+        and t.equals(p.target.field(c).type)
+        for c in columns
+    )

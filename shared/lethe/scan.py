@@ -20,12 +20,78 @@ from lethe import dvstore
 from lethe.filters import Dnf
 from lethe.manifest import ColumnStats, DataFile, SegmentSummary
 from lethe.objects import coalesce, io_pool
-from lethe.reader import FileHandle
+from lethe.reader import FileHandle, read_row_group
+from lethe.schemas import Projection, field_id, projection, widen_comparable
 from lethe.snapshot import Snapshot
 from lethe.store import S3Store
-from lethe.values import from_json
+from lethe.values import comparable, from_json
 
-__all__ = ["DVCache", "candidate_files", "plan", "plan_files"]
+__all__ = ["DVCache", "Projections", "candidate_files", "plan", "plan_files", "reader_of"]
+
+
+class Projections:
+    """How each file of a snapshot reads as its schema (:func:`lethe.schemas.projection`
+    from the schema the file was written under): None for a file written under it."""
+
+    def __init__(self, snap: Snapshot) -> None:
+        self.schema = snap.arrow_schema()
+        self._current = snap.current_schema_id
+        self._history = dict(snap.schema_history()) if snap.manifest.schemas else {}
+        self._memo: dict[int, Projection | None] = {}
+        fields = [{f.name: (field_id(f), f.type) for f in s} for s in self._history.values()]
+        # columns with the same id and type in every schema: segment summaries prune on them
+        self.stable = (
+            {
+                f.name
+                for f in self.schema
+                if all(m.get(f.name) == fields[-1].get(f.name) for m in fields)
+            }
+            if fields
+            else set(self.schema.names)
+        )
+
+    def file_schema(self, f: DataFile) -> pa.Schema:
+        """The schema ``f`` was written under."""
+        return self._history.get(f.schema_id or 0, self.schema)
+
+    def of(self, f: DataFile) -> Projection | None:
+        sid = f.schema_id or 0
+        if sid == self._current or not self._history:
+            return None
+        if sid not in self._memo:
+            p = projection(self._history[sid], self.schema)
+            self._memo[sid] = None if p.identity else p
+        return self._memo[sid]
+
+
+def reader_of(snap: Snapshot, columns: list[str]) -> Callable[[FileHandle, int], pa.Table]:
+    """A read of ``columns`` (the snapshot's names) of one row group of any of its files:
+    the file's own columns by id, renamed, widened, missing ones as default or null."""
+    projections = Projections(snap)
+
+    def read(h: FileHandle, rg: int) -> pa.Table:
+        p = projections.of(h.file)
+        cols = columns if p is None else p.file_columns(columns)
+        tail = h.tail()
+        t = read_row_group(h, tail, rg, cols, h.prefetch(tail, rg, cols))
+        return t if p is None else p.apply(t, columns)
+
+    return read
+
+
+def _projected_lookup(f: DataFile, p: Projection, schema: pa.Schema) -> Any:
+    """Stats of ``f`` under the table's names, decoded by the file's own types, then widened."""
+
+    def lookup(col: str) -> tuple[Any, Any, int | None] | None:
+        src = p.sources.get(col)
+        st = f.columns.get(src.name) if src is not None else None
+        if src is None or st is None:
+            return None
+        t = schema.field(col).type
+        lo, hi = from_json(st.min, src.type), from_json(st.max, src.type)
+        return widen_comparable(lo, src.type, t), widen_comparable(hi, src.type, t), st.null_count
+
+    return lookup
 
 
 def _stats_lookup(columns: Mapping[str, ColumnStats], schema: pa.Schema) -> Any:
@@ -39,8 +105,9 @@ def _stats_lookup(columns: Mapping[str, ColumnStats], schema: pa.Schema) -> Any:
     return lookup
 
 
-def _file_lookup(f: DataFile, schema: pa.Schema) -> Any:
-    return _stats_lookup(f.columns, schema)
+def _file_lookup(f: DataFile, schema: pa.Schema, projections: Projections) -> Any:
+    p = projections.of(f)
+    return _stats_lookup(f.columns, schema) if p is None else _projected_lookup(f, p, schema)
 
 
 def candidate_files(
@@ -49,16 +116,19 @@ def candidate_files(
     """Files of ``manifest`` that may hold rows matching ``dnf``, loading only the segments
     whose summary can match (live rows only unless ``physical``)."""
     schema = manifest.arrow_schema()
+    projections = Projections(manifest)
 
     def keep(s: SegmentSummary) -> bool:
         if s.files == 0 or (s.live_rows == 0 and not physical):
             return False
-        return dnf is None or dnf.may_match(_stats_lookup(s.columns, schema))
+        columns = {c: st for c, st in s.columns.items() if c in projections.stable}
+        return dnf is None or dnf.may_match(_stats_lookup(columns, schema))
 
     return [
         f
         for f in manifest.files_where(keep)
-        if (physical or f.live_rows > 0) and (dnf is None or dnf.may_match(_file_lookup(f, schema)))
+        if (physical or f.live_rows > 0)
+        and (dnf is None or dnf.may_match(_file_lookup(f, schema, projections)))
     ]
 
 
@@ -89,6 +159,7 @@ def plan_files(
     key = manifest.key
     out: list[tuple[FileHandle, int, int]] = []
     other_cols = [c for c in (dnf.columns if dnf else []) if c != key]
+    projections = Projections(manifest)
     for f in files:
         h = FileHandle(store, f"{prefix}/{f.path}" if prefix else f.path, f)
         tail = h.tail() if (dnf is not None and other_cols) else None
@@ -99,7 +170,8 @@ def plan_files(
             if rg.rows == 0:
                 continue
             if dnf is not None:
-                lookup = _RowGroupStats(schema, key, rg, tail.arrow.row_group(i) if tail else None)
+                md = tail.arrow.row_group(i) if tail else None
+                lookup = _RowGroupStats(schema, key, rg, md, projections.of(f))
                 if not dnf.may_match(lookup):
                     continue
             out.append((h, i, start))
@@ -109,31 +181,35 @@ def plan_files(
 class _RowGroupStats:
     """Min/max of one row group: the key from the manifest, other columns from the footer."""
 
-    def __init__(self, schema: pa.Schema, key: str, rg: Any, md: Any) -> None:
-        self.schema, self.key, self.rg, self.md = schema, key, rg, md
+    def __init__(
+        self, schema: pa.Schema, key: str, rg: Any, md: Any, p: Projection | None = None
+    ) -> None:
+        self.schema, self.key, self.rg, self.md, self.p = schema, key, rg, md, p
 
     def __call__(self, col: str) -> tuple[Any, Any, int | None] | None:
-        from lethe.values import comparable
-
-        if col == self.key:
+        if col == self.key:  # the key never changes name or type
             if self.rg.key_min is None:
                 return None
             t = self.schema.field(col).type
             return from_json(self.rg.key_min, t), from_json(self.rg.key_max, t), None
         if self.md is None:
             return None
+        t = ft = self.schema.field(col).type
+        name: str | None = col
+        if self.p is not None:  # the file's own name and type of the column
+            name, ft = self.p.file_column(col), self.p.file_type(col) or t
         for j in range(self.md.num_columns):
             c = self.md.column(j)
-            if c.path_in_schema != col:
+            if name is None or c.path_in_schema != name:
                 continue
             st = c.statistics
             if st is None or not st.has_min_max:
                 return None
-            t = self.schema.field(col).type
             try:
-                return comparable(st.min, t), comparable(st.max, t), st.null_count
+                lo, hi = comparable(st.min, ft), comparable(st.max, ft)
             except (TypeError, ValueError, pa.ArrowException):
                 return None
+            return widen_comparable(lo, ft, t), widen_comparable(hi, ft, t), st.null_count
         return None
 
 

@@ -246,6 +246,16 @@ class Snapshot:
     def arrow_schema(self) -> pa.Schema:
         return self.manifest.arrow_schema()
 
+    def schema_history(self) -> list[tuple[int, pa.Schema]]:
+        return self.manifest.schema_history()
+
+    def schema_of(self, f: DataFile) -> pa.Schema:
+        return self.manifest.schema_of(f)
+
+    @property
+    def current_schema_id(self) -> int:
+        return self.manifest.current_schema_id
+
     def index(self, column: str) -> ColumnIndex | None:
         return self.manifest.index(column)
 

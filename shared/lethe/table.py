@@ -23,13 +23,28 @@ import pyarrow as pa
 
 from lethe import errors, iceberg
 from lethe.catalog import Catalog, CommitOutcome, Direct, RetryPolicy
-from lethe.changes import AddFiles, DeclareIndex, DropIndex, SetProperties, UpgradeFormat
+from lethe.changes import (
+    AddFiles,
+    DeclareIndex,
+    DropIndex,
+    SetProperties,
+    UpdateSchema,
+    UpgradeFormat,
+)
 from lethe.clustering import ClusterSpec, cluster_order, cluster_properties
 from lethe.compaction import CompactionOptions, CompactionResult, RunTasks, compact
 from lethe.context import TableContext
 from lethe.deletes import BatchDeleteResult, DeleteRequest, DeleteResult, delete_batch
 from lethe.erase import EraseResult, erase, purge
 from lethe.evidence import gather
+from lethe.evolution import (
+    SchemaMode,
+    SchemaUpdate,
+    check_create,
+    conform,
+    describe_changes,
+    merge_changes,
+)
 from lethe.filters import Dnf, normalize
 from lethe.grace import parse_duration
 from lethe.index import build_run, entries_of, initial_indexes, maintain
@@ -47,12 +62,11 @@ from lethe.receipts import ErasureReceipt, audit, receipt
 from lethe.retention import RetentionSweepResult, RowRetention, check_retention
 from lethe.retention import sweep as retention_sweep
 from lethe.rows import batches, plan_rows
+from lethe.schemas import Evolution
 from lethe.snapshot import Snapshot
 from lethe.store import IOCounters, S3Store, parse_s3_uri
-from lethe.transforms import (
-    check_indexable,
-)
-from lethe.writer import WriteOptions, _schema_diff, write_files
+from lethe.transforms import check_indexable
+from lethe.writer import WriteOptions, write_files
 
 log = logging.getLogger(__name__)
 
@@ -98,27 +112,6 @@ def _publish_view(catalog: Catalog, m: Snapshot) -> None:
 def _store_for(uri: str, s3: Any | None) -> tuple[S3Store, str]:
     bucket, prefix = parse_s3_uri(uri)
     return S3Store(bucket, client=s3), prefix
-
-
-def _check_create(
-    schema: pa.Schema, key: str, sizes: tuple[int, int, int, int], iceberg_format_version: int
-) -> None:
-    """Refuse a ``Table.create`` whose schema, key or sizes cannot make a table."""
-    target_file_bytes, row_group_bytes, segment_target_files, dv_overlay_max = sizes
-    if not isinstance(schema, pa.Schema):
-        raise errors.InvalidRequest("schema must be a pyarrow.Schema")
-    if schema.get_field_index(key) < 0:
-        raise errors.InvalidRequest(f"key column {key!r} is not in the schema {schema.names}")
-    if len(set(schema.names)) != len(schema.names):
-        raise errors.InvalidRequest("schema has duplicate column names")
-    if target_file_bytes <= 0 or row_group_bytes <= 0:
-        raise errors.InvalidRequest("target_file_bytes and row_group_bytes must be positive")
-    if segment_target_files <= 0 or dv_overlay_max < 0:
-        raise errors.InvalidRequest(
-            "segment_target_files must be positive and dv_overlay_max not negative"
-        )
-    if iceberg_format_version not in (2, 3):
-        raise errors.InvalidRequest("iceberg_format_version must be 2 or 3")
 
 
 class Table:
@@ -175,7 +168,7 @@ class Table:
                 names an unknown or unsupported column (or one twice), or the clustering
                 names an unknown column or an ambiguous time column.
         """
-        _check_create(
+        check_create(
             schema,
             key,
             (target_file_bytes, row_group_bytes, segment_target_files, dv_overlay_max),
@@ -306,32 +299,16 @@ class Table:
         self._m = outcome.manifest if outcome.manifest is not None else outcome.base
 
     # --- writes ------------------------------------------------------------------------------
-    def _conform(self, data: Any) -> pa.Table | pa.RecordBatchReader:
-        schema = self.schema
-        if isinstance(data, pa.RecordBatch):
-            data = pa.Table.from_batches([data])
-        if isinstance(data, pa.Table):
-            names = set(data.column_names)
-            if names == set(schema.names) and data.column_names != schema.names:
-                data = data.select(schema.names)
-            if not data.schema.equals(schema, check_metadata=False):
-                raise errors.SchemaMismatch(_schema_diff(data.schema, schema))
-            for f in schema:
-                if not f.nullable and data.column(f.name).null_count:
-                    raise errors.SchemaMismatch(f"column {f.name!r} is not nullable but has nulls")
-            return data.replace_schema_metadata(schema.metadata)
-        if isinstance(data, pa.RecordBatchReader):
-            if not data.schema.equals(schema, check_metadata=False):
-                raise errors.SchemaMismatch(_schema_diff(data.schema, schema))
-            return data
-        raise errors.InvalidRequest(
-            f"append takes a pyarrow Table, RecordBatch or RecordBatchReader, not {type(data).__name__}"
-        )
+    def _conform(self, data: Any, mode: SchemaMode = "strict") -> pa.Table | pa.RecordBatchReader:
+        return conform(data, self.schema, mode)
 
     def write_options(self) -> WriteOptions:
         p = self._m.properties
         return WriteOptions(
-            key=p.key, target_file_bytes=p.target_file_bytes, row_group_bytes=p.row_group_bytes
+            key=p.key,
+            target_file_bytes=p.target_file_bytes,
+            row_group_bytes=p.row_group_bytes,
+            schema_id=self._m.current_schema_id or None,
         )
 
     def write_data_files(self, data: Any, *, progress: Progress | None = None) -> list[DataFile]:
@@ -343,7 +320,11 @@ class Table:
         )
 
     def append(
-        self, data: pa.Table | pa.RecordBatchReader, *, progress: Progress | None = None
+        self,
+        data: pa.Table | pa.RecordBatchReader,
+        *,
+        progress: Progress | None = None,
+        schema_mode: SchemaMode = "strict",
     ) -> CommitResult:
         """Append rows: write data files, then commit them by CAS (appends never conflict).
 
@@ -352,13 +333,21 @@ class Table:
         and subject first (:func:`lethe.clustering.cluster_order`), so one person's rows of
         a batch sit in few pages before compaction clusters the window.
 
+        ``schema_mode="merge"``: columns the table lacks are added and narrower table types
+        widened first (a schema commit of its own, then the append's), anything else refused.
+
         Raises:
+            SchemaMismatch: the data does not fit (every differing column listed).
             GraceExpired: the files took longer than the table's GC grace rule allows to
                 commit (they are removed again; append anew).
         """
         before = self.store.stats.snapshot()
+        if schema_mode == "merge" and isinstance(data, pa.Table | pa.RecordBatchReader):
+            changes = merge_changes(data.schema, self.schema)
+            if changes:
+                self._evolve(changes)
         written_at = time.time()
-        data = self._conform(data)
+        data = self._conform(data, schema_mode)
         spec = ClusterSpec.of(self._m.properties)
         if spec is not None and isinstance(data, pa.Table) and data.num_rows > 1:
             data = data.take(pa.array(cluster_order(data, spec)))
@@ -618,6 +607,26 @@ class Table:
         fv = format_version or self._m.properties.iceberg_format_version
         return iceberg.publish(self._catalog, self._m, format_version=fv, progress=progress).uri
 
+    # --- schema evolution (lethe.evolution) --------------------------------------------------
+    def update_schema(self) -> SchemaUpdate:
+        """A builder of schema changes committed once, by ``with`` or ``.commit()``
+        (:mod:`lethe.evolution`)."""
+        return SchemaUpdate(self._evolve)
+
+    def _evolve(self, changes: tuple[Evolution, ...]) -> CommitResult:
+        before = self.store.stats.snapshot()
+        op = Operation(kind="schema", params=describe_changes(changes))
+        outcome = self._catalog.commit_change(Direct(UpdateSchema(changes, op)))
+        self._adopt(outcome)
+        return CommitResult(
+            self.version, 0, 0, outcome.attempts, self.store.stats.snapshot() - before
+        )
+
+    @property
+    def schema_history(self) -> list[tuple[int, pa.Schema]]:
+        """Every schema of the table by id, oldest first (fields carry their ids)."""
+        return self._m.schema_history()
+
     # --- table properties and row retention (lethe.retention) ------------------------------
     def set_properties(self, **changes: Any) -> CommitResult:
         """Change table properties (fields of :class:`~lethe.manifest.TableProperties`) in
@@ -708,9 +717,8 @@ class Table:
         written_at = time.time()
         files = list(base.files)
         if build is None:
-            entries = entries_of(
-                self.store, self._catalog.prefix, files, column, t, progress=progress
-            )
+            prefix = self._catalog.prefix
+            entries = entries_of(self.store, prefix, files, column, t, progress=progress, snap=base)
             runs: Sequence[IndexRun] = [
                 build_run(self.store, self._catalog.prefix, column, entries)[0]
             ]

@@ -46,6 +46,7 @@ class WriteOptions:
     """Dictionary-encode columns; True leaves out the columns whose values hardly repeat
     (sampled from the first batch, see :func:`dictionary_columns`)."""
     write_page_index: bool = True
+    schema_id: int | None = None  # the table schema the files are written under (None: 0)
 
 
 def new_data_path(now: datetime | None = None) -> str:
@@ -252,7 +253,7 @@ def write_files(
 
 def _as_table_schema(b: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
     """``b`` labelled with the table schema (field metadata aside, they must be equal)."""
-    if b.schema == schema:
+    if b.schema.equals(schema, check_metadata=True):
         return b
     if not b.schema.equals(schema, check_metadata=False):
         raise errors.SchemaMismatch(_schema_diff(b.schema, schema))
@@ -343,6 +344,7 @@ class _Cutter:
             columns=cols,
             added_version=0,
             sorted_by_key=s.sorted,
+            schema_id=self.opts.schema_id,
         )
 
 

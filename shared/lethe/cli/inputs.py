@@ -25,6 +25,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from lethe import errors
+from lethe.evolution import conform, merge_changes
 from lethe.ingest.conform import Conformed
 from lethe.ingest.fit import fit, schema_problems
 from lethe.ingest.inputs import Format, detect_format, list_inputs
@@ -35,7 +36,9 @@ from lethe.ingest.readers import (
     open_object,
     open_parquet,
 )
+from lethe.schemas import Evolution, evolve
 from lethe.store import S3Store, parse_s3_uri
+from lethe.table import Table
 
 __all__ = ["Source", "fitted_batches", "list_sources", "summarize_rejects"]
 
@@ -214,3 +217,49 @@ def fitted_batches(sources: Sequence[Source], schema: pa.Schema) -> pa.RecordBat
 def _first_line(e: BaseException) -> str:
     text = str(e).strip()
     return text.splitlines()[0][:200] if text else type(e).__name__
+
+
+def merged_batches(sources: Sequence[Source], t: Table) -> pa.RecordBatchReader:
+    """``--schema-mode merge``: the table evolved (one schema commit) so that every Parquet
+    file fits (union by name: new columns added, safe widening), then every row as the
+    evolved schema. Every file is checked before anything is committed; what no allowed
+    evolution reconciles raises :class:`~lethe.errors.SchemaMismatch` listing each file.
+    """
+    untyped = [s.uri for s in sources if s.format != "parquet"]
+    if untyped:
+        raise errors.InvalidRequest(
+            f"--schema-mode merge takes Parquet files (CSV and JSON types are guessed): {untyped[:3]}"
+        )
+    working, last = t.schema, t.manifest.manifest.column_id_high
+    changes: list[Evolution] = []
+    problems: list[str] = []
+    for s in sources:
+        with s.open() as f:
+            got = open_parquet(f, s.uri).schema_arrow
+        try:
+            mine = merge_changes(got, working)
+        except errors.SchemaMismatch as e:
+            problems.append(f"{s.uri}: {e}")
+            continue
+        working, last, _ = evolve(working, last, mine, key=t.key)
+        changes.extend(mine)
+    if problems:
+        raise errors.SchemaMismatch(
+            f"{len(problems)} of {len(sources)} input files cannot merge into the table "
+            "schema; nothing was changed:\n  " + "\n  ".join(problems)
+        )
+    if changes:
+        t.update_schema().extend(changes).commit()
+    schema = t.schema
+
+    def batches() -> Iterator[pa.RecordBatch]:
+        for s in sources:
+            with s.open() as f:
+                for b in open_parquet(f, s.uri).iter_batches(
+                    batch_size=BATCH_ROWS, use_threads=False
+                ):
+                    got = conform(pa.Table.from_batches([b]), schema, "merge")
+                    assert isinstance(got, pa.Table)
+                    yield from got.to_batches()
+
+    return pa.RecordBatchReader.from_batches(schema, batches())

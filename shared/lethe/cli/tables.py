@@ -10,10 +10,16 @@ import pyarrow.parquet as pq
 
 from lethe import errors
 from lethe.cli.common import FORMATS, add_filters, filters, print_table, read_local, write_rows
-from lethe.cli.inputs import fitted_batches, list_sources
+from lethe.cli.inputs import fitted_batches, list_sources, merged_batches
 from lethe.table import Table
 
 __all__ = ["register"]
+
+MERGE = (
+    "strict (default): files must fit the table schema; merge: Parquet files may add columns "
+    "and widen types (the table evolves in a schema commit, then the append; anything else "
+    "is refused)"
+)
 
 
 def cmd_create(a: argparse.Namespace) -> int:
@@ -48,7 +54,10 @@ def _window(arg: str | None) -> str | tuple[str, str] | None:
 def cmd_append(a: argparse.Namespace) -> int:
     t = Table.open(a.uri)
     sources = list_sources(a.file)
-    reader = fitted_batches(sources, t.schema)
+    if a.schema_mode == "merge":  # evolves the table first (a schema commit of its own)
+        reader = merged_batches(sources, t)
+    else:
+        reader = fitted_batches(sources, t.schema)
     # local files are read whole (progress then knows the total); S3 inputs stream
     local = not any(s.uri.startswith("s3://") for s in sources)
     r = t.append(reader.read_all() if local else reader, progress=a.progress)
@@ -156,6 +165,21 @@ def cmd_inspect(a: argparse.Namespace) -> int:
     return 0
 
 
+def _register_append(sub: Any) -> None:
+    c = sub.add_parser(
+        "append",
+        help="append Parquet, CSV or JSON-lines files (a file, a folder, an S3 object or prefix)",
+        description="Append files to the table in one commit. Every file must fit the table "
+        "schema: an unknown column, a missing one, a narrowing type (int64 into int32) or a "
+        "value that does not convert refuses the whole append, listing every file and column; "
+        "nothing is dropped or narrowed silently.",
+    )
+    c.add_argument("uri")
+    c.add_argument("file", help="local file or folder, or s3://bucket/key or prefix")
+    c.add_argument("--schema-mode", choices=("strict", "merge"), default="strict", help=MERGE)
+    c.set_defaults(fn=cmd_append)
+
+
 def register(sub: Any) -> None:
     """Add the table commands to the ``lethe`` parser."""
     c = sub.add_parser("create", help="create a table")
@@ -191,17 +215,7 @@ def register(sub: Any) -> None:
     )
     c.set_defaults(fn=cmd_create)
 
-    c = sub.add_parser(
-        "append",
-        help="append Parquet, CSV or JSON-lines files (a file, a folder, an S3 object or prefix)",
-        description="Append files to the table in one commit. Every file must fit the table "
-        "schema: an unknown column, a missing one, a narrowing type (int64 into int32) or a "
-        "value that does not convert refuses the whole append, listing every file and column; "
-        "nothing is dropped or narrowed silently.",
-    )
-    c.add_argument("uri")
-    c.add_argument("file", help="local file or folder, or s3://bucket/key or prefix")
-    c.set_defaults(fn=cmd_append)
+    _register_append(sub)
 
     c = sub.add_parser("scan", help="print or export rows")
     c.add_argument("uri")

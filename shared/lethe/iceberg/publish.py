@@ -37,6 +37,7 @@ import lethe.iceberg.avro as avro
 from lethe import dvstore, errors
 from lethe.catalog import Catalog
 from lethe.grace import check_fresh
+from lethe.iceberg.evolution import current_schema, with_history
 from lethe.iceberg.mapping import (
     HINT_KEY,
     POS_PATH_ID,
@@ -48,7 +49,6 @@ from lethe.iceberg.mapping import (
     assign_row_ids,
     data_manifest_entries,
     dv_entry,
-    iceberg_schema,
     manifest_list_key,
     metadata_key,
     new_metadata,
@@ -332,7 +332,7 @@ def publish(
     p = _Publisher(catalog, m, format_version, progress)
     uri = f"{p.location}/{metadata_key(m.version)}"
     units = segment_units(m)
-    schema = iceberg_schema(m.arrow_schema(), format_version=format_version)
+    schema = current_schema(m, format_version)
     hint, etag = read_hint(p.store, p.key(HINT_KEY))
 
     def done(reused: int = 0) -> PublishResult:
@@ -491,7 +491,7 @@ def _next_metadata(
         format_version=format_version,
     )
     p.put_new(ml_rel, ml_body)
-    meta = new_metadata(
+    meta = new_metadata(  # then every schema of the history (lethe.iceberg.evolution)
         base,
         m=m,
         location=p.location,
@@ -508,4 +508,4 @@ def _next_metadata(
         drop_snapshots=p.expired(base) if base is not None else (),
         max_snapshots=max_snapshots,
     )
-    return meta, ml_rel, entries
+    return with_history(meta, m, format_version), ml_rel, entries

@@ -193,6 +193,7 @@ def register_parquet(
         columns=cols,
         added_version=0,
         sorted_by_key=_declared_sorted(md, table.key, table.schema.field(table.key).type, groups),
+        schema_id=table.manifest.current_schema_id or None,  # its names are this schema's
     )
     return _commit(table, df, request_id=rid, written_at=written_at, t0=t0)
 
