@@ -47,8 +47,8 @@ def layout_for_forgetting(
     batches of ``rows`` rows, erase one customer, compact (the clustering), erase another;
     returns the figures (the end-to-end test checks them)."""
     story.step(
-        "a layout for forgetting: cluster_by customer_id in daily windows; an erase before "
-        "and after the clustering compaction"
+        "a layout for forgetting: cluster_by customer_id in daily windows, a bounded number of "
+        "customers per file; an erase before and after the clustering compaction"
     )
     s3.create_bucket(Bucket=BUCKET)
     t = Table.create(
@@ -58,6 +58,7 @@ def layout_for_forgetting(
         s3=s3,
         cluster_by=("customer_id",),
         cluster_window="1d",
+        cluster_file_subjects=max(5, customers // 10),  # about 10 files a day
         target_file_bytes=64 << 20,
         row_group_bytes=1 << 20,
         indexes=("customer_id",),
@@ -78,7 +79,8 @@ def layout_for_forgetting(
     files, size = len(t.manifest.files), sum(f.size for f in t.manifest.files)
     story.say(
         f"clustering compaction v{c.version}: {c.files_removed} files -> {c.files_added} "
-        f"(one per day, sorted by customer_id; sort order published to the Iceberg view)"
+        f"(a day's rows sorted by customer_id, cut every {max(5, customers // 10)} customers; "
+        "the sort order is published to the Iceberg view)"
     )
     after = t.erase([("customer_id", "=", second)], request_id="layout-after")
     _said(story, "erase another customer (clustered)", after, files, size)
