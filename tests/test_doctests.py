@@ -8,6 +8,7 @@ import importlib
 import pytest
 
 MODULES = [
+    "adopt.source",
     "clustering",
     "iceberg.sorting",
     "layout",
