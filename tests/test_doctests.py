@@ -9,6 +9,9 @@ import pytest
 
 MODULES = [
     "adopt.source",
+    "adopt.objects",
+    "adopt.iceberg",
+    "adopt.iceberg_types",
     "clustering",
     "iceberg.sorting",
     "layout",
