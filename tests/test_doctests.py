@@ -12,6 +12,8 @@ MODULES = [
     "adopt.objects",
     "adopt.iceberg",
     "adopt.iceberg_types",
+    "adopt.delta",
+    "adopt.delta_format",
     "clustering",
     "iceberg.sorting",
     "layout",
