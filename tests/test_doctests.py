@@ -14,6 +14,8 @@ MODULES = [
     "adopt.iceberg_types",
     "adopt.delta",
     "adopt.delta_format",
+    "adopt.glue",
+    "adopt.hive_types",
     "clustering",
     "iceberg.sorting",
     "layout",
