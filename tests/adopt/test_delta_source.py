@@ -137,8 +137,10 @@ def test_partitioned_appends_delete_overwrite_checkpoint(aws: Any, s3: Any, buck
     # the checkpoint is read rather than the commits before it
     before = store.stats.snapshot()
     list_delta(store, uri)
-    gets = (store.stats.snapshot() - before).count("get")
-    assert gets == 1 + 1  # the checkpoint and the one commit after it
+    io_ = store.stats.snapshot() - before
+    assert io_.count("list") == 0
+    # _last_checkpoint, the checkpoint, the one commit after it, the next (missing) one
+    assert io_.count("get") == 4
     # an overwrite replaces everything
     write_deltalake(
         uri, _data(500, 10), partition_by=["region", "day"], storage_options=so, mode="overwrite"
@@ -172,6 +174,51 @@ def test_column_mapping_names(aws: Any, s3: Any, bucket: str) -> None:
     assert {f.partition["region"] for f in listing.files} == {"eu", "us", "ap"}
     physical = {listing.physical_names[i]: n for n, i in ids.items()}
     _check(s3, listing, dt, physical, written=pa.concat_tables([_data(0, 40), _data(40, 40)]))
+
+
+def test_multi_part_checkpoint(aws: Any, s3: Any, bucket: str) -> None:
+    """delta-rs writes single-file checkpoints; its checkpoint's rows are split here into the
+    protocol's multi-part naming (``<v>.checkpoint.<i>.<n>.parquet``)."""
+    uri = f"s3://{bucket}/delta/mp{uuid.uuid4().hex[:6]}"
+    so = _so(aws)
+    for i in range(4):
+        mode = "append" if i else "error"
+        write_deltalake(
+            uri, _data(i * 20, 20), partition_by=["region"], storage_options=so, mode=mode
+        )
+    dt = DeltaTable(uri, storage_options=so)
+    dt.delete("id = 25")
+    dt.create_checkpoint()
+    write_deltalake(uri, _data(80, 20), partition_by=["region"], storage_options=so, mode="append")
+    dt = DeltaTable(uri, storage_options=so)
+    log = f"{uri.split('/', 3)[3]}/_delta_log"
+    cp = pq.read_table(io.BytesIO(_get(s3, f"s3://{bucket}/{log}/{4:020d}.checkpoint.parquet")))
+    half = cp.num_rows // 2
+    for i, part in enumerate((cp.slice(0, half), cp.slice(half)), start=1):
+        buf = io.BytesIO()
+        pq.write_table(part, buf)
+        s3.put_object(
+            Bucket=bucket,
+            Key=f"{log}/{4:020d}.checkpoint.{i:010d}.0000000002.parquet",
+            Body=buf.getvalue(),
+        )
+    s3.delete_object(Bucket=bucket, Key=f"{log}/{4:020d}.checkpoint.parquet")
+    s3.put_object(
+        Bucket=bucket,
+        Key=f"{log}/_last_checkpoint",
+        Body=json.dumps({"version": 4, "size": cp.num_rows, "parts": 2}).encode(),
+    )
+    for n in range(4):  # the commits a checkpoint covers may be cleaned up
+        s3.delete_object(Bucket=bucket, Key=f"{log}/{n:020d}.json")
+    store = S3Store(bucket, client=s3)
+    _check(s3, list_delta(store, uri), dt)  # through _last_checkpoint
+    _check(s3, list_delta(store, uri, version=5), dt)  # through the listing
+    with pytest.raises(
+        errors.SnapshotNotFound, match=r"commit 0{20}\.json is missing .*covers version 3"
+    ):
+        list_delta(store, uri, version=3)
+    s3.delete_object(Bucket=bucket, Key=f"{log}/_last_checkpoint")
+    _check(s3, list_delta(store, uri), dt)
 
 
 def _bitmap_array(positions: list[int]) -> bytes:

@@ -1,8 +1,9 @@
 """The Delta source reader: a Delta table's snapshot as a :class:`SourceListing`.
 
-:func:`list_delta` lists ``_delta_log/`` once, takes the newest complete checkpoint at or
-before the wanted version (``_last_checkpoint`` names it when present; single-file or
-multi-part Parquet checkpoints), then replays the JSON commits after it: ``add`` and
+:func:`list_delta` reads the checkpoint ``_last_checkpoint`` names and then GETs the commits
+after it until one is missing (no LIST); for a given ``version``, or without the hint, it lists
+``_delta_log/`` once and takes the newest complete checkpoint at or before the wanted version
+(single-file or multi-part Parquet checkpoints). Then it replays the JSON commits: ``add`` and
 ``remove`` keyed by path and deletion vector (a DV update removes and re-adds one path),
 ``metaData`` and ``protocol``. The result is each live file with its typed partition values
 (:func:`lethe.adopt.delta_format.partition_value`), the schema with column mapping ids as field
@@ -142,12 +143,51 @@ def _pick_checkpoint(names: Sequence[str], version: int) -> tuple[int, list[str]
     if not done:
         return None
     v, total = done[-1]
+    return v, _checkpoint_names(v, total)
+
+
+def _checkpoint_names(v: int, total: int) -> list[str]:
+    """The files of checkpoint ``v`` in ``total`` parts.
+
+    >>> _checkpoint_names(10, 2)
+    ['00000000000000000010.checkpoint.0000000001.0000000002.parquet', '00000000000000000010.checkpoint.0000000002.0000000002.parquet']
+    """
     if total == 1:
-        return v, [f"{v:020d}.checkpoint.parquet"]
-    return v, [f"{v:020d}.checkpoint.{i:010d}.{total:010d}.parquet" for i in range(1, total + 1)]
+        return [f"{v:020d}.checkpoint.parquet"]
+    return [f"{v:020d}.checkpoint.{i:010d}.{total:010d}.parquet" for i in range(1, total + 1)]
+
+
+def _replay_commit(objects: SourceObjects, root: str, v: int, log: DeltaLog) -> None:
+    body = objects.read(f"{root}/_delta_log/{v:020d}.json").decode()
+    replay((json.loads(line) for line in body.splitlines() if line.strip()), log)
+
+
+def _from_last_checkpoint(objects: SourceObjects, root: str) -> tuple[int, DeltaLog] | None:
+    """The latest snapshot from ``_last_checkpoint`` (no LIST): its checkpoint, then commits
+    GET one after another until one is missing. None: no hint, or a stale one."""
+    try:
+        hint = json.loads(objects.read(f"{root}/_delta_log/_last_checkpoint"))
+    except errors.NotFound:
+        return None
+    if hint.get("v2Checkpoint") is not None:
+        raise errors.UnsupportedSource(f"{root}: a v2 checkpoint (with sidecars) is not read")
+    at, log = int(hint["version"]), DeltaLog()
+    try:
+        for n in _checkpoint_names(at, int(hint.get("parts") or 1)):
+            replay(_checkpoint_actions(objects.read(f"{root}/_delta_log/{n}")), log)
+    except errors.NotFound:
+        return None  # the hint names a checkpoint that is gone: list the log instead
+    while True:
+        try:
+            _replay_commit(objects, root, at + 1, log)
+        except errors.NotFound:
+            return at, log
+        at += 1
 
 
 def _load(objects: SourceObjects, root: str, version: int | None) -> tuple[int, DeltaLog]:
+    if version is None and (found := _from_last_checkpoint(objects, root)) is not None:
+        return found
     names = [o.key.rsplit("/", 1)[-1] for o in objects.list(f"{root}/_delta_log/")]
     commits = sorted(int(m.group(1)) for n in names if (m := _COMMIT.match(n)))
     uuid_named = sorted(n for n in names if _UUID_CHECKPOINT.match(n))
@@ -175,8 +215,7 @@ def _load(objects: SourceObjects, root: str, version: int | None) -> tuple[int, 
             f"checkpoint covers version {want}"
         )
     for v in need:
-        body = objects.read(f"{root}/_delta_log/{v:020d}.json").decode()
-        replay((json.loads(line) for line in body.splitlines() if line.strip()), log)
+        _replay_commit(objects, root, v, log)
     return want, log
 
 
