@@ -251,7 +251,8 @@ def test_position_delete_files(aws: Any, s3: Any, bucket: str, catalog: GlueCata
     t = catalog.create_table(f"db.d{uuid.uuid4().hex[:6]}", schema=_data(0, 1).schema)
     t.append(_data(0, 200))
     t.append(_data(200, 100))
-    files = sorted(task.file.file_path for task in t.scan().plan_files())
+    tasks = sorted(t.scan().plan_files(), key=lambda task: -task.file.record_count)
+    files = [task.file.file_path for task in tasks]  # the 200-row file, then the 100-row one
     _commit_deletes(
         t,
         [
@@ -265,6 +266,66 @@ def test_position_delete_files(aws: Any, s3: Any, bucket: str, catalog: GlueCata
     assert by == {files[0]: (0, 7, 8, 199), files[1]: (3,)}
     _check(s3, listing, t)
     assert t.scan().to_arrow().num_rows == 300 - 5
+    # a position past the file's end is refused, naming the file
+    _commit_deletes(t, [_delete_file(s3, t, {files[1]: [100]})])
+    t = catalog.load_table(t.name())
+    with pytest.raises(errors.UnsupportedSource, match=r"name row 100 of .*, which has 100 rows"):
+        list_iceberg(S3Store(bucket, client=s3), t.metadata_location)
+
+
+def test_a_delete_never_reaches_a_file_added_after_it(
+    aws: Any, s3: Any, bucket: str, catalog: GlueCatalog
+) -> None:
+    """Sequence numbers: a position delete committed at sequence n names a path that PyIceberg's
+    ``add_files`` registers later (sequence n+1, a pyarrow-written file): by the spec it does
+    not apply (data sequence number n+1 > n)."""
+    t = catalog.create_table(f"db.s{uuid.uuid4().hex[:6]}", schema=_data(0, 1).schema)
+    t.append(_data(0, 10))
+    late = f"{t.location()}/data/late-{uuid.uuid4().hex}.parquet"
+    first = next(iter(t.scan().plan_files())).file.file_path
+    _commit_deletes(t, [_delete_file(s3, t, {late: [0, 1], first: [2]})])
+    t = catalog.load_table(t.name())
+    buf = io.BytesIO()
+    pq.write_table(_data(100, 5), buf)
+    bucket_, key = late.removeprefix("s3://").split("/", 1)
+    s3.put_object(Bucket=bucket_, Key=key, Body=buf.getvalue())
+    t.add_files([late])
+    t = catalog.load_table(t.name())
+    listing = list_iceberg(S3Store(bucket, client=s3), t.metadata_location)
+    assert {f.uri: f.deleted for f in listing.files} == {first: (2,), late: ()}
+    # PyIceberg's planning agrees: the late file gets no delete file ...
+    plan = {task.file.file_path: len(task.delete_files) for task in t.scan().plan_files()}
+    assert plan == {first: 1, late: 0}
+    assert _live_rows(s3, listing).num_rows == 10 - 1 + 5
+    # ... though PyIceberg 0.12's reader then applies every position delete by path, whatever
+    # its task's plan (rows 100 and 101 go missing): the plan, not to_arrow, is the spec here
+    assert t.scan().to_arrow().num_rows == 10 - 1 + 5 - 2
+
+
+def test_version_hint_and_format_1(aws: Any, s3: Any, bucket: str, catalog: GlueCatalog) -> None:
+    """A format-1 table (PyIceberg writes one on request); ``version-hint.text`` (Hadoop
+    tables) names the metadata file to read even when a newer one exists."""
+    t = catalog.create_table(
+        f"db.h{uuid.uuid4().hex[:6]}", schema=_data(0, 1).schema, properties={"format-version": "1"}
+    )
+    t.append(_data(0, 30))
+    first = t.metadata_location
+    t.append(_data(30, 30))
+    store = S3Store(bucket, client=s3)
+    listing = list_iceberg(store, t.metadata_location)
+    assert len(listing.files) == 2
+    _check(s3, listing, t)
+    folder = t.location() + "/metadata"
+    name = first.rsplit("/", 1)[1]
+    b, k = f"{folder}/v7.metadata.json".removeprefix("s3://").split("/", 1)
+    s3.put_object(
+        Bucket=b,
+        Key=k,
+        Body=s3.get_object(Bucket=b, Key=f"{k.rsplit('/', 1)[0]}/{name}")["Body"].read(),
+    )
+    s3.put_object(Bucket=b, Key=f"{k.rsplit('/', 1)[0]}/version-hint.text", Body=b"7\n")
+    hinted = list_iceberg(store, folder + "/")
+    assert hinted.source == f"{folder}/v7.metadata.json" and len(hinted.files) == 1
 
 
 def test_equality_deletes_are_refused(aws: Any, s3: Any, bucket: str, catalog: GlueCatalog) -> None:
