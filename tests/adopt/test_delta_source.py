@@ -33,6 +33,7 @@ from lethe.adopt.delta import list_delta
 from lethe.adopt.delta_format import DELTA_DV_MAGIC, decode_bitmap_array, z85_encode
 from lethe.adopt.source import SourceListing
 from lethe.store import S3Store
+from lethe.values import from_json
 
 
 def _so(aws: Any) -> dict[str, str]:
@@ -78,14 +79,21 @@ def _rows(s3: Any, listing: SourceListing, physical: dict[str, str] | None = Non
         )
         for col, value in f.partition.items():
             typ = listing.partition_schema.field(col).type  # type: ignore[union-attr]
+            carrier = _carrier(typ)
             t = t.append_column(
-                col,
-                pa.array([value] * t.num_rows)
-                .cast(pa.int32() if typ == pa.date32() else typ)
-                .cast(typ),
+                col, pa.array([from_json(value, typ)] * t.num_rows, carrier).cast(typ)
             )
         parts.append(t.select(sorted(t.column_names)))
     return pa.concat_tables(parts).sort_by("id")
+
+
+def _carrier(t: pa.DataType) -> pa.DataType:
+    """The Arrow type the canonical JSON form of a ``t`` value has (temporal: integers)."""
+    if pa.types.is_date32(t):
+        return pa.int32()
+    if pa.types.is_timestamp(t):
+        return pa.int64()
+    return t
 
 
 def _check(
@@ -148,6 +156,39 @@ def test_partitioned_appends_delete_overwrite_checkpoint(aws: Any, s3: Any, buck
     _check(s3, list_delta(store, uri), DeltaTable(uri, storage_options=so))
     with pytest.raises(errors.SnapshotNotFound, match="no version 99"):
         list_delta(store, uri, version=99)
+
+
+def test_typed_partition_values(aws: Any, s3: Any, bucket: str) -> None:
+    """Timestamp, boolean, integer and decimal partition columns, and a null partition value,
+    as delta-rs serializes them into the log."""
+    from decimal import Decimal
+
+    uri = f"s3://{bucket}/delta/ty{uuid.uuid4().hex[:6]}"
+    n = 12
+    t = pa.table(
+        {
+            "id": pa.array(range(n), pa.int64()),
+            "ts": pa.array(
+                [1_767_225_600_000_000 + (i % 2) * 1_500_000 for i in range(n)],
+                pa.timestamp("us", tz="UTC"),
+            ),
+            "flag": pa.array([i % 3 == 0 for i in range(n)]),
+            "k": pa.array([None if i == 5 else i % 2 for i in range(n)], pa.int32()),
+            "d": pa.array([Decimal("1.25")] * n, pa.decimal128(5, 2)),
+        }
+    )
+    write_deltalake(uri, t, partition_by=["ts", "flag", "k", "d"], storage_options=_so(aws))
+    dt = DeltaTable(uri, storage_options=_so(aws))
+    listing = list_delta(S3Store(bucket, client=s3), uri)
+    assert listing.partition_schema is not None
+    assert listing.partition_schema.field("ts").type == pa.timestamp("us", tz="UTC")
+    assert {f.partition["ts"] for f in listing.files} == {
+        1_767_225_600_000_000,
+        1_767_225_601_500_000,
+    }
+    assert {f.partition["d"] for f in listing.files} == {"1.25"}
+    assert None in {f.partition["k"] for f in listing.files}
+    _check(s3, listing, dt)
 
 
 def test_column_mapping_names(aws: Any, s3: Any, bucket: str) -> None:

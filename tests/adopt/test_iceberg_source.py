@@ -134,6 +134,27 @@ def test_partitioned_appends_and_copy_on_write_delete(
     assert {f.partition["dt"] for f in listing.files} == {20454, 20455, 20456}
 
 
+def test_partition_spec_evolution(aws: Any, s3: Any, bucket: str, catalog: GlueCatalog) -> None:
+    """Files of an older spec without the identity field carry no value for it: the column is
+    then no partition column (its values are in the files, which Iceberg writers always fill).
+    Non-identity transforms (bucket, truncate, day...) are skipped the same way; PyIceberg 0.12
+    cannot write them here (it needs pyiceberg-core, not installed)."""
+    t = catalog.create_table(f"db.b{uuid.uuid4().hex[:6]}", schema=_data(0, 1).schema)
+    t.append(_data(0, 80))
+    with t.update_spec() as u:
+        u.add_identity("dt")
+    t.append(_data(80, 30))
+    store = S3Store(bucket, client=s3)
+    listing = list_iceberg(store, t.metadata_location)
+    assert listing.partition_schema is None and len(listing.files) == 1 + 3
+    assert all(not f.partition for f in listing.files)
+    _check(s3, listing, t)
+    t.delete("id < 80")  # only files of the identity spec remain
+    listing = list_iceberg(store, t.metadata_location)
+    assert listing.partition_schema is not None and listing.partition_schema.names == ["dt"]
+    _check(s3, listing, t)
+
+
 def test_unpartitioned_with_identifier_and_metadata_prefix(
     aws: Any, s3: Any, bucket: str, catalog: GlueCatalog
 ) -> None:
