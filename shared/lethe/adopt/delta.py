@@ -44,6 +44,7 @@ from lethe.adopt.delta_format import (
 from lethe.adopt.objects import SourceObjects, s3_uri
 from lethe.adopt.source import SourceFile, SourceListing
 from lethe.store import S3Store
+from lethe.values import JsonScalar
 
 __all__ = ["READER_FEATURES", "WRITER_FEATURES", "DeltaLog", "list_delta", "replay"]
 
@@ -280,7 +281,7 @@ def _files(
     schema: DeltaSchema,
     partition_cols: Sequence[str],
 ) -> list[SourceFile]:
-    seen: dict[str, SourceFile] = {}
+    seen: dict[str, tuple[Mapping[str, Any], dict[str, JsonScalar]]] = {}
     for (_, _dv), add in sorted(log.adds.items()):
         uri = _data_uri(root, add["path"])
         if uri in seen:
@@ -295,8 +296,13 @@ def _files(
                 part[col] = partition_value(raw, schema.schema.field(col).type)
             except errors.UnsupportedSource as e:
                 raise errors.UnsupportedSource(f"{uri}: partition column {col!r}: {e}") from e
-        seen[uri] = SourceFile(uri, int(add["size"]), None, part, _deleted(objects, root, add))
-    return [seen[u] for u in sorted(seen)]
+        seen[uri] = (add, part)
+    uris = sorted(seen)
+    deleted = objects.map(lambda u: _deleted(objects, root, seen[u][0]), uris)
+    return [
+        SourceFile(u, int(seen[u][0]["size"]), None, seen[u][1], d)
+        for u, d in zip(uris, deleted, strict=True)
+    ]
 
 
 def list_delta(store: S3Store, table_uri: str, *, version: int | None = None) -> SourceListing:

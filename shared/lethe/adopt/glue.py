@@ -124,6 +124,27 @@ def _files(
     return out
 
 
+def _located(
+    name: str, keys: Sequence[pa.Field], p: Mapping[str, Any], sd: Mapping[str, Any]
+) -> tuple[str, dict[str, JsonScalar]]:
+    """A partition's location and typed values."""
+    psd = p.get("StorageDescriptor") or {}
+    values = p.get("Values") or []
+    if len(values) != len(keys):
+        raise errors.UnsupportedSource(
+            f"Glue table {name}: partition {values} has {len(values)} values for {len(keys)} keys"
+        )
+    if psd.get("InputFormat") or (psd.get("SerdeInfo") or {}).get("SerializationLibrary"):
+        _check_parquet(f"{name} partition {values}", psd, {})
+    part: dict[str, JsonScalar] = {}
+    for k, raw in zip(keys, values, strict=True):
+        try:
+            part[k.name] = partition_value(None if raw == HIVE_NULL else raw, k.type)
+        except errors.UnsupportedSource as e:
+            raise errors.UnsupportedSource(f"Glue table {name}, partition {k.name}: {e}") from e
+    return str(psd.get("Location") or sd["Location"]), part
+
+
 def list_glue(store: S3Store, glue_client: Any, database: str, table: str) -> SourceListing:
     """The Parquet files of Glue table ``database.table`` (all partitions), in place.
 
@@ -153,25 +174,12 @@ def list_glue(store: S3Store, glue_client: Any, database: str, table: str) -> So
     columns = _columns(name, sd.get("Columns") or [])
     keys = _columns(name, t.get("PartitionKeys") or [])
     objects = SourceObjects(store)
-    files: list[SourceFile] = []
-    if not keys:
-        files = _files(objects, sd["Location"], {})
-    for p in _partitions(glue_client, database, table) if keys else ():
-        psd = p.get("StorageDescriptor") or {}
-        values = p.get("Values") or []
-        if len(values) != len(keys):
-            raise errors.UnsupportedSource(
-                f"Glue table {name}: partition {values} has {len(values)} values for {len(keys)} keys"
-            )
-        if psd.get("InputFormat") or (psd.get("SerdeInfo") or {}).get("SerializationLibrary"):
-            _check_parquet(f"{name} partition {values}", psd, {})
-        part = {}
-        for k, raw in zip(keys, values, strict=True):
-            try:
-                part[k.name] = partition_value(None if raw == HIVE_NULL else raw, k.type)
-            except errors.UnsupportedSource as e:
-                raise errors.UnsupportedSource(f"Glue table {name}, partition {k.name}: {e}") from e
-        files += _files(objects, psd.get("Location") or sd["Location"], part)
+    if keys:
+        located = [_located(name, keys, p, sd) for p in _partitions(glue_client, database, table)]
+    else:
+        located = [(sd["Location"], {})]
+    found = objects.map(lambda lp: _files(objects, lp[0], lp[1]), located)
+    files = [f for part in found for f in part]
     return SourceListing(
         "glue",
         f"glue://{database}/{table}",

@@ -49,6 +49,7 @@ from pyiceberg.manifest import (
     FileFormat,
     ManifestEntry,
     ManifestEntryStatus,
+    ManifestFile,
 )
 from pyiceberg.schema import Schema
 from pyiceberg.table.metadata import TableMetadata, TableMetadataUtil
@@ -131,13 +132,17 @@ class _Entry:
 
 
 def _entries(objects: SourceObjects, manifest_list: str) -> list[_Entry]:
-    out = []
-    for mf in decode_manifest_list(objects.read(s3_uri(manifest_list, what="manifest list"))):
-        for e in decode_manifest(objects.read(s3_uri(mf.manifest_path, what="manifest"))):
-            if e.status == ManifestEntryStatus.DELETED:
-                continue
-            out.append(_entry(e, mf.sequence_number or 0, mf.partition_spec_id))
-    return out
+    manifests = decode_manifest_list(objects.read(s3_uri(manifest_list, what="manifest list")))
+
+    def read(mf: ManifestFile) -> list[_Entry]:
+        entries = decode_manifest(objects.read(s3_uri(mf.manifest_path, what="manifest")))
+        return [
+            _entry(e, mf.sequence_number or 0, mf.partition_spec_id)
+            for e in entries
+            if e.status != ManifestEntryStatus.DELETED
+        ]
+
+    return [e for part in objects.map(read, manifests) for e in part]
 
 
 def _entry(e: ManifestEntry, manifest_sequence: int, spec_id: int) -> _Entry:
@@ -231,19 +236,23 @@ def _deleted(
 ) -> dict[str, tuple[int, ...]]:
     sequences = {f.path: f.sequence for f in data}
     found: dict[str, list[np.ndarray]] = defaultdict(list)
-    for d in deletes:
+
+    def read(d: _Entry) -> dict[str, np.ndarray]:
         if d.format == FileFormat.PUFFIN:
             seq = sequences.get(d.referenced or "")
             if seq is not None and applies(seq, d.sequence, equality=False):
-                found[d.referenced or ""].append(_deletion_vector(objects, d))
-        elif d.format == FileFormat.PARQUET:
-            for path, pos in _position_deletes(objects, d, sequences).items():
-                found[path].append(pos)
-        else:
-            raise errors.UnsupportedSource(
-                f"Iceberg delete file {d.path} is {d.format.value}: only Parquet position deletes "
-                "and Puffin deletion vectors are read"
-            )
+                return {d.referenced or "": _deletion_vector(objects, d)}
+            return {}
+        if d.format == FileFormat.PARQUET:
+            return _position_deletes(objects, d, sequences)
+        raise errors.UnsupportedSource(
+            f"Iceberg delete file {d.path} is {d.format.value}: only Parquet position deletes "
+            "and Puffin deletion vectors are read"
+        )
+
+    for got in objects.map(read, deletes):
+        for path, pos in got.items():
+            found[path].append(pos)
     rows = {f.path: f.record_count for f in data}
     out = {}
     for path, parts in found.items():

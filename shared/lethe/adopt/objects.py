@@ -13,12 +13,20 @@ errors are translated in one place.
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import TypeVar
+
 from lethe import errors
 from lethe.store import GetResult, ObjectInfo, S3Store
 
 __all__ = ["SourceObjects", "s3_uri", "split_uri"]
 
 _SCHEMES = ("s3://", "s3a://", "s3n://")
+_WORKERS = 16
+_A = TypeVar("_A")
+_B = TypeVar("_B")
 
 
 def s3_uri(uri: str, *, what: str = "object") -> str:
@@ -49,12 +57,24 @@ class SourceObjects:
     def __init__(self, store: S3Store) -> None:
         self.store = store
         self._stores: dict[str, S3Store] = {store.bucket: store}
+        self._lock = threading.Lock()
 
     def at(self, bucket: str) -> S3Store:
         """The store of ``bucket`` (same client, same counters)."""
-        if bucket not in self._stores:
-            self._stores[bucket] = S3Store(bucket, client=self.store.client, stats=self.store.stats)
-        return self._stores[bucket]
+        with self._lock:
+            if bucket not in self._stores:
+                self._stores[bucket] = S3Store(
+                    bucket, client=self.store.client, stats=self.store.stats
+                )
+            return self._stores[bucket]
+
+    def map(self, fn: Callable[[_A], _B], items: Sequence[_A]) -> list[_B]:
+        """``[fn(x) for x in items]``, up to 16 at a time (each ``fn`` does its own requests);
+        the first error is raised."""
+        if len(items) <= 1:
+            return [fn(x) for x in items]
+        with ThreadPoolExecutor(max_workers=min(_WORKERS, len(items))) as pool:
+            return list(pool.map(fn, items))
 
     def get(self, uri: str, *, start: int | None = None, end: int | None = None) -> GetResult:
         """GET the object at ``uri`` (or its bytes ``[start, end)``)."""
