@@ -284,7 +284,10 @@ def list_iceberg(store: S3Store, metadata_uri: str) -> SourceListing:
     meta = TableMetadataUtil.parse_raw(objects.read(uri).decode())
     schema = meta.schema()
     arrow = arrow_schema(schema, source=uri)
-    key = tuple(sorted(schema.identifier_field_names(), key=arrow.names.index))
+    order = {n: i for i, n in enumerate(arrow.names)}  # nested identifier fields go last
+    key = tuple(
+        sorted(schema.identifier_field_names(), key=lambda n: (order.get(n, len(order)), n))
+    )
     snap = meta.current_snapshot()
     entries = _entries(objects, snap.manifest_list) if snap is not None else []
     data = [e for e in entries if e.content == DataFileContent.DATA]
