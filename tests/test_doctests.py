@@ -9,6 +9,13 @@ import pytest
 
 MODULES = [
     "adopt.source",
+    "adopt.objects",
+    "adopt.iceberg",
+    "adopt.iceberg_types",
+    "adopt.delta",
+    "adopt.delta_format",
+    "adopt.glue",
+    "adopt.hive_types",
     "clustering",
     "iceberg.sorting",
     "layout",
