@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from lethe.manifest import Operation, SchemaVersion, schema_to_b64
+from lethe.manifest import EVOLVED_FORMAT_VERSION, Operation, SchemaVersion, schema_to_b64
 from lethe.schemas import Evolution, evolve, field_id
 from lethe.snapshot import Snapshot
 from lethe.transforms.files import apply_properties
@@ -72,4 +72,5 @@ def apply_schema(
         current_schema_id=sid,
         last_column_id=last,
         indexes=indexes,
+        format_version=EVOLVED_FORMAT_VERSION,  # older Lethe refuses it by its version
     )
