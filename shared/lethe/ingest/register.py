@@ -13,10 +13,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from lethe import errors
+from lethe.evolution import SchemaMode
 from lethe.ingest.conform import _short
 from lethe.ingest.fit import same_type as _same_type
 from lethe.ingest.fit import schema_problems
 from lethe.ingest.inputs import upload_request_id
+from lethe.ingest.shapes import registered_schema
 from lethe.manifest import DataFile, request_hash
 from lethe.reader import FileHandle
 from lethe.store import S3Store
@@ -130,6 +132,7 @@ def register_parquet(
     etag: str | None = None,
     size: int | None = None,
     request_id: str | None = None,
+    schema_mode: SchemaMode = "strict",
 ) -> RegisterResult:
     """Register an uploaded Parquet object in ``table`` without rewriting it.
 
@@ -147,9 +150,14 @@ def register_parquet(
         etag: The ETag the event announced (default: HEAD the object).
         size: Its size (default: HEAD the object).
         request_id: Idempotency id (default ``s3://bucket/key#etag``).
+        schema_mode: ``"strict"`` (default): the file must match the current schema;
+            ``"merge"``: the table takes the file's new columns and safe widenings first
+            (one schema commit), and the file is registered under the schema it matches
+            (:mod:`lethe.ingest.shapes`), never rewritten, dropped from or narrowed.
 
     Raises:
-        SchemaMismatch: the file does not fit the table (the table is not changed).
+        SchemaMismatch: the file does not fit the table, every differing column listed
+            (the table is not changed).
         UnsupportedFile: not Parquet, or encrypted.
         StaleSnapshot: the object changed after the event was sent.
 
@@ -177,10 +185,13 @@ def register_parquet(
             f"s3://{bucket}/{key} is {size:,} bytes: too large to register by copy (5 GiB); "
             "ingest it with the Spark job"
         )
-    md = _checked_footer(src, key, etag, size, table.schema)
+    md, file_schema = _footer(src, key, etag, size)
     if md.num_rows == 0:
+        if schema_mode == "strict":  # an empty file evolves nothing, but still must fit
+            check_file_schema(file_schema, md, table.schema)
         return RegisterResult(None, False, None, 0, 0, 0, time.perf_counter() - t0)
-    groups, cols = describe(md, table.schema, table.key)  # before the copy: nothing to undo
+    sid, schema = registered_schema(table, file_schema, md, schema_mode)
+    groups, cols = describe(md, schema, table.key)  # before the copy: nothing to undo
     rel = new_data_path()
     written_at = time.time()  # before the copy: the GC grace clock of the new object
     new_etag = _copy_into(table, src, key, table.key_of(rel), etag)
@@ -193,7 +204,7 @@ def register_parquet(
         columns=cols,
         added_version=0,
         sorted_by_key=_declared_sorted(md, table.key, table.schema.field(table.key).type, groups),
-        schema_id=table.manifest.current_schema_id or None,  # its names are this schema's
+        schema_id=sid or None,  # its names and types are this schema's
     )
     return _commit(table, df, request_id=rid, written_at=written_at, t0=t0)
 
@@ -208,25 +219,20 @@ def _pinned(src: S3Store, key: str, etag: str | None, size: int | None) -> tuple
     return etag, size
 
 
-def _checked_footer(
-    src: S3Store, key: str, etag: str, size: int, schema: pa.Schema
-) -> pq.FileMetaData:
-    """The upload's footer (one ETag-pinned tail GET), once its schema fits the table.
+def _footer(src: S3Store, key: str, etag: str, size: int) -> tuple[pq.FileMetaData, pa.Schema]:
+    """The upload's footer (one ETag-pinned tail GET) and its Arrow schema.
 
     Raises:
         UnsupportedFile: the footer's schema cannot be read.
-        SchemaMismatch: it does not fit (:func:`check_file_schema`).
     """
     stub = DataFile(path=key, size=size, etag=etag, rows=0, row_groups=(), added_version=0)
     md = FileHandle(src, key, stub).tail().arrow
     try:
-        file_schema = md.schema.to_arrow_schema()
+        return md, md.schema.to_arrow_schema()
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
         raise errors.UnsupportedFile(
             f"s3://{src.bucket}/{key}: unreadable Parquet schema: {_short(e)}"
         ) from e
-    check_file_schema(file_schema, md, schema)
-    return md
 
 
 def _copy_into(table: Table, src: S3Store, key: str, dst: str, etag: str) -> str:

@@ -1,0 +1,138 @@
+"""Schema evolution on every write path (issue 27): ``register_parquet(schema_mode=...)``,
+the CLI's ``lethe append --evolve``, and the engines that read the Iceberg view."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from test_schema_evolution import SCHEMA, by_id, rows
+
+import lethe
+from lethe import errors
+from lethe.ingest.register import register_parquet
+from lethe.schemas import field_id
+
+
+def _put(s3: Any, bucket: str, key: str, t: pa.Table) -> None:
+    buf = pa.BufferOutputStream()
+    pq.write_table(t, buf)
+    s3.put_object(Bucket=bucket, Key=key, Body=buf.getvalue().to_pybytes())
+
+
+def _new_shape(start: int, n: int) -> pa.Table:
+    """The upstream's new shape: ``customer_id`` int64 (values past int32), ``country`` added."""
+    t = rows(start, n)
+    t = t.set_column(1, "customer_id", pa.array([2**40 + i for i in range(n)], pa.int64()))
+    return t.append_column("country", pa.array(["NL"] * n))
+
+
+def test_register_strict_lists_every_difference_and_changes_nothing(
+    table_uri: str, bucket: str, s3: Any
+) -> None:
+    t = lethe.Table.create(table_uri, SCHEMA, key="id")
+    _put(s3, bucket, "incoming/new.parquet", _new_shape(0, 3))
+    v = t.version
+    with pytest.raises(errors.SchemaMismatch, match=r"country.*customer_id|customer_id.*country"):
+        register_parquet(t, "incoming/new.parquet")
+    assert lethe.Table.open(table_uri).version == v
+
+
+def test_register_merge_adds_widens_and_registers_under_the_matching_schema(
+    table_uri: str, bucket: str, s3: Any
+) -> None:
+    t = lethe.Table.create(table_uri, SCHEMA, key="id")
+    _put(s3, bucket, "incoming/old.parquet", rows(0, 4))
+    register_parquet(t, "incoming/old.parquet", schema_mode="merge")  # fits: nothing evolves
+    assert len(t.schema_history) == 1
+    _put(s3, bucket, "incoming/new.parquet", _new_shape(4, 3))
+    r = register_parquet(t, "incoming/new.parquet", schema_mode="merge")
+    assert r.rows == 3 and not r.duplicate
+    t = lethe.Table.open(table_uri)
+    assert t.schema.field("customer_id").type == pa.int64()
+    assert field_id(t.schema.field("country")) == 8
+    assert [f.schema_id or 0 for f in t.manifest.files] == [0, 1]
+    # an old-shape file after the evolution goes under schema 0, as written
+    _put(s3, bucket, "incoming/old2.parquet", rows(7, 2))
+    register_parquet(t, "incoming/old2.parquet", schema_mode="merge")
+    t = lethe.Table.open(table_uri)
+    assert len(t.schema_history) == 2 and sorted(f.schema_id or 0 for f in t.manifest.files) == [
+        0,
+        0,
+        1,
+    ]
+    got = by_id(t.scan(["id", "customer_id", "country"]))
+    assert [r["customer_id"] for r in got] == [i % 7 for i in range(4)] + [
+        2**40 + i for i in range(3)
+    ] + [7 % 7, 8 % 7]
+    assert [r["country"] for r in got] == [None] * 4 + ["NL"] * 3 + [None] * 2
+    # pruning decodes each file's own statistics
+    assert t.scan(filters=[("customer_id", ">", 2**31)]).column("id").to_pylist() == [4, 5, 6]
+    assert sorted(t.scan(filters=[("customer_id", "=", 1)]).column("id").to_pylist()) == [1, 8]
+
+
+def test_register_merge_records_the_shape_of_a_narrower_subset_file(
+    table_uri: str, bucket: str, s3: Any
+) -> None:
+    """A file with some of the columns, one of them narrower than the table's, matches no
+    schema: its shape is recorded (never current) and it reads widened, the rest null."""
+    t = lethe.Table.create(table_uri, SCHEMA, key="id")
+    t.update_schema().widen_column("amount", pa.float64()).commit()
+    part = rows(0, 3).select(["id", "customer_id", "amount"])
+    assert part.schema.field("amount").type == pa.float32()
+    _put(s3, bucket, "incoming/part.parquet", part)
+    register_parquet(t, "incoming/part.parquet", schema_mode="merge")
+    t = lethe.Table.open(table_uri)
+    assert t.manifest.current_schema_id == 1
+    sid, shape = t.schema_history[-1]
+    assert sid == 2 and [(f.name, str(f.type), field_id(f)) for f in shape] == [
+        ("id", "int64", 1),
+        ("customer_id", "int32", 2),
+        ("amount", "float", 3),
+    ]
+    assert [f.schema_id for f in t.manifest.files] == [2]
+    got = by_id(t.scan())
+    assert got[1] == {
+        "id": 1,
+        "customer_id": 1,
+        "amount": 0.5,
+        "payload": None,
+        "legacy": None,
+        "day": None,
+        "price": None,
+    }
+    assert t.scan(filters=[("amount", ">=", 1.0)]).column("id").to_pylist() == [2]
+    # a second file of that shape reuses the recorded schema; erase reaches it
+    _put(s3, bucket, "incoming/part2.parquet", rows(3, 2).select(["id", "customer_id", "amount"]))
+    register_parquet(t, "incoming/part2.parquet", schema_mode="merge")
+    t = lethe.Table.open(table_uri)
+    assert [sid for sid, _ in t.schema_history] == [0, 1, 2]
+    t.erase([("id", "in", [1, 4])])
+    assert sorted(lethe.Table.open(table_uri).scan().column("id").to_pylist()) == [0, 2, 3]
+    from lethe.verify import verify
+
+    assert verify(lethe.Table.open(table_uri), deep=True).ok
+
+
+def test_register_merge_refuses_what_cannot_merge_listing_every_column(
+    table_uri: str, bucket: str, s3: Any
+) -> None:
+    t = lethe.Table.create(table_uri, SCHEMA, key="id")
+    bad = rows(0, 2).set_column(2, "amount", pa.array(["x", "y"]))
+    bad = bad.set_column(3, "payload", pa.array([1, 2]))
+    _put(s3, bucket, "incoming/bad.parquet", bad.append_column("country", pa.array(["a", "b"])))
+    with pytest.raises(errors.SchemaMismatch, match=r"amount.*payload"):
+        register_parquet(t, "incoming/bad.parquet", schema_mode="merge")
+    _put(s3, bucket, "incoming/nokey.parquet", rows(0, 2).drop_columns(["id"]))
+    with pytest.raises(errors.SchemaMismatch, match=r"missing required columns \['id'\]"):
+        register_parquet(t, "incoming/nokey.parquet", schema_mode="merge")
+    nullable_key = pa.table(
+        {"id": pa.array([1, None], pa.int64()), "country": ["NL", "DE"]},
+    )
+    _put(s3, bucket, "incoming/nullkey.parquet", nullable_key)
+    with pytest.raises(errors.SchemaMismatch, match=r"'id' is required"):
+        register_parquet(t, "incoming/nullkey.parquet", schema_mode="merge")
+    t = lethe.Table.open(table_uri)
+    assert len(t.schema_history) == 1 and "country" not in t.schema.names  # nothing evolved
