@@ -36,8 +36,8 @@ from lethe.schemas import max_id, with_ids
 from lethe.values import JsonScalar
 
 __all__ = [
-    "FORMAT",
     "EVOLVED_FORMAT_VERSION",
+    "FORMAT",
     "FORMAT_VERSION",
     "SEGMENT_FORMAT",
     "ColumnIndex",
