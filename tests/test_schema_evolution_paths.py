@@ -136,3 +136,111 @@ def test_register_merge_refuses_what_cannot_merge_listing_every_column(
         register_parquet(t, "incoming/nullkey.parquet", schema_mode="merge")
     t = lethe.Table.open(table_uri)
     assert len(t.schema_history) == 1 and "country" not in t.schema.names  # nothing evolved
+
+
+def _view(aws: Any, metadata_uri: str) -> Any:
+    from pyiceberg.table import StaticTable
+
+    props = {
+        "s3.endpoint": aws.endpoint,
+        "s3.access-key-id": "testing",
+        "s3.secret-access-key": "testing",
+        "s3.region": "us-east-1",
+    }
+    return StaticTable.from_metadata(metadata_uri, properties=props)
+
+
+def _published(capsys: pytest.CaptureFixture[str]) -> str:
+    out = capsys.readouterr().out
+    return next(w for w in out.split() if w.startswith("s3://") and w.endswith(".json"))
+
+
+def test_the_done_when_scenario_from_the_cli(
+    aws: Any, table_uri: str, tmp_path: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 27's scenario end to end from the CLI: add ``country``, widen ``customer_id``,
+    ``lethe append --evolve`` the new shape, erase a person whose rows are in old- and
+    new-shape files, read the view with PyIceberg at both snapshots."""
+    from lethe.cli import main
+
+    lethe.Table.create(table_uri, SCHEMA, key="id")
+    old, new = tmp_path / "old.parquet", tmp_path / "new.parquet"
+    pq.write_table(rows(0, 21), old)  # customer 3: ids 3, 10, 17
+    shape = rows(21, 7).set_column(
+        1, "customer_id", pa.array([3, 2**40, 3, 5, 6, 2**33, 1], pa.int64())
+    )
+    pq.write_table(shape.append_column("country", pa.array(["NL", "DE"] * 3 + [None])), new)
+    assert main(["append", table_uri, str(old)]) == 0
+    assert main(["iceberg", "publish", table_uri]) == 0
+    v_old, uri_old = lethe.Table.open(table_uri).version, _published(capsys)
+    assert main(["schema", "add", table_uri, "country", "string"]) == 0
+    assert main(["schema", "widen", table_uri, "customer_id", "int64"]) == 0
+    assert main(["append", table_uri, str(new), "--evolve"]) == 0
+    t = lethe.Table.open(table_uri)
+    assert [sid for sid, _ in t.schema_history] == [0, 1, 2]  # --evolve had nothing to add
+    assert {f.schema_id or 0 for f in t.manifest.files} == {0, 2}
+    capsys.readouterr()
+    assert main(["erase", table_uri, "--where", "customer_id = 3", "-q"]) == 0
+    t = lethe.Table.open(table_uri)
+    gone = {3, 10, 17, 21, 23}
+    want = by_id(t.scan())
+    assert [r["id"] for r in want] == [i for i in range(28) if i not in gone]
+    assert t.scan(filters=[("customer_id", "=", 3)]).num_rows == 0
+    assert main(["verify", table_uri, "--deep"]) == 0
+    capsys.readouterr()
+    assert main(["iceberg", "publish", table_uri]) == 0
+    view = _view(aws, _published(capsys))
+    got = sorted(view.scan().to_arrow().to_pylist(), key=lambda r: r["id"])
+    assert got == want and got[-1]["country"] is None
+    assert {r["id"]: r["customer_id"] for r in got}[22] == 2**40
+    # the snapshot before the evolution: its own schema and rows, as Lethe's time travel
+    # reads them (its files go with GC's version retention, not with the erase)
+    before = view.scan(snapshot_id=v_old).to_arrow()
+    assert before.column_names == SCHEMA.names
+    assert sorted(before.to_pylist(), key=lambda r: r["id"]) == by_id(
+        lethe.Table.open(table_uri, version=v_old).scan()
+    )
+    assert before.num_rows == 21
+    assert _view(aws, uri_old).metadata.current_schema_id == 0
+    # no row of the erased person is left in any data file of the table
+    assert lethe.Table.open(table_uri).scan(filters=[("id", "in", sorted(gone))]).num_rows == 0
+
+
+@pytest.mark.parametrize("where", ["local", "s3"])
+def test_lethe_append_never_drops_a_column_or_narrows_a_value(
+    table_uri: str,
+    bucket: str,
+    s3: Any,
+    tmp_path: Any,
+    where: str,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The old silent path: ``lethe append`` of a file with a column the table lacks and
+    int64 values past int32 exited 0, dropped the column and cast the values down. Each
+    difference alone, and both, are now refused with every column named, nothing written."""
+    from lethe.cli import main
+
+    lethe.Table.create(table_uri, SCHEMA, key="id")
+    wide = rows(0, 3).set_column(1, "customer_id", pa.array([1, 2**31, 2**40], pa.int64()))
+    extra = rows(0, 3).append_column("country", pa.array(["NL", "DE", None]))
+    for name, data, words in (
+        ("wide", wide, ["customer_id"]),
+        ("extra", extra, ["country"]),
+        (
+            "both",
+            wide.append_column("country", pa.array(["a", "b", "c"])),
+            ["customer_id", "country"],
+        ),
+    ):
+        if where == "local":
+            src = str(tmp_path / f"{name}.parquet")
+            pq.write_table(data, src)
+        else:
+            _put(s3, bucket, f"raw/{name}.parquet", data)
+            src = f"s3://{bucket}/raw/{name}.parquet"
+        capsys.readouterr()
+        assert main(["append", table_uri, src]) == 2, name
+        err = capsys.readouterr().err
+        assert all(w in err for w in words), err
+        t = lethe.Table.open(table_uri)
+        assert t.version == 0 and t.scan().num_rows == 0 and t.schema.names == SCHEMA.names
