@@ -22,6 +22,7 @@ MODULES = [
     "ingest",
     "ingest.inputs",
     "ingest.staging",
+    "ingest.shapes",
     "remap",
     "progress",
     "requests",

@@ -264,6 +264,9 @@ class TableProperties(_Frozen):
     # ``retention_seconds`` are erased by the sweep; unset on tables without it (not written)
     retention_column: str | None = Field(default=None, exclude_if=lambda v: v is None)
     retention_seconds: int | None = Field(default=None, gt=0, exclude_if=lambda v: v is None)
+    # the upload trigger (and the ingest job it starts) may evolve the schema to take an
+    # upload of another shape (schema_mode="merge"); unset: such uploads are refused
+    uploads_evolve: bool = Field(default=False, exclude_if=lambda v: not v)
 
 
 class SegmentSummary(_Frozen):

@@ -15,10 +15,8 @@ import pyarrow.parquet as pq
 from lethe import errors
 from lethe.evolution import SchemaMode
 from lethe.ingest.conform import _short
-from lethe.ingest.fit import same_type as _same_type
-from lethe.ingest.fit import schema_problems
 from lethe.ingest.inputs import upload_request_id
-from lethe.ingest.shapes import registered_schema
+from lethe.ingest.shapes import check_file_schema, registered_schema
 from lethe.manifest import DataFile, request_hash
 from lethe.reader import FileHandle
 from lethe.store import S3Store
@@ -31,58 +29,6 @@ log = logging.getLogger(__name__)
 
 
 # --- direct registration -----------------------------------------------------------------------
-def check_file_schema(file_schema: pa.Schema, md: pq.FileMetaData, schema: pa.Schema) -> None:
-    """Refuse a Parquet file that does not match the table schema, saying exactly why.
-
-    Columns may come in any order; ``string``/``large_string`` and ``binary``/``large_binary``
-    are interchangeable and any UTC spelling of a zoned timestamp is accepted. A column the
-    table requires may be nullable in the file only if the file's statistics prove it has no
-    nulls.
-
-    Raises:
-        SchemaMismatch: missing or unknown columns, other types, or possible nulls.
-    """
-    problems = schema_problems(file_schema, schema, typed=False)  # names; types below
-    got = {f.name: f for f in file_schema}
-    for f in schema:
-        g = got.get(f.name)
-        if g is None:
-            continue
-        if not _same_type(g.type, f.type):
-            hint = ""
-            if (
-                pa.types.is_timestamp(g.type)
-                and g.type.unit == "ns"
-                and pa.types.is_timestamp(f.type)
-            ):
-                hint = (
-                    " (an INT96 or nanosecond timestamp: write microseconds, e.g. Spark's "
-                    "spark.sql.parquet.outputTimestampType=TIMESTAMP_MICROS)"
-                )
-            problems.append(f"column {f.name!r} is {g.type}, the table has {f.type}{hint}")
-            continue
-        if not f.nullable and g.nullable and not _proven_non_null(md, f.name):
-            problems.append(
-                f"column {f.name!r} is required by the table but nullable in the file "
-                "(and its statistics do not prove it has no nulls)"
-            )
-    if problems:
-        raise errors.SchemaMismatch(
-            "the Parquet file does not match the table schema: " + "; ".join(problems)
-        )
-
-
-def _proven_non_null(md: pq.FileMetaData, name: str) -> bool:
-    leaf = next((i for i in range(md.num_columns) if md.schema.column(i).path == name), None)
-    if leaf is None:
-        return False
-    for g in range(md.num_row_groups):
-        st = md.row_group(g).column(leaf).statistics
-        if st is None or not st.has_null_count or st.null_count:
-            return False
-    return True
-
-
 def _declared_sorted(
     md: pq.FileMetaData, key: str, key_type: pa.DataType, groups: Sequence[Any]
 ) -> bool:
@@ -150,14 +96,11 @@ def register_parquet(
         etag: The ETag the event announced (default: HEAD the object).
         size: Its size (default: HEAD the object).
         request_id: Idempotency id (default ``s3://bucket/key#etag``).
-        schema_mode: ``"strict"`` (default): the file must match the current schema;
-            ``"merge"``: the table takes the file's new columns and safe widenings first
-            (one schema commit), and the file is registered under the schema it matches
-            (:mod:`lethe.ingest.shapes`), never rewritten, dropped from or narrowed.
+        schema_mode: ``"strict"``: the file must match the current schema; ``"merge"``:
+            new columns and widenings evolve the table first (:mod:`lethe.ingest.shapes`).
 
     Raises:
-        SchemaMismatch: the file does not fit the table, every differing column listed
-            (the table is not changed).
+        SchemaMismatch: the file does not fit (every differing column listed; no change).
         UnsupportedFile: not Parquet, or encrypted.
         StaleSnapshot: the object changed after the event was sent.
 

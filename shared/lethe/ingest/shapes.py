@@ -25,6 +25,7 @@ dropped, narrowed or cast in the file.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
@@ -34,15 +35,71 @@ from lethe import errors
 from lethe.catalog import Direct
 from lethe.changes import RecordSchema
 from lethe.evolution import SchemaMode, merge_changes
-from lethe.ingest.fit import same_type
+from lethe.ingest.fit import same_type, schema_problems, widens
+from lethe.ingest.inputs import InputObject
+from lethe.ingest.readers import S3ObjectFile, open_parquet
 from lethe.manifest import Operation
+from lethe.schemas import Evolution, evolve
+from lethe.store import S3Store
 
 if TYPE_CHECKING:  # pragma: no cover
     from lethe.table import Table
 
-__all__ = ["file_shape", "registered_schema"]
+__all__ = ["check_file_schema", "evolve_for_inputs", "file_shape", "registered_schema"]
 
 log = logging.getLogger(__name__)
+
+
+def check_file_schema(file_schema: pa.Schema, md: pq.FileMetaData, schema: pa.Schema) -> None:
+    """Refuse a Parquet file that does not match the table schema, saying exactly why.
+
+    Columns may come in any order; ``string``/``large_string`` and ``binary``/``large_binary``
+    are interchangeable and any UTC spelling of a zoned timestamp is accepted. A column the
+    table requires may be nullable in the file only if the file's statistics prove it has no
+    nulls.
+
+    Raises:
+        SchemaMismatch: missing or unknown columns, other types, or possible nulls.
+    """
+    problems = schema_problems(file_schema, schema, typed=False)  # names; types below
+    got = {f.name: f for f in file_schema}
+    for f in schema:
+        g = got.get(f.name)
+        if g is None:
+            continue
+        if not same_type(g.type, f.type):
+            hint = ""
+            if (
+                pa.types.is_timestamp(g.type)
+                and g.type.unit == "ns"
+                and pa.types.is_timestamp(f.type)
+            ):
+                hint = (
+                    " (an INT96 or nanosecond timestamp: write microseconds, e.g. Spark's "
+                    "spark.sql.parquet.outputTimestampType=TIMESTAMP_MICROS)"
+                )
+            problems.append(f"column {f.name!r} is {g.type}, the table has {f.type}{hint}")
+            continue
+        if not f.nullable and g.nullable and not _proven_non_null(md, f.name):
+            problems.append(
+                f"column {f.name!r} is required by the table but nullable in the file "
+                "(and its statistics do not prove it has no nulls)"
+            )
+    if problems:
+        raise errors.SchemaMismatch(
+            "the Parquet file does not match the table schema: " + "; ".join(problems)
+        )
+
+
+def _proven_non_null(md: pq.FileMetaData, name: str) -> bool:
+    leaf = next((i for i in range(md.num_columns) if md.schema.column(i).path == name), None)
+    if leaf is None:
+        return False
+    for g in range(md.num_row_groups):
+        st = md.row_group(g).column(leaf).statistics
+        if st is None or not st.has_null_count or st.null_count:
+            return False
+    return True
 
 
 def _as_table_types(file_schema: pa.Schema, schema: pa.Schema) -> pa.Schema:
@@ -87,8 +144,6 @@ def registered_schema(
             no allowed evolution reconciles (every one listed), a required column missing,
             or nullable in the file without statistics proving it has no nulls.
     """
-    from lethe.ingest.register import check_file_schema
-
     if mode == "strict":
         check_file_schema(file_schema, md, table.schema)
         return table.manifest.current_schema_id, table.schema
@@ -111,3 +166,61 @@ def registered_schema(
     sid = next(i for i, s in reversed(table.schema_history) if s.equals(shape, check_metadata=True))
     log.info("recorded the file's shape as schema %s (%s columns)", sid, len(shape))
     return sid, shape
+
+
+def _typed_problems(got: pa.Schema, schema: pa.Schema) -> list[str]:
+    """What of a typed (Parquet) input the job would otherwise drop or cast down: columns
+    the table lacks, types that are not a lossless widening into the table's (a missing
+    nullable column reads as nulls, as in CSV and JSON)."""
+    extra = [n for n in got.names if schema.get_field_index(n) < 0]
+    out = [f"unknown columns {extra}"] if extra else []
+    for g in got:
+        i = schema.get_field_index(g.name)
+        if i >= 0 and not widens(g.type, schema.field(i).type):
+            out.append(f"column {g.name!r} is {g.type}, the table has {schema.field(i).type}")
+    return out
+
+
+def evolve_for_inputs(table: Table, objects: Sequence[InputObject], *, evolve_: bool) -> int:
+    """Check the Parquet inputs of an ingest job against the table before anything is read
+    (their footers only): without ``evolve_``, an input with a column the table lacks or a
+    type that does not widen into the table's is refused; with it, the table evolves once
+    to take them all (union by name, :func:`merge_changes`). CSV and JSON types are guessed,
+    so their rows are checked as they are converted. Returns the schema changes committed.
+
+    Raises:
+        SchemaMismatch: listing every input and every differing column (nothing changed).
+    """
+    working, last = table.schema, table.manifest.column_id_high
+    changes: list[Evolution] = []
+    problems: list[str] = []
+    stores: dict[str, S3Store] = {}
+    for o in objects:
+        if o.format != "parquet":
+            continue
+        store = stores.setdefault(o.bucket, S3Store(o.bucket, client=table.store.client))
+        got = open_parquet(S3ObjectFile(store, o.key, o.etag, o.size, chunk=1 << 20), o.uri)
+        got_schema = _as_table_types(got.schema_arrow, working)
+        mine = _typed_problems(got_schema, working)
+        if not mine:
+            continue
+        if not evolve_:
+            problems.append(f"{o.uri}: " + "; ".join(mine))
+            continue
+        try:
+            more = merge_changes(got_schema, working)
+        except errors.SchemaMismatch as e:
+            problems.append(f"{o.uri}: {e}")
+            continue
+        working, last, _ = evolve(working, last, more, key=table.key)
+        changes.extend(more)
+    if problems:
+        hint = "" if evolve_ else " (--evolve lets new columns and widenings evolve the table)"
+        raise errors.SchemaMismatch(
+            f"{len(problems)} input file(s) do not fit the table schema{hint}; nothing was "
+            "ingested:\n  " + "\n  ".join(problems)
+        )
+    if changes:
+        table.update_schema().extend(changes).commit()
+        log.info("evolved the schema for the inputs: %s changes", len(changes))
+    return len(changes)
