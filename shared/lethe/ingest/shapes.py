@@ -4,7 +4,7 @@
 A registered file is never rewritten, so it is read by the names and types of the schema
 of the history it is registered under (:mod:`lethe.scan`, by field id from there). In
 ``strict`` mode that is the current schema, which the file must match
-(:func:`~lethe.ingest.register.check_file_schema`). In ``merge`` mode the table first takes
+(:func:`check_file_schema`). In ``merge`` mode the table first takes
 the file's new columns and wider types (:func:`lethe.evolution.merge_changes`, one schema
 commit; anything else refused with every differing column listed), then the file is
 registered under the newest schema it matches exactly (an old-shape file under its old
@@ -13,6 +13,10 @@ them narrower than the table's) gets its own shape recorded in the history
 (:class:`~lethe.changes.RecordSchema`: the current ids, the file's names and types, never
 current), so that its missing columns read as null and its narrower ones widened: nothing is
 dropped, narrowed or cast in the file.
+
+The Spark ingest job checks its Parquet inputs' footers the same way before it reads them
+(:func:`evolve_for_inputs`): refused listing every input and column, or, with ``--evolve``,
+the table evolved once to take them all.
 
 >>> import pyarrow as pa
 >>> from lethe.schemas import with_ids
@@ -191,7 +195,7 @@ def evolve_for_inputs(table: Table, objects: Sequence[InputObject], *, evolve_: 
     Raises:
         SchemaMismatch: listing every input and every differing column (nothing changed).
     """
-    working, last = table.schema, table.manifest.column_id_high
+    working, last = table.schema, table.manifest.manifest.column_id_high
     changes: list[Evolution] = []
     problems: list[str] = []
     stores: dict[str, S3Store] = {}
