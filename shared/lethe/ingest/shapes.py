@@ -127,11 +127,12 @@ def file_shape(file_schema: pa.Schema, schema: pa.Schema) -> pa.Schema:
     return pa.schema(out, metadata=schema.metadata)
 
 
-def _matches(file_schema: pa.Schema, md: pq.FileMetaData, schema: pa.Schema, check: object) -> bool:
+def _matches(file_schema: pa.Schema, md: pq.FileMetaData, schema: pa.Schema) -> bool:
+    """Whether the file is exactly of ``schema`` (:func:`check_file_schema`'s rules)."""
     if set(file_schema.names) != set(schema.names):
         return False
     try:
-        check(file_schema, md, schema)  # type: ignore[operator]
+        check_file_schema(file_schema, md, schema)
     except errors.SchemaMismatch:
         return False
     return True
@@ -160,7 +161,7 @@ def registered_schema(
     if changes:
         table.update_schema().extend(changes).commit()
     for sid, s in reversed(table.schema_history):
-        if _matches(file_schema, md, s, check_file_schema):
+        if _matches(file_schema, md, s):
             return sid, s
     shape = file_shape(file_schema, table.schema)
     check_file_schema(file_schema, md, shape)
