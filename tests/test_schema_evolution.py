@@ -104,6 +104,23 @@ def test_an_evolved_manifest_is_format_3_and_an_unevolved_one_stays_2(table_uri:
         decode_manifest(json.dumps({**obj, "format_version": 2}).encode())
 
 
+def test_a_lethe_that_reads_up_to_format_2_refuses_an_evolved_table_by_version(
+    table_uri: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What a Lethe from before schema evolution does with an evolved table: refuse it as
+    too new (it would read files by name), while an unevolved table stays readable to it."""
+    from lethe import manifest
+
+    t = lethe.Table.create(table_uri, SCHEMA, key="id")
+    plain = encode_manifest(t.manifest.manifest)
+    t.update_schema().rename_column("payload", "body").commit()
+    evolved = encode_manifest(lethe.Table.open(table_uri).manifest.manifest)
+    monkeypatch.setattr(manifest, "READABLE_VERSIONS", (1, 2))
+    assert decode_manifest(plain).format_version == 2
+    with pytest.raises(errors.CorruptManifest, match=r"format version 3 is newer .*\(max 2\)"):
+        decode_manifest(evolved)
+
+
 @pytest.mark.parametrize("version", [4, 17])
 def test_a_manifest_of_a_future_format_asks_for_a_newer_lethe(table_uri: str, version: int) -> None:
     t = lethe.Table.create(table_uri, SCHEMA, key="id")
