@@ -29,6 +29,7 @@ MODULES = [
     "ingest",
     "ingest.inputs",
     "ingest.staging",
+    "ingest.shapes",
     "remap",
     "progress",
     "requests",
