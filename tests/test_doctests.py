@@ -31,6 +31,7 @@ MODULES = [
     "snapshot",
     "transforms.files",
     "compaction",
+    "lake.model",
 ]
 
 

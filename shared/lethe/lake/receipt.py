@@ -14,7 +14,9 @@ from pydantic import BaseModel, ConfigDict
 
 from lethe.evidence import Evidence, gather
 from lethe.lake.model import LakeRequest, TableState
+from lethe.manifest import ErasureRecord
 from lethe.receipts import ErasureReceipt, receipt
+from lethe.snapshot import Snapshot
 
 __all__ = ["LakeReceipt", "LakeTableReceipt", "lake_receipts"]
 
@@ -123,14 +125,14 @@ def _prefetch(ev: Evidence, wanted: Collection[str]) -> None:
     """Load the superseded lists of the erasure records of ``wanted`` (id hashes) at once,
     :data:`PREFETCH_WORKERS` at a time: one receipt per request would otherwise GET them one
     by one (the catalog caches them, so the receipts then read them from memory)."""
-    jobs: dict[tuple[str, ...], Callable[[], object]] = {}
+    jobs: dict[tuple[str, ...], tuple[Snapshot, ErasureRecord]] = {}
     for m in ev.chain:
         for e in m.erasures:
             if e.id_hash in wanted and e.superseded_refs and e.superseded_refs not in jobs:
-                jobs[e.superseded_refs] = lambda m=m, e=e: m.superseded_of(e)
+                jobs[e.superseded_refs] = (m, e)
     if len(jobs) > 1:
         with ThreadPoolExecutor(PREFETCH_WORKERS) as pool:
-            list(pool.map(lambda job: job(), jobs.values()))
+            list(pool.map(lambda job: job[0].superseded_of(job[1]), jobs.values()))
 
 
 def lake_receipts(
