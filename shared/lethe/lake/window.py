@@ -35,6 +35,7 @@ from lethe import errors
 from lethe.erase import process_erasures
 from lethe.lake.model import LakeArchive, LakeDoc, LakeRequest
 from lethe.lake.receipt import lake_receipts
+from lethe.parquet.costs import CostModel
 from lethe.store import S3Store
 
 log = logging.getLogger(__name__)
@@ -49,6 +50,12 @@ __all__ = [
     "splice_due",
 ]
 
+#: How the window run prices a file's splice plan: like any splice, but a plan may build the
+#: new object in up to 32 temporary stages and copy up to 4x the file server-side (the
+#: defaults: 4 and 1.5x). The window run is a background batch whose bill is the bytes that
+#: cross the wire; server-side copies move none (an edit between two long unchanged ranges
+#: then costs its own bytes, not a 5 MiB multipart part padded with downloaded neighbours).
+WINDOW_MODEL = CostModel(max_copy_ratio=4.0, max_stages=32)
 #: The event the scheduled rule sends the splice worker to run the window (and archive).
 WINDOW_EVENT: dict[str, str] = {"lethe": "erasure-window"}
 #: The metrics (Powertools EMF, namespace ``Lethe``) the lake's backlog is published as;
@@ -136,7 +143,9 @@ def splice_due(
     for uri, ids in per_table.items():
         t = lake.open_table(uri)
         before = t.version
-        complete, splices = process_erasures(t.context, ids, max_bytes=max_bytes)
+        complete, splices = process_erasures(
+            t.context, ids, max_bytes=max_bytes, model=WINDOW_MODEL
+        )
         commits = t.refresh().version - before if splices else 0
         runs.append(TableWindowRun(uri, len(ids), len(splices), commits, complete))
         log.info(
