@@ -50,12 +50,15 @@ __all__ = [
     "splice_due",
 ]
 
-#: How the window run prices a file's splice plan: like any splice, but a plan may build the
-#: new object in up to 32 temporary stages and copy up to 4x the file server-side (the
-#: defaults: 4 and 1.5x). The window run is a background batch whose bill is the bytes that
-#: cross the wire; server-side copies move none (an edit between two long unchanged ranges
-#: then costs its own bytes, not a 5 MiB multipart part padded with downloaded neighbours).
-WINDOW_MODEL = CostModel(max_copy_ratio=4.0, max_stages=32)
+#: How the window run prices a file's splice plan: by the bytes that cross the wire, the
+#: window's bill. A server-side copy moves none (0.01 a byte), a request costs 32 KiB, and a
+#: plan may build the new object in up to 32 temporary stages copying up to 8x the file
+#: server-side (the defaults: 0.1, 128 KiB, 4 stages, 1.5x). Edits closer together than
+#: S3's 5 MiB part minimum then cost their own bytes (a chain of stages, each ending with
+#: one short segment as its last part) instead of parts padded with downloaded neighbours.
+WINDOW_MODEL = CostModel(
+    copy_weight=0.01, request_bytes=32 << 10, max_copy_ratio=8.0, max_stages=32
+)
 #: The event the scheduled rule sends the splice worker to run the window (and archive).
 WINDOW_EVENT: dict[str, str] = {"lethe": "erasure-window"}
 #: The metrics (Powertools EMF, namespace ``Lethe``) the lake's backlog is published as;
