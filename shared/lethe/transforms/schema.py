@@ -11,12 +11,24 @@ from collections.abc import Sequence
 import pyarrow as pa
 
 from lethe import errors
-from lethe.manifest import EVOLVED_FORMAT_VERSION, Operation, SchemaVersion, schema_to_b64
-from lethe.schemas import Evolution, evolve, field_id
+from lethe.manifest import (
+    EVOLVED_FORMAT_VERSION,
+    Operation,
+    SchemaVersion,
+    TableProperties,
+    schema_to_b64,
+)
+from lethe.schemas import V3_PROMOTION_RULE, Evolution, evolve, field_id, v3_promotions
 from lethe.snapshot import Snapshot
 from lethe.transforms.files import apply_properties
 
-__all__ = ["apply_schema", "past_names", "pinned_columns", "record_schema"]
+__all__ = [
+    "apply_schema",
+    "check_view_promotions",
+    "past_names",
+    "pinned_columns",
+    "record_schema",
+]
 
 
 def pinned_columns(base: Snapshot) -> dict[str, str]:
@@ -28,6 +40,29 @@ def pinned_columns(base: Snapshot) -> dict[str, str]:
     if p.retention_column:
         out[p.retention_column] = "retention_column"
     return out
+
+
+def check_view_promotions(
+    props: TableProperties,
+    history: Sequence[pa.Schema],
+    current: pa.Schema,
+    error: type[errors.InvalidRequest] = errors.SchemaEvolutionError,
+) -> None:
+    """Refuse a schema ``current`` (after ``history``) that widens a date to a timestamp
+    when a table of properties ``props`` publishes a format-2 Iceberg view (a promotion of
+    format 3 only).
+
+    Raises:
+        SchemaEvolutionError: (or ``error``) naming the column and the rule.
+    """
+    if not (props.iceberg_view and props.iceberg_format_version == 2):
+        return
+    bad = v3_promotions(history, current)
+    if bad:
+        raise error(
+            f"column {bad[0]!r}: {V3_PROMOTION_RULE}; the table publishes a format-2 view "
+            "(iceberg_view, iceberg_format_version=2)"
+        )
 
 
 def past_names(base: Snapshot) -> dict[str, int]:
@@ -60,6 +95,7 @@ def apply_schema(
     )
     if new.equals(schema, check_metadata=True):
         return None
+    check_view_promotions(base.properties, [s for _, s in base.schema_history()], new)
     history = base.manifest.schemas or (
         SchemaVersion(schema_id=0, schema_b64=schema_to_b64(schema)),
     )
@@ -99,6 +135,7 @@ def record_schema(base: Snapshot, shape: pa.Schema, operation: Operation) -> Sna
     for _, s in base.schema_history():
         if s.equals(shape, check_metadata=True):
             return None
+    check_view_promotions(base.properties, [shape], base.arrow_schema())
     sid = max(s.schema_id for s in history) + 1
     return apply_properties(base, base.properties, operation).evolve(
         schemas=(*history, SchemaVersion(schema_id=sid, schema_b64=schema_to_b64(shape))),
