@@ -27,7 +27,7 @@ import pyarrow as pa
 from lethe import errors
 from lethe.evolution import conform, merge_changes
 from lethe.ingest.conform import Conformed
-from lethe.ingest.fit import fit, schema_problems
+from lethe.ingest.fit import as_table_types, fit, schema_problems
 from lethe.ingest.inputs import Format, detect_format, list_inputs
 from lethe.ingest.readers import (
     Opener,
@@ -235,7 +235,7 @@ def merged_batches(sources: Sequence[Source], t: Table) -> pa.RecordBatchReader:
     problems: list[str] = []
     for s in sources:
         with s.open() as f:
-            got = open_parquet(f, s.uri).schema_arrow
+            got = as_table_types(open_parquet(f, s.uri).schema_arrow, working)
         try:
             mine = merge_changes(got, working)
         except errors.SchemaMismatch as e:
@@ -258,7 +258,9 @@ def merged_batches(sources: Sequence[Source], t: Table) -> pa.RecordBatchReader:
                 for b in open_parquet(f, s.uri).iter_batches(
                     batch_size=BATCH_ROWS, use_threads=False
                 ):
-                    got = conform(pa.Table.from_batches([b]), schema, "merge")
+                    tb = pa.Table.from_batches([b])
+                    tb = tb.cast(as_table_types(tb.schema, schema))
+                    got = conform(tb, schema, "merge")
                     assert isinstance(got, pa.Table)
                     yield from got.to_batches()
 
