@@ -17,6 +17,7 @@ mapping's alias, as Iceberg's name mapping keeps every name a column had.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -183,6 +184,13 @@ def erase_and_check(lake: Lake, aws: Any, monkeypatch: pytest.MonkeyPatch) -> No
     monkeypatch.setenv("POLARS_ICEBERG_PLANNER", "pyiceberg")
     for fv in (2, 3):
         view = _view(aws, t.publish_iceberg(format_version=fv))
+        mapping = json.loads(view.metadata.properties["schema.name-mapping.default"])
+        assert {e["field-id"]: e["names"] for e in mapping} == {
+            1: ["id"],
+            2: ["customer_id"],
+            3: ["body", "payload"],  # the old name stays an alias of the column
+            4: ["country"],
+        }
         assert sorted(view.scan().to_arrow().to_pylist(), key=lambda r: r["id"]) == want, fv
         pol = pl.scan_iceberg(view).collect().to_arrow().to_pylist()
         assert sorted(pol, key=lambda r: r["id"]) == want, fv
@@ -288,5 +296,67 @@ def test_a_file_whose_ids_contradict_the_table_is_refused(
     assert lethe.Table.open(table_uri).version == lake.t.version
 
 
-def _iter_spark_rows(t: pa.Table) -> Iterator[tuple[Any, ...]]:
-    yield from zip(*(t.column(n).to_pylist() for n in t.column_names), strict=True)
+@pytest.fixture(scope="module")
+def spark(aws: Any) -> Iterator[Any]:
+    """A local SparkSession started after moto's server (it inherits the endpoint)."""
+    from spark_jobs._session import build_session
+
+    session = build_session(
+        "lethe-writers",
+        master="local[1]",
+        conf={"spark.sql.shuffle.partitions": "1", "spark.ui.enabled": "false"},
+    )
+    try:
+        yield session
+    finally:
+        session.stop()
+
+
+def spark_writer(spark: Any) -> Writer:
+    """Spark writes the rows (no field ids) as one Parquet part file at ``path``."""
+    from pyspark.sql import types as T
+
+    kinds = {"int64": T.LongType(), "int32": T.IntegerType(), "string": T.StringType()}
+
+    def write(t: pa.Table, path: Path, ids: bool) -> None:
+        assert not ids  # Spark writes no field ids
+        schema = T.StructType(
+            [T.StructField(f.name, kinds[str(f.type)], f.nullable) for f in t.schema]
+        )
+        rows = list(zip(*(c.to_pylist() for c in t.columns), strict=True))
+        out = path.with_suffix(".spark")
+        spark.createDataFrame(rows, schema).coalesce(1).write.mode("overwrite").parquet(str(out))
+        (part,) = out.glob("part-*.parquet")
+        part.rename(path)
+
+    return write
+
+
+@pytest.mark.slow
+@pytest.mark.spark
+@pytest.mark.filterwarnings(
+    r"ignore:Exception ignored in. <socket.socket.*raddr=\('127.0.0.1':"
+    ":pytest.PytestUnraisableExceptionWarning"
+)
+def test_spark_files_under_both_schemas_erased_and_read_back(
+    aws: Any,
+    spark: Any,
+    table_uri: str,
+    bucket: str,
+    s3: Any,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Spark's files (no ids) of the old shape, the new shape and the old shape again after
+    the evolution, next to a pyarrow file (page-level splices), erased and read back."""
+    write = spark_writer(spark)
+    lake = Lake(table_uri, bucket, s3, tmp_path)
+    assert lake.register(write, False, *lake.file(new=False)) == 0
+    assert lake.register(write_pyarrow, False, *lake.file(new=False)) == 0
+    lake.t.update_schema().rename_column("payload", "body").commit()
+    sid = lake.register(write, False, *lake.file(new=True, payload="body"))  # adds, widens
+    assert sid == lake.t.manifest.current_schema_id == 2
+    assert lake.t.schema.field("customer_id").type == pa.int64()
+    assert lake.register(write, False, *lake.file(new=False)) == 0
+    assert lake.register(write, False, *lake.file(new=True, payload="payload")) == 3
+    erase_and_check(lake, aws, monkeypatch)

@@ -98,9 +98,14 @@ def current_schema(m: Snapshot, format_version: FormatVersion) -> IcebergSchema:
     if not m.manifest.schemas:
         return s
     entries: dict[int, dict[str, Any]] = {}
-    for sid, arrow in reversed(m.schema_history()):  # newest first
-        old = view_schema(arrow, schema_id=sid, format_version=format_version, last_column_id=last)
-        for e in json.loads(old.name_mapping):
+    mappings = [s.name_mapping] + [  # the current schema's names first, then newest first
+        view_schema(
+            a, schema_id=sid, format_version=format_version, last_column_id=last
+        ).name_mapping
+        for sid, a in reversed(m.schema_history())
+    ]
+    for mapping in mappings:
+        for e in json.loads(mapping):
             have = entries.setdefault(e["field-id"], e)
             have["names"] += [n for n in e["names"] if n not in have["names"]]
     return IcebergSchema(s.schema, json.dumps(list(entries.values())), s.last_column_id)
