@@ -39,6 +39,7 @@ MODULES = [
     "snapshot",
     "transforms.files",
     "compaction",
+    "evolution",
 ]
 
 

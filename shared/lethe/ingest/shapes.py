@@ -45,13 +45,12 @@ from lethe.ingest.readers import S3ObjectFile, open_parquet
 from lethe.manifest import Operation
 from lethe.schemas import Evolution, evolve, field_id
 from lethe.store import S3Store
-from lethe.transforms.schema import past_names
+from lethe.transforms.schema import aliases
 
 if TYPE_CHECKING:  # pragma: no cover
     from lethe.table import Table
 
 __all__ = [
-    "aliases",
     "check_file_ids",
     "check_file_schema",
     "evolve_for_inputs",
@@ -135,17 +134,6 @@ def _matches(file_schema: pa.Schema, md: pq.FileMetaData, schema: pa.Schema) -> 
     return True
 
 
-def aliases(table: Table) -> dict[str, str]:
-    """Earlier names of the current columns -> their current names (the name mapping's
-    aliases: a file written without ids under an older name resolves by it)."""
-    now = {field_id(f): f.name for f in table.schema}
-    return {
-        n: now[fid]
-        for n, fid in past_names(table.manifest).items()
-        if n not in now.values() and fid in now
-    }
-
-
 def check_file_ids(file_schema: pa.Schema, schema: pa.Schema, alias: dict[str, str]) -> None:
     """Refuse a file whose field ids name other columns of ``schema`` than its names do
     (engines read a file of the Iceberg view by its ids; a file without ids passes).
@@ -185,7 +173,7 @@ def registered_schema(
         return table.manifest.current_schema_id, table.schema
     if mode != "merge":
         raise errors.InvalidRequest(f"schema_mode must be 'strict' or 'merge', not {mode!r}")
-    alias = aliases(table)
+    alias = aliases(table.manifest)
     named = pa.schema([f.with_name(alias.get(f.name, f.name)) for f in file_schema])
     changes = merge_changes(as_table_types(named, table.schema), table.schema)
     # checked before the table changes: a refusal leaves it as it was

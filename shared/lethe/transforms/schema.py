@@ -23,6 +23,7 @@ from lethe.snapshot import Snapshot
 from lethe.transforms.files import apply_properties
 
 __all__ = [
+    "aliases",
     "apply_schema",
     "check_view_promotions",
     "past_names",
@@ -63,6 +64,15 @@ def check_view_promotions(
             f"column {bad[0]!r}: {V3_PROMOTION_RULE}; the table publishes a format-2 view "
             "(iceberg_view, iceberg_format_version=2)"
         )
+
+
+def aliases(base: Snapshot) -> dict[str, str]:
+    """Earlier names of the current columns -> their current names (the name mapping's
+    aliases: data or a file written under an older name resolves by it)."""
+    now = {field_id(f): f.name for f in base.arrow_schema()}
+    return {
+        n: now[fid] for n, fid in past_names(base).items() if n not in now.values() and fid in now
+    }
 
 
 def past_names(base: Snapshot) -> dict[str, int]:
