@@ -398,3 +398,21 @@ def test_a_format_2_view_refuses_a_date_widened_to_timestamp(table_uri: str) -> 
     t.set_properties(iceberg_view=False, iceberg_format_version=2)  # no view: nothing to refuse
     with pytest.raises(errors.IcebergUnsupported, match=RULE):
         t.set_properties(iceberg_view=True)
+
+
+def test_a_format_2_view_refuses_a_registered_date_file_under_a_timestamp_column(
+    table_uri: str, bucket: str, s3: Any
+) -> None:
+    """A registered file keeps its date column (its shape is recorded, read widened): that
+    too is a date -> timestamp promotion, refused while the table publishes a v2 view."""
+    schema = SCHEMA.set(5, pa.field("day", pa.timestamp("us")))
+    t = lethe.Table.create(table_uri, schema, key="id", iceberg_view=True, iceberg_format_version=2)
+    _put(s3, bucket, "incoming/dates.parquet", rows(0, 3).select(["id", "day"]))
+    with pytest.raises(errors.SchemaEvolutionError, match=RULE):
+        register_parquet(t, "incoming/dates.parquet", schema_mode="merge")
+    t = lethe.Table.open(table_uri)
+    assert t.version == 0 and len(t.schema_history) == 1
+    t.set_properties(iceberg_format_version=3)
+    register_parquet(t, "incoming/dates.parquet", schema_mode="merge")
+    got = lethe.Table.open(table_uri).scan(["id", "day"]).to_pylist()
+    assert got[1] == {"id": 1, "day": dt.datetime(2024, 1, 2)}
