@@ -313,6 +313,29 @@ def test_a_file_whose_ids_contradict_the_table_is_refused(
     assert lethe.Table.open(table_uri).version == lake.t.version
 
 
+def test_the_ingest_job_refuses_an_earlier_column_name_before_reading(
+    table_uri: str, bucket: str, s3: Any, tmp_path: Path
+) -> None:
+    """The Spark ingest job reads its inputs by the current names: a Parquet input under an
+    earlier name of a renamed column is refused from its footer (with or without
+    ``--evolve``), naming both names, before the table changes."""
+    from lethe.ingest.inputs import InputObject
+    from lethe.ingest.shapes import evolve_for_inputs
+
+    lake = Lake(table_uri, bucket, s3, tmp_path)
+    lake.t.update_schema().rename_column("payload", "body").commit()
+    t, _ = lake.file(new=False)
+    path = tmp_path / "old.parquet"
+    write_pyarrow(t, path, False)
+    put = s3.put_object(Bucket=bucket, Key="raw/old.parquet", Body=path.read_bytes())
+    obj = InputObject(bucket, "raw/old.parquet", path.stat().st_size, put["ETag"], "parquet")
+    v = lethe.Table.open(table_uri).version
+    for evolve in (False, True):
+        with pytest.raises(errors.SchemaMismatch, match="'payload' is the earlier name of 'body'"):
+            evolve_for_inputs(lake.t, [obj], evolve_=evolve)
+    assert lethe.Table.open(table_uri).version == v
+
+
 @pytest.fixture(scope="module")
 def spark(aws: Any) -> Iterator[Any]:
     """A local SparkSession started after moto's server (it inherits the endpoint)."""

@@ -226,6 +226,7 @@ def evolve_for_inputs(table: Table, objects: Sequence[InputObject], *, evolve_: 
         SchemaMismatch: listing every input and every differing column (nothing changed).
     """
     working, last = table.schema, table.manifest.manifest.column_id_high
+    alias = aliases(table.manifest)
     changes: list[Evolution] = []
     problems: list[str] = []
     stores: dict[str, S3Store] = {}
@@ -235,6 +236,14 @@ def evolve_for_inputs(table: Table, objects: Sequence[InputObject], *, evolve_: 
         store = stores.setdefault(o.bucket, S3Store(o.bucket, client=table.store.client))
         got = open_parquet(S3ObjectFile(store, o.key, o.etag, o.size, chunk=1 << 20), o.uri)
         got_schema = as_table_types(got.schema_arrow, working)
+        old = [
+            f"column {n!r} is the earlier name of {alias[n]!r}"
+            for n in got_schema.names
+            if n in alias
+        ]
+        if old:  # the job reads by the current names: refused, not read as a new column
+            problems.append(f"{o.uri}: " + "; ".join(old) + " (register_parquet maps it)")
+            continue
         mine = _typed_problems(got_schema, working)
         if not mine:
             continue
