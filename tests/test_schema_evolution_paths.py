@@ -416,3 +416,28 @@ def test_a_format_2_view_refuses_a_registered_date_file_under_a_timestamp_column
     register_parquet(t, "incoming/dates.parquet", schema_mode="merge")
     got = lethe.Table.open(table_uri).scan(["id", "day"]).to_pylist()
     assert got[1] == {"id": 1, "day": dt.datetime(2024, 1, 2)}
+
+
+def test_a_table_that_holds_the_widening_under_a_v2_view_already_keeps_working(
+    table_uri: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A table that switched to a format-2 view before the rule existed (simulated: the
+    check skipped for that one commit) still takes other changes; only its v2 publish is
+    refused, naming the column and the rule, and a v3 publish works."""
+    import lethe.changes
+
+    t = lethe.Table.create(table_uri, SCHEMA, key="id")
+    t.append(rows(0, 3))
+    t.update_schema().widen_column("day", pa.timestamp("us")).commit()
+    with monkeypatch.context() as m:
+        m.setattr(lethe.changes, "check_view_promotions", lambda *a: None)
+        t.set_properties(iceberg_view=True, iceberg_format_version=2)
+    t = lethe.Table.open(table_uri)  # the after-commit publish failed, the commit stands
+    assert t.manifest.properties.iceberg_format_version == 2
+    t.set_properties(request_log_max=50)
+    t.update_schema().add_column("country", pa.string()).commit()
+    day = pa.array([None, None], pa.timestamp("us"))
+    t.append(rows(3, 2).set_column(5, "day", day), schema_mode="merge")
+    with pytest.raises(errors.IcebergUnsupported, match=RULE):
+        t.publish_iceberg()
+    assert t.publish_iceberg(format_version=3).endswith(".metadata.json")

@@ -394,7 +394,8 @@ class SetProperties:
         if props == base.properties:
             return None
         history = [s for _, s in base.schema_history()]
-        check_view_promotions(props, history, base.arrow_schema(), errors.IcebergUnsupported)
+        current = base.arrow_schema()
+        check_view_promotions(base, props, history, current, errors.IcebergUnsupported)
         return apply_properties(base, props, self.operation)
 
 

@@ -43,22 +43,32 @@ def pinned_columns(base: Snapshot) -> dict[str, str]:
     return out
 
 
+def _v2_view(p: TableProperties) -> bool:
+    return p.iceberg_view and p.iceberg_format_version == 2
+
+
+def _history(base: Snapshot) -> list[pa.Schema]:
+    return [s for _, s in base.schema_history()]
+
+
 def check_view_promotions(
+    base: Snapshot,
     props: TableProperties,
     history: Sequence[pa.Schema],
     current: pa.Schema,
     error: type[errors.InvalidRequest] = errors.SchemaEvolutionError,
 ) -> None:
-    """Refuse a schema ``current`` (after ``history``) that widens a date to a timestamp
-    when a table of properties ``props`` publishes a format-2 Iceberg view (a promotion of
-    format 3 only).
+    """Refuse a table of properties ``props`` and schemas ``history`` then ``current``
+    (``base`` changed) that publishes a format-2 Iceberg view of a date widened to a
+    timestamp (a promotion of format 3 only), unless ``base`` published that already.
 
     Raises:
         SchemaEvolutionError: (or ``error``) naming the column and the rule.
     """
-    if not (props.iceberg_view and props.iceberg_format_version == 2):
+    if not _v2_view(props):
         return
-    bad = v3_promotions(history, current)
+    had = v3_promotions(_history(base), base.arrow_schema()) if _v2_view(base.properties) else []
+    bad = [n for n in v3_promotions(history, current) if n not in had]
     if bad:
         raise error(
             f"column {bad[0]!r}: {V3_PROMOTION_RULE}; the table publishes a format-2 view "
@@ -105,7 +115,7 @@ def apply_schema(
     )
     if new.equals(schema, check_metadata=True):
         return None
-    check_view_promotions(base.properties, [s for _, s in base.schema_history()], new)
+    check_view_promotions(base, base.properties, _history(base), new)
     history = base.manifest.schemas or (
         SchemaVersion(schema_id=0, schema_b64=schema_to_b64(schema)),
     )
@@ -145,7 +155,7 @@ def record_schema(base: Snapshot, shape: pa.Schema, operation: Operation) -> Sna
     for _, s in base.schema_history():
         if s.equals(shape, check_metadata=True):
             return None
-    check_view_promotions(base.properties, [shape], base.arrow_schema())
+    check_view_promotions(base, base.properties, [*_history(base), shape], base.arrow_schema())
     sid = max(s.schema_id for s in history) + 1
     return apply_properties(base, base.properties, operation).evolve(
         schemas=(*history, SchemaVersion(schema_id=sid, schema_b64=schema_to_b64(shape))),
