@@ -313,6 +313,26 @@ def test_a_file_whose_ids_contradict_the_table_is_refused(
     assert lethe.Table.open(table_uri).version == lake.t.version
 
 
+def test_a_column_under_its_earlier_and_its_current_name_is_refused(
+    table_uri: str, bucket: str, s3: Any, tmp_path: Path
+) -> None:
+    """``payload`` is an alias of ``body``: data holding both is ambiguous, refused on
+    every merge path (register, append), nothing changed."""
+    lake = Lake(table_uri, bucket, s3, tmp_path)
+    lake.t.update_schema().rename_column("payload", "body").commit()
+    t, _ = lake.file(new=False)
+    both = t.append_column("body", t.column("payload"))
+    path = tmp_path / "both.parquet"
+    write_pyarrow(both, path, False)
+    s3.put_object(Bucket=bucket, Key="incoming/both.parquet", Body=path.read_bytes())
+    v = lethe.Table.open(table_uri).version
+    with pytest.raises(errors.SchemaMismatch, match=r"\['body'\] come twice"):
+        register_parquet(lake.t, "incoming/both.parquet", schema_mode="merge")
+    with pytest.raises(errors.SchemaMismatch, match=r"\['body'\] come twice"):
+        lake.t.append(both, schema_mode="merge")
+    assert lethe.Table.open(table_uri).version == v
+
+
 def test_the_ingest_job_refuses_an_earlier_column_name_before_reading(
     table_uri: str, bucket: str, s3: Any, tmp_path: Path
 ) -> None:

@@ -142,6 +142,9 @@ def renamed(data: Any, alias: Mapping[str, str]) -> Any:
     """``data`` (a Schema, Table, RecordBatch or RecordBatchReader) with each column named
     by an earlier name of a table column (``alias``: old -> current) under its current name.
 
+    Raises:
+        SchemaMismatch: a column under both names.
+
     >>> renamed(pa.schema([("id", pa.int64()), ("payload", pa.string())]), {"payload": "body"})
     id: int64
     body: string
@@ -150,6 +153,12 @@ def renamed(data: Any, alias: Mapping[str, str]) -> Any:
     if not any(n in alias for n in schema.names):
         return data
     names = [alias.get(n, n) for n in schema.names]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise errors.SchemaMismatch(
+            f"columns {twice} come twice, under an earlier and the current name (the earlier "
+            "name is an alias of the column)"
+        )
     new = pa.schema(
         [f.with_name(n) for f, n in zip(schema, names, strict=True)], metadata=schema.metadata
     )

@@ -38,7 +38,7 @@ import pyarrow.parquet as pq
 from lethe import errors
 from lethe.catalog import Direct
 from lethe.changes import RecordSchema
-from lethe.evolution import SchemaMode, merge_changes
+from lethe.evolution import SchemaMode, merge_changes, renamed
 from lethe.ingest.fit import as_table_types, same_type, schema_problems, widens
 from lethe.ingest.inputs import InputObject
 from lethe.ingest.readers import S3ObjectFile, open_parquet
@@ -134,7 +134,7 @@ def _matches(file_schema: pa.Schema, md: pq.FileMetaData, schema: pa.Schema) -> 
     return True
 
 
-def check_file_ids(file_schema: pa.Schema, schema: pa.Schema, alias: dict[str, str]) -> None:
+def check_file_ids(file_schema: pa.Schema, schema: pa.Schema) -> None:
     """Refuse a file whose field ids name other columns of ``schema`` than its names do
     (engines read a file of the Iceberg view by its ids; a file without ids passes).
 
@@ -143,7 +143,7 @@ def check_file_ids(file_schema: pa.Schema, schema: pa.Schema, alias: dict[str, s
     """
     bad = []
     for f in file_schema:
-        fid, i = field_id(f), schema.get_field_index(alias.get(f.name, f.name))
+        fid, i = field_id(f), schema.get_field_index(f.name)
         want = field_id(schema.field(i)) if i >= 0 else None
         if fid is not None and want is not None and fid != want:
             bad.append(f"{f.name!r} has field id {fid}, the table's is {want}")
@@ -169,18 +169,17 @@ def registered_schema(
     """
     if mode == "strict":
         check_file_schema(file_schema, md, table.schema)
-        check_file_ids(file_schema, table.schema, {})
+        check_file_ids(file_schema, table.schema)
         return table.manifest.current_schema_id, table.schema
     if mode != "merge":
         raise errors.InvalidRequest(f"schema_mode must be 'strict' or 'merge', not {mode!r}")
-    alias = aliases(table.manifest)
-    named = pa.schema([f.with_name(alias.get(f.name, f.name)) for f in file_schema])
+    named = renamed(file_schema, aliases(table.manifest))
     changes = merge_changes(as_table_types(named, table.schema), table.schema)
     # checked before the table changes: a refusal leaves it as it was
     evolved, _, _ = evolve(
         table.schema, table.manifest.manifest.column_id_high, changes, key=table.key
     )
-    check_file_ids(named, evolved, {})
+    check_file_ids(named, evolved)
     known = pa.schema([f for f in file_schema if f.name in table.schema.names])
     check_file_schema(known, md, file_shape(known, table.schema))
     if changes:
