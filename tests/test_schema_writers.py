@@ -181,6 +181,13 @@ def erase_and_check(lake: Lake, aws: Any, monkeypatch: pytest.MonkeyPatch) -> No
     assert t.scan(filters=[("customer_id", ">", 2**32)]).num_rows == sum(
         1 for w in want if w["customer_id"] > 2**32
     )
+    assert sorted(t.scan(page_index=False).to_pylist(), key=lambda r: r["id"]) == want
+    for n in range(lake.n):  # one key of every file, and a value of the renamed column
+        (row,) = t.lookup(n * 100 + 1).to_pylist()
+        assert row == lake.want[n * 100 + 1]
+        assert t.scan(["id"], [("body", "=", f"w{n}-{n * 100 + 3}")]).column(0).to_pylist() == [
+            n * 100 + 3
+        ]
     assert verify(t, deep=True).ok
     # the Iceberg view, read by PyIceberg and polars (files without ids by the name mapping)
     monkeypatch.setenv("POLARS_ICEBERG_PLANNER", "pyiceberg")
