@@ -2,8 +2,9 @@
 Spark, in the slow test), with and without ``PARQUET:field_id``, under the old and the new
 schema of one table, registered (``register_parquet(schema_mode="merge")``, ``lethe append
 --evolve``), erased (row-group and page-level splices) and read back by every reader:
-``t.scan()``, PyIceberg and polars through the Iceberg view, ``verify --deep``, and the byte
-audit of the bucket after GC past the grace.
+``t.scan()``/``lookup``, PyIceberg and polars through the Iceberg view, ``verify --deep``,
+and the byte audit of the bucket after GC past the grace. Daft 0.7 refuses the view's files
+without ids (it applies no name mapping yet): asserted as a refusal, never a misread.
 
 DuckDB reads no Iceberg view here: its ``iceberg`` extension is not installed and cannot be
 downloaded offline (``INSTALL iceberg`` fails to connect); it is a writer only.
@@ -203,6 +204,14 @@ def erase_and_check(lake: Lake, aws: Any, monkeypatch: pytest.MonkeyPatch) -> No
         assert sorted(view.scan().to_arrow().to_pylist(), key=lambda r: r["id"]) == want, fv
         pol = pl.scan_iceberg(view).collect().to_arrow().to_pylist()
         assert sorted(pol, key=lambda r: r["id"]) == want, fv
+    # Daft 0.7 applies no name mapping: it refuses the files without ids (never misreads)
+    import daft
+    from daft.exceptions import DaftCoreException
+
+    with pytest.raises(DaftCoreException, match="carries no parquet field IDs"):
+        daft.read_iceberg(
+            _view(aws, t.publish_iceberg(format_version=2)), io_config=_daft_io(aws)
+        ).to_arrow()
     # GC past the grace; then no object of the bucket holds the customer's values
     collect(
         lake.uri, retention="1v", erasure_grace="0s", now=datetime.now(UTC) + timedelta(hours=1)
@@ -215,6 +224,19 @@ def erase_and_check(lake: Lake, aws: Any, monkeypatch: pytest.MonkeyPatch) -> No
     assert audit.parquet_files >= lake.n and audit.pages > 0
     assert audit.found("text") == () and audit.found("customer") == ()
     assert main(["verify", lake.uri, "--deep"]) == 0
+
+
+def _daft_io(aws: Any) -> Any:
+    from daft.io import IOConfig, S3Config
+
+    return IOConfig(
+        s3=S3Config(
+            endpoint_url=aws.endpoint,
+            key_id="testing",
+            access_key="testing",
+            region_name="us-east-1",
+        )
+    )
 
 
 def _view(aws: Any, metadata_uri: str) -> Any:
