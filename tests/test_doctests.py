@@ -40,6 +40,7 @@ MODULES = [
     "transforms.files",
     "compaction",
     "lake.model",
+    "evolution",
 ]
 
 

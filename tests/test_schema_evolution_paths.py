@@ -3,6 +3,7 @@ the CLI's ``lethe append --evolve``, and the engines that read the Iceberg view.
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any
 
 import polars as pl
@@ -247,8 +248,9 @@ def test_lethe_append_never_drops_a_column_or_narrows_a_value(
         assert t.version == 0 and t.scan().num_rows == 0 and t.schema.names == SCHEMA.names
 
 
-def _evolved_view_table(table_uri: str, *, widen_day: bool) -> lethe.Table:
-    """Old-shape rows, then add/rename/drop/widen, new-shape rows, a delete and an erase."""
+def _evolved_view_table(table_uri: str, *, widen_day: bool, delete: bool = True) -> lethe.Table:
+    """Old-shape rows, then add/rename/drop/widen, new-shape rows, a delete (a deletion
+    vector; ``delete=False``: none) and erases (splices)."""
     t = lethe.Table.create(table_uri, SCHEMA, key="id", row_group_bytes=256)
     t.append(rows(0, 30))
     with t.update_schema() as u:
@@ -265,7 +267,8 @@ def _evolved_view_table(table_uri: str, *, widen_day: bool) -> lethe.Table:
     )
     new = new.drop_columns(["legacy"]).set_column(2, "amount", pa.array([1e300] * 6))
     t.append(new, schema_mode="merge")
-    t.delete([("id", "in", [5, 31])])  # deletion vectors: position deletes in format 2
+    if delete:
+        t.delete([("id", "in", [5, 31])])  # deletion vectors: position deletes in format 2
     t.erase([("customer_id", "=", 3)])  # spliced old-shape files
     t.erase([("id", "=", 33)])  # a spliced new-shape file
     return lethe.Table.open(table_uri)
@@ -341,12 +344,100 @@ DATE_PROMOTION_RAISES: dict[str, type[BaseException]] = {
         for e in ENGINES
     ],
 )
-def test_every_engine_reads_a_date_widened_to_timestamp(
+def test_every_engine_reads_a_date_widened_to_timestamp_in_a_format_3_view(
     aws: Any, table_uri: str, engine: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """date -> timestamp is a promotion of Iceberg v3's spec; Daft reads it exactly, the
-    others fail as :data:`DATE_PROMOTION` says (Lethe's own reads widen it)."""
+    """date -> timestamp is a promotion of Iceberg v3's spec, so it is published in a
+    format-3 view only. No delete (Daft reads no Puffin DVs; erases splice): Daft reads it
+    exactly, the others fail as :data:`DATE_PROMOTION` says (Lethe's own reads widen it)."""
     monkeypatch.setenv("POLARS_ICEBERG_PLANNER", "pyiceberg")
-    t = _evolved_view_table(table_uri, widen_day=True)
-    uri = t.publish_iceberg(format_version=2)
-    assert _engine_rows(engine, aws, uri) == by_id(t.scan())
+    t = _evolved_view_table(table_uri, widen_day=True, delete=False)
+    assert not any(f.dv for f in t.manifest.files)
+    uri = t.publish_iceberg(format_version=3)
+    got = _engine_rows(engine, aws, uri)
+    assert got == by_id(t.scan())
+    assert {type(r["day"]) for r in got} == {dt.datetime}
+
+
+RULE = r"column 'day': date -> timestamp is a type promotion of Iceberg format 3 only"
+
+
+def test_a_format_2_view_refuses_a_date_widened_to_timestamp(table_uri: str) -> None:
+    """Iceberg allows date -> timestamp from spec v3 only: a table publishing a format-2
+    view refuses the widening (update_schema and merge appends alike), a table without that
+    view accepts it, and then neither the switch to a format-2 view nor a format-2 publish
+    goes through; each refusal names the column and the rule and changes nothing."""
+    v2 = lethe.Table.create(table_uri, SCHEMA, key="id", iceberg_format_version=2)
+    v2.set_properties(iceberg_view=True)
+    v2.append(rows(0, 4))
+    v = v2.version
+    with pytest.raises(errors.SchemaEvolutionError, match=RULE + r".*format-2 view"):
+        v2.update_schema().widen_column("day", pa.timestamp("us")).commit()
+    wide_day = rows(4, 2).set_column(
+        5, "day", pa.array([dt.datetime(2024, 5, 1, 12)] * 2, pa.timestamp("us"))
+    )
+    with pytest.raises(errors.SchemaEvolutionError, match=RULE):
+        v2.append(wide_day, schema_mode="merge")
+    v2 = lethe.Table.open(table_uri)
+    assert v2.version == v and v2.schema.field("day").type == pa.date32()
+    v2.update_schema().widen_column("customer_id", pa.int64()).commit()  # other rules hold
+
+    other = table_uri + "-v3"
+    t = lethe.Table.create(other, SCHEMA, key="id", iceberg_view=True)  # format 3
+    t.append(rows(0, 4))
+    t.update_schema().widen_column("day", pa.timestamp("us")).commit()
+    t.append(wide_day, schema_mode="merge")
+    assert t.publish_iceberg().endswith(".metadata.json")
+    v = t.version
+    with pytest.raises(errors.IcebergUnsupported, match=RULE):
+        t.set_properties(iceberg_format_version=2)
+    with pytest.raises(errors.IcebergUnsupported, match=RULE + r".*publish the view in format 3"):
+        t.publish_iceberg(format_version=2)
+    t = lethe.Table.open(other)
+    assert t.version == v and t.manifest.properties.iceberg_format_version == 3
+    t.set_properties(iceberg_view=False, iceberg_format_version=2)  # no view: nothing to refuse
+    with pytest.raises(errors.IcebergUnsupported, match=RULE):
+        t.set_properties(iceberg_view=True)
+
+
+def test_a_format_2_view_refuses_a_registered_date_file_under_a_timestamp_column(
+    table_uri: str, bucket: str, s3: Any
+) -> None:
+    """A registered file keeps its date column (its shape is recorded, read widened): that
+    too is a date -> timestamp promotion, refused while the table publishes a v2 view."""
+    schema = SCHEMA.set(5, pa.field("day", pa.timestamp("us")))
+    t = lethe.Table.create(table_uri, schema, key="id", iceberg_view=True, iceberg_format_version=2)
+    _put(s3, bucket, "incoming/dates.parquet", rows(0, 3).select(["id", "day"]))
+    with pytest.raises(errors.SchemaEvolutionError, match=RULE):
+        register_parquet(t, "incoming/dates.parquet", schema_mode="merge")
+    t = lethe.Table.open(table_uri)
+    assert t.version == 0 and len(t.schema_history) == 1
+    t.set_properties(iceberg_format_version=3)
+    register_parquet(t, "incoming/dates.parquet", schema_mode="merge")
+    got = lethe.Table.open(table_uri).scan(["id", "day"]).to_pylist()
+    assert got[1] == {"id": 1, "day": dt.datetime(2024, 1, 2)}
+
+
+def test_a_table_that_holds_the_widening_under_a_v2_view_already_keeps_working(
+    table_uri: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A table that switched to a format-2 view before the rule existed (simulated: the
+    check skipped for that one commit) still takes other changes; only its v2 publish is
+    refused, naming the column and the rule, and a v3 publish works."""
+    import lethe.changes
+
+    t = lethe.Table.create(table_uri, SCHEMA, key="id")
+    t.append(rows(0, 3))
+    t.update_schema().widen_column("day", pa.timestamp("us")).commit()
+    with monkeypatch.context() as m:
+        m.setattr(lethe.changes, "check_view_promotions", lambda *a: None)
+        t.set_properties(iceberg_view=True, iceberg_format_version=2)
+    t = lethe.Table.open(table_uri)  # the after-commit publish failed, the commit stands
+    assert t.manifest.properties.iceberg_format_version == 2
+    t.set_properties(request_log_max=50)
+    t.update_schema().add_column("country", pa.string()).commit()
+    day = pa.array([None, None], pa.timestamp("us"))
+    t.append(rows(3, 2).set_column(5, "day", day), schema_mode="merge")
+    with pytest.raises(errors.IcebergUnsupported, match=RULE):
+        t.publish_iceberg()
+    assert t.publish_iceberg(format_version=3).endswith(".metadata.json")

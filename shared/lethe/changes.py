@@ -68,7 +68,7 @@ from lethe.transforms import (
     with_runs,
     without_dead_runs,
 )
-from lethe.transforms.schema import apply_schema, record_schema
+from lethe.transforms.schema import apply_schema, check_view_promotions, record_schema
 
 __all__ = [
     "KINDS",
@@ -393,6 +393,9 @@ class SetProperties:
         props = self.properties(base.properties)
         if props == base.properties:
             return None
+        history = [s for _, s in base.schema_history()]
+        current = base.arrow_schema()
+        check_view_promotions(base, props, history, current, errors.IcebergUnsupported)
         return apply_properties(base, props, self.operation)
 
 

@@ -12,7 +12,7 @@ The rules are :func:`lethe.schemas.evolve`'s; the commit is
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Literal, TypeAlias
 
@@ -28,6 +28,8 @@ from lethe.schemas import (
     Widen,
     is_widening,
 )
+from lethe.snapshot import Snapshot
+from lethe.transforms.schema import aliases
 from lethe.writer import _schema_diff
 
 __all__ = [
@@ -37,6 +39,8 @@ __all__ = [
     "conform",
     "describe_changes",
     "merge_changes",
+    "merge_plan",
+    "renamed",
 ]
 
 SchemaMode: TypeAlias = Literal["strict", "merge"]
@@ -132,6 +136,47 @@ def merge_changes(got: pa.Schema, table: pa.Schema) -> tuple[Evolution, ...]:
     if bad:
         raise errors.SchemaMismatch("data cannot merge into the table schema: " + "; ".join(bad))
     return tuple(out)
+
+
+def renamed(data: Any, alias: Mapping[str, str]) -> Any:
+    """``data`` (a Schema, Table, RecordBatch or RecordBatchReader) with each column named
+    by an earlier name of a table column (``alias``: old -> current) under its current name.
+
+    Raises:
+        SchemaMismatch: a column under both names.
+
+    >>> renamed(pa.schema([("id", pa.int64()), ("payload", pa.string())]), {"payload": "body"})
+    id: int64
+    body: string
+    """
+    schema = data if isinstance(data, pa.Schema) else data.schema
+    if not any(n in alias for n in schema.names):
+        return data
+    names = [alias.get(n, n) for n in schema.names]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise errors.SchemaMismatch(
+            f"columns {twice} come twice, under an earlier and the current name (the earlier "
+            "name is an alias of the column)"
+        )
+    new = pa.schema(
+        [f.with_name(n) for f, n in zip(schema, names, strict=True)], metadata=schema.metadata
+    )
+    if isinstance(data, pa.Schema):
+        return new
+    if isinstance(data, pa.RecordBatchReader):
+        return pa.RecordBatchReader.from_batches(new, (b.rename_columns(names) for b in data))
+    return data.rename_columns(names)
+
+
+def merge_plan(data: Any, snapshot: Snapshot) -> tuple[Any, tuple[Evolution, ...]]:
+    """``data`` for a merge into ``snapshot``'s table: columns under an earlier name of a
+    table column renamed to its current name (the name mapping's alias), and the
+    evolutions that make the table take it (:func:`merge_changes`)."""
+    data = renamed(data, aliases(snapshot))
+    if not isinstance(data, pa.Table | pa.RecordBatch | pa.RecordBatchReader):
+        return data, ()
+    return data, merge_changes(data.schema, snapshot.arrow_schema())
 
 
 def _fit(t: pa.Table, schema: pa.Schema) -> pa.Table:

@@ -52,6 +52,7 @@ __all__ = [
     "is_widening",
     "max_id",
     "projection",
+    "v3_promotions",
     "widen_comparable",
     "with_ids",
 ]
@@ -204,6 +205,21 @@ def is_widening(old: pa.DataType, new: pa.DataType) -> bool:
     if pa.types.is_date32(old) and pa.types.is_timestamp(new):
         return new.unit in ("us", "ns")
     return False
+
+
+V3_PROMOTION_RULE = (
+    "date -> timestamp is a type promotion of Iceberg format 3 only; a format-2 Iceberg view "
+    "cannot publish it (set iceberg_format_version=3, or add a timestamp column instead)"
+)
+
+
+def v3_promotions(history: Iterable[pa.Schema], current: pa.Schema) -> list[str]:
+    """Top-level columns of ``current`` that are a timestamp where a schema of ``history``
+    had the same field id as a date (a promotion Iceberg allows from format 3 only)."""
+    dates = {field_id(f) for s in history for f in s if pa.types.is_date(f.type)}
+    return [
+        f.name for f in current if pa.types.is_timestamp(f.type) and field_id(f) in dates - {None}
+    ]
 
 
 def _refuse(column: str, rule: str) -> errors.SchemaEvolutionError:

@@ -43,7 +43,7 @@ from lethe.evolution import (
     check_create,
     conform,
     describe_changes,
-    merge_changes,
+    merge_plan,
 )
 from lethe.filters import Dnf, normalize
 from lethe.grace import parse_duration
@@ -342,8 +342,8 @@ class Table:
                 commit (they are removed again; append anew).
         """
         before = self.store.stats.snapshot()
-        if schema_mode == "merge" and isinstance(data, pa.Table | pa.RecordBatchReader):
-            changes = merge_changes(data.schema, self.schema)
+        if schema_mode == "merge":  # an old name is its column's alias (Iceberg's mapping)
+            data, changes = merge_plan(data, self._m)
             if changes:
                 self._evolve(changes)
         written_at = time.time()

@@ -25,9 +25,9 @@ from pathlib import Path
 import pyarrow as pa
 
 from lethe import errors
-from lethe.evolution import conform, merge_changes
+from lethe.evolution import conform, merge_changes, renamed
 from lethe.ingest.conform import Conformed
-from lethe.ingest.fit import fit, schema_problems
+from lethe.ingest.fit import as_table_types, fit, schema_problems
 from lethe.ingest.inputs import Format, detect_format, list_inputs
 from lethe.ingest.readers import (
     Opener,
@@ -39,6 +39,7 @@ from lethe.ingest.readers import (
 from lethe.schemas import Evolution, evolve
 from lethe.store import S3Store, parse_s3_uri
 from lethe.table import Table
+from lethe.transforms.schema import aliases
 
 __all__ = ["Source", "fitted_batches", "list_sources", "summarize_rejects"]
 
@@ -231,11 +232,12 @@ def merged_batches(sources: Sequence[Source], t: Table) -> pa.RecordBatchReader:
             f"--schema-mode merge takes Parquet files (CSV and JSON types are guessed): {untyped[:3]}"
         )
     working, last = t.schema, t.manifest.manifest.column_id_high
+    alias = aliases(t.manifest)  # an earlier name of a column is that column
     changes: list[Evolution] = []
     problems: list[str] = []
     for s in sources:
         with s.open() as f:
-            got = open_parquet(f, s.uri).schema_arrow
+            got = as_table_types(renamed(open_parquet(f, s.uri).schema_arrow, alias), working)
         try:
             mine = merge_changes(got, working)
         except errors.SchemaMismatch as e:
@@ -258,7 +260,9 @@ def merged_batches(sources: Sequence[Source], t: Table) -> pa.RecordBatchReader:
                 for b in open_parquet(f, s.uri).iter_batches(
                     batch_size=BATCH_ROWS, use_threads=False
                 ):
-                    got = conform(pa.Table.from_batches([b]), schema, "merge")
+                    tb = renamed(pa.Table.from_batches([b]), alias)
+                    tb = tb.cast(as_table_types(tb.schema, schema))
+                    got = conform(tb, schema, "merge")
                     assert isinstance(got, pa.Table)
                     yield from got.to_batches()
 

@@ -17,8 +17,9 @@ from pyiceberg.schema import Schema
 from pyiceberg.table.name_mapping import create_mapping_from_schema
 from pyiceberg.types import IcebergType, ListType, MapType, NestedField, StructType
 
+from lethe import errors
 from lethe.iceberg.mapping import FormatVersion, IcebergSchema, iceberg_schema, schema_json
-from lethe.schemas import field_id, initial_default
+from lethe.schemas import V3_PROMOTION_RULE, field_id, initial_default, v3_promotions
 from lethe.snapshot import Snapshot
 
 __all__ = ["view_schema", "with_history"]
@@ -76,8 +77,18 @@ def view_schema(
 def current_schema(m: Snapshot, format_version: FormatVersion) -> IcebergSchema:
     """The view's schema of ``m``. Its name mapping holds every column of the history
     (dropped ones too, as Iceberg keeps them) with every name it had, the current first:
-    a file written without ids resolves by it whatever schema it was written under."""
+    a file written without ids resolves by it whatever schema it was written under.
+
+    Raises:
+        IcebergUnsupported: a format-2 view of a table that widened a date to a timestamp.
+    """
     last = m.manifest.column_id_high
+    if format_version == 2:
+        bad = v3_promotions([s for _, s in m.schema_history()], m.arrow_schema())
+        if bad:
+            raise errors.IcebergUnsupported(
+                f"column {bad[0]!r}: {V3_PROMOTION_RULE}; publish the view in format 3"
+            )
     s = view_schema(
         m.arrow_schema(),
         schema_id=m.current_schema_id,
@@ -87,9 +98,14 @@ def current_schema(m: Snapshot, format_version: FormatVersion) -> IcebergSchema:
     if not m.manifest.schemas:
         return s
     entries: dict[int, dict[str, Any]] = {}
-    for sid, arrow in reversed(m.schema_history()):  # newest first
-        old = view_schema(arrow, schema_id=sid, format_version=format_version, last_column_id=last)
-        for e in json.loads(old.name_mapping):
+    mappings = [s.name_mapping] + [  # the current schema's names first, then newest first
+        view_schema(
+            a, schema_id=sid, format_version=format_version, last_column_id=last
+        ).name_mapping
+        for sid, a in reversed(m.schema_history())
+    ]
+    for mapping in mappings:
+        for e in json.loads(mapping):
             have = entries.setdefault(e["field-id"], e)
             have["names"] += [n for n in e["names"] if n not in have["names"]]
     return IcebergSchema(s.schema, json.dumps(list(entries.values())), s.last_column_id)

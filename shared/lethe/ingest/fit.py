@@ -35,7 +35,7 @@ import pyarrow.compute as pc
 from lethe import errors
 from lethe.ingest.conform import _arrow_value, _cast_slice, _convert
 
-__all__ = ["fit", "same_type", "schema_problems", "widens"]
+__all__ = ["as_table_types", "fit", "same_type", "schema_problems", "widens"]
 
 _EQUIVALENT = (
     (pa.string(), pa.large_string()),
@@ -67,6 +67,27 @@ def _int_range(t: pa.DataType) -> tuple[int, int]:
     if pa.types.is_signed_integer(t):
         return -(1 << (bits - 1)), (1 << (bits - 1)) - 1
     return 0, (1 << bits) - 1
+
+
+def as_table_types(file_schema: pa.Schema, schema: pa.Schema) -> pa.Schema:
+    """``file_schema`` with each type Lethe treats as the table's (``string`` and
+    ``large_string``, UTC spellings) replaced by the table's, and a column the table lacks
+    of a large string or binary type as ``string``/``binary`` (what a merge adds; polars
+    writes large types), for :func:`lethe.evolution.merge_changes`.
+
+    >>> got = pa.schema([("s", pa.large_string()), ("new", pa.large_string())])
+    >>> as_table_types(got, pa.schema([("s", pa.string())])).types
+    [DataType(string), DataType(string)]
+    """
+    out = []
+    for f in file_schema:
+        i = schema.get_field_index(f.name)
+        if i < 0:
+            t = next((x for x, y in _EQUIVALENT if f.type.equals(y)), None)
+        else:
+            t = schema.field(i).type if same_type(f.type, schema.field(i).type) else None
+        out.append(f.with_type(t) if t is not None else f)
+    return pa.schema(out)
 
 
 def widens(got: pa.DataType, want: pa.DataType) -> bool:

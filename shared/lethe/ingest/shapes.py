@@ -38,18 +38,25 @@ import pyarrow.parquet as pq
 from lethe import errors
 from lethe.catalog import Direct
 from lethe.changes import RecordSchema
-from lethe.evolution import SchemaMode, merge_changes
-from lethe.ingest.fit import same_type, schema_problems, widens
+from lethe.evolution import SchemaMode, merge_changes, renamed
+from lethe.ingest.fit import as_table_types, same_type, schema_problems, widens
 from lethe.ingest.inputs import InputObject
 from lethe.ingest.readers import S3ObjectFile, open_parquet
 from lethe.manifest import Operation
-from lethe.schemas import Evolution, evolve
+from lethe.schemas import Evolution, evolve, field_id
 from lethe.store import S3Store
+from lethe.transforms.schema import aliases
 
 if TYPE_CHECKING:  # pragma: no cover
     from lethe.table import Table
 
-__all__ = ["check_file_schema", "evolve_for_inputs", "file_shape", "registered_schema"]
+__all__ = [
+    "check_file_ids",
+    "check_file_schema",
+    "evolve_for_inputs",
+    "file_shape",
+    "registered_schema",
+]
 
 log = logging.getLogger(__name__)
 
@@ -106,17 +113,6 @@ def _proven_non_null(md: pq.FileMetaData, name: str) -> bool:
     return True
 
 
-def _as_table_types(file_schema: pa.Schema, schema: pa.Schema) -> pa.Schema:
-    """``file_schema`` with each type Lethe treats as the table's (``string`` and
-    ``large_string``, UTC spellings) replaced by the table's, for :func:`merge_changes`."""
-    out = []
-    for f in file_schema:
-        i = schema.get_field_index(f.name)
-        t = schema.field(i).type if i >= 0 and same_type(f.type, schema.field(i).type) else None
-        out.append(f.with_type(t) if t is not None else f)
-    return pa.schema(out)
-
-
 def file_shape(file_schema: pa.Schema, schema: pa.Schema) -> pa.Schema:
     """The file's columns as fields of ``schema`` (ids, nullability, nested children), each
     with the file's type where it is narrower (a widening of ``schema`` read back)."""
@@ -138,24 +134,52 @@ def _matches(file_schema: pa.Schema, md: pq.FileMetaData, schema: pa.Schema) -> 
     return True
 
 
+def check_file_ids(file_schema: pa.Schema, schema: pa.Schema) -> None:
+    """Refuse a file whose field ids name other columns of ``schema`` than its names do
+    (engines read a file of the Iceberg view by its ids; a file without ids passes).
+
+    Raises:
+        SchemaMismatch: every column whose id differs.
+    """
+    bad = []
+    for f in file_schema:
+        fid, i = field_id(f), schema.get_field_index(f.name)
+        want = field_id(schema.field(i)) if i >= 0 else None
+        if fid is not None and want is not None and fid != want:
+            bad.append(f"{f.name!r} has field id {fid}, the table's is {want}")
+    if bad:
+        raise errors.SchemaMismatch(
+            "the file's field ids name other columns of the table (engines read it by id): "
+            + "; ".join(bad)
+        )
+
+
 def registered_schema(
     table: Table, file_schema: pa.Schema, md: pq.FileMetaData, mode: SchemaMode
 ) -> tuple[int, pa.Schema]:
     """The id and schema the file is registered under (its statistics are described by
-    it), after evolving the table in ``merge`` mode.
+    it), after evolving the table in ``merge`` mode. A column of the file under an earlier
+    name of a current column is that column (the name mapping's alias).
 
     Raises:
         SchemaMismatch: strict: the file differs from the current schema; merge: a column
             no allowed evolution reconciles (every one listed), a required column missing,
-            or nullable in the file without statistics proving it has no nulls.
+            or nullable in the file without statistics proving it has no nulls; either:
+            field ids in the file that name other columns.
     """
     if mode == "strict":
         check_file_schema(file_schema, md, table.schema)
+        check_file_ids(file_schema, table.schema)
         return table.manifest.current_schema_id, table.schema
     if mode != "merge":
         raise errors.InvalidRequest(f"schema_mode must be 'strict' or 'merge', not {mode!r}")
-    changes = merge_changes(_as_table_types(file_schema, table.schema), table.schema)
-    # required columns are checked before the table changes: a refusal leaves it as it was
+    named = renamed(file_schema, aliases(table.manifest))
+    changes = merge_changes(as_table_types(named, table.schema), table.schema)
+    # checked before the table changes: a refusal leaves it as it was
+    evolved, _, _ = evolve(
+        table.schema, table.manifest.manifest.column_id_high, changes, key=table.key
+    )
+    check_file_ids(named, evolved)
     known = pa.schema([f for f in file_schema if f.name in table.schema.names])
     check_file_schema(known, md, file_shape(known, table.schema))
     if changes:
@@ -163,7 +187,11 @@ def registered_schema(
     for sid, s in reversed(table.schema_history):
         if _matches(file_schema, md, s):
             return sid, s
-    shape = file_shape(file_schema, table.schema)
+    shape = file_shape(named, table.schema)
+    shape = pa.schema(
+        [g.with_name(f.name) for f, g in zip(file_schema, shape, strict=True)],
+        metadata=shape.metadata,
+    )
     check_file_schema(file_schema, md, shape)
     op = Operation(kind="schema", params={"recorded": 1})
     table.catalog.commit_change(Direct(RecordSchema(shape, op)))
@@ -197,6 +225,7 @@ def evolve_for_inputs(table: Table, objects: Sequence[InputObject], *, evolve_: 
         SchemaMismatch: listing every input and every differing column (nothing changed).
     """
     working, last = table.schema, table.manifest.manifest.column_id_high
+    alias = aliases(table.manifest)
     changes: list[Evolution] = []
     problems: list[str] = []
     stores: dict[str, S3Store] = {}
@@ -205,7 +234,15 @@ def evolve_for_inputs(table: Table, objects: Sequence[InputObject], *, evolve_: 
             continue
         store = stores.setdefault(o.bucket, S3Store(o.bucket, client=table.store.client))
         got = open_parquet(S3ObjectFile(store, o.key, o.etag, o.size, chunk=1 << 20), o.uri)
-        got_schema = _as_table_types(got.schema_arrow, working)
+        got_schema = as_table_types(got.schema_arrow, working)
+        old = [
+            f"column {n!r} is the earlier name of {alias[n]!r}"
+            for n in got_schema.names
+            if n in alias
+        ]
+        if old:  # the job reads by the current names: refused, not read as a new column
+            problems.append(f"{o.uri}: " + "; ".join(old) + " (register_parquet maps it)")
+            continue
         mine = _typed_problems(got_schema, working)
         if not mine:
             continue

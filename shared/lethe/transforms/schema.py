@@ -11,12 +11,25 @@ from collections.abc import Sequence
 import pyarrow as pa
 
 from lethe import errors
-from lethe.manifest import EVOLVED_FORMAT_VERSION, Operation, SchemaVersion, schema_to_b64
-from lethe.schemas import Evolution, evolve, field_id
+from lethe.manifest import (
+    EVOLVED_FORMAT_VERSION,
+    Operation,
+    SchemaVersion,
+    TableProperties,
+    schema_to_b64,
+)
+from lethe.schemas import V3_PROMOTION_RULE, Evolution, evolve, field_id, v3_promotions
 from lethe.snapshot import Snapshot
 from lethe.transforms.files import apply_properties
 
-__all__ = ["apply_schema", "past_names", "pinned_columns", "record_schema"]
+__all__ = [
+    "aliases",
+    "apply_schema",
+    "check_view_promotions",
+    "past_names",
+    "pinned_columns",
+    "record_schema",
+]
 
 
 def pinned_columns(base: Snapshot) -> dict[str, str]:
@@ -28,6 +41,48 @@ def pinned_columns(base: Snapshot) -> dict[str, str]:
     if p.retention_column:
         out[p.retention_column] = "retention_column"
     return out
+
+
+def _v2_view(p: TableProperties) -> bool:
+    return p.iceberg_view and p.iceberg_format_version == 2
+
+
+def _history(base: Snapshot) -> list[pa.Schema]:
+    return [s for _, s in base.schema_history()]
+
+
+def check_view_promotions(
+    base: Snapshot,
+    props: TableProperties,
+    history: Sequence[pa.Schema],
+    current: pa.Schema,
+    error: type[errors.InvalidRequest] = errors.SchemaEvolutionError,
+) -> None:
+    """Refuse a table of properties ``props`` and schemas ``history`` then ``current``
+    (``base`` changed) that publishes a format-2 Iceberg view of a date widened to a
+    timestamp (a promotion of format 3 only), unless ``base`` published that already.
+
+    Raises:
+        SchemaEvolutionError: (or ``error``) naming the column and the rule.
+    """
+    if not _v2_view(props):
+        return
+    had = v3_promotions(_history(base), base.arrow_schema()) if _v2_view(base.properties) else []
+    bad = [n for n in v3_promotions(history, current) if n not in had]
+    if bad:
+        raise error(
+            f"column {bad[0]!r}: {V3_PROMOTION_RULE}; the table publishes a format-2 view "
+            "(iceberg_view, iceberg_format_version=2)"
+        )
+
+
+def aliases(base: Snapshot) -> dict[str, str]:
+    """Earlier names of the current columns -> their current names (the name mapping's
+    aliases: data or a file written under an older name resolves by it)."""
+    now = {field_id(f): f.name for f in base.arrow_schema()}
+    return {
+        n: now[fid] for n, fid in past_names(base).items() if n not in now.values() and fid in now
+    }
 
 
 def past_names(base: Snapshot) -> dict[str, int]:
@@ -60,6 +115,7 @@ def apply_schema(
     )
     if new.equals(schema, check_metadata=True):
         return None
+    check_view_promotions(base, base.properties, _history(base), new)
     history = base.manifest.schemas or (
         SchemaVersion(schema_id=0, schema_b64=schema_to_b64(schema)),
     )
@@ -99,6 +155,7 @@ def record_schema(base: Snapshot, shape: pa.Schema, operation: Operation) -> Sna
     for _, s in base.schema_history():
         if s.equals(shape, check_metadata=True):
             return None
+    check_view_promotions(base, base.properties, [*_history(base), shape], base.arrow_schema())
     sid = max(s.schema_id for s in history) + 1
     return apply_properties(base, base.properties, operation).evolve(
         schemas=(*history, SchemaVersion(schema_id=sid, schema_b64=schema_to_b64(shape))),
