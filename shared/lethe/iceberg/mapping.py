@@ -402,7 +402,7 @@ def segment_units(m: Snapshot) -> list[SegmentUnit]:
 
 
 def _uri(location: str, rel: str) -> str:
-    return f"{location}/{rel}"
+    return rel if rel.startswith("s3://") else f"{location}/{rel}"  # adopted files: in place
 
 
 def data_manifest_entries(

@@ -58,7 +58,7 @@ from lethe.iceberg.mapping import (
     snapshot_summary,
     stem_of_manifest,
 )
-from lethe.layout import manifest_key
+from lethe.layout import manifest_key, object_key
 from lethe.manifest import DataFile, Segment
 from lethe.progress import Progress, track
 from lethe.snapshot import Snapshot
@@ -227,7 +227,7 @@ class _Publisher:
             bm = dvstore.load(self.store, self.cat.prefix, f.dv, what=f"DV of {f.path}")
             pos = pa.array(list(bm), pa.int64())
             lo, hi = (int(pos[0].as_py()), int(pos[-1].as_py())) if len(pos) else (0, 0)
-            size = self.put_new(rel, _position_file(f"{self.location}/{f.path}", pos))
+            size = self.put_new(rel, _position_file(object_key(self.location, f.path), pos))
         return position_delete_entry(
             f,
             location=self.location,

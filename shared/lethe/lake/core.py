@@ -47,6 +47,7 @@ from lethe.deletes import DeleteRequest
 from lethe.erase import process_erasures
 from lethe.lake.model import LakeDoc, LakeRequest, SubjectMap, TableState
 from lethe.lake.receipt import LakeReceipt, lake_receipts
+from lethe.layout import object_key
 from lethe.manifest import request_hash
 from lethe.store import S3Store, make_s3_client, parse_s3_uri
 from lethe.table import Table
@@ -207,7 +208,7 @@ class Lake:
         return f"Lake({self.uri!r})"
 
     def _key(self, rel: str) -> str:
-        return f"{self.prefix}/{rel}" if self.prefix else rel
+        return object_key(self.prefix, rel)
 
     # --- the registry ------------------------------------------------------------------------
     @property
