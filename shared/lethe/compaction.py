@@ -291,6 +291,8 @@ def _candidates(
     """Why each candidate file would be rewritten (path -> reason); other files are absent."""
     reasons: dict[str, str] = {}
     for f in files:
+        if f.owned is not None:  # adopted in place: never rewritten here (lethe.adopt)
+            continue
         frac = _deleted_fraction(f)
         if f.live_rows == 0:
             reasons[f.path] = "all rows deleted"

@@ -258,7 +258,7 @@ def adopt(uri: str, source: str, opts: AdoptOptions) -> Table | AdoptPlan:
     schema = _target_schema(footers, listing, opts, table)
     if opts.dry_run:
         return plan_of(uri, listing, footers, schema, done, opts.take_ownership)
-    table = table if table is not None else _create(uri, schema, listing, opts)
+    table = table if table is not None else _create(uri, schema, listing, opts, store)
     for col in opts.indexes:
         if col not in table.indexes:
             table.create_index(col)
@@ -281,7 +281,11 @@ def adopt(uri: str, source: str, opts: AdoptOptions) -> Table | AdoptPlan:
     return table
 
 
-def _create(uri: str, schema: pa.Schema, listing: SourceListing, opts: AdoptOptions) -> Table:
+def _create(
+    uri: str, schema: pa.Schema, listing: SourceListing, opts: AdoptOptions, store: S3Store
+) -> Table:
+    """The new table, on ``store`` (its counters then cover the whole adoption)."""
+    from lethe.catalog import Catalog
     from lethe.table import Table
 
     key = opts.key or (listing.key[0] if len(listing.key) == 1 else None)
@@ -289,14 +293,16 @@ def _create(uri: str, schema: pa.Schema, listing: SourceListing, opts: AdoptOpti
         raise errors.InvalidRequest(
             f"no table at {uri}: key= (the erasure key column) is required to create it"
         )
-    return Table.create(uri, schema, key, s3=opts.s3)
+    t = Table.create(uri, schema, key, s3=store.client)
+    return Table(Catalog(store, t.catalog.prefix), t.manifest)
 
 
 def data_file(ft: Footer, table: Table, own: bool) -> DataFile:
     """The manifest entry of one adopted file (its stats from the footer, partition values as
     constant-column stats)."""
     groups, cols = describe(ft.metadata, table.schema, table.key)
-    part = dict(ft.source.partition)
+    # a partition column the file holds itself is read from the file
+    part = {k: v for k, v in ft.source.partition.items() if k not in ft.schema.names}
     return DataFile(
         path=ft.source.uri,
         size=ft.size,

@@ -71,11 +71,15 @@ def union_schema(footers: Sequence[Footer], listing: SourceListing) -> pa.Schema
         for n, f in fields.items()
     ]
     for p in listing.partition_schema or ():
-        if p.name in fields:
+        if p.name not in fields:
+            out.append(pa.field(p.name, p.type, nullable=True))
+        elif not (same_type(fields[p.name].type, p.type) or pa.types.is_string(p.type)):
+            # a writer that also keeps the partition column in its files (polars): the file's
+            # column is read; a partition type given for it must agree
             raise errors.SchemaMismatch(
-                f"partition column {p.name!r} is also a column inside {seen[p.name][0]}"
+                f"partition column {p.name!r} is {p.type} by its directories but "
+                f"{fields[p.name].type} inside {seen[p.name][0]}"
             )
-        out.append(pa.field(p.name, p.type, nullable=True))
     return pa.schema(out)
 
 
@@ -163,7 +167,8 @@ class AdoptPlan(_Frozen):
             + (f" ({self.already_adopted} already adopted)" if self.already_adopted else ""),
             "schema: "
             + ", ".join(
-                f"{c.name} {c.type}" + (" (partition)" if c.partition else "") for c in self.table_columns
+                f"{c.name} {c.type}" + (" (partition)" if c.partition else "")
+                for c in self.table_columns
             ),
             f"column sets: {len(self.schemas)}; partitions: {len(self.partitions)}",
             f"ownership: {'taken (erasure may rewrite and delete the originals)' if self.take_ownership else 'none (erase refused)'}",

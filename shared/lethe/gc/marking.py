@@ -51,8 +51,28 @@ def references(m: Snapshot, memo: dict[str, frozenset[str]] | None = None) -> se
 
 
 def relative(catalog: Catalog, key: str) -> str:
-    """A bucket key of the table as a table-relative path."""
+    """A bucket key of the table as a table-relative path (an adopted file's absolute
+    ``s3://`` path as it is)."""
+    if key.startswith("s3://"):
+        return key
     return key[len(catalog.prefix) + 1 :] if catalog.prefix else key
+
+
+def external_superseded(catalog: Catalog, marks: Marks) -> list[Listed]:
+    """Adopted originals outside the table prefix that erasure splices superseded and no kept
+    manifest references (one HEAD each; gone ones are left out). A splice only ever
+    supersedes a file Lethe owns (unowned ones refuse it), so these are GC's to delete once
+    past the erasure grace, like the spliced files under ``data/``."""
+    out: list[Listed] = []
+    for p in sorted({p for e in marks.erasures for p in e.superseded if p.startswith("s3://")}):
+        if p in marks.referenced:
+            continue
+        try:
+            o = catalog.store.head(p)
+        except errors.NotFound:
+            continue
+        out.append(Listed(p, o.size, as_utc(o.last_modified)))
+    return out
 
 
 def list_objects(catalog: Catalog, prefixes: Iterable[str]) -> list[Listed]:
