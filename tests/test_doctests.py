@@ -9,6 +9,10 @@ import pytest
 
 MODULES = [
     "adopt.source",
+    "adopt.hive",
+    "partitions",
+    "cli.adopt",
+    "schemas",
     "clustering",
     "iceberg.sorting",
     "layout",

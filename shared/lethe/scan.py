@@ -103,7 +103,8 @@ def _projected_lookup(f: DataFile, p: Projection, schema: pa.Schema) -> Any:
 
     def lookup(col: str) -> tuple[Any, Any, int | None] | None:
         if col in p.constants:  # a partition value: its stats are min = max = the value
-            return _stats_lookup(f.columns, schema)(col)
+            got: tuple[Any, Any, int | None] | None = _stats_lookup(f.columns, schema)(col)
+            return got
         src = p.sources.get(col)
         st = f.columns.get(src.name) if src is not None else None
         if src is None or st is None:

@@ -790,4 +790,4 @@ class Table:
             partitioning, schema, partition_types, key, take_ownership, tuple(indexes),
             dry_run, source_format, batch_files, s3, glue,
         )  # fmt: skip
-        return adopt(uri, source, opts)
+        return adopt(cls, uri, source, opts)

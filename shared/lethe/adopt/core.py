@@ -15,7 +15,7 @@ import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 
 import pyarrow as pa
 from pyroaring import BitMap64
@@ -35,7 +35,42 @@ from lethe.store import S3Store, parse_s3_uri
 from lethe.writer import describe
 
 if TYPE_CHECKING:  # pragma: no cover
-    from lethe.table import Table
+    from lethe.catalog import Catalog
+    from lethe.snapshot import Snapshot
+
+
+class TableLike(Protocol):
+    """What adoption uses of a :class:`lethe.Table` (passed in: the table imports this)."""
+
+    @property
+    def store(self) -> S3Store: ...
+    @property
+    def manifest(self) -> Snapshot: ...
+    @property
+    def schema(self) -> pa.Schema: ...
+    @property
+    def key(self) -> str: ...
+    @property
+    def indexes(self) -> tuple[str, ...]: ...
+    @property
+    def catalog(self) -> Catalog: ...
+    def create_index(self, column: str) -> Any: ...
+    def key_of(self, rel: str) -> str: ...
+    def _adopt(self, outcome: Any) -> None: ...
+
+
+Table = TypeVar("Table", bound=TableLike, covariant=True)
+
+
+class TableClass(Protocol[Table]):
+    """:class:`lethe.Table` itself: its constructors."""
+
+    def __call__(self, catalog: Catalog, manifest: Snapshot) -> Table: ...
+    def open(self, uri: str, *, s3: Any | None = None) -> Table: ...
+    def create(
+        self, uri: str, schema: pa.Schema, key: str = "id", *, s3: Any | None = None
+    ) -> Table: ...
+
 
 log = logging.getLogger(__name__)
 
@@ -114,16 +149,14 @@ def _types(opts: AdoptOptions) -> dict[str, pa.DataType]:
     return types | dict(opts.partition_types or {})
 
 
-def _open(uri: str, s3: Any | None) -> Table | None:
-    from lethe.table import Table
-
+def _open(cls: TableClass[Table], uri: str, s3: Any | None) -> Table | None:
     try:
-        return Table.open(uri, s3=s3)
+        return cls.open(uri, s3=s3)
     except errors.TableNotFound:
         return None
 
 
-def _pending(listing: SourceListing, table: Table | None) -> tuple[SourceListing, int]:
+def _pending(listing: SourceListing, table: TableLike | None) -> tuple[SourceListing, int]:
     """The listing without the files the table holds already (same path and ETag).
 
     Raises:
@@ -158,7 +191,7 @@ def _with_files(listing: SourceListing, files: tuple[Any, ...]) -> SourceListing
 
 
 def _target_schema(
-    footers: Sequence[Footer], listing: SourceListing, opts: AdoptOptions, table: Table | None
+    footers: Sequence[Footer], listing: SourceListing, opts: AdoptOptions, table: TableLike | None
 ) -> pa.Schema:
     """The schema the files make, checked against the given one and the table's.
 
@@ -230,13 +263,13 @@ def plan_of(
     )
 
 
-def adopt(uri: str, source: str, opts: AdoptOptions) -> Table | AdoptPlan:
-    """Adopt ``source`` into the table at ``uri`` (created when missing); see
-    :meth:`lethe.Table.adopt`."""
+def adopt(cls: TableClass[Table], uri: str, source: str, opts: AdoptOptions) -> Table | AdoptPlan:
+    """Adopt ``source`` into the table at ``uri`` (created when missing) as a ``cls``
+    (:class:`lethe.Table`, passed in: no import cycle); see :meth:`lethe.Table.adopt`."""
     if opts.batch_files <= 0:
         raise errors.InvalidRequest("batch_files must be positive")
     t0 = time.perf_counter()
-    table = _open(uri, opts.s3)
+    table = _open(cls, uri, opts.s3)
     bucket, _ = parse_s3_uri(uri)
     store = table.store if table is not None else S3Store(bucket, client=opts.s3)
     fmt = detect_format(source, store) if opts.source_format == "auto" else opts.source_format
@@ -258,7 +291,7 @@ def adopt(uri: str, source: str, opts: AdoptOptions) -> Table | AdoptPlan:
     schema = _target_schema(footers, listing, opts, table)
     if opts.dry_run:
         return plan_of(uri, listing, footers, schema, done, opts.take_ownership)
-    table = table if table is not None else _create(uri, schema, listing, opts, store)
+    table = table if table is not None else _create(cls, uri, schema, listing, opts, store)
     for col in opts.indexes:
         if col not in table.indexes:
             table.create_index(col)
@@ -282,22 +315,26 @@ def adopt(uri: str, source: str, opts: AdoptOptions) -> Table | AdoptPlan:
 
 
 def _create(
-    uri: str, schema: pa.Schema, listing: SourceListing, opts: AdoptOptions, store: S3Store
+    cls: TableClass[Table],
+    uri: str,
+    schema: pa.Schema,
+    listing: SourceListing,
+    opts: AdoptOptions,
+    store: S3Store,
 ) -> Table:
     """The new table, on ``store`` (its counters then cover the whole adoption)."""
     from lethe.catalog import Catalog
-    from lethe.table import Table
 
     key = opts.key or (listing.key[0] if len(listing.key) == 1 else None)
     if key is None:
         raise errors.InvalidRequest(
             f"no table at {uri}: key= (the erasure key column) is required to create it"
         )
-    t = Table.create(uri, schema, key, s3=store.client)
-    return Table(Catalog(store, t.catalog.prefix), t.manifest)
+    t = cls.create(uri, schema, key, s3=store.client)
+    return cls(Catalog(store, t.catalog.prefix), t.manifest)
 
 
-def data_file(ft: Footer, table: Table, own: bool) -> DataFile:
+def data_file(ft: Footer, table: TableLike, own: bool) -> DataFile:
     """The manifest entry of one adopted file (its stats from the footer, partition values as
     constant-column stats)."""
     groups, cols = describe(ft.metadata, table.schema, table.key)
@@ -318,7 +355,7 @@ def data_file(ft: Footer, table: Table, own: bool) -> DataFile:
 
 
 def commit_batch(
-    table: Table, batch: Sequence[Footer], *, fmt: str, own: bool, number: int = 0
+    table: TableLike, batch: Sequence[Footer], *, fmt: str, own: bool, number: int = 0
 ) -> None:
     """Commit one batch of adopted files (one ``adopt`` commit), with DVs for the rows the
     source had deleted and the index runs of the declared indexes."""

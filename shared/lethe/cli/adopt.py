@@ -46,6 +46,7 @@ def cmd_adopt(a: argparse.Namespace) -> int:
     from lethe.adopt.core import AdoptOptions, adopt
     from lethe.adopt.plan import AdoptPlan
     from lethe.adopt.rewrite import rewrite_unready
+    from lethe.table import Table
 
     opts = AdoptOptions(
         partitioning=None if a.partitioning == "none" else "hive",
@@ -57,7 +58,7 @@ def cmd_adopt(a: argparse.Namespace) -> int:
         source_format=a.format,
         batch_files=a.batch_files,
     )
-    got = adopt(a.uri, a.source, opts)
+    got = adopt(Table, a.uri, a.source, opts)
     if isinstance(got, AdoptPlan):
         print(got.to_json() if a.json else got.describe())
         return 0
