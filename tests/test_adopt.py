@@ -270,3 +270,33 @@ def test_unknown_formats_are_clear(s3: Any, bucket: str) -> None:
         lethe.Table.adopt(
             f"s3://{bucket}/t/{uuid.uuid4().hex}", f"s3://{bucket}/x/v1.metadata.json", key="id"
         )
+
+
+def test_rewrite_unready_rewrites_only_the_marked_files_and_gc_deletes_the_originals(
+    s3: Any, bucket: str, capsys: Any
+) -> None:
+    from lethe.cli import main
+
+    put_parquet(s3, bucket, "raw/u/dt=2026-01-01/a.parquet", day_rows(0), write_page_index=True)
+    put_parquet(s3, bucket, "raw/u/dt=2026-01-02/b.parquet", day_rows(1), write_page_index=False)
+    uri = f"s3://{bucket}/tables/u"
+    args = ["adopt", uri, f"s3://{bucket}/raw/u/", "--key", "id", "--partition-type", "dt=date"]
+    assert main([*args, "--rewrite-unready", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["rewritten"] == 1
+    t = lethe.Table.open(uri)
+    paths = sorted(f.path for f in t.manifest.files)
+    assert paths[0].startswith("data/") and paths[1].endswith("dt=2026-01-01/a.parquet")
+    new = t.manifest.file(paths[0])
+    assert new is not None and new.partition == {"dt": 20455} and new.owned is None
+    body = S3Store(bucket).get(t.key_of(new.path)).body
+    md = pq.read_metadata(pa.BufferReader(body))
+    assert "dt" not in md.schema.names  # the partition value stays in the manifest
+    assert md.row_group(0).column(0).has_offset_index
+    got = t.scan()
+    assert got.num_rows == 120
+    assert set(got["dt"].to_pylist()) == {date(2026, 1, 1), date(2026, 1, 2)}
+    # the replaced original goes once no kept version references it (retention 1 version)
+    collect(t, retention="1v", now=datetime.now(UTC) + timedelta(days=30))
+    assert raw_keys(s3, bucket) == ["raw/u/dt=2026-01-01/a.parquet"]
+    assert lethe.Table.open(uri).scan().num_rows == 120

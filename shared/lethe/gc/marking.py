@@ -18,6 +18,7 @@ from datetime import datetime, timedelta
 from lethe import errors
 from lethe.catalog import Catalog
 from lethe.errors import GcConflict
+from lethe.gc.areas import manifest_version
 from lethe.gc.policy import Retention, as_utc
 from lethe.gc.select import Listed, Marks
 from lethe.manifest import ErasureRecord
@@ -58,13 +59,26 @@ def relative(catalog: Catalog, key: str) -> str:
     return key[len(catalog.prefix) + 1 :] if catalog.prefix else key
 
 
-def external_superseded(catalog: Catalog, marks: Marks) -> list[Listed]:
-    """Adopted originals outside the table prefix that erasure splices superseded and no kept
-    manifest references (one HEAD each; gone ones are left out). A splice only ever
-    supersedes a file Lethe owns (unowned ones refuse it), so these are GC's to delete once
-    past the erasure grace, like the spliced files under ``data/``."""
+def external_superseded(
+    catalog: Catalog, marks: Marks, listing: Iterable[Listed] = ()
+) -> list[Listed]:
+    """Adopted originals outside the table prefix (GC lists only the table's) that no kept
+    manifest references any more: those erasure splices superseded (a splice only ever
+    supersedes a file Lethe owns: unowned ones refuse it), and the owned ones the manifests
+    this run expires were the last to reference (a rewrite replaced them). One HEAD each;
+    gone ones are left out. GC deletes them like the files under ``data/``."""
+    paths = {p for e in marks.erasures for p in e.superseded if p.startswith("s3://")}
+    for listed in listing:  # manifests about to expire: their owned adopted files
+        v = manifest_version(listed.path)
+        if v is None or v >= marks.oldest_kept:
+            continue
+        try:
+            m = catalog.read_manifest(v)
+        except errors.SnapshotNotFound:
+            continue
+        paths.update(f.path for f in m.files if f.owned and f.path.startswith("s3://"))
     out: list[Listed] = []
-    for p in sorted({p for e in marks.erasures for p in e.superseded if p.startswith("s3://")}):
+    for p in sorted(paths):
         if p in marks.referenced:
             continue
         try:

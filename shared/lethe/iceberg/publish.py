@@ -147,6 +147,12 @@ class _Publisher:
 
     # --- manifests --------------------------------------------------------------------------------
     def data_manifest(self, u: SegmentUnit, seg: Segment, schema: IcebergSchema) -> ListEntry:
+        if any(f.partition for f in seg.files):  # never a view whose partition columns read null
+            raise errors.IcebergUnsupported(
+                "the table holds files adopted with partition values (lethe.adopt): the Iceberg "
+                "view cannot express them yet (their partition columns would read as null); "
+                "read the table with Lethe"
+            )
         entries = data_manifest_entries(
             seg.files,  # the data manifest ignores DVs: the segment object alone defines it
             summary=u.summary,
