@@ -300,3 +300,45 @@ def test_rewrite_unready_rewrites_only_the_marked_files_and_gc_deletes_the_origi
     collect(t, retention="1v", now=datetime.now(UTC) + timedelta(days=30))
     assert raw_keys(s3, bucket) == ["raw/u/dt=2026-01-01/a.parquet"]
     assert lethe.Table.open(uri).scan().num_rows == 120
+
+
+@pytest.mark.parametrize("format_version", [2, 3])
+def test_iceberg_view_has_an_identity_spec_and_pyiceberg_reads_dt(
+    aws: Any, s3: Any, bucket: str, tmp_path: Any, format_version: int
+) -> None:
+    from pyiceberg.expressions import EqualTo
+    from pyiceberg.table import StaticTable
+
+    from lethe.iceberg import publish
+
+    rows = hive_lake(s3, bucket, tmp_path, "pyarrow")
+    uri = f"s3://{bucket}/tables/ice"
+    t = lethe.Table.adopt(
+        uri, f"s3://{bucket}/raw/events/", key="id", partition_types={"dt": pa.date32()}
+    )
+    assert isinstance(t, lethe.Table)
+    t.delete([("customer_id", "=", 7)])  # a DV on adopted files: the view must keep it
+    r = publish(t.catalog, t.manifest, format_version=format_version)  # type: ignore[arg-type]
+    props = {
+        "s3.endpoint": aws.endpoint,
+        "s3.access-key-id": "testing",
+        "s3.secret-access-key": "testing",
+        "s3.region": "us-east-1",
+    }
+    st = StaticTable.from_metadata(r.uri, properties=props)
+    spec = st.spec()
+    assert [(f.name, str(f.transform)) for f in spec.fields] == [("dt", "identity")]
+    got = st.scan().to_arrow()
+    want = t.scan()
+    assert (
+        got.num_rows
+        == want.num_rows
+        == rows - pc.sum(pc.equal(day_rows(0)["customer_id"], 7)).as_py() * 3
+    )
+    assert sorted(set(got["dt"].to_pylist())) == [date.fromisoformat(d) for d in DAYS]
+    assert sorted(zip(got["id"].to_pylist(), got["dt"].to_pylist(), strict=True)) == sorted(
+        zip(want["id"].to_pylist(), want["dt"].to_pylist(), strict=True)
+    )
+    one = st.scan(row_filter=EqualTo("dt", "2026-01-02"))
+    assert len(list(one.plan_files())) == 1  # pruned by the partition tuple
+    assert set(one.to_arrow()["dt"].to_pylist()) == {date(2026, 1, 2)}

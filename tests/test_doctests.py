@@ -10,6 +10,7 @@ import pytest
 MODULES = [
     "adopt.source",
     "adopt.hive",
+    "iceberg.partitioning",
     "partitions",
     "cli.adopt",
     "schemas",

@@ -13,7 +13,11 @@ from collections.abc import Mapping
 from lethe.manifest import ColumnStats
 from lethe.values import JsonScalar
 
-__all__ = ["partition_stats"]
+__all__ = ["PARTITION_META", "partition_stats"]
+
+PARTITION_META = b"lethe.partition"
+"""Arrow field metadata marking a table column as a partition of files adopted in place (the
+Iceberg view's identity spec, :mod:`lethe.iceberg.partitioning`)."""
 
 
 def partition_stats(partition: Mapping[str, JsonScalar], rows: int) -> dict[str, ColumnStats]:

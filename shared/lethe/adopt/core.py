@@ -30,7 +30,7 @@ from lethe.changes import AdoptFiles
 from lethe.index import maintain
 from lethe.ingest.fit import same_type
 from lethe.manifest import DataFile, Operation
-from lethe.partitions import partition_stats
+from lethe.partitions import PARTITION_META, partition_stats
 from lethe.store import S3Store, parse_s3_uri
 from lethe.writer import describe
 
@@ -231,8 +231,22 @@ def _target_schema(
                 + "; ".join(problems[:10])
                 + (" (add the columns with update_schema() first)" if what == "the table" else "")
             )
-        union = want
+        union = _marked(want, union) if what == "the given schema" else want
     return union
+
+
+def _marked(given: pa.Schema, union: pa.Schema) -> pa.Schema:
+    """``given`` with the partition marks of ``union`` (columns the files do not hold)."""
+    marked = {f.name for f in union if PARTITION_META in (f.metadata or {})}
+    return pa.schema(
+        [
+            f.with_metadata({**(f.metadata or {}), PARTITION_META: b"identity"})
+            if f.name in marked
+            else f
+            for f in given
+        ],
+        metadata=given.metadata,
+    )
 
 
 def plan_of(

@@ -15,6 +15,7 @@ from lethe import errors
 from lethe.adopt.footers import Footer
 from lethe.adopt.source import SourceListing
 from lethe.ingest.fit import same_type
+from lethe.partitions import PARTITION_META
 from lethe.values import JsonScalar
 
 __all__ = ["AdoptPlan", "ColumnPlan", "FilePlan", "file_plan", "union_schema"]
@@ -72,7 +73,9 @@ def union_schema(footers: Sequence[Footer], listing: SourceListing) -> pa.Schema
     ]
     for p in listing.partition_schema or ():
         if p.name not in fields:
-            out.append(pa.field(p.name, p.type, nullable=True))
+            out.append(
+                pa.field(p.name, p.type, nullable=True, metadata={PARTITION_META: b"identity"})
+            )
         elif not (same_type(fields[p.name].type, p.type) or pa.types.is_string(p.type)):
             # a writer that also keeps the partition column in its files (polars): the file's
             # column is read; a partition type given for it must agree
