@@ -342,3 +342,17 @@ def test_iceberg_view_has_an_identity_spec_and_pyiceberg_reads_dt(
     one = st.scan(row_filter=EqualTo("dt", "2026-01-02"))
     assert len(list(one.plan_files())) == 1  # pruned by the partition tuple
     assert set(one.to_arrow()["dt"].to_pylist()) == {date(2026, 1, 2)}
+
+
+def test_union_schema_reads_missing_columns_as_null(s3: Any, bucket: str) -> None:
+    put_parquet(s3, bucket, "raw/w/dt=1/a.parquet", day_rows(0, 5))
+    wide = day_rows(1, 5).append_column("country", pa.array(["PT"] * 5))
+    put_parquet(s3, bucket, "raw/w/dt=2/b.parquet", wide)
+    t = lethe.Table.adopt(f"s3://{bucket}/tables/w", f"s3://{bucket}/raw/w/", key="id")
+    assert isinstance(t, lethe.Table)
+    assert t.schema.names == ["id", "event_time", "customer_id", "payload", "country", "dt"]
+    got = t.scan().sort_by("id")
+    assert got["country"].to_pylist() == [None] * 5 + ["PT"] * 5
+    assert got["dt"].to_pylist() == ["1"] * 5 + ["2"] * 5
+    assert t.scan(filters=[("country", "=", "PT")]).num_rows == 5
+    assert t.scan(filters=[("dt", "=", "1")]).num_rows == 5

@@ -58,8 +58,8 @@ class Projections:
 
     def of(self, f: DataFile) -> Projection | None:
         sid = f.schema_id or 0
-        if f.partition:  # adopted in place: its partition values as constant columns
-            return self._partitioned(f)
+        if f.partition or f.owned is not None:  # adopted in place: columns by name (some
+            return self._partitioned(f)  # may be missing), partition values as constants
         if sid == self._current or not self._history:
             return None
         if sid not in self._memo:
@@ -90,8 +90,9 @@ def reader_of(snap: Snapshot, columns: list[str]) -> Callable[[FileHandle, int],
 
     def read(h: FileHandle, rg: int) -> pa.Table:
         p = projections.of(h.file)
-        cols = columns if p is None else p.file_columns(columns)
         tail = h.tail()
+        p = p.within(tail.names) if p is not None and h.file.owned is not None else p
+        cols = columns if p is None else p.file_columns(columns)
         t = read_row_group(h, tail, rg, cols, h.prefetch(tail, rg, cols))
         return t if p is None else p.apply(t, columns)
 

@@ -26,7 +26,7 @@ of ``T`` is found in ``S`` by id (renamed, widened, or missing: its initial defa
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
@@ -337,6 +337,12 @@ class Projection:
     def file_type(self, name: str) -> pa.DataType | None:
         s = self.sources.get(name)
         return s.type if s is not None else None
+
+    def within(self, names: Collection[str]) -> Projection:
+        """This projection for a file holding only the columns ``names`` (an adopted file
+        of a union schema): the others read as missing."""
+        held = {n: s if s is None or s.name in names else None for n, s in self.sources.items()}
+        return Projection(self.target, held, self.constants)
 
     def file_columns(self, names: Iterable[str]) -> list[str]:
         return [c for c in (self.file_column(n) for n in names) if c is not None]

@@ -31,6 +31,7 @@ from lethe.index import maintain
 from lethe.ingest.fit import same_type
 from lethe.manifest import DataFile, Operation
 from lethe.partitions import PARTITION_META, partition_stats
+from lethe.schemas import field_id
 from lethe.store import S3Store, parse_s3_uri
 from lethe.writer import describe
 
@@ -134,7 +135,8 @@ def list_source(store: S3Store, source: str, fmt: str, opts: AdoptOptions) -> So
             from lethe.adopt.glue import list_glue  # type: ignore[import-not-found,unused-ignore]
 
             db, _, table = source.removeprefix("glue://").partition("/")
-            return list_glue(store, opts.glue, db, table)  # type: ignore[no-any-return,unused-ignore]
+            glue = opts.glue if opts.glue is not None else _glue_client()
+            return list_glue(store, glue, db, table)  # type: ignore[no-any-return,unused-ignore]
     except ImportError as e:
         raise errors.InvalidRequest(
             f"adopting a {fmt} source is not available in this build (no lethe.adopt.{fmt})"
@@ -142,6 +144,12 @@ def list_source(store: S3Store, source: str, fmt: str, opts: AdoptOptions) -> So
     raise errors.InvalidRequest(
         f"unknown source_format {fmt!r}: use auto, parquet, iceberg, delta or glue"
     )
+
+
+def _glue_client() -> Any:
+    import boto3
+
+    return boto3.client("glue")
 
 
 def _types(opts: AdoptOptions) -> dict[str, pa.DataType]:
@@ -198,9 +206,10 @@ def _target_schema(
     Raises:
         SchemaMismatch: naming the files and columns that do not fit.
     """
-    union = union_schema(footers, listing)
+    union = union_schema(footers, listing)  # checks the files agree, whatever the source says
     if listing.schema is not None:
-        union = listing.schema
+        union = _marked(listing.schema, union)
+    _check_names(footers, union, listing)
     for want, what in (
         (opts.schema, "the given schema"),
         (table.schema if table else None, "the table"),
@@ -233,6 +242,33 @@ def _target_schema(
             )
         union = _marked(want, union) if what == "the given schema" else want
     return union
+
+
+def _check_names(footers: Sequence[Footer], schema: pa.Schema, listing: SourceListing) -> None:
+    """Refuse files that name a column differently from the table (Delta column mapping, an
+    Iceberg rename): adopted files are read by name, so such a column would read as null.
+
+    Raises:
+        InvalidRequest: naming the files and columns.
+    """
+    by_id = {field_id(f): f.name for f in schema if field_id(f) is not None}
+    problems = [
+        f"field {fid} is {name!r} in the files, {by_id[fid]!r} in the table"
+        for fid, name in listing.physical_names.items()
+        if fid in by_id and by_id[fid] != name
+    ]
+    for ft in footers:
+        for f in ft.schema:
+            fid = field_id(f)
+            if fid is not None and fid in by_id and by_id[fid] != f.name:
+                problems.append(
+                    f"{ft.source.uri} names field {fid} {f.name!r}, the table {by_id[fid]!r}"
+                )
+    if problems:
+        raise errors.InvalidRequest(
+            "adopting files whose column names differ from the table's is not supported yet "
+            "(their columns would read as null): " + "; ".join(problems[:5])
+        )
 
 
 def _marked(given: pa.Schema, union: pa.Schema) -> pa.Schema:
