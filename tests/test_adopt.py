@@ -26,6 +26,7 @@ from lethe import errors
 from lethe.adopt.hive import hive_values, is_data_object
 from lethe.gc import collect
 from lethe.store import S3Store
+from lethe.verify import verify
 
 DAYS = ("2026-01-01", "2026-01-02", "2026-01-03")
 
@@ -133,6 +134,9 @@ def test_adopt_hive_in_place_reads_erases_and_gc_deletes_the_originals(
     assert sorted(f.path for f in t.manifest.files) == [f"s3://{bucket}/{k}" for k in originals]
     assert t.schema.field("dt").type == pa.date32()
     assert t.indexes == ("customer_id",)
+    report = verify(t, deep=True)  # files, footers and the index over the adopted files
+    assert report.ok, report.problems
+    assert report.files_checked == 3 and report.index_entries_checked == rows
     got = t.scan()
     assert got.num_rows == rows
     assert sorted(set(got["dt"].to_pylist())) == [date.fromisoformat(d) for d in DAYS]
@@ -393,3 +397,27 @@ def test_hive_directories_round_trip(parts: list[tuple[str, str | None]]) -> Non
 
     dirs = "/".join(f"{k}={HIVE_NULL if v is None else quote(v, safe='')}" for k, v in parts)
     assert hive_values("raw/x", f"raw/x/{dirs}/part-0.parquet") == dict(parts)
+
+
+def test_a_given_schema_types_the_partition_columns(s3: Any, bucket: str) -> None:
+    put_parquet(s3, bucket, "raw/g/dt=2026-01-01/hour=7/a.parquet", day_rows(0, 5))
+    schema = (
+        day_rows(0, 1)
+        .schema.append(pa.field("dt", pa.date32()))
+        .append(pa.field("hour", pa.int32()))
+    )
+    t = lethe.Table.adopt(
+        f"s3://{bucket}/tables/g", f"s3://{bucket}/raw/g/", key="id", schema=schema
+    )
+    assert isinstance(t, lethe.Table)
+    assert t.schema.field("dt").type == pa.date32() and t.schema.field("hour").type == pa.int32()
+    got = t.scan(filters=[("hour", "=", 7)])
+    assert got.num_rows == 5 and set(got["dt"].to_pylist()) == {date(2026, 1, 1)}
+    assert t.scan(filters=[("hour", "=", 8)]).num_rows == 0
+    with pytest.raises(errors.SchemaMismatch, match="payload"):
+        lethe.Table.adopt(
+            f"s3://{bucket}/tables/g2",
+            f"s3://{bucket}/raw/g/",
+            key="id",
+            schema=pa.schema([f for f in schema if f.name != "payload"]),
+        )

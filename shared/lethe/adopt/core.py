@@ -120,7 +120,11 @@ def list_source(store: S3Store, source: str, fmt: str, opts: AdoptOptions) -> So
     """
     if fmt == "parquet":
         return list_parquet(
-            store, source, partitioning=opts.partitioning, partition_types=_types(opts)
+            store,
+            source,
+            partitioning=opts.partitioning,
+            partition_types=opts.partition_types,
+            column_types={f.name: f.type for f in opts.schema} if opts.schema else None,
         )
     try:
         if fmt == "iceberg":
@@ -150,11 +154,6 @@ def _glue_client() -> Any:
     import boto3
 
     return boto3.client("glue")
-
-
-def _types(opts: AdoptOptions) -> dict[str, pa.DataType]:
-    types = {f.name: f.type for f in opts.schema} if opts.schema is not None else {}
-    return types | dict(opts.partition_types or {})
 
 
 def _open(cls: TableClass[Table], uri: str, s3: Any | None) -> Table | None:

@@ -80,8 +80,11 @@ def list_parquet(
     *,
     partitioning: Literal["hive"] | None = "hive",
     partition_types: Mapping[str, pa.DataType] | None = None,
+    column_types: Mapping[str, pa.DataType] | None = None,
 ) -> SourceListing:
-    """Every data object under ``uri`` (one LIST request per 1,000 keys, no GET).
+    """Every data object under ``uri`` (one LIST request per 1,000 keys, no GET), partition
+    values typed by ``partition_types`` (each must name a partition column) or else by
+    ``column_types`` (a table schema's types: only its partition columns are used).
 
     Raises:
         InvalidRequest: nothing to adopt, or files disagree on the partition columns.
@@ -96,7 +99,7 @@ def list_parquet(
     )
     if not objs:
         raise errors.InvalidRequest(f"no Parquet objects under {uri}")
-    types = dict(partition_types or {})
+    types = dict(column_types or {}) | dict(partition_types or {})
     names: tuple[str, ...] | None = None
     files: list[SourceFile] = []
     for o in objs:
@@ -111,7 +114,7 @@ def list_parquet(
             )
         part = {k: typed_value(v, types.get(k, pa.string()), k, where) for k, v in raw.items()}
         files.append(SourceFile(where, o.size, o.etag, part))
-    unknown = sorted(set(types) - set(names or ()))
+    unknown = sorted(set(partition_types or {}) - set(names or ()))
     if unknown:
         raise errors.InvalidRequest(
             f"partition types given for unknown partition columns {unknown}"
