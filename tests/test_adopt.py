@@ -421,3 +421,24 @@ def test_a_given_schema_types_the_partition_columns(s3: Any, bucket: str) -> Non
             key="id",
             schema=pa.schema([f for f in schema if f.name != "payload"]),
         )
+
+
+def test_rows_a_source_deleted_become_dvs_in_the_adopting_commit(s3: Any, bucket: str) -> None:
+    """A source's deleted positions (Iceberg position deletes, Delta DVs) stay deleted: the
+    adopting commit carries them as Lethe DVs (read back, and in the Iceberg view)."""
+    from lethe.adopt.core import commit_batch
+    from lethe.adopt.footers import read_footers
+    from lethe.adopt.source import SourceFile
+
+    put_parquet(s3, bucket, "raw/d/a.parquet", day_rows(0, 10))
+    uri = f"s3://{bucket}/tables/d"
+    t = lethe.Table.create(uri, day_rows(0, 1).schema, key="id")
+    store = S3Store(bucket)
+    head = store.head("raw/d/a.parquet")
+    sf = SourceFile(f"s3://{bucket}/raw/d/a.parquet", head.size, head.etag, {}, (0, 3, 9))
+    commit_batch(t, read_footers(t.store, [sf]), fmt="iceberg", own=True)
+    f = t.manifest.files[0]
+    assert f.dv is not None and f.dv.cardinality == 3 and t.version == 1
+    assert t.history()[0].operation == "adopt" and t.history()[0].rows_deleted == 3
+    got = sorted(t.scan()["id"].to_pylist())
+    assert got == [i for i in range(10) if i not in (0, 3, 9)]
