@@ -34,9 +34,8 @@ def check_owned(files: Iterable[DataFile], what: str) -> None:
 
 def check_erasable(snap: Snapshot, filters: Any) -> None:
     """Refuse an erase of ``filters`` when a file that may hold matching rows is unowned
-    (checked before anything is committed; by the manifest's stats, so conservative)."""
-    if not any(f.owned is False for f in snap.files):
-        return
+    (checked before anything is committed; by the manifest's stats, so conservative; only
+    the segments that may match are read, as the erase's own plan reads them)."""
     from lethe.filters import normalize
     from lethe.scan import candidate_files
 
