@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 
@@ -24,7 +24,7 @@ from lethe import dvstore, errors
 from lethe.adopt.footers import Footer, read_footers
 from lethe.adopt.hive import list_parquet
 from lethe.adopt.plan import AdoptPlan, ColumnPlan, file_plan, union_schema
-from lethe.adopt.source import SourceListing
+from lethe.adopt.source import SourceFile, SourceListing
 from lethe.catalog import Direct
 from lethe.changes import AdoptFiles
 from lethe.index import maintain
@@ -95,6 +95,9 @@ class AdoptOptions:
     batch_files: int = 1000
     s3: Any | None = None
     glue: Any | None = None
+    #: reads the footers (default :func:`~lethe.adopt.footers.read_footers`, in threads;
+    #: ``spark_jobs/adopt.py`` reads them in Spark executors)
+    footers: Callable[[S3Store, Sequence[SourceFile]], list[Footer]] | None = None
 
 
 def detect_format(source: str, store: S3Store) -> str:
@@ -323,7 +326,7 @@ def adopt(cls: TableClass[Table], uri: str, source: str, opts: AdoptOptions) -> 
     store = table.store if table is not None else S3Store(bucket, client=opts.s3)
     fmt = detect_format(source, store) if opts.source_format == "auto" else opts.source_format
     listing, done = _pending(list_source(store, source, fmt, opts), table)
-    footers = read_footers(store, listing.files)
+    footers = (opts.footers or read_footers)(store, listing.files)
     if not footers:
         if opts.dry_run:
             return plan_of(

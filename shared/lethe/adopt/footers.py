@@ -17,7 +17,7 @@ from lethe.parquet.enums import Codec, Encoding
 from lethe.parquet.footer import check_roundtrip, parse_tail
 from lethe.store import S3Store
 
-__all__ = ["Footer", "Readiness", "read_footers", "readiness"]
+__all__ = ["Footer", "Readiness", "footer_of", "read_footers", "readiness", "tail_bytes"]
 
 #: codecs the splice re-encodes with (pyarrow writes them); others need a rewrite first
 SPLICE_CODECS = frozenset(
@@ -102,6 +102,16 @@ def readiness(tail: bytes, size: int) -> Readiness:
 
 
 def _read_one(store: S3Store, sf: SourceFile) -> Footer:
+    return footer_of(sf, *tail_bytes(store, sf))
+
+
+def tail_bytes(store: S3Store, sf: SourceFile) -> tuple[str, int, bytes]:
+    """``(etag, size, footer and trailer bytes)`` of one file: two suffix GETs pinned to its
+    ETag (a HEAD first when the source did not give it); what a Spark task returns.
+
+    Raises:
+        UnsupportedFile: not a Parquet file, or encrypted.
+    """
     etag, size = sf.etag, sf.size
     if etag is None:
         info = store.head(sf.uri)
@@ -115,13 +125,21 @@ def _read_one(store: S3Store, sf: SourceFile) -> Footer:
     n = int.from_bytes(trailer[:4], "little") + 8
     if n > size:
         raise errors.UnsupportedFile(f"{sf.uri}: footer length exceeds the file size")
-    tail = store.get(sf.uri, etag=etag, suffix=n).body
-    md = pq.read_metadata(pa.BufferReader(tail))
+    return etag, size, store.get(sf.uri, etag=etag, suffix=n).body
+
+
+def footer_of(sf: SourceFile, etag: str, size: int, tail: bytes) -> Footer:
+    """The :class:`Footer` of ``sf`` from its footer and trailer bytes ``tail``.
+
+    Raises:
+        UnsupportedFile: the footer or its schema cannot be read.
+    """
     try:
+        md = pq.read_metadata(pa.BufferReader(tail))
         schema = md.schema.to_arrow_schema()
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
-        raise errors.UnsupportedFile(f"{sf.uri}: unreadable Parquet schema ({e})") from e
-    return Footer(sf, etag, size, md, schema, n, readiness(tail, size))
+    except (OSError, pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+        raise errors.UnsupportedFile(f"{sf.uri}: unreadable Parquet footer ({e})") from e
+    return Footer(sf, etag, size, md, schema, len(tail), readiness(tail, size))
 
 
 def read_footers(store: S3Store, files: Sequence[SourceFile], *, threads: int = 16) -> list[Footer]:
