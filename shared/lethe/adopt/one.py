@@ -48,6 +48,7 @@ def adopt_object(
     """
     uri = f"s3://{bucket}/{key}"
     etag = etag if etag.startswith('"') else f'"{etag}"'
+    table.refresh()  # a long-lived handle (the trigger's): index runs are made on the latest
     had = table.manifest.files_at([uri]).get(uri)
     if had is not None:
         if had.etag != etag:

@@ -72,7 +72,9 @@ def external_superseded(
         v = manifest_version(listed.path)
         if v is None or v >= marks.oldest_kept:
             continue
-        try:
+        try:  # only a rewrite or a retention sweep drops files whole: read the roots first
+            if catalog.read_manifest(v + 1).operation.kind not in ("compact", "retention"):
+                continue
             m = catalog.read_manifest(v)
         except errors.SnapshotNotFound:
             continue
