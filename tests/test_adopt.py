@@ -149,7 +149,7 @@ def test_adopt_hive_in_place_reads_erases_and_gc_deletes_the_originals(
         p.encode() for p in got.filter(pc.equal(got["customer_id"], 42))["payload"].to_pylist()
     ]
     assert n42 > 0
-    res = t.erase([("customer_id", "=", 42)])
+    res = t.erase([("customer_id", "=", 42)], request_id="ticket-42")
     assert res.rows_deleted == n42 and res.complete
     assert t.scan(filters=[("customer_id", "=", 42)]).num_rows == 0
     assert t.scan().num_rows == rows - n42
@@ -158,6 +158,8 @@ def test_adopt_hive_in_place_reads_erases_and_gc_deletes_the_originals(
     collect(t, now=datetime.now(UTC) + timedelta(days=30))
     assert raw_keys(s3, bucket) == []
     assert audit_bucket(s3, bucket, 42, payloads) == []
+    receipt = lethe.Table.open(uri).erasure_status("ticket-42")
+    assert receipt.state == "complete", receipt
     assert lethe.Table.open(uri).scan().num_rows == rows - n42
 
 
