@@ -444,3 +444,22 @@ def test_rows_a_source_deleted_become_dvs_in_the_adopting_commit(s3: Any, bucket
     assert t.history()[0].operation == "adopt" and t.history()[0].rows_deleted == 3
     got = sorted(t.scan()["id"].to_pylist())
     assert got == [i for i in range(10) if i not in (0, 3, 9)]
+
+
+def test_delete_and_erase_by_a_partition_column(s3: Any, bucket: str, tmp_path: Any) -> None:
+    rows = hive_lake(s3, bucket, tmp_path, "pyarrow")
+    uri = f"s3://{bucket}/tables/p"
+    t = lethe.Table.adopt(
+        uri, f"s3://{bucket}/raw/events/", key="id", partition_types={"dt": pa.date32()}
+    )
+    assert isinstance(t, lethe.Table)
+    d = t.delete([("dt", "=", date(2026, 1, 1))])
+    assert d.rows_deleted == rows // 3 and d.files_touched == 1  # pruned by the partition stats
+    e = t.erase([("dt", "=", date(2026, 1, 2))])
+    assert e.rows_deleted == rows // 3 and e.files_removed == 1  # the whole file goes
+    assert set(t.scan()["dt"].to_pylist()) == {date(2026, 1, 3)}
+    collect(t, now=datetime.now(UTC) + timedelta(days=30))
+    assert raw_keys(s3, bucket) == [
+        "raw/events/dt=2026-01-01/part-0.parquet",  # only hidden by a DV (delete, not erase)
+        "raw/events/dt=2026-01-03/part-0.parquet",
+    ]
