@@ -463,3 +463,23 @@ def test_delete_and_erase_by_a_partition_column(s3: Any, bucket: str, tmp_path: 
         "raw/events/dt=2026-01-01/part-0.parquet",  # only hidden by a DV (delete, not erase)
         "raw/events/dt=2026-01-03/part-0.parquet",
     ]
+
+
+def test_adopting_into_a_table_merges_new_columns_and_refuses_other_types(
+    s3: Any, bucket: str
+) -> None:
+    uri = f"s3://{bucket}/tables/x"
+    t = lethe.Table.create(uri, day_rows(0, 1).schema, key="id")
+    t.append(day_rows(0, 5))
+    wide = day_rows(1, 5).append_column("country", pa.array(["PT"] * 5))
+    put_parquet(s3, bucket, "raw/x/a.parquet", wide)
+    got = lethe.Table.adopt(uri, f"s3://{bucket}/raw/x/", partitioning=None)
+    assert isinstance(got, lethe.Table)
+    assert got.schema.names[-1] == "country"
+    assert [h.operation for h in got.history()[:2]] == ["adopt", "schema"]
+    rows = got.scan().sort_by("id")
+    assert rows["country"].to_pylist() == [None] * 5 + ["PT"] * 5
+    bad = day_rows(2, 5).set_column(2, "customer_id", pa.array(["x"] * 5))
+    put_parquet(s3, bucket, "raw/y/b.parquet", bad)
+    with pytest.raises(errors.SchemaMismatch, match=r"customer_id.*raw/y/b.parquet"):
+        lethe.Table.adopt(uri, f"s3://{bucket}/raw/y/", partitioning=None)

@@ -58,6 +58,7 @@ class TableLike(Protocol):
     def create_index(self, column: str) -> Any: ...
     def key_of(self, rel: str) -> str: ...
     def refresh(self) -> Any: ...
+    def update_schema(self) -> Any: ...
     def _adopt(self, outcome: Any) -> None: ...
 
 
@@ -203,16 +204,20 @@ def _with_files(listing: SourceListing, files: tuple[Any, ...]) -> SourceListing
 
 def _target_schema(
     footers: Sequence[Footer], listing: SourceListing, opts: AdoptOptions, table: TableLike | None
-) -> pa.Schema:
-    """The schema the files make, checked against the given one and the table's.
+) -> tuple[pa.Schema, list[pa.Field]]:
+    """The schema the files make, checked against the given one and the table's; and the
+    columns to add to the table (nullable: the schema-evolution rule of a merge).
 
     Raises:
-        SchemaMismatch: naming the files and columns that do not fit.
+        SchemaMismatch: naming the files and columns that do not fit (another type, or a
+            column the given schema does not have).
     """
     union = union_schema(footers, listing)  # checks the files agree, whatever the source says
     if listing.schema is not None:
         union = _marked(listing.schema, union)
     _check_names(footers, union, listing)
+    parts = set((listing.partition_schema or pa.schema([])).names)
+    additions: list[pa.Field] = []
     for want, what in (
         (opts.schema, "the given schema"),
         (table.schema if table else None, "the table"),
@@ -222,29 +227,23 @@ def _target_schema(
         problems = []
         for f in union:
             i = want.get_field_index(f.name)
-            if i < 0:
-                files = [ft.source.uri for ft in footers if f.name in ft.schema.names][:3]
+            files = [ft.source.uri for ft in footers if f.name in ft.schema.names][:3]
+            if i < 0 and what == "the table":
+                additions.append(f)  # merged in: rows adopted before read it as null
+            elif i < 0:
+                where = ", ".join(files) or "the partitions"
+                problems.append(f"column {f.name!r} (in {where}) is not in {what}")
+            elif not same_type(want.field(i).type, f.type) and f.name not in parts:
                 problems.append(
-                    f"column {f.name!r} (in {', '.join(files) or 'the partitions'}) is not in {what}"
-                )
-            elif (
-                not same_type(want.field(i).type, f.type)
-                and f.name not in (listing.partition_schema or pa.schema([])).names
-            ):
-                files = [ft.source.uri for ft in footers if f.name in ft.schema.names][:3]
-                problems.append(
-                    f"column {f.name!r} is {f.type} in {', '.join(files)}, {what} has {want.field(i).type}"
+                    f"column {f.name!r} is {f.type} in {', '.join(files)}, {what} has "
+                    f"{want.field(i).type}"
                 )
         if problems:
             raise errors.SchemaMismatch(
-                "the files to adopt do not fit "
-                + what
-                + ": "
-                + "; ".join(problems[:10])
-                + (" (add the columns with update_schema() first)" if what == "the table" else "")
+                f"the files to adopt do not fit {what}: " + "; ".join(problems[:10])
             )
         union = _marked(want, union) if what == "the given schema" else want
-    return union
+    return (pa.schema([*union, *additions]) if additions else union), additions
 
 
 def _check_names(footers: Sequence[Footer], schema: pa.Schema, listing: SourceListing) -> None:
@@ -341,9 +340,15 @@ def adopt(cls: TableClass[Table], uri: str, source: str, opts: AdoptOptions) -> 
         if table is None:
             raise errors.InvalidRequest(f"nothing to adopt at {source}")
         return table
-    schema = _target_schema(footers, listing, opts, table)
+    schema, additions = _target_schema(footers, listing, opts, table)
     if opts.dry_run:
         return plan_of(uri, listing, footers, schema, done, opts.take_ownership)
+    if table is not None and additions:  # one schema commit first (lethe.evolution rules)
+        update = table.update_schema()
+        for f in additions:
+            update = update.add_column(f.name, f.type)
+        update.commit()
+        table.refresh()
     table = table if table is not None else _create(cls, uri, schema, listing, opts, store)
     for col in opts.indexes:
         if col not in table.indexes:
