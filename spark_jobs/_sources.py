@@ -138,16 +138,18 @@ class _FilesWriter(DataSourceArrowWriter):
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> _Files:
         from lethe.manifest import schema_from_b64
+        from lethe.schemas import with_ids
         from lethe.store import S3Store, parse_s3_uri
         from lethe.writer import WriteOptions, write_files
 
         o = self.options
         bucket, prefix = parse_s3_uri(o["table"])
-        schema = schema_from_b64(o["schema"])
+        schema = with_ids(schema_from_b64(o["schema"]))
         opts = WriteOptions(
             key=o["key"],
             target_file_bytes=int(o["target_file_bytes"]),
             row_group_bytes=int(o["row_group_bytes"]),
+            schema_id=int(o.get("schema_id", "0")) or None,  # the schema the files are under
         )
 
         def batches() -> Iterator[pa.RecordBatch]:

@@ -4,7 +4,8 @@
     python spark_jobs/index.py ...            # the same with a local Spark session
 
 The driver lists the live files of the latest version and splits them into ``--tasks``
-shares; each Spark task reads only the indexed column of its files and writes one sorted
+shares; each Spark task reads only the indexed column of its files, by field id (a file
+written before a rename holds the column under its old name) and writes one sorted
 run of index pieces (:func:`lethe.index.backfill_task`); the driver commits the index with
 those runs by CAS (:meth:`lethe.Table.create_index`). Pieces of a commit that does not land
 are removed; later appends merge the runs down (docs/format.md §3c). ``run_index`` is the
@@ -39,7 +40,14 @@ def _task(payload: str) -> str:
 
     p = json.loads(payload)
     files = [DataFile.model_validate(f) for f in p["files"]]
-    return backfill_task(p["table"], p["column"], p["schema"], files).model_dump_json()
+    return backfill_task(
+        p["table"],
+        p["column"],
+        p["schema"],
+        files,
+        schemas=[(int(i), b) for i, b in p.get("schemas", ())],
+        current_schema_id=int(p.get("current_schema_id", 0)),
+    ).model_dump_json()
 
 
 def run_index(
@@ -48,6 +56,10 @@ def run_index(
     """Create the index on ``column`` of the table at ``table_uri`` (see the module doc)."""
     table = lethe.Table.open(table_uri)
     schema_b64 = table.manifest.schema_b64
+    # the history: files of older schemas are read by field id (an index on a renamed
+    # column reads each file under the name it was written with)
+    history = [(s.schema_id, s.schema_b64) for s in table.manifest.manifest.schemas]
+    current = table.manifest.current_schema_id
 
     def build(files: list[DataFile]) -> list[IndexRun]:
         if not files:
@@ -59,6 +71,8 @@ def run_index(
                     "table": table_uri,
                     "column": column,
                     "schema": schema_b64,
+                    "schemas": history,
+                    "current_schema_id": current,
                     "files": [f.model_dump(mode="json") for f in files[i::n]],
                 }
             )

@@ -1,12 +1,17 @@
 """Spark ingest job: raw uploads (CSV, JSON lines, Parquet) -> sorted Lethe data files, one commit.
 
     spark-submit spark_jobs/ingest.py --table s3://b/t --input s3://b/incoming/... \\
-        [--format csv|json|parquet] [--rejects s3://b/rejects/run-7] [--request-id ID]
+        [--format csv|json|parquet] [--rejects s3://b/rejects/run-7] [--request-id ID] \\
+        [--evolve]
     python spark_jobs/ingest.py ...          # the same with a local Spark session
 
 1. The driver lists the input objects with boto3 (one object or a prefix) and checks the
    request id (default: derived from the listed object versions) against the table's request
-   log: an ingest that already landed is not repeated.
+   log: an ingest that already landed is not repeated. The Parquet inputs' footers are checked
+   against the table schema: a column the table lacks or a type that does not widen into the
+   table's refuses the run (``SchemaMismatch`` listing every input and column; nothing is
+   dropped or cast down), unless ``--evolve``: then the table takes the new columns and
+   widenings first, in one schema commit (:func:`lethe.ingest.shapes.evolve_for_inputs`).
 2. Executors read the objects themselves (``lethe_raw``: one partition per object, ETag-pinned
    ranged GETs, streamed in chunks) and validate each row against the table schema. Good rows
    and rejects travel in one staged DataFrame, persisted (memory and disk) so that S3 is read
@@ -61,7 +66,8 @@ from lethe.ingest import (
     partitions_for,
     staged_schema,
 )
-from lethe.manifest import DataFile, request_hash
+from lethe.ingest.shapes import evolve_for_inputs
+from lethe.manifest import DataFile, request_hash, schema_to_b64
 from lethe.process import run_main
 
 __all__ = ["main", "run_ingest"]
@@ -82,6 +88,7 @@ def run_ingest(
     request_id: str | None = None,
     target_file_bytes: int | None = None,
     row_group_bytes: int | None = None,
+    evolve: bool = False,
 ) -> IngestReport:
     """Ingest the raw objects under ``input_uri`` into the table at ``table_uri``.
 
@@ -94,6 +101,11 @@ def run_ingest(
         request_id: Idempotency id (default: derived from the object versions ingested).
         target_file_bytes: File size (default: the table's property).
         row_group_bytes: Row-group size (default: the table's property).
+        evolve: Let Parquet inputs of another shape evolve the table's schema (new
+            columns, widenings); without it they are refused.
+
+    Raises:
+        SchemaMismatch: an input does not fit the table (every input and column listed).
 
     Returns:
         What was committed, rejected and written.
@@ -118,6 +130,7 @@ def run_ingest(
             duplicate=earlier is not None,
             t0=t0,
         )
+    evolve_for_inputs(table, objects, evolve_=evolve)  # before Spark reads anything
     spark = spark or build_session("lethe-ingest")
     register_data_sources(spark)
     props = table.manifest.properties
@@ -311,7 +324,8 @@ def _write_good_rows(
             .write.format("lethe_files")
             .mode("append")
             .option("table", table.uri)
-            .option("schema", table.manifest.schema_b64)
+            .option("schema", schema_to_b64(schema))  # with field ids, written into files
+            .option("schema_id", str(table.manifest.current_schema_id))
             .option("key", key)
             .option("target_file_bytes", str(int(target * FILE_CAP)))
             .option("row_group_bytes", str(rg_bytes))
@@ -412,6 +426,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--row-group-bytes", type=int, default=None)
     p.add_argument("--master", default=None, help="Spark master when not run by spark-submit")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.add_argument(
+        "--evolve",
+        action="store_true",
+        help="Parquet inputs may add columns and widen types (the table's schema evolves "
+        "first); without it they are refused",
+    )
     args = p.parse_args(argv)
     from pyspark.sql import SparkSession
 
@@ -427,6 +447,7 @@ def main(argv: list[str] | None = None) -> int:
             request_id=args.request_id,
             target_file_bytes=args.target_file_bytes,
             row_group_bytes=args.row_group_bytes,
+            evolve=args.evolve,
         )
     finally:
         if not had_session:  # stop only a session started here

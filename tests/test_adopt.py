@@ -288,10 +288,11 @@ def test_hive_paths() -> None:
 
 
 def test_unknown_formats_are_clear(s3: Any, bucket: str) -> None:
-    with pytest.raises(errors.InvalidRequest, match=r"not available|unknown"):
-        lethe.Table.adopt(
-            f"s3://{bucket}/t/{uuid.uuid4().hex}", f"s3://{bucket}/x/v1.metadata.json", key="id"
-        )
+    uri = f"s3://{bucket}/t/{uuid.uuid4().hex}"
+    with pytest.raises(errors.InvalidRequest, match="unknown source_format"):
+        lethe.Table.adopt(uri, f"s3://{bucket}/x/", key="id", source_format="orc")  # type: ignore[arg-type]
+    with pytest.raises(errors.NotFound):  # auto: an Iceberg metadata file, which is not there
+        lethe.Table.adopt(uri, f"s3://{bucket}/x/v1.metadata.json", key="id")
 
 
 def test_rewrite_unready_rewrites_only_the_marked_files_and_gc_deletes_the_originals(

@@ -9,6 +9,13 @@ import pytest
 
 MODULES = [
     "adopt.source",
+    "adopt.objects",
+    "adopt.iceberg",
+    "adopt.iceberg_types",
+    "adopt.delta",
+    "adopt.delta_format",
+    "adopt.glue",
+    "adopt.hive_types",
     "adopt.hive",
     "iceberg.partitioning",
     "partitions",
@@ -27,6 +34,7 @@ MODULES = [
     "ingest",
     "ingest.inputs",
     "ingest.staging",
+    "ingest.shapes",
     "remap",
     "progress",
     "requests",

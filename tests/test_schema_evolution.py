@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
+import json
 import uuid
 from typing import Any
 
@@ -84,6 +85,52 @@ def test_an_unchanged_table_reencodes_byte_identical(table_uri: str) -> None:
     raw = encode_manifest(t.manifest.manifest)
     assert b"schemas" not in raw and b"schema_id" not in raw and b"last_column_id" not in raw
     assert encode_manifest(decode_manifest(raw)) == raw
+
+
+def test_an_evolved_manifest_is_format_3_and_an_unevolved_one_stays_2(table_uri: str) -> None:
+    t = lethe.Table.create(table_uri, SCHEMA, key="id")
+    t.append(rows(0, 5))
+    assert json.loads(encode_manifest(t.manifest.manifest))["format_version"] == 2
+    t.update_schema().add_column("country", pa.string()).commit()
+    t.append(rows(5, 5), schema_mode="merge")  # later commits keep format 3
+    for v in (t.version - 1, t.version):
+        m = lethe.Table.open(table_uri, version=v).manifest
+        raw = encode_manifest(m.manifest)
+        assert json.loads(raw)["format_version"] == 3 and m.format_version == 3
+        assert encode_manifest(decode_manifest(raw)) == raw
+    # an evolved manifest labelled format 2 (what a Lethe reading 1 and 2 expects) is refused
+    obj = json.loads(raw)
+    with pytest.raises(errors.CorruptManifest, match="schema history is format 3"):
+        decode_manifest(json.dumps({**obj, "format_version": 2}).encode())
+
+
+def test_a_lethe_that_reads_up_to_format_2_refuses_an_evolved_table_by_version(
+    table_uri: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What a Lethe from before schema evolution does with an evolved table: refuse it as
+    too new (it would read files by name), while an unevolved table stays readable to it."""
+    from lethe import manifest
+
+    t = lethe.Table.create(table_uri, SCHEMA, key="id")
+    plain = encode_manifest(t.manifest.manifest)
+    t.update_schema().rename_column("payload", "body").commit()
+    evolved = encode_manifest(lethe.Table.open(table_uri).manifest.manifest)
+    monkeypatch.setattr(manifest, "READABLE_VERSIONS", (1, 2))
+    assert decode_manifest(plain).format_version == 2
+    with pytest.raises(errors.CorruptManifest, match=r"format version 3 is newer .*\(max 2\)"):
+        decode_manifest(evolved)
+
+
+@pytest.mark.parametrize("version", [4, 17])
+def test_a_manifest_of_a_future_format_asks_for_a_newer_lethe(table_uri: str, version: int) -> None:
+    t = lethe.Table.create(table_uri, SCHEMA, key="id")
+    obj = json.loads(encode_manifest(t.manifest.manifest))
+    raw = json.dumps({**obj, "format_version": version, "something_new": 1}).encode()
+    with pytest.raises(
+        errors.CorruptManifest,
+        match=rf"format version {version} is newer than this Lethe reads \(max 3\): upgrade Lethe",
+    ):
+        decode_manifest(raw)
 
 
 def test_update_schema_adds_drops_renames_widens_in_one_commit(table_uri: str) -> None:
@@ -392,6 +439,10 @@ def test_random_evolutions_read_back_as_the_model_predicts(bucket: str, data: An
         t = lethe.Table.open(uri)
         before = by_id(t.scan())
     fresh = lethe.Table.open(uri)
+    raw = encode_manifest(fresh.manifest.manifest)  # format 3 exactly when evolved
+    evolved = len(fresh.schema_history) > 1
+    assert json.loads(raw)["format_version"] == (3 if evolved else 2)
+    assert encode_manifest(decode_manifest(raw)) == raw
     assert fresh.schema.names == [v[0] for v in cols.values()]
     assert [field_id(f) for f in fresh.schema] == list(cols)
     want = [

@@ -500,6 +500,8 @@ class LocalRuntime:
                 if time.monotonic() - t0 > timeout:
                     raise LocalRunError(f"not idle after {timeout:g}s: {', '.join(busy)}")
                 time.sleep(poll)
+        # a message SQS moved to its DLQ on the last, empty receive is counted here too
+        self.events.watch_dead_letters()
         dead = {
             self.queues[lid].name: n - dlq_before.get(lid, 0)
             for lid, n in self.events.dlq_counts.items()

@@ -9,6 +9,12 @@ Serverless run of ``spark_jobs/ingest.py`` through :func:`lethe.ingest.start_ing
 Both are idempotent on the upload's ``s3://bucket/key#etag``: a redelivered event registers
 nothing twice and starts no second run.
 
+An upload whose schema differs from the table's evolves the table (new columns, safe
+widenings: ``schema_mode="merge"``, and ``--evolve`` for the job) only when the table property
+``uploads_evolve`` is set (``lethe schema uploads URI evolve``); otherwise, and for any
+difference no evolution reconciles, it is refused with a ``SchemaMismatch`` naming every
+differing column (names and types, never values).
+
 S3 invokes the function asynchronously. A record that cannot be handled (wrong schema, an
 unsupported format) fails with its reason; the other records of the event are still handled,
 then the invocation raises so that the event is retried and finally lands in the dead-letter
@@ -95,9 +101,11 @@ def record_handler(record: S3EventRecord) -> Outcome:
             "unsupported upload: name the object *.parquet, *.csv, *.json, *.jsonl or *.ndjson "
             "(CSV and JSON may be gzipped: *.csv.gz)"
         )
+    t = table().refresh()  # the table property of now decides whether uploads evolve it
+    evolve = t.manifest.properties.uploads_evolve
     if fmt == "parquet" and SETTINGS.adopt_in_place:  # in place, any size: only its footer
         a = adopt_object(
-            table(),
+            t,
             bucket,
             key,
             etag=obj.etag,
@@ -109,7 +117,14 @@ def record_handler(record: S3EventRecord) -> Outcome:
             metrics.add_metric("FilesAdopted", MetricUnit.Count, 1)
         return Outcome("adopted", a.duplicate, upload, a.version, a.rows)
     if fmt == "parquet" and obj.size <= SETTINGS.direct_register_max_bytes:
-        r = register_parquet(table(), key, bucket=bucket, etag=obj.etag, size=obj.size)
+        r = register_parquet(
+            t,
+            key,
+            bucket=bucket,
+            etag=obj.etag,
+            size=obj.size,
+            schema_mode="merge" if evolve else "strict",
+        )
         if not r.duplicate:
             metrics.add_metric("FilesRegistered", MetricUnit.Count, 1)
             metrics.add_metric("RowsRegistered", MetricUnit.Count, r.rows)
@@ -121,6 +136,7 @@ def record_handler(record: S3EventRecord) -> Outcome:
         input_uri=f"s3://{bucket}/{key}",
         fmt=fmt,
         request_id=rid,
+        evolve=evolve,
     )
     if not run.duplicate:
         metrics.add_metric("IngestJobsStarted", MetricUnit.Count, 1)

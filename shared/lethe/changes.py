@@ -68,7 +68,7 @@ from lethe.transforms import (
     with_runs,
     without_dead_runs,
 )
-from lethe.transforms.schema import apply_schema
+from lethe.transforms.schema import apply_schema, record_schema
 
 __all__ = [
     "KINDS",
@@ -81,6 +81,7 @@ __all__ = [
     "FileHasDV",
     "FileLive",
     "PiecesPresent",
+    "RecordSchema",
     "ReplaceFiles",
     "RequestAbsent",
     "Requirement",
@@ -526,6 +527,23 @@ class UpdateSchema:
         return apply_schema(base, self.changes, self.operation)
 
 
+@dataclass(frozen=True, slots=True)
+class RecordSchema:
+    """A schema recorded in the history without becoming current: the shape of a file
+    registered as it is (``register_parquet(schema_mode="merge")``), so that it reads by
+    its own names and types; a no-op when the history holds it already."""
+
+    what: ClassVar[str] = "record schema"
+    shape: Any  # pa.Schema with the current schema's field ids
+    operation: Operation
+
+    def requirements(self) -> tuple[Requirement, ...]:
+        return ()
+
+    def apply(self, base: Snapshot) -> Snapshot | None:
+        return record_schema(base, self.shape, self.operation)
+
+
 def _with_pieces(
     m: Snapshot, pieces: Mapping[str, tuple[IndexPiece, ...]]
 ) -> Snapshot:  # PiecesPresent was checked: replace_pieces finds them all
@@ -549,4 +567,5 @@ KINDS: tuple[type, ...] = (
     ExpireRows,
     ArchiveErasures,
     UpdateSchema,
+    RecordSchema,
 )

@@ -129,6 +129,13 @@ class IcebergUnsupported(InvalidRequest):
     wrong; the message names what and why."""
 
 
+class UnsupportedSource(InvalidRequest):
+    """An existing table offered for adoption (Iceberg, Delta, Glue) uses something its reader
+    does not handle exactly (an Iceberg equality delete, a Delta feature, a non-Parquet Glue
+    table): refused rather than adopted with rows brought back or lost; the message names
+    the file or table and the reason."""
+
+
 # --- the lake ------------------------------------------------------------------------------
 class LakeNotFound(LetheError):
     """No lake registry (``lake.json``) at the given URI; create it with ``Lake.create``."""

@@ -488,19 +488,52 @@ def runs_for_files(
 
 
 def backfill_task(
-    table_uri: str, column: str, type_b64: str, files: Sequence[DataFile]
+    table_uri: str,
+    column: str,
+    type_b64: str,
+    files: Sequence[DataFile],
+    *,
+    schemas: Sequence[tuple[int, str]] = (),
+    current_schema_id: int = 0,
 ) -> IndexRun:
     """One run over ``files`` of the table at ``table_uri`` (what a Spark task of
     ``spark_jobs/index.py`` does for its share of the files, with its own S3 client);
-    ``type_b64`` is the table's schema (:func:`lethe.manifest.schema_to_b64`)."""
+    ``type_b64`` is the table's schema (:func:`lethe.manifest.schema_to_b64`). ``schemas``
+    (the history: id, base64 schema) and ``current_schema_id``: files written under older
+    schemas are read by field id (a renamed column under the name the file has)."""
     from lethe.manifest import schema_from_b64
     from lethe.store import parse_s3_uri
 
     bucket, prefix = parse_s3_uri(table_uri)
     store = S3Store(bucket)
     t = schema_from_b64(type_b64).field(column).type
-    run, _ = build_run(store, prefix, column, entries_of(store, prefix, files, column, t))
+    snap = _history_stub(type_b64, schemas, current_schema_id) if schemas else None
+    entries = entries_of(store, prefix, files, column, t, snap=snap)
+    run, _ = build_run(store, prefix, column, entries)
     return run
+
+
+def _history_stub(
+    schema_b64: str, schemas: Sequence[tuple[int, str]], current_schema_id: int
+) -> Snapshot:
+    """A snapshot holding only a schema history (files are read by id through it)."""
+    from datetime import UTC, datetime
+
+    from lethe.manifest import Manifest, Operation, SchemaVersion, TableProperties
+
+    return Snapshot(
+        Manifest(
+            table_uuid="index-backfill",
+            version=0,
+            created_at=datetime.now(UTC),
+            operation=Operation(kind="index"),
+            schema_b64=schema_b64,
+            properties=TableProperties(key="-"),
+            schemas=tuple(SchemaVersion(schema_id=i, schema_b64=b) for i, b in schemas),
+            current_schema_id=current_schema_id,
+            format_version=3,
+        )
+    )
 
 
 def initial_indexes(schema: pa.Schema, columns: Iterable[str]) -> tuple[ColumnIndex, ...]:

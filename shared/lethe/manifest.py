@@ -36,6 +36,7 @@ from lethe.schemas import max_id, with_ids
 from lethe.values import JsonScalar
 
 __all__ = [
+    "EVOLVED_FORMAT_VERSION",
     "FORMAT",
     "FORMAT_VERSION",
     "SEGMENT_FORMAT",
@@ -72,8 +73,9 @@ __all__ = [
 ]
 
 FORMAT: Final = "lethe.manifest"
-FORMAT_VERSION: Final = 2  # what this Lethe writes; it reads 1 and 2
-READABLE_VERSIONS: Final = (1, 2)
+FORMAT_VERSION: Final = 2  # what this Lethe writes for a table whose schema never changed
+EVOLVED_FORMAT_VERSION: Final = 3  # ... and for one with a schema history (field ids, schemas)
+READABLE_VERSIONS: Final = (1, 2, 3)
 SEGMENT_FORMAT: Final = "lethe.segment"
 
 
@@ -268,6 +270,9 @@ class TableProperties(_Frozen):
     # ``retention_seconds`` are erased by the sweep; unset on tables without it (not written)
     retention_column: str | None = Field(default=None, exclude_if=lambda v: v is None)
     retention_seconds: int | None = Field(default=None, gt=0, exclude_if=lambda v: v is None)
+    # the upload trigger (and the ingest job it starts) may evolve the schema to take an
+    # upload of another shape (schema_mode="merge"); unset: such uploads are refused
+    uploads_evolve: bool = Field(default=False, exclude_if=lambda v: not v)
 
 
 class SegmentSummary(_Frozen):
@@ -366,7 +371,7 @@ class Manifest(_Frozen):
     model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
 
     format: Literal["lethe.manifest"] = FORMAT
-    format_version: Literal[1, 2] = FORMAT_VERSION
+    format_version: Literal[1, 2, 3] = FORMAT_VERSION
     layout: Literal["inline", "segmented"] = "segmented"
     table_uuid: str
     version: int = Field(ge=0)
@@ -411,7 +416,18 @@ class Manifest(_Frozen):
             raise ValueError("a segmented manifest lists segments, not files")
         if inline and self.dv_overlay:
             raise ValueError("an inline manifest has no DV overlay")
+        if self.format_version == FORMAT_VERSION and self.evolved:
+            raise ValueError(
+                f"a manifest with a schema history is format {EVOLVED_FORMAT_VERSION}, "
+                f"not {self.format_version}"
+            )
         return self
+
+    @property
+    def evolved(self) -> bool:
+        """Whether the table has a schema history (then it is format 3: an older Lethe,
+        which would read files by name, refuses it by its version)."""
+        return bool(self.schemas) or self.last_column_id is not None
 
     def model_copy(
         self, *, update: Mapping[str, Any] | None = None, deep: bool = False
@@ -512,7 +528,11 @@ def schema_from_b64(s: str) -> pa.Schema:
 
 def encode_manifest(m: Manifest) -> bytes:
     """The root's JSON (a segmented manifest's segments are separate objects). A table
-    without indexes writes no ``indexes`` field, so readers that predate them still read it."""
+    without indexes writes no ``indexes`` field, so readers that predate them still read it;
+    a table with a schema history is written as format 3 (:data:`EVOLVED_FORMAT_VERSION`),
+    one without as format 2, so unevolved tables stay readable by a Lethe that predates it."""
+    if m.segmented and m.evolved and m.format_version < EVOLVED_FORMAT_VERSION:
+        m = m.model_copy(update={"format_version": EVOLVED_FORMAT_VERSION})
     drop = {"inline_files"} if m.segmented else {"segments"}
     if not m.indexes:
         drop.add("indexes")
@@ -591,6 +611,11 @@ def decode_manifest(raw: bytes, *, where: str = "manifest") -> Manifest:
             f"{where} is not a Lethe manifest (format={obj.get('format')!r})"
         )
     fv = obj.get("format_version")
+    if isinstance(fv, int) and not isinstance(fv, bool) and fv > max(READABLE_VERSIONS):
+        raise errors.CorruptManifest(
+            f"{where}: manifest format version {fv} is newer than this Lethe reads "
+            f"(max {max(READABLE_VERSIONS)}): upgrade Lethe"
+        )
     if fv not in READABLE_VERSIONS:
         raise errors.CorruptManifest(
             f"{where} has manifest format version {fv!r}; this Lethe reads versions "

@@ -175,6 +175,97 @@ def test_settings_fail_loudly_at_cold_start(trigger: ModuleType) -> None:
     assert json.dumps(ok.emr.spark_submit_parameters()) == '""'
 
 
+def _new_shape(start: int, n: int) -> pa.Table:
+    """The upstream's new shape: ``customer_id`` int64 past int32, a ``country`` column."""
+    t = events(start, n)
+    wide = pa.array([2**40 + i for i in range(n)], pa.int64())
+    return t.set_column(2, "customer_id", wide).append_column("country", pa.array(["NL"] * n))
+
+
+def test_an_upload_of_a_new_shape_is_refused_unless_the_table_lets_uploads_evolve(
+    trigger: ModuleType, s3: Any, bucket: str, table_uri: str, aws: Any, app: str
+) -> None:
+    from lethe.cli import main
+
+    event = upload(s3, bucket, "incoming/new.parquet", parquet_bytes(_new_shape(0, 5)))
+    with pytest.raises(trigger.UploadFailed) as e:
+        trigger.handler(event, LambdaContext())
+    msg = str(e.value)  # the reason names every differing column, never a value
+    assert msg.startswith("1 of 1 uploads failed: SchemaMismatch")
+    assert "country" in msg and "customer_id" in msg and "NL" not in msg and "1099511" not in msg
+    assert lethe.Table.open(table_uri).version == 0
+    # the table property, set the way other properties are (a properties commit, or the CLI)
+    assert main(["schema", "uploads", table_uri, "evolve"]) == 0
+    t = lethe.Table.open(table_uri)
+    assert t.manifest.properties.uploads_evolve and t.manifest.operation.kind == "properties"
+    (u,) = trigger.handler(event, LambdaContext())["uploads"]  # the redelivered event
+    assert (u["action"], u["duplicate"], u["rows"]) == ("registered", False, 5)
+    t = lethe.Table.open(table_uri)
+    assert t.schema.field("customer_id").type == pa.int64() and "country" in t.schema.names
+    assert by_key(t.scan(["id", "customer_id", "country"]))[-1] == {
+        "id": 4,
+        "customer_id": 2**40 + 4,
+        "country": "NL",
+    }
+    # an old-shape upload after the evolution lands under the old schema, read widened
+    old = upload(s3, bucket, "incoming/old.parquet", parquet_bytes(events(5, 3)))
+    trigger.handler(old, LambdaContext())
+    got = by_key(lethe.Table.open(table_uri).scan(["id", "customer_id", "country"]))
+    assert got[5:] == [{"id": i, "customer_id": i % 100, "country": None} for i in (5, 6, 7)]
+    # what no evolution reconciles is refused even so, the table unchanged
+    v = lethe.Table.open(table_uri).version
+    bad = events(8, 2).set_column(3, "payload", pa.array([1, 2]))
+    with pytest.raises(trigger.UploadFailed, match=r"payload: int64 \(table has string"):
+        trigger.handler(
+            upload(s3, bucket, "incoming/bad.parquet", parquet_bytes(bad)), LambdaContext()
+        )
+    assert lethe.Table.open(table_uri).version == v
+    # and back to strict: the new shape is refused again
+    assert main(["schema", "uploads", table_uri, "strict"]) == 0
+    with pytest.raises(trigger.UploadFailed, match="SchemaMismatch"):
+        trigger.handler(
+            upload(
+                s3,
+                bucket,
+                "incoming/newer.parquet",
+                parquet_bytes(_new_shape(20, 2).append_column("tier", pa.array([1, 2]))),
+            ),
+            LambdaContext(),
+        )
+    assert job_runs(aws, app) == []
+
+
+def test_the_job_an_upload_starts_evolves_only_when_the_table_lets_it(
+    trigger: ModuleType, s3: Any, bucket: str, table_uri: str, aws: Any, app: str
+) -> None:
+    trigger.handler(upload(s3, bucket, "incoming/a.csv", b"id,payload\n1,a\n"), LambdaContext())
+    lethe.Table.open(table_uri).set_properties(uploads_evolve=True)
+    trigger.handler(upload(s3, bucket, "incoming/b.csv", b"id,payload\n2,b\n"), LambdaContext())
+    flags = {
+        r["jobDriver"]["sparkSubmit"]["entryPointArguments"][3].rsplit("/", 1)[-1]: "--evolve"
+        in r["jobDriver"]["sparkSubmit"]["entryPointArguments"]
+        for r in job_runs(aws, app)
+    }
+    assert flags == {"a.csv": False, "b.csv": True}
+
+
+def test_uploads_evolve_is_not_written_when_unset(table_uri: str) -> None:
+    """Old manifests re-encode byte-identically: the default is not written."""
+    from lethe.manifest import decode_manifest, encode_manifest
+
+    t = lethe.Table.create(table_uri, EVENTS, key="id")
+    raw = encode_manifest(t.manifest.manifest)
+    assert b"uploads_evolve" not in raw and encode_manifest(decode_manifest(raw)) == raw
+    t.set_properties(uploads_evolve=True)
+    assert b'"uploads_evolve":true' in encode_manifest(
+        lethe.Table.open(table_uri).manifest.manifest
+    )
+
+
+def by_key(t: pa.Table) -> list[dict[str, Any]]:
+    return sorted(t.to_pylist(), key=lambda r: r["id"])
+
+
 def test_parquet_uploads_are_adopted_in_place_when_asked(
     table_uri: str, app: str, monkeypatch: pytest.MonkeyPatch, s3: Any, bucket: str
 ) -> None:

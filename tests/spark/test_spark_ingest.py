@@ -213,3 +213,42 @@ def test_ingest_into_a_clustered_table_sorts_by_window_and_subject(
         got = pq.read_table(pa.BufferReader(body), columns=["event_time", "customer_id"])
         assert np.array_equal(cluster_order(got, spec), np.arange(got.num_rows))
     assert sorted(t.scan(["id"])["id"].to_pylist()) == list(range(20_000))
+
+
+def test_ingest_evolves_only_with_evolve_and_otherwise_refuses_every_column(
+    spark: Any, s3: Any, bucket: str, table_uri: str
+) -> None:
+    """A Parquet upload with a new column (``country``) and a widened one (``customer_id``
+    int64, values past int32): refused without ``--evolve`` (every input and column named,
+    nothing read or written), taken with it (one schema commit, then the append)."""
+    from lethe.schemas import field_id
+    from spark_jobs.ingest import main
+
+    new = events(0, 500)
+    new = new.set_column(2, "customer_id", pa.array([2**40 + i for i in range(500)], pa.int64()))
+    new = new.append_column("country", pa.array(["NL", None] * 250))
+    s3.put_object(Bucket=bucket, Key="evolve/a.parquet", Body=parquet_bytes(new))
+    s3.put_object(Bucket=bucket, Key="evolve/b.csv", Body=csv_bytes(events(500, 100)))
+    t = lethe.Table.create(table_uri, EVENTS, key="id")
+    with pytest.raises(lethe.errors.SchemaMismatch) as e:
+        run_ingest(table_uri, f"s3://{bucket}/evolve/", spark=spark)
+    msg = str(e.value)
+    assert "a.parquet" in msg and "unknown columns ['country']" in msg
+    assert "column 'customer_id' is int64, the table has int32" in msg and "--evolve" in msg
+    assert lethe.Table.open(table_uri).version == 0
+    assert main(["--table", table_uri, "--input", f"s3://{bucket}/evolve/", "--evolve"]) == 0
+    t = lethe.Table.open(table_uri)
+    assert t.version == 2 and [sid for sid, _ in t.schema_history] == [0, 1]
+    assert t.schema.field("customer_id").type == pa.int64()
+    assert field_id(t.schema.field("country")) == 5
+    assert {f.schema_id for f in t.manifest.files} == {1}
+    got = sorted(t.scan().to_pylist(), key=lambda r: r["id"])
+    assert len(got) == 600
+    assert got[1]["customer_id"] == 2**40 + 1 and got[0]["country"] == "NL"
+    assert got[550]["customer_id"] == 50 and got[550]["country"] is None  # the CSV rows
+    # the files carry field ids (every engine reads the view by id)
+    f = t.manifest.files[0]
+    body = s3.get_object(Bucket=bucket, Key=f"{t.uri[5:].split('/', 1)[1]}/{f.path}")["Body"]
+    ids = [field_id(x) for x in pq.read_schema(io.BytesIO(body.read()))]
+    assert ids == [1, 2, 3, 4, 5]
+    assert verify(t, deep=True).ok

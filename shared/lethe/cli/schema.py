@@ -1,5 +1,6 @@
-"""``lethe schema show|add|drop|rename|widen|optional``: the table's schema and its history
-(field ids, :mod:`lethe.schemas`). Each change is one commit (``Table.update_schema``).
+"""``lethe schema show|add|drop|rename|widen|optional|uploads``: the table's schema and its
+history (field ids, :mod:`lethe.schemas`). Each change is one commit (``Table.update_schema``);
+``uploads URI evolve|strict`` sets whether uploads may evolve it (``uploads_evolve``).
 
 >>> parse_type("decimal(12, 2)"), parse_type("timestamp[us]"), parse_type("int64")
 (Decimal128Type(decimal128(12, 2)), TimestampType(timestamp[us]), DataType(int64))
@@ -55,8 +56,11 @@ def cmd_schema(a: argparse.Namespace) -> int:
             mark = " (current)" if sid == current else ""
             print(f"schema {sid}{mark} of version {t.version}:")
             print("\n".join(_describe(schema, t.key)))
+        print(f"uploads: {'evolve' if t.manifest.properties.uploads_evolve else 'strict'}")
         return 0
     args = list(a.args)
+    if a.action == "uploads":
+        return _uploads(t, args)
     want = {"add": 2, "drop": 1, "rename": 2, "widen": 2, "optional": 1}[a.action]
     if len(args) != want:
         raise errors.InvalidRequest(f"lethe schema {a.action} takes {want} argument(s), got {args}")
@@ -77,6 +81,14 @@ def cmd_schema(a: argparse.Namespace) -> int:
     return 0
 
 
+def _uploads(t: Table, args: list[str]) -> int:
+    if args not in (["evolve"], ["strict"]):
+        raise errors.InvalidRequest(f"lethe schema uploads takes evolve or strict, got {args}")
+    r = t.set_properties(uploads_evolve=args[0] == "evolve")
+    print(f"uploads: {args[0]} -> version {r.version}")
+    return 0
+
+
 def register(sub: Any) -> None:
     """Add ``schema`` to the ``lethe`` parser."""
     c = sub.add_parser(
@@ -85,9 +97,13 @@ def register(sub: Any) -> None:
         "rename, widen, optional",
         description="Each change is one commit; files keep the schema they were written "
         "under and read by field id. add COLUMN TYPE [--default JSON], drop COLUMN, "
-        "rename COLUMN NEW, widen COLUMN TYPE, optional COLUMN.",
+        "rename COLUMN NEW, widen COLUMN TYPE, optional COLUMN; uploads evolve|strict: whether "
+        "an upload (the trigger, the ingest job it starts) of another shape may evolve the "
+        "schema (new columns, widenings) or is refused (the default).",
     )
-    c.add_argument("action", choices=("show", "add", "drop", "rename", "widen", "optional"))
+    c.add_argument(
+        "action", choices=("show", "add", "drop", "rename", "widen", "optional", "uploads")
+    )
     c.add_argument("uri")
     c.add_argument("args", nargs="*")
     c.add_argument("--history", action="store_true", help="show: every schema of the history")

@@ -177,6 +177,13 @@ def _register_append(sub: Any) -> None:
     c.add_argument("uri")
     c.add_argument("file", help="local file or folder, or s3://bucket/key or prefix")
     c.add_argument("--schema-mode", choices=("strict", "merge"), default="strict", help=MERGE)
+    c.add_argument(
+        "--evolve",
+        dest="schema_mode",
+        action="store_const",
+        const="merge",
+        help="the same as --schema-mode merge",
+    )
     c.set_defaults(fn=cmd_append)
 
 

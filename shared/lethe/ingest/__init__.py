@@ -42,7 +42,8 @@ from lethe.ingest.inputs import (
     upload_request_id,
 )
 from lethe.ingest.readers import read_object
-from lethe.ingest.register import RegisterResult, check_file_schema, register_parquet
+from lethe.ingest.register import RegisterResult, register_parquet
+from lethe.ingest.shapes import check_file_schema
 from lethe.ingest.staging import (
     STAGED_PREFIX,
     IngestReport,

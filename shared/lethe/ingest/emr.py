@@ -56,6 +56,7 @@ def start_ingest_job(
     input_uri: str,
     fmt: Format | None,
     request_id: str,
+    evolve: bool = False,
     now: datetime | None = None,
 ) -> JobRunStarted:
     """Start an EMR Serverless run of ``spark_jobs/ingest.py`` for one upload, at most once.
@@ -73,6 +74,8 @@ def start_ingest_job(
         input_uri: The object (or prefix) to ingest.
         fmt: Its format, or None to let the job tell by name.
         request_id: The idempotency id.
+        evolve: Pass ``--evolve``: the job may evolve the table's schema to take input of
+            another shape (new columns, widenings); without it, such input is refused.
     """
     digest = hashlib.sha256(request_id.encode()).hexdigest()
     name = f"lethe-ingest-{digest[:24]}"
@@ -93,6 +96,8 @@ def start_ingest_job(
     args = ["--table", table_uri, "--input", input_uri, "--request-id", request_id]
     if fmt is not None:
         args += ["--format", fmt]
+    if evolve:
+        args.append("--evolve")
     driver: dict[str, Any] = {"entryPoint": settings.entry_point, "entryPointArguments": args}
     params = settings.spark_submit_parameters()
     if params:

@@ -13,10 +13,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from lethe import errors
+from lethe.evolution import SchemaMode
 from lethe.ingest.conform import _short
-from lethe.ingest.fit import same_type as _same_type
-from lethe.ingest.fit import schema_problems
 from lethe.ingest.inputs import upload_request_id
+from lethe.ingest.shapes import check_file_schema, registered_schema
 from lethe.manifest import DataFile, request_hash
 from lethe.reader import FileHandle
 from lethe.store import S3Store
@@ -29,58 +29,6 @@ log = logging.getLogger(__name__)
 
 
 # --- direct registration -----------------------------------------------------------------------
-def check_file_schema(file_schema: pa.Schema, md: pq.FileMetaData, schema: pa.Schema) -> None:
-    """Refuse a Parquet file that does not match the table schema, saying exactly why.
-
-    Columns may come in any order; ``string``/``large_string`` and ``binary``/``large_binary``
-    are interchangeable and any UTC spelling of a zoned timestamp is accepted. A column the
-    table requires may be nullable in the file only if the file's statistics prove it has no
-    nulls.
-
-    Raises:
-        SchemaMismatch: missing or unknown columns, other types, or possible nulls.
-    """
-    problems = schema_problems(file_schema, schema, typed=False)  # names; types below
-    got = {f.name: f for f in file_schema}
-    for f in schema:
-        g = got.get(f.name)
-        if g is None:
-            continue
-        if not _same_type(g.type, f.type):
-            hint = ""
-            if (
-                pa.types.is_timestamp(g.type)
-                and g.type.unit == "ns"
-                and pa.types.is_timestamp(f.type)
-            ):
-                hint = (
-                    " (an INT96 or nanosecond timestamp: write microseconds, e.g. Spark's "
-                    "spark.sql.parquet.outputTimestampType=TIMESTAMP_MICROS)"
-                )
-            problems.append(f"column {f.name!r} is {g.type}, the table has {f.type}{hint}")
-            continue
-        if not f.nullable and g.nullable and not _proven_non_null(md, f.name):
-            problems.append(
-                f"column {f.name!r} is required by the table but nullable in the file "
-                "(and its statistics do not prove it has no nulls)"
-            )
-    if problems:
-        raise errors.SchemaMismatch(
-            "the Parquet file does not match the table schema: " + "; ".join(problems)
-        )
-
-
-def _proven_non_null(md: pq.FileMetaData, name: str) -> bool:
-    leaf = next((i for i in range(md.num_columns) if md.schema.column(i).path == name), None)
-    if leaf is None:
-        return False
-    for g in range(md.num_row_groups):
-        st = md.row_group(g).column(leaf).statistics
-        if st is None or not st.has_null_count or st.null_count:
-            return False
-    return True
-
-
 def _declared_sorted(
     md: pq.FileMetaData, key: str, key_type: pa.DataType, groups: Sequence[Any]
 ) -> bool:
@@ -130,6 +78,7 @@ def register_parquet(
     etag: str | None = None,
     size: int | None = None,
     request_id: str | None = None,
+    schema_mode: SchemaMode = "strict",
 ) -> RegisterResult:
     """Register an uploaded Parquet object in ``table`` without rewriting it.
 
@@ -147,9 +96,11 @@ def register_parquet(
         etag: The ETag the event announced (default: HEAD the object).
         size: Its size (default: HEAD the object).
         request_id: Idempotency id (default ``s3://bucket/key#etag``).
+        schema_mode: ``"strict"``: the file must match the current schema; ``"merge"``:
+            new columns and widenings evolve the table first (:mod:`lethe.ingest.shapes`).
 
     Raises:
-        SchemaMismatch: the file does not fit the table (the table is not changed).
+        SchemaMismatch: the file does not fit (every differing column listed; no change).
         UnsupportedFile: not Parquet, or encrypted.
         StaleSnapshot: the object changed after the event was sent.
 
@@ -177,10 +128,13 @@ def register_parquet(
             f"s3://{bucket}/{key} is {size:,} bytes: too large to register by copy (5 GiB); "
             "ingest it with the Spark job"
         )
-    md = _checked_footer(src, key, etag, size, table.schema)
+    md, file_schema = _footer(src, key, etag, size)
     if md.num_rows == 0:
+        if schema_mode == "strict":  # an empty file evolves nothing, but still must fit
+            check_file_schema(file_schema, md, table.schema)
         return RegisterResult(None, False, None, 0, 0, 0, time.perf_counter() - t0)
-    groups, cols = describe(md, table.schema, table.key)  # before the copy: nothing to undo
+    sid, schema = registered_schema(table, file_schema, md, schema_mode)
+    groups, cols = describe(md, schema, table.key)  # before the copy: nothing to undo
     rel = new_data_path()
     written_at = time.time()  # before the copy: the GC grace clock of the new object
     new_etag = _copy_into(table, src, key, table.key_of(rel), etag)
@@ -193,7 +147,7 @@ def register_parquet(
         columns=cols,
         added_version=0,
         sorted_by_key=_declared_sorted(md, table.key, table.schema.field(table.key).type, groups),
-        schema_id=table.manifest.current_schema_id or None,  # its names are this schema's
+        schema_id=sid or None,  # its names and types are this schema's
     )
     return _commit(table, df, request_id=rid, written_at=written_at, t0=t0)
 
@@ -208,25 +162,20 @@ def _pinned(src: S3Store, key: str, etag: str | None, size: int | None) -> tuple
     return etag, size
 
 
-def _checked_footer(
-    src: S3Store, key: str, etag: str, size: int, schema: pa.Schema
-) -> pq.FileMetaData:
-    """The upload's footer (one ETag-pinned tail GET), once its schema fits the table.
+def _footer(src: S3Store, key: str, etag: str, size: int) -> tuple[pq.FileMetaData, pa.Schema]:
+    """The upload's footer (one ETag-pinned tail GET) and its Arrow schema.
 
     Raises:
         UnsupportedFile: the footer's schema cannot be read.
-        SchemaMismatch: it does not fit (:func:`check_file_schema`).
     """
     stub = DataFile(path=key, size=size, etag=etag, rows=0, row_groups=(), added_version=0)
     md = FileHandle(src, key, stub).tail().arrow
     try:
-        file_schema = md.schema.to_arrow_schema()
+        return md, md.schema.to_arrow_schema()
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
         raise errors.UnsupportedFile(
             f"s3://{src.bucket}/{key}: unreadable Parquet schema: {_short(e)}"
         ) from e
-    check_file_schema(file_schema, md, schema)
-    return md
 
 
 def _copy_into(table: Table, src: S3Store, key: str, dst: str, etag: str) -> str:

@@ -44,6 +44,8 @@ import pyarrow as pa
 
 from lethe import errors
 from lethe.manifest import (
+    EVOLVED_FORMAT_VERSION,
+    FORMAT_VERSION,
     ColumnStats,
     DataFile,
     DVRef,
@@ -332,7 +334,7 @@ def _successor(
         dv_overlay=overlay,
         inline_files=(),
         layout="segmented",
-        format_version=2,
+        format_version=EVOLVED_FORMAT_VERSION if base.manifest.evolved else FORMAT_VERSION,
     )
     return base.successor(base.manifest.model_copy(update=update), pending)
 

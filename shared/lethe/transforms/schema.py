@@ -8,12 +8,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from lethe.manifest import Operation, SchemaVersion, schema_to_b64
+import pyarrow as pa
+
+from lethe import errors
+from lethe.manifest import EVOLVED_FORMAT_VERSION, Operation, SchemaVersion, schema_to_b64
 from lethe.schemas import Evolution, evolve, field_id
 from lethe.snapshot import Snapshot
 from lethe.transforms.files import apply_properties
 
-__all__ = ["apply_schema", "past_names", "pinned_columns"]
+__all__ = ["apply_schema", "past_names", "pinned_columns", "record_schema"]
 
 
 def pinned_columns(base: Snapshot) -> dict[str, str]:
@@ -72,4 +75,33 @@ def apply_schema(
         current_schema_id=sid,
         last_column_id=last,
         indexes=indexes,
+        format_version=EVOLVED_FORMAT_VERSION,  # older Lethe refuses it by its version
+    )
+
+
+def record_schema(base: Snapshot, shape: pa.Schema, operation: Operation) -> Snapshot | None:
+    """Snapshot N+1 = N with ``shape`` (the shape of a file registered as it is: a subset of
+    the current columns, some of them narrower, with the current schema's ids) added to the
+    history without becoming current, or None when the history holds it already.
+
+    Raises:
+        SchemaEvolutionError: a column of ``shape`` is not a column of the base (by id).
+    """
+    ids = {field_id(f) for _, s in base.schema_history() for f in s}
+    missing = [f.name for f in shape if field_id(f) not in ids]
+    if missing:
+        raise errors.SchemaEvolutionError(
+            f"columns {missing} of the file's shape are not columns of the table"
+        )
+    history = base.manifest.schemas or (
+        SchemaVersion(schema_id=0, schema_b64=schema_to_b64(base.arrow_schema())),
+    )
+    for _, s in base.schema_history():
+        if s.equals(shape, check_metadata=True):
+            return None
+    sid = max(s.schema_id for s in history) + 1
+    return apply_properties(base, base.properties, operation).evolve(
+        schemas=(*history, SchemaVersion(schema_id=sid, schema_b64=schema_to_b64(shape))),
+        last_column_id=base.manifest.column_id_high,
+        format_version=EVOLVED_FORMAT_VERSION,
     )
