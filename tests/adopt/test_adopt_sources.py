@@ -112,3 +112,49 @@ def test_source_format_may_be_given(aws: Any, s3: Any, bucket: str, fmt: str) ->
         f"s3://{bucket}/tables/d2", src, key="id", source_format=fmt, dry_run=True
     )
     assert isinstance(plan, lethe.AdoptPlan) and plan.format == "delta" and plan.rows == 10
+
+
+def test_adopt_a_glue_table_with_typed_partitions(aws: Any, s3: Any, bucket: str) -> None:
+    import io
+
+    import pyarrow.parquet as pq
+
+    glue = aws.client("glue")
+    db = f"db_{uuid.uuid4().hex[:8]}"
+    glue.create_database(DatabaseInput={"Name": db})
+    sd = {
+        "InputFormat": "org.apache.hadoop.hive.ql.io.parquet.MapredParquetInputFormat",
+        "OutputFormat": "org.apache.hadoop.hive.ql.io.parquet.MapredParquetOutputFormat",
+        "SerdeInfo": {
+            "SerializationLibrary": "org.apache.hadoop.hive.ql.io.parquet.serde.ParquetHiveSerDe"
+        },
+    }
+    cols = [{"Name": "id", "Type": "bigint"}, {"Name": "customer_id", "Type": "int"}]
+    glue.create_table(
+        DatabaseName=db,
+        TableInput={
+            "Name": "events",
+            "TableType": "EXTERNAL_TABLE",
+            "Parameters": {"classification": "parquet"},
+            "StorageDescriptor": {**sd, "Columns": cols, "Location": f"s3://{bucket}/raw/g"},
+            "PartitionKeys": [{"Name": "dt", "Type": "date"}],
+        },
+    )
+    for i, day in enumerate(("2026-01-01", "2026-01-02")):
+        buf = io.BytesIO()
+        pq.write_table(_data(i * 100, 100).drop_columns(["dt"]), buf)
+        key = f"raw/g/dt={day}/part-0.parquet"
+        s3.put_object(Bucket=bucket, Key=key, Body=buf.getvalue())
+        glue.create_partition(
+            DatabaseName=db,
+            TableName="events",
+            PartitionInput={
+                "Values": [day],
+                "StorageDescriptor": {**sd, "Location": f"s3://{bucket}/raw/g/dt={day}/"},
+            },
+        )
+    t = lethe.Table.adopt(f"s3://{bucket}/tables/g", f"glue://{db}/events", key="id", glue=glue)
+    assert isinstance(t, lethe.Table)
+    assert t.schema.field("dt").type == pa.date32()
+    got = t.scan(filters=[("dt", "=", dt.date(2026, 1, 2))])
+    assert sorted(got["id"].to_pylist()) == list(range(100, 200))
