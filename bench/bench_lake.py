@@ -15,8 +15,9 @@ down, requests; moto runs in its own process so client CPU is ours):
   column of every object (each footer, then each row group's ``customer_id`` chunk, what its
   Athena query reads); *forget* GETs every whole object holding a match, drops the rows and
   PUTs the whole object back (here to a scratch key, so the table stays as it was);
-* **Lethe**: ``lake.forget_batch`` (recorded in the lake, one delete commit per table, the
-  splices of every table once for the batch).
+* **Lethe**: ``lake.forget_batch`` (recorded in the lake, one delete commit per table: the
+  rows hidden at once), then the erasure window's run ``lake.splice_due`` (each file spliced
+  once for every request of the window).
 
 For 1 subject and for SUBJECTS subjects (default 1,000) in one window. It prints the
 figures, a rough dollar estimate at 10 TB, and the issue's targets, each "met" or "not met".
@@ -39,6 +40,7 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import numpy as np
@@ -321,18 +323,25 @@ def lethe_forget(
 ) -> Figures:
     before = {n: Table.open(t.uri, s3=client).version for n, t in tables.items()}
     reqs = [ForgetRequest("customer", [v], f"{tag}-{v}", "erase") for v in victims]
+    closed = datetime.now(UTC) + lake.erasure_window + timedelta(seconds=1)
+
+    def forget() -> tuple[list[Any], Any]:
+        # hidden at once (one delete commit per table), then the window run splices each
+        # file once for every request of the window (as the schedule would when it closes)
+        return lake.forget_batch(reqs), lake.splice_due(now=closed)
+
     with metered(client) as m:
-        r = measure(lambda: lake.forget_batch(reqs))
-    results = r.result
+        r = measure(forget)
+    results, window = r.result
     assert all(x.complete for x in results), "every request committed in every table"
+    assert window.complete, "the window run spliced every file"
     commits = max(Table.open(t.uri, s3=client).version - before[n] for n, t in tables.items())
-    spliced = {(p.table, p.files_spliced) for x in results for p in x.tables}
     return Figures(
         m.moved,
         m.requests,
         r.cpu,
         r.wall,
-        sum(n for _, n in spliced),
+        window.files_spliced,
         commits=commits,
         kinds=m.kinds(),
     )

@@ -17,6 +17,8 @@ machine on moto's Step Functions interpreter. The story:
 6. compaction (a Spark job run) of a file with many deleted rows;
 7. history and time travel; GC by the state machine; an audit that reads every object in the
    bucket (every Parquet page decompressed) looking for the erased rows' keys and payloads;
+   the lake: orders, events and tickets, one person in all three, one request, the window
+   run, GC, one receipt;
 8. the erase request's receipt (received, hidden, spliced, complete; by its hash) and the
    table report, one self-contained HTML page (its path is printed).
 """
@@ -41,6 +43,7 @@ import pyarrow.parquet as pq
 
 from devtools.audit import Audit, Needle, audit_bucket
 from devtools.datagen import SCHEMA, generate
+from devtools.demo_lake import lake_story
 from devtools.demo_layout import layout_for_forgetting, row_ttl
 from devtools.local.runtime import LocalRuntime, LocalSettings
 from lethe import errors
@@ -450,6 +453,14 @@ class Demo:
         for k, v in figures.items():
             self.results[k] = v
 
+    def lake(self) -> None:
+        s = self.sizes
+        figures = lake_story(
+            self.story, self.s3, rows=min(4_000, max(400, s.rows // 100)), customers=50
+        )
+        for k, v in figures.items():
+            self.results[k] = v
+
     # ---------------------------------------------------------------- 6. history, audit, GC
     def history(self) -> None:
         st, t = self.story, self.t.refresh()
@@ -695,6 +706,7 @@ def run(
         demo.delete_requests()
         demo.compaction()
         demo.layout()
+        demo.lake()
         demo.history()
         demo.iceberg_view()
         before = demo.audit("before GC")

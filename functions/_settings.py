@@ -226,6 +226,9 @@ class SpliceSettings(_Settings):
 
     max_bytes: PositiveBytes = Field(64 << 20, validation_alias=_env("LETHE_SPLICE_MAX_BYTES"))
     queue_url: str | None = Field(None, validation_alias=_env("LETHE_SPLICE_QUEUE_URL"))
+    lake_uri: Annotated[
+        str | None, BeforeValidator(_s3_uri("an s3:// URI like s3://bucket/_lethe"))
+    ] = Field(None, validation_alias=_env("LETHE_LAKE_URI"))
 
 
 class IngestTriggerSettings(_Settings):

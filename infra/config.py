@@ -7,6 +7,7 @@ so booleans and integers are parsed here, and anything unusable fails the synth 
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -23,6 +24,73 @@ _DURATION_RE = re.compile(r"^\d+[dhv]$")
 
 class ConfigError(ValueError):
     """A context value is missing or malformed."""
+
+
+_S3_RE = re.compile(r"^s3://([a-z0-9][a-z0-9.\-]{1,61}[a-z0-9])/([^*?]+?)/*$")
+
+
+@dataclass(frozen=True, slots=True)
+class S3Prefix:
+    """A bucket and a key prefix (no trailing slash) parsed from ``s3://bucket/prefix``."""
+
+    bucket: str
+    prefix: str
+
+    @classmethod
+    def parse(cls, uri: object) -> S3Prefix:
+        m = _S3_RE.match(uri) if isinstance(uri, str) else None
+        if m is None:
+            raise ValueError(f"{uri!r} is not s3://bucket/prefix (a bucket and a non-empty prefix)")
+        return cls(m.group(1), m.group(2).strip("/"))
+
+    @property
+    def uri(self) -> str:
+        return f"s3://{self.bucket}/{self.prefix}"
+
+
+@dataclass(frozen=True, slots=True)
+class LakeConfig:
+    """One stack per lake (context ``lethe:lake``): the lake's registry prefix, its tables'
+    prefixes (in any buckets) and adopted prefixes (read-only: the data files of adopted
+    Iceberg/Delta tables). Its functions get exactly these prefixes."""
+
+    lake: S3Prefix
+    tables: tuple[S3Prefix, ...]
+    adopted: tuple[S3Prefix, ...] = ()
+
+    @classmethod
+    def parse(cls, raw: object) -> LakeConfig | None:
+        """From a mapping or its JSON text; ``""``/``None``: no lake."""
+        if raw in ("", None, {}):
+            return None
+        if isinstance(raw, str):
+            raw = json.loads(raw)
+        if not isinstance(raw, dict) or set(raw) - {"uri", "tables", "adopted"}:
+            raise ValueError('expected {"uri": ..., "tables": [...], "adopted": [...]}')
+        tables = raw.get("tables") or []
+        adopted = raw.get("adopted") or []
+        if not isinstance(tables, list) or not tables or not isinstance(adopted, list):
+            raise ValueError("tables: a non-empty list of s3:// table URIs; adopted: a list")
+        out = cls(
+            S3Prefix.parse(raw.get("uri")),
+            tuple(S3Prefix.parse(t) for t in tables),
+            tuple(S3Prefix.parse(a) for a in adopted),
+        )
+        every = [out.lake, *out.tables, *out.adopted]
+        for i, a in enumerate(every):
+            for b in every[i + 1 :]:
+                if a.bucket == b.bucket and (
+                    a.prefix == b.prefix
+                    or f"{b.prefix}/".startswith(f"{a.prefix}/")
+                    or f"{a.prefix}/".startswith(f"{b.prefix}/")
+                ):
+                    raise ValueError(f"{a.uri} and {b.uri} overlap: give each its own prefix")
+        return out
+
+    @property
+    def buckets(self) -> tuple[str, ...]:
+        every = [self.lake, *self.tables, *self.adopted]
+        return tuple(dict.fromkeys(p.bucket for p in every))
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +118,8 @@ class LetheConfig:
     emr_idle_timeout_minutes: int
     alarm_email: str
     erasure_alarm_days: int
+    lake: LakeConfig | None = None
+    erasure_window_schedule: str = "rate(1 hour)"
 
     @classmethod
     def from_context(cls, get: Callable[[str], object]) -> LetheConfig:
@@ -88,6 +158,8 @@ class LetheConfig:
             emr_idle_timeout_minutes=typed(c.CTX_EMR_IDLE_MINUTES, _int),
             alarm_email=typed(c.CTX_ALARM_EMAIL, _str).strip(),
             erasure_alarm_days=typed(c.CTX_ERASURE_ALARM_DAYS, _int),
+            lake=typed(c.CTX_LAKE, LakeConfig.parse),
+            erasure_window_schedule=typed(c.CTX_ERASURE_WINDOW_SCHEDULE, _str),
         )
         config.validate()
         return config
@@ -176,6 +248,12 @@ class LetheConfig:
                 c.CTX_EMR_IDLE_MINUTES,
                 self.emr_idle_timeout_minutes,
                 ">= 1",
+            ),
+            (
+                bool(_SCHEDULE_RE.match(self.erasure_window_schedule)),
+                c.CTX_ERASURE_WINDOW_SCHEDULE,
+                self.erasure_window_schedule,
+                "an EventBridge rate(...) or cron(...) expression",
             ),
             (
                 self.erasure_alarm_days >= 1,

@@ -135,6 +135,7 @@ ENV_GLUE_TABLE: Final = "LETHE_GLUE_TABLE"
 ENV_GC_RETENTION: Final = "LETHE_GC_RETENTION"
 ENV_GC_GRACE: Final = "LETHE_GC_GRACE"
 ENV_GC_VERSIONED_BUCKET: Final = "LETHE_GC_VERSIONED_BUCKET"
+ENV_LAKE_URI: Final = "LETHE_LAKE_URI"
 POWERTOOLS_SERVICE_NAME: Final = "POWERTOOLS_SERVICE_NAME"
 POWERTOOLS_LOG_LEVEL: Final = "POWERTOOLS_LOG_LEVEL"
 POWERTOOLS_METRICS_NAMESPACE: Final = "POWERTOOLS_METRICS_NAMESPACE"
@@ -199,6 +200,21 @@ GC_RETRY_BACKOFF_RATE: Final = 2.0
 GC_RETRY_MAX_ATTEMPTS: Final = 6
 
 # --------------------------------------------------------------------------------------------
+# The lake (one stack per lake): what its functions may touch, spelled once in lethe.lake
+# --------------------------------------------------------------------------------------------
+from lethe.lake.model import ARCHIVE_PREFIX as LAKE_ARCHIVE_PREFIX  # noqa: E402, F401
+from lethe.lake.model import LAKE_KEY as LAKE_KEY  # noqa: E402
+from lethe.lake.model import VALUES_PREFIX as LAKE_VALUES_PREFIX  # noqa: E402, F401
+from lethe.lake.window import WINDOW_EVENT as LAKE_WINDOW_EVENT  # noqa: E402, F401
+
+# Where a lake table's functions write (the lake's own objects are LAKE_*): data files,
+# deletion vectors, index pieces, manifests and the head; never another prefix.
+LAKE_TABLE_WRITES: Final = (DATA_PREFIX, MANIFEST_PREFIX, TOMBSTONE_PREFIX, INDEX_PREFIX)
+# The lake's pending requests feed the ErasureOverdue alarm through these metrics.
+from lethe.lake.window import OLDEST_METRIC as LAKE_OLDEST_METRIC  # noqa: E402, F401
+from lethe.lake.window import PENDING_METRIC as LAKE_PENDING_METRIC  # noqa: E402, F401
+
+# --------------------------------------------------------------------------------------------
 # Context keys (cdk.json "context" or `-c key=value`) and their defaults
 # --------------------------------------------------------------------------------------------
 CTX_TABLE_PREFIX: Final = "lethe:tablePrefix"
@@ -222,6 +238,10 @@ CTX_EMR_MAX_VCPU: Final = "lethe:emrMaxVcpu"
 CTX_EMR_IDLE_MINUTES: Final = "lethe:emrIdleTimeoutMinutes"
 CTX_ALARM_EMAIL: Final = "lethe:alarmEmail"
 CTX_ERASURE_ALARM_DAYS: Final = "lethe:erasureAlarmDays"  # oldest pending erasure alarm
+# One stack per lake: {"uri": "s3://b/_lethe", "tables": ["s3://b/tables/orders", ...],
+# "adopted": ["s3://b/raw/orders", ...]} (a JSON object, or its text with -c); "" : none
+CTX_LAKE: Final = "lethe:lake"
+CTX_ERASURE_WINDOW_SCHEDULE: Final = "lethe:erasureWindowSchedule"  # the lake's window runs
 
 CONTEXT_DEFAULTS: Final[dict[str, object]] = {
     CTX_TABLE_PREFIX: "tables/main",
@@ -245,4 +265,6 @@ CONTEXT_DEFAULTS: Final[dict[str, object]] = {
     CTX_EMR_IDLE_MINUTES: 15,
     CTX_ALARM_EMAIL: "",
     CTX_ERASURE_ALARM_DAYS: 25,
+    CTX_LAKE: "",
+    CTX_ERASURE_WINDOW_SCHEDULE: "rate(1 hour)",
 }

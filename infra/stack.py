@@ -16,6 +16,7 @@ from infra.constructs import (
     GarbageCollection,
     IcebergCatalog,
     Ingest,
+    LakeTables,
     LambdaRuntime,
     Monitoring,
     RequestQueues,
@@ -30,7 +31,8 @@ class LetheStack(cdk.Stack):
     Attributes:
         config: the settings it was built from (``spark_jobs_dir``: where the Spark entry
             points are read from, ``spark_jobs/`` by default).
-        storage, queues, runtime, erasure, ingest, iceberg, gc, monitoring: its parts.
+        storage, queues, runtime, erasure, ingest, iceberg, gc, monitoring: its parts;
+        lake: the lake's tables and window schedule (context ``lethe:lake``), or None.
     """
 
     def __init__(
@@ -112,6 +114,19 @@ class LetheStack(cdk.Stack):
             dry_run=config.gc_dry_run,
             map_concurrency=config.gc_map_concurrency,
         )
+        self.lake: LakeTables | None = None
+        if config.lake is not None:
+            self.lake = LakeTables(
+                self,
+                "Lake",
+                lake=config.lake,
+                delete_handler=self.erasure.delete_handler,
+                splice_worker=self.erasure.splice_worker,
+                gc=self.gc,
+                gc_schedule=config.gc_schedule,
+                gc_dry_run=config.gc_dry_run,
+                window_schedule=config.erasure_window_schedule,
+            )
         functions = {
             "DeleteHandler": self.erasure.delete_handler.function,
             "SpliceWorker": self.erasure.splice_worker.function,

@@ -266,11 +266,31 @@ def _check_index_origin(obj: dict[str, Any], s: DocSession) -> None:
 
 
 # (document, the object's "format" or its first key) -> check.
+def _check_lake_message(obj: dict[str, Any], s: DocSession) -> None:
+    """A documented lake request: what the delete handler parses, with its own date."""
+    msg = lethe.requests.parse_any(obj)
+    assert isinstance(msg, lethe.requests.LakeRequestMessage)
+    assert msg.requested_at is not None
+
+
+def _check_lake_context(obj: dict[str, Any], s: DocSession) -> None:
+    """The documented ``lethe:lake`` context: what the stack's config accepts."""
+    from infra import constants as c
+    from infra.config import LetheConfig
+
+    config = LetheConfig.from_mapping(
+        {k: json.dumps(v) if k == c.CTX_LAKE else v for k, v in obj.items()}
+    )
+    assert config.lake is not None and config.lake.tables
+
+
 JSON_MODELS: dict[tuple[str, str], Callable[[dict[str, Any], DocSession], object]] = {
     ("docs/format.md", "lethe.head"): _check_head,
     ("docs/format.md", "lethe.segment"): lambda obj, s: mf.Segment.model_validate(obj),
     ("docs/format.md", "column"): lambda obj, s: mf.ColumnIndex.model_validate(obj),
     ("docs/format.md", "index_origin"): _check_index_origin,
+    ("README.md", "request_id"): _check_lake_message,
+    ("README.md", "lethe:lake"): _check_lake_context,
 }
 
 

@@ -44,6 +44,7 @@ MODULES = [
     "snapshot",
     "transforms.files",
     "compaction",
+    "lake.model",
 ]
 
 

@@ -272,6 +272,15 @@ def test_the_demo_story_end_to_end(runtime: LocalRuntime, aws: LocalAws, tmp_pat
     demo.layout()
     assert r["layout_files_touched_before"] >= 4 and r["layout_files_after"] >= 5
     assert r["layout_files_touched_after"] == 1 and min(r["layout_rows_erased"]) > 0
+
+    # 5c. the lake: one person in three tables, one request, one receipt, complete after GC
+    demo.lake()
+    assert r["lake_tables"] == 3 and r["lake_rows_hidden"] >= 3 and r["lake_files_spliced"] >= 3
+    assert r["lake_done"] and r["lake_state"] == "complete" and r["lake_rows_left"] == 0
+    assert r["lake_receipt"].count("GC run") == 3
+    from devtools.demo_lake import REQUEST_ID
+
+    assert request_hash(REQUEST_ID) in r["lake_receipt"] and REQUEST_ID not in r["lake_receipt"]
     # a TTL sweep: the days past retention dropped whole, the cut day spliced, a receipt
     assert r["ttl_files_dropped"] >= 1 and r["ttl_files_spliced"] == 1
     assert r["ttl_receipt_state"] == "removed" and r["ttl_rows_expired"] > 0

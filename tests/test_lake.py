@@ -60,7 +60,7 @@ def make_table(uri: str, *, files: int = 3, n: int = 200) -> lethe.Table:
 
 @pytest.fixture
 def lake3(bucket: str) -> tuple[Lake, list[str]]:
-    lake = Lake.create(f"s3://{bucket}/_lethe")
+    lake = Lake.create(f"s3://{bucket}/_lethe", erasure_window=timedelta(0))
     uris = [f"s3://{bucket}/tables/{name}" for name in ("orders", "events", "tickets")]
     for i, uri in enumerate(uris):
         make_table(uri, files=2 + i)
@@ -332,7 +332,7 @@ def test_cli_lake_story(bucket: str, s3: Any, capsys: pytest.CaptureFixture[str]
 
     lake = f"s3://{bucket}/_lethe"
     uris = [f"s3://{bucket}/tables/{name}" for name in ("orders", "events", "tickets")]
-    assert main(["lake", "create", lake]) == 0
+    assert main(["lake", "create", lake, "--erasure-window", "0s"]) == 0
     for u in uris:
         make_table(u, files=2)
         assert main(["lake", "add", lake, u]) == 0

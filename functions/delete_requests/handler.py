@@ -6,7 +6,9 @@ partial batch failures through Powertools' ``BatchProcessor``. Invalid messages 
 commit once. ``mode="erase"`` requests are followed by splice jobs on the splice queue.
 With ``LETHE_LAKE_URI``, lake requests (``{"request_id", "subject", "values", "mode",
 "requested_at"?}``) go to :meth:`lethe.Lake.forget_batch`: recorded in the lake, one commit
-per mapped table, splice jobs for each table that recorded an erasure.
+per mapped table; their splices are queued at once when the lake's erasure window is 0,
+else left to the window run (the splice worker's schedule). After a lake batch, the lake's
+backlog (requests not done, the oldest one's age) is published for the overdue alarm.
 Logs carry counts and hashes only, never keys.
 """
 
@@ -27,6 +29,7 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from _settings import DeleteRequestsSettings as Settings
 from lethe import Lake, LakeRequestResult, Table
 from lethe.evidence import erasure_backlog
+from lethe.lake.window import OLDEST_METRIC, PENDING_METRIC
 from lethe.requests import MessageOutcome, process_delete_messages, sqs_sent_timestamp
 from lethe.splice_jobs import SpliceJob, enqueue_erasures, send_jobs
 
@@ -41,23 +44,44 @@ processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failu
 SETTINGS = Settings.from_env()  # once, at cold start
 
 
+def publish_lake_backlog(lake: Lake) -> None:
+    """The lake's requests not done yet and the oldest one's age, as metrics (no dimension
+    but the service: never a request id or a value)."""
+    backlog = lake.backlog()
+    metrics.add_metric(PENDING_METRIC, MetricUnit.Count, backlog.pending)
+    metrics.add_metric(OLDEST_METRIC, MetricUnit.Seconds, backlog.oldest_age_seconds)
+
+
 def lake_splices(results: list[LakeRequestResult]) -> None:
-    """Queue the splices of every table part of the lake's erase requests (the worker reads
-    the pending targets from each table's manifest; a job with nothing left is a no-op)."""
-    jobs = list(
-        {
-            (t.table, t.id_hash): SpliceJob(table=t.table, erasure=t.id_hash)
-            for r in results
-            if r.mode == "erase"
-            for t in r.tables
-            if t.state == "committed" and t.id_hash is not None and (t.rows_deleted or t.duplicate)
-        }.values()
+    """Queue the splices of every table part of the lake's erase requests when the lake has
+    no erasure window (the worker reads the pending targets from each table's manifest; a
+    job with nothing left is a no-op); with a window, the window run splices them."""
+    lake = open_lake()
+    windowed = lake.doc.erasure_window_seconds > 0
+    jobs = (
+        []
+        if windowed
+        else list(
+            {
+                (t.table, t.id_hash): SpliceJob(table=t.table, erasure=t.id_hash)
+                for r in results
+                if r.mode == "erase"
+                for t in r.tables
+                if t.state == "committed"
+                and t.id_hash is not None
+                and (t.rows_deleted or t.duplicate)
+            }.values()
+        )
     )
     metrics.add_metric("LakeRequests", MetricUnit.Count, len(results))
     metrics.add_metric("RowsDeleted", MetricUnit.Count, sum(r.rows_deleted for r in results))
     if jobs and SETTINGS.splice_queue_url:
         send_jobs(jobs, queue_url=SETTINGS.splice_queue_url)
-    logger.info("lake batch committed", extra={"requests": len(results), "splice_jobs": len(jobs)})
+    publish_lake_backlog(lake)
+    logger.info(
+        "lake batch committed",
+        extra={"requests": len(results), "splice_jobs": len(jobs), "windowed": windowed},
+    )
 
 
 def open_lake() -> Lake:

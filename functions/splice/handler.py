@@ -10,6 +10,12 @@ commit and re-enqueues what its budget left over; the erasure turns ``spliced`` 
 commit of its last group. A failed job is retried by SQS and lands in the splice DLQ after
 ``maxReceiveCount`` (the reason in the log); a failure leaves the table unchanged (the
 multipart upload is aborted, the commit is all or nothing).
+
+With ``LETHE_LAKE_URI``, the scheduled event ``{"lethe": "erasure-window"}`` (an EventBridge
+rule, not SQS) runs the lake's erasure window: every file of the erase requests whose window
+closed is spliced once for all of them, within ``LETHE_SPLICE_MAX_BYTES`` per table (the
+next scheduled run continues), finished requests are archived out of ``lake.json``, and the
+lake's backlog is published for the overdue alarm.
 """
 
 from __future__ import annotations
@@ -23,14 +29,14 @@ from aws_lambda_powertools.utilities.batch import (
     EventType,
     process_partial_response,
 )
-from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.parser import parse
 
 from _settings import SpliceSettings as Settings
-from lethe import Table
+from lethe import Lake, Table
 from lethe.erase import SpliceResult, process_erasure
 from lethe.evidence import erasure_backlog
+from lethe.lake.window import OLDEST_METRIC, PENDING_METRIC, WINDOW_EVENT
 from lethe.splice_groups import plan_groups, splice_group
 from lethe.splice_jobs import SpliceJob, send_jobs
 
@@ -127,10 +133,36 @@ def record_handler(record: SQSRecord) -> dict[str, Any]:
     return _group(table, job) if job.files else _fan_out(table, job)
 
 
+def window_run() -> dict[str, Any]:
+    """The lake's erasure window: splice what is due (bounded), archive, publish the backlog."""
+    if SETTINGS.lake_uri is None:
+        raise RuntimeError("an erasure-window event, but no LETHE_LAKE_URI is configured")
+    lake = Lake.open(SETTINGS.lake_uri)
+    run = lake.splice_due(max_bytes=SETTINGS.max_bytes)
+    archived = lake.archive()
+    backlog = lake.backlog()
+    metrics.add_metric("WindowFilesSpliced", MetricUnit.Count, run.files_spliced)
+    metrics.add_metric(PENDING_METRIC, MetricUnit.Count, backlog.pending)
+    metrics.add_metric(OLDEST_METRIC, MetricUnit.Seconds, backlog.oldest_age_seconds)
+    out = {
+        "requests_due": run.requests_due,
+        "requests_waiting": run.requests_waiting,
+        "files": run.files_spliced,
+        "commits": run.commits,
+        "complete": run.complete,
+        "archived": archived,
+        "pending": backlog.pending,
+    }
+    logger.info("erasure window run", extra=out)
+    return out
+
+
 @logger.inject_lambda_context
 @tracer.capture_lambda_handler
 @metrics.log_metrics
-def handler(event: dict[str, Any], context: Any) -> PartialItemFailureResponse:
+def handler(event: dict[str, Any], context: Any) -> Any:
+    if all(event.get(k) == v for k, v in WINDOW_EVENT.items()):
+        return window_run()
     metrics.add_metric("SpliceJobs", MetricUnit.Count, len(event.get("Records", [])))
     return process_partial_response(
         event=event, record_handler=record_handler, processor=processor, context=context

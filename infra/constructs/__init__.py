@@ -4,6 +4,7 @@ from infra.constructs.erasure import ErasureFunctions
 from infra.constructs.gc import GarbageCollection
 from infra.constructs.iceberg import IcebergCatalog
 from infra.constructs.ingest import Ingest
+from infra.constructs.lake import LakeTables
 from infra.constructs.monitoring import Monitoring
 from infra.constructs.queues import RequestQueues, WorkQueue
 from infra.constructs.runtime import LambdaRuntime, LetheFunction
@@ -14,6 +15,7 @@ __all__ = [
     "GarbageCollection",
     "IcebergCatalog",
     "Ingest",
+    "LakeTables",
     "LambdaRuntime",
     "LetheFunction",
     "Monitoring",

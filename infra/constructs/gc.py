@@ -33,6 +33,7 @@ exponential backoff. Payloads stay small: counts and keys of S3 objects, never r
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import aws_cdk as cdk
 from aws_cdk import aws_events as events
@@ -191,41 +192,7 @@ class GarbageCollection(Construct):
 
     @staticmethod
     def _grant(storage: TableStorage, made: LetheFunction, step: GcStep) -> None:
-        fn = made.function
-        storage.grant_table_read(fn)
-        if step.workspace:
-            storage.grant_table_put(fn, c.GC_PREFIX + "*", sid="WriteGcWorkspace")
-            storage.grant_table_delete(fn, c.GC_PREFIX + "*", sid="CleanGcWorkspace")
-        if step.splices:  # what an erasure's splices and its commit write; no delete
-            storage.grant_table_put(
-                fn,
-                c.DATA_PREFIX + "*",
-                c.TOMBSTONE_PREFIX + "*",
-                c.INDEX_PREFIX + "*",
-                c.MANIFEST_PREFIX + "*",
-                c.HEAD_KEY,
-                sid="SweepExpiredRows",
-            )
-            storage.grant_multipart_cleanup(fn, c.DATA_PREFIX + "*")
-        if step.deletes:
-            storage.grant_table_delete(fn, *step.deletes, sid="DeleteUnreferenced")
-        if step.commits:
-            storage.grant_table_put(fn, c.MANIFEST_PREFIX + "*", c.HEAD_KEY, sid="CommitManifest")
-        if step.delete_versions:
-            storage.grant_list(fn, actions=["s3:ListBucketVersions"], sid="ListTableVersions")
-            storage.grant_table_delete(
-                fn, "*", actions=["s3:DeleteObjectVersion"], sid="PurgeNoncurrentVersions"
-            )
-        if step.abort_uploads:
-            storage.grant_list(
-                fn, actions=["s3:ListBucketMultipartUploads"], sid="ListTableUploads"
-            )
-            storage.grant_table_delete(
-                fn,
-                "*",
-                actions=["s3:AbortMultipartUpload", "s3:ListMultipartUploadParts"],
-                sid="AbortStaleUploads",
-            )
+        grant_step(storage, made, step)
 
     # ------------------------------------------------------------------ workflow
 
@@ -344,4 +311,43 @@ class GarbageCollection(Construct):
             "X-Ray tracing and CloudWatch Logs delivery (logs:CreateLogDelivery etc.) do not "
             "support resource-level permissions.",
             "Resource::*",
+        )
+
+
+def grant_step(storage: Any, made: LetheFunction, step: GcStep) -> None:
+    """Grant ``step``'s rights on one table (``storage``: the stack's
+    :class:`~infra.constructs.storage.TableStorage`, or a lake table's
+    :class:`~infra.constructs.lake.PrefixGrants`)."""
+    fn = made.function
+    storage.grant_table_read(fn)
+    if step.workspace:
+        storage.grant_table_put(fn, c.GC_PREFIX + "*", sid="WriteGcWorkspace")
+        storage.grant_table_delete(fn, c.GC_PREFIX + "*", sid="CleanGcWorkspace")
+    if step.splices:  # what an erasure's splices and its commit write; no delete
+        storage.grant_table_put(
+            fn,
+            c.DATA_PREFIX + "*",
+            c.TOMBSTONE_PREFIX + "*",
+            c.INDEX_PREFIX + "*",
+            c.MANIFEST_PREFIX + "*",
+            c.HEAD_KEY,
+            sid="SweepExpiredRows",
+        )
+        storage.grant_multipart_cleanup(fn, c.DATA_PREFIX + "*")
+    if step.deletes:
+        storage.grant_table_delete(fn, *step.deletes, sid="DeleteUnreferenced")
+    if step.commits:
+        storage.grant_table_put(fn, c.MANIFEST_PREFIX + "*", c.HEAD_KEY, sid="CommitManifest")
+    if step.delete_versions:
+        storage.grant_list(fn, actions=["s3:ListBucketVersions"], sid="ListTableVersions")
+        storage.grant_table_delete(
+            fn, "*", actions=["s3:DeleteObjectVersion"], sid="PurgeNoncurrentVersions"
+        )
+    if step.abort_uploads:
+        storage.grant_list(fn, actions=["s3:ListBucketMultipartUploads"], sid="ListTableUploads")
+        storage.grant_table_delete(
+            fn,
+            "*",
+            actions=["s3:AbortMultipartUpload", "s3:ListMultipartUploadParts"],
+            sid="AbortStaleUploads",
         )

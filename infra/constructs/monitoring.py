@@ -7,7 +7,10 @@ one, with a key grant for CloudWatch). ``lethe:alarmEmail`` subscribes an addres
 The dashboard shows what the functions emit (Powertools EMF, namespace ``Lethe``, dimension
 ``service``): commit latency and CAS attempts (delete handler), rows deleted and erased,
 pending erasures and the oldest one's age (delete handler, splice worker and GC report step,
-from :func:`lethe.evidence.erasure_backlog`), and the dead-letter queues' depth.
+from :func:`lethe.evidence.erasure_backlog`), the lake's pending requests and the oldest
+one's age (``PendingLakeRequests``, ``OldestPendingLakeRequestAge``: delete handler and the
+window run, from :meth:`lethe.Lake.backlog`), and the dead-letter queues' depth. The
+``ErasureOverdue`` alarm watches the largest of every oldest age: a table's or the lake's.
 """
 
 from __future__ import annotations
@@ -36,6 +39,9 @@ BACKLOG_SOURCES: tuple[tuple[str, dict[str, str]], ...] = (
     (f"{c.SERVICE}-splice", {}),
     (f"{c.SERVICE}-gc", {"step": "report"}),
 )
+#: Where the lake's backlog is published (``Lake.backlog()``: its requests not done yet):
+#: the delete handler after each lake batch, the splice worker after each window run.
+LAKE_BACKLOG_SOURCES: tuple[str, ...] = (f"{c.SERVICE}-delete-requests", f"{c.SERVICE}-splice")
 
 
 def lethe_metric(
@@ -134,13 +140,22 @@ class Monitoring(Construct):
 
     @staticmethod
     def _oldest_pending() -> cw.MathExpression:
-        """The oldest pending erasure's age (seconds), the largest any function reported."""
+        """The oldest pending erasure's age (seconds), the largest any function reported:
+        a table's erasure records, or the lake's requests."""
         using = {
             f"m{i}": lethe_metric(
                 "OldestPendingErasureAge", svc, cw.Stats.MAXIMUM, BACKLOG_PERIOD, **dims
             )
             for i, (svc, dims) in enumerate(BACKLOG_SOURCES)
         }
+        using.update(
+            {
+                f"lake{i}": lethe_metric(
+                    c.LAKE_OLDEST_METRIC, svc, cw.Stats.MAXIMUM, BACKLOG_PERIOD
+                )
+                for i, svc in enumerate(LAKE_BACKLOG_SOURCES)
+            }
+        )
         return cw.MathExpression(
             expression=f"MAX([{', '.join(using)}])",
             using_metrics=using,
@@ -189,10 +204,18 @@ class Monitoring(Construct):
                 ],
             ),
             graph(
-                "Pending erasures",
+                "Pending erasures (tables) and lake requests",
                 [
-                    lethe_metric("PendingErasures", svc, cw.Stats.MAXIMUM, BACKLOG_PERIOD, **dims)
-                    for svc, dims in BACKLOG_SOURCES
+                    *(
+                        lethe_metric(
+                            "PendingErasures", svc, cw.Stats.MAXIMUM, BACKLOG_PERIOD, **dims
+                        )
+                        for svc, dims in BACKLOG_SOURCES
+                    ),
+                    *(
+                        lethe_metric(c.LAKE_PENDING_METRIC, svc, cw.Stats.MAXIMUM, BACKLOG_PERIOD)
+                        for svc in LAKE_BACKLOG_SOURCES
+                    ),
                 ],
             ),
         )

@@ -467,13 +467,16 @@ def process_erasures(
     max_bytes: int | None = None,
     progress: Progress | None = None,
     task: str = "erase",
+    model: CostModel = DEFAULT_MODEL,
 ) -> tuple[bool, list[SpliceResult]]:
     """:func:`process_erasure` of several erasures at once (a batch of requests): each pass
     splices the pending files of any of them, so a file they share is spliced once and the
-    commits are those of the files, not of the requests."""
+    commits are those of the files, not of the requests. ``model`` prices each file's
+    splice plan (:mod:`lethe.parquet.costs`)."""
     if not id_hashes:
         return True, []
-    complete, splices, _ = _process(ctx, frozenset(id_hashes), max_bytes, progress, task)
+    ids = frozenset(id_hashes)
+    complete, splices, _ = _process(ctx, ids, max_bytes, progress, task, model)
     return complete, splices
 
 
@@ -483,12 +486,13 @@ def _process(
     max_bytes: int | None,
     progress: Progress | None,
     task: str,
+    model: CostModel = DEFAULT_MODEL,
 ) -> tuple[bool, list[SpliceResult], Snapshot | None]:
     """:func:`process_erasure`, with the snapshot the last splice committed (None: none)."""
     m, _ = ctx.catalog.current()
     pending = len({t.path for t in _pending_targets(m, id_hash)})
     with track(progress, task, total=pending, unit="files") as tracker:
-        return _splice_pending(ctx, m, id_hash, max_bytes, tracker)
+        return _splice_pending(ctx, m, id_hash, max_bytes, tracker, model)
 
 
 def _splice_pending(
@@ -497,6 +501,7 @@ def _splice_pending(
     id_hash: str | Collection[str],
     max_bytes: int | None,
     tracker: Tracker,
+    model: CostModel = DEFAULT_MODEL,
 ) -> tuple[bool, list[SpliceResult], Snapshot | None]:
     """The loop of :func:`process_erasure` from the latest manifest ``m``: each pass splices
     the pending files of the erasure (at most :data:`SPLICE_BATCH_FILES`, within the
@@ -512,7 +517,7 @@ def _splice_pending(
             return True, done, last
         if budget is not None:
             budget -= sum(f.row_groups[g].length for f, groups in work for g in groups)
-        spliced, failure = _splice_all(TableContext(ctx.catalog, m), work)
+        spliced, failure = _splice_all(TableContext(ctx.catalog, m), work, model)
         if spliced:
             last, committed = commit_splices(ctx, spliced)
             done.extend(committed)
@@ -570,20 +575,22 @@ def _batch(
 
 
 def _splice_all(
-    ctx: TableContext, work: Sequence[tuple[DataFile, list[int]]]
+    ctx: TableContext,
+    work: Sequence[tuple[DataFile, list[int]]],
+    model: CostModel = DEFAULT_MODEL,
 ) -> tuple[list[SpliceResult], BaseException | None]:
     """Splice each file of ``work`` (:data:`SPLICE_WORKERS` at a time); the splices that
     succeeded, and the first failure (a failed splice leaves nothing behind)."""
     if len(work) == 1:
         f, groups = work[0]
         try:
-            return [splice_file(ctx, f, groups)], None
+            return [splice_file(ctx, f, groups, model=model)], None
         except Exception as e:
             return [], e
     out: list[SpliceResult] = []
     failure: BaseException | None = None
     with ThreadPoolExecutor(max_workers=min(SPLICE_WORKERS, len(work))) as pool:
-        futures = [pool.submit(splice_file, ctx, f, groups) for f, groups in work]
+        futures = [pool.submit(splice_file, ctx, f, groups, model=model) for f, groups in work]
         for fut in futures:
             try:
                 out.append(fut.result())

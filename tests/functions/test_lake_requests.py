@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import json
 import re
+import time
 import uuid
 from collections.abc import Callable, Iterator
+from datetime import timedelta
 from typing import Any
 
 import pyarrow as pa
@@ -76,7 +78,7 @@ def receive(sqs: Any, url: str, n: int) -> list[dict[str, Any]]:
 
 @pytest.fixture
 def lake(bucket: str) -> Iterator[tuple[lethe.Lake, list[str]]]:
-    lk = lethe.Lake.create(f"s3://{bucket}/_lethe")
+    lk = lethe.Lake.create(f"s3://{bucket}/_lethe", erasure_window=timedelta(0))
     uris = []
     for i, name in enumerate(("orders", "events", "tickets")):
         uri = f"s3://{bucket}/tables/{name}"
@@ -216,3 +218,71 @@ def test_parse_any_routes_by_shape() -> None:
     assert "secret@x" not in str(e.value)
     with pytest.raises(errors.InvalidRequest, match="not valid JSON"):
         parse_any('{"subject": ')
+
+
+def emf(text: str) -> list[dict[str, Any]]:
+    """The Powertools EMF documents printed (one JSON line per flush); a metric added once
+    is a one-element list there: unwrapped."""
+    out = []
+    for line in text.splitlines():
+        if line.startswith("{") and '"_aws"' in line:
+            doc = json.loads(line)
+            out.append(
+                {k: v[0] if isinstance(v, list) and len(v) == 1 else v for k, v in doc.items()}
+            )
+    return out
+
+
+def test_windowed_lake_defers_splices_and_publishes_its_backlog(
+    lake: tuple[lethe.Lake, list[str]],
+    aws: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    logs: Callable[[], str],
+) -> None:
+    lk, uris = lake
+    lk.set_erasure_window(timedelta(seconds=2))
+    sqs, url, arn = new_queue(aws)
+    _, splice_url, _ = new_queue(aws)
+    h = _with_settings(
+        monkeypatch, {"LETHE_LAKE_URI": lk.uri, "LETHE_SPLICE_QUEUE_URL": splice_url}
+    )
+    body = {"request_id": SECRET_ID, "subject": "customer", "values": [PERSON], "mode": "erase"}
+    sqs.send_message(QueueUrl=url, MessageBody=json.dumps(body))
+    received = receive(sqs, url, 1)
+    logs()
+    assert h.handler(sqs_event(received, queue_arn=arn), LambdaContext()) == {
+        "batchItemFailures": []
+    }
+    assert receive(sqs, splice_url, 1) == []  # the window run splices it, not a job now
+    (doc,) = [d for d in emf(logs()) if "PendingLakeRequests" in d]
+    (directive,) = doc["_aws"]["CloudWatchMetrics"]
+    assert directive["Namespace"] == "Lethe" and directive["Dimensions"] == [["service"]]
+    names = {m["Name"]: m["Unit"] for m in directive["Metrics"]}
+    assert names["PendingLakeRequests"] == "Count"
+    assert names["OldestPendingLakeRequestAge"] == "Seconds"
+    assert doc["PendingLakeRequests"] == 1 and 0 <= doc["OldestPendingLakeRequestAge"] < 60
+    assert (
+        lk.erasure_status(SECRET_ID).state == "hidden"
+        or not lk.erasure_status(SECRET_ID).tables[0].files_spliced
+    )
+
+    # the scheduled window event (EventBridge -> the splice worker) once the window closed
+    from _settings import SpliceSettings
+    from functions.splice import handler as splice
+
+    monkeypatch.setattr(splice, "SETTINGS", SpliceSettings.from_env({"LETHE_LAKE_URI": lk.uri}))
+    time.sleep(2.1)
+    out = splice.handler({"lethe": "erasure-window"}, LambdaContext())
+    assert out["requests_due"] == 1 and out["complete"] and out["files"] >= len(uris)
+    assert out["commits"] == len(uris) and out["pending"] == 1  # spliced; GC completes it
+    (doc,) = [d for d in emf(logs()) if "WindowFilesSpliced" in d]
+    assert doc["WindowFilesSpliced"] == out["files"] and doc["PendingLakeRequests"] == 1
+    assert lk.erasure_status(SECRET_ID).state == "removed"
+    for u in uris:
+        collect(u, retention="1v", grace="7d", erasure_grace="0s")
+    out = splice.handler({"lethe": "erasure-window"}, LambdaContext())
+    assert out["files"] == 0 and out["pending"] == 0
+    (doc,) = [d for d in emf(logs()) if "WindowFilesSpliced" in d]
+    assert doc["PendingLakeRequests"] == 0 and doc["OldestPendingLakeRequestAge"] == 0
+    text = json.dumps(doc)
+    assert SECRET_ID not in text and not re.search(rf"\b{PERSON}\b", text)

@@ -752,7 +752,11 @@ def test_alarm_on_the_oldest_pending_erasure(
     (expr,) = [m for m in alarm["Metrics"] if "Expression" in m]
     assert expr["ReturnData"] is True and expr["Expression"].startswith("MAX([")
     sources = [m["MetricStat"] for m in alarm["Metrics"] if "MetricStat" in m]
-    assert {s["Metric"]["MetricName"] for s in sources} == {"OldestPendingErasureAge"}
+    # a table's oldest erasure, or the lake's oldest request (delete handler, window run)
+    assert {s["Metric"]["MetricName"] for s in sources} == {
+        "OldestPendingErasureAge",
+        c.LAKE_OLDEST_METRIC,
+    }
     assert all(s["Metric"]["Namespace"] == c.METRICS_NAMESPACE for s in sources)
     services = {
         d["Value"] for s in sources for d in s["Metric"]["Dimensions"] if d["Name"] == "service"
@@ -783,6 +787,8 @@ def test_dashboard_shows_commits_erasures_and_dead_letters(synth: Synth) -> None
         "RowsErased",
         "PendingErasures",
         "OldestPendingErasureAge",
+        c.LAKE_PENDING_METRIC,
+        c.LAKE_OLDEST_METRIC,
         "ApproximateNumberOfMessagesVisible",
     ):
         assert metric in body, metric

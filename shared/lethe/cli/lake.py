@@ -1,13 +1,19 @@
-"""``lethe lake create|add|map|tables|subjects|forget|resume|erasures``: the lake registry,
+"""``lethe lake create|add|map|tables|subjects|forget|resume|window|erasures``: the lake registry,
 one forget request across every table that maps a subject, and one receipt per request.
 
 Examples::
 
-    lethe lake create s3://b/_lethe
+    lethe lake create s3://b/_lethe --erasure-window 1d
     lethe lake add s3://b/_lethe s3://b/tables/orders
     lethe lake map s3://b/_lethe customer s3://b/tables/orders customer_id
     lethe lake forget s3://b/_lethe customer 42 --request-id gdpr-42 --mode erase
+    lethe lake window s3://b/_lethe --max-bytes 1073741824
     lethe lake erasures s3://b/_lethe --pending --older-than 25d --json
+
+Erase requests are hidden at once; their splices wait for the end of the lake's erasure
+window (``--erasure-window``, one day by default) and ``window`` (scheduled) splices every
+file of the requests whose window closed, once for all of them, then archives finished
+requests out of ``lake.json``.
 
 Requests are shown by their id hash, values by their count; ``erasures --older-than`` exits
 1 when a listed request is not done yet (overdue).
@@ -39,8 +45,9 @@ def cmd_lake(a: argparse.Namespace) -> int:
 
 
 def _create(a: argparse.Namespace) -> int:
-    lake = Lake.create(a.uri)
-    print(f"created lake {lake.uri}")
+    window = parse_duration(a.erasure_window) if a.erasure_window else None
+    lake = Lake.create(a.uri, erasure_window=window)
+    print(f"created lake {lake.uri} (erasure window {lake.erasure_window})")
     return 0
 
 
@@ -83,7 +90,7 @@ def _forget(a: argparse.Namespace) -> int:
         [_value(v) for v in a.values],
         request_id=a.request_id,
         mode=a.mode,
-        splice=not a.no_splice,
+        splice=True if a.now else False if a.no_splice else None,
     )
     what = "already committed" if r.duplicate else f"{r.rows_deleted} row(s)"
     print(
@@ -98,6 +105,22 @@ def _forget(a: argparse.Namespace) -> int:
 def _resume(a: argparse.Namespace) -> int:
     n = Lake.open(a.uri).resume()
     print(f"{n} pending request(s) resumed")
+    return 0
+
+
+def _window(a: argparse.Namespace) -> int:
+    lake = Lake.open(a.uri)
+    run = lake.splice_due(max_bytes=a.max_bytes)
+    print(
+        f"{run.requests_due} erase request(s) due, {run.requests_waiting} waiting for their "
+        f"window: {run.files_spliced} file(s) spliced in {run.commits} commit(s)"
+        + ("" if run.complete else " (budget spent: the next run continues)")
+    )
+    for t in run.tables:
+        print(f"  {t.table}: {t.files_spliced} file(s), {t.commits} commit(s)")
+    moved = lake.archive(older_than=parse_duration(a.archive_after))
+    if moved:
+        print(f"{moved} finished request(s) archived")
     return 0
 
 
@@ -132,6 +155,7 @@ _ACTIONS = {
     "subjects": _subjects,
     "forget": _forget,
     "resume": _resume,
+    "window": _window,
     "erasures": _erasures,
 }
 
@@ -147,6 +171,9 @@ def register(sub: Any) -> None:
     acts = p.add_subparsers(dest="action", required=True)
     c = acts.add_parser("create", help="create an empty lake registry")
     c.add_argument("uri")
+    c.add_argument(
+        "--erasure-window", help="erase requests spliced together per window (1d; 0: at once)"
+    )
     c = acts.add_parser("add", help="register a table (it must exist)")
     c.add_argument("uri")
     c.add_argument("table")
@@ -167,6 +194,11 @@ def register(sub: Any) -> None:
     c.add_argument(
         "--no-splice", action="store_true", help="erase: leave the splices to the splice queue"
     )
+    c.add_argument("--now", action="store_true", help="erase: splice now, not at window end")
+    c = acts.add_parser("window", help="splice the requests whose erasure window closed")
+    c.add_argument("uri")
+    c.add_argument("--max-bytes", type=int, help="bound on bytes re-encoded per table")
+    c.add_argument("--archive-after", default="7d", help="archive finished requests this old")
     c = acts.add_parser("resume", help="finish pending requests (after a crash)")
     c.add_argument("uri")
     c = acts.add_parser("erasures", help="one receipt per request; --older-than exits 1 if overdue")

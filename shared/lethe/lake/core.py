@@ -47,6 +47,16 @@ from lethe.deletes import DeleteRequest
 from lethe.erase import process_erasures
 from lethe.lake.model import LakeDoc, LakeRequest, SubjectMap, TableState
 from lethe.lake.receipt import LakeReceipt, lake_receipts
+from lethe.lake.window import (
+    ARCHIVE_AFTER,
+    LakeBacklog,
+    WindowRun,
+    archived,
+    backlog,
+    find_archived,
+)
+from lethe.lake.window import archive as archive_requests
+from lethe.lake.window import splice_due as splice_window
 from lethe.layout import object_key
 from lethe.manifest import request_hash
 from lethe.store import S3Store, make_s3_client, parse_s3_uri
@@ -56,8 +66,8 @@ log = logging.getLogger(__name__)
 
 __all__ = ["ForgetRequest", "Lake", "LakeRequestResult", "LakeTableResult"]
 
-LAKE_KEY = "lake.json"
-VALUES_PREFIX = "requests/"
+LAKE_KEY = model.LAKE_KEY
+VALUES_PREFIX = model.VALUES_PREFIX
 Mode = Literal["erase", "logical"]
 _CONFLICT = (
     "request id already names a different lake request (other subject kind, mode or values); "
@@ -173,14 +183,25 @@ class Lake:
         return cls(S3Store(bucket, client=client), prefix, s3=client, retry=retry)
 
     @classmethod
-    def create(cls, uri: str, *, s3: Any | None = None, retry: RetryPolicy | None = None) -> Lake:
+    def create(
+        cls,
+        uri: str,
+        *,
+        erasure_window: timedelta | None = None,
+        s3: Any | None = None,
+        retry: RetryPolicy | None = None,
+    ) -> Lake:
         """Create an empty lake registry at ``uri`` (``s3://bucket/prefix``).
+        ``erasure_window``: how long erase requests wait to be spliced together (default
+        :data:`lethe.lake.model.DEFAULT_WINDOW_SECONDS`, one day; 0: spliced at once).
 
         Raises:
             LakeExists: a lake already lives there.
         """
         lake = cls._at(uri, s3, retry)
         doc = LakeDoc(lake_uuid=uuid.uuid4().hex, created_at=_now())
+        if erasure_window is not None:
+            doc = model.set_window(doc, int(erasure_window.total_seconds()))
         try:
             lake.store.put(lake._key(LAKE_KEY), model.encode(doc), if_none_match=True)
         except errors.PreconditionFailed as e:
@@ -245,6 +266,31 @@ class Lake:
         self._doc = model.decode(body, where=where)
         return self._doc
 
+    @property
+    def erasure_window(self) -> timedelta:
+        """How long erase requests wait for their splices (windows aligned on the epoch)."""
+        return timedelta(seconds=self.doc.erasure_window_seconds)
+
+    def set_erasure_window(self, window: timedelta) -> None:
+        """Change the erasure window (applies to every request not spliced yet)."""
+        self._update(lambda d: model.set_window(d, int(window.total_seconds())))
+
+    def splice_due(self, *, now: datetime | None = None, max_bytes: int | None = None) -> WindowRun:
+        """The scheduled window run: splice every file of the erase requests whose window
+        has closed, each file once for all of them, ``max_bytes`` per table
+        (:func:`lethe.lake.window.splice_due`)."""
+        return splice_window(self, now=now, max_bytes=max_bytes)
+
+    def archive(self, *, older_than: timedelta = ARCHIVE_AFTER) -> int:
+        """Move finished requests older than ``older_than`` out of ``lake.json`` into an
+        immutable archive object (:func:`lethe.lake.window.archive`); receipts still find
+        them. Returns how many moved."""
+        return archive_requests(self, older_than=older_than)
+
+    def backlog(self) -> LakeBacklog:
+        """Requests not done and the oldest one's age (what the overdue alarm watches)."""
+        return backlog(self.erasures(pending=True))
+
     def tables(self) -> tuple[str, ...]:
         """The URIs of the lake's tables, in the order they were added."""
         return tuple(t.uri for t in self.refresh().tables)
@@ -308,15 +354,18 @@ class Lake:
         request_id: str,
         mode: Mode = "erase",
         requested_at: datetime | None = None,
-        splice: bool = True,
+        splice: bool | None = None,
         max_bytes: int | None = None,
     ) -> LakeRequestResult:
         """Forget the subjects ``values`` of ``kind`` in every table that maps ``kind``.
 
         Recorded in the lake first, then committed in each table (see the module docstring);
         idempotent by ``request_id``: a second call finishes what is left and never applies
-        anything twice. With mode ``"erase"`` and ``splice``, the rows are then spliced out
-        of every file that held them (``max_bytes`` bounds each table's splices in this call).
+        anything twice. With mode ``"erase"``, the rows are then spliced out of every file
+        that held them: at once with ``splice=True`` (``max_bytes`` bounds each table's
+        splices in this call), by the window run (:meth:`splice_due`) with ``None`` (the
+        default) when the lake has an erasure window (at once when it is 0), never here
+        with ``False``.
 
         Raises:
             InvalidRequest: no table maps ``kind``, or the values are not JSON scalars.
@@ -345,7 +394,7 @@ class Lake:
         self,
         requests: Sequence[ForgetRequest],
         *,
-        splice: bool = True,
+        splice: bool | None = None,
         max_bytes: int | None = None,
     ) -> list[LakeRequestResult]:
         """Several requests (an SQS batch): recorded in one registry update, one commit per
@@ -371,12 +420,12 @@ class Lake:
                 )
         raw = {a.id_hash: a for a in asked if isinstance(a, _Asked)}
         outcome = self._apply(doc, {h: (a.req.request_id, a.values) for h, a in raw.items()})
-        if splice:
+        if splice or (splice is None and doc.erasure_window_seconds == 0):
             erase = {h for h, a in raw.items() if a.req.mode == "erase"}
             outcome = self._splice(outcome, erase, max_bytes)
         return [self._result(a, outcome) for a in asked]
 
-    def resume(self, *, splice: bool = True, max_bytes: int | None = None) -> int:
+    def resume(self, *, splice: bool | None = None, max_bytes: int | None = None) -> int:
         """Finish every pending request from its stored values (after a crash, or for a
         newly mapped table), and sweep values objects no request needs
         (:meth:`sweep_values`). Returns how many requests had pending parts."""
@@ -396,7 +445,7 @@ class Lake:
             todo[r.id_hash] = stored
         if todo:
             outcome = self._apply(doc, todo)
-            if splice:
+            if splice or (splice is None and doc.erasure_window_seconds == 0):
                 erase = {r.id_hash for r in doc.requests if r.id_hash in todo and r.mode == "erase"}
                 self._splice(outcome, erase, max_bytes)
         self.sweep_values()
@@ -657,7 +706,8 @@ class Lake:
             InvalidRequest: the lake holds no request with that id.
         """
         h = request_hash(request_id)
-        r = self.refresh().request(h)
+        doc = self.refresh()
+        r = doc.request(h) or find_archived(self, doc, h)
         if r is None:
             raise errors.InvalidRequest("the lake holds no request with that id")
         (out,) = lake_receipts([r], self.open_table, lake=self.uri)
@@ -670,7 +720,12 @@ class Lake:
         done (logical: hidden in every table; erase: GC-complete in every table); with
         ``older_than``, only those requested longer ago than that."""
         now = _now()
-        reqs = sorted(self.refresh().requests, key=lambda r: r.requested_at)
+        doc = self.refresh()
+        # archived requests are finished: read only when finished ones are asked for
+        reqs = sorted(
+            (*doc.requests, *(() if pending else archived(self, doc))),
+            key=lambda r: r.requested_at,
+        )
         if older_than is not None:
             reqs = [r for r in reqs if now - r.requested_at > older_than]
         out = lake_receipts(reqs, self.open_table, lake=self.uri)

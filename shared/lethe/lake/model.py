@@ -24,23 +24,35 @@ from lethe import errors
 from lethe.manifest import request_hash
 
 __all__ = [
+    "DEFAULT_WINDOW_SECONDS",
+    "LakeArchive",
     "LakeDoc",
     "LakeRequest",
     "LakeTable",
     "SubjectMap",
     "TableState",
     "add_table",
+    "archive",
+    "archive_key",
     "body_hash",
     "decode",
     "encode",
     "map_subject",
     "mark_committed",
     "record",
+    "set_window",
     "table_request_id",
+    "window_end",
 ]
 
 Mode = Literal["erase", "logical"]
 FORMAT = 1
+#: Erasure window (seconds): requests are hidden at once and each file is spliced once per
+#: window for all the requests in it. One day: well inside the 30-day GDPR deadline.
+DEFAULT_WINDOW_SECONDS = 86400
+LAKE_KEY = "lake.json"  # the registry, lake-relative
+VALUES_PREFIX = "requests/"  # the values of pending requests (deleted once applied)
+ARCHIVE_PREFIX = "archive/"  # immutable archive objects of finished requests
 
 
 class _Frozen(BaseModel):
@@ -102,6 +114,11 @@ class LakeDoc(_Frozen):
     tables: tuple[LakeTable, ...] = ()
     subjects: tuple[SubjectMap, ...] = ()
     requests: tuple[LakeRequest, ...] = Field(default=())
+    #: splices of erase requests wait for the end of their window (0: spliced at once)
+    erasure_window_seconds: int = Field(default=DEFAULT_WINDOW_SECONDS, ge=0)
+    #: how many archive objects hold finished requests (``archive/a00000000.json`` ...):
+    #: the document keeps a count, not a list, so it stays flat however many requests came
+    archived: int = Field(default=0, ge=0)
 
     def request(self, id_hash: str) -> LakeRequest | None:
         return next((r for r in self.requests if r.id_hash == id_hash), None)
@@ -116,6 +133,55 @@ class LakeDoc(_Frozen):
             if s.kind == kind:
                 out[s.table] = (*out.get(s.table, ()), s.column)
         return out
+
+
+class LakeArchive(_Frozen):
+    """One immutable archive object: finished requests moved out of ``lake.json``."""
+
+    format: int = FORMAT
+    lake_uuid: str
+    number: int
+    archived_at: datetime
+    requests: tuple[LakeRequest, ...]
+
+
+def archive_key(number: int) -> str:
+    """The lake-relative key of archive object ``number``.
+
+    >>> archive_key(3)
+    'archive/a00000003.json'
+    """
+    return f"{ARCHIVE_PREFIX}a{number:08d}.json"
+
+
+def window_end(at: datetime, seconds: int) -> datetime:
+    """The end of the erasure window holding ``at`` (windows aligned on the epoch, so every
+    request of one window is due at the same instant; ``seconds`` 0: ``at`` itself).
+
+    >>> from datetime import UTC, datetime
+    >>> window_end(datetime(2026, 1, 2, 15, 0, tzinfo=UTC), 86400).isoformat()
+    '2026-01-03T00:00:00+00:00'
+    """
+    if seconds <= 0:
+        return at
+    ts = int(at.timestamp())
+    return datetime.fromtimestamp((ts // seconds + 1) * seconds, tz=at.tzinfo)
+
+
+def set_window(doc: LakeDoc, seconds: int) -> LakeDoc:
+    if seconds < 0:
+        raise errors.InvalidRequest("an erasure window is a duration >= 0")
+    return doc.model_copy(update={"erasure_window_seconds": seconds})
+
+
+def archive(doc: LakeDoc, number: int, id_hashes: Sequence[str]) -> LakeDoc:
+    """Drop the requests ``id_hashes`` (written to archive object ``number``) from the
+    document; a no-op unless ``number`` is the next archive (another call archived it)."""
+    if doc.archived != number:
+        return doc
+    gone = set(id_hashes)
+    kept = tuple(r for r in doc.requests if r.id_hash not in gone)
+    return doc.model_copy(update={"requests": kept, "archived": number + 1})
 
 
 def encode(doc: LakeDoc) -> bytes:
