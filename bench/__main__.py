@@ -20,6 +20,7 @@ BENCHES = [
     "bench_retention",
     "bench_lake",
     "bench_schema",
+    "bench_adopt",
 ]
 
 

@@ -249,6 +249,10 @@ class IngestTriggerSettings(_Settings):
     )
     emr_spark_parameters: str = Field("", validation_alias=_env("LETHE_EMR_SPARK_PARAMETERS"))
     emr_dedupe_hours: Hours = Field(24, validation_alias=_env("LETHE_EMR_DEDUPE_HOURS"))
+    # adopt Parquet uploads in place (no copy; Hive directories below the incoming prefix as
+    # partition values) instead of registering copies: an external pipeline writes on
+    adopt_in_place: bool = Field(False, validation_alias=_env("LETHE_ADOPT_IN_PLACE"))
+    adopt_ownership: bool = Field(True, validation_alias=_env("LETHE_ADOPT_OWNERSHIP"))
 
     @property
     def emr(self) -> EmrJobSettings:

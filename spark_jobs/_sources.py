@@ -165,15 +165,13 @@ class _FilesWriter(DataSourceArrowWriter):
         _write_result(self.options["result"], files)
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        from lethe.layout import object_key
         from lethe.manifest import DataFile
         from lethe.store import S3Store
 
         for m in messages:
             if isinstance(m, _Files) and m.files:
-                keys = [
-                    f"{m.prefix}/{DataFile.model_validate_json(f).path}".lstrip("/")
-                    for f in m.files
-                ]
+                keys = [object_key(m.prefix, DataFile.model_validate_json(f).path) for f in m.files]
                 S3Store(m.bucket).delete_many(keys)
 
 

@@ -322,6 +322,7 @@ def test_every_commit_is_one_of_the_change_kinds(table_uri: str) -> None:
 
     assert {k.__name__ for k in changes.KINDS} == {
         "AddFiles",
+        "AdoptFiles",
         "UpgradeFormat",
         "DeclareIndex",
         "DropIndex",

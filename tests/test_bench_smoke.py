@@ -84,3 +84,16 @@ def test_erasure_lake_bench_prints_every_target(
     # are in one file per window
     assert out["plain"][1].touched == 8
     assert out["clustered"][0].max_per_window == 1
+
+
+def test_adopt_bench_reports_footer_reads_and_erase_bytes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """At 20 files the adoption reads about the footers only, writes no data byte and makes
+    one commit; once rewritten, the adopted table erases like the one Lethe wrote."""
+    from bench import bench_adopt
+
+    monkeypatch.setenv("LETHE_BENCH_ADOPT_FILES", "20")
+    out = bench_adopt.run()
+    a, e = out["adopt"], out["erase"]
+    assert a["down"] <= 1.1 * a["footers"] and a["data_written"] == 0 and a["commits"] == 1
+    assert e["adopted"]["rows"] == e["lethe"]["rows"] > 0
+    assert e["adopted+rewrite"]["moved"] <= 1.05 * e["lethe"]["moved"]

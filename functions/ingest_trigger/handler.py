@@ -1,6 +1,8 @@
 """S3 ObjectCreated on the upload prefix -> register a ready Parquet file, or start an ingest job.
 
-Thin by design: a Parquet upload up to ``LETHE_DIRECT_REGISTER_MAX_BYTES`` is registered with
+With ``LETHE_ADOPT_IN_PLACE``, a Parquet upload is adopted in place instead
+(:func:`lethe.adopt.one.adopt_object`: no copy, its Hive directories below the prefix as
+partition values). Thin by design: a Parquet upload up to ``LETHE_DIRECT_REGISTER_MAX_BYTES`` is registered with
 :func:`lethe.ingest.register_parquet` (footer stats into the manifest, server-side copy into
 ``data/``, one commit); anything else (CSV, JSON lines, larger Parquet) becomes an EMR
 Serverless run of ``spark_jobs/ingest.py`` through :func:`lethe.ingest.start_ingest_job`.
@@ -34,6 +36,7 @@ from aws_lambda_powertools.utilities.data_classes.s3_event import S3EventRecord
 from _settings import IngestTriggerSettings as Settings
 from _settings import SettingsError
 from lethe import Table
+from lethe.adopt.one import adopt_object
 from lethe.ingest import (
     detect_format,
     register_parquet,
@@ -71,7 +74,7 @@ def table() -> Table:
 
 @dataclass(frozen=True, slots=True)
 class Outcome:
-    action: Literal["registered", "job_started", "ignored"]
+    action: Literal["registered", "adopted", "job_started", "ignored"]
     duplicate: bool
     upload: str  # hash of s3://bucket/key#etag (the manifest's request id hash)
     version: int | None = None
@@ -100,6 +103,19 @@ def record_handler(record: S3EventRecord) -> Outcome:
         )
     t = table().refresh()  # the table property of now decides whether uploads evolve it
     evolve = t.manifest.properties.uploads_evolve
+    if fmt == "parquet" and SETTINGS.adopt_in_place:  # in place, any size: only its footer
+        a = adopt_object(
+            t,
+            bucket,
+            key,
+            etag=obj.etag,
+            size=obj.size,
+            prefix=SETTINGS.incoming_prefix,
+            take_ownership=SETTINGS.adopt_ownership,
+        )
+        if not a.duplicate:
+            metrics.add_metric("FilesAdopted", MetricUnit.Count, 1)
+        return Outcome("adopted", a.duplicate, upload, a.version, a.rows)
     if fmt == "parquet" and obj.size <= SETTINGS.direct_register_max_bytes:
         r = register_parquet(
             t,

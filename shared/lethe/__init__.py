@@ -7,6 +7,7 @@ Example:
 """
 
 from lethe import errors
+from lethe.adopt.plan import AdoptPlan
 from lethe.deletes import BatchDeleteResult, DeleteRequest, DeleteResult
 from lethe.lake import Lake, LakeReceipt, LakeRequestResult
 from lethe.progress import Progress, ProgressEvent
@@ -15,6 +16,7 @@ from lethe.store import IOCounters, S3Store
 from lethe.table import CommitResult, SnapshotInfo, Table
 
 __all__ = [
+    "AdoptPlan",
     "BatchDeleteResult",
     "CommitResult",
     "DeleteRequest",

@@ -45,7 +45,7 @@ from typing import Generic, Protocol, TypeAlias, TypeVar
 from lethe import errors
 from lethe.changes import KINDS, Update, unmet
 from lethe.grace import check_fresh
-from lethe.layout import HEAD_KEY, MANIFEST_PREFIX, is_manifest_key
+from lethe.layout import HEAD_KEY, MANIFEST_PREFIX, is_manifest_key, object_key
 from lethe.manifest import (
     Head,
     Manifest,
@@ -215,7 +215,7 @@ class Segments:
         self.table_uuid: str | None = None
 
     def _key(self, rel: str) -> str:
-        return f"{self.prefix}/{rel}" if self.prefix else rel
+        return object_key(self.prefix, rel)
 
     def remember(self, path: str, seg: Segment) -> None:
         """Cache ``seg``, stored (or about to be) at table-relative ``path``."""
@@ -305,7 +305,7 @@ class Catalog:
 
     def key(self, rel: str) -> str:
         """Absolute key of a table-relative path."""
-        return f"{self.prefix}/{rel}" if self.prefix else rel
+        return object_key(self.prefix, rel)
 
     @property
     def uri(self) -> str:

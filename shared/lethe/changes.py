@@ -73,6 +73,7 @@ from lethe.transforms.schema import apply_schema, check_view_promotions, record_
 __all__ = [
     "KINDS",
     "AddFiles",
+    "AdoptFiles",
     "ArchiveErasures",
     "DeclareIndex",
     "DropIndex",
@@ -188,6 +189,43 @@ class AddFiles:
             return None
         nxt = apply_append(base, self.files, self.operation)
         return with_merges(with_new_runs(nxt, self.runs), self.merges)
+
+
+@dataclass(frozen=True, slots=True)
+class AdoptFiles:
+    """Existing files adopted in place (:mod:`lethe.adopt`), with the DVs of the rows their
+    source had deleted. A file already live under the same path and ETag is skipped (a
+    re-run or a resumed adoption); under another ETag it is refused (the object changed)."""
+
+    what: ClassVar[str] = "adopt"
+    files: tuple[DataFile, ...]
+    operation: Operation
+    runs: Mapping[str, IndexRun] = field(default_factory=dict)
+    merges: tuple[Merge, ...] = ()
+
+    def requirements(self) -> tuple[Requirement, ...]:
+        return ()
+
+    def apply(self, base: Snapshot) -> Snapshot | None:
+        live = base.files_at([f.path for f in self.files])
+        changed = sorted(p for p, g in live.items() if g.etag != _etag_of(self.files, p))
+        if changed:
+            raise errors.InvalidRequest(
+                f"{len(changed)} file(s) were adopted before under another ETag (the object "
+                f"changed since): {', '.join(changed[:5])}"
+            )
+        new = tuple(f for f in self.files if f.path not in live)
+        if not new:
+            return None
+        op = self.operation.model_copy(
+            update={"files_added": len(new), "rows_added": sum(f.rows for f in new)}
+        )
+        nxt = apply_append(base, new, op)
+        return with_merges(with_new_runs(nxt, self.runs), self.merges)
+
+
+def _etag_of(files: Sequence[DataFile], path: str) -> str:
+    return next(f.etag for f in files if f.path == path)
 
 
 @dataclass(frozen=True, slots=True)
@@ -521,6 +559,7 @@ def _with_pieces(
 #: Every update kind; :meth:`lethe.catalog.Catalog.commit_change` commits no other.
 KINDS: tuple[type, ...] = (
     AddFiles,
+    AdoptFiles,
     UpgradeFormat,
     DeclareIndex,
     DropIndex,

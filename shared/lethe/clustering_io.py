@@ -20,6 +20,7 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from lethe.clustering import SORT_ORDER_ID, ClusterSpec, cluster_order, subject_cuts
+from lethe.layout import object_key
 from lethe.manifest import DataFile, Manifest, Operation, TableProperties, schema_to_b64
 from lethe.rows import batches
 from lethe.snapshot import Snapshot
@@ -66,7 +67,7 @@ def rewrite_clustered(
             if b > a:
                 out += write_files(store, prefix, t.slice(a, b - a), schema, opts)
     except BaseException:
-        store.delete_many([f"{prefix}/{f.path}" if prefix else f.path for f in out])
+        store.delete_many([object_key(prefix, f.path) for f in out])
         raise
     return [f.model_copy(update={"sort_order_id": SORT_ORDER_ID}) for f in out]
 

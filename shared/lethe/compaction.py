@@ -47,6 +47,7 @@ from lethe.clustering_io import output_positions, rewrite_clustered
 from lethe.context import TableContext
 from lethe.dv import encode_dv
 from lethe.index import catch_up, runs_for_files
+from lethe.layout import object_key
 from lethe.manifest import (
     DataFile,
     DVRef,
@@ -290,6 +291,8 @@ def _candidates(
     """Why each candidate file would be rewritten (path -> reason); other files are absent."""
     reasons: dict[str, str] = {}
     for f in files:
+        if f.owned is not None:  # adopted in place: never rewritten here (lethe.adopt)
+            continue
         frac = _deleted_fraction(f)
         if f.live_rows == 0:
             reasons[f.path] = "all rows deleted"
@@ -431,7 +434,7 @@ def run_rewrite_task(task: RewriteTask, *, store: S3Store | None = None) -> list
     written = sum(f.rows for f in out)
     expected = sum(f.live_rows for f in task.files)
     if written != expected:
-        store.delete_many([f"{prefix}/{f.path}" if prefix else f.path for f in out])
+        store.delete_many([object_key(prefix, f.path) for f in out])
         raise errors.CorruptManifest(
             f"compaction group {task.group}: wrote {written} rows, the sources have {expected} live"
         )

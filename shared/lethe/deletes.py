@@ -28,6 +28,7 @@ from lethe.context import TableContext
 from lethe.filters import Dnf, normalize
 from lethe.index import IndexPlan, index_plans, row_groups_of, usable
 from lethe.index_erase import scrub_rows
+from lethe.layout import object_key
 from lethe.manifest import (
     ErasureRecord,
     ErasureTarget,
@@ -221,7 +222,7 @@ def _index_items(
             if hit:
                 found[f.path] = BitMap64(hit)
             continue
-        h = FileHandle(store, f"{prefix}/{f.path}" if prefix else f.path, f)
+        h = FileHandle(store, object_key(prefix, f.path), f)
         items.extend((h, rg, first) for rg, first in row_groups_of(f, bm))
     return items
 

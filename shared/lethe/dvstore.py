@@ -33,7 +33,7 @@ from pyroaring import BitMap64
 
 from lethe import errors
 from lethe.dv import PuffinBlob, decode_dv, dv_crc, encode_dv, write_puffin
-from lethe.layout import tombstone_key
+from lethe.layout import is_external, object_key, tombstone_key
 from lethe.manifest import DVRef
 
 __all__ = ["blob_bytes", "checked", "load", "write_container", "write_dvs"]
@@ -46,7 +46,7 @@ def blob_bytes(store: Any, prefix: str, ref: DVRef) -> bytes:
         return base64.b64decode(ref.inline)
     if ref.container is None:
         raise errors.CorruptDeletionVector("DV reference has neither container nor inline blob")
-    key = f"{prefix}/{ref.container}" if prefix else ref.container
+    key = object_key(prefix, ref.container)
     body: bytes = store.get(key, start=ref.offset, end=ref.offset + ref.length).body
     return body
 
@@ -77,14 +77,16 @@ def write_container(
     rel = tombstone_key(datetime.now(UTC))
 
     def key(path: str) -> str:
-        return f"{prefix}/{path}" if prefix else path
+        return object_key(prefix, path)
 
     body, locs = write_puffin(
         [
             PuffinBlob(
                 data=blob,
                 properties={
-                    "referenced-data-file": f"s3://{store.bucket}/{key(path)}",
+                    "referenced-data-file": path
+                    if is_external(path)
+                    else f"s3://{store.bucket}/{key(path)}",
                     "cardinality": str(card),
                 },
             )

@@ -44,6 +44,7 @@ from lethe.manifest import (
     RequestRecord,
     request_hash,
 )
+from lethe.ownership import check_erasable, check_owned
 from lethe.parquet.costs import (
     DEFAULT_MODEL,
     CostModel,
@@ -57,6 +58,7 @@ from lethe.parquet.pages import Ranges, count, runs
 from lethe.parquet.partial import page_ranges
 from lethe.parquet.segments import NeedBytes, Source
 from lethe.parquet.splice import GroupEdit, GroupFate, SplicePlan, splice
+from lethe.partitions import partition_stats
 from lethe.progress import Progress, Tracker, track
 from lethe.remap import targets_of
 from lethe.snapshot import Snapshot
@@ -279,6 +281,7 @@ def splice_file(
     Writes the new object under a new key and returns its manifest entry (not committed).
     A failed upload is aborted and leaves nothing behind.
     """
+    check_owned([f], "a splice")
     store = ctx.store.child()
     src_key = ctx.key_of(f.path)
     fetch = Fetcher(store, src_key, f)
@@ -307,6 +310,7 @@ def splice_file(
         pa.BufferReader(plan.footer.raw + len(plan.footer.raw).to_bytes(4, "little") + b"PAR1")
     )
     groups, cols = describe(md, ctx.schema, ctx.key)
+    cols |= partition_stats(f.partition, md.num_rows)
     new = DataFile(
         path=new_path,
         size=plan.size,
@@ -317,6 +321,7 @@ def splice_file(
         added_version=0,
         sorted_by_key=f.sorted_by_key,
         sort_order_id=f.sort_order_id,  # removing rows keeps the order (a clustered file)
+        partition=f.partition,  # an adopted file's partition values stay out of the file
         # the index keeps answering for it through the file it was spliced from
         index_origin=spliced_origin(f, removed)
         if f.index_origin is not None or ctx.snapshot.indexes
@@ -607,6 +612,7 @@ def erase(
     t0 = time.perf_counter()
     io0 = ctx.store.stats.snapshot()
     rid = request_id or f"erase-{uuid.uuid4().hex}"
+    check_erasable(ctx.snapshot, filters)
     res = delete_batch(ctx, [DeleteRequest(filters, rid, erase=True)], kind="erase")
     one = res.results[0]
     if one.error is not None:
@@ -692,6 +698,7 @@ class _PurgeRecord:
         store, prefix = self.ctx.store, self.ctx.prefix
         hidden = {f.path: dvstore.load(store, prefix, f.dv) for f in base.files if f.dv is not None}
         hidden = {p: bm for p, bm in hidden.items() if len(bm)}
+        check_owned(base.files_at(sorted(hidden)).values(), "purge")
         targets = targets_of(base, hidden)
         if not targets:
             return Prepared(None, _Recorded(None, duplicate=False))

@@ -51,7 +51,7 @@ from lethe.index_pieces import one_file as _one_file
 from lethe.index_pieces import order as _order
 from lethe.index_pieces import piece_key as _key
 from lethe.index_pieces import with_file_dictionary as _with_file_dictionary
-from lethe.layout import INDEX_PREFIX
+from lethe.layout import INDEX_PREFIX, object_key
 from lethe.manifest import ColumnIndex, DataFile, IndexOrigin, IndexPiece, IndexRun
 from lethe.objects import io_pool
 from lethe.progress import Progress, track
@@ -170,7 +170,7 @@ def entries_of(
     read = reader_of(snap, [column]) if snap is not None else None
     tracker = track(progress, "index backfill", total=len(files), unit="files")
     for f in files:
-        h = FileHandle(store, f"{prefix}/{f.path}" if prefix else f.path, f)
+        h = FileHandle(store, object_key(prefix, f.path), f)
         tail = h.tail()
         first = 0
         rows = np.arange(f.rows, dtype=np.int64)

@@ -32,6 +32,7 @@ from lethe.index import (
     piece_may_hold,
     write_pieces,
 )
+from lethe.layout import object_key
 from lethe.manifest import DataFile, IndexPiece
 from lethe.reader import FileHandle, read_positions
 from lethe.scan import Projections
@@ -99,9 +100,10 @@ def erased_entries(
         need = _unknown(cols, path, bm, pinned_rows or {})
         if not need:
             continue
-        h = FileHandle(store, f"{prefix}/{path}" if prefix else path, f)
+        h = FileHandle(store, object_key(prefix, path), f)
         want, at = list(need), BitMap64.union(*need.values())
         p = projections.of(f)  # a file of an older schema: its own names, by field id
+        p = p.within(h.tail().names) if p is not None and f.owned is not None else p
         got = (
             read_positions(h, want, at)
             if p is None
@@ -193,7 +195,7 @@ def scrub(
         for piece in (p for r in ix.runs for p in r.pieces):
             if not piece_may_hold(piece, t, wanted):
                 continue
-            key = f"{prefix}/{piece.path}" if prefix else piece.path
+            key = object_key(prefix, piece.path)
             entries = pq.read_table(pa.BufferReader(store.get(key, etag=piece.etag).body))
             doomed = _doomed(entries, e, value_set, live)
             if not doomed.any():

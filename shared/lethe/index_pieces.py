@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from lethe.layout import INDEX_PREFIX
+from lethe.layout import INDEX_PREFIX, object_key
 from lethe.manifest import IndexPiece
 from lethe.store import S3Store
 from lethe.values import to_json
@@ -168,4 +168,4 @@ def write_pieces(
 
 
 def piece_key(store: S3Store, prefix: str, path: str) -> str:
-    return f"{prefix}/{path}" if prefix else path
+    return object_key(prefix, path)

@@ -24,6 +24,7 @@ import pyarrow.parquet as pq
 
 from lethe import dvstore, errors
 from lethe.index import entries_of, index_path, origin_positions, origin_removed
+from lethe.layout import object_key
 from lethe.manifest import ColumnIndex, DataFile, IndexPiece
 from lethe.snapshot import Snapshot
 from lethe.store import S3Store
@@ -83,7 +84,7 @@ def _check_runs(ix: ColumnIndex, version: int, t: pa.DataType) -> list[str]:
 
 def _check_object(store: S3Store, prefix: str, p: IndexPiece) -> list[str]:
     try:
-        info = store.head(f"{prefix}/{p.path}" if prefix else p.path)
+        info = store.head(object_key(prefix, p.path))
     except errors.NotFound:
         return [f"{p.path}: index piece missing"]
     if info.etag != p.etag or info.size != p.size:
@@ -92,7 +93,7 @@ def _check_object(store: S3Store, prefix: str, p: IndexPiece) -> list[str]:
 
 
 def _read(store: S3Store, prefix: str, p: IndexPiece, t: pa.DataType) -> tuple[pa.Table, list[str]]:
-    key = f"{prefix}/{p.path}" if prefix else p.path
+    key = object_key(prefix, p.path)
     try:
         got = pq.read_table(pa.BufferReader(store.get(key, etag=p.etag).body))
     except (errors.LetheError, pa.ArrowException) as e:

@@ -31,8 +31,10 @@ __all__ = [
     "TOMBSTONE_PREFIX",
     "data_key",
     "erasure_key",
+    "is_external",
     "is_manifest_key",
     "manifest_key",
+    "object_key",
     "segment_key",
     "tombstone_key",
 ]
@@ -86,3 +88,24 @@ def data_key(now: datetime | None = None) -> str:
 def tombstone_key(now: datetime | None = None) -> str:
     """A new DV container: ``tombstone/YYYY/MM/DD/HH/<uuid>.dv``."""
     return _hour_dir(TOMBSTONE_PREFIX, now) + ".dv"
+
+
+def is_external(path: str) -> bool:
+    """Whether a data file path is an absolute ``s3://`` URI (an adopted file in place).
+
+    >>> is_external("s3://lake/raw/a.parquet"), is_external("data/2026/a.parquet")
+    (True, False)
+    """
+    return path.startswith("s3://")
+
+
+def object_key(prefix: str, path: str) -> str:
+    """The store key of a table-relative ``path``; an absolute ``s3://`` path as it is
+    (:meth:`lethe.store.S3Store` reads those in their own bucket).
+
+    >>> object_key("t/events", "data/a.parquet"), object_key("t/events", "s3://lake/raw/a.parquet")
+    ('t/events/data/a.parquet', 's3://lake/raw/a.parquet')
+    """
+    if is_external(path):
+        return path
+    return f"{prefix}/{path}" if prefix else path

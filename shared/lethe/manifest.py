@@ -145,6 +145,11 @@ class DataFile(_Frozen):
     sort_order_id: int | None = Field(default=None, exclude_if=lambda v: v is None)
     # the schema it was written under (None: schema 0, what files before schema ids were)
     schema_id: int | None = Field(default=None, exclude_if=lambda v: v is None)
+    # adopted in place (lethe.adopt): partition column -> value, columns not in the file
+    partition: Mapping[str, JsonScalar] = Field(default_factory=dict, exclude_if=lambda v: not v)
+    # adopted in place: whether Lethe owns the external object (may splice it away and
+    # delete it); None: a file Lethe wrote
+    owned: bool | None = Field(default=None, exclude_if=lambda v: v is None)
 
     @property
     def index_version(self) -> int:
@@ -177,6 +182,7 @@ class Operation(_Frozen):
         "retention",
         "properties",
         "schema",
+        "adopt",
     ]
     request_id_hash: str | None = None
     rows_added: int = 0

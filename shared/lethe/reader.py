@@ -175,6 +175,12 @@ class Tail:
     start: int
     data: bytes
 
+    @property
+    def names(self) -> frozenset[str]:
+        """The file's top-level column names."""
+        md = self.arrow
+        return frozenset(md.schema.column(i).path.split(".")[0] for i in range(md.num_columns))
+
     def leaf_indices(self, columns: Sequence[str] | None) -> list[int]:
         """Leaf column indices of the given top-level columns (all when None)."""
         md = self.arrow

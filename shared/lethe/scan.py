@@ -18,10 +18,11 @@ import pyarrow as pa
 
 from lethe import dvstore
 from lethe.filters import Dnf
+from lethe.layout import object_key
 from lethe.manifest import ColumnStats, DataFile, SegmentSummary
 from lethe.objects import coalesce, io_pool
 from lethe.reader import FileHandle, read_row_group
-from lethe.schemas import Projection, field_id, projection, widen_comparable
+from lethe.schemas import Projection, field_id, json_value, projection, widen_comparable
 from lethe.snapshot import Snapshot
 from lethe.store import S3Store
 from lethe.values import comparable, from_json
@@ -38,6 +39,7 @@ class Projections:
         self._current = snap.current_schema_id
         self._history = dict(snap.schema_history()) if snap.manifest.schemas else {}
         self._memo: dict[int, Projection | None] = {}
+        self._parts: dict[tuple[int, tuple[tuple[str, Any], ...]], Projection] = {}
         fields = [{f.name: (field_id(f), f.type) for f in s} for s in self._history.values()]
         # columns with the same id and type in every schema: segment summaries prune on them
         self.stable = (
@@ -56,12 +58,29 @@ class Projections:
 
     def of(self, f: DataFile) -> Projection | None:
         sid = f.schema_id or 0
+        if f.partition or f.owned is not None:  # adopted in place: columns by name (some
+            return self._partitioned(f)  # may be missing), partition values as constants
         if sid == self._current or not self._history:
             return None
         if sid not in self._memo:
             p = projection(self._history[sid], self.schema)
             self._memo[sid] = None if p.identity else p
         return self._memo[sid]
+
+    def _partitioned(self, f: DataFile) -> Projection:
+        sid = f.schema_id or 0
+        mk = (sid, tuple(sorted(f.partition.items(), key=lambda kv: kv[0])))
+        if mk in self._parts:
+            return self._parts[mk]
+        plain = f.model_copy(update={"partition": {}})
+        base = None if sid == self._current or not self._history else self.of(plain)
+        sources = dict(base.sources) if base is not None else {x.name: x for x in self.schema}
+        constants = {}
+        for n, v in f.partition.items():
+            sources[n] = None
+            constants[n] = json_value(v, self.schema.field(n).type)
+        self._parts[mk] = Projection(self.schema, sources, constants)
+        return self._parts[mk]
 
 
 def reader_of(snap: Snapshot, columns: list[str]) -> Callable[[FileHandle, int], pa.Table]:
@@ -71,8 +90,9 @@ def reader_of(snap: Snapshot, columns: list[str]) -> Callable[[FileHandle, int],
 
     def read(h: FileHandle, rg: int) -> pa.Table:
         p = projections.of(h.file)
-        cols = columns if p is None else p.file_columns(columns)
         tail = h.tail()
+        p = p.within(tail.names) if p is not None and h.file.owned is not None else p
+        cols = columns if p is None else p.file_columns(columns)
         t = read_row_group(h, tail, rg, cols, h.prefetch(tail, rg, cols))
         return t if p is None else p.apply(t, columns)
 
@@ -83,6 +103,9 @@ def _projected_lookup(f: DataFile, p: Projection, schema: pa.Schema) -> Any:
     """Stats of ``f`` under the table's names, decoded by the file's own types, then widened."""
 
     def lookup(col: str) -> tuple[Any, Any, int | None] | None:
+        if col in p.constants:  # a partition value: its stats are min = max = the value
+            got: tuple[Any, Any, int | None] | None = _stats_lookup(f.columns, schema)(col)
+            return got
         src = p.sources.get(col)
         st = f.columns.get(src.name) if src is not None else None
         if src is None or st is None:
@@ -161,7 +184,7 @@ def plan_files(
     other_cols = [c for c in (dnf.columns if dnf else []) if c != key]
     projections = Projections(manifest)
     for f in files:
-        h = FileHandle(store, f"{prefix}/{f.path}" if prefix else f.path, f)
+        h = FileHandle(store, object_key(prefix, f.path), f)
         tail = h.tail() if (dnf is not None and other_cols) else None
         first = 0
         for i, rg in enumerate(f.row_groups):
@@ -262,7 +285,7 @@ class DVCache:
     ) -> None:
         """One ranged GET of ``[start, end)`` of ``container``; each file's DV decoded from it."""
         try:
-            key = f"{self._prefix}/{container}" if self._prefix else container
+            key = object_key(self._prefix, container)
             data = self._store.get(key, start=start, end=end).body
         except BaseException as e:
             for _, fut in files:

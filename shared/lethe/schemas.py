@@ -26,8 +26,8 @@ of ``T`` is found in ``S`` by id (renamed, widened, or missing: its initial defa
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
 import pyarrow as pa
@@ -146,7 +146,16 @@ def initial_default(f: pa.Field) -> Any:
     raw = (f.metadata or {}).get(DEFAULT)
     if raw is None:
         return None
-    return pa.scalar(_decode_default(json.loads(raw), f.type), type=f.type).as_py()
+    return json_value(json.loads(raw), f.type)
+
+
+def json_value(v: JsonScalar, t: pa.DataType) -> Any:
+    """The Python value of a canonical JSON value (:mod:`lethe.values`) of type ``t``.
+
+    >>> json_value(20454, pa.date32())
+    datetime.date(2026, 1, 1)
+    """
+    return pa.scalar(_decode_default(v, t), type=t).as_py()
 
 
 def _decode_default(v: JsonScalar, t: pa.DataType) -> Any:
@@ -321,14 +330,17 @@ def evolve(
 @dataclass(frozen=True, slots=True)
 class Projection:
     """How a file written under one schema reads as another: for each target column, the
-    file's column (name and type) holding it, or None (missing: its default or null)."""
+    file's column (name and type) holding it, or None (missing: its default or null);
+    ``constants``: columns that hold one value in the whole file (an adopted file's
+    partition values, not in the file)."""
 
     target: pa.Schema
     sources: Mapping[str, pa.Field | None]
+    constants: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def identity(self) -> bool:
-        return all(
+        return not self.constants and all(
             s is not None and s.name == n and s.type.equals(self.target.field(n).type)
             for n, s in self.sources.items()
         )
@@ -342,6 +354,12 @@ class Projection:
         s = self.sources.get(name)
         return s.type if s is not None else None
 
+    def within(self, names: Collection[str]) -> Projection:
+        """This projection for a file holding only the columns ``names`` (an adopted file
+        of a union schema): the others read as missing."""
+        held = {n: s if s is None or s.name in names else None for n, s in self.sources.items()}
+        return Projection(self.target, held, self.constants)
+
     def file_columns(self, names: Iterable[str]) -> list[str]:
         return [c for c in (self.file_column(n) for n in names) if c is not None]
 
@@ -352,8 +370,8 @@ class Projection:
         for n in want:
             tf = self.target.field(n)
             src = self.sources.get(n)
-            if src is None or src.name not in t.column_names:
-                d = initial_default(tf)
+            if n in self.constants or src is None or src.name not in t.column_names:
+                d = self.constants[n] if n in self.constants else initial_default(tf)
                 out.append(
                     pa.nulls(t.num_rows, tf.type)
                     if d is None

@@ -15,7 +15,6 @@ from __future__ import annotations
 import base64
 import builtins
 import contextlib
-import io
 import os
 import threading
 import zlib
@@ -27,6 +26,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from lethe import errors
+from lethe.store_parts import PartBody
 
 if TYPE_CHECKING:  # pragma: no cover
     from mypy_boto3_s3 import S3Client
@@ -298,7 +298,15 @@ class S3Store:
             yield page
 
     def _url(self, key: str) -> str:
-        return f"s3://{self.bucket}/{key}"
+        return key if key.startswith("s3://") else f"s3://{self.bucket}/{key}"
+
+    def _at(self, key: str) -> tuple[str, str]:
+        """``(bucket, key)`` of a key of this bucket or an absolute ``s3://bucket/key``
+        (an adopted file in place, in any bucket the client reaches)."""
+        if key.startswith("s3://"):
+            bucket, _, rest = key[5:].partition("/")
+            return bucket, rest
+        return self.bucket, key
 
     # --- single objects ---------------------------------------------------------------------
     def get(
@@ -315,7 +323,8 @@ class S3Store:
         ``start``/``end`` select ``[start, end)``; ``suffix=n`` the last ``n`` bytes.
         A pinned GET of a replaced object raises :class:`~lethe.errors.PreconditionFailed`.
         """
-        kw: dict[str, Any] = {"Bucket": self.bucket, "Key": key}
+        b, k = self._at(key)
+        kw: dict[str, Any] = {"Bucket": b, "Key": k}
         if etag is not None:
             kw["IfMatch"] = etag
         if suffix is not None:
@@ -359,9 +368,10 @@ class S3Store:
         """
         if if_none_match and if_match is not None:
             raise errors.InvalidRequest("put: if_none_match and if_match are exclusive")
+        b, k = self._at(key)
         kw: dict[str, Any] = {
-            "Bucket": self.bucket,
-            "Key": key,
+            "Bucket": b,
+            "Key": k,
             "Body": body,
             "ChecksumCRC32": crc32_b64(body),
         }
@@ -383,7 +393,7 @@ class S3Store:
         r = self._call(
             "head",
             f"HEAD {self._url(key)}",
-            lambda: self.client.head_object(Bucket=self.bucket, Key=key),
+            lambda: self.client.head_object(Bucket=self._at(key)[0], Key=self._at(key)[1]),
         )
         return ObjectInfo(key, int(r["ContentLength"]), _etag(r["ETag"]), r.get("LastModified"))
 
@@ -396,11 +406,8 @@ class S3Store:
 
     def copy(self, src_key: str, dst_key: str, *, src_etag: str | None = None) -> str:
         """Server-side copy of a whole object (<= 5 GiB) to a new key, create-only."""
-        kw: dict[str, Any] = {
-            "Bucket": self.bucket,
-            "Key": dst_key,
-            "CopySource": {"Bucket": self.bucket, "Key": src_key},
-        }
+        (db, dk), (sb, sk) = self._at(dst_key), self._at(src_key)
+        kw: dict[str, Any] = {"Bucket": db, "Key": dk, "CopySource": {"Bucket": sb, "Key": sk}}
         if src_etag is not None:
             kw["CopySourceIfMatch"] = src_etag
         what = f"COPY {self._url(src_key)} -> {dst_key}"
@@ -452,9 +459,18 @@ class S3Store:
         return failed
 
     def delete_many(self, keys: Iterable[str]) -> builtins.list[str]:
-        """Delete keys in batches of 1,000 (DeleteObjects). Returns the keys that failed."""
-        errs = self._delete_batches("delete", ({"Key": k} for k in keys))
-        return [str(e["Key"]) for e in errs]
+        """Delete keys in batches of 1,000 (DeleteObjects; absolute ``s3://`` keys grouped
+        by their bucket). Returns the keys that failed (as given)."""
+        by_bucket: dict[str, builtins.list[str]] = {}
+        for k in keys:
+            b, rest = self._at(k)
+            by_bucket.setdefault(b, []).append(rest)
+        failed: builtins.list[str] = []
+        for b, ks in by_bucket.items():
+            store = self if b == self.bucket else S3Store(b, client=self.client, stats=self.stats)
+            errs = store._delete_batches("delete", ({"Key": k} for k in ks))
+            failed += [str(e["Key"]) if b == self.bucket else f"s3://{b}/{e['Key']}" for e in errs]
+        return failed
 
     # --- multipart --------------------------------------------------------------------------
     def create_multipart(self, key: str) -> str:
@@ -503,7 +519,7 @@ class S3Store:
                 Key=key,
                 UploadId=upload_id,
                 PartNumber=part_number,
-                CopySource={"Bucket": self.bucket, "Key": src_key},
+                CopySource=dict(zip(("Bucket", "Key"), self._at(src_key), strict=True)),  # type: ignore[arg-type]
                 CopySourceRange=f"bytes={start}-{end - 1}",
                 CopySourceIfMatch=src_etag,
             ),
@@ -628,46 +644,6 @@ class S3Store:
             )
             for part in page.get("Parts", [])
         )
-
-
-class PartBody:
-    """One part's body for botocore: the buffers written into it, read as they are (views,
-    no join, no copy); ``seek(0)`` rewinds it for a retry."""
-
-    def __init__(self, chunks: builtins.list[bytes]) -> None:
-        self._chunks = [c for c in chunks if c]  # an empty read means the end
-        self._len = sum(len(c) for c in self._chunks)
-        self._i = self._off = self._pos = 0
-
-    def __len__(self) -> int:
-        return self._len
-
-    def crc32_b64(self) -> str:
-        crc = 0
-        for c in self._chunks:
-            crc = zlib.crc32(c, crc)
-        return base64.b64encode(crc.to_bytes(4, "big")).decode("ascii")
-
-    def read(self, n: int | None = -1) -> bytes | memoryview:
-        if self._i >= len(self._chunks):
-            return b""
-        c = self._chunks[self._i]
-        k = len(c) - self._off if n is None or n < 0 else min(n, len(c) - self._off)
-        out = c if k == len(c) else memoryview(c)[self._off : self._off + k]
-        self._off += k
-        self._pos += k
-        if self._off >= len(c):
-            self._i, self._off = self._i + 1, 0
-        return out
-
-    def tell(self) -> int:
-        return self._pos
-
-    def seek(self, pos: int, whence: int = 0) -> int:
-        if (pos, whence) != (0, 0):
-            raise io.UnsupportedOperation("a part body rewinds only to its start")
-        self._i = self._off = self._pos = 0
-        return 0
 
 
 class MultipartWriter:

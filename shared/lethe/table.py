@@ -17,7 +17,7 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import pyarrow as pa
 
@@ -47,6 +47,7 @@ from lethe.evolution import (
 )
 from lethe.filters import Dnf, normalize
 from lethe.grace import parse_duration
+from lethe.history import SnapshotInfo, snapshot_history
 from lethe.index import build_run, entries_of, initial_indexes, maintain
 from lethe.manifest import (
     DataFile,
@@ -68,6 +69,9 @@ from lethe.store import IOCounters, S3Store, parse_s3_uri
 from lethe.transforms import check_indexable
 from lethe.writer import WriteOptions, write_files
 
+if TYPE_CHECKING:  # pragma: no cover
+    from lethe.adopt.plan import AdoptPlan
+
 log = logging.getLogger(__name__)
 
 __all__ = ["CommitResult", "SnapshotInfo", "Table"]
@@ -82,24 +86,6 @@ class CommitResult:
     rows_added: int
     attempts: int
     io: IOCounters = field(default_factory=IOCounters)
-
-
-@dataclass(frozen=True, slots=True)
-class SnapshotInfo:
-    """One entry of :meth:`Table.history` (newest first)."""
-
-    version: int
-    previous: int | None
-    created_at: datetime
-    operation: str
-    rows_added: int
-    rows_deleted: int
-    rows_erased: int
-    files_added: int
-    files_removed: int
-    live_rows: int
-    live_files: int
-    request_id_hash: str | None
 
 
 def _publish_view(catalog: Catalog, m: Snapshot) -> None:
@@ -769,30 +755,39 @@ class Table:
 
     def history(self) -> list[SnapshotInfo]:
         """Snapshot infos from this handle's version back to the oldest retained one."""
-        out: list[SnapshotInfo] = []
-        m: Snapshot | None = self._m
-        while m is not None:
-            op = m.operation
-            out.append(
-                SnapshotInfo(
-                    version=m.version,
-                    previous=m.previous,
-                    created_at=m.created_at,
-                    operation=op.kind,
-                    rows_added=op.rows_added,
-                    rows_deleted=op.rows_deleted,
-                    rows_erased=op.rows_erased,
-                    files_added=op.files_added,
-                    files_removed=op.files_removed,
-                    live_rows=m.total_rows,
-                    live_files=m.file_count,
-                    request_id_hash=op.request_id_hash,
-                )
-            )
-            if m.previous is None:
-                break
-            try:
-                m = self._catalog.read_manifest(m.previous)
-            except errors.SnapshotNotFound:
-                break
-        return out
+        return snapshot_history(self._catalog, self._m)
+
+    # --- adoption in place (lethe.adopt) ------------------------------------------------------
+    @classmethod
+    def adopt(
+        cls,
+        uri: str,
+        source: str,
+        *,
+        partitioning: Literal["hive"] | None = "hive",
+        schema: pa.Schema | None = None,
+        partition_types: Mapping[str, pa.DataType] | None = None,
+        key: str | None = None,
+        take_ownership: bool = True,
+        indexes: Sequence[str] = (),
+        dry_run: bool = False,
+        source_format: Literal["auto", "parquet", "iceberg", "delta", "glue"] = "auto",
+        batch_files: int = 1000,
+        s3: Any | None = None,
+        glue: Any | None = None,
+    ) -> Table | AdoptPlan:
+        """Adopt existing Parquet files in place, no copy (:mod:`lethe.adopt`): a Parquet
+        prefix (Hive ``key=value/`` directories as partition columns, strings unless typed by
+        ``schema``/``partition_types``), an Iceberg ``*.metadata.json``, a Delta table or
+        ``glue://db/table``. Creates the table (``key`` required) or adds to it; commits
+        ``batch_files`` files per commit, idempotent by path and ETag. ``take_ownership``:
+        erasure may rewrite the originals and GC delete them (else erase refuses).
+        ``dry_run`` returns the :class:`~lethe.adopt.AdoptPlan` (erasure readiness included).
+        """
+        from lethe.adopt.core import AdoptOptions, adopt
+
+        opts = AdoptOptions(
+            partitioning, schema, partition_types, key, take_ownership, tuple(indexes),
+            dry_run, source_format, batch_files, s3, glue,
+        )  # fmt: skip
+        return adopt(cls, uri, source, opts)

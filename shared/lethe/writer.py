@@ -19,7 +19,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from lethe import errors
-from lethe.layout import data_key
+from lethe.layout import data_key, object_key
 from lethe.manifest import ColumnStats, DataFile, RowGroupInfo
 from lethe.parquet.footer import row_group_span
 from lethe.progress import Progress, Tracker, track
@@ -166,7 +166,7 @@ class _FileSink:
         dictionary: bool | list[str],
     ):
         self.path = new_data_path()
-        self.key = f"{prefix}/{self.path}" if prefix else self.path
+        self.key = object_key(prefix, self.path)
         self.out = store.open_writer(self.key, part_bytes=opts.part_bytes)
         key_idx = schema.get_field_index(opts.key)
         self.writer = pq.ParquetWriter(

@@ -264,3 +264,42 @@ def test_uploads_evolve_is_not_written_when_unset(table_uri: str) -> None:
 
 def by_key(t: pa.Table) -> list[dict[str, Any]]:
     return sorted(t.to_pylist(), key=lambda r: r["id"])
+
+
+def test_parquet_uploads_are_adopted_in_place_when_asked(
+    table_uri: str, app: str, monkeypatch: pytest.MonkeyPatch, s3: Any, bucket: str
+) -> None:
+    """LETHE_ADOPT_IN_PLACE: an external pipeline keeps writing under the prefix; each file
+    is adopted where it is (no copy), its Hive directory a partition value, once."""
+    from devtools.local.events import s3_put_event as put_event
+
+    for k, v in {
+        "POWERTOOLS_SERVICE_NAME": "lethe-ingest",
+        "POWERTOOLS_METRICS_NAMESPACE": "Lethe",
+        "LETHE_TABLE_URI": table_uri,
+        "LETHE_INCOMING_PREFIX": "raw/events/",
+        "LETHE_EMR_APPLICATION_ID": app,
+        "LETHE_EMR_JOB_ROLE_ARN": ROLE,
+        "LETHE_EMR_ENTRY_POINT": ENTRY,
+        "LETHE_ADOPT_IN_PLACE": "true",
+    }.items():
+        monkeypatch.setenv(k, v)
+    lethe.Table.create(table_uri, EVENTS.append(pa.field("dt", pa.string())), key="id")
+    import functions.ingest_trigger.handler as h
+
+    trigger = importlib.reload(h)
+    key = "raw/events/dt=2026-01-05/part-0.parquet"
+    body = parquet_bytes(events(0, 100))
+    etag = s3.put_object(Bucket=bucket, Key=key, Body=body)["ETag"]
+    event = put_event(bucket, key, size=len(body), etag=etag)
+    (u,) = trigger.handler(event, LambdaContext())["uploads"]
+    assert (u["action"], u["duplicate"], u["rows"]) == ("adopted", False, 100)
+    t = lethe.Table.open(table_uri)
+    (f,) = t.manifest.files
+    assert f.path == f"s3://{bucket}/{key}" and f.partition == {"dt": "2026-01-05"} and f.owned
+    assert set(t.scan()["dt"].to_pylist()) == {"2026-01-05"}
+    again = trigger.handler(event, LambdaContext())["uploads"][0]
+    assert again["duplicate"] and lethe.Table.open(table_uri).version == t.version
+    assert not s3.list_objects_v2(Bucket=bucket, Prefix=table_uri.split("/", 3)[3] + "/data/").get(
+        "Contents"
+    )

@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from lethe import __version__, errors
-from lethe.cli import erasures, iceberg, index, lake, ops, retention, schema, tables
+from lethe.cli import adopt, erasures, iceberg, index, lake, ops, retention, schema, tables
 from lethe.cli.bars import reporter
 from lethe.cli.common import parse_where
 from lethe.process import run_main
@@ -54,6 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
     retention.register(sub)  # retention set|show|clear|sweep
     lake.register(sub)  # lake create|add|map|tables|subjects|forget|resume|erasures
     schema.register(sub)  # schema show|add|drop|rename|widen|optional
+    adopt.register(sub)  # adopt URI SOURCE
     _quiet_everywhere(p)
     return p
 

@@ -29,7 +29,7 @@ from lethe.gc.areas import (
     released_segment,
     released_view_manifest,
 )
-from lethe.gc.marking import list_objects, mark, newly_referenced, relative
+from lethe.gc.marking import external_superseded, list_objects, mark, newly_referenced, relative
 from lethe.gc.models import (
     CATEGORIES,
     BatchDocument,
@@ -91,6 +91,7 @@ def write_plan(
     if hooks is not None and hooks.after_list is not None:
         hooks.after_list()
     marks = mark(catalog, opts.retention, now)  # after listing: see lethe.gc's docstring
+    listing = [*listing, *external_superseded(catalog, marks, listing)]  # adopted originals
     # the table's grace binds its writers (lethe.grace): a shorter one asked for is raised
     opts = dataclasses.replace(opts, grace=max(opts.grace, marks.gc_grace))
     sel = select(

@@ -79,7 +79,10 @@ def new_run_id(now: datetime | None = None) -> str:
 
 
 def category(path: str) -> Category | None:
-    """The GC category of a table-relative path (None: GC never touches it)."""
+    """The GC category of a table-relative path (None: GC never touches it); an adopted
+    file's absolute ``s3://`` path is data."""
+    if path.startswith("s3://"):
+        return "data"
     for prefix, cat in SWEPT.items():
         if path.startswith(prefix):
             return cat

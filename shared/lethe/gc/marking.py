@@ -18,6 +18,7 @@ from datetime import datetime, timedelta
 from lethe import errors
 from lethe.catalog import Catalog
 from lethe.errors import GcConflict
+from lethe.gc.areas import manifest_version
 from lethe.gc.policy import Retention, as_utc
 from lethe.gc.select import Listed, Marks
 from lethe.manifest import ErasureRecord
@@ -51,8 +52,43 @@ def references(m: Snapshot, memo: dict[str, frozenset[str]] | None = None) -> se
 
 
 def relative(catalog: Catalog, key: str) -> str:
-    """A bucket key of the table as a table-relative path."""
+    """A bucket key of the table as a table-relative path (an adopted file's absolute
+    ``s3://`` path as it is)."""
+    if key.startswith("s3://"):
+        return key
     return key[len(catalog.prefix) + 1 :] if catalog.prefix else key
+
+
+def external_superseded(
+    catalog: Catalog, marks: Marks, listing: Iterable[Listed] = ()
+) -> list[Listed]:
+    """Adopted originals outside the table prefix (GC lists only the table's) that no kept
+    manifest references any more: those erasure splices superseded (a splice only ever
+    supersedes a file Lethe owns: unowned ones refuse it), and the owned ones the manifests
+    this run expires were the last to reference (a rewrite replaced them). One HEAD each;
+    gone ones are left out. GC deletes them like the files under ``data/``."""
+    paths = {p for e in marks.erasures for p in e.superseded if p.startswith("s3://")}
+    for listed in listing:  # manifests about to expire: their owned adopted files
+        v = manifest_version(listed.path)
+        if v is None or v >= marks.oldest_kept:
+            continue
+        try:  # only a rewrite or a retention sweep drops files whole: read the roots first
+            if catalog.read_manifest(v + 1).operation.kind not in ("compact", "retention"):
+                continue
+            m = catalog.read_manifest(v)
+        except errors.SnapshotNotFound:
+            continue
+        paths.update(f.path for f in m.files if f.owned and f.path.startswith("s3://"))
+    out: list[Listed] = []
+    for p in sorted(paths):
+        if p in marks.referenced:
+            continue
+        try:
+            o = catalog.store.head(p)
+        except errors.NotFound:
+            continue
+        out.append(Listed(p, o.size, as_utc(o.last_modified)))
+    return out
 
 
 def list_objects(catalog: Catalog, prefixes: Iterable[str]) -> list[Listed]:

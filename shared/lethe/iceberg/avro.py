@@ -33,6 +33,7 @@ from pyiceberg.manifest import (
 from pyiceberg.types import StructType
 
 from lethe.iceberg.mapping import FormatVersion, IcebergSchema
+from lethe.iceberg.partitioning import ViewSpec
 
 __all__ = ["decode_manifest", "decode_manifest_list", "encode_manifest", "encode_manifest_list"]
 
@@ -92,10 +93,10 @@ class _MemoryInput(InputFile):
         return _Stream(self.data)
 
 
-def _entry_schema(format_version: FormatVersion) -> Any:
+def _entry_schema(format_version: FormatVersion, partition: StructType | None = None) -> Any:
     return manifest_entry_schema_with_data_file(
         format_version=format_version,
-        data_file=data_file_with_partition(StructType(), format_version),
+        data_file=data_file_with_partition(partition or StructType(), format_version),
     )
 
 
@@ -105,16 +106,18 @@ def encode_manifest(
     schema: IcebergSchema,
     content: ManifestContent,
     format_version: FormatVersion,
+    spec: ViewSpec | None = None,
 ) -> bytes:
     """An Iceberg manifest (Avro object container) holding ``entries``, unpartitioned (spec
-    0), with the header metadata the spec asks for."""
-    file_schema = _entry_schema(format_version)
+    0) or under the identity ``spec`` of adopted files, with the header metadata the spec
+    asks for."""
+    file_schema = _entry_schema(format_version, spec.struct if spec else None)
     out = _MemoryOutput("memory:manifest.avro")
     meta = {
         "schema": schema.schema.model_dump_json(),
         "schema-id": "0",
-        "partition-spec": "[]",
-        "partition-spec-id": "0",
+        "partition-spec": json.dumps(list(spec.fields)) if spec else "[]",
+        "partition-spec-id": str(spec.spec_id) if spec else "0",
         "format-version": str(format_version),
         "content": "data" if content == ManifestContent.DATA else "deletes",
         "avro.codec": CODEC,

@@ -47,7 +47,6 @@ from pyiceberg.manifest import (
 )
 from pyiceberg.schema import Schema
 from pyiceberg.table.name_mapping import create_mapping_from_schema
-from pyiceberg.typedef import Record
 from pyiceberg.types import (
     BinaryType,
     BooleanType,
@@ -73,6 +72,7 @@ from pyiceberg.types import (
 )
 
 from lethe import errors
+from lethe.iceberg.partitioning import ViewSpec, partition_record, specs_json, view_spec
 from lethe.iceberg.sorting import sort_orders
 from lethe.layout import METADATA_PREFIX
 from lethe.manifest import DataFile, DVRef, SegmentSummary
@@ -97,7 +97,6 @@ __all__ = [
     "position_delete_key",
     "segment_stem",
     "segment_units",
-    "snapshot_summary",
     "stem_of_manifest",
     "version_of_metadata",
 ]
@@ -402,7 +401,7 @@ def segment_units(m: Snapshot) -> list[SegmentUnit]:
 
 
 def _uri(location: str, rel: str) -> str:
-    return f"{location}/{rel}"
+    return rel if rel.startswith("s3://") else f"{location}/{rel}"  # adopted files: in place
 
 
 def data_manifest_entries(
@@ -413,6 +412,7 @@ def data_manifest_entries(
     schema: IcebergSchema,
     key: str,
     format_version: FormatVersion,
+    spec: ViewSpec | None = None,
 ) -> list[ManifestEntry]:
     """The entries of the data manifest of one segment object (pure in the segment).
 
@@ -443,7 +443,7 @@ def data_manifest_entries(
             content=DataFileContent.DATA,
             file_path=_uri(location, f.path),
             file_format=FileFormat.PARQUET,
-            partition=Record(),
+            partition=partition_record(f, spec),
             record_count=f.rows,
             file_size_in_bytes=f.size,
             null_value_counts=nulls or None,
@@ -480,6 +480,7 @@ def dv_entry(
     location: str,
     container_size: int,
     sequence_number: int,
+    spec: ViewSpec | None = None,
 ) -> ManifestEntry:
     """A format-3 delete-manifest entry that references ``f``'s DV blob in place."""
     dv = f.dv
@@ -496,7 +497,7 @@ def dv_entry(
         content=DataFileContent.POSITION_DELETES,
         file_path=_uri(location, dv.container),
         file_format=FileFormat.PUFFIN,
-        partition=Record(),
+        partition=partition_record(f, spec),
         record_count=dv.cardinality,
         file_size_in_bytes=container_size,
         lower_bounds=_path_bounds(data_uri),
@@ -517,6 +518,7 @@ def position_delete_entry(
     pos_min: int,
     pos_max: int,
     sequence_number: int,
+    spec: ViewSpec | None = None,
 ) -> ManifestEntry:
     """A format-2 delete-manifest entry for the position-delete file written from ``f``'s DV."""
     data_uri = _uri(location, f.path)
@@ -526,7 +528,7 @@ def position_delete_entry(
         content=DataFileContent.POSITION_DELETES,
         file_path=_uri(location, path),
         file_format=FileFormat.PARQUET,
-        partition=Record(),
+        partition=partition_record(f, spec),
         record_count=dv.cardinality if dv else 0,
         file_size_in_bytes=size,
         lower_bounds={**_path_bounds(data_uri), POS_POS_ID: to_bytes(LongType(), pos_min)},
@@ -562,6 +564,7 @@ class ListEntry:
     added_rows: int
     existing_rows: int
     first_row_id: int | None = None
+    spec_id: int = 0  # the partition spec of its entries (lethe.iceberg.partitioning)
 
     @classmethod
     def of(
@@ -572,6 +575,7 @@ class ListEntry:
         *,
         content: Literal["data", "deletes"],
         snapshot_id: int,
+        spec_id: int = 0,
     ) -> ListEntry:
         seqs = [e.sequence_number for e in entries if e.sequence_number is not None]
         added = [e for e in entries if e.status == ManifestEntryStatus.ADDED]
@@ -587,6 +591,7 @@ class ListEntry:
             existing_files=len(existing),
             added_rows=sum(e.data_file.record_count for e in added),
             existing_rows=sum(e.data_file.record_count for e in existing),
+            spec_id=spec_id,
         )
 
     @classmethod
@@ -608,6 +613,7 @@ class ListEntry:
             added_rows=mf.added_rows_count or 0,
             existing_rows=mf.existing_rows_count or 0,
             first_row_id=first,
+            spec_id=mf.partition_spec_id or 0,
         )
 
     @property
@@ -622,7 +628,7 @@ class ListEntry:
             _table_format_version=format_version,
             manifest_path=_uri(location, self.path),
             manifest_length=self.length,
-            partition_spec_id=0,
+            partition_spec_id=self.spec_id,
             content=ManifestContent.DATA if self.content == "data" else ManifestContent.DELETES,
             sequence_number=self.sequence_number,
             min_sequence_number=self.min_sequence_number,
@@ -665,40 +671,6 @@ def _asdict(e: ListEntry) -> dict[str, Any]:
 
 
 # --- table metadata ---------------------------------------------------------------------------
-_OPERATIONS: Mapping[str, str] = {
-    "create": "append",
-    "append": "append",
-    "register": "append",
-    "delete": "delete",
-    "erase": "overwrite",
-    "purge": "overwrite",
-    "compact": "replace",
-    "upgrade": "replace",
-    "gc": "replace",
-    "retention": "delete",  # files dropped and rows hidden, nothing added
-    "properties": "replace",
-}
-
-
-def snapshot_summary(
-    m: Snapshot, entries: Iterable[ListEntry], *, delete_files: int, position_deletes: int
-) -> dict[str, str]:
-    """The snapshot summary: Iceberg's operation and totals, and the Lethe version and
-    operation kind (counts only: never a value)."""
-    data = [e for e in entries if e.content == "data"]
-    return {
-        "operation": _OPERATIONS.get(m.operation.kind, "overwrite"),
-        "lethe.version": str(m.version),
-        "lethe.operation": m.operation.kind,
-        "total-data-files": str(sum(e.added_files + e.existing_files for e in data)),
-        "total-records": str(sum(e.rows for e in data)),
-        "total-delete-files": str(delete_files),
-        "total-position-deletes": str(position_deletes),
-        "total-equality-deletes": "0",
-        "total-files-size": str(sum(s.data_bytes for s in m.segments)),
-    }
-
-
 def _ms(m: Snapshot) -> int:
     return int(m.created_at.timestamp() * 1000)
 
@@ -775,9 +747,7 @@ def new_metadata(
         "last-column-id": schema.last_column_id,
         "current-schema-id": 0,
         "schemas": [schema_json(schema)],
-        "default-spec-id": 0,
-        "partition-specs": [{"spec-id": 0, "fields": []}],
-        "last-partition-id": LAST_PARTITION_ID,
+        **specs_json(view_spec(m.arrow_schema(), schema.schema)),
         **sort_orders(m.properties, {n: schema.field_id(n) for n in m.properties.cluster_by}),
         "properties": {
             "schema.name-mapping.default": schema.name_mapping,

@@ -55,10 +55,11 @@ from lethe.iceberg.mapping import (
     position_delete_entry,
     position_delete_key,
     segment_units,
-    snapshot_summary,
     stem_of_manifest,
 )
-from lethe.layout import manifest_key
+from lethe.iceberg.partitioning import ViewSpec, spec_of, view_spec
+from lethe.iceberg.summary import snapshot_summary
+from lethe.layout import manifest_key, object_key
 from lethe.manifest import DataFile, Segment
 from lethe.progress import Progress, track
 from lethe.snapshot import Snapshot
@@ -147,6 +148,7 @@ class _Publisher:
 
     # --- manifests --------------------------------------------------------------------------------
     def data_manifest(self, u: SegmentUnit, seg: Segment, schema: IcebergSchema) -> ListEntry:
+        spec = spec_of(seg.files, view_spec(self.m.arrow_schema(), schema.schema))
         entries = data_manifest_entries(
             seg.files,  # the data manifest ignores DVs: the segment object alone defines it
             summary=u.summary,
@@ -154,13 +156,19 @@ class _Publisher:
             schema=schema,
             key=self.m.key,
             format_version=self.fv,
+            spec=spec,
         )
         body = avro.encode_manifest(
-            entries, schema=schema, content=ManifestContent.DATA, format_version=self.fv
+            entries, schema=schema, content=ManifestContent.DATA, format_version=self.fv, spec=spec
         )
         size = self.put_new(u.data_key, body)
         return ListEntry.of(
-            u.data_key, size, entries, content="data", snapshot_id=u.summary.created_version
+            u.data_key,
+            size,
+            entries,
+            content="data",
+            snapshot_id=u.summary.created_version,
+            spec_id=spec.spec_id if spec else 0,
         )
 
     def old_deletes(
@@ -190,6 +198,7 @@ class _Publisher:
     ) -> tuple[ListEntry, int, int]:
         seq = u.summary.created_version
         with_dv = [f for f in files if f.dv is not None and f.dv.cardinality > 0]
+        spec = spec_of(with_dv, view_spec(self.m.arrow_schema(), schema.schema))
         entries: list[ManifestEntry] = []
         for f in with_dv:
             if self.fv >= 3:
@@ -200,20 +209,28 @@ class _Publisher:
                         location=self.location,
                         container_size=sizes.get(container or "", 0),
                         sequence_number=seq,
+                        spec=spec,
                     )
                 )
             else:
-                entries.append(self.position_deletes(f, known, seq))
+                entries.append(self.position_deletes(f, known, seq, spec))
         body = avro.encode_manifest(
-            entries, schema=schema, content=ManifestContent.DELETES, format_version=self.fv
+            entries,
+            schema=schema,
+            content=ManifestContent.DELETES,
+            format_version=self.fv,
+            spec=spec,
         )
         key = u.delete_key
         assert key is not None
         size = self.put_new(key, body)
-        le = ListEntry.of(key, size, entries, content="deletes", snapshot_id=seq)
+        spec_id = spec.spec_id if spec else 0
+        le = ListEntry.of(key, size, entries, content="deletes", snapshot_id=seq, spec_id=spec_id)
         return le, len(entries), sum(f.dv.cardinality for f in with_dv if f.dv)
 
-    def position_deletes(self, f: DataFile, known: dict[str, Any], seq: int) -> ManifestEntry:
+    def position_deletes(
+        self, f: DataFile, known: dict[str, Any], seq: int, spec: ViewSpec | None = None
+    ) -> ManifestEntry:
         """Format 2: the position-delete file of ``f``'s DV (written once per DV)."""
         assert f.dv is not None
         rel = position_delete_key(f.path, f.dv)
@@ -227,7 +244,7 @@ class _Publisher:
             bm = dvstore.load(self.store, self.cat.prefix, f.dv, what=f"DV of {f.path}")
             pos = pa.array(list(bm), pa.int64())
             lo, hi = (int(pos[0].as_py()), int(pos[-1].as_py())) if len(pos) else (0, 0)
-            size = self.put_new(rel, _position_file(f"{self.location}/{f.path}", pos))
+            size = self.put_new(rel, _position_file(object_key(self.location, f.path), pos))
         return position_delete_entry(
             f,
             location=self.location,
@@ -236,6 +253,7 @@ class _Publisher:
             pos_min=lo,
             pos_max=hi,
             sequence_number=seq,
+            spec=spec,
         )
 
     def container_sizes(self, files: Iterable[DataFile], known: dict[str, Any]) -> dict[str, int]:

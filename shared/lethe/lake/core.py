@@ -57,6 +57,7 @@ from lethe.lake.window import (
 )
 from lethe.lake.window import archive as archive_requests
 from lethe.lake.window import splice_due as splice_window
+from lethe.layout import object_key
 from lethe.manifest import request_hash
 from lethe.store import S3Store, make_s3_client, parse_s3_uri
 from lethe.table import Table
@@ -228,7 +229,7 @@ class Lake:
         return f"Lake({self.uri!r})"
 
     def _key(self, rel: str) -> str:
-        return f"{self.prefix}/{rel}" if self.prefix else rel
+        return object_key(self.prefix, rel)
 
     # --- the registry ------------------------------------------------------------------------
     @property

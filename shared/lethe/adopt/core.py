@@ -1,0 +1,444 @@
+"""Adoption in place: a source's files become a table's data files without a copy.
+
+:func:`adopt` lists the source (:func:`list_source`), reads only the footers, makes the schema
+(the union of the footers), and commits the files in batches (change kind ``adopt``,
+:class:`lethe.changes.AdoptFiles`), each an absolute ``s3://`` path with its ETag, its
+partition values and ownership; the rows the source had deleted become Lethe DVs in the same
+commit. Idempotent by (path, ETag): a re-run, or a run resumed after a crash between
+batches, adopts only the files not adopted yet; a file whose ETag changed is refused.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
+
+import pyarrow as pa
+from pyroaring import BitMap64
+
+from lethe import dvstore, errors
+from lethe.adopt.footers import Footer, read_footers
+from lethe.adopt.hive import list_parquet
+from lethe.adopt.plan import AdoptPlan, ColumnPlan, file_plan, union_schema
+from lethe.adopt.source import SourceFile, SourceListing
+from lethe.catalog import Direct
+from lethe.changes import AdoptFiles
+from lethe.index import maintain
+from lethe.ingest.fit import same_type
+from lethe.manifest import DataFile, Operation
+from lethe.partitions import PARTITION_META, partition_stats
+from lethe.schemas import field_id
+from lethe.store import S3Store, parse_s3_uri
+from lethe.writer import describe
+
+if TYPE_CHECKING:  # pragma: no cover
+    from lethe.catalog import Catalog
+    from lethe.snapshot import Snapshot
+
+
+class TableLike(Protocol):
+    """What adoption uses of a :class:`lethe.Table` (passed in: the table imports this)."""
+
+    @property
+    def store(self) -> S3Store: ...
+    @property
+    def manifest(self) -> Snapshot: ...
+    @property
+    def schema(self) -> pa.Schema: ...
+    @property
+    def key(self) -> str: ...
+    @property
+    def indexes(self) -> tuple[str, ...]: ...
+    @property
+    def catalog(self) -> Catalog: ...
+    def create_index(self, column: str) -> Any: ...
+    def key_of(self, rel: str) -> str: ...
+    def refresh(self) -> Any: ...
+    def update_schema(self) -> Any: ...
+    def _adopt(self, outcome: Any) -> None: ...
+
+
+Table = TypeVar("Table", bound=TableLike, covariant=True)
+
+
+class TableClass(Protocol[Table]):
+    """:class:`lethe.Table` itself: its constructors."""
+
+    def __call__(self, catalog: Catalog, manifest: Snapshot) -> Table: ...
+    def open(self, uri: str, *, s3: Any | None = None) -> Table: ...
+    def create(
+        self, uri: str, schema: pa.Schema, key: str = "id", *, s3: Any | None = None
+    ) -> Table: ...
+
+
+log = logging.getLogger(__name__)
+
+__all__ = ["AdoptOptions", "adopt", "detect_format", "list_source"]
+
+Format = Literal["auto", "parquet", "iceberg", "delta", "glue"]
+
+
+@dataclass(frozen=True, slots=True)
+class AdoptOptions:
+    """The options of :func:`adopt` (see :meth:`lethe.Table.adopt`)."""
+
+    partitioning: Literal["hive"] | None = "hive"
+    schema: pa.Schema | None = None
+    partition_types: Mapping[str, pa.DataType] | None = None
+    key: str | None = None
+    take_ownership: bool = True
+    indexes: Sequence[str] = ()
+    dry_run: bool = False
+    source_format: Format = "auto"
+    batch_files: int = 1000
+    s3: Any | None = None
+    glue: Any | None = None
+    #: reads the footers (default :func:`~lethe.adopt.footers.read_footers`, in threads;
+    #: ``spark_jobs/adopt.py`` reads them in Spark executors)
+    footers: Callable[[S3Store, Sequence[SourceFile]], list[Footer]] | None = None
+
+
+def detect_format(source: str, store: S3Store) -> str:
+    """``iceberg`` for a ``*.metadata.json``, ``glue`` for ``glue://db/table``, ``delta`` for
+    a prefix holding ``_delta_log/``, else ``parquet``."""
+    if source.startswith("glue://"):
+        return "glue"
+    if source.endswith(".metadata.json"):
+        return "iceberg"
+    bucket, prefix = parse_s3_uri(source)
+    src = S3Store(bucket, client=store.client, stats=store.stats)
+    log_prefix = f"{prefix}/_delta_log/" if prefix else "_delta_log/"
+    if next(iter(src.list(log_prefix)), None) is not None:
+        return "delta"
+    return "parquet"
+
+
+def list_source(store: S3Store, source: str, fmt: str, opts: AdoptOptions) -> SourceListing:
+    """The source's listing, by its reader (imported when needed).
+
+    Raises:
+        InvalidRequest: an unknown format, or a reader this build does not have.
+    """
+    if fmt == "parquet":
+        return list_parquet(
+            store,
+            source,
+            partitioning=opts.partitioning,
+            partition_types=opts.partition_types,
+            column_types={f.name: f.type for f in opts.schema} if opts.schema else None,
+        )
+    try:
+        if fmt == "iceberg":
+            from lethe.adopt.iceberg import list_iceberg  # type: ignore[import-not-found,unused-ignore]
+
+            return list_iceberg(store, source)  # type: ignore[no-any-return,unused-ignore]
+        if fmt == "delta":
+            from lethe.adopt.delta import list_delta  # type: ignore[import-not-found,unused-ignore]
+
+            return list_delta(store, source)  # type: ignore[no-any-return,unused-ignore]
+        if fmt == "glue":
+            from lethe.adopt.glue import list_glue  # type: ignore[import-not-found,unused-ignore]
+
+            db, _, table = source.removeprefix("glue://").partition("/")
+            glue = opts.glue if opts.glue is not None else _glue_client()
+            return list_glue(store, glue, db, table)  # type: ignore[no-any-return,unused-ignore]
+    except ImportError as e:
+        raise errors.InvalidRequest(
+            f"adopting a {fmt} source is not available in this build (no lethe.adopt.{fmt})"
+        ) from e
+    raise errors.InvalidRequest(
+        f"unknown source_format {fmt!r}: use auto, parquet, iceberg, delta or glue"
+    )
+
+
+def _glue_client() -> Any:
+    import boto3
+
+    return boto3.client("glue")
+
+
+def _open(cls: TableClass[Table], uri: str, s3: Any | None) -> Table | None:
+    try:
+        return cls.open(uri, s3=s3)
+    except errors.TableNotFound:
+        return None
+
+
+def _pending(listing: SourceListing, table: TableLike | None) -> tuple[SourceListing, int]:
+    """The listing without the files the table holds already (same path and ETag).
+
+    Raises:
+        InvalidRequest: a file was adopted before under another ETag (it changed since).
+    """
+    if table is None:
+        return listing, 0
+    live = table.manifest.files_at([f.uri for f in listing.files])
+    changed = sorted(
+        f.uri for f in listing.files if f.uri in live and f.etag and live[f.uri].etag != f.etag
+    )
+    if changed:
+        raise errors.InvalidRequest(
+            f"{len(changed)} adopted file(s) changed in place since their adoption (another "
+            f"ETag): {', '.join(changed[:5])}; Lethe never reads a data file that changed. "
+            "Restore the object, or delete its rows and adopt the new object under a new key"
+        )
+    todo = tuple(f for f in listing.files if f.uri not in live)
+    return _with_files(listing, todo), len(listing.files) - len(todo)
+
+
+def _with_files(listing: SourceListing, files: tuple[Any, ...]) -> SourceListing:
+    return SourceListing(
+        listing.format,
+        listing.source,
+        files,
+        listing.schema,
+        listing.partition_schema,
+        listing.physical_names,
+        listing.key,
+    )
+
+
+def _target_schema(
+    footers: Sequence[Footer], listing: SourceListing, opts: AdoptOptions, table: TableLike | None
+) -> tuple[pa.Schema, list[pa.Field]]:
+    """The schema the files make, checked against the given one and the table's; and the
+    columns to add to the table (nullable: the schema-evolution rule of a merge).
+
+    Raises:
+        SchemaMismatch: naming the files and columns that do not fit (another type, or a
+            column the given schema does not have).
+    """
+    union = union_schema(footers, listing)  # checks the files agree, whatever the source says
+    if listing.schema is not None:
+        union = _marked(listing.schema, union)
+    _check_names(footers, union, listing)
+    parts = set((listing.partition_schema or pa.schema([])).names)
+    additions: list[pa.Field] = []
+    for want, what in (
+        (opts.schema, "the given schema"),
+        (table.schema if table else None, "the table"),
+    ):
+        if want is None:
+            continue
+        problems = []
+        for f in union:
+            i = want.get_field_index(f.name)
+            files = [ft.source.uri for ft in footers if f.name in ft.schema.names][:3]
+            if i < 0 and what == "the table":
+                additions.append(f)  # merged in: rows adopted before read it as null
+            elif i < 0:
+                where = ", ".join(files) or "the partitions"
+                problems.append(f"column {f.name!r} (in {where}) is not in {what}")
+            elif not same_type(want.field(i).type, f.type) and f.name not in parts:
+                problems.append(
+                    f"column {f.name!r} is {f.type} in {', '.join(files)}, {what} has "
+                    f"{want.field(i).type}"
+                )
+        if problems:
+            raise errors.SchemaMismatch(
+                f"the files to adopt do not fit {what}: " + "; ".join(problems[:10])
+            )
+        union = _marked(want, union) if what == "the given schema" else want
+    return (pa.schema([*union, *additions]) if additions else union), additions
+
+
+def _check_names(footers: Sequence[Footer], schema: pa.Schema, listing: SourceListing) -> None:
+    """Refuse files that name a column differently from the table (Delta column mapping, an
+    Iceberg rename): adopted files are read by name, so such a column would read as null.
+
+    Raises:
+        InvalidRequest: naming the files and columns.
+    """
+    by_id = {field_id(f): f.name for f in schema if field_id(f) is not None}
+    problems = [
+        f"field {fid} is {name!r} in the files, {by_id[fid]!r} in the table"
+        for fid, name in listing.physical_names.items()
+        if fid in by_id and by_id[fid] != name
+    ]
+    for ft in footers:
+        for f in ft.schema:
+            fid = field_id(f)
+            if fid is not None and fid in by_id and by_id[fid] != f.name:
+                problems.append(
+                    f"{ft.source.uri} names field {fid} {f.name!r}, the table {by_id[fid]!r}"
+                )
+    if problems:
+        raise errors.InvalidRequest(
+            "adopting files whose column names differ from the table's is not supported yet "
+            "(their columns would read as null): " + "; ".join(problems[:5])
+        )
+
+
+def _marked(given: pa.Schema, union: pa.Schema) -> pa.Schema:
+    """``given`` with the partition marks of ``union`` (columns the files do not hold)."""
+    marked = {f.name for f in union if PARTITION_META in (f.metadata or {})}
+    return pa.schema(
+        [
+            f.with_metadata({**(f.metadata or {}), PARTITION_META: b"identity"})
+            if f.name in marked
+            else f
+            for f in given
+        ],
+        metadata=given.metadata,
+    )
+
+
+def plan_of(
+    uri: str,
+    listing: SourceListing,
+    footers: Sequence[Footer],
+    schema: pa.Schema,
+    done: int,
+    own: bool,
+) -> AdoptPlan:
+    parts = set((listing.partition_schema or pa.schema([])).names)
+    by_part = Counter(
+        ", ".join(f"{k}={v}" for k, v in ft.source.partition.items()) for ft in footers
+    )
+    sets = Counter(tuple(ft.schema.names) for ft in footers)
+    return AdoptPlan(
+        table=uri,
+        source=listing.source,
+        format=listing.format,
+        files=tuple(file_plan(ft, ft.source.partition) for ft in footers),
+        already_adopted=done,
+        table_columns=tuple(
+            ColumnPlan(name=f.name, type=str(f.type), partition=f.name in parts) for f in schema
+        ),
+        schemas=tuple(sorted(sets.items())),
+        partitions=tuple(sorted(by_part.items())) if parts else (),
+        take_ownership=own,
+    )
+
+
+def adopt(cls: TableClass[Table], uri: str, source: str, opts: AdoptOptions) -> Table | AdoptPlan:
+    """Adopt ``source`` into the table at ``uri`` (created when missing) as a ``cls``
+    (:class:`lethe.Table`, passed in: no import cycle); see :meth:`lethe.Table.adopt`."""
+    if opts.batch_files <= 0:
+        raise errors.InvalidRequest("batch_files must be positive")
+    t0 = time.perf_counter()
+    table = _open(cls, uri, opts.s3)
+    bucket, _ = parse_s3_uri(uri)
+    store = table.store if table is not None else S3Store(bucket, client=opts.s3)
+    fmt = detect_format(source, store) if opts.source_format == "auto" else opts.source_format
+    listing, done = _pending(list_source(store, source, fmt, opts), table)
+    footers = (opts.footers or read_footers)(store, listing.files)
+    if not footers:
+        if opts.dry_run:
+            return plan_of(
+                uri,
+                listing,
+                (),
+                table.schema if table else pa.schema([]),
+                done,
+                opts.take_ownership,
+            )
+        if table is None:
+            raise errors.InvalidRequest(f"nothing to adopt at {source}")
+        return table
+    schema, additions = _target_schema(footers, listing, opts, table)
+    if opts.dry_run:
+        return plan_of(uri, listing, footers, schema, done, opts.take_ownership)
+    if table is not None and additions:  # one schema commit first (lethe.evolution rules)
+        update = table.update_schema()
+        for f in additions:
+            update = update.add_column(f.name, f.type)
+        update.commit()
+        table.refresh()
+    table = table if table is not None else _create(cls, uri, schema, listing, opts, store)
+    for col in opts.indexes:
+        if col not in table.indexes:
+            table.create_index(col)
+    key = table.key
+    missing = [ft.source.uri for ft in footers if key not in ft.schema.names]
+    if missing:
+        raise errors.SchemaMismatch(
+            f"{len(missing)} file(s) lack the key column {key!r}: {', '.join(missing[:5])}"
+        )
+    batches = [footers[i : i + opts.batch_files] for i in range(0, len(footers), opts.batch_files)]
+    for n, batch in enumerate(batches):
+        commit_batch(table, batch, fmt=fmt, own=opts.take_ownership, number=n)
+    log.info(
+        "adopted %s files (%s bytes) in %s commits in %.2fs",
+        len(footers),
+        sum(ft.size for ft in footers),
+        len(batches),
+        time.perf_counter() - t0,
+    )
+    return table
+
+
+def _create(
+    cls: TableClass[Table],
+    uri: str,
+    schema: pa.Schema,
+    listing: SourceListing,
+    opts: AdoptOptions,
+    store: S3Store,
+) -> Table:
+    """The new table, on ``store`` (its counters then cover the whole adoption)."""
+    from lethe.catalog import Catalog
+
+    key = opts.key or (listing.key[0] if len(listing.key) == 1 else None)
+    if key is None:
+        raise errors.InvalidRequest(
+            f"no table at {uri}: key= (the erasure key column) is required to create it"
+        )
+    t = cls.create(uri, schema, key, s3=store.client)
+    return cls(Catalog(store, t.catalog.prefix), t.manifest)
+
+
+def data_file(ft: Footer, table: TableLike, own: bool) -> DataFile:
+    """The manifest entry of one adopted file (its stats from the footer, partition values as
+    constant-column stats)."""
+    groups, cols = describe(ft.metadata, table.schema, table.key)
+    # a partition column the file holds itself is read from the file
+    part = {k: v for k, v in ft.source.partition.items() if k not in ft.schema.names}
+    return DataFile(
+        path=ft.source.uri,
+        size=ft.size,
+        etag=ft.etag,
+        rows=ft.metadata.num_rows,
+        row_groups=groups,
+        columns=cols | partition_stats(part, ft.metadata.num_rows),
+        added_version=0,
+        schema_id=table.manifest.current_schema_id or None,
+        partition=part,
+        owned=own,
+    )
+
+
+def commit_batch(
+    table: TableLike, batch: Sequence[Footer], *, fmt: str, own: bool, number: int = 0
+) -> None:
+    """Commit one batch of adopted files (one ``adopt`` commit), with DVs for the rows the
+    source had deleted and the index runs of the declared indexes."""
+    written_at = time.time()  # before the DV container and index pieces: the GC grace clock
+    files = [data_file(ft, table, own) for ft in batch]
+    deleted = {ft.source.uri: BitMap64(ft.source.deleted) for ft in batch if ft.source.deleted}
+    containers: tuple[str, ...] = ()
+    if deleted:
+        refs = dvstore.write_dvs(table.store, table.catalog.prefix, deleted)
+        files = [f.model_copy(update={"dv": refs.get(f.path)}) for f in files]
+        containers = tuple({table.key_of(r.container) for r in refs.values() if r.container})
+    runs, merges, pieces = maintain(table.store, table.catalog.prefix, table.manifest, files)
+    op = Operation(
+        kind="adopt",
+        rows_added=sum(f.rows for f in files),
+        rows_deleted=sum(len(b) for b in deleted.values()),
+        files_added=len(files),
+        params={"format": fmt, "batch": number, "bytes": sum(f.size for f in files)},
+    )
+    outcome = table.catalog.commit_change(
+        Direct(
+            AdoptFiles(tuple(files), op, runs, tuple(merges)),
+            written_at,
+            owned=(*containers, *pieces),
+            name="adopt",
+        )
+    )
+    table._adopt(outcome)

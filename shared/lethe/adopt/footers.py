@@ -1,0 +1,155 @@
+"""Footers of files to adopt, read with suffix GETs only (the footer's length, then exactly
+the footer), pinned to each file's ETag; and what the footer says about erasing from the file
+in place (the erasure-readiness report)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from lethe import errors
+from lethe.adopt.source import SourceFile
+from lethe.parquet.enums import Codec, Encoding
+from lethe.parquet.footer import check_roundtrip, parse_tail
+from lethe.store import S3Store
+
+__all__ = ["Footer", "Readiness", "footer_of", "read_footers", "readiness", "tail_bytes"]
+
+#: codecs the splice re-encodes with (pyarrow writes them); others need a rewrite first
+SPLICE_CODECS = frozenset(
+    {Codec.UNCOMPRESSED, Codec.SNAPPY, Codec.GZIP, Codec.BROTLI, Codec.ZSTD, Codec.LZ4_RAW}
+)
+#: encodings the splice reproduces (values and levels)
+SPLICE_ENCODINGS = frozenset(
+    {
+        Encoding.PLAIN,
+        Encoding.PLAIN_DICTIONARY,
+        Encoding.RLE_DICTIONARY,
+        Encoding.RLE,
+        Encoding.BIT_PACKED,
+        Encoding.DELTA_BINARY_PACKED,
+        Encoding.DELTA_LENGTH_BYTE_ARRAY,
+        Encoding.DELTA_BYTE_ARRAY,
+        Encoding.BYTE_STREAM_SPLIT,
+    }
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Readiness:
+    """How an erasure can edit one file in place.
+
+    Attributes:
+        page_index: every column chunk has an offset and a column index (page-level splices).
+        row_group_bytes: the compressed size of each row group (what a row-group-level
+            splice re-uploads at most).
+        refused: why the splice cannot edit the file (a codec or encoding it cannot
+            reproduce, a footer that does not re-serialize identically); empty: it can.
+    """
+
+    page_index: bool
+    row_group_bytes: tuple[int, ...]
+    refused: tuple[str, ...] = ()
+
+    @property
+    def ready(self) -> bool:
+        """Page-level splices possible and nothing refused (else: needs one rewrite first)."""
+        return self.page_index and not self.refused
+
+
+@dataclass(frozen=True, slots=True)
+class Footer:
+    """One file's footer as read (``nbytes``: the footer's length plus its 8-byte trailer)."""
+
+    source: SourceFile
+    etag: str
+    size: int
+    metadata: pq.FileMetaData
+    schema: pa.Schema
+    nbytes: int
+    readiness: Readiness
+
+
+def readiness(tail: bytes, size: int) -> Readiness:
+    """What the footer (``tail``: at least the footer and trailer) says about splicing."""
+    footer = parse_tail(tail, size)
+    meta = footer.metadata
+    refused: list[str] = []
+    page_index = True
+    groups: list[int] = []
+    for rg in meta.row_groups:
+        total = 0
+        for cc in rg.columns:
+            m = cc.meta_data
+            total += m.total_compressed_size
+            if cc.offset_index_offset is None or cc.column_index_offset is None:
+                page_index = False
+            if m.codec not in SPLICE_CODECS:
+                refused.append(f"column {'.'.join(m.path_in_schema)}: codec {Codec(m.codec).name}")
+            bad = [Encoding(e).name for e in m.encodings if e not in SPLICE_ENCODINGS]
+            if bad:
+                refused.append(f"column {'.'.join(m.path_in_schema)}: encodings {bad}")
+        groups.append(total)
+    try:
+        check_roundtrip(footer.raw)
+    except errors.LetheError as e:
+        refused.append(str(e))
+    return Readiness(page_index, tuple(groups), tuple(dict.fromkeys(refused)))
+
+
+def _read_one(store: S3Store, sf: SourceFile) -> Footer:
+    return footer_of(sf, *tail_bytes(store, sf))
+
+
+def tail_bytes(store: S3Store, sf: SourceFile) -> tuple[str, int, bytes]:
+    """``(etag, size, footer and trailer bytes)`` of one file: two suffix GETs pinned to its
+    ETag (a HEAD first when the source did not give it); what a Spark task returns.
+
+    Raises:
+        UnsupportedFile: not a Parquet file, or encrypted.
+    """
+    etag, size = sf.etag, sf.size
+    if etag is None:
+        info = store.head(sf.uri)
+        etag, size = info.etag, info.size
+    if size < 12:
+        raise errors.UnsupportedFile(f"{sf.uri} is not a Parquet file ({size} bytes)")
+    trailer = store.get(sf.uri, etag=etag, suffix=8).body
+    if trailer[-4:] != b"PAR1":
+        what = "an encrypted Parquet file" if trailer[-4:] == b"PARE" else "not a Parquet file"
+        raise errors.UnsupportedFile(f"{sf.uri} is {what}")
+    n = int.from_bytes(trailer[:4], "little") + 8
+    if n > size:
+        raise errors.UnsupportedFile(f"{sf.uri}: footer length exceeds the file size")
+    return etag, size, store.get(sf.uri, etag=etag, suffix=n).body
+
+
+def footer_of(sf: SourceFile, etag: str, size: int, tail: bytes) -> Footer:
+    """The :class:`Footer` of ``sf`` from its footer and trailer bytes ``tail``.
+
+    Raises:
+        UnsupportedFile: the footer or its schema cannot be read.
+    """
+    try:
+        md = pq.read_metadata(pa.BufferReader(tail))
+        schema = md.schema.to_arrow_schema()
+    except (OSError, pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+        raise errors.UnsupportedFile(f"{sf.uri}: unreadable Parquet footer ({e})") from e
+    return Footer(sf, etag, size, md, schema, len(tail), readiness(tail, size))
+
+
+def read_footers(store: S3Store, files: Sequence[SourceFile], *, threads: int = 16) -> list[Footer]:
+    """The footers of ``files``, in order (two suffix GETs each, ``threads`` at a time).
+
+    Raises:
+        UnsupportedFile: a file is not (readable) Parquet.
+        PreconditionFailed: a file changed since it was listed.
+    """
+    if not files:
+        return []
+    with ThreadPoolExecutor(max_workers=min(threads, len(files))) as pool:
+        return list(pool.map(lambda sf: _read_one(store, sf), files))
