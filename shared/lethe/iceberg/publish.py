@@ -145,7 +145,10 @@ class _Publisher:
         if snap is None:
             return base, {}
         ml = snap["manifest-list"]
-        body = self.store.get(self.key(ml[len(self.location) + 1 :])).body
+        try:
+            body = self.store.get(self.key(ml[len(self.location) + 1 :])).body
+        except errors.NotFound:  # GC expired that snapshot: publish without reuse
+            return base, {}
         entries = [
             ListEntry.from_manifest_file(mf, self.location)
             for mf in avro.decode_manifest_list(body)
