@@ -210,3 +210,21 @@ def test_a_file_is_read_by_id_or_by_alias(ids: bool) -> None:
     assert p.file_column("b") == ("old_b" if ids else None)  # no alias: missing without ids
     got = p.apply(pa.table({"old_b": ["x"], "col-a": [7]}))
     assert got.to_pylist() == [{"a": 7, "b": "x" if ids else None}]
+
+
+def test_a_second_mapped_delta_table_adopted_into_the_table_reads_by_field_id(
+    aws: Any, s3: Any, bucket: str
+) -> None:
+    """Another Delta table (other physical names, the same field ids) adopted into an existing
+    table: its files are read by their ids; the first table's names are the aliases."""
+    cfg = {"delta.columnMapping.mode": "name"}
+    one, two = (f"s3://{bucket}/delta/{n}{uuid.uuid4().hex[:6]}" for n in ("a", "b"))
+    write_deltalake(one, _data(0, 30), storage_options=_so(aws), configuration=cfg)
+    write_deltalake(two, _data(30, 30), storage_options=_so(aws), configuration=cfg)
+    uri = f"s3://{bucket}/tables/two"
+    lethe.Table.adopt(uri, one + "/", key="id")
+    t = lethe.Table.adopt(uri, two + "/", key="id")
+    assert isinstance(t, lethe.Table)
+    assert len(t.manifest.files) == 2 and all(f.mapped for f in t.manifest.files)
+    assert _rows(t.scan()) == _rows(_data(0, 60))
+    assert t.scan(filters=[("note", "=", "note-000042")])["id"].to_pylist() == [42]
