@@ -228,3 +228,40 @@ def test_a_second_mapped_delta_table_adopted_into_the_table_reads_by_field_id(
     assert len(t.manifest.files) == 2 and all(f.mapped for f in t.manifest.files)
     assert _rows(t.scan()) == _rows(_data(0, 60))
     assert t.scan(filters=[("note", "=", "note-000042")])["id"].to_pylist() == [42]
+
+
+def test_files_without_field_ids_are_read_by_their_physical_names(
+    aws: Any, s3: Any, bucket: str, tmp_path: Any
+) -> None:
+    """A Delta table with column mapping whose files carry no field ids (delta-rs writes
+    ids; here its log is kept and each data file rewritten by pyarrow without them, the
+    ``add`` action's size updated: what a writer that omits ids makes): Lethe reads them by
+    the physical names the table records, and so does PyIceberg through the view's name
+    mapping; an erasure removes a person from them."""
+    local = tmp_path / "delta"
+    write_deltalake(str(local), _data(0, 90), configuration={"delta.columnMapping.mode": "name"})
+    (log,) = (local / "_delta_log").glob("*.json")
+    actions = [json.loads(line) for line in log.read_text().splitlines() if line]
+    for a in actions:
+        if "add" in a:
+            path = local / a["add"]["path"]
+            t = pq.read_table(path)
+            plain = pa.schema([f.remove_metadata() for f in t.schema])
+            pq.write_table(t.cast(plain), path, compression="none")
+            a["add"]["size"] = path.stat().st_size
+            assert all(f.metadata is None for f in pq.read_schema(path))
+    log.write_text("".join(json.dumps(a) + "\n" for a in actions))
+    prefix = f"delta/noids{uuid.uuid4().hex[:6]}"
+    for p in sorted(local.rglob("*")):
+        if p.is_file():
+            key = f"{prefix}/{p.relative_to(local).as_posix()}"
+            s3.put_object(Bucket=bucket, Key=key, Body=p.read_bytes())
+    uri = f"s3://{bucket}/tables/noids"
+    t = lethe.Table.adopt(uri, f"s3://{bucket}/{prefix}/", key="id", indexes=("customer_id",))
+    assert isinstance(t, lethe.Table)
+    assert all(f.mapped for f in t.manifest.files)
+    assert _rows(t.scan()) == _rows(_data(0, 90))
+    r = publish(t.catalog, t.manifest, format_version=2)
+    st = StaticTable.from_metadata(r.uri, properties=_props(aws))
+    assert _rows(st.scan().to_arrow()) == _rows(_data(0, 90))  # by the name mapping
+    _erase_and_audit(s3, bucket, uri, _data(0, 90))
