@@ -12,6 +12,7 @@ MODULES = [
     "adopt.objects",
     "adopt.iceberg",
     "adopt.iceberg_types",
+    "adopt.names",
     "adopt.delta",
     "adopt.delta_format",
     "adopt.glue",

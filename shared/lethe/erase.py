@@ -44,6 +44,7 @@ from lethe.manifest import (
     RequestRecord,
     request_hash,
 )
+from lethe.mapped import describe_named
 from lethe.ownership import check_erasable, check_owned
 from lethe.parquet.costs import (
     DEFAULT_MODEL,
@@ -64,7 +65,7 @@ from lethe.remap import targets_of
 from lethe.snapshot import Snapshot
 from lethe.splice_io import Fetcher, read_footer, upload
 from lethe.store import IOCounters
-from lethe.writer import describe, new_data_path
+from lethe.writer import new_data_path
 
 log = logging.getLogger(__name__)
 
@@ -278,8 +279,8 @@ def splice_file(
     (page, row group, or a rewrite through the client) and the upload plan are chosen by
     predicted total cost under ``model`` (:mod:`lethe.parquet.costs`, ``choice``).
 
-    Writes the new object under a new key and returns its manifest entry (not committed).
-    A failed upload is aborted and leaves nothing behind.
+    Writes the new object under a new key and returns its manifest entry (not committed;
+    an adopted file's partition values and names kept). A failed upload leaves nothing.
     """
     check_owned([f], "a splice")
     store = ctx.store.child()
@@ -300,8 +301,7 @@ def splice_file(
     io0 = store.stats.snapshot()
     if all(g.rows_after == 0 for g in plan.groups):
         return SpliceResult(f, None, removed, fates, 0, 0, 0, store.stats.snapshot(), None, choice)
-    new_path = new_data_path()
-    new_key = ctx.key_of(new_path)
+    new_key = ctx.key_of(new_path := new_data_path())
     rewrite = choice.level == "rewrite"
     parts = plan_upload(plan.segments, f.size, model=model, fetched=_held(fetch), rewrite=rewrite)
     written_at = time.time()
@@ -309,7 +309,7 @@ def splice_file(
     md = pq.read_metadata(
         pa.BufferReader(plan.footer.raw + len(plan.footer.raw).to_bytes(4, "little") + b"PAR1")
     )
-    groups, cols = describe(md, ctx.schema, ctx.key)
+    groups, cols = describe_named(md, ctx.schema, ctx.key, mapped=bool(f.mapped))
     cols |= partition_stats(f.partition, md.num_rows)
     new = DataFile(
         path=new_path,
@@ -321,7 +321,8 @@ def splice_file(
         added_version=0,
         sorted_by_key=f.sorted_by_key,
         sort_order_id=f.sort_order_id,  # removing rows keeps the order (a clustered file)
-        partition=f.partition,  # an adopted file's partition values stay out of the file
+        partition=f.partition,
+        mapped=f.mapped,
         # the index keeps answering for it through the file it was spliced from
         index_origin=spliced_origin(f, removed)
         if f.index_origin is not None or ctx.snapshot.indexes

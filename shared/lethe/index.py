@@ -480,7 +480,7 @@ def runs_for_files(
         if v is not None and len(v) == sum(f.rows for f in files):
             entries = _entries_in_memory(files, v, t)
         else:
-            entries = entries_of(store, prefix, files, ix.column, t)
+            entries = entries_of(store, prefix, files, ix.column, t, snap=m)
         run, keys = build_run(store, prefix, ix.column, entries)
         runs[ix.column] = run
         written.extend(keys)

@@ -103,7 +103,7 @@ def erased_entries(
         h = FileHandle(store, object_key(prefix, path), f)
         want, at = list(need), BitMap64.union(*need.values())
         p = projections.of(f)  # a file of an older schema: its own names, by field id
-        p = p.within(h.tail().names) if p is not None and f.owned is not None else p
+        p = p.within(h.tail().schema) if p is not None and f.file_names else p
         got = (
             read_positions(h, want, at)
             if p is None

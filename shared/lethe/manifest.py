@@ -150,6 +150,15 @@ class DataFile(_Frozen):
     # adopted in place: whether Lethe owns the external object (may splice it away and
     # delete it); None: a file Lethe wrote
     owned: bool | None = Field(default=None, exclude_if=lambda v: v is None)
+    # its columns are named as in an adopted file whose names differ from the table's (Delta
+    # column mapping, an Iceberg rename; a splice keeps them): read by field id or alias
+    mapped: bool | None = Field(default=None, exclude_if=lambda v: v is None)
+
+    @property
+    def file_names(self) -> bool:
+        """Whether readers must resolve its columns against its own schema
+        (:meth:`lethe.schemas.Projection.within`): adopted, or spliced from a mapped file."""
+        return self.owned is not None or bool(self.mapped)
 
     @property
     def index_version(self) -> int:

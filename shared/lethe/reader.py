@@ -176,6 +176,11 @@ class Tail:
     data: bytes
 
     @property
+    def schema(self) -> pa.Schema:
+        """The file's Arrow schema (its columns' ``PARQUET:field_id`` included)."""
+        return self.arrow.schema.to_arrow_schema()
+
+    @property
     def names(self) -> frozenset[str]:
         """The file's top-level column names."""
         md = self.arrow

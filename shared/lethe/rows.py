@@ -64,8 +64,8 @@ def batches(
         p = projections.of(h.file)
         if p is None:
             return read_filtered(h, rg, first, out_cols, rf, page_index=page_index)
-        if h.file.owned is not None:  # adopted: a union schema's columns it may not hold
-            p = p.within(h.tail().names)
+        if h.file.file_names:  # adopted: a union schema's columns it may not hold
+            p = p.within(h.tail().schema)
         # a file of another schema: its columns by id, renamed, widened, missing ones filled
         if dnf is not None and _same(p, dnf.columns):  # the filter reads as written: pages
             own = RowFilter.of(dnf, projections.file_schema(h.file), dvs.keep_mask, rows)

@@ -58,7 +58,7 @@ class Projections:
 
     def of(self, f: DataFile) -> Projection | None:
         sid = f.schema_id or 0
-        if f.partition or f.owned is not None:  # adopted in place: columns by name (some
+        if f.partition or f.file_names:  # adopted in place: columns by name (some
             return self._partitioned(f)  # may be missing), partition values as constants
         if sid == self._current or not self._history:
             return None
@@ -91,7 +91,7 @@ def reader_of(snap: Snapshot, columns: list[str]) -> Callable[[FileHandle, int],
     def read(h: FileHandle, rg: int) -> pa.Table:
         p = projections.of(h.file)
         tail = h.tail()
-        p = p.within(tail.names) if p is not None and h.file.owned is not None else p
+        p = p.within(tail.schema) if p is not None and h.file.file_names else p
         cols = columns if p is None else p.file_columns(columns)
         t = read_row_group(h, tail, rg, cols, h.prefetch(tail, rg, cols))
         return t if p is None else p.apply(t, columns)

@@ -26,7 +26,7 @@ of ``T`` is found in ``S`` by id (renamed, widened, or missing: its initial defa
 from __future__ import annotations
 
 import json
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
@@ -36,6 +36,7 @@ from lethe import errors
 from lethe.values import JsonScalar, from_json, to_json
 
 __all__ = [
+    "ALIASES",
     "DEFAULT",
     "FIELD_ID",
     "Add",
@@ -45,8 +46,10 @@ __all__ = [
     "Projection",
     "Rename",
     "Widen",
+    "aliases",
     "evolve",
     "field_id",
+    "file_field",
     "has_ids",
     "initial_default",
     "is_widening",
@@ -58,6 +61,10 @@ __all__ = [
 ]
 
 FIELD_ID = b"PARQUET:field_id"
+#: JSON list of the other names a column has inside adopted files (Delta column mapping's
+#: physical names, an Iceberg column's names before a rename): Iceberg's name mapping, used
+#: for files that carry no field ids. Absent when unused.
+ALIASES = b"lethe.names"
 DEFAULT = b"lethe.initial_default"  # canonical JSON (lethe.values) of a column's initial default
 
 WIDENINGS = "int to a wider int, float32 to float64, a decimal's precision up, date32 to timestamp"
@@ -68,6 +75,43 @@ def field_id(f: pa.Field) -> int | None:
     """The field's id, or None when it has none."""
     raw = (f.metadata or {}).get(FIELD_ID)
     return int(raw) if raw is not None else None
+
+
+def aliases(f: pa.Field) -> tuple[str, ...]:
+    """The other names ``f`` has inside adopted files (:data:`ALIASES`)."""
+    raw = (f.metadata or {}).get(ALIASES)
+    return tuple(json.loads(raw)) if raw else ()
+
+
+def _ids_agree(file_schema: pa.Schema, target: Iterable[pa.Field]) -> bool:
+    """Whether ``file_schema`` carries field ids that are the target's: some column has
+    one, and none that shares a name with a target column has another id."""
+    if not any(field_id(f) is not None for f in file_schema):
+        return False
+    want = {f.name: field_id(f) for f in target}
+    return all(want.get(f.name) in (None, field_id(f)) for f in file_schema if f.name in want)
+
+
+def file_field(target: pa.Field, file_schema: pa.Schema, by_id: bool) -> pa.Field | None:
+    """The column of ``file_schema`` holding ``target``: by field id when ``by_id`` (the
+    file's ids are the table's), else by its name or one of its :func:`aliases` (None:
+    the file lacks it).
+
+    >>> t = pa.field("a", pa.int64(), metadata={FIELD_ID: b"3", ALIASES: b'["col-9"]'})
+    >>> file_field(t, pa.schema([pa.field("col-9", pa.int64())]), False).name
+    'col-9'
+    >>> old = pa.field("old", pa.int64(), metadata={FIELD_ID: b"3"})
+    >>> file_field(t, pa.schema([old]), _ids_agree(pa.schema([old]), [t])).name
+    'old'
+    """
+    if by_id:
+        fid = field_id(target)
+        return next((f for f in file_schema if field_id(f) == fid), None)
+    for n in (target.name, *aliases(target)):
+        i = file_schema.get_field_index(n)
+        if i >= 0:
+            return file_schema.field(i)
+    return None
 
 
 def _with_id(f: pa.Field, fid: int) -> pa.Field:
@@ -354,10 +398,17 @@ class Projection:
         s = self.sources.get(name)
         return s.type if s is not None else None
 
-    def within(self, names: Collection[str]) -> Projection:
-        """This projection for a file holding only the columns ``names`` (an adopted file
-        of a union schema): the others read as missing."""
-        held = {n: s if s is None or s.name in names else None for n, s in self.sources.items()}
+    def within(self, file_schema: pa.Schema) -> Projection:
+        """This projection for an adopted file of schema ``file_schema``: each column found
+        in it by field id when the file's ids are the table's, else by name or alias
+        (:func:`file_field`); the columns it does not hold (a union schema's) read as
+        missing."""
+        kept = [s for s in self.sources.values() if s is not None]
+        by_id = _ids_agree(file_schema, kept)
+        held = {
+            n: None if s is None else file_field(s, file_schema, by_id)
+            for n, s in self.sources.items()
+        }
         return Projection(self.target, held, self.constants)
 
     def file_columns(self, names: Iterable[str]) -> list[str]:

@@ -23,6 +23,7 @@ from pyroaring import BitMap64
 from lethe import dvstore, errors
 from lethe.adopt.footers import Footer, read_footers
 from lethe.adopt.hive import list_parquet
+from lethe.adopt.names import check_readable, describe_file, logical, physical_names, with_aliases
 from lethe.adopt.plan import AdoptPlan, ColumnPlan, file_plan, union_schema
 from lethe.adopt.source import SourceFile, SourceListing
 from lethe.catalog import Direct
@@ -31,9 +32,7 @@ from lethe.index import maintain
 from lethe.ingest.fit import same_type
 from lethe.manifest import DataFile, Operation
 from lethe.partitions import PARTITION_META, partition_stats
-from lethe.schemas import field_id
 from lethe.store import S3Store, parse_s3_uri
-from lethe.writer import describe
 
 if TYPE_CHECKING:  # pragma: no cover
     from lethe.catalog import Catalog
@@ -215,7 +214,6 @@ def _target_schema(
     union = union_schema(footers, listing)  # checks the files agree, whatever the source says
     if listing.schema is not None:
         union = _marked(listing.schema, union)
-    _check_names(footers, union, listing)
     parts = set((listing.partition_schema or pa.schema([])).names)
     additions: list[pa.Field] = []
     for want, what in (
@@ -243,34 +241,11 @@ def _target_schema(
                 f"the files to adopt do not fit {what}: " + "; ".join(problems[:10])
             )
         union = _marked(want, union) if what == "the given schema" else want
+    if table is None:  # a new table records the files' own names of its columns
+        union = with_aliases(union, physical_names(footers))
+    else:
+        check_readable(footers, union)
     return (pa.schema([*union, *additions]) if additions else union), additions
-
-
-def _check_names(footers: Sequence[Footer], schema: pa.Schema, listing: SourceListing) -> None:
-    """Refuse files that name a column differently from the table (Delta column mapping, an
-    Iceberg rename): adopted files are read by name, so such a column would read as null.
-
-    Raises:
-        InvalidRequest: naming the files and columns.
-    """
-    by_id = {field_id(f): f.name for f in schema if field_id(f) is not None}
-    problems = [
-        f"field {fid} is {name!r} in the files, {by_id[fid]!r} in the table"
-        for fid, name in listing.physical_names.items()
-        if fid in by_id and by_id[fid] != name
-    ]
-    for ft in footers:
-        for f in ft.schema:
-            fid = field_id(f)
-            if fid is not None and fid in by_id and by_id[fid] != f.name:
-                problems.append(
-                    f"{ft.source.uri} names field {fid} {f.name!r}, the table {by_id[fid]!r}"
-                )
-    if problems:
-        raise errors.InvalidRequest(
-            "adopting files whose column names differ from the table's is not supported yet "
-            "(their columns would read as null): " + "; ".join(problems[:5])
-        )
 
 
 def _marked(given: pa.Schema, union: pa.Schema) -> pa.Schema:
@@ -326,7 +301,7 @@ def adopt(cls: TableClass[Table], uri: str, source: str, opts: AdoptOptions) -> 
     store = table.store if table is not None else S3Store(bucket, client=opts.s3)
     fmt = detect_format(source, store) if opts.source_format == "auto" else opts.source_format
     listing, done = _pending(list_source(store, source, fmt, opts), table)
-    footers = (opts.footers or read_footers)(store, listing.files)
+    footers = logical((opts.footers or read_footers)(store, listing.files), listing)
     if not footers:
         if opts.dry_run:
             return plan_of(
@@ -395,7 +370,7 @@ def _create(
 def data_file(ft: Footer, table: TableLike, own: bool) -> DataFile:
     """The manifest entry of one adopted file (its stats from the footer, partition values as
     constant-column stats)."""
-    groups, cols = describe(ft.metadata, table.schema, table.key)
+    groups, cols = describe_file(ft, table.schema, table.key)
     # a partition column the file holds itself is read from the file
     part = {k: v for k, v in ft.source.partition.items() if k not in ft.schema.names}
     return DataFile(
@@ -409,6 +384,7 @@ def data_file(ft: Footer, table: TableLike, own: bool) -> DataFile:
         schema_id=table.manifest.current_schema_id or None,
         partition=part,
         owned=own,
+        mapped=True if ft.physical else None,
     )
 
 

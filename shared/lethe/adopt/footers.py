@@ -4,9 +4,9 @@ in place (the erasure-readiness report)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -72,6 +72,20 @@ class Footer:
     schema: pa.Schema
     nbytes: int
     readiness: Readiness
+    #: the table's name -> the file's own name, for the columns the file names otherwise
+    #: (Delta column mapping, an Iceberg rename; :mod:`lethe.adopt.names`); ``schema`` then
+    #: has the table's names
+    physical: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def file_schema(self) -> pa.Schema:
+        """The schema as the file names its columns."""
+        if not self.physical:
+            return self.schema
+        return pa.schema(
+            [f.with_name(self.physical.get(f.name, f.name)) for f in self.schema],
+            metadata=self.schema.metadata,
+        )
 
 
 def readiness(tail: bytes, size: int) -> Readiness:

@@ -60,7 +60,7 @@ def _rows(table: Table, f: DataFile, columns: list[str]) -> Iterator[pa.RecordBa
     p = Projections(table.manifest).of(f)
     h = FileHandle(table.store, f.path, f)
     tail = h.tail()
-    p = p.within(tail.names) if p is not None else p
+    p = p.within(tail.schema) if p is not None else p
     for rg in range(len(f.row_groups)):
         want = p.file_columns(columns) if p is not None else columns
         t = read_row_group(h, tail, rg, want, h.prefetch(tail, rg, want))

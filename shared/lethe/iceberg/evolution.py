@@ -19,7 +19,7 @@ from pyiceberg.types import IcebergType, ListType, MapType, NestedField, StructT
 
 from lethe import errors
 from lethe.iceberg.mapping import FormatVersion, IcebergSchema, iceberg_schema, schema_json
-from lethe.schemas import V3_PROMOTION_RULE, field_id, initial_default, v3_promotions
+from lethe.schemas import V3_PROMOTION_RULE, aliases, field_id, initial_default, v3_promotions
 from lethe.snapshot import Snapshot
 
 __all__ = ["view_schema", "with_history"]
@@ -70,8 +70,25 @@ def view_schema(
     fresh = iceberg_schema(arrow, format_version=format_version)
     fields = [_field(f, a) for f, a in zip(fresh.schema.fields, arrow, strict=True)]
     schema = Schema(*fields, schema_id=schema_id)
-    mapping = create_mapping_from_schema(schema).model_dump_json()
+    mapping = _with_aliases(create_mapping_from_schema(schema).model_dump_json(), arrow)
     return IcebergSchema(schema, mapping, last_column_id)
+
+
+def _with_aliases(mapping: str, arrow: pa.Schema) -> str:
+    """The name mapping with each column's other names in adopted files
+    (:data:`lethe.schemas.ALIASES`: Delta physical names, names before a rename) after its
+    own, so engines read such files without field ids (never a name another column has);
+    unchanged when there are none."""
+    taken = set(arrow.names)
+    extra = {field_id(a): [n for n in aliases(a) if n not in taken] for a in arrow}
+    extra = {k: v for k, v in extra.items() if v}
+    if not extra:
+        return mapping
+    entries = json.loads(mapping)
+    for e in entries:
+        more = extra.get(e.get("field-id"), ())
+        e["names"] = [*e["names"], *(n for n in more if n not in e["names"])]
+    return json.dumps(entries)
 
 
 def current_schema(m: Snapshot, format_version: FormatVersion) -> IcebergSchema:

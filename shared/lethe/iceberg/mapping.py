@@ -26,6 +26,7 @@ import base64
 import hashlib
 import json
 import math
+import re
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -161,6 +162,7 @@ def stem_of_manifest(rel: str) -> tuple[Literal["data", "deletes"], str] | None:
     ('deletes', 'v00000003-aa-bb')
     """
     name = rel.rsplit("/", 1)[-1].removesuffix(".avro")
+    name = re.sub(r"\.spec\d+$", "", name)  # a spec companion (partitioning.spec_manifest_key)
     if name.startswith(_DATA_TAG):
         return "data", name[len(_DATA_TAG) :]
     if name.startswith(_DELETE_TAG):
@@ -413,8 +415,12 @@ def data_manifest_entries(
     key: str,
     format_version: FormatVersion,
     spec: ViewSpec | None = None,
+    bounded: Sequence[str] = (),
 ) -> list[ManifestEntry]:
     """The entries of the data manifest of one segment object (pure in the segment).
+
+    Bounds are written for the key and for the columns ``bounded`` (the partition columns of
+    files in spec 0, which hold them: readers prune those files on their exact bounds).
 
     Status ADDED for files the segment's commit added (``added_version ==
     created_version``), EXISTING for the others; snapshot id and both sequence numbers
@@ -433,6 +439,8 @@ def data_manifest_entries(
             lo, hi = _bound(key_type, rng[0]), _bound(key_type, rng[1])
             if lo is not None and hi is not None:
                 lower[key_field.field_id], upper[key_field.field_id] = lo, hi
+        for c in bounded:
+            _column_bounds(f, schema.schema.find_field(c), lower, upper)
         nulls = {
             top[c]: st.null_count
             for c, st in f.columns.items()
@@ -468,6 +476,18 @@ def data_manifest_entries(
             )
         )
     return out
+
+
+def _column_bounds(
+    f: DataFile, field: NestedField, lower: dict[int, bytes], upper: dict[int, bytes]
+) -> None:
+    """Add ``f``'s exact min/max of a primitive column (when its statistics have both)."""
+    st = f.columns.get(field.name)
+    if st is None or not isinstance(field.field_type, PrimitiveType):
+        return
+    lo, hi = _bound(field.field_type, st.min), _bound(field.field_type, st.max)
+    if lo is not None and hi is not None:
+        lower[field.field_id], upper[field.field_id] = lo, hi
 
 
 def _path_bounds(data_uri: str) -> dict[int, bytes]:

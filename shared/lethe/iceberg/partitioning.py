@@ -2,8 +2,16 @@
 (:mod:`lethe.adopt`): an identity spec over the table's partition columns (spec 1, fields
 from 1000), each such file's values as its partition tuple, so Iceberg readers fill the
 columns the files do not hold (PyIceberg projects identity partition values). Files written
-by Lethe (their partition columns inside) stay in the unpartitioned spec 0; a manifest holds
-one spec, so a segment mixing both is refused.
+by Lethe (their partition columns inside) stay in the unpartitioned spec 0. A manifest holds
+one spec, so a segment mixing both kinds (an append to an adopted table, compaction output
+next to adopted files) is published as one manifest per spec (:func:`split_by_spec`).
+
+Why spec 0 for Lethe's files rather than the identity spec when a file holds one value of
+each partition column: an identity partition value is a promise that every row holds it,
+and engines (Iceberg Java) substitute it for the column without reading it; the spec-0
+entry makes no such promise and its manifest entry carries the partition columns' exact
+bounds instead, so readers prune such files on the same predicates (one rule for every
+file Lethe writes, compacted ones spanning days included).
 
 >>> import pyarrow as pa
 >>> from pyiceberg.schema import Schema
@@ -35,8 +43,10 @@ __all__ = [
     "ViewSpec",
     "partition_columns",
     "partition_record",
+    "spec_manifest_key",
     "spec_of",
     "specs_json",
+    "split_by_spec",
     "view_spec",
 ]
 
@@ -112,6 +122,42 @@ def spec_of(files: Iterable[DataFile], spec: ViewSpec | None) -> ViewSpec | None
         "Iceberg view cannot express it (its partition columns would read as null); read "
         "the table with Lethe"
     )
+
+
+def split_by_spec(
+    files: Iterable[DataFile], spec: ViewSpec | None
+) -> list[tuple[ViewSpec | None, list[DataFile]]]:
+    """``files`` grouped by the spec their manifest entries belong to, spec 0 (files holding
+    their partition columns) first, order kept within a group; no empty group (an empty
+    ``files`` gives one empty spec-0 group).
+
+    Raises:
+        IcebergUnsupported: a file's partition values do not match the table's partition
+            columns (the view would read those columns as null).
+    """
+    plain: list[DataFile] = []
+    adopted: list[DataFile] = []
+    for f in files:
+        (adopted if f.partition else plain).append(f)
+    if adopted:
+        spec_of(adopted, spec)  # refuses values the spec does not cover
+    out: list[tuple[ViewSpec | None, list[DataFile]]] = []
+    if plain or not adopted:
+        out.append((None, plain))
+    if adopted:
+        out.append((spec, adopted))
+    return out
+
+
+def spec_manifest_key(key: str, spec_id: int) -> str:
+    """The companion of manifest ``key`` holding the same segment's entries of partition
+    spec ``spec_id`` (a segment mixing specs is one manifest per spec; the first spec's
+    manifest keeps the plain key, so a segment of one spec is named as it always was).
+
+    >>> spec_manifest_key("metadata/lethe-d-v00000003-aa-bb.avro", 1)
+    'metadata/lethe-d-v00000003-aa-bb.spec1.avro'
+    """
+    return f"{key.removesuffix('.avro')}.spec{spec_id}.avro"
 
 
 def partition_record(f: DataFile, spec: ViewSpec | None) -> Record:

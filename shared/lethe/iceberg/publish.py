@@ -57,7 +57,13 @@ from lethe.iceberg.mapping import (
     segment_units,
     stem_of_manifest,
 )
-from lethe.iceberg.partitioning import ViewSpec, spec_of, view_spec
+from lethe.iceberg.partitioning import (
+    SPEC_ID,
+    ViewSpec,
+    spec_manifest_key,
+    split_by_spec,
+    view_spec,
+)
 from lethe.iceberg.summary import snapshot_summary
 from lethe.layout import manifest_key, object_key
 from lethe.manifest import DataFile, Segment
@@ -139,7 +145,10 @@ class _Publisher:
         if snap is None:
             return base, {}
         ml = snap["manifest-list"]
-        body = self.store.get(self.key(ml[len(self.location) + 1 :])).body
+        try:
+            body = self.store.get(self.key(ml[len(self.location) + 1 :])).body
+        except errors.NotFound:  # GC expired that snapshot: publish without reuse
+            return base, {}
         entries = [
             ListEntry.from_manifest_file(mf, self.location)
             for mf in avro.decode_manifest_list(body)
@@ -147,29 +156,51 @@ class _Publisher:
         return base, {e.path: e for e in entries}
 
     # --- manifests --------------------------------------------------------------------------------
-    def data_manifest(self, u: SegmentUnit, seg: Segment, schema: IcebergSchema) -> ListEntry:
-        spec = spec_of(seg.files, view_spec(self.m.arrow_schema(), schema.schema))
-        entries = data_manifest_entries(
-            seg.files,  # the data manifest ignores DVs: the segment object alone defines it
-            summary=u.summary,
-            location=self.location,
-            schema=schema,
-            key=self.m.key,
-            format_version=self.fv,
-            spec=spec,
-        )
-        body = avro.encode_manifest(
-            entries, schema=schema, content=ManifestContent.DATA, format_version=self.fv, spec=spec
-        )
-        size = self.put_new(u.data_key, body)
-        return ListEntry.of(
-            u.data_key,
-            size,
-            entries,
-            content="data",
-            snapshot_id=u.summary.created_version,
-            spec_id=spec.spec_id if spec else 0,
-        )
+    def split(self, files: Iterable[DataFile], schema: IcebergSchema) -> list[_Part]:
+        """One segment's files grouped by partition spec, each with its manifest key's
+        suffix: the first group keeps the plain key (a segment of one spec is one manifest,
+        as before), a second one is its ``.spec<N>`` companion."""
+        spec = view_spec(self.m.arrow_schema(), schema.schema)
+        groups = split_by_spec(files, spec)
+        return [
+            _Part(s, fs, i > 0, spec.names if s is None and spec is not None else ())
+            for i, (s, fs) in enumerate(groups)
+        ]
+
+    def data_manifest(self, u: SegmentUnit, seg: Segment, schema: IcebergSchema) -> list[ListEntry]:
+        out = []
+        # the data manifests ignore DVs: the segment object alone defines them
+        for part in self.split(seg.files, schema):
+            entries = data_manifest_entries(
+                part.files,
+                summary=u.summary,
+                location=self.location,
+                schema=schema,
+                key=self.m.key,
+                format_version=self.fv,
+                spec=part.spec,
+                bounded=part.bounded,
+            )
+            body = avro.encode_manifest(
+                entries,
+                schema=schema,
+                content=ManifestContent.DATA,
+                format_version=self.fv,
+                spec=part.spec,
+            )
+            rel = part.key(u.data_key)
+            size = self.put_new(rel, body)
+            out.append(
+                ListEntry.of(
+                    rel,
+                    size,
+                    entries,
+                    content="data",
+                    snapshot_id=u.summary.created_version,
+                    spec_id=part.spec_id,
+                )
+            )
+        return out
 
     def old_deletes(
         self, prev: dict[str, ListEntry], units: Iterable[SegmentUnit]
@@ -195,38 +226,43 @@ class _Publisher:
         schema: IcebergSchema,
         sizes: dict[str, int],
         known: dict[str, Any],
-    ) -> tuple[ListEntry, int, int]:
+    ) -> tuple[list[ListEntry], int, int]:
         seq = u.summary.created_version
         with_dv = [f for f in files if f.dv is not None and f.dv.cardinality > 0]
-        spec = spec_of(with_dv, view_spec(self.m.arrow_schema(), schema.schema))
-        entries: list[ManifestEntry] = []
-        for f in with_dv:
-            if self.fv >= 3:
-                container = f.dv.container if f.dv is not None else None
-                entries.append(
-                    dv_entry(
-                        f,
-                        location=self.location,
-                        container_size=sizes.get(container or "", 0),
-                        sequence_number=seq,
-                        spec=spec,
-                    )
-                )
-            else:
-                entries.append(self.position_deletes(f, known, seq, spec))
-        body = avro.encode_manifest(
-            entries,
-            schema=schema,
-            content=ManifestContent.DELETES,
-            format_version=self.fv,
-            spec=spec,
-        )
         key = u.delete_key
         assert key is not None
-        size = self.put_new(key, body)
-        spec_id = spec.spec_id if spec else 0
-        le = ListEntry.of(key, size, entries, content="deletes", snapshot_id=seq, spec_id=spec_id)
-        return le, len(entries), sum(f.dv.cardinality for f in with_dv if f.dv)
+        out = []
+        for part in self.split(with_dv, schema):
+            entries: list[ManifestEntry] = []
+            for f in part.files:
+                if self.fv >= 3:
+                    container = f.dv.container if f.dv is not None else None
+                    entries.append(
+                        dv_entry(
+                            f,
+                            location=self.location,
+                            container_size=sizes.get(container or "", 0),
+                            sequence_number=seq,
+                            spec=part.spec,
+                        )
+                    )
+                else:
+                    entries.append(self.position_deletes(f, known, seq, part.spec))
+            body = avro.encode_manifest(
+                entries,
+                schema=schema,
+                content=ManifestContent.DELETES,
+                format_version=self.fv,
+                spec=part.spec,
+            )
+            rel = part.key(key)
+            size = self.put_new(rel, body)
+            out.append(
+                ListEntry.of(
+                    rel, size, entries, content="deletes", snapshot_id=seq, spec_id=part.spec_id
+                )
+            )
+        return out, len(with_dv), sum(f.dv.cardinality for f in with_dv if f.dv)
 
     def position_deletes(
         self, f: DataFile, known: dict[str, Any], seq: int, spec: ViewSpec | None = None
@@ -300,6 +336,30 @@ class _Publisher:
             except (errors.PreconditionFailed, errors.ConditionalRequestConflict):
                 current, etag = read_hint(self.store, self.key(HINT_KEY))
         log.warning("version hint of %s not advanced (contention)", self.cat.uri)
+
+
+@dataclass(frozen=True, slots=True)
+class _Part:
+    """The files of one segment under one partition spec (None: the unpartitioned spec 0),
+    and the columns whose bounds their entries carry."""
+
+    spec: ViewSpec | None
+    files: list[DataFile]
+    companion: bool
+    bounded: tuple[str, ...]
+
+    @property
+    def spec_id(self) -> int:
+        return self.spec.spec_id if self.spec is not None else 0
+
+    def key(self, plain: str) -> str:
+        return spec_manifest_key(plain, self.spec_id) if self.companion else plain
+
+
+def _companions(plain: str, prev: Mapping[str, ListEntry]) -> list[ListEntry]:
+    """The manifests of one segment the previous publish wrote under ``plain`` and its
+    spec companions (a segment object never changes, so they are all or none)."""
+    return [prev[k] for k in (plain, spec_manifest_key(plain, SPEC_ID)) if k in prev]
 
 
 def _segment_id(stem: str) -> str:
@@ -411,9 +471,10 @@ def _new_manifests(
     prev: dict[str, ListEntry],
     schema: Any,
     format_version: FormatVersion,
-) -> tuple[dict[str, ListEntry], dict[str, tuple[ListEntry, int, int]]]:
+) -> tuple[dict[str, list[ListEntry]], dict[str, tuple[list[ListEntry], int, int]]]:
     """Write the data and delete manifests the previous publish does not have (in parallel):
-    data manifest key -> entry, delete manifest key -> (entry, files, positions)."""
+    data manifest key -> entries (one per spec), delete manifest key -> (entries, files,
+    positions)."""
     need_data = [u for u in units if u.data_key not in prev]
     need_del = [u for u in units if u.delete_key is not None and u.delete_key not in prev]
     wanted = list({u.summary.path: u.summary for u in (*need_data, *need_del)}.values())
@@ -457,23 +518,26 @@ def _new_manifests(
 
 def _list_entries(
     units: Sequence[Any],
-    new_data: Mapping[str, ListEntry],
-    new_del: Mapping[str, tuple[ListEntry, int, int]],
+    new_data: Mapping[str, list[ListEntry]],
+    new_del: Mapping[str, tuple[list[ListEntry], int, int]],
     prev: Mapping[str, ListEntry],
 ) -> tuple[list[ListEntry], int, int]:
     """The manifest list's entries (data manifests first, then delete manifests), with the
     number of delete files and of deleted positions."""
-    entries: list[ListEntry] = [new_data.get(u.data_key) or prev[u.data_key] for u in units]
+    entries: list[ListEntry] = []
+    for u in units:
+        entries.extend(new_data.get(u.data_key) or _companions(u.data_key, prev))
     delete_files = position_deletes = 0
     for u in units:
         if u.delete_key is None:
             continue
         if u.delete_key in new_del:
-            le, n, card = new_del[u.delete_key]
+            les, n, card = new_del[u.delete_key]
         else:
-            le = prev[u.delete_key]
-            n, card = le.added_files + le.existing_files, le.rows
-        entries.append(le)
+            les = _companions(u.delete_key, prev)
+            n = sum(le.added_files + le.existing_files for le in les)
+            card = sum(le.rows for le in les)
+        entries.extend(les)
         delete_files += n
         position_deletes += card
     return entries, delete_files, position_deletes
