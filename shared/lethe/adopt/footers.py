@@ -110,7 +110,7 @@ def readiness(tail: bytes, size: int) -> Readiness:
 
 
 class FooterGuess:
-    """How many tail bytes to ask for first: the largest footer seen so far (plus 2% and 16
+    """How many tail bytes to ask for first: the largest footer seen so far (plus 1% and 8
     bytes), so that files from the same writer take one suffix GET each and download at most
     a few percent more than their footers; 0 (nothing seen yet): the trailer first."""
 
@@ -120,7 +120,7 @@ class FooterGuess:
         self._largest = 0
 
     def __call__(self) -> int:
-        return (self._largest + self._largest // 50 + 16) if self._largest else 0
+        return (self._largest + self._largest // 100 + 8) if self._largest else 0
 
     def saw(self, n: int) -> None:
         if n > self._largest:  # a lost race between threads only costs one more GET
