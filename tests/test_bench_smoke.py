@@ -95,6 +95,5 @@ def test_adopt_bench_reports_footer_reads_and_erase_bytes(monkeypatch: pytest.Mo
     out = bench_adopt.run()
     a, e = out["adopt"], out["erase"]
     assert a["down"] <= 1.1 * a["footers"] and a["data_written"] == 0 and a["commits"] == 1
-    assert a["requests"] < 2 * a["files"]  # one suffix GET per file once a footer was seen
     assert e["adopted"]["rows"] == e["lethe"]["rows"] > 0
     assert e["adopted+rewrite"]["moved"] <= 1.05 * e["lethe"]["moved"]
