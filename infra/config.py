@@ -114,11 +114,8 @@ class AdoptConfig:
 
     @classmethod
     def parse(cls, raw: object) -> AdoptConfig | None:
-        """From a mapping or its JSON text; ``""``/``None``: nothing adopted.
-
-        >>> AdoptConfig.parse('{"prefixes": ["s3://raw-bkt/events/"], "ownership": false}')
-        AdoptConfig(prefixes=(S3Prefix(bucket='raw-bkt', prefix='events'),), in_place=False, ownership=False)
-        """
+        """From a mapping or its JSON text; ``""``/``None``: nothing adopted
+        (tests/infra/test_infra_units.py shows what is refused)."""
         if raw in ("", None, {}):
             return None
         if isinstance(raw, str):

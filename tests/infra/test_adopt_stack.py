@@ -14,7 +14,6 @@ import pytest
 from aws_cdk.assertions import Match
 
 from infra import constants as c
-from infra.config import ConfigError, LetheConfig
 from layers import build as layer_build
 from tests.infra.test_stack import Synth, _nag_report, _synth, grants, render
 
@@ -76,28 +75,6 @@ def every_role(synth: Synth) -> dict[str, list[dict[str, Any]]]:
         for role in policy["Properties"]["Roles"]:
             out.setdefault(role["Ref"], []).extend(named)
     return out
-
-
-def test_config_parses_and_refuses_the_adopt_key() -> None:
-    cfg = LetheConfig.from_mapping({c.CTX_ADOPT: json.dumps(OWNED)}).adopt
-    assert cfg is not None and cfg.in_place and cfg.ownership
-    assert [p.uri for p in cfg.prefixes] == [
-        "s3://raw-bkt/raw/events",
-        "s3://landing-bkt/firehose/clicks",
-    ]
-    assert LetheConfig.from_mapping({c.CTX_ADOPT: {"inPlace": "true"}}).adopt is not None
-    assert LetheConfig.from_mapping({}).adopt is None  # absent: nothing adopted
-    for bad in (
-        {"prefixes": []},  # nothing adopted
-        {"prefixes": ["s3://raw-bkt/a", "s3://raw-bkt/a/b"]},  # overlap
-        {"prefixes": ["raw-bkt/a"]},
-        {"prefixes": ["s3://raw-bkt/incoming/x"]},  # the upload prefix: use inPlace
-        {"prefixes": ["s3://raw-bkt/tables/main"]},  # the table itself
-        {"prefixes": ["s3://raw-bkt/a"], "ownership": "maybe"},
-        {"prefixes": ["s3://raw-bkt/a"], "extra": 1},
-    ):
-        with pytest.raises(ConfigError, match=c.CTX_ADOPT):
-            LetheConfig.from_mapping({c.CTX_ADOPT: json.dumps(bad)})
 
 
 def test_trigger_adopts_in_place_and_is_notified_of_the_adopted_prefixes(owned: Synth) -> None:
