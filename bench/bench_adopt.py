@@ -79,6 +79,7 @@ def _adopt(aws: Any, files: int) -> dict[str, Any]:
         "footers": footers,
         "data_written": data + io_.bytes_copied,
         "commits": commits,
+        "requests": io_.total_requests,
         "wall": m.wall,
     }
 
@@ -126,6 +127,10 @@ def run() -> dict[str, Any]:
             "(target <= 1.1x)"
         )
         print(f"  data bytes written {a['data_written']:,} (target 0)")
+        print(
+            f"  requests {a['requests']:,} ({a['requests'] / files:.2f} per file: one suffix GET "
+            "each once a footer was seen, the listing, the commits)"
+        )
         print(f"  commits {a['commits']} (target <= 20 at 10,000 files)")
         print(f"  wall {a['wall']:.1f}s (issue: <= 30 s for 1,000 files on this machine)")
         e = _erase_pair(aws)

@@ -43,6 +43,7 @@ import pyarrow.parquet as pq
 
 from devtools.audit import Audit, Needle, audit_bucket
 from devtools.datagen import SCHEMA, generate
+from devtools.demo_adopt import adopt_story
 from devtools.demo_lake import lake_story
 from devtools.demo_layout import layout_for_forgetting, row_ttl
 from devtools.local.runtime import LocalRuntime, LocalSettings
@@ -461,6 +462,11 @@ class Demo:
         for k, v in figures.items():
             self.results[k] = v
 
+    def adopt(self) -> None:
+        figures = adopt_story(self.story, self.s3, rows=2_000, customers=50)
+        for k, v in figures.items():
+            self.results[k] = v
+
     # ---------------------------------------------------------------- 6. history, audit, GC
     def history(self) -> None:
         st, t = self.story, self.t.refresh()
@@ -707,6 +713,7 @@ def run(
         demo.compaction()
         demo.layout()
         demo.lake()
+        demo.adopt()
         demo.history()
         demo.iceberg_view()
         before = demo.audit("before GC")

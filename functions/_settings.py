@@ -103,6 +103,21 @@ def _table_uri(raw: Any) -> Any:
     return raw
 
 
+def _prefixes(raw: Any) -> Any:
+    """``s3://b/raw/events,s3://c/landing`` -> ``(("b", "raw/events/"), ("c", "landing/"))``."""
+    if not isinstance(raw, str):
+        return raw
+    out = []
+    for uri in (u.strip() for u in raw.split(",")):
+        if not uri:
+            continue
+        bucket, prefix = parse_s3_uri(uri)  # InvalidRequest says what is wrong
+        if not prefix.strip("/"):
+            raise ValueError(f"{uri!r}: an adopted prefix, not a whole bucket")
+        out.append((bucket, prefix.strip("/") + "/"))
+    return tuple(out)
+
+
 def _versioned(raw: Any) -> bool | None:
     if raw is None or isinstance(raw, bool):
         return raw
@@ -121,6 +136,7 @@ RetentionRule = Annotated[
 ]
 TableUri = Annotated[str, BeforeValidator(_s3_uri("an s3:// URI like s3://bucket/prefix"))]
 JobScript = Annotated[str, BeforeValidator(_s3_uri("the s3:// URI of ingest.py"))]
+AdoptPrefixes = Annotated[tuple[tuple[str, str], ...], NoDecode, BeforeValidator(_lethe(_prefixes))]
 
 
 # --- the common base ---------------------------------------------------------------------------
@@ -253,6 +269,16 @@ class IngestTriggerSettings(_Settings):
     # partition values) instead of registering copies: an external pipeline writes on
     adopt_in_place: bool = Field(False, validation_alias=_env("LETHE_ADOPT_IN_PLACE"))
     adopt_ownership: bool = Field(True, validation_alias=_env("LETHE_ADOPT_OWNERSHIP"))
+    # adopted prefixes (``s3://b/raw/events,...``) other writers keep landing files under:
+    # each new Parquet object there is adopted in place, its Hive directories below the prefix
+    adopt_prefixes: AdoptPrefixes = Field((), validation_alias=_env("LETHE_ADOPT_PREFIXES"))
+
+    def adopted_prefix(self, bucket: str, key: str) -> str | None:
+        """The adopted prefix (``raw/events/``) ``s3://bucket/key`` lies under, if any."""
+        for b, prefix in self.adopt_prefixes:
+            if b == bucket and key.startswith(prefix):
+                return prefix
+        return None
 
     @property
     def emr(self) -> EmrJobSettings:

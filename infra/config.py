@@ -94,6 +94,55 @@ class LakeConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class AdoptConfig:
+    """Data adopted in place into the stack's table (context ``lethe:adopt``, issue 28).
+
+    Attributes:
+        prefixes: adopted prefixes (any buckets) other writers keep landing Parquet files
+            under: the upload trigger is notified of them and adopts each new file in place;
+            the functions that read data files may read them.
+        in_place: Parquet uploads under ``incoming/`` are adopted in place too (not copied
+            into ``data/``); they are then data files of the table, so the expiry rule on
+            ``incoming/`` is not created.
+        ownership: the table owns what it adopts: erasure splices supersede the originals
+            and GC's sweep (alone) may delete them; off: a read-only adoption (erase refuses).
+    """
+
+    prefixes: tuple[S3Prefix, ...] = ()
+    in_place: bool = False
+    ownership: bool = True
+
+    @classmethod
+    def parse(cls, raw: object) -> AdoptConfig | None:
+        """From a mapping or its JSON text; ``""``/``None``: nothing adopted
+        (tests/infra/test_infra_units.py shows what is refused)."""
+        if raw in ("", None, {}):
+            return None
+        if isinstance(raw, str):
+            raw = json.loads(raw)
+        if not isinstance(raw, dict) or set(raw) - {"prefixes", "inPlace", "ownership"}:
+            raise ValueError('expected {"prefixes": [...], "inPlace": bool, "ownership": bool}')
+        prefixes = raw.get("prefixes") or []
+        if not isinstance(prefixes, list):
+            raise ValueError("prefixes: a list of s3://bucket/prefix URIs")
+        out = cls(
+            tuple(S3Prefix.parse(p) for p in prefixes),
+            _bool(raw.get("inPlace", False)),
+            _bool(raw.get("ownership", True)),
+        )
+        if not out.prefixes and not out.in_place:
+            raise ValueError('nothing adopted: give "prefixes" or "inPlace": true')
+        for i, a in enumerate(out.prefixes):
+            for b in out.prefixes[i + 1 :]:
+                if a.bucket == b.bucket and (
+                    f"{b.prefix}/".startswith(f"{a.prefix}/")
+                    or f"{a.prefix}/".startswith(f"{b.prefix}/")
+                ):
+                    raise ValueError(f"{a.uri} and {b.uri} overlap: give each its own prefix")
+        return out
+
+
+@dataclass(frozen=True, slots=True)
 class LetheConfig:
     """Everything an operator may choose per deployment. See ``docs/deploy.md``."""
 
@@ -120,6 +169,7 @@ class LetheConfig:
     erasure_alarm_days: int
     lake: LakeConfig | None = None
     erasure_window_schedule: str = "rate(1 hour)"
+    adopt: AdoptConfig | None = None
 
     @classmethod
     def from_context(cls, get: Callable[[str], object]) -> LetheConfig:
@@ -160,6 +210,7 @@ class LetheConfig:
             erasure_alarm_days=typed(c.CTX_ERASURE_ALARM_DAYS, _int),
             lake=typed(c.CTX_LAKE, LakeConfig.parse),
             erasure_window_schedule=typed(c.CTX_ERASURE_WINDOW_SCHEDULE, _str),
+            adopt=typed(c.CTX_ADOPT, AdoptConfig.parse),
         )
         config.validate()
         return config
@@ -262,6 +313,21 @@ class LetheConfig:
                 ">= 1",
             ),
         ]
+        for p in self.adopt.prefixes if self.adopt else ():
+            if (
+                p.prefix.startswith(c.INCOMING_PREFIX.rstrip("/"))
+                or f"{p.prefix}/".startswith(f"{self.table_prefix}/")
+                or f"{self.table_prefix}/".startswith(f"{p.prefix}/")
+            ):
+                checks.append(
+                    (
+                        False,
+                        c.CTX_ADOPT,
+                        p.uri,
+                        "a prefix apart from the table and the upload prefix (adopt uploads "
+                        'in place with "inPlace": true)',
+                    )
+                )
         for ok, key, got, expected in checks:
             if not ok:
                 raise ConfigError(f"context {key}={got!r}: expected {expected}")

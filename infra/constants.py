@@ -136,6 +136,9 @@ ENV_GC_RETENTION: Final = "LETHE_GC_RETENTION"
 ENV_GC_GRACE: Final = "LETHE_GC_GRACE"
 ENV_GC_VERSIONED_BUCKET: Final = "LETHE_GC_VERSIONED_BUCKET"
 ENV_LAKE_URI: Final = "LETHE_LAKE_URI"
+ENV_ADOPT_IN_PLACE: Final = "LETHE_ADOPT_IN_PLACE"  # Parquet uploads adopted, not copied
+ENV_ADOPT_OWNERSHIP: Final = "LETHE_ADOPT_OWNERSHIP"  # adopted originals owned (GC deletes)
+ENV_ADOPT_PREFIXES: Final = "LETHE_ADOPT_PREFIXES"  # s3://b/p,...: adopted prefixes written on
 POWERTOOLS_SERVICE_NAME: Final = "POWERTOOLS_SERVICE_NAME"
 POWERTOOLS_LOG_LEVEL: Final = "POWERTOOLS_LOG_LEVEL"
 POWERTOOLS_METRICS_NAMESPACE: Final = "POWERTOOLS_METRICS_NAMESPACE"
@@ -242,6 +245,9 @@ CTX_ERASURE_ALARM_DAYS: Final = "lethe:erasureAlarmDays"  # oldest pending erasu
 # "adopted": ["s3://b/raw/orders", ...]} (a JSON object, or its text with -c); "" : none
 CTX_LAKE: Final = "lethe:lake"
 CTX_ERASURE_WINDOW_SCHEDULE: Final = "lethe:erasureWindowSchedule"  # the lake's window runs
+# Adopted data in place (issue 28): {"prefixes": ["s3://b/raw/events", ...], "inPlace": true,
+# "ownership": true} (a JSON object, or its text with -c); "" : none
+CTX_ADOPT: Final = "lethe:adopt"
 
 CONTEXT_DEFAULTS: Final[dict[str, object]] = {
     CTX_TABLE_PREFIX: "tables/main",
@@ -267,4 +273,5 @@ CONTEXT_DEFAULTS: Final[dict[str, object]] = {
     CTX_ERASURE_ALARM_DAYS: 25,
     CTX_LAKE: "",
     CTX_ERASURE_WINDOW_SCHEDULE: "rate(1 hour)",
+    CTX_ADOPT: "",
 }

@@ -12,6 +12,7 @@ from constructs import Construct
 from infra import constants as c
 from infra.config import LetheConfig
 from infra.constructs import (
+    AdoptedData,
     ErasureFunctions,
     GarbageCollection,
     IcebergCatalog,
@@ -33,6 +34,7 @@ class LetheStack(cdk.Stack):
             points are read from, ``spark_jobs/`` by default).
         storage, queues, runtime, erasure, ingest, iceberg, gc, monitoring: its parts;
         lake: the lake's tables and window schedule (context ``lethe:lake``), or None.
+        adopted: data adopted in place (context ``lethe:adopt``), or None.
     """
 
     def __init__(
@@ -68,6 +70,7 @@ class LetheStack(cdk.Stack):
             access_logs=config.access_logs,
             access_log_retention_days=config.access_log_retention_days,
             incoming_expiration_days=config.incoming_expiration_days,
+            expire_incoming=not (config.adopt and config.adopt.in_place),
         )
         self.queues = RequestQueues(self, "Queues", encryption_key=self.key)
         self.runtime = LambdaRuntime(
@@ -126,6 +129,19 @@ class LetheStack(cdk.Stack):
                 gc_schedule=config.gc_schedule,
                 gc_dry_run=config.gc_dry_run,
                 window_schedule=config.erasure_window_schedule,
+            )
+        self.adopted: AdoptedData | None = None
+        if config.adopt is not None:
+            self.adopted = AdoptedData(
+                self,
+                "Adopted",
+                adopt=config.adopt,
+                storage=self.storage,
+                trigger=self.ingest.trigger,
+                job_role=self.ingest.job_role,
+                delete_handler=self.erasure.delete_handler,
+                splice_worker=self.erasure.splice_worker,
+                gc=self.gc,
             )
         functions = {
             "DeleteHandler": self.erasure.delete_handler.function,

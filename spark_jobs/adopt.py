@@ -5,8 +5,8 @@
     python spark_jobs/adopt.py ...            # the same with a local Spark session
 
 The driver lists the source (a Hive-partitioned prefix, an Iceberg ``metadata.json``, a Delta
-table, ``glue://db/table``); Spark tasks read the files' footers (two suffix GETs each, pinned
-to the ETag) and return them; the driver makes the schema and commits once per batch of
+table, ``glue://db/table``); Spark tasks read the files' footers (suffix GETs pinned to the
+ETag, one per file once the task saw a footer) and return them; the driver makes the schema and commits once per batch of
 ``--batch-files`` files (:func:`lethe.adopt.core.adopt`), idempotent by path and ETag, so a
 failed job is resumed by running it again. ``run_adopt`` is the same job callable in-process.
 """
@@ -39,14 +39,16 @@ __all__ = ["main", "run_adopt"]
 
 def _task(payload: str) -> list[str]:
     """One Spark task: the footers of its share of the files (JSON in, JSON lines out)."""
-    from lethe.adopt.footers import tail_bytes
+    from lethe.adopt.footers import FooterGuess, tail_bytes
     from lethe.store import make_s3_client
 
     client = make_s3_client()
+    guess = FooterGuess()  # one GET per file once the task saw a footer
     out = []
     for f in json.loads(payload):
         sf = SourceFile(f["uri"], f["size"], f["etag"])
-        etag, size, tail = tail_bytes(S3Store(sf.bucket, client=client), sf)
+        etag, size, tail = tail_bytes(S3Store(sf.bucket, client=client), sf, guess=guess())
+        guess.saw(len(tail))
         out.append(
             json.dumps({"etag": etag, "size": size, "tail": base64.b64encode(tail).decode()})
         )

@@ -284,6 +284,15 @@ def _check_lake_context(obj: dict[str, Any], s: DocSession) -> None:
     assert config.lake is not None and config.lake.tables
 
 
+def _check_adopt_context(obj: dict[str, Any], session: DocSession) -> None:
+    """The documented ``lethe:adopt`` context: what the stack's config accepts."""
+    from infra import constants as c
+    from infra.config import LetheConfig
+
+    config = LetheConfig.from_mapping({c.CTX_ADOPT: json.dumps(obj[c.CTX_ADOPT])})
+    assert config.adopt is not None and config.adopt.prefixes
+
+
 JSON_MODELS: dict[tuple[str, str], Callable[[dict[str, Any], DocSession], object]] = {
     ("docs/format.md", "lethe.head"): _check_head,
     ("docs/format.md", "lethe.segment"): lambda obj, s: mf.Segment.model_validate(obj),
@@ -291,6 +300,7 @@ JSON_MODELS: dict[tuple[str, str], Callable[[dict[str, Any], DocSession], object
     ("docs/format.md", "index_origin"): _check_index_origin,
     ("README.md", "request_id"): _check_lake_message,
     ("README.md", "lethe:lake"): _check_lake_context,
+    ("README.md", "lethe:adopt"): _check_adopt_context,
 }
 
 

@@ -285,6 +285,12 @@ def test_the_demo_story_end_to_end(runtime: LocalRuntime, aws: LocalAws, tmp_pat
     assert r["ttl_files_dropped"] >= 1 and r["ttl_files_spliced"] == 1
     assert r["ttl_receipt_state"] == "removed" and r["ttl_rows_expired"] > 0
 
+    # 5d. adopting the lake you have: in place, one person erased, the originals gone
+    demo.adopt()
+    assert r["adopt_files"] == 3 and r["adopt_copied"] == 0
+    assert r["adopt_rows_erased"] > 0 and r["adopt_found_after"] == ()
+    assert len(r["adopt_raw_left"]) == 3 - r["adopt_files_spliced"]
+
     # 6. the Iceberg view every committer published reads the same rows in PyIceberg
     demo.history()
     demo.iceberg_view()

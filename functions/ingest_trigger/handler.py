@@ -2,7 +2,8 @@
 
 With ``LETHE_ADOPT_IN_PLACE``, a Parquet upload is adopted in place instead
 (:func:`lethe.adopt.one.adopt_object`: no copy, its Hive directories below the prefix as
-partition values). Thin by design: a Parquet upload up to ``LETHE_DIRECT_REGISTER_MAX_BYTES`` is registered with
+partition values); so is every new Parquet object under one of ``LETHE_ADOPT_PREFIXES``
+(adopted prefixes an external pipeline keeps writing to; the stack's ``lethe:adopt``). Thin by design: a Parquet upload up to ``LETHE_DIRECT_REGISTER_MAX_BYTES`` is registered with
 :func:`lethe.ingest.register_parquet` (footer stats into the manifest, server-side copy into
 ``data/``, one commit); anything else (CSV, JSON lines, larger Parquet) becomes an EMR
 Serverless run of ``spark_jobs/ingest.py`` through :func:`lethe.ingest.start_ingest_job`.
@@ -36,6 +37,7 @@ from aws_lambda_powertools.utilities.data_classes.s3_event import S3EventRecord
 from _settings import IngestTriggerSettings as Settings
 from _settings import SettingsError
 from lethe import Table
+from lethe.adopt.hive import is_data_object
 from lethe.adopt.one import adopt_object
 from lethe.ingest import (
     detect_format,
@@ -93,6 +95,9 @@ def record_handler(record: S3EventRecord) -> Outcome:
     key = unquote_plus(obj.key)
     rid = upload_request_id(bucket, key, obj.etag)
     upload = request_hash(rid)
+    adopted_prefix = SETTINGS.adopted_prefix(bucket, key)
+    if adopted_prefix is not None and not key.endswith("/"):
+        return _adopt_external(record, bucket, key, adopted_prefix, upload)
     if not key.startswith(SETTINGS.incoming_prefix) or key.endswith("/"):
         return Outcome("ignored", False, upload)
     fmt = detect_format(key)
@@ -141,6 +146,29 @@ def record_handler(record: S3EventRecord) -> Outcome:
     if not run.duplicate:
         metrics.add_metric("IngestJobsStarted", MetricUnit.Count, 1)
     return Outcome("job_started", run.duplicate, upload, job_run_id=run.job_run_id)
+
+
+def _adopt_external(
+    record: S3EventRecord, bucket: str, key: str, prefix: str, upload: str
+) -> Outcome:
+    """A new object under an adopted prefix (an external pipeline writes on): adopted in
+    place, its Hive directories below the prefix as partition values; markers, hidden files
+    and non-Parquet objects (``_SUCCESS``, ``_temporary/``) are ignored."""
+    if not is_data_object(key[len(prefix) :]):
+        return Outcome("ignored", False, upload)
+    obj = record.s3.get_object
+    a = adopt_object(
+        table(),
+        bucket,
+        key,
+        etag=obj.etag,
+        size=obj.size,
+        prefix=prefix,
+        take_ownership=SETTINGS.adopt_ownership,
+    )
+    if not a.duplicate:
+        metrics.add_metric("FilesAdopted", MetricUnit.Count, 1)
+    return Outcome("adopted", a.duplicate, upload, a.version, a.rows)
 
 
 @logger.inject_lambda_context

@@ -1,5 +1,6 @@
 """One construct per concern; ``infra/stack.py`` composes them into ``LetheStack``."""
 
+from infra.constructs.adopt import AdoptedData
 from infra.constructs.erasure import ErasureFunctions
 from infra.constructs.gc import GarbageCollection
 from infra.constructs.iceberg import IcebergCatalog
@@ -11,6 +12,7 @@ from infra.constructs.runtime import LambdaRuntime, LetheFunction
 from infra.constructs.storage import TableStorage
 
 __all__ = [
+    "AdoptedData",
     "ErasureFunctions",
     "GarbageCollection",
     "IcebergCatalog",

@@ -53,6 +53,7 @@ class TableStorage(Construct):
         access_logs: bool,
         access_log_retention_days: int,
         incoming_expiration_days: int,
+        expire_incoming: bool = True,
     ) -> None:
         super().__init__(scope, construct_id)
         self.table_prefix = table_prefix
@@ -84,14 +85,18 @@ class TableStorage(Construct):
                 id="abort-incomplete-multipart-uploads",
                 abort_incomplete_multipart_upload_after=cdk.Duration.days(c.MULTIPART_ABORT_DAYS),
             ),
+        ]
+        if expire_incoming:
             # An upload is copied into the table (or ingested by EMR) on arrival; the raw file
             # still holds every row, so it must not outlive the table's erasure guarantees.
-            s3.LifecycleRule(
-                id="expire-incoming-uploads",
-                prefix=c.INCOMING_PREFIX,
-                expiration=cdk.Duration.days(incoming_expiration_days),
-            ),
-        ]
+            # (Not when uploads are adopted in place: they are then the table's data files.)
+            lifecycle.append(
+                s3.LifecycleRule(
+                    id="expire-incoming-uploads",
+                    prefix=c.INCOMING_PREFIX,
+                    expiration=cdk.Duration.days(incoming_expiration_days),
+                )
+            )
         if versioned:
             lifecycle.append(
                 s3.LifecycleRule(

@@ -303,3 +303,57 @@ def test_parquet_uploads_are_adopted_in_place_when_asked(
     assert not s3.list_objects_v2(Bucket=bucket, Prefix=table_uri.split("/", 3)[3] + "/data/").get(
         "Contents"
     )
+
+
+def test_objects_under_adopted_prefixes_are_adopted_in_place(
+    table_uri: str, app: str, monkeypatch: pytest.MonkeyPatch, s3: Any, bucket: str
+) -> None:
+    """LETHE_ADOPT_PREFIXES (the stack's lethe:adopt): a new Parquet object under an adopted
+    prefix is adopted where it is, its Hive directory below *that* prefix a partition value;
+    markers under it are ignored, and uploads under incoming/ are still registered by copy."""
+    for k, v in {
+        "POWERTOOLS_SERVICE_NAME": "lethe-ingest",
+        "POWERTOOLS_METRICS_NAMESPACE": "Lethe",
+        "LETHE_TABLE_URI": table_uri,
+        "LETHE_EMR_APPLICATION_ID": app,
+        "LETHE_EMR_JOB_ROLE_ARN": ROLE,
+        "LETHE_EMR_ENTRY_POINT": ENTRY,
+        "LETHE_ADOPT_PREFIXES": f"s3://other-bucket/x, s3://{bucket}/raw/events",
+        "LETHE_ADOPT_OWNERSHIP": "false",
+    }.items():
+        monkeypatch.setenv(k, v)
+    lethe.Table.create(table_uri, EVENTS.append(pa.field("dt", pa.string())), key="id")
+    import functions.ingest_trigger.handler as h
+
+    trigger = importlib.reload(h)
+    assert trigger.SETTINGS.adopt_prefixes == (("other-bucket", "x/"), (bucket, "raw/events/"))
+    key = "raw/events/dt=2026-01-06/part-0.parquet"
+    (u,) = trigger.handler(upload(s3, bucket, key, parquet_bytes(events(0, 50))), LambdaContext())[
+        "uploads"
+    ]
+    assert (u["action"], u["duplicate"], u["rows"]) == ("adopted", False, 50)
+    marker = upload(s3, bucket, "raw/events/dt=2026-01-06/_SUCCESS", b"")
+    assert trigger.handler(marker, LambdaContext())["uploads"][0]["action"] == "ignored"
+    elsewhere = upload(s3, bucket, "raw/eventsX/part-0.parquet", parquet_bytes(events(50, 5)))
+    assert trigger.handler(elsewhere, LambdaContext())["uploads"][0]["action"] == "ignored"
+    t = lethe.Table.open(table_uri)
+    (f,) = t.manifest.files
+    assert f.path == f"s3://{bucket}/{key}" and f.partition == {"dt": "2026-01-06"}
+    assert f.owned is False  # LETHE_ADOPT_OWNERSHIP=false: a read-only adoption
+    with_dt = events(100, 10).append_column("dt", pa.array(["2026-01-07"] * 10))
+    copied = upload(s3, bucket, "incoming/u.parquet", parquet_bytes(with_dt))
+    assert trigger.handler(copied, LambdaContext())["uploads"][0]["action"] == "registered"
+
+
+def test_adopted_prefixes_must_be_prefixes(table_uri: str, app: str) -> None:
+    from functions._settings import IngestTriggerSettings, SettingsError
+
+    env = {
+        "LETHE_TABLE_URI": table_uri,
+        "LETHE_EMR_APPLICATION_ID": app,
+        "LETHE_EMR_JOB_ROLE_ARN": ROLE,
+        "LETHE_EMR_ENTRY_POINT": ENTRY,
+    }
+    with pytest.raises(SettingsError, match="LETHE_ADOPT_PREFIXES"):
+        IngestTriggerSettings.from_env({**env, "LETHE_ADOPT_PREFIXES": "s3://bkt"})
+    assert IngestTriggerSettings.from_env(env).adopt_prefixes == ()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -161,3 +162,37 @@ def test_zip_is_reproducible(tmp_path: Path) -> None:
     (root / "python" / "a.py").touch()  # newer mtime, same bytes
     layer_build.write_zip(root, second)
     assert first.read_bytes() == second.read_bytes()
+
+
+# ------------------------------------------------------------------------------- adopt
+
+
+def test_config_parses_and_refuses_the_adopt_key() -> None:
+    cfg = LetheConfig.from_mapping(
+        {
+            c.CTX_ADOPT: json.dumps(
+                {
+                    "prefixes": ["s3://raw-bkt/raw/events", "s3://landing-bkt/firehose/clicks/"],
+                    "inPlace": True,
+                }
+            )
+        }
+    ).adopt
+    assert cfg is not None and cfg.in_place and cfg.ownership  # ownership: on by default
+    assert [p.uri for p in cfg.prefixes] == [
+        "s3://raw-bkt/raw/events",
+        "s3://landing-bkt/firehose/clicks",
+    ]
+    assert LetheConfig.from_mapping({c.CTX_ADOPT: {"inPlace": "true"}}).adopt is not None
+    assert LetheConfig.from_mapping({}).adopt is None  # absent: nothing adopted
+    for bad in (
+        {"prefixes": []},  # nothing adopted
+        {"prefixes": ["s3://raw-bkt/a", "s3://raw-bkt/a/b"]},  # overlap
+        {"prefixes": ["raw-bkt/a"]},
+        {"prefixes": ["s3://raw-bkt/incoming/x"]},  # the upload prefix: use inPlace
+        {"prefixes": ["s3://raw-bkt/tables/main"]},  # the table itself
+        {"prefixes": ["s3://raw-bkt/a"], "ownership": "maybe"},
+        {"prefixes": ["s3://raw-bkt/a"], "extra": 1},
+    ):
+        with pytest.raises(ConfigError, match=c.CTX_ADOPT):
+            LetheConfig.from_mapping({c.CTX_ADOPT: json.dumps(bad)})

@@ -1,5 +1,5 @@
-"""Footers of files to adopt, read with suffix GETs only (the footer's length, then exactly
-the footer), pinned to each file's ETag; and what the footer says about erasing from the file
+"""Footers of files to adopt, read with suffix GETs only (one sized by the footers seen so
+far, or the footer's length, then exactly the footer), pinned to each file's ETag; and what the footer says about erasing from the file
 in place (the erasure-readiness report)."""
 
 from __future__ import annotations
@@ -17,7 +17,15 @@ from lethe.parquet.enums import Codec, Encoding
 from lethe.parquet.footer import check_roundtrip, parse_tail
 from lethe.store import S3Store
 
-__all__ = ["Footer", "Readiness", "footer_of", "read_footers", "readiness", "tail_bytes"]
+__all__ = [
+    "Footer",
+    "FooterGuess",
+    "Readiness",
+    "footer_of",
+    "read_footers",
+    "readiness",
+    "tail_bytes",
+]
 
 #: codecs the splice re-encodes with (pyarrow writes them); others need a rewrite first
 SPLICE_CODECS = frozenset(
@@ -115,13 +123,36 @@ def readiness(tail: bytes, size: int) -> Readiness:
     return Readiness(page_index, tuple(groups), tuple(dict.fromkeys(refused)))
 
 
-def _read_one(store: S3Store, sf: SourceFile) -> Footer:
-    return footer_of(sf, *tail_bytes(store, sf))
+class FooterGuess:
+    """How many tail bytes to ask for first: the largest footer seen so far (plus 1% and 8
+    bytes), so that files from the same writer take one suffix GET each and download at most
+    a few percent more than their footers; 0 (nothing seen yet): the trailer first."""
+
+    __slots__ = ("_largest",)
+
+    def __init__(self) -> None:
+        self._largest = 0
+
+    def __call__(self) -> int:
+        return (self._largest + self._largest // 100 + 8) if self._largest else 0
+
+    def saw(self, n: int) -> None:
+        if n > self._largest:  # a lost race between threads only costs one more GET
+            self._largest = n
 
 
-def tail_bytes(store: S3Store, sf: SourceFile) -> tuple[str, int, bytes]:
-    """``(etag, size, footer and trailer bytes)`` of one file: two suffix GETs pinned to its
-    ETag (a HEAD first when the source did not give it); what a Spark task returns.
+def _read_one(store: S3Store, sf: SourceFile, guess: FooterGuess | None = None) -> Footer:
+    etag, size, tail = tail_bytes(store, sf, guess=guess() if guess else 0)
+    if guess is not None:
+        guess.saw(len(tail))
+    return footer_of(sf, etag, size, tail)
+
+
+def tail_bytes(store: S3Store, sf: SourceFile, *, guess: int = 0) -> tuple[str, int, bytes]:
+    """``(etag, size, footer and trailer bytes)`` of one file, by suffix GETs pinned to its
+    ETag (a HEAD first when the source did not give it): with ``guess``, one GET of that
+    many tail bytes, and a second only when the footer is longer; without, the 8-byte
+    trailer, then exactly the footer. What a Spark task returns.
 
     Raises:
         UnsupportedFile: not a Parquet file, or encrypted.
@@ -132,13 +163,15 @@ def tail_bytes(store: S3Store, sf: SourceFile) -> tuple[str, int, bytes]:
         etag, size = info.etag, info.size
     if size < 12:
         raise errors.UnsupportedFile(f"{sf.uri} is not a Parquet file ({size} bytes)")
-    trailer = store.get(sf.uri, etag=etag, suffix=8).body
-    if trailer[-4:] != b"PAR1":
-        what = "an encrypted Parquet file" if trailer[-4:] == b"PARE" else "not a Parquet file"
+    first = store.get(sf.uri, etag=etag, suffix=max(8, min(guess, size))).body
+    if first[-4:] != b"PAR1":
+        what = "an encrypted Parquet file" if first[-4:] == b"PARE" else "not a Parquet file"
         raise errors.UnsupportedFile(f"{sf.uri} is {what}")
-    n = int.from_bytes(trailer[:4], "little") + 8
+    n = int.from_bytes(first[-8:-4], "little") + 8
     if n > size:
         raise errors.UnsupportedFile(f"{sf.uri}: footer length exceeds the file size")
+    if n <= len(first):
+        return etag, size, first[len(first) - n :]
     return etag, size, store.get(sf.uri, etag=etag, suffix=n).body
 
 
@@ -157,7 +190,8 @@ def footer_of(sf: SourceFile, etag: str, size: int, tail: bytes) -> Footer:
 
 
 def read_footers(store: S3Store, files: Sequence[SourceFile], *, threads: int = 16) -> list[Footer]:
-    """The footers of ``files``, in order (two suffix GETs each, ``threads`` at a time).
+    """The footers of ``files``, in order (``threads`` at a time; one suffix GET each once a
+    footer was seen, see :class:`FooterGuess`).
 
     Raises:
         UnsupportedFile: a file is not (readable) Parquet.
@@ -166,4 +200,5 @@ def read_footers(store: S3Store, files: Sequence[SourceFile], *, threads: int = 
     if not files:
         return []
     with ThreadPoolExecutor(max_workers=min(threads, len(files))) as pool:
-        return list(pool.map(lambda sf: _read_one(store, sf), files))
+        guess = FooterGuess()
+        return list(pool.map(lambda sf: _read_one(store, sf, guess), files))

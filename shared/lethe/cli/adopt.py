@@ -58,6 +58,8 @@ def cmd_adopt(a: argparse.Namespace) -> int:
         source_format=a.format,
         batch_files=a.batch_files,
     )
+    if a.emr_application:
+        return _start_on_emr(a)
     got = adopt(Table, a.uri, a.source, opts)
     if isinstance(got, AdoptPlan):
         print(got.to_json() if a.json else got.describe())
@@ -88,6 +90,44 @@ def cmd_adopt(a: argparse.Namespace) -> int:
             f"{doc['data_bytes_written']:,} data bytes copied"
             + (f"; rewrote {doc['rewritten']} unready files" if a.rewrite_unready else "")
         )
+    return 0
+
+
+def _start_on_emr(a: argparse.Namespace) -> int:
+    """``--emr-application``: start ``spark_jobs/adopt.py`` on EMR Serverless (at most once)."""
+    import boto3
+
+    from lethe.ingest.emr import EmrJobSettings, start_adopt_job
+
+    if not (a.emr_role and a.emr_entry_point) or a.dry_run or a.rewrite_unready:
+        raise errors.InvalidRequest(
+            "--emr-application needs --emr-role and --emr-entry-point (the stack outputs "
+            "EmrApplicationId, EmrJobRoleArn and s3://<artifacts>/spark_jobs/adopt.py), and "
+            "runs no --dry-run or --rewrite-unready (run those here)"
+        )
+    settings = EmrJobSettings(
+        application_id=a.emr_application,
+        execution_role_arn=a.emr_role,
+        entry_point=a.emr_entry_point,
+        archive=a.emr_archive,
+    )
+    run = start_adopt_job(
+        boto3.client("emr-serverless"),
+        settings,
+        table_uri=a.uri,
+        source=a.source,
+        key=a.key,
+        indexes=tuple(a.index or ()),
+        partition_types=tuple(a.partition_type or ()),
+        take_ownership=not a.no_ownership,
+        batch_files=a.batch_files,
+    )
+    doc = {"job_run_id": run.job_run_id, "name": run.name, "duplicate": run.duplicate}
+    if a.json:
+        print(json.dumps(doc, sort_keys=True))
+    else:
+        state = "already started" if run.duplicate else "started"
+        print(f"adoption job {run.name} {state}: job run {run.job_run_id}")
     return 0
 
 
@@ -128,4 +168,13 @@ def register(sub: Any) -> None:
         help="the source's format (default: detected)",
     )
     c.add_argument("--batch-files", type=int, default=1000, help="files per commit")
+    c.add_argument(
+        "--emr-application",
+        metavar="APP_ID",
+        help="run spark_jobs/adopt.py on this EMR Serverless application instead (lake "
+        "scale: footers read by Spark executors); started at most once",
+    )
+    c.add_argument("--emr-role", metavar="ARN", help="the job role (stack output EmrJobRoleArn)")
+    c.add_argument("--emr-entry-point", metavar="URI", help="s3://<artifacts>/spark_jobs/adopt.py")
+    c.add_argument("--emr-archive", metavar="URI", help="the job archive (output JobArchiveUri)")
     c.set_defaults(fn=cmd_adopt)

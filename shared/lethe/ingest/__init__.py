@@ -32,7 +32,7 @@ Example:
 from __future__ import annotations
 
 from lethe.ingest.conform import REJECT_SCHEMA, Conformed, conform
-from lethe.ingest.emr import EmrJobSettings, JobRunStarted, start_ingest_job
+from lethe.ingest.emr import EmrJobSettings, JobRunStarted, start_adopt_job, start_ingest_job
 from lethe.ingest.inputs import (
     Format,
     InputObject,
@@ -76,6 +76,7 @@ __all__ = [
     "rejects_to_jsonl",
     "stage",
     "staged_schema",
+    "start_adopt_job",
     "start_ingest_job",
     "upload_request_id",
 ]

@@ -1,8 +1,10 @@
-"""The EMR Serverless hand-off: one ingest job run per upload, at most once."""
+"""The EMR Serverless hand-off: one ingest job run per upload, one adoption job run per table
+and source, each at most once."""
 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -77,8 +79,73 @@ def start_ingest_job(
         evolve: Pass ``--evolve``: the job may evolve the table's schema to take input of
             another shape (new columns, widenings); without it, such input is refused.
     """
+    args = ["--table", table_uri, "--input", input_uri, "--request-id", request_id]
+    if fmt is not None:
+        args += ["--format", fmt]
+    if evolve:
+        args.append("--evolve")
+    return _start_once(emr, settings, "lethe-ingest", request_id, args, now)
+
+
+def start_adopt_job(
+    emr: Any,
+    settings: EmrJobSettings,
+    *,
+    table_uri: str,
+    source: str,
+    key: str | None = None,
+    indexes: Sequence[str] = (),
+    partition_types: Sequence[str] = (),
+    take_ownership: bool = True,
+    batch_files: int = 1000,
+    tasks: int = 64,
+    now: datetime | None = None,
+) -> JobRunStarted:
+    """Start an EMR Serverless run of ``spark_jobs/adopt.py`` (adopt ``source`` in place into
+    ``table_uri`` at lake scale: footers read in executors, one commit per ``batch_files``),
+    at most once per table, source and options (as :func:`start_ingest_job`; the job itself
+    is idempotent by path and ETag, so a second run after a failure resumes).
+
+    Args:
+        emr: A boto3 ``emr-serverless`` client.
+        settings: Application, job role, archive; ``entry_point``: the ``adopt.py`` URI
+            (``s3://<artifacts>/spark_jobs/adopt.py``, stack output ``JobArchiveUri``'s
+            bucket).
+        table_uri: The table (created when missing: ``key`` required).
+        source: A Hive-partitioned prefix, an Iceberg ``metadata.json``, a Delta table or
+            ``glue://db/table``.
+        key: The erasure key column.
+        indexes: Columns to index in the same pass.
+        partition_types: ``COLUMN=TYPE`` of Hive partition columns (``dt=date``).
+        take_ownership: False: a read-only adoption (``erase`` refuses).
+        batch_files: Files per commit.
+        tasks: Spark tasks reading footers.
+    """
+    args = ["--table", table_uri, "--source", source, "--batch-files", str(batch_files)]
+    args += ["--tasks", str(tasks)]
+    if key is not None:
+        args += ["--key", key]
+    for column in indexes:
+        args += ["--index", column]
+    for item in partition_types:
+        args += ["--partition-type", item]
+    if not take_ownership:
+        args.append("--no-ownership")
+    return _start_once(emr, settings, "lethe-adopt", "\x00".join(args), args, now)
+
+
+def _start_once(
+    emr: Any,
+    settings: EmrJobSettings,
+    kind: str,
+    request_id: str,
+    args: list[str],
+    now: datetime | None,
+) -> JobRunStarted:
+    """One run named ``<kind>-<hash of request_id>``: an earlier live run of that name is
+    returned; the ``clientToken`` makes EMR answer a repeated start with the same run."""
     digest = hashlib.sha256(request_id.encode()).hexdigest()
-    name = f"lethe-ingest-{digest[:24]}"
+    name = f"{kind}-{digest[:24]}"
     now = now or datetime.now(UTC)
     kw: dict[str, Any] = {
         "applicationId": settings.application_id,
@@ -93,11 +160,6 @@ def start_ingest_job(
         if not token:
             break
         kw["nextToken"] = token
-    args = ["--table", table_uri, "--input", input_uri, "--request-id", request_id]
-    if fmt is not None:
-        args += ["--format", fmt]
-    if evolve:
-        args.append("--evolve")
     driver: dict[str, Any] = {"entryPoint": settings.entry_point, "entryPointArguments": args}
     params = settings.spark_submit_parameters()
     if params:
