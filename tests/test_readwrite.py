@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -74,3 +75,27 @@ def test_dictionary_only_where_values_repeat(s3: Any) -> None:
     assert "RLE_DICTIONARY" in enc["kind"]
     assert "RLE_DICTIONARY" not in enc["id"] and "RLE_DICTIONARY" not in enc["amount"]
     assert md.row_group(0).column(0).statistics.has_min_max
+
+
+def test_required_columns_go_into_nullable_ones_and_not_the_reverse(table_uri: str) -> None:
+    """A table whose columns are all nullable (adopted from files whose writer declared them
+    so) takes rows that declare the key required, as they are; a column the data declares
+    nullable is still refused where the table requires values, naming it."""
+    loose = pa.schema([("id", pa.int64()), ("n", pa.string())])
+    t = lethe.Table.create(table_uri, loose, key="id")
+    tight = pa.table(
+        [pa.array([1, 2], pa.int64()), pa.array(["a", None])],
+        schema=pa.schema([pa.field("id", pa.int64(), nullable=False), ("n", pa.string())]),
+    )
+    t.append(tight)
+    t.append(pa.RecordBatchReader.from_batches(tight.schema, tight.to_batches()))
+    got = lethe.Table.open(table_uri).scan()
+    assert got.schema.field("id").nullable and sorted(got["id"].to_pylist()) == [1, 1, 2, 2]
+
+    strict = lethe.Table.create(
+        f"{table_uri}-strict", pa.schema([pa.field("id", pa.int64(), nullable=False)]), key="id"
+    )
+    with pytest.raises(
+        lethe.errors.SchemaMismatch, match=r"nullable where the table requires values \['id'\]"
+    ):
+        strict.append(pa.table({"id": pa.array([3], pa.int64())}))

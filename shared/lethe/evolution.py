@@ -30,7 +30,7 @@ from lethe.schemas import (
 )
 from lethe.snapshot import Snapshot
 from lethe.transforms.schema import aliases
-from lethe.writer import _schema_diff
+from lethe.writer import _schema_diff, only_tighter
 
 __all__ = [
     "SchemaMode",
@@ -212,7 +212,9 @@ def conform(
         if names == set(schema.names) and data.column_names != schema.names:
             data = data.select(schema.names)
         if not data.schema.equals(schema, check_metadata=False):
-            raise errors.SchemaMismatch(_schema_diff(data.schema, schema))
+            if not only_tighter(data.schema, schema):
+                raise errors.SchemaMismatch(_schema_diff(data.schema, schema))
+            data = pa.Table.from_arrays(data.columns, schema=schema)  # required into nullable
         for f in schema:
             if not f.nullable and data.column(f.name).null_count:
                 raise errors.SchemaMismatch(f"column {f.name!r} is not nullable but has nulls")
@@ -221,7 +223,9 @@ def conform(
         if mode == "merge" and not data.schema.equals(schema, check_metadata=False):
             merge_changes(data.schema, schema)
             return _fitted_reader(data, schema)
-        if not data.schema.equals(schema, check_metadata=False):
+        if not data.schema.equals(schema, check_metadata=False) and not only_tighter(
+            data.schema, schema
+        ):
             raise errors.SchemaMismatch(_schema_diff(data.schema, schema))
         return data
     raise errors.InvalidRequest(

@@ -26,7 +26,14 @@ from lethe.progress import Progress, Tracker, track
 from lethe.store import S3Store
 from lethe.values import JsonScalar, is_orderable, to_json
 
-__all__ = ["WriteOptions", "describe", "new_data_path", "row_group_range", "write_files"]
+__all__ = [
+    "WriteOptions",
+    "describe",
+    "new_data_path",
+    "only_tighter",
+    "row_group_range",
+    "write_files",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -252,12 +259,23 @@ def write_files(
 
 
 def _as_table_schema(b: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
-    """``b`` labelled with the table schema (field metadata aside, they must be equal)."""
+    """``b`` labelled with the table schema: field metadata aside, they must be equal, except
+    that a column the data declares required may go into a nullable column (a table adopted
+    from files whose writer declared every column nullable takes rows with a required key)."""
     if b.schema.equals(schema, check_metadata=True):
         return b
-    if not b.schema.equals(schema, check_metadata=False):
+    if not b.schema.equals(schema, check_metadata=False) and not only_tighter(b.schema, schema):
         raise errors.SchemaMismatch(_schema_diff(b.schema, schema))
     return pa.RecordBatch.from_arrays(b.columns, schema=schema)
+
+
+def only_tighter(got: pa.Schema, want: pa.Schema) -> bool:
+    """Whether ``got`` differs from ``want`` only by top-level columns that ``got`` declares
+    required where ``want`` allows nulls (safe: no value changes, none is dropped)."""
+    return got.names == want.names and all(
+        g.type.equals(w.type) and (g.nullable == w.nullable or (w.nullable and not g.nullable))
+        for g, w in zip(got, want, strict=True)
+    )
 
 
 class _Cutter:
@@ -433,4 +451,7 @@ def _schema_diff(got: pa.Schema, want: pa.Schema) -> str:
         parts.append(f"nullable where the table requires values {nulls}")
     if not parts and got.names != want.names:
         parts.append(f"column order {got.names} differs from {want.names}")
+    required = [n for n in w if n in g and not g[n].nullable and w[n].nullable]
+    if not parts and required:
+        parts.append(f"nested field nullability or metadata differs in {required}")
     return "data does not match the table schema: " + (", ".join(parts) or "field metadata differs")

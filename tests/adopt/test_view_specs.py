@@ -94,13 +94,14 @@ def test_a_view_mixing_adopted_and_lethe_written_files_reads_exactly(
 
     assert view() == {1}
     # Lethe-written rows: one file of a day the adopted files have, one spanning two days
-    # (cast: the adopted schema has ``id`` nullable, as the footers and Hive path declare it)
-    t.append(with_dt(events(10_000, 40, customers=50), DAYS[1]).cast(t.schema))
+    # (no cast: the adopted schema has ``id`` nullable, as the footers declare it, and rows
+    # whose ``id`` is required go into it as they are)
+    t.append(with_dt(events(10_000, 40, customers=50), DAYS[1]))
     two = pa.concat_tables(
         [with_dt(events(20_000, 30, customers=50), DAYS[2]),
          with_dt(events(20_030, 30, customers=50), "2026-01-04")]
     )  # fmt: skip
-    t.append(two.cast(t.schema))
+    t.append(two)
     assert t.scan().num_rows == rows + 100
     assert view() == {0, 1}
     # one segment holds both kinds: its data manifest and the spec-1 companion
