@@ -336,8 +336,11 @@ def lethe_forget(
 
     def forget() -> tuple[list[Any], Any]:
         # hidden at once (one delete commit per table), then the window run splices each
-        # file once for every request of the window (as the schedule would when it closes)
-        return lake.forget_batch(reqs), lake.splice_due(now=closed)
+        # file once for every request of the window (as the schedule would when it closes);
+        # a lake handle opened cold (as a fresh Lambda would: every table's manifest and
+        # segments read under the meter), kept for the window run
+        cold = Lake.open(lake.uri, s3=client)
+        return cold.forget_batch(reqs), cold.splice_due(now=closed)
 
     with metered(client) as m:
         r = measure(forget)
