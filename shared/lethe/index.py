@@ -96,8 +96,9 @@ __all__ = [
     "write_pieces",
 ]
 
-#: Speculative suffix GET that holds a piece's footer.
-PROBE_TAIL: Final = 32 << 10
+#: Speculative suffix GET that holds a piece's footer (a few KiB: PIECE_ENTRIES / GROUP_ROWS
+#: row groups of three columns); the row groups a probe needs are read by range after it.
+PROBE_TAIL: Final = 8 << 10
 
 
 # --- where a file's entries are (splices keep their origin's, docs/format.md §3c) -----------

@@ -42,7 +42,7 @@ from typing import Any, Literal
 
 import lethe.lake.model as model
 from lethe import errors
-from lethe.catalog import RetryPolicy, update_object
+from lethe.catalog import Catalog, RetryPolicy, update_object
 from lethe.deletes import DeleteRequest
 from lethe.erase import process_erasures
 from lethe.lake.model import LakeDoc, LakeRequest, SubjectMap, TableState
@@ -174,6 +174,7 @@ class Lake:
         self._s3 = s3
         self._retry = retry
         self._doc: LakeDoc | None = None
+        self._catalogs: dict[str, Catalog] = {}  # per table uri: its segments read once
 
     # --- construction ------------------------------------------------------------------------
     @classmethod
@@ -300,7 +301,16 @@ class Lake:
         return self.refresh().subjects
 
     def open_table(self, uri: str) -> Table:
-        return Table.open(uri, s3=self._s3)
+        """The latest snapshot of the table at ``uri``, as :meth:`lethe.Table.open` opens it,
+        through one catalog per table for the life of this lake handle: its segments (which
+        are immutable) are read once, not once per forget and again per window run."""
+        cat = self._catalogs.get(uri)
+        if cat is None:
+            t = Table.open(uri, s3=self._s3)
+            self._catalogs[uri] = t.catalog
+            return t
+        m, _ = cat.current()
+        return Table(cat, m)
 
     def add_table(self, uri: str) -> str:
         """Register the table at ``uri`` (it must exist). Returns its normalized URI.
