@@ -51,7 +51,7 @@ def adopt_story(story: _Story, s3: Any, *, rows: int, customers: int) -> dict[st
         key = f"raw/events/dt={day}/part-0.parquet"
         s3.put_object(Bucket=BUCKET, Key=key, Body=buf.getvalue())
         written += buf.tell()
-    uri, src = f"s3://{BUCKET}/tables/events", f"s3://{BUCKET}/raw/events/"
+    uri, src = f"s3://{BUCKET}/tables/adopted_events", f"s3://{BUCKET}/raw/events/"
     story.say(f"someone's lake: {len(DAYS)} files, {written:,} bytes, written by pyarrow")
     options: dict[str, Any] = {
         "key": "id",
