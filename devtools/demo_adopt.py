@@ -18,6 +18,7 @@ import pyarrow.parquet as pq
 from devtools.audit import Needle, audit_bucket
 from devtools.datagen import generate
 from lethe.adopt.plan import AdoptPlan
+from lethe.errors import InvalidRequest
 from lethe.gc import collect
 from lethe.manifest import request_hash
 from lethe.table import Table
@@ -34,24 +35,33 @@ class _Story(Protocol):
     def say(self, msg: str) -> None: ...
 
 
-def _raw(s3: Any) -> list[str]:
-    got = s3.list_objects_v2(Bucket=BUCKET, Prefix="raw/").get("Contents", [])
+def _raw(s3: Any, bucket: str) -> list[str]:
+    got = s3.list_objects_v2(Bucket=bucket, Prefix="raw/").get("Contents", [])
     return sorted(o["Key"] for o in got)
 
 
-def adopt_story(story: _Story, s3: Any, *, rows: int, customers: int) -> dict[str, Any]:
+def adopt_story(
+    story: _Story, s3: Any, *, rows: int, customers: int, bucket: str = BUCKET
+) -> dict[str, Any]:
     """Three daily files of ``rows`` rows under ``raw/events/dt=.../``; the dry run's
-    readiness, the adoption in place, one customer erased, GC, the audit. Returns figures."""
+    readiness, the adoption in place, one customer erased, GC, the audit. Returns figures.
+
+    Raises:
+        InvalidRequest: ``bucket`` exists already (the story needs a lake of its own: a
+            second run would adopt its re-uploaded originals beside the spliced ones).
+    """
     story.step("adopting the lake you have: Hive-partitioned Parquet under raw/, in place")
-    s3.create_bucket(Bucket=BUCKET)
+    s3.create_bucket(Bucket=bucket)  # moto (us-east-1): a no-op when it exists
+    if s3.list_objects_v2(Bucket=bucket, MaxKeys=1).get("KeyCount", 0):
+        raise InvalidRequest(f"the demo's adoption needs an empty bucket; {bucket} has objects")
     written = 0
     for i, day in enumerate(DAYS):
         buf = io.BytesIO()
         pq.write_table(generate(i * rows, rows, customers=customers, seed=31), buf)
         key = f"raw/events/dt={day}/part-0.parquet"
-        s3.put_object(Bucket=BUCKET, Key=key, Body=buf.getvalue())
+        s3.put_object(Bucket=bucket, Key=key, Body=buf.getvalue())
         written += buf.tell()
-    uri, src = f"s3://{BUCKET}/tables/adopted_events", f"s3://{BUCKET}/raw/events/"
+    uri, src = f"s3://{bucket}/tables/adopted_events", f"s3://{bucket}/raw/events/"
     story.say(f"someone's lake: {len(DAYS)} files, {written:,} bytes, written by pyarrow")
     options: dict[str, Any] = {
         "key": "id",
@@ -69,9 +79,9 @@ def adopt_story(story: _Story, s3: Any, *, rows: int, customers: int) -> dict[st
         story.say("  " + line)
     t = Table.adopt(uri, src, **options)
     assert isinstance(t, Table)
-    io_ = t.store.stats.snapshot()
+    io_, adopted = t.store.stats.snapshot(), len(t.manifest.files)
     story.say(
-        f"adopted in place: {len(t.manifest.files)} files, {t.manifest.total_rows:,} rows, "
+        f"adopted in place: {adopted} files, {t.manifest.total_rows:,} rows, "
         f"dt a date partition; {io_.bytes_downloaded:,} bytes read (footers, and the "
         f"customer_id column for its index), {io_.bytes_copied:,} copied"
     )
@@ -89,11 +99,11 @@ def adopt_story(story: _Story, s3: Any, *, rows: int, customers: int) -> dict[st
         f"{r.files_spliced} originals spliced into data/, "
         f"{r.bytes_uploaded + r.bytes_copied:,} bytes moved"
     )
-    before = audit_bucket(s3, BUCKET, needles)
+    before = audit_bucket(s3, bucket, needles)
     gc = collect(t, retention="1v", erasure_grace="0s")
-    after = audit_bucket(s3, BUCKET, needles)
+    after = audit_bucket(s3, bucket, needles)
     receipt = Table.open(uri, s3=s3).erasure_status(REQUEST_ID)
-    left = _raw(s3)
+    left = _raw(s3, bucket)
     hashed = hashlib.sha256(str(person).encode()).hexdigest()[:12]
     story.say(
         f"GC deleted {gc.objects_deleted} objects; raw/ originals left: {len(left)} of "
@@ -107,7 +117,7 @@ def adopt_story(story: _Story, s3: Any, *, rows: int, customers: int) -> dict[st
     return {
         "adopt_plan_files": len(plan.files),
         "adopt_plan_actions": dict(Counter(f.action for f in plan.files)),
-        "adopt_files": len(t.manifest.files),
+        "adopt_files": adopted,
         "adopt_copied": io_.bytes_copied,
         "adopt_rows_erased": r.rows_deleted,
         "adopt_files_spliced": r.files_spliced,

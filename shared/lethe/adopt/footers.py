@@ -137,7 +137,7 @@ class FooterGuess:
         return (self._largest + self._largest // 100 + 8) if self._largest else 0
 
     def saw(self, n: int) -> None:
-        if n > self._largest:  # a lost race between threads only costs one more GET
+        if n > self._largest:  # a lost race costs one more GET, of the missing bytes only
             self._largest = n
 
 
@@ -151,8 +151,9 @@ def _read_one(store: S3Store, sf: SourceFile, guess: FooterGuess | None = None) 
 def tail_bytes(store: S3Store, sf: SourceFile, *, guess: int = 0) -> tuple[str, int, bytes]:
     """``(etag, size, footer and trailer bytes)`` of one file, by suffix GETs pinned to its
     ETag (a HEAD first when the source did not give it): with ``guess``, one GET of that
-    many tail bytes, and a second only when the footer is longer; without, the 8-byte
-    trailer, then exactly the footer. What a Spark task returns.
+    many tail bytes, and a second of the footer's missing head only when the footer is
+    longer; without, the 8-byte trailer, then the rest of the footer. What a Spark task
+    returns.
 
     Raises:
         UnsupportedFile: not a Parquet file, or encrypted.
@@ -172,7 +173,9 @@ def tail_bytes(store: S3Store, sf: SourceFile, *, guess: int = 0) -> tuple[str, 
         raise errors.UnsupportedFile(f"{sf.uri}: footer length exceeds the file size")
     if n <= len(first):
         return etag, size, first[len(first) - n :]
-    return etag, size, store.get(sf.uri, etag=etag, suffix=n).body
+    # the guess fell short: only the footer's head that is missing, never a byte twice
+    head = store.get(sf.uri, etag=etag, start=size - n, end=size - len(first)).body
+    return etag, size, head + first
 
 
 def footer_of(sf: SourceFile, etag: str, size: int, tail: bytes) -> Footer:
