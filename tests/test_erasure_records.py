@@ -5,6 +5,7 @@ marker keeps the record for receipts), and an old root with inline ``superseded`
 
 from __future__ import annotations
 
+import gzip
 import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -25,7 +26,9 @@ from lethe.manifest import (
     Operation,
     TableProperties,
     decode_manifest,
+    decode_superseded,
     encode_manifest,
+    encode_superseded,
     initial_manifest,
     request_hash,
 )
@@ -200,3 +203,63 @@ def test_an_old_root_with_inline_superseded_still_reads_and_stops_growing() -> N
     assert again.erasures == (e1,)
     bare = ErasureRecord(id_hash="cd" * 16, deleted_version=0)
     assert "superseded" not in bare.model_dump_json()
+
+
+def test_one_superseded_list_per_commit_whatever_the_number_of_erasures() -> None:
+    """A commit that supersedes objects for several erasures (a window's splice) writes one
+    format-2 list that every record names, each reading only its own paths; a commit for
+    one erasure still writes format 1 (what older readers read)."""
+    hashes = [f"{i:02x}" * 16 for i in range(3)]
+    m0 = initial_manifest(
+        table_uuid="t", schema=pa.schema([("id", pa.int64())]), properties=TableProperties(key="id")
+    )
+    doc = json.loads(encode_manifest(m0))
+    doc["erasures"] = [
+        {"id_hash": h, "deleted_version": 0, "state": "pending", "targets": []} for h in hashes
+    ]
+    old = Snapshot(decode_manifest(json.dumps(doc).encode()))
+    grown = tuple(
+        e.model_copy(update={"superseded": (f"data/{i}.parquet", "data/shared.parquet")})
+        for i, e in enumerate(old.erasures)
+    )
+    nxt = old.evolve(version=1, previous=0, erasures=grown, operation=Operation(kind="erase"))
+    out = externalize_superseded(old, nxt)
+    ((key, listed),) = out.pending_lists().items()
+    assert listed.format_version == 2 and "-several-" in key
+    assert {e.superseded_refs for e in out.erasures} == {(key,)}
+    for i, e in enumerate(out.erasures):
+        assert out.superseded_of(e) == (f"data/{i}.parquet", "data/shared.parquet")
+    again = decode_superseded(encode_superseded(listed))
+    assert again == listed and again.paths_of("ff" * 16) == ()
+    # one erasure advanced: format 1, no by_erasure written
+    one = (grown[0], *old.erasures[1:])
+    single = externalize_superseded(
+        old, old.evolve(version=1, previous=0, erasures=one, operation=Operation(kind="erase"))
+    )
+    ((_, v1),) = single.pending_lists().items()
+    assert v1.format_version == 1
+    assert json.loads(gzip.decompress(encode_superseded(v1))).keys() == {
+        "format",
+        "format_version",
+        "table_uuid",
+        "id_hash",
+        "version",
+        "paths",
+    }
+
+
+@pytest.mark.parametrize(
+    "doc",
+    [
+        {"format_version": 1, "version": 1, "paths": ["a"]},  # no id_hash
+        {"format_version": 2, "version": 1, "id_hash": "ab", "by_erasure": {"ab": ["a"]}},
+        {"format_version": 2, "version": 1, "by_erasure": {}},
+        {"format_version": 3, "version": 1, "by_erasure": {"ab": ["a"]}},
+    ],
+)
+def test_a_superseded_list_of_neither_shape_is_corrupt(doc: dict[str, object]) -> None:
+    raw = gzip.compress(
+        json.dumps({"format": "lethe.superseded", "table_uuid": "u", **doc}).encode()
+    )
+    with pytest.raises(errors.CorruptManifest, match="fails validation"):
+        decode_superseded(raw)

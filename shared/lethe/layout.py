@@ -62,8 +62,9 @@ def segment_key(version: int, segment_id: str) -> str:
 
 
 def erasure_key(version: int, id_hash: str) -> str:
-    """A new superseded-list object of erasure ``id_hash``, written by the commit of
-    ``version``: ``manifest/erasures/vNNNNNNNN-<id hash[:16]>-<uuid>.json.gz``."""
+    """A new superseded-list object of erasure ``id_hash`` (``several``: of several
+    erasures), written by the commit of ``version``:
+    ``manifest/erasures/vNNNNNNNN-<id hash[:16]>-<uuid>.json.gz``."""
     return f"{ERASURE_PREFIX}v{version:08d}-{id_hash[:16]}-{uuid.uuid4().hex[:12]}.json.gz"
 
 

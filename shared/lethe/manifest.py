@@ -23,7 +23,7 @@ import gzip
 import hashlib
 import json
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, Final, Literal
 
@@ -243,15 +243,50 @@ class ErasureRecord(_Frozen):
 
 class SupersededList(_Frozen):
     """One immutable object of superseded paths
-    (``manifest/erasures/vNNNNNNNN-<id hash>-<uuid>.json.gz``): what the commit of
-    ``version`` added to erasure ``id_hash``'s superseded objects."""
+    (``manifest/erasures/vNNNNNNNN-<id hash or "several">-<uuid>.json.gz``): what the commit
+    of ``version`` added to the superseded objects of its erasures.
+
+    Format 1 holds one erasure's (``id_hash``, ``paths``); format 2 (a commit that
+    superseded objects for several erasures, as a window's splice of 1,000 requests does)
+    holds them all in ``by_erasure`` (id hash -> paths), one object per commit instead of one
+    per erasure. A commit for one erasure still writes format 1, which older readers read."""
 
     format: Literal["lethe.superseded"] = "lethe.superseded"
-    format_version: Literal[1] = 1
+    format_version: Literal[1, 2] = 1
     table_uuid: str
-    id_hash: str
+    id_hash: str = Field(default="", exclude_if=lambda v: not v)
     version: int = Field(ge=0)
-    paths: tuple[str, ...]
+    paths: tuple[str, ...] = Field(default=(), exclude_if=lambda v: not v)
+    by_erasure: dict[str, tuple[str, ...]] = Field(default_factory=dict, exclude_if=lambda v: not v)
+
+    @model_validator(mode="after")
+    def _one_shape(self) -> SupersededList:
+        if self.format_version == 1 and (not self.id_hash or self.by_erasure):
+            raise ValueError("format 1 names one erasure (id_hash, paths), no by_erasure")
+        if self.format_version == 2 and (self.id_hash or self.paths or not self.by_erasure):
+            raise ValueError("format 2 holds by_erasure only")
+        return self
+
+    @classmethod
+    def of(
+        cls, table_uuid: str, version: int, added: Mapping[str, Sequence[str]]
+    ) -> SupersededList:
+        """The list of one commit: format 1 for one erasure, format 2 for several."""
+        if len(added) == 1:
+            ((id_hash, paths),) = added.items()
+            return cls(table_uuid=table_uuid, id_hash=id_hash, version=version, paths=tuple(paths))
+        return cls(
+            format_version=2,
+            table_uuid=table_uuid,
+            version=version,
+            by_erasure={h: tuple(p) for h, p in added.items()},
+        )
+
+    def paths_of(self, id_hash: str) -> tuple[str, ...]:
+        """The paths this list holds for erasure ``id_hash``."""
+        if self.format_version == 1:
+            return self.paths if self.id_hash == id_hash else ()
+        return self.by_erasure.get(id_hash, ())
 
 
 class TableProperties(_Frozen):

@@ -156,7 +156,7 @@ class Snapshot:
                         f"version {self.version}: superseded list {ref} cannot be loaded"
                     )
                 got = self._source.load_superseded(ref)
-            paths.extend(got.paths)
+            paths.extend(got.paths_of(e.id_hash))
         return tuple(dict.fromkeys(paths))
 
     def resolved(self, e: ErasureRecord) -> ErasureRecord:

@@ -3,8 +3,8 @@ leaves pending, what it met, and the objects that must go (``superseded``, for G
 
 The transforms add superseded paths inline; :func:`externalize_superseded` (which the commit
 loop applies to every commit) moves what a commit added into one new immutable
-:class:`~lethe.manifest.SupersededList` per erasure, named by ``superseded_refs``, so the
-root never grows with them. :func:`archive_erasures` drops completed erasures."""
+:class:`~lethe.manifest.SupersededList` per commit (holding every erasure it advanced), named
+by each record's ``superseded_refs``, so the root never grows with them. :func:`archive_erasures` drops completed erasures."""
 
 from __future__ import annotations
 
@@ -111,29 +111,36 @@ def with_erasures(m: Snapshot, erasures: Sequence[ErasureRecord]) -> Snapshot:
 
 
 def externalize_superseded(base: Snapshot, new: Snapshot) -> Snapshot:
-    """``new`` (built from ``base``) with the superseded paths it added inline to each
-    erasure record moved into a new superseded list (pending: the commit writes it before
-    its manifest) that the record references; inline paths ``base`` had stay as they were.
+    """``new`` (built from ``base``) with the superseded paths it added inline to its
+    erasure records moved into one new superseded list (pending: the commit writes it before
+    its manifest) that each of those records references; inline paths ``base`` had stay.
     """
     before = {e.id_hash: e.superseded for e in base.erasures}
-    out: list[ErasureRecord] = []
-    lists: dict[str, SupersededList] = {}
+    added: dict[str, tuple[str, ...]] = {}
     for e in new.erasures:
-        kept = before.get(e.id_hash, ())
-        had = set(kept)
-        added = tuple(p for p in e.superseded if p not in had)
-        if not added:
-            out.append(e)
-            continue
-        key = erasure_key(new.version, e.id_hash)
-        lists[key] = SupersededList(
-            table_uuid=new.table_uuid, id_hash=e.id_hash, version=new.version, paths=added
-        )
-        refs = (*e.superseded_refs, key)
-        out.append(e.model_copy(update={"superseded": kept, "superseded_refs": refs}))
-    if not lists:
+        had = set(before.get(e.id_hash, ()))
+        got = tuple(p for p in e.superseded if p not in had)
+        if got:
+            added[e.id_hash] = got
+    if not added:
         return new
-    return new.successor(new.manifest.model_copy(update={"erasures": tuple(out)}), None, lists)
+    # one object for the commit, whatever the number of erasures it advanced
+    key = erasure_key(new.version, next(iter(added)) if len(added) == 1 else "several")
+    listed = SupersededList.of(new.table_uuid, new.version, added)
+    out = [
+        e.model_copy(
+            update={
+                "superseded": before.get(e.id_hash, ()),
+                "superseded_refs": (*e.superseded_refs, key),
+            }
+        )
+        if e.id_hash in added
+        else e
+        for e in new.erasures
+    ]
+    return new.successor(
+        new.manifest.model_copy(update={"erasures": tuple(out)}), None, {key: listed}
+    )
 
 
 def archive_erasures(base: Snapshot, id_hashes: frozenset[str]) -> tuple[ErasureRecord, ...]:
