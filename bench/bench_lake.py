@@ -24,7 +24,8 @@ figures, a rough dollar estimate at 10 TB, and the issue's targets, each "met" o
 Scale: ``LETHE_BENCH_LK_PEOPLE`` (1,000), ``LETHE_BENCH_LK_MONTHS`` (1),
 ``LETHE_BENCH_LK_EVENTS`` (100 events per person per month), ``LETHE_BENCH_LK_SLICES``
 (40 event files per month), ``LETHE_BENCH_LK_SUBJECTS`` (1% of the people, as 1,000 of the
-issue's 100,000), ``LETHE_BENCH_LK_PER_FILE`` (at most 1,000 subjects per clustered file),
+issue's 100,000), ``LETHE_BENCH_LK_PER_FILE`` (at most 1,000 subjects per clustered file; 0: files cut by
+size alone, issue 26's default),
 ``LETHE_BENCH_LK_PAYLOAD`` (1,000 bytes of hex text a row), ``LETHE_BENCH_LK_ROW_GROUP_KIB``
 (256). The defaults make a ~50 MiB events file per window (a minute or two on moto): a splice
 must still send parts of >= 5 MiB (S3's multipart minimum), so files much larger than that
@@ -199,7 +200,8 @@ def _rows(rng: np.random.Generator, n: int, s: Scale, month: int, start: int) ->
     cust = rng.integers(0, s.people, n).astype(np.int64)
     noise = rng.integers(0, 16, (n, s.payload), dtype=np.uint8)
     text = np.frombuffer(b"0123456789abcdef", dtype=np.uint8)[noise]  # poorly compressible
-    payload = pa.array([r.tobytes().decode() for r in text], pa.string())
+    offsets = np.arange(0, (n + 1) * s.payload, s.payload, dtype=np.int32)
+    payload = pa.StringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(text.tobytes()))
     return pa.table(
         {
             "id": ids,
@@ -226,7 +228,7 @@ def build(client: Any, bucket: str, s: Scale) -> tuple[Lake, dict[str, Table]]:
             row_group_bytes=s.row_group,
             cluster_by=("customer_id",) if clustered else None,
             cluster_window=("ts", "30d") if clustered else None,
-            cluster_file_subjects=s.per_file if clustered else None,
+            cluster_file_subjects=(s.per_file or None) if clustered else None,
         )
         start = 0
         for month in range(s.months):

@@ -3,7 +3,8 @@
 A DV reference (:class:`~lethe.manifest.DVRef`) names its blob inline (base64) or as a byte
 range of a Puffin container under ``tombstone/``. :func:`blob_bytes` reads the blob (one
 ranged GET), :func:`checked` decodes it and checks it against what the manifest recorded (the
-blob's CRC-32 and the number of positions), :func:`load` does both. Every reader of DVs
+blob's CRC-32 and the number of positions), :func:`load` does both, :func:`load_many` for
+many files at once (one GET per container when their blobs lie close). Every reader of DVs
 (deletes, scans, erase, compaction, verify, the index check, the Iceberg view) loads them
 here. :func:`write_container` writes ready blobs as one write-once Puffin container and
 returns each file's reference into it; :func:`write_dvs` does so for bitmaps.
@@ -36,7 +37,7 @@ from lethe.dv import PuffinBlob, decode_dv, dv_crc, encode_dv, write_puffin
 from lethe.layout import is_external, object_key, tombstone_key
 from lethe.manifest import DVRef
 
-__all__ = ["blob_bytes", "checked", "load", "write_container", "write_dvs"]
+__all__ = ["blob_bytes", "checked", "load", "load_many", "write_container", "write_dvs"]
 
 
 def blob_bytes(store: Any, prefix: str, ref: DVRef) -> bytes:
@@ -67,6 +68,43 @@ def load(store: Any, prefix: str, ref: DVRef | None, *, what: str = "DV") -> Bit
     if ref is None:
         return BitMap64()
     return checked(blob_bytes(store, prefix, ref), ref, what=what)
+
+
+#: :func:`load_many` reads a container's blobs with one GET of their span when the span is
+#: at most this many bytes and at most :data:`DENSE_SPAN` times the blobs' own bytes
+SPAN_MAX_BYTES = 8 << 20
+DENSE_SPAN = 4
+
+
+def load_many(
+    store: Any, prefix: str, refs: Mapping[str, DVRef | None], *, what: str = "DV"
+) -> dict[str, BitMap64]:
+    """The checked DVs of ``refs`` (a name, say a file's path -> its reference), with one GET
+    per container when its wanted blobs lie close together (a delete or a window's commit
+    writes the DVs of all its files in one container; a splice of 500 files would otherwise
+    make 500 ranged GETs of it), else one ranged GET per blob."""
+    out = {name: BitMap64() for name, ref in refs.items() if ref is None}
+    by_container: dict[str, list[tuple[str, DVRef]]] = {}
+    for name, ref in refs.items():
+        if ref is None:
+            continue
+        if ref.inline is not None or ref.container is None:
+            out[name] = load(store, prefix, ref, what=f"{what} of {name}")
+        else:
+            by_container.setdefault(ref.container, []).append((name, ref))
+    for container, wanted in by_container.items():
+        start = min(r.offset for _, r in wanted)
+        end = max(r.offset + r.length for _, r in wanted)
+        own = sum(r.length for _, r in wanted)
+        if len(wanted) == 1 or end - start > min(SPAN_MAX_BYTES, DENSE_SPAN * own):
+            for name, ref in wanted:
+                out[name] = load(store, prefix, ref, what=f"{what} of {name}")
+            continue
+        body = store.get(object_key(prefix, container), start=start, end=end).body
+        for name, ref in wanted:
+            at = ref.offset - start
+            out[name] = checked(body[at : at + ref.length], ref, what=f"{what} of {name}")
+    return out
 
 
 def write_container(

@@ -376,8 +376,9 @@ class _SpliceChange:
         if gone:  # never referenced: removed now (the loop removes the rest on failure)
             log.info("%d spliced file(s) were replaced meanwhile; left out", len(gone))
             store.delete_many([self.ctx.key_of(p) for p in gone])
+        now = dvstore.load_many(store, prefix, {s.old.path: cur[s.old.path].dv for s in live})
         rebased = {
-            s.new.path: rebase_positions(dvstore.load(store, prefix, cur[s.old.path].dv), s.removed)
+            s.new.path: rebase_positions(now[s.old.path], s.removed)
             for s in live
             if s.new is not None
         }
@@ -590,8 +591,15 @@ def _splice_all(
             return [], e
     out: list[SpliceResult] = []
     failure: BaseException | None = None
+    try:
+        dvs = dvstore.load_many(ctx.store, ctx.prefix, {f.path: f.dv for f, _ in work})
+    except Exception as e:
+        return [], e
     with ThreadPoolExecutor(max_workers=min(SPLICE_WORKERS, len(work))) as pool:
-        futures = [pool.submit(splice_file, ctx, f, groups, model=model) for f, groups in work]
+        futures = [
+            pool.submit(splice_file, ctx, f, groups, dv=dvs[f.path], model=model)
+            for f, groups in work
+        ]
         for fut in futures:
             try:
                 out.append(fut.result())
