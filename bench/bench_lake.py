@@ -13,8 +13,9 @@ down, requests; moto runs in its own process so client CPU is ours):
 
 * **Find and Forget's method** (awslabs/amazon-s3-find-and-forget): *find* reads the mapped
   column of every object (each footer, then each row group's ``customer_id`` chunk, what its
-  Athena query reads); *forget* GETs every whole object holding a match, drops the rows and
-  PUTs the whole object back (here to a scratch key, so the table stays as it was);
+  Athena query reads); *forget* GETs every whole object holding a match, drops the rows row
+  group by row group and PUTs the whole object back as its task writes it (pyarrow's
+  defaults: Snappy; here to a scratch key, so the table stays as it was);
 * **Lethe**: ``lake.forget_batch`` (recorded in the lake, one delete commit per table: the
   rows hidden at once), then the erasure window's run ``lake.splice_due`` (each file spliced
   once for every request of the window).
@@ -295,11 +296,9 @@ def find_and_forget(
             if not pc.any(pc.is_in(col.column(0), wanted)).as_py():
                 continue
             whole = client.get_object(Bucket=bucket, Key=key)["Body"].read()
-            data = pq.read_table(io.BytesIO(whole))
-            kept = data.filter(pc.invert(pc.is_in(data.column("customer_id"), wanted)))
-            out = io.BytesIO()
-            pq.write_table(kept, out, compression="zstd")
-            client.put_object(Bucket=bucket, Key=f"faf-scratch/{key}", Body=out.getvalue())
+            client.put_object(
+                Bucket=bucket, Key=f"faf-scratch/{key}", Body=_faf_rewrite(whole, wanted)
+            )
             rewritten += 1
         return rewritten
 
@@ -307,6 +306,25 @@ def find_and_forget(
         r = measure(run)
     total = sum(size for _, size in keys)
     return Figures(m.moved, m.requests, r.cpu, r.wall, r.result, table_bytes=total, kinds=m.kinds())
+
+
+def _faf_rewrite(whole: bytes, wanted: pa.Array) -> bytes:
+    """The object without the victims' rows, as Find and Forget's Fargate task writes it
+    (backend/ecs_tasks/delete_files/parquet_handler.py): each row group read, filtered and
+    written in turn by a ``pyarrow.parquet.ParquetWriter`` with its defaults (Snappy: its
+    docs/LIMITS.md says "Compression on Write: Snappy"). ``LETHE_BENCH_LK_FAF_CODEC=source``
+    keeps the source's codec instead (a kinder Find and Forget, for comparison)."""
+    pf = pq.ParquetFile(io.BytesIO(whole))
+    schema = pf.schema_arrow.remove_metadata()
+    kw: dict[str, Any] = {}
+    if os.environ.get("LETHE_BENCH_LK_FAF_CODEC") == "source":
+        kw["compression"] = pf.metadata.row_group(0).column(0).compression.lower()
+    out = pa.BufferOutputStream()
+    with pq.ParquetWriter(out, schema, **kw) as w:
+        for i in range(pf.num_row_groups):
+            rg = pf.read_row_group(i)
+            w.write_table(rg.filter(pc.invert(pc.is_in(rg.column("customer_id"), wanted))))
+    return bytes(out.getvalue())
 
 
 _BODIES: dict[str, bytes] = {}
