@@ -23,8 +23,9 @@ setup: $(VENV)/.synced
 demo: setup
 	$(PY) -m devtools.demo
 
+# a crashed worker fails the run at once (xdist's replacement worker could hang loadgroup)
 test: setup
-	$(PY) -m pytest -n 2 --dist loadgroup -q
+	$(PY) -m pytest -n 2 --dist loadgroup --max-worker-restart=0 -q
 
 test-fast: setup
 	$(PY) -m pytest -q -m "not slow"
