@@ -31,6 +31,11 @@ size alone, issue 26's default),
 (256). The defaults make a ~50 MiB events file per window (a minute or two on moto): a splice
 must still send parts of >= 5 MiB (S3's multipart minimum), so files much larger than that
 are where it beats a whole-object rewrite; the issue's 10 TB scale is not reachable here.
+The issue's own lake (100,000 people, 100 events each, >= 500 files written, laid out by
+size as issue 26 does; ~450 MiB, about 13 minutes on moto)::
+
+    LETHE_BENCH_LK_PEOPLE=100000 LETHE_BENCH_LK_EVENTS=100 LETHE_BENCH_LK_PAYLOAD=64 \
+    LETHE_BENCH_LK_SLICES=500 LETHE_BENCH_LK_PER_FILE=0 python -m bench bench_lake
 """
 
 from __future__ import annotations
