@@ -57,7 +57,7 @@ def data_requests(s3: Any) -> Iterator[list[str]]:
     seen: list[str] = []
 
     def hook(op: str, params: dict[str, Any]) -> None:
-        key = str(params.get("Key", ""))
+        key = str(params.get("url_path", ""))  # before-call params: the request dict
         if "/data/" in key:
             seen.append(f"{op} {key}")
 

@@ -56,6 +56,7 @@ from lethe.transforms import (
     apply_properties,
     apply_replace,
     archive_erasures,
+    dead_run_pieces,
     declare,
     piece_paths,
     replace_pieces,
@@ -474,6 +475,9 @@ class ExpireRows:
         gone = [*self.erasure.superseded]
         for p in self.dropped:
             gone.extend(x for x in (p, held.get(p)) if x is not None and x not in gone)
+        # the runs that covered only dropped files leave with them: their pieces held the
+        # dropped rows' values, so the erasure is complete only once they are gone too
+        gone.extend(x for x in dead_run_pieces(base, self.dropped) if x not in gone)
         upd: dict[str, Any] = {"deleted_version": v, "superseded": tuple(gone)}
         if not self.erasure.targets:
             upd |= {"state": "spliced", "spliced_version": v}

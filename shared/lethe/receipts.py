@@ -54,11 +54,14 @@ class _Frozen(BaseModel):
 
 
 class SpliceEvent(_Frozen):
-    """One file that held the rows, replaced (or dropped) by the splice commit ``version``."""
+    """One file that held the rows, replaced by the splice commit ``version`` (``how``:
+    ``spliced``), or dropped whole by the commit that opened the erasure (``dropped``: a
+    retention sweep's file whose every row expired; no file replaced it)."""
 
     version: int
     at: datetime
     file: str
+    how: Literal["spliced", "dropped"] = "spliced"
 
 
 class EvidenceObject(_Frozen):
@@ -128,7 +131,7 @@ class ErasureReceipt(_Frozen):
         if not self.erasure and self.hidden_version is not None:
             lines.append("  physically removed: not requested (a logical delete)")
         for s in self.splices:
-            lines.append(f"  spliced    {_t(s.at)}  v{s.version}  {s.file}")
+            lines.append(f"  {s.how:<10} {_t(s.at)}  v{s.version}  {s.file}")
         if self.pending_files:
             lines.append(f"  still to splice: {', '.join(self.pending_files)}")
         if self.removed_version is not None:
@@ -187,7 +190,8 @@ def _splices(records: Sequence[tuple[Snapshot, ErasureRecord]]) -> list[SpliceEv
             if p not in seen:
                 seen.add(p)
                 if _kind(p) == "data":
-                    out.append(SpliceEvent(version=m.version, at=m.created_at, file=p))
+                    how = "dropped" if m.version == rec.deleted_version else "spliced"
+                    out.append(SpliceEvent(version=m.version, at=m.created_at, file=p, how=how))
     return out
 
 
