@@ -35,6 +35,7 @@ from typing import Any, ClassVar, Protocol, TypeAlias
 from pydantic import ValidationError
 
 from lethe import errors
+from lethe.evolution import describe_changes, merge_changes, renamed
 from lethe.manifest import (
     DataFile,
     DVRef,
@@ -69,7 +70,12 @@ from lethe.transforms import (
     with_runs,
     without_dead_runs,
 )
-from lethe.transforms.schema import apply_schema, check_view_promotions, record_schema
+from lethe.transforms.schema import (
+    aliases,
+    apply_schema,
+    check_view_promotions,
+    record_schema,
+)
 
 __all__ = [
     "KINDS",
@@ -81,6 +87,7 @@ __all__ = [
     "ExpireRows",
     "FileHasDV",
     "FileLive",
+    "MergeSchema",
     "PiecesPresent",
     "RecordSchema",
     "ReplaceFiles",
@@ -535,6 +542,30 @@ class UpdateSchema:
 
 
 @dataclass(frozen=True, slots=True)
+class MergeSchema:
+    """The current schema evolved to take data of shape ``shape`` (a merge append), the
+    plan made against each base the loop applies it to: a column under an earlier name of a
+    table column is that column (the name mapping's alias, so a rename that landed after
+    the writer opened its handle is followed), new columns are added and narrower table
+    types widened (:func:`lethe.evolution.merge_changes`). A no-op when the base takes the
+    shape as it is; :class:`~lethe.errors.SchemaMismatch` when it cannot."""
+
+    what: ClassVar[str] = "update schema"
+    shape: Any  # pa.Schema of the data to append
+
+    def requirements(self) -> tuple[Requirement, ...]:
+        return ()
+
+    def apply(self, base: Snapshot) -> Snapshot | None:
+        shape = renamed(self.shape, aliases(base))
+        changes = merge_changes(shape, base.arrow_schema())
+        if not changes:
+            return None
+        op = Operation(kind="schema", params=describe_changes(changes))
+        return apply_schema(base, changes, op)
+
+
+@dataclass(frozen=True, slots=True)
 class RecordSchema:
     """A schema recorded in the history without becoming current: the shape of a file
     registered as it is (``register_parquet(schema_mode="merge")``), so that it reads by
@@ -574,5 +605,6 @@ KINDS: tuple[type, ...] = (
     ExpireRows,
     ArchiveErasures,
     UpdateSchema,
+    MergeSchema,
     RecordSchema,
 )

@@ -27,6 +27,7 @@ from lethe.changes import (
     AddFiles,
     DeclareIndex,
     DropIndex,
+    MergeSchema,
     SetProperties,
     UpdateSchema,
     UpgradeFormat,
@@ -43,7 +44,7 @@ from lethe.evolution import (
     check_create,
     conform,
     describe_changes,
-    merge_plan,
+    renamed,
 )
 from lethe.filters import Dnf, normalize
 from lethe.grace import parse_duration
@@ -67,6 +68,7 @@ from lethe.schemas import Evolution
 from lethe.snapshot import Snapshot
 from lethe.store import IOCounters, S3Store, parse_s3_uri
 from lethe.transforms import check_indexable
+from lethe.transforms.schema import aliases
 from lethe.writer import WriteOptions, write_files
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -329,9 +331,7 @@ class Table:
         """
         before = self.store.stats.snapshot()
         if schema_mode == "merge":  # an old name is its column's alias (Iceberg's mapping)
-            data, changes = merge_plan(data, self._m)
-            if changes:
-                self._evolve(changes)
+            data = self._merge_schema(data)
         written_at = time.time()
         data = self._conform(data, schema_mode)
         spec = ClusterSpec.of(self._m.properties)
@@ -598,6 +598,17 @@ class Table:
         """A builder of schema changes committed once, by ``with`` or ``.commit()``
         (:mod:`lethe.evolution`)."""
         return SchemaUpdate(self._evolve)
+
+    def _merge_schema(self, data: Any) -> Any:
+        """Evolve the latest schema to take ``data`` (:class:`~lethe.changes.MergeSchema`:
+        planned against the snapshot it commits on, so a rename that landed since this
+        handle was opened is followed), move the handle there, and return ``data`` with
+        columns under an earlier name renamed to their current one."""
+        if not isinstance(data, pa.Table | pa.RecordBatch | pa.RecordBatchReader):
+            return data  # conform refuses it with the reason
+        outcome = self._catalog.commit_change(Direct(MergeSchema(data.schema)))
+        self._adopt(outcome)
+        return renamed(data, aliases(self._m))
 
     def _evolve(self, changes: tuple[Evolution, ...]) -> CommitResult:
         before = self.store.stats.snapshot()
