@@ -363,7 +363,9 @@ class ReplaceFiles:
     the rewrite mapped, ``dv_seen``), outputs ``added`` with their DVs; ``coalesced`` DVs
     of other files move into one container where their DV did not change meanwhile
     (``coalesced_from``); pending erasures on the sources are met or ``moved``; index
-    ``runs`` of the outputs and ``caught_up`` runs of files no index covered are added."""
+    ``runs`` of the outputs and ``caught_up`` runs of files no index covered are added;
+    ``pieces``: index pieces scrubbed of the entries naming the sources (all must still be
+    referenced)."""
 
     what: ClassVar[str] = "compaction"
     removed: tuple[str, ...]
@@ -376,9 +378,13 @@ class ReplaceFiles:
     moved: Mapping[str, Sequence[ErasureTarget]] = field(default_factory=dict)
     runs: Mapping[str, IndexRun] = field(default_factory=dict)
     caught_up: Mapping[str, IndexRun] = field(default_factory=dict)
+    pieces: Mapping[str, tuple[IndexPiece, ...]] = field(default_factory=dict)
 
     def requirements(self) -> tuple[Requirement, ...]:
-        return tuple(FileHasDV(p, self.dv_seen[p]) for p in self.removed)
+        return (
+            *(FileHasDV(p, self.dv_seen[p]) for p in self.removed),
+            *((PiecesPresent(tuple(self.pieces)),) if self.pieces else ()),
+        )
 
     def apply(self, base: Snapshot) -> Snapshot | None:
         gone = set(self.removed)
@@ -394,7 +400,8 @@ class ReplaceFiles:
         nxt = apply_replace(
             base, self.removed, self.added, self.operation, dv_updates=still, erasures=erasures
         )
-        return without_dead_runs(with_runs(with_new_runs(nxt, self.runs), self.caught_up))
+        nxt = with_runs(with_new_runs(nxt, self.runs), self.caught_up)
+        return without_dead_runs(_with_pieces(nxt, self.pieces) if self.pieces else nxt)
 
 
 def _same_schema(new: DataFile, old: DataFile | None) -> DataFile:

@@ -44,7 +44,7 @@ from lethe.evolution import (
     check_create,
     conform,
     describe_changes,
-    renamed,
+    merge_plan,
 )
 from lethe.filters import Dnf, normalize
 from lethe.grace import parse_duration
@@ -68,7 +68,6 @@ from lethe.schemas import Evolution
 from lethe.snapshot import Snapshot
 from lethe.store import IOCounters, S3Store, parse_s3_uri
 from lethe.transforms import check_indexable
-from lethe.transforms.schema import aliases
 from lethe.writer import WriteOptions, write_files
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -600,15 +599,11 @@ class Table:
         return SchemaUpdate(self._evolve)
 
     def _merge_schema(self, data: Any) -> Any:
-        """Evolve the latest schema to take ``data`` (:class:`~lethe.changes.MergeSchema`:
-        planned against the snapshot it commits on, so a rename that landed since this
-        handle was opened is followed), move the handle there, and return ``data`` with
-        columns under an earlier name renamed to their current one."""
-        if not isinstance(data, pa.Table | pa.RecordBatch | pa.RecordBatchReader):
-            return data  # conform refuses it with the reason
-        outcome = self._catalog.commit_change(Direct(MergeSchema(data.schema)))
-        self._adopt(outcome)
-        return renamed(data, aliases(self._m))
+        """Evolve the latest schema to take ``data`` (planned on the base it commits on:
+        :class:`~lethe.changes.MergeSchema`), move there, rename old names in ``data``."""
+        if isinstance(data, pa.Table | pa.RecordBatch | pa.RecordBatchReader):
+            self._adopt(self._catalog.commit_change(Direct(MergeSchema(data.schema))))
+        return merge_plan(data, self._m)[0]  # the evolution is in: old names renamed
 
     def _evolve(self, changes: tuple[Evolution, ...]) -> CommitResult:
         before = self.store.stats.snapshot()
