@@ -14,8 +14,10 @@ data files.
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from itertools import accumulate
 from typing import Any
 
 import numpy as np
@@ -200,6 +202,7 @@ class Dropped:
 
     files: tuple[DataFile, ...]
     live_versions: frozenset[int]
+    cache: dict[tuple[str, str], Any] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
     def of(cls, m: Snapshot, files: Iterable[DataFile]) -> Dropped:
@@ -216,20 +219,38 @@ class Dropped:
         return frozenset(index_path(f) for f in self.files if run.covers_version(f.index_version))
 
     def may_name(self, piece: IndexPiece, run: IndexRun, column: str, t: pa.DataType) -> bool:
-        """Whether ``piece`` (of ``run``) may hold an entry of a dropped file (by its stats)."""
+        """Whether ``piece`` (of ``run``) may hold an entry of a dropped file (by its stats:
+        one bisection over the dropped files' ranges, however many there are)."""
         lo, hi = from_json(piece.min, t), from_json(piece.max, t)
-        for f in self.files:
-            if not run.covers_version(f.index_version):
-                continue
-            st = f.columns.get(column)
-            if lo is None or hi is None or st is None or st.min is None or st.max is None:
-                return True
+        spans = self._spans(run, column, t)
+        if lo is None or hi is None or spans is None:
+            return True
+        lows, tops = spans
+        i = bisect.bisect_right(lows, hi)  # the files whose min is at most the piece's max
+        return bool(i) and tops[i - 1] >= lo
+
+    def _spans(
+        self, run: IndexRun, column: str, t: pa.DataType
+    ) -> tuple[list[Any], list[Any]] | None:
+        """The dropped files ``run`` covers as their ``column`` minimums, sorted, and the
+        running maximum of their maximums (None: a file without bounds, read every piece)."""
+        k = (run.id, column)
+        if k not in self.cache:
+            got: list[tuple[Any, Any]] = []
+            for f in (f for f in self.files if run.covers_version(f.index_version)):
+                st = f.columns.get(column)
+                if st is not None and st.min is None and f.rows and st.null_count == f.rows:
+                    continue  # every value null: no entry (nulls are not indexed)
+                if st is None or st.min is None or st.max is None:
+                    self.cache[k] = None
+                    return None
+                got.append((from_json(st.min, t), from_json(st.max, t)))
             try:
-                if not (from_json(st.max, t) < lo or from_json(st.min, t) > hi):
-                    return True
+                got.sort(key=lambda s: s[0])
+                self.cache[k] = ([a for a, _ in got], list(accumulate((b for _, b in got), max)))
             except TypeError:
-                return True
-        return False
+                self.cache[k] = None
+        return self.cache[k]
 
 
 def scrub(
