@@ -181,3 +181,26 @@ def test_seam09_receipts_say_dropped_and_a_noop_sweep_names_no_receipt(
     dry = t.sweep_retention(now=at(1260), dry_run=True)
     assert "receipt" not in dry.describe()
     assert json.dumps(noop.request_hash)  # the id stays available to callers
+
+
+def test_seam09_a_run_of_dropped_files_only_is_evidence_of_the_sweep(
+    table_uri: str, s3: Any
+) -> None:
+    """issue 35 item 9: a run that covered only dropped files leaves with them; its pieces
+    held the expired rows' values, so they join the sweep's superseded objects (GC must
+    delete them before the receipt says complete)."""
+    t = lethe.Table.create(
+        table_uri, EVENTS, key="id", s3=s3, indexes=("customer_id",),
+        retention=("event_time", "1000s"), **TINY,
+    )  # fmt: skip
+    for k in range(3):
+        t.append(events(k * 100, 100, customers=100_000))  # one run per append
+    first = t.manifest.files[0]
+    (run,) = [r for r in t.manifest.indexes[0].runs if r.covers_version(first.added_version)]
+    assert len(t.manifest.files) == 3
+    r = t.sweep_retention(now=at(1100))
+    assert (r.files_dropped, r.files_spliced) == (1, 0)
+    t.refresh()
+    assert all(not r2.covers_version(first.added_version) for r2 in t.manifest.indexes[0].runs)
+    (rec,) = t.manifest.erasures
+    assert {p.path for p in run.pieces} <= set(t.manifest.superseded_of(rec))
