@@ -13,6 +13,7 @@ purge                  ``lethe/erase.py``            ``SetDVs`` (a purge record,
 erase / TTL / window   ``lethe/erase.py``            ``SpliceFiles`` (rows scrubbed before)
 TTL drop               ``lethe/retention.py``        ``ExpireRows`` (dropped files scrubbed)
 compaction, cluster    ``lethe/compaction.py``       ``ReplaceFiles`` (sources scrubbed)
+adopt rewrite          ``lethe/adopt/rewrite.py``    ``ReplaceFiles`` (sources scrubbed)
 =====================  ============================  ===========================================
 
 A static check finds every construction of those kinds in the library and the Lambda
@@ -48,14 +49,10 @@ WAYS: dict[tuple[str, str], str] = {
     ("shared/lethe/erase.py", "SpliceFiles"): "splices of erase, TTL and the lake window",
     ("shared/lethe/retention.py", "ExpireRows"): "TTL: files dropped whole, rows hidden",
     ("shared/lethe/compaction.py", "ReplaceFiles"): "compaction and re-clustering",
+    ("shared/lethe/adopt/rewrite.py", "ReplaceFiles"): "adopt --rewrite-unready",
 }
-#: ways that do not call the step yet, each with the reason it is tolerated and its owner
-KNOWN_BYPASS: dict[tuple[str, str], str] = {
-    ("shared/lethe/adopt/rewrite.py", "ReplaceFiles"): (
-        "adopt --rewrite-unready rewrites files without a DV (no row leaves); the sources' "
-        "entries stay in runs that cover live files until routed (seam-adopt's module)"
-    ),
-}
+#: ways that do not call the step yet, each with the reason it is tolerated (none today)
+KNOWN_BYPASS: dict[tuple[str, str], str] = {}
 
 
 def _constructions() -> set[tuple[str, str]]:
