@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 from typing import Any
 
 import pyarrow as pa
@@ -12,6 +11,7 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from lethe import errors
+from lethe.cli.where import and_dnf, parse_dnf
 
 __all__ = [
     "FORMATS",
@@ -23,12 +23,9 @@ __all__ = [
     "write_rows",
 ]
 
-_WHERE = re.compile(r"^\s*([A-Za-z_][\w.]*)\s*(==|=|!=|<=|>=|<|>|not\s+in|in)\s*(.+?)\s*$", re.I)
-_NULL = re.compile(r"^\s*([A-Za-z_][\w.]*)\s+is\s+(not\s+)?null\s*$", re.I)
-
 
 def parse_where(expr: str) -> tuple[str, str, Any]:
-    """Parse ``"col op value"``; the value is JSON when it parses as JSON, else a string.
+    """Parse one comparison ``"col op value"`` (see :mod:`lethe.cli.where` for the grammar).
 
     >>> parse_where("id in [1, 2]")
     ('id', 'in', [1, 2])
@@ -41,21 +38,12 @@ def parse_where(expr: str) -> tuple[str, str, Any]:
     >>> parse_where("email is null"), parse_where("email IS NOT NULL")
     (('email', 'in', [None]), ('email', 'not in', [None]))
     """
-    n = _NULL.match(expr)
-    if n:
-        return n.group(1), ("not in" if n.group(2) else "in"), [None]
-    m = _WHERE.match(expr)
-    if not m:
+    dnf = parse_dnf(expr)
+    if len(dnf) != 1 or len(dnf[0]) != 1:
         raise errors.InvalidRequest(
-            f"cannot parse --where {expr!r}; use 'column op value' with op one of "
-            "= != < <= > >= in, not in (a list: 'id in [1, 2]'), or 'column is [not] null'"
+            f"--where {expr!r} is more than one comparison; parse it with lethe.cli.where.parse_dnf"
         )
-    col, op, raw = m.group(1), re.sub(r"\s+", " ", m.group(2).lower()), m.group(3)
-    try:
-        value = json.loads(raw)
-    except json.JSONDecodeError:
-        value = raw.strip("'\"")
-    return col, op, value
+    return dnf[0][0]
 
 
 def filters(args: argparse.Namespace) -> Any:
@@ -65,7 +53,10 @@ def filters(args: argparse.Namespace) -> Any:
         except json.JSONDecodeError as e:
             raise errors.InvalidRequest(f"--filters is not JSON: {e}") from e
     if getattr(args, "where", None):
-        return [parse_where(w) for w in args.where]
+        dnf = [[]]  # repeated --where: ANDed
+        for w in args.where:
+            dnf = and_dnf(dnf, parse_dnf(w))
+        return dnf[0] if len(dnf) == 1 else dnf
     return None
 
 
@@ -124,5 +115,10 @@ def print_table(t: pa.Table, limit: int) -> None:
 
 
 def add_filters(c: argparse.ArgumentParser) -> None:
-    c.add_argument("--where", action="append", help="'column op value' (repeat to AND)")
+    c.add_argument(
+        "--where",
+        action="append",
+        help="'column op value', joined by and / or with parentheses "
+        "(\"email = 'a@x.com' or customer_id = 601\"); repeat to AND; quote values with spaces",
+    )
     c.add_argument("--filters", help="pyarrow DNF filters as JSON")
