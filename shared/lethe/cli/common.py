@@ -17,9 +17,12 @@ __all__ = [
     "FORMATS",
     "add_filters",
     "filters",
+    "non_negative",
+    "open_out",
+    "out_format",
     "parse_where",
     "print_table",
-    "read_local",
+    "read_schema_file",
     "write_rows",
 ]
 
@@ -60,10 +63,81 @@ def filters(args: argparse.Namespace) -> Any:
     return None
 
 
-def read_local(path: str) -> pa.Table:
-    if path.endswith(".csv"):
-        return pacsv.read_csv(path)
-    return pq.read_table(path)
+def read_schema_file(path: str) -> pa.Schema:
+    """The schema of a local Parquet, CSV or JSON-lines file (CSV and JSON types inferred as
+    pyarrow infers them).
+
+    Raises:
+        InvalidRequest: a missing or unreadable file, an unknown extension, or bytes that are
+            not of the format the name says (with the reader's first line of reason).
+    """
+    from pathlib import Path
+
+    from lethe.ingest.inputs import detect_format
+
+    fmt = detect_format(path)
+    if fmt is None:
+        raise errors.InvalidRequest(
+            f"cannot tell the format of {path} from its name; use .parquet, .csv or .jsonl"
+        )
+    if not Path(path).is_file():
+        raise errors.InvalidRequest(f"no such file: {path}")
+    try:
+        if fmt == "parquet":
+            return pq.read_schema(path)
+        if fmt == "csv":
+            return pacsv.read_csv(path).schema
+        import pyarrow.json as pajson
+
+        return pajson.read_json(path).schema
+    except (pa.ArrowException, OSError) as e:
+        reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise errors.InvalidRequest(f"cannot read {path} as {fmt}: {reason}") from e
+
+
+OUT_FORMATS = {"csv": "csv", "jsonl": "jsonl", "json": "jsonl", "ndjson": "jsonl"} | {
+    "parquet": "parquet",
+    "pq": "parquet",
+}
+
+
+def out_format(path: str, fmt: str | None) -> str:
+    """The format ``--out path`` is written in: ``--format`` when given, else the extension;
+    an extension that names no format is refused (``x.txt`` once got Parquet bytes)."""
+    if fmt is not None:
+        if fmt == "table":
+            raise errors.InvalidRequest(
+                "--format table prints; use csv, jsonl or parquet with --out"
+            )
+        return fmt
+    ext = path.rsplit("/", 1)[-1].rsplit(".", 1)[-1].lower() if "." in path else ""
+    if ext not in OUT_FORMATS:
+        raise errors.InvalidRequest(
+            f"cannot tell the format of --out {path} from its name; name it .csv, .jsonl or "
+            ".parquet, or give --format csv|jsonl|parquet"
+        )
+    return OUT_FORMATS[ext]
+
+
+def open_out(path: str) -> Any:
+    """``path`` opened for writing, or a clear error (no such folder, not writable)."""
+    try:
+        return open(path, "wb")
+    except OSError as e:
+        raise errors.InvalidRequest(
+            f"cannot write --out {path}: {e.strerror or type(e).__name__}"
+        ) from e
+
+
+def non_negative(text: str) -> int:
+    """An argparse type: an integer >= 0 (``--limit -1`` once printed "showing -1")."""
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"{n} is negative; give 0 or more")
+    return n
 
 
 FORMATS = ("table", "csv", "jsonl", "parquet")
