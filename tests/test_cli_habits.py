@@ -243,3 +243,39 @@ def test_limit_must_not_be_negative(table: str, capsys: pytest.CaptureFixture[st
         main(["scan", table, "--limit", "-1"])
     assert e.value.code == 2
     assert "negative" in capsys.readouterr().err
+
+
+def test_endpoint_profile_and_region_as_the_aws_cli_takes_them(
+    table: str, aws: Any, tmp_path: Path
+) -> None:
+    """Issue 36: ``--endpoint-url``, ``--profile`` and ``--region`` on every command, before
+    or after its name; without them (and with no AWS_ENDPOINT_URL) the command cannot reach
+    the local S3, so the test fails if the options are ignored."""
+    env = {k: v for k, v in os.environ.items() if k != "AWS_ENDPOINT_URL"}
+    config = tmp_path / "config"
+    config.write_text("[profile local]\nregion = us-east-1\n")
+    env["AWS_CONFIG_FILE"] = str(config)
+    env.pop("AWS_PROFILE", None)
+
+    def run(*argv: str) -> subprocess.CompletedProcess[bytes]:
+        return subprocess.run(
+            [sys.executable, "-m", "lethe.cli", *argv],
+            capture_output=True,
+            env=env,
+            timeout=120,
+            check=False,
+        )
+
+    ok = run("history", table, "--endpoint-url", aws.endpoint, "--profile", "local")
+    assert ok.returncode == 0, ok.stderr.decode()
+    assert "append" in ok.stdout.decode()
+    first = run(
+        "--endpoint-url", aws.endpoint, "--region", "us-east-1", "scan", table, "--limit", "0"
+    )
+    assert first.returncode == 0 and "(60 rows" in first.stdout.decode(), first.stderr.decode()
+    missing = run("history", table, "--endpoint-url", aws.endpoint, "--profile", "nope")
+    assert (
+        missing.returncode == 2
+        and missing.stderr.startswith(b"lethe: ")
+        and b"nope" in missing.stderr
+    )
