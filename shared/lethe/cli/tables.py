@@ -122,6 +122,11 @@ def cmd_upgrade(a: argparse.Namespace) -> int:
     m = t.manifest
     if before == m.format_version:
         print(f"{t.uri} version {t.version} is already format {m.format_version} ({m.layout})")
+    elif not r.committed:
+        print(
+            f"{t.uri} was upgraded to format {m.format_version} ({m.layout}) by another process "
+            f"meanwhile; it is now at version {r.version}"
+        )
     else:
         print(
             f"upgraded {t.uri} to format {m.format_version} ({m.layout}) at version {r.version}: "
