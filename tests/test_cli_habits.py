@@ -279,3 +279,36 @@ def test_endpoint_profile_and_region_as_the_aws_cli_takes_them(
         and missing.stderr.startswith(b"lethe: ")
         and b"nope" in missing.stderr
     )
+
+
+def test_every_argument_of_every_command_says_what_it_is() -> None:
+    """Issue 36: ``--key``, ``--target-file-bytes``, ``-v`` and 51 more had no help."""
+    import argparse
+
+    from lethe.cli import build_parser
+
+    missing: list[str] = []
+
+    def walk(p: argparse.ArgumentParser, path: list[str]) -> None:
+        for a in p._actions:
+            if isinstance(a, argparse._SubParsersAction):
+                for name, child in a.choices.items():
+                    walk(child, [*path, name])
+            elif not isinstance(a, argparse._HelpAction | argparse._VersionAction) and (
+                not a.help or a.help == argparse.SUPPRESS
+            ):
+                missing.append(" ".join([*path, *(a.option_strings or [a.dest])]))
+
+    walk(build_parser(), ["lethe"])
+    assert missing == []
+
+
+def test_at_version_names_the_table_version_and_version_still_works(
+    table: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--version`` is the program's version at the top and a table version in ``scan`` /
+    ``inspect`` / ``schema`` / ``verify``: the latter is ``--at-version`` (old spelling kept)."""
+    assert main(["scan", table, "--at-version", "0", "--limit", "0"]) == 0
+    assert "(0 rows" in capsys.readouterr().out
+    assert main(["scan", table, "--version", "1", "--limit", "0"]) == 0
+    assert "(60 rows" in capsys.readouterr().out

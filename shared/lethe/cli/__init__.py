@@ -61,7 +61,66 @@ def build_parser() -> argparse.ArgumentParser:
     schema.register(sub)  # schema show|add|drop|rename|widen|optional
     adopt.register(sub)  # adopt URI SOURCE
     _quiet_everywhere(p)
+    _default_help(p, ())
     return p
+
+
+# Help for the arguments that mean the same in every command (by destination), and for the
+# few named per command; a new argument without help fails tests/test_cli_habits.py.
+SHARED_HELP = {
+    "uri": "the table, s3://bucket/prefix",
+    "request_id": "an id for this request: a redelivered or retried request with the same id "
+    "commits nothing new (and its receipt is found by it)",
+    "json": "print a JSON document (for scripts) instead of text",
+    "columns": "columns to read, comma-separated (default: all)",
+    "key": "the key column (unique per row; deletes and lookups by it are cheapest)",
+    "target_file_bytes": "bytes per data file the writer aims at (default 256 MiB)",
+    "row_group_bytes": "bytes per row group the writer aims at (default 16 MiB)",
+    "iceberg_format_version": "the Iceberg view's format: 3 (deletion vectors) or 2",
+    "min_deleted_fraction": "rewrite files with at least this fraction of rows deleted "
+    "(default 0.2)",
+    "partitioning": "hive: key=value/ folders become partition columns; none: no partitions",
+    "mode": "erase: remove the rows physically (splice); logical: deletion vectors only",
+}
+PATH_HELP = {
+    ("lake",): {"uri": "the lake, s3://bucket/prefix (where lake.json lives)"},
+    ("lake", "add"): {"table": "a table to add, s3://bucket/prefix"},
+    ("lake", "map"): {
+        "kind": "the kind of subject (customer, email, ...)",
+        "table": "the table, s3://bucket/prefix (added to the lake already)",
+        "column": "the column of that table that holds the subject",
+    },
+    ("lake", "forget"): {"kind": "the kind of subject, as mapped (lethe lake subjects)"},
+    ("index",): {
+        "action": "create an index on COLUMN, drop it, or list the table's indexes",
+        "column": "the indexed column (create, drop)",
+    },
+    ("retention",): {
+        "action": "set a row TTL, show it, clear it, or sweep (drop expired rows now)"
+    },
+    ("schema",): {
+        "action": "show the schema, or change it: add NAME TYPE, drop NAME, rename OLD NEW, "
+        "widen NAME TYPE, optional NAME; uploads: where ingest uploads go",
+        "args": "the action's arguments (see action)",
+    },
+}
+
+
+def _default_help(p: argparse.ArgumentParser, path: tuple[str, ...]) -> None:
+    """Fill in the help of arguments that have none from :data:`PATH_HELP` (the most
+    specific command path first) and :data:`SHARED_HELP`."""
+    for action in p._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, child in action.choices.items():
+                _default_help(child, (*path, name))
+        elif not action.help:
+            for n in range(len(path), -1, -1):
+                found = PATH_HELP.get(path[:n], {}).get(action.dest)
+                if found:
+                    action.help = found
+                    break
+            else:
+                action.help = SHARED_HELP.get(action.dest)
 
 
 AWS_OPTIONS = {  # option -> (the environment variable boto3 reads, help)

@@ -239,7 +239,13 @@ def register(sub: Any) -> None:
 
     c = sub.add_parser("scan", help="print or export rows")
     c.add_argument("uri")
-    c.add_argument("--version", type=int)
+    c.add_argument(
+        "--at-version",
+        "--version",
+        dest="version",
+        type=int,
+        help="read this table version (time travel; default: the latest)",
+    )
     c.add_argument("--columns")
     add_filters(c)
     c.add_argument(
@@ -261,7 +267,13 @@ def register(sub: Any) -> None:
     c = sub.add_parser("inspect", help="a data file's row groups: offsets, sizes, rows, key range")
     c.add_argument("uri")
     c.add_argument("path", nargs="?", help="table-relative data file path (default: all files)")
-    c.add_argument("--version", type=int)
+    c.add_argument(
+        "--at-version",
+        "--version",
+        dest="version",
+        type=int,
+        help="inspect the file in this table version (default: the latest)",
+    )
     c.add_argument(
         "--segments", action="store_true", help="list the manifest's segments and summaries instead"
     )
