@@ -83,3 +83,28 @@ def test_seam10_no_value_of_a_stale_merge_append_is_lost(
     (got,) = [r for r in t.scan().to_pylist() if r["id"] == 2]
     for c, (v,) in row.items():
         assert got[f"{c}_v2" if c in renames else c] == v
+
+
+def test_seam10_register_merge_from_a_stale_handle_keeps_the_renamed_column(
+    table_uri: str, bucket: str, s3: Any
+) -> None:
+    """issue 35 item 10, the registration path: a file registered in merge mode through a
+    handle opened before a rename reads its "note" under "memo"."""
+    import pyarrow.parquet as pq
+
+    from lethe.ingest.register import register_parquet
+
+    _table(table_uri, s3)
+    stale = lethe.Table.open(table_uri, s3=s3)
+    with lethe.Table.open(table_uri, s3=s3).update_schema() as u:
+        u.rename_column("note", "memo")
+    buf = pa.BufferOutputStream()
+    pq.write_table(
+        pa.table({"id": [2], "customer_id": [20], "amount": [6], "note": ["n2"], "extra": ["x"]}),
+        buf,
+    )
+    s3.put_object(Bucket=bucket, Key="incoming/n2.parquet", Body=buf.getvalue().to_pybytes())
+    register_parquet(stale, "incoming/n2.parquet", schema_mode="merge")
+    t = lethe.Table.open(table_uri, s3=s3)
+    (got,) = [r for r in t.scan().to_pylist() if r["id"] == 2]
+    assert (got["memo"], got["extra"]) == ("n2", "x")

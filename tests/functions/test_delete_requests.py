@@ -368,6 +368,21 @@ def _bad_bodies(table: str, other_bucket: str) -> Any:
         st.integers(10_000, 60_000).map(lambda n: req([["id", "in", [PLANTED] * n]])),
         st.integers(1, 2).map(lambda n: req([["id", "=", PLANTED * (n * 40_000)]])),
         st.just("x" * 1_000_000 + PLANTED),
+        # nesting past the parser's recursion limit, numbers past the digit limit, lone
+        # surrogates (invalid UTF-8): issue 35 item 11
+        st.integers(1_100, 60_000).map(lambda n: "[" * n + json.dumps(PLANTED) + "]" * n),
+        st.integers(4_301, 20_000).map(
+            lambda n: (
+                '{"request_id": "'
+                + PLANTED
+                + '", "table": "'
+                + table
+                + '", "filters": [["id", "=", '
+                + "9" * n
+                + "]]}"
+            )
+        ),
+        st.just(req([["payload", "=", PLANTED + "\udcff"]])),
         # tables that are not there, in this bucket or another
         st.sampled_from(
             [
