@@ -39,7 +39,7 @@ from lethe.manifest import (
 )
 from lethe.reader import FileHandle, iter_row_groups
 from lethe.remap import group_rows, targets_of
-from lethe.scan import DVCache, candidate_files, plan, plan_files, reader_of
+from lethe.scan import DVCache, candidate_files, plan_files, reader_of
 from lethe.snapshot import Snapshot
 from lethe.store import IOCounters
 
@@ -163,10 +163,10 @@ def locate(
     dvs = dvs if dvs is not None else DVCache(store, prefix)
     plans = index_plans(store, prefix, base, dnfs, physical=phys)
     for i, (dnf, ph, ip) in enumerate(zip(dnfs, phys, plans, strict=True)):
-        if ip is None and only_paths is None:
-            items = plan(store, prefix, base, dnf, physical=ph)
-        elif ip is None:  # plan only the files asked about: no other file's footer is read
-            cands = [f for f in candidate_files(base, dnf, physical=ph) if f.path in only_paths]
+        if ip is None:
+            cands = candidate_files(base, dnf, physical=ph)
+            if only_paths is not None:  # plan only those: no other file's footer is read
+                cands = [f for f in cands if f.path in only_paths]
             items = plan_files(store, prefix, base, cands, dnf)
         else:
             unindexed = [f for f in ip.unindexed if only_paths is None or f.path in only_paths]

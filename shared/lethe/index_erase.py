@@ -250,7 +250,8 @@ class Dropped:
                 self.cache[k] = ([a for a, _ in got], list(accumulate((b for _, b in got), max)))
             except TypeError:
                 self.cache[k] = None
-        return self.cache[k]
+        got_spans: tuple[list[Any], list[Any]] | None = self.cache[k]
+        return got_spans
 
 
 def scrub(

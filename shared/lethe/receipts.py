@@ -190,7 +190,9 @@ def _splices(records: Sequence[tuple[Snapshot, ErasureRecord]]) -> list[SpliceEv
             if p not in seen:
                 seen.add(p)
                 if _kind(p) == "data":
-                    how = "dropped" if m.version == rec.deleted_version else "spliced"
+                    how: Literal["spliced", "dropped"] = (
+                        "dropped" if m.version == rec.deleted_version else "spliced"
+                    )
                     out.append(SpliceEvent(version=m.version, at=m.created_at, file=p, how=how))
     return out
 
