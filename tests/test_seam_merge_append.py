@@ -88,8 +88,9 @@ def test_seam10_no_value_of_a_stale_merge_append_is_lost(
 def test_seam10_register_merge_from_a_stale_handle_keeps_the_renamed_column(
     table_uri: str, bucket: str, s3: Any
 ) -> None:
-    """issue 35 item 10, the registration path: a file registered in merge mode through a
-    handle opened before a rename reads its "note" under "memo"."""
+    """issue 35 item 10, the registration path (a guard: it held before the fix, the file
+    being read by its own recorded shape): a file registered in merge mode through a handle
+    opened before a rename reads its "note" under "memo"."""
     import pyarrow.parquet as pq
 
     from lethe.ingest.register import register_parquet
