@@ -22,7 +22,7 @@ from lethe.schemas import Projection
 from lethe.snapshot import Snapshot
 from lethe.store import S3Store
 
-__all__ = ["batches", "plan_rows"]
+__all__ = ["batches", "handles", "plan_rows", "read_planned", "units_of"]
 
 Planned = list[tuple[FileHandle, int, int]]
 
@@ -49,7 +49,52 @@ def batches(
     page_index: bool = True,
 ) -> Iterator[pa.RecordBatch]:
     """The rows of ``snap`` matching ``dnf`` (DVs applied), as ``out_schema``."""
-    items, rows = plan_rows(store, prefix, snap, dnf)
+    items, rows = plan_rows(store, prefix, snap, dnf)  # lazily: on the first batch asked for
+    yield from read_planned(
+        store, prefix, snap, items, out_schema, dnf, rows, page_index=page_index
+    )
+
+
+def units_of(items: Planned) -> list[tuple[str, int, int]]:
+    """``(path, row group, first position)`` of planned row groups: a plan that travels
+    (to Spark executors) and comes back through :func:`handles`."""
+    return [(h.file.path, rg, first) for h, rg, first in items]
+
+
+def handles(
+    store: S3Store, prefix: str, snap: Snapshot, units: list[tuple[str, int, int]]
+) -> Planned:
+    """The planned row groups :func:`units_of` named, as handles on ``snap``'s files.
+
+    Raises:
+        SnapshotNotFound: a unit names a file ``snap`` does not hold.
+    """
+    from lethe import errors
+    from lethe.layout import object_key
+
+    wanted = {path for path, _, _ in units}
+    found = {f.path: f for f in snap.files if f.path in wanted}
+    if len(found) != len(wanted):
+        raise errors.SnapshotNotFound(
+            f"version {snap.version} does not hold {sorted(wanted - set(found))[:3]}"
+        )
+    made = {p: FileHandle(store, object_key(prefix, p), f) for p, f in found.items()}
+    return [(made[path], rg, first) for path, rg, first in units]
+
+
+def read_planned(
+    store: S3Store,
+    prefix: str,
+    snap: Snapshot,
+    items: Planned,
+    out_schema: pa.Schema,
+    dnf: Dnf | None,
+    rows: Callable[..., Any] | None = None,
+    *,
+    page_index: bool = True,
+) -> Iterator[pa.RecordBatch]:
+    """The rows of the planned row groups ``items`` of ``snap`` matching ``dnf`` (DVs
+    applied), as ``out_schema``; ``rows``: an index's hit callback (:func:`plan_rows`)."""
     out_cols = out_schema.names
     dvs = DVCache(store, prefix)
     dvs.prefetch({h.file.path: h.file for h, _, _ in items}.values())

@@ -45,6 +45,7 @@ from lethe.evolution import (
     conform,
     describe_changes,
     merge_plan,
+    renamed,
 )
 from lethe.filters import Dnf, normalize
 from lethe.grace import parse_duration
@@ -68,6 +69,7 @@ from lethe.schemas import Evolution
 from lethe.snapshot import Snapshot
 from lethe.store import IOCounters, S3Store, parse_s3_uri
 from lethe.transforms import check_indexable
+from lethe.transforms.schema import aliases
 from lethe.writer import WriteOptions, write_files
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -277,6 +279,8 @@ class Table:
 
     # --- writes ------------------------------------------------------------------------------
     def _conform(self, data: Any, mode: SchemaMode = "strict") -> pa.Table | pa.RecordBatchReader:
+        if isinstance(data, pa.Table | pa.RecordBatch | pa.RecordBatchReader):
+            data = renamed(data, aliases(self._m))  # an earlier name is its column's alias
         return conform(data, self.schema, mode)
 
     def write_options(self) -> WriteOptions:

@@ -22,6 +22,7 @@ from lethe.cli.common import (
 )
 from lethe.cli.inputs import fitted_batches, list_sources, merged_batches
 from lethe.table import Table
+from lethe.transforms.schema import aliases
 
 __all__ = ["register"]
 
@@ -65,7 +66,7 @@ def cmd_append(a: argparse.Namespace) -> int:
     if a.schema_mode == "merge":  # evolves the table first (a schema commit of its own)
         reader = merged_batches(sources, t)
     else:
-        reader = fitted_batches(sources, t.schema)
+        reader = fitted_batches(sources, t.schema, aliases(t.manifest))
     # local files are read whole (progress then knows the total); S3 inputs stream
     local = not any(s.uri.startswith("s3://") for s in sources)
     r = t.append(reader.read_all() if local else reader, progress=a.progress)
