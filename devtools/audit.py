@@ -145,7 +145,7 @@ def object_kind(key: str) -> str:
     if "manifest" in parts[:-1] or parts[-1] == "_latest_manifest":
         return "manifests"
     if key.endswith(".parquet"):
-        return "adopted or other parquet"
+        return "parquet outside a table (adopted originals, uploads)"
     return "other"
 
 
