@@ -24,7 +24,14 @@ import pyarrow.parquet as pq
 
 from lethe import errors
 
-__all__ = ["Audit", "Needle", "audit_bucket", "object_kind", "parquet_pages"]
+__all__ = [
+    "Audit",
+    "Needle",
+    "audit_bucket",
+    "audit_forgotten",
+    "object_kind",
+    "parquet_pages",
+]
 _CODECS = {1: "snappy", 2: "gzip", 4: "brotli", 6: "zstd", 7: "lz4_raw"}
 
 
@@ -214,6 +221,23 @@ def audit_bucket(
                 hits[label].add((name, "decimal text"))
     found = {k: tuple(sorted(v)) for k, v in hits.items()}
     return Audit(objects, total, files, pages, found, kinds)
+
+
+def audit_forgotten(
+    s3: Any, wanted: Mapping[str, Mapping[str, Needle]]
+) -> tuple[dict[str, Audit], dict[str, tuple[str, ...]]]:
+    """The whole-bucket audit of forgotten values: per bucket of ``wanted``, every object
+    version searched for its needles. Returns the audits by bucket and what was found, by
+    ``"<bucket>: forgotten subject #<n>"`` (the needles' labels may name a value: never
+    in the result) -> object keys; an empty dict when nothing was found."""
+    audits: dict[str, Audit] = {}
+    found: dict[str, tuple[str, ...]] = {}
+    for bucket, needles in wanted.items():
+        a = audits[bucket] = audit_bucket(s3, bucket, needles)
+        for i, label in enumerate(needles):
+            if a.found(label):
+                found[f"{bucket}: forgotten subject #{i + 1}"] = a.found(label)
+    return audits, found
 
 
 class _Columns:

@@ -44,7 +44,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from devtools.audit import Audit, Needle, audit_bucket
+from devtools.audit import Audit, Needle, audit_bucket, audit_forgotten
 from devtools.datagen import SCHEMA, generate
 from devtools.demo_adopt import adopt_story
 from devtools.demo_lake import lake_story
@@ -549,16 +549,12 @@ class Demo:
             r["lake_bucket"]: r["lake_needles"],
             r["adopt_bucket"]: r["adopt_needles"],
         }
-        found: dict[str, tuple[str, ...]] = {}
+        audits, found = audit_forgotten(self.s3, wanted)
         kinds: dict[str, int] = {}
-        for bucket, needles in wanted.items():
-            a = audit_bucket(self.s3, bucket, needles)
-            st.say(f"{bucket}: {len(needles)} forgotten subject(s); {a.describe()}")
+        for bucket, a in audits.items():
+            st.say(f"{bucket}: {len(wanted[bucket])} forgotten subject(s); {a.describe()}")
             for kind, n in a.kinds.items():
                 kinds[kind] = kinds.get(kind, 0) + n
-            for i, label in enumerate(needles):  # labels may name a key: not printed
-                if a.found(label):
-                    found[f"{bucket}: forgotten subject #{i + 1}"] = a.found(label)
         covered = (
             "parquet outside a table (adopted originals, uploads)",
             "index pieces",
