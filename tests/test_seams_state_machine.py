@@ -308,9 +308,8 @@ class Seams(RuleBasedStateMachine):
             self.window_run()
         for which in self.which_tables():
             uri = self.t_uri if which == "t" else self.a_uri
-            collect(
-                uri, retention=retention, grace="0s", erasure_grace="0s", now=later(), s3=self.s3
-            )
+            # the grace is each table's own (1 s; 7 d for the adopted one): the clock is past it
+            collect(uri, retention=retention, erasure_grace="0s", now=later(8 * 24), s3=self.s3)
         self.expire()
 
     # --- adoption ----------------------------------------------------------------------------
@@ -463,9 +462,10 @@ class Seams(RuleBasedStateMachine):
             return path.split("/", 3)[3]
         return self.table(which).key_of(path)
 
-    def receipts(self) -> list[tuple[tuple[str, str], Any, list[tuple[str, Any]]]]:
-        """(request, its receipt's state, [(table, table receipt)]) of every request."""
-        out = []
+    def receipts(self) -> list[tuple[tuple[str, str], Any, list[tuple[str, Any]], list[Any]]]:
+        """(request, its receipt's state, [(table, table receipt)], the lake receipt's copies)
+        of every request, the retention sweeps' included."""
+        out: list[tuple[tuple[str, str], Any, list[tuple[str, Any]], list[Any]]] = []
         for w, rid in self.requests:
             if w == "lake":
                 lr = self.lake.erasure_status(rid)
@@ -474,10 +474,13 @@ class Seams(RuleBasedStateMachine):
                     for p in lr.tables
                     if p.receipt is not None
                 ]
-                out.append(((w, rid), lr.state, parts))
+                # the values objects (issue 35 item 5's fix adds ``copies``)
+                out.append(((w, rid), lr.state, parts, list(getattr(lr, "copies", ()))))
             else:
                 r = self.table(w).erasure_status(rid)
-                out.append(((w, rid), r.state, [(w, r)]))
+                out.append(((w, rid), r.state, [(w, r)], []))
+        for r in self.table("t").retention_receipts():
+            out.append((("t", f"ttl {r.id_hash[:12]}"), r.state, [("t", r)], []))
         return out
 
     @invariant()
@@ -489,7 +492,7 @@ class Seams(RuleBasedStateMachine):
         complete: set[int] = set()
         customers: set[int] = set()
         self.why: dict[int, tuple[str, str]] = {}
-        for req, state, parts in self.receipts():
+        for req, state, parts, copies in self.receipts():
             for which, r in parts:
                 for e in r.evidence:
                     if "item3" in KNOWN_OPEN and e.path.startswith("s3://"):
@@ -499,6 +502,11 @@ class Seams(RuleBasedStateMachine):
                         assert key in current, (req, e)
                     else:
                         assert key not in seen, (req, state, e)
+            for c in copies:
+                key = f"_lethe/{c.path}" if not c.path.startswith("_lethe/") else c.path
+                assert key in current if c.present else key not in seen, (req, c)
+            if req not in self.requests:
+                continue
             if state == "complete" and req not in self.unaudited:
                 ids, custs = self.requests[req]
                 complete |= ids
