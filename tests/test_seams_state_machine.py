@@ -27,6 +27,7 @@ import io
 import os
 import struct
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -57,6 +58,7 @@ KNOWN_OPEN: set[str] = {
     "item9",  # row TTL leaves index entries behind
     "item10",  # a merge append from a stale handle loses a renamed column's values
     "item13",  # versioned buckets keep noncurrent versions after `complete`
+    "new1",  # a lake erase of a customer whose rows a plain delete hid: complete, 0 rows
 }
 
 if "LETHE_SEAMS_KNOWN_OPEN" in os.environ:
@@ -121,6 +123,8 @@ class Seams(RuleBasedStateMachine):
         self.lake.map_subject("customer", table=self.t_uri, column="customer_id")
         self.rows: dict[str, dict[int, dict[Any, Any]]] = {"t": {}, "a": {}}
         self.hidden: dict[str, set[int]] = {"t": set(), "a": set()}  # deleted, not purged
+        self.lake_customer: dict[str, int] = {}  # lake request id -> its customer
+        self.hidden_customers: set[int] = set()  # customers some deleted row held (new1)
         self.notes: dict[int, str] = {}
         self.customers = [CUST0 + CUST_STEP * i for i in range(3)]
         self.next_customer = 3
@@ -258,9 +262,10 @@ class Seams(RuleBasedStateMachine):
         t = self.table(which)
         r = (t.delete if how == "delete" else t.erase)(flt, request_id=rid)
         assert r.rows_deleted == len(hit)
-        self.forget_rows(which, hit)
         if how == "delete":
             self.hidden[which] |= hit
+            self.hidden_customers |= {self._cust(which, rows[i]) for i in hit}
+        self.forget_rows(which, hit)
         self.requests[(which, rid)] = (hit if how == "erase" else set(), custs)
 
     def _cust(self, which: str, r: dict[Any, Any]) -> int:
@@ -358,15 +363,23 @@ class Seams(RuleBasedStateMachine):
             lethe.Table.adopt(f"s3://{self.bucket}/tables/b", self.raw, key="id", s3=self.s3)
 
     # --- the lake ----------------------------------------------------------------------------
-    def lake_hit(self, c: int) -> dict[str, set[int]]:
-        return {
-            w: {i for i, r in self.rows[w].items() if self._cust(w, r) == c} for w in ("t", "a")
-        }
+    def forgotten_in_lake(self, c: int, rid: str) -> None:
+        """The model after lake request ``rid`` forgot customer ``c`` in every table."""
+        hit = {w: {i for i, r in self.rows[w].items() if self._cust(w, r) == c} for w in "ta"}
+        for w, ids in hit.items():
+            self.forget_rows(w, ids)
+        # new1: rows an earlier plain delete hid are not matched ("nothing to forget"): their
+        # bytes keep the customer until a purge, and the receipt says complete at once
+        forgotten = {c} if not ("new1" in KNOWN_OPEN and c in self.hidden_customers) else set()
+        self.requests[("lake", rid)] = (hit["t"] | hit["a"], forgotten)
+        self.lake_customer[rid] = c
+        self.a_rewritten |= self.adopted
+        self.retire(c)
 
     @rule(
         data=st.data(),
         splice=st.sampled_from([True, None]),
-        crash=st.one_of(st.none(), st.integers(0, 12)),
+        crash=st.sampled_from([None, None, 1, 2, 3, 4, 6, 9, 12]),
         resume=st.booleans(),
     )
     def lake_forget(
@@ -387,23 +400,37 @@ class Seams(RuleBasedStateMachine):
             if resume:
                 self.lake.resume(splice=splice)
         self.lake.forget("customer", [c], request_id=rid, splice=splice)
-        hit = self.lake_hit(c)
-        for w, ids in hit.items():
-            self.forget_rows(w, ids)
-        self.requests[("lake", rid)] = (hit["t"] | hit["a"], {c})
+        self.forgotten_in_lake(c, rid)
         if crash is not None and "item4" in KNOWN_OPEN:
             # item 4: a redelivery after a crash past a table's commit records rows=0 there,
             # the rows are never spliced and the receipt says complete: not audited
             self.unaudited.add(("lake", rid))
-        self.retire(c)
 
     @precondition(lambda self: any(w == "lake" for w, _ in self.requests))
     @rule(data=st.data())
     def lake_redeliver(self, data: st.DataObject) -> None:
         """SQS delivers a finished request again: nothing changes."""
         rid = data.draw(st.sampled_from(sorted(r for w, r in self.requests if w == "lake")))
-        c = next(iter(self.requests[("lake", rid)][1]))
+        c = self.lake_customer[rid]
         self.lake.forget("customer", [c], request_id=rid)
+
+    @rule(data=st.data(), splice=st.sampled_from([True, None]))
+    def lake_forget_twice_at_once(self, data: st.DataObject, splice: bool | None) -> None:
+        """SQS delivers one request twice at once: two processes forget it concurrently (one
+        may lose a race and say so), then it is delivered once more."""
+        c = data.draw(st.sampled_from(self.customers))
+        rid = self.rid("lake")
+
+        def deliver() -> None:
+            with contextlib.suppress(errors.LetheError):
+                lake = lethe.Lake.open(self.lake.uri, s3=self.s3)
+                lake.forget("customer", [c], request_id=rid, splice=splice)
+
+        with ThreadPoolExecutor(2) as pool:
+            for f in [pool.submit(deliver) for _ in range(2)]:
+                f.result()
+        self.lake.forget("customer", [c], request_id=rid, splice=splice)
+        self.forgotten_in_lake(c, rid)
 
     @rule()
     def window_run(self) -> None:
