@@ -111,7 +111,13 @@ class Seams(RuleBasedStateMachine):
         self.raw = f"s3://{self.bucket}/raw/ev/"
         schema = pa.schema([arrow_field(n, k) for n, k in BASE])
         self.t = lethe.Table.create(
-            self.t_uri, schema, key="id", s3=self.s3, gc_grace="1s", row_group_bytes=512
+            self.t_uri,
+            schema,
+            key="id",
+            s3=self.s3,
+            gc_grace="1s",
+            row_group_bytes=512,
+            indexes=("id",),  # index pieces hold every key: a forgotten one must leave them
         )
         self.cols: dict[int, list[str]] = {
             field_id(f): [f.name, k] for f, (_, k) in zip(self.t.schema, BASE, strict=True)
@@ -546,6 +552,15 @@ class Seams(RuleBasedStateMachine):
             self.why.update(dict.fromkeys(self.ttl_forgotten, ("t", "ttl")))
         self.no_copy_left(complete, customers)
 
+    def known(self, value: int, key: str) -> bool:
+        """A copy a known-open item leaves (so not reported while it is open)."""
+        if "item5" in KNOWN_OPEN and "/_lethe/requests/" in key:
+            return True  # item 5: values objects outlive their request
+        ttl_only = value in self.ttl_forgotten and self.why.get(value) == ("t", "ttl")
+        index_or_manifest = "/index/" in key or "/manifest" in key or "_latest_manifest" in key
+        # item 9: rows a TTL sweep dropped with their file keep their index entries
+        return "item9" in KNOWN_OPEN and ttl_only and index_or_manifest
+
     def no_copy_left(self, ids: set[int], customers: set[int]) -> None:
         """No object version holds a value of a completed request, in any encoding."""
         if not ids and not customers:
@@ -561,12 +576,11 @@ class Seams(RuleBasedStateMachine):
         if os.environ.get("LETHE_SEAMS_DEBUG"):
             print("audit", len(needles), a.describe())
         found = {label: a.found(label) for label in needles if a.found(label)}
-        if "item5" in KNOWN_OPEN:
-            found = {
-                k: tuple(x for x in v if "/_lethe/requests/" not in f"/{x}")
-                for k, v in found.items()
-            }
-            found = {k: v for k, v in found.items() if v}
+        for label, where in list(found.items()):
+            left = [k for k in where if not self.known(int(label.split()[1]), f"/{k}")]
+            found[label] = tuple(left)
+            if not left:
+                del found[label]
         assert not found, {k: (v, self.why.get(int(k.split()[1]))) for k, v in found.items()}
 
 
