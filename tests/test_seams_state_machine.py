@@ -117,7 +117,6 @@ class Seams(RuleBasedStateMachine):
             s3=self.s3,
             gc_grace="1s",
             row_group_bytes=512,
-            indexes=("id",),  # index pieces hold every key: a forgotten one must leave them
         )
         self.cols: dict[int, list[str]] = {
             field_id(f): [f.name, k] for f, (_, k) in zip(self.t.schema, BASE, strict=True)
@@ -147,6 +146,10 @@ class Seams(RuleBasedStateMachine):
         self.unaudited: set[tuple[str, str]] = set()  # requests a known-open item spoils
         self.audit_cache: dict[tuple[str, str | None, str], bytes] = {}
         self.write_t(self.t, self.fresh_rows(24, False, data), "strict")
+        self.write_t(self.t, self.fresh_rows(6, True, data), "strict")  # a file TTL drops whole
+        # an index on the key, backfilled over both files (one run): its pieces hold every
+        # key, and a forgotten one must leave them
+        self.t.refresh().create_index("id")
 
     # --- helpers -----------------------------------------------------------------------------
     def table(self, which: str) -> lethe.Table:
@@ -547,6 +550,8 @@ class Seams(RuleBasedStateMachine):
                 for x in ids | custs:
                     self.why[x] = req
         ttl = self.table("t").retention_receipts()
+        if os.environ.get("LETHE_SEAMS_DEBUG") and ttl:
+            print("ttl", [r.state for r in ttl], len(self.ttl_forgotten))
         if ttl and all(r.state == "complete" for r in ttl):
             complete |= self.ttl_forgotten
             self.why.update(dict.fromkeys(self.ttl_forgotten, ("t", "ttl")))
