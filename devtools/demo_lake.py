@@ -100,5 +100,8 @@ def _own_payloads(tables: list[Table], person: int) -> list[str]:
     for t in tables:
         got = t.scan(["customer_id", "payload"])
         for c, p in zip(got["customer_id"].to_pylist(), got["payload"].to_pylist(), strict=True):
-            (mine.add(p) if c == person else others.append(p))
+            if c == person:
+                mine.add(p)
+            else:
+                others.append(p)
     return sorted(p for p in mine if not any(p in o for o in others))
