@@ -185,20 +185,32 @@ class Seams(RuleBasedStateMachine):
             self.rows[which].pop(i, None)
 
     # --- appends -----------------------------------------------------------------------------
-    def write_t(self, handle: lethe.Table, rows: list[dict[str, Any]], mode: str) -> None:
+    def write_t(
+        self, handle: lethe.Table, rows: list[dict[str, Any]], mode: str, extra: str = ""
+    ) -> None:
         """Append ``rows`` through ``handle`` in the shape its schema knows (added columns
-        null); the model holds them by field id."""
+        null), plus a new column ``extra`` (merge mode); the model holds them by field id."""
         fields = list(handle.schema)
         names = {fid: n for n, fid in self.base.items()}
         arrays = [
             pa.array([r.get(names.get(field_id(f), "")) for r in rows], f.type) for f in fields
         ]
+        if extra:
+            fields.append(pa.field(extra, pa.string()))
+            arrays.append(pa.array([f"e{r['id']}" for r in rows], pa.string()))
         handle.append(pa.table(arrays, schema=pa.schema(fields)), schema_mode=mode)  # type: ignore[arg-type]
-        known = {field_id(f) for f in fields}
+        known = {field_id(f) for f in fields if f.name != extra}
+        if extra:
+            fid = field_id(self.table("t").schema.field(extra))
+            self.cols[fid] = [extra, "string"]
+            for old in self.rows["t"].values():
+                old[fid] = None
         for r in rows:
             row: dict[Any, Any] = {
                 fid: r.get(names.get(fid, "")) if fid in known else None for fid in self.cols
             }
+            if extra:
+                row[fid] = f"e{r['id']}"
             row["old"] = r["old"]
             self.rows["t"][r["id"]] = row
 
@@ -212,19 +224,35 @@ class Seams(RuleBasedStateMachine):
         self.renamed_since_stale = False
 
     @precondition(lambda self: self.stale is not None)
-    @rule(n=st.integers(1, 10), mode=st.sampled_from(["strict", "merge"]), data=st.data())
-    def append_stale(self, n: int, mode: str, data: st.DataObject) -> None:
-        """An append through a handle opened before later schema changes."""
+    @rule(
+        n=st.integers(1, 10),
+        mode=st.sampled_from(["strict", "merge"]),
+        extra=st.booleans(),
+        data=st.data(),
+    )
+    def append_stale(self, n: int, mode: str, extra: bool, data: st.DataObject) -> None:
+        """An append through a handle opened before later schema changes (in merge mode,
+        with a column the table lacks when ``extra``: a schema commit first)."""
         assert self.stale is not None
         if "item10" in KNOWN_OPEN and self.renamed_since_stale and mode == "merge":
             return
         rows = self.fresh_rows(n, False, data)
+        name = f"x{uuid.uuid4().hex[:6]}" if extra and mode == "merge" else ""
         try:
-            self.write_t(self.stale, rows, mode)
+            self.write_t(self.stale, rows, mode, name)
         except errors.SchemaMismatch:
             assert mode == "strict"  # a strict append of an older shape may be refused
             for r in rows:
                 self.rows["t"].pop(r["id"], None)
+
+    @precondition(lambda self: "item10" not in KNOWN_OPEN)
+    @rule(n=st.integers(1, 5), data=st.data())
+    def merge_after_rename(self, n: int, data: st.DataObject) -> None:
+        """A handle opened, a column renamed through another one, then a merge append from
+        the first with a column the table lacks (the renamed column's values must land)."""
+        self.open_stale()
+        self.rename_column(data)
+        self.append_stale(n, "merge", True, data)
 
     # --- schema changes ----------------------------------------------------------------------
     @rule()
