@@ -12,12 +12,13 @@ import argparse
 from typing import Any
 
 from lethe import errors
-from lethe.table import Table
 
 __all__ = ["register"]
 
 
 def cmd_retention(a: argparse.Namespace) -> int:
+    from lethe.table import Table
+
     t = Table.open(a.uri)
     if a.action == "set":
         if a.column is None or a.keep is None:
