@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal
@@ -44,6 +44,7 @@ from lethe.evolution import (
     conform,
     describe_changes,
     merge_plan,
+    renamed,
 )
 from lethe.filters import Dnf, normalize
 from lethe.grace import parse_duration
@@ -67,6 +68,7 @@ from lethe.schemas import Evolution
 from lethe.snapshot import Snapshot
 from lethe.store import IOCounters, S3Store, parse_s3_uri
 from lethe.transforms import check_indexable
+from lethe.transforms.schema import aliases
 from lethe.writer import WriteOptions, write_files
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -86,6 +88,7 @@ class CommitResult:
     rows_added: int
     attempts: int
     io: IOCounters = field(default_factory=IOCounters)
+    committed: bool = True  # False: nothing to do (or another process had done it)
 
 
 def _publish_view(catalog: Catalog, m: Snapshot) -> None:
@@ -209,18 +212,7 @@ class Table:
         """
         store, prefix = _store_for(uri, s3)
         cat = Catalog(store, prefix, retry=retry)
-        if version is None:
-            m, _ = cat.current()
-        else:
-            if version < 0:
-                raise errors.InvalidRequest("version must be >= 0")
-            head, _ = cat.read_head()
-            if version > head.version:
-                raise errors.SnapshotNotFound(
-                    f"version {version} of {cat.uri} does not exist (latest is {head.version})"
-                )
-            m = cat.read_manifest(version)
-        return cls(cat, m)
+        return cls(cat, cat.snapshot_at(version))
 
     # --- properties --------------------------------------------------------------------------
     @property
@@ -286,6 +278,8 @@ class Table:
 
     # --- writes ------------------------------------------------------------------------------
     def _conform(self, data: Any, mode: SchemaMode = "strict") -> pa.Table | pa.RecordBatchReader:
+        if isinstance(data, pa.Table | pa.RecordBatch | pa.RecordBatchReader):
+            data = renamed(data, aliases(self._m))  # an earlier name is its column's alias
         return conform(data, self.schema, mode)
 
     def write_options(self) -> WriteOptions:
@@ -464,6 +458,38 @@ class Table:
         )
         return pa.RecordBatchReader.from_batches(out_schema, rows)
 
+    def to_arrow_reader(
+        self,
+        columns: Sequence[str] | None = None,
+        filters: Any = None,
+        version: int | None = None,
+    ) -> pa.RecordBatchReader:
+        """A streaming ``pyarrow.RecordBatchReader`` of a snapshot's rows, deletes applied:
+        the one-call door for DuckDB, Polars and anything else that takes Arrow streams.
+
+        ``version``: another snapshot (time travel); ``filters``: DNF as for :meth:`scan`, or
+        ``--where`` text (:mod:`lethe.where`). ``reader = t.to_arrow_reader(); duckdb.sql("select
+        count(*) from reader")``; ``pl.from_arrow(t.to_arrow_reader(filters="amount > 10"))``.
+        """
+        if isinstance(filters, str):
+            from lethe.where import parse_dnf
+
+            filters = parse_dnf(filters)
+        snap = self
+        if version is not None and version != self.version:
+            snap = Table(self._catalog, self._catalog.snapshot_at(version))
+        reader = snap.to_batches(columns, filters)
+
+        def at_least_one() -> Iterator[pa.RecordBatch]:  # pl.from_arrow needs one batch
+            seen = False
+            for b in reader:
+                seen = True
+                yield b
+            if not seen:
+                yield pa.RecordBatch.from_pylist([], schema=reader.schema)
+
+        return pa.RecordBatchReader.from_batches(reader.schema, at_least_one())
+
     def scan(
         self, columns: Sequence[str] | None = None, filters: Any = None, *, page_index: bool = True
     ) -> pa.Table:
@@ -550,25 +576,32 @@ class Table:
         *,
         dry_run: bool = False,
         run_tasks: RunTasks | None = None,
+        progress: Progress | None = None,
     ) -> CompactionResult:
         """Rewrite files with many deleted rows, and small files, into fewer files (one
         commit; concurrent deletes are mapped onto the outputs). ``run_tasks`` runs the
         rewrite tasks elsewhere (``spark_jobs/compact.py``); see
         :func:`lethe.compaction.compact`. The handle moves to the new version."""
-        r = compact(self.context, options, dry_run=dry_run, run_tasks=run_tasks)
+        r = compact(self.context, options, dry_run=dry_run, run_tasks=run_tasks, progress=progress)
         self._move_to(r.snapshot)
         return r
 
     def upgrade(self) -> CommitResult:
         """Rewrite the latest manifest in format 2 (segmented) if it is still format 1;
-        returns the commit (``files_added`` 0), or this version when there is nothing to do.
+        returns the commit (``files_added`` 0), or this version with ``committed=False`` when
+        there is nothing to do (also when another process upgraded it first).
         Any other commit upgrades a format-1 table as well."""
         before = self.store.stats.snapshot()
 
         outcome = self._catalog.commit_change(Direct(UpgradeFormat()))
         self._adopt(outcome)
         return CommitResult(
-            self.version, 0, 0, outcome.attempts, self.store.stats.snapshot() - before
+            self.version,
+            0,
+            0,
+            outcome.attempts,
+            self.store.stats.snapshot() - before,
+            committed=outcome.manifest is not None,
         )
 
     def publish_iceberg(

@@ -6,7 +6,7 @@ import argparse
 from typing import Any
 
 from lethe import errors
-from lethe.cli.common import add_filters
+from lethe.cli.common import add_at_version, add_filters
 from lethe.cli.common import filters as parse
 
 __all__ = ["register"]
@@ -104,7 +104,7 @@ def cmd_compact(a: argparse.Namespace) -> int:
     opts = CompactionOptions(
         min_deleted_fraction=a.min_deleted_fraction, cluster=False if a.no_cluster else None
     )
-    r = t.compact(opts, dry_run=a.dry_run)
+    r = t.compact(opts, dry_run=a.dry_run, progress=a.progress)
     print(r.describe())
     if not a.dry_run and r.version is not None:
         print(f"  {r.bytes_before:,} B -> {r.bytes_after:,} B ({r.io.describe()})")
@@ -170,7 +170,7 @@ def register(sub: Any) -> None:
 
     c = sub.add_parser("verify", help="check every reference and DV of a snapshot")
     c.add_argument("uri")
-    c.add_argument("--version", type=int)
+    add_at_version(c, "verify this table version (default: the latest)")
     c.add_argument(
         "--deep", action="store_true", help="also decode index pieces and check every entry"
     )
