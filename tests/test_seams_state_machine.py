@@ -436,7 +436,14 @@ class Seams(RuleBasedStateMachine):
             self.lake = lethe.Lake.open(self.lake.uri, s3=self.s3)  # a new process
             if resume:
                 self.lake.resume(splice=splice)
-        self.lake.forget("customer", [c], request_id=rid, splice=splice)
+        try:
+            self.lake.forget("customer", [c], request_id=rid, splice=splice)
+        except errors.CommitConflict:
+            # item 7: a crash between a manifest write and the head update leaves a lagging
+            # head that the next splice trips on; the rows are hidden, the splice waits
+            if "item7" not in KNOWN_OPEN or crash is None:
+                raise
+            self.lake.forget("customer", [c], request_id=rid, splice=False)
         self.forgotten_in_lake(c, rid)
         if crash is not None and "item4" in KNOWN_OPEN:
             # item 4: a redelivery after a crash past a table's commit records rows=0 there,
@@ -562,10 +569,14 @@ class Seams(RuleBasedStateMachine):
                     if "item3" in KNOWN_OPEN and e.path.startswith("s3://"):
                         continue
                     key = self.key(which, e.path)
+                    # ``gone`` (item 13's fix) tells a deleted key whose old versions remain
+                    # from one that is gone; without it, not present says gone
                     if e.present:
                         assert key in current, (req, e)
-                    else:
+                    elif getattr(e, "gone", True):
                         assert key not in seen, (req, state, e)
+                    else:
+                        assert key not in current and key in every, (req, state, e)
             for c in copies:
                 key = f"_lethe/{c.path}" if not c.path.startswith("_lethe/") else c.path
                 assert key in current if c.present else key not in seen, (req, c)
