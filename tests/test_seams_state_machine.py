@@ -15,9 +15,11 @@ Invariants after every step:
 
 Bounded for CI; ``LETHE_SEAMS_EXAMPLES`` and ``LETHE_SEAMS_STEPS`` run it longer.
 
-Defects of issue 35 still open on a branch are switched off by :data:`KNOWN_OPEN`: each
-entry guards the combination that trips it (see ``/work/notes/seam-model.md``); removing
-an entry once its fix is merged re-enables the combination.
+Defects of issue 35 still open on this branch are switched off by :data:`KNOWN_OPEN`: each
+entry guards the combination that trips it (the rules and checks that read it say which);
+removing an entry once its fix is merged re-enables the combination. ``new1`` is a defect
+this machine found beyond the 13: an erase (lake or table) of a customer whose rows a plain
+delete hid matches 0 rows, and the lake receipt says complete while the rows' bytes stay.
 """
 
 from __future__ import annotations
