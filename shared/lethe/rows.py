@@ -56,30 +56,25 @@ def batches(
 
 
 def units_of(items: Planned) -> list[tuple[str, int, int]]:
-    """``(path, row group, first position)`` of planned row groups: a plan that travels
-    (to Spark executors) and comes back through :func:`handles`."""
-    return [(h.file.path, rg, first) for h, rg, first in items]
+    """``(DataFile JSON, row group, first position)`` of planned row groups: a plan that
+    travels (to Spark executors) and comes back through :func:`handles`."""
+    return [(h.file.model_dump_json(), rg, first) for h, rg, first in items]
 
 
-def handles(
-    store: S3Store, prefix: str, snap: Snapshot, units: list[tuple[str, int, int]]
-) -> Planned:
-    """The planned row groups :func:`units_of` named, as handles on ``snap``'s files.
-
-    Raises:
-        SnapshotNotFound: a unit names a file ``snap`` does not hold.
-    """
-    from lethe import errors
+def handles(store: S3Store, prefix: str, units: list[tuple[str, int, int]]) -> Planned:
+    """The planned row groups :func:`units_of` described, as handles (no manifest read)."""
     from lethe.layout import object_key
+    from lethe.manifest import DataFile
 
-    wanted = {path for path, _, _ in units}
-    found = {f.path: f for f in snap.files if f.path in wanted}
-    if len(found) != len(wanted):
-        raise errors.SnapshotNotFound(
-            f"version {snap.version} does not hold {sorted(wanted - set(found))[:3]}"
-        )
-    made = {p: FileHandle(store, object_key(prefix, p), f) for p, f in found.items()}
-    return [(made[path], rg, first) for path, rg, first in units]
+    made: dict[str, FileHandle] = {}
+    out: Planned = []
+    for raw, rg, first in units:
+        h = made.get(raw)
+        if h is None:
+            f = DataFile.model_validate_json(raw)
+            h = made[raw] = FileHandle(store, object_key(prefix, f.path), f)
+        out.append((h, rg, first))
+    return out
 
 
 def read_planned(

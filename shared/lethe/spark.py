@@ -158,14 +158,31 @@ class _Reader(DataSourceReader):
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         from lethe.filters import normalize
         from lethe.rows import handles, read_planned
-        from lethe.table import Table
 
-        t = Table.open(self.uri, version=self.version)
+        store, prefix, snap = _pinned(self.uri, self.version)
         f = _filters(self.filters)
-        dnf = normalize(f, t.schema) if f is not None else None
-        store, prefix = t.store, t.catalog.prefix
-        items = handles(store, prefix, t.manifest, partition.value)
-        yield from read_planned(store, prefix, t.manifest, items, self.out, dnf)
+        dnf = normalize(f, snap.arrow_schema()) if f is not None else None
+        items = handles(store, prefix, partition.value)
+        yield from read_planned(store, prefix, snap, items, self.out, dnf)
+
+
+_PINNED: dict[tuple[str, int], Any] = {}  # per Python worker (Spark reuses them)
+
+
+def _pinned(uri: str, version: int) -> Any:
+    """``(store, prefix, snapshot)`` of a pinned version: its root manifest read once per
+    worker (immutable; the head is not read, the files come with the partition)."""
+    got = _PINNED.get((uri, version))
+    if got is None:
+        from lethe.catalog import Catalog
+        from lethe.store import S3Store, parse_s3_uri
+
+        bucket, prefix = parse_s3_uri(uri)
+        cat = Catalog(S3Store(bucket), prefix)
+        got = _PINNED[(uri, version)] = (cat.store, cat.prefix, cat.read_manifest(version))
+        while len(_PINNED) > 8:
+            del _PINNED[next(iter(_PINNED))]
+    return got
 
 
 class _Files(WriterCommitMessage):

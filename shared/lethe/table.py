@@ -575,12 +575,13 @@ class Table:
         *,
         dry_run: bool = False,
         run_tasks: RunTasks | None = None,
+        progress: Progress | None = None,
     ) -> CompactionResult:
         """Rewrite files with many deleted rows, and small files, into fewer files (one
         commit; concurrent deletes are mapped onto the outputs). ``run_tasks`` runs the
         rewrite tasks elsewhere (``spark_jobs/compact.py``); see
         :func:`lethe.compaction.compact`. The handle moves to the new version."""
-        r = compact(self.context, options, dry_run=dry_run, run_tasks=run_tasks)
+        r = compact(self.context, options, dry_run=dry_run, run_tasks=run_tasks, progress=progress)
         self._move_to(r.snapshot)
         return r
 
