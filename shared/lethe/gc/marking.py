@@ -23,8 +23,9 @@ from lethe.gc.policy import Retention, as_utc
 from lethe.gc.select import Listed, Marks
 from lethe.manifest import ErasureRecord
 from lethe.snapshot import Snapshot
+from lethe.store import S3Store
 
-__all__ = ["list_objects", "mark", "newly_referenced", "references", "relative"]
+__all__ = ["list_objects", "list_versions", "mark", "newly_referenced", "references", "relative"]
 
 
 def references(m: Snapshot, memo: dict[str, frozenset[str]] | None = None) -> set[str]:
@@ -91,12 +92,25 @@ def external_superseded(
     return out
 
 
+def _roots(prefixes: Iterable[str]) -> list[str]:
+    """``prefixes`` without those nested in another (the segments live under ``manifest/``)."""
+    ps = list(prefixes)
+    return list(dict.fromkeys(p for p in ps if not any(p != q and p.startswith(q) for q in ps)))
+
+
+def list_versions(catalog: Catalog, prefixes: Iterable[str]) -> list[S3Store.ObjectVersion]:
+    """Every version and delete marker under the table-relative ``prefixes`` (bucket keys)."""
+    out: list[S3Store.ObjectVersion] = []
+    for prefix in _roots(prefixes):
+        out.extend(catalog.store.list_object_versions(catalog.key(prefix)))
+    return out
+
+
 def list_objects(catalog: Catalog, prefixes: Iterable[str]) -> list[Listed]:
     """Every object under the table-relative ``prefixes`` (once, when prefixes nest: the
     segments live under ``manifest/``)."""
-    roots = [p for p in prefixes if not any(p != q and p.startswith(q) for q in prefixes)]
     out: list[Listed] = []
-    for prefix in dict.fromkeys(roots):
+    for prefix in _roots(prefixes):
         for o in catalog.store.list(catalog.key(prefix)):
             out.append(Listed(relative(catalog, o.key), o.size, as_utc(o.last_modified)))
     return out

@@ -30,8 +30,9 @@ from lethe.gc.models import (
     StepResult,
     add_stats,
 )
+from lethe.gc.present import holdings
 from lethe.gc.workspace import decode
-from lethe.layout import METADATA_PREFIX
+from lethe.layout import METADATA_PREFIX, is_external
 from lethe.manifest import ErasureRecord
 
 log = logging.getLogger(__name__)
@@ -119,6 +120,9 @@ def _remains(catalog: Catalog, plan: PlanDocument, totals: _Totals, *, dry_run: 
     gone = {k for cat in value_cats for k in totals.keys.get(cat, [])}
     fresh = newly_referenced(catalog, plan.table_uuid, plan.marked_through)
     present = {o.path for o in list_objects(catalog, (*VALUE_PREFIXES, MANIFESTS, METADATA_PREFIX))}
+    # adopted files outside the table prefix: no listing of the table sees them, read their own
+    external = {p for e in plan.erasures for p in (*e.blockers, *e.superseded) if is_external(p)}
+    present.update(p for p, held in holdings(catalog, external).items() if held.present)
     if dry_run:
         present -= gone  # what would remain
     manifests = sorted(v for p in present if (v := manifest_version(p)) is not None)
