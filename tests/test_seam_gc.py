@@ -4,6 +4,7 @@ within the month."""
 
 from __future__ import annotations
 
+import gzip
 import io
 import uuid
 from datetime import UTC, datetime, timedelta
@@ -11,9 +12,11 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from conftest import events
+import pytest
+from conftest import EVENTS, events
 
 import lethe
+from lethe import errors
 from lethe.gc import collect
 
 DAYS = ("2026-01-01", "2026-01-02", "2026-01-03")
@@ -98,3 +101,168 @@ def test_seam03_gc_is_not_complete_while_adopted_originals_remain(s3: Any, bucke
     gone = [e for e in r.evidence if e.path in originals]
     assert len(gone) == 3 and not any(e.present for e in gone)
     assert all(e.deleted_by_run == rep.run_id for e in gone)
+
+
+# --- item 12: with GC's defaults an erasure completes within the month -------------------------
+
+
+def bucket_paths(s3: Any, uri: str) -> set[str]:
+    bucket, _, prefix = uri[5:].partition("/")
+    out: set[str] = set()
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix + "/"):
+        out.update(o["Key"][len(prefix) + 1 :] for o in page.get("Contents", []))
+    return out
+
+
+def test_seam12_gc_defaults_complete_an_erasure_after_the_erasure_grace(
+    table_uri: str, s3: Any
+) -> None:
+    """issue 35 item 12: ``lethe gc`` defaults (retention 30d, the table's 7d grace, erasure
+    grace 1h), run on a clock: what the erasure superseded (spliced files, index pieces,
+    segments, the manifests from before the splice) goes 1h after the splice, not after the
+    time-travel retention; time travel to a version from before it fails with a typed error."""
+    t = lethe.Table.create(table_uri, EVENTS, key="id", indexes=("customer_id",))
+    t.append(events(0, 300))
+    t.append(events(300, 300))
+    before = t.version
+    pieces = {p.path for ix in t.manifest.indexes for r in ix.runs for p in r.pieces}
+    res = t.erase([("customer_id", "=", CUSTOMER)], request_id="r12")
+    assert res.complete
+    t.refresh()
+    superseded = set(next(iter(t.manifest.erasures)).superseded) if t.manifest.erasures else set()
+    kept_pieces = {p.path for ix in t.manifest.indexes for r in ix.runs for p in r.pieces}
+    old_pieces = pieces - kept_pieces
+    assert old_pieces and pieces <= bucket_paths(s3, table_uri)
+
+    early = collect(t, now=later(minutes=30))  # within the erasure grace: nothing yet
+    assert not early.erasures[0].complete and old_pieces <= bucket_paths(s3, table_uri)
+
+    rep = collect(t, now=later(hours=2))
+    (st,) = rep.erasures
+    assert st.complete, st.blocking
+    left = bucket_paths(s3, table_uri)
+    assert not old_pieces & left
+    assert not {p for p in superseded if not p.startswith("s3://")} & left
+    assert not [
+        p for p in left if p.startswith("manifest/v") and p < f"manifest/v{st.spliced_version:08d}"
+    ]
+    assert lethe.Table.open(table_uri).erasure_status("r12").state == "complete"
+    assert lethe.Table.open(table_uri).scan().num_rows == 600 - 6
+    with pytest.raises(errors.SnapshotNotFound, match="erasure"):
+        lethe.Table.open(table_uri, version=before)
+
+
+def test_seam12_gc_defaults_delete_adopted_originals_after_the_erasure_grace(
+    s3: Any, bucket: str
+) -> None:
+    """issue 35 item 12: adopted originals an erasure superseded go with GC's defaults a day
+    after the splice, not 30 days later."""
+    t, _ = adopted(s3, bucket)
+    t.erase([("customer_id", "=", CUSTOMER)], request_id="r12")
+    rep = collect(t, now=later(days=1))
+    assert rep.complete_erasures and raw_keys(s3, bucket) == []
+    assert lethe.Table.open(t.uri).erasure_status("r12").state == "complete"
+
+
+def test_seam12_a_grace_below_the_tables_floor_is_refused(
+    table_uri: str, s3: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """issue 35 item 12: ``--grace 0s`` (any grace below the table's gc_grace) is refused
+    with the reason and the floor: exit 2 from the CLI, InvalidRequest from the API; nothing
+    is written or deleted. Omitted, the grace is the table's; a longer one is taken."""
+    from lethe.cli import main
+
+    t = lethe.Table.create(table_uri, EVENTS, key="id")  # gc_grace 7d, the default
+    t.append(events(0, 10))
+    objects = bucket_paths(s3, table_uri)
+    for grace in ("0s", "6d"):
+        with pytest.raises(errors.InvalidRequest, match="shorter than the table's gc_grace 7d"):
+            collect(t, grace=grace)
+    assert main(["gc", table_uri, "--grace", "0s"]) == 2
+    assert "gc_grace 7d" in capsys.readouterr().err
+    assert bucket_paths(s3, table_uri) == objects
+    assert collect(t).grace_seconds == 7 * 86400
+    assert collect(t, grace="8d").grace_seconds == 8 * 86400
+
+
+# --- item 13: versioned buckets: every version of every object that can hold a value ----------
+
+
+def versioned(s3: Any) -> str:
+    name = f"v-{uuid.uuid4().hex[:12]}"
+    s3.create_bucket(Bucket=name)
+    s3.put_bucket_versioning(Bucket=name, VersioningConfiguration={"Status": "Enabled"})
+    return name
+
+
+def secret_events(i: int) -> pa.Table:
+    """One day's rows; customer 42's payloads are ``secret-<id>`` (the largest strings, so
+    every statistic of ``payload`` names one)."""
+    t = events(i * 1000, 60, customers=50)
+    pay = [
+        f"secret-{r}" if c == CUSTOMER else p
+        for r, c, p in zip(
+            t["id"].to_pylist(), t["customer_id"].to_pylist(), t["payload"].to_pylist(), strict=True
+        )
+    ]
+    return t.set_column(3, "payload", pa.array(pay))
+
+
+def version_holders(s3: Any, bucket: str) -> list[str]:
+    """Every object version of the bucket holding customer 42: Parquet decoded (a
+    ``customer_id`` column, or an index piece's ``value``, equal to 42; a ``secret-``
+    payload), any other object (gunzipped) searched for ``secret-``."""
+    holders = []
+    for page in s3.get_paginator("list_object_versions").paginate(Bucket=bucket):
+        for v in page.get("Versions", []):
+            body = s3.get_object(Bucket=bucket, Key=v["Key"], VersionId=v["VersionId"])[
+                "Body"
+            ].read()
+            name = f"{v['Key']}?versionId={v['VersionId']}"
+            if body[:4] == b"PAR1":
+                t = pq.read_table(pa.BufferReader(body))
+                cols = [c for c in ("customer_id", "value") if c in t.column_names]
+                if any(CUSTOMER in t[c].to_pylist() for c in cols) or (
+                    "payload" in t.column_names
+                    and any(str(p).startswith("secret-") for p in t["payload"].to_pylist())
+                ):
+                    holders.append(name)
+                continue
+            if body[:2] == b"\x1f\x8b":
+                body = gzip.decompress(body)
+            if b"secret-" in body:
+                holders.append(name)
+    return holders
+
+
+def test_seam13_versioned_bucket_gc_purges_every_version_before_complete(s3: Any) -> None:
+    """issue 35 item 13: in a versioned bucket, GC (defaults, on a clock) deletes every version
+    and delete marker of every object that held the erased customer: spliced data files,
+    index pieces, segments, manifests, and the adopted originals outside the table prefix,
+    before it says ``complete``; receipts read versions: an object deleted while old versions
+    remain is not ``gone``."""
+    bucket = versioned(s3)
+    for i, d in enumerate(DAYS):
+        put_parquet(s3, bucket, f"raw/events/dt={d}/part-0.parquet", secret_events(i))
+    uri = f"s3://{bucket}/tables/ev"
+    t = lethe.Table.adopt(uri, f"s3://{bucket}/raw/events/", key="id", indexes=("customer_id",))
+    assert isinstance(t, lethe.Table)
+    originals = sorted(f.path for f in t.manifest.files)
+    t.erase([("customer_id", "=", CUSTOMER)], request_id="r13")
+    # an operator deletes one original by hand: a delete marker, its bytes still in a version
+    s3.delete_object(Bucket=bucket, Key=originals[0].removeprefix(f"s3://{bucket}/"))
+    r = lethe.Table.open(uri).erasure_status("r13")
+    first = next(e for e in r.evidence if e.path == originals[0])
+    assert not first.present and first.versions == 2 and not first.gone
+    assert f"{originals[0]}: deleted, but 2 old version(s) REMAIN" in r.describe()
+    assert version_holders(s3, bucket)
+
+    rep = collect(t, now=later(hours=2))
+    (st,) = rep.erasures
+    assert st.complete, st.blocking
+    assert version_holders(s3, bucket) == []
+    r = lethe.Table.open(uri).erasure_status("r13")
+    assert r.state == "complete"
+    for e in (e for e in r.evidence if e.path in originals):
+        assert e.gone and e.versions == 0
+    assert lethe.Table.open(uri).scan().num_rows == 180 - 3

@@ -351,8 +351,9 @@ class Catalog:
             return f"version {version} of {self.uri} does not exist"
         if version < oldest:
             return (
-                f"version {version} of {self.uri} has expired (garbage-collected); "
-                f"the oldest available version is {oldest}"
+                f"version {version} of {self.uri} has expired (garbage-collected: older than "
+                "GC's retention, or from before an erasure whose splice is older than the "
+                f"erasure grace); the oldest available version is {oldest}"
             )
         return f"version {version} of {self.uri} does not exist (oldest available: {oldest})"
 

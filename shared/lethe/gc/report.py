@@ -31,6 +31,7 @@ from lethe.gc.models import (
     add_stats,
 )
 from lethe.gc.present import holdings
+from lethe.gc.purge import versions_left
 from lethe.gc.workspace import decode
 from lethe.layout import METADATA_PREFIX, is_external
 from lethe.manifest import ErasureRecord
@@ -72,6 +73,8 @@ def build_report(
 ) -> GcReport:
     """Combine the step results and decide, per erasure request, whether it is complete."""
     totals = _sum(results, missing)
+    if plan.versioned and not dry_run:  # what a listing of every version still shows
+        totals.versions_remaining.update(versions_left(catalog, plan))
     left = _remains(catalog, plan, totals, dry_run=dry_run)
     statuses = [
         _status(catalog, plan, e, totals, left, now=now, dry_run=dry_run) for e in plan.erasures
@@ -196,7 +199,10 @@ def _blocking(
             "(younger than the grace period)"
         )
     if plan.versioned and versions_remaining.get(e.id_hash):
-        blocking.append(f"{versions_remaining[e.id_hash]} old object version(s) remain")
+        blocking.append(
+            f"{versions_remaining[e.id_hash]} object version(s) or delete marker(s) that may "
+            "hold its rows remain (a versioned bucket)"
+        )
     return blocking
 
 

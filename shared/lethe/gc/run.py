@@ -8,10 +8,17 @@ from typing import TYPE_CHECKING, Any
 
 from lethe.catalog import Catalog
 from lethe.context import TableContext
-from lethe.gc.actions import GcHooks, abort, expire, open_catalog, purge, sweep, write_plan
+from lethe.gc.actions import GcHooks, abort, expire, open_catalog, sweep, write_plan
 from lethe.gc.areas import new_run_id
 from lethe.gc.models import BatchDocument, GcReport, PlanDocument, StepResult
-from lethe.gc.policy import DEFAULT_ERASURE_GRACE, DEFAULT_RETENTION, Retention, options
+from lethe.gc.policy import (
+    DEFAULT_ERASURE_GRACE,
+    DEFAULT_RETENTION,
+    Retention,
+    floor_grace,
+    options,
+)
+from lethe.gc.purge import purge
 from lethe.gc.report import build_report
 from lethe.gc.select import BATCH_KEYS
 from lethe.gc.workspace import MemoryWorkspace, S3Workspace
@@ -50,9 +57,13 @@ def collect(
         grace: unreferenced objects younger than this are kept (an uncommitted writer may
             still commit them); also the minimum age of an aborted multipart upload. Default
             and minimum: the table's ``gc_grace`` property, which its writers obey
-            (:mod:`lethe.grace`); a shorter value is raised to it.
-        erasure_grace: for files superseded by an erasure splice, the time since the splice
-            commit after which they go (readers of just-expired snapshots finish meanwhile).
+            (:mod:`lethe.grace`); a shorter value is refused (InvalidRequest, naming the
+            floor) before anything changes.
+        erasure_grace: for what an erasure superseded, the time since its splice commit
+            after which it goes, whatever ``retention`` and ``grace`` say: the versions from
+            before the splice expire (time travel to them ends), and the files, segments and
+            index pieces only they referenced are deleted, adopted originals included
+            (readers of just-expired snapshots finish meanwhile).
         dry_run: compute and report everything, delete nothing, write nothing.
         versioned: whether the bucket keeps object versions (None: ask the bucket).
         now: the time ages are measured against (tests); default: the clock.
@@ -83,6 +94,8 @@ def collect(
         versioned=versioned,
     )
     started = now or datetime.now(UTC)
+    head, _ = catalog.current()  # refuse a grace below the table's before anything changes
+    floor_grace(opts, timedelta(seconds=head.properties.gc_grace_seconds))
     sweep_retention(catalog, now=started, dry_run=dry_run)
     run_id = new_run_id(started)
     ws = MemoryWorkspace()
