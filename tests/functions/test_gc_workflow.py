@@ -122,7 +122,7 @@ def test_event_overrides_and_named_errors(table_uri: str, s3: Any) -> None:
     put(s3, table_uri, "data/orphan.parquet")
     past_quick_grace()
     run = Steps(base_env(LETHE_TABLE_URI="s3://elsewhere/none"))  # the event names the table
-    plan = run("plan", {"dry_run": True, "table": table_uri, "grace": "0s"})
+    plan = run("plan", {"dry_run": True, "table": table_uri, "grace": QUICK})
     assert plan["candidates"]["data"]["objects"] == 1 and plan["dry_run"]
     out = run("sweep", {"batch_key": plan["batches"][0], "dry_run": False})
     assert out["dry_run"] and "data/orphan.parquet" in listing(
