@@ -101,6 +101,13 @@ def test_seam03_gc_is_not_complete_while_adopted_originals_remain(s3: Any, bucke
     gone = [e for e in r.evidence if e.path in originals]
     assert len(gone) == 3 and not any(e.present for e in gone)
     assert all(e.deleted_by_run == rep.run_id for e in gone)
+    # an original restored from a backup: the bucket holds the rows again, whatever GC marked
+    put_parquet(
+        s3, bucket, originals[0].removeprefix(f"s3://{bucket}/"), events(0, 60, customers=50)
+    )
+    r = lethe.Table.open(t.uri).erasure_status("r1")
+    assert r.state == "removed" and "marked it complete" in r.blocking[0]
+    assert f"{originals[0]}: PRESENT" in r.describe()
 
 
 # --- item 12: with GC's defaults an erasure completes within the month -------------------------

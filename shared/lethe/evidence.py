@@ -140,7 +140,7 @@ def gather(catalog: Catalog) -> Evidence:
     reports, markers = _gc_documents(catalog, gc_keys)
     versioned = catalog.store.versioning() in ("Enabled", "Suspended")
     present, remnants = _listed(catalog, versioned)
-    for p, held in holdings(catalog, _external(chain, markers)).items():
+    for p, held in holdings(catalog, _external(chain, markers), versioned=versioned).items():
         if held.present:
             present.add(p)
         elif held.versions:

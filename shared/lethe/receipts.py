@@ -283,17 +283,28 @@ def receipt(
             state = "received"
         return ErasureReceipt(state=state, **base)
     removed = ev.manifest(rec.spliced_version) if rec.spliced_version is not None else None
+    evidence = tuple(_evidence(ev, rec))
     state = "erasing" if rec.state == "pending" else "complete" if marker else "removed"
+    blocking = () if marker else _blocking(ev, id_hash)
+    left = [e for e in evidence if not e.gone]
+    if state == "complete" and marker is not None and left:
+        # a receipt states what the bucket shows, whatever a marker says
+        state = "removed"
+        blocking = (
+            f"GC run {marker.run_id} marked it complete, but a listing shows {len(left)} "
+            "object(s) that held the rows still in the bucket (see the evidence): each must be "
+            "deleted, every version",
+        )
     return ErasureReceipt(
         state=state,
         splices=tuple(_splices(records)),
         pending_files=tuple(t.path for t in rec.targets),
         removed_version=rec.spliced_version,
         removed_at=removed.created_at if removed else None,
-        completed_at=marker.completed_at if marker else None,
-        completed_run=marker.run_id if marker else None,
-        blocking=() if marker else _blocking(ev, id_hash),
-        evidence=tuple(_evidence(ev, rec)),
+        completed_at=marker.completed_at if marker and state == "complete" else None,
+        completed_run=marker.run_id if marker and state == "complete" else None,
+        blocking=blocking,
+        evidence=evidence,
         **base,
     )
 

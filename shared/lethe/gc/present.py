@@ -52,10 +52,11 @@ def bucket_store(store: S3Store, bucket: str) -> S3Store:
 
 
 def key_versions(
-    store: S3Store, bucket: str, keys: Iterable[str]
+    store: S3Store, bucket: str, keys: Iterable[str], *, versioned: bool = True
 ) -> dict[str, list[S3Store.ObjectVersion]]:
     """Every version and delete marker of ``keys`` of ``bucket`` (one ListObjectVersions per
-    directory; in an unversioned bucket, the current objects). Keys with none are absent."""
+    directory; not ``versioned``: one ListObjectsV2, each current object as its one
+    version). Keys with none are absent."""
     wanted = set(keys)
     by_dir: dict[str, set[str]] = defaultdict(set)
     for k in wanted:
@@ -63,22 +64,29 @@ def key_versions(
     s = bucket_store(store, bucket)
     out: dict[str, list[S3Store.ObjectVersion]] = defaultdict(list)
     for d in sorted(by_dir):
+        if not versioned:
+            for o in s.list(d):
+                if o.key in wanted:
+                    out[o.key].append(
+                        S3Store.ObjectVersion(o.key, "null", True, False, o.size, o.last_modified)
+                    )
+            continue
         for v in s.list_object_versions(d):
             if v.key in wanted:
                 out[v.key].append(v)
     return dict(out)
 
 
-def holdings(catalog: Catalog, paths: Iterable[str]) -> Mapping[str, Held]:
-    """What the bucket holds of each path (table-relative or absolute), from listings of
-    every version: a path no listing shows is gone."""
+def holdings(catalog: Catalog, paths: Iterable[str], *, versioned: bool) -> Mapping[str, Held]:
+    """What the bucket holds of each path (table-relative or absolute), from listings (of
+    every version when ``versioned``): a path no listing shows is gone."""
     by_bucket: dict[str, dict[str, str]] = defaultdict(dict)
     for p in dict.fromkeys(paths):
         b, k = split(catalog, p)
         by_bucket[b][k] = p
     out: dict[str, Held] = {}
     for b, keys in by_bucket.items():
-        listed = key_versions(catalog.store, b, keys)
+        listed = key_versions(catalog.store, b, keys, versioned=versioned)
         for k, p in keys.items():
             vs = listed.get(k, [])
             current = any(v.is_latest and not v.is_delete_marker for v in vs)

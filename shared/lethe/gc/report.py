@@ -125,7 +125,11 @@ def _remains(catalog: Catalog, plan: PlanDocument, totals: _Totals, *, dry_run: 
     present = {o.path for o in list_objects(catalog, (*VALUE_PREFIXES, MANIFESTS, METADATA_PREFIX))}
     # adopted files outside the table prefix: no listing of the table sees them, read their own
     external = {p for e in plan.erasures for p in (*e.blockers, *e.superseded) if is_external(p)}
-    present.update(p for p, held in holdings(catalog, external).items() if held.present)
+    present.update(
+        p
+        for p, held in holdings(catalog, external, versioned=plan.versioned).items()
+        if held.present
+    )
     if dry_run:
         present -= gone  # what would remain
     manifests = sorted(v for p in present if (v := manifest_version(p)) is not None)
