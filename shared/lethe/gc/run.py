@@ -55,15 +55,11 @@ def collect(
         retention: versions that stay readable: ``"30d"`` (age), ``"1000v"`` (count), or
             ``"30d,1000v"`` (either keeps a version); the head always stays.
         grace: unreferenced objects younger than this are kept (an uncommitted writer may
-            still commit them); also the minimum age of an aborted multipart upload. Default
-            and minimum: the table's ``gc_grace`` property, which its writers obey
-            (:mod:`lethe.grace`); a shorter value is refused (InvalidRequest, naming the
-            floor) before anything changes.
-        erasure_grace: for what an erasure superseded, the time since its splice commit
-            after which it goes, whatever ``retention`` and ``grace`` say: the versions from
-            before the splice expire (time travel to them ends), and the files, segments and
-            index pieces only they referenced are deleted, adopted originals included
-            (readers of just-expired snapshots finish meanwhile).
+            still commit them), and of an aborted upload. Default and minimum: the table's
+            ``gc_grace`` (:mod:`lethe.grace`); a shorter one is refused (InvalidRequest).
+        erasure_grace: what an erasure superseded goes this long after its splice commit,
+            whatever ``retention`` and ``grace`` say (the versions from before it expire, and
+            all only they referenced, adopted originals included).
         dry_run: compute and report everything, delete nothing, write nothing.
         versioned: whether the bucket keeps object versions (None: ask the bucket).
         now: the time ages are measured against (tests); default: the clock.
@@ -94,8 +90,7 @@ def collect(
         versioned=versioned,
     )
     started = now or datetime.now(UTC)
-    head, _ = catalog.current()  # refuse a grace below the table's before anything changes
-    floor_grace(opts, timedelta(seconds=head.properties.gc_grace_seconds))
+    floor_grace(opts, _table_grace(catalog))  # refused before anything changes
     sweep_retention(catalog, now=started, dry_run=dry_run)
     run_id = new_run_id(started)
     ws = MemoryWorkspace()
@@ -118,6 +113,11 @@ def collect(
         " (dry run)" if dry_run else "",
     )
     return report
+
+
+def _table_grace(catalog: Catalog) -> timedelta:
+    head, _ = catalog.current()
+    return timedelta(seconds=head.properties.gc_grace_seconds)
 
 
 def sweep_retention(
