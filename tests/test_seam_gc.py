@@ -62,10 +62,13 @@ def later(**delta: float) -> datetime:
 
 
 def test_seam03_receipt_says_adopted_originals_present_until_gc_deletes_them(
-    s3: Any, bucket: str
+    s3: Any, bucket: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """issue 35 item 3: after adopt + erase, before GC, the spliced originals under ``raw/``
-    are in the bucket: the receipt says PRESENT (not ``gone``) and ``--audit`` reads them."""
+    are in the bucket: the receipt (and ``lethe erasures``) says PRESENT, not ``gone``, and
+    ``--audit`` reads them."""
+    from lethe.cli import main
+
     t, originals = adopted(s3, bucket)
     ids = erased_ids(t)
     t.erase([("customer_id", "=", CUSTOMER)], request_id="r1")
@@ -77,6 +80,9 @@ def test_seam03_receipt_says_adopted_originals_present_until_gc_deletes_them(
     text = r.describe()
     for p in originals:
         assert f"{p}: PRESENT" in text
+    assert main(["erasures", t.uri, "--request-id", "r1"]) == 0
+    out = capsys.readouterr().out
+    assert all(f"{p}: PRESENT" in out for p in originals) and ": gone" not in out
     audited = t.erasure_status("r1", audit_values=ids)
     assert audited.audit is not None and not audited.audit.clean
     assert set(originals) <= set(audited.audit.found_in)
@@ -263,6 +269,10 @@ def test_seam13_versioned_bucket_gc_purges_every_version_before_complete(s3: Any
     assert not first.present and first.versions == 2 and not first.gone
     assert f"{originals[0]}: deleted, but 2 old version(s) REMAIN" in r.describe()
     assert version_holders(s3, bucket)
+    ids = [42, 1042, 2042]  # customer 42's ids (one per day)
+    audited = lethe.Table.open(uri).erasure_status("r13", audit_values=ids).audit
+    assert audited is not None
+    assert any(p.startswith(f"{originals[0]}?versionId=") for p in audited.found_in)
 
     rep = collect(t, now=later(hours=2))
     (st,) = rep.erasures
@@ -272,4 +282,6 @@ def test_seam13_versioned_bucket_gc_purges_every_version_before_complete(s3: Any
     assert r.state == "complete"
     for e in (e for e in r.evidence if e.path in originals):
         assert e.gone and e.versions == 0
+    audited = lethe.Table.open(uri).erasure_status("r13", audit_values=ids).audit
+    assert audited is not None and audited.clean and audited.objects_scanned > 0
     assert lethe.Table.open(uri).scan().num_rows == 180 - 3

@@ -33,6 +33,8 @@ from pydantic import BaseModel, ConfigDict
 from lethe.catalog import Catalog
 from lethe.evidence import Deletion, Evidence
 from lethe.gc.areas import manifest_version
+from lethe.gc.marking import list_versions, relative
+from lethe.gc.present import key_versions, split
 from lethe.layout import is_external
 from lethe.manifest import ErasureRecord, RequestRecord
 from lethe.snapshot import Snapshot
@@ -358,19 +360,45 @@ def audit(
     prefixes: Sequence[str] = ("data/", "manifest/"),
 ) -> AuditResult:
     """Look for ``values`` in every current object under ``prefixes`` and in the adopted
-    files outside the table prefix that the head references or an erasure superseded:
-    Parquet files by their key column (decoded, DVs not applied: rows merely hidden count as
-    found), JSON documents (gzip or not) by every scalar. Returns paths and counts, never the
-    values."""
+    files outside the table prefix that the head references or an erasure superseded (in a
+    versioned bucket, in every old version of them too): Parquet files by their key column
+    (decoded, DVs not applied: rows merely hidden count as found), JSON documents (gzip or
+    not) by every scalar. Returns paths and counts, never the values."""
     wanted = set(values)
     found: list[str] = []
     scanned = size = 0
     chosen = [p for p in ev.present if p.startswith(tuple(prefixes)) or is_external(p)]
-    for path in sorted(chosen):
-        body = catalog.store.get(catalog.key(path)).body
+    for path, version in [
+        *((p, None) for p in sorted(chosen)),
+        *_old_versions(catalog, ev, prefixes),
+    ]:
+        body = catalog.store.get(catalog.key(path), version_id=version).body
         scanned, size = scanned + 1, size + len(body)
         if _holds(path, body, key, wanted):
-            found.append(path)
+            found.append(path if version is None else f"{path}?versionId={version}")
     return AuditResult(
         values=len(wanted), objects_scanned=scanned, bytes_scanned=size, found_in=tuple(found)
     )
+
+
+def _old_versions(catalog: Catalog, ev: Evidence, prefixes: Sequence[str]) -> list[tuple[str, str]]:
+    """``(path, version id)`` of every noncurrent version under ``prefixes`` and of the
+    adopted files the evidence names (none in an unversioned bucket)."""
+    if not ev.versioned:
+        return []
+    out = [
+        (relative(catalog, v.key), v.version_id)
+        for v in list_versions(catalog, prefixes)
+        if not v.is_latest and not v.is_delete_marker
+    ]
+    external = [p for p in (*ev.present, *ev.remnants) if is_external(p)]
+    by_bucket: dict[str, dict[str, str]] = {}
+    for p in external:
+        b, k = split(catalog, p)
+        by_bucket.setdefault(b, {})[k] = p
+    for b, keys in by_bucket.items():
+        for k, vs in key_versions(catalog.store, b, keys).items():
+            out += [
+                (keys[k], v.version_id) for v in vs if not v.is_latest and not v.is_delete_marker
+            ]
+    return sorted(out)
