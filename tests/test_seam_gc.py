@@ -150,9 +150,12 @@ def test_seam12_gc_defaults_complete_an_erasure_after_the_erasure_grace(
     early = collect(t, now=later(minutes=30))  # within the erasure grace: nothing yet
     assert not early.erasures[0].complete and old_pieces <= bucket_paths(s3, table_uri)
 
+    stale = lethe.Table.open(table_uri, version=before)  # a reader of the old version
     rep = collect(t, now=later(hours=2))
     (st,) = rep.erasures
     assert st.complete, st.blocking
+    with pytest.raises(errors.StaleSnapshot, match="erasure"):
+        stale.scan()
     left = bucket_paths(s3, table_uri)
     assert not old_pieces & left
     assert not {p for p in superseded if not p.startswith("s3://")} & left
