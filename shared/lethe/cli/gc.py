@@ -44,8 +44,19 @@ def add_cli(subparsers: Any) -> argparse.ArgumentParser:
         "they reference) this long after its splice, whatever --retention (default %(default)s)",
     )
     v = c.add_mutually_exclusive_group()
-    v.add_argument("--versioned", dest="versioned", action="store_true", default=None)
-    v.add_argument("--not-versioned", dest="versioned", action="store_false")
+    v.add_argument(
+        "--versioned",
+        dest="versioned",
+        action="store_true",
+        default=None,
+        help="the bucket keeps versions: delete every version (default: ask the bucket)",
+    )
+    v.add_argument(
+        "--not-versioned",
+        dest="versioned",
+        action="store_false",
+        help="the bucket keeps no versions (skip asking it)",
+    )
     c.add_argument("--json", action="store_true", help="print the full report as JSON")
     c.add_argument(
         "--show",
