@@ -288,3 +288,21 @@ def test_seam13_versioned_bucket_gc_purges_every_version_before_complete(s3: Any
     audited = lethe.Table.open(uri).erasure_status("r13", audit_values=ids).audit
     assert audited is not None and audited.clean and audited.objects_scanned > 0
     assert lethe.Table.open(uri).scan().num_rows == 180 - 3
+
+
+def test_seam13_originals_in_a_versioned_bucket_of_their_own_are_purged(
+    s3: Any, bucket: str
+) -> None:
+    """issue 35 item 13: the table's bucket keeps no versions, the adopted originals' bucket
+    does: GC purges every version of the originals there before it says ``complete``."""
+    raw = versioned(s3)
+    for i, d in enumerate(DAYS):
+        put_parquet(s3, raw, f"raw/events/dt={d}/part-0.parquet", secret_events(i))
+    t = lethe.Table.adopt(f"s3://{bucket}/tables/ev", f"s3://{raw}/raw/events/", key="id")
+    assert isinstance(t, lethe.Table)
+    t.erase([("customer_id", "=", CUSTOMER)], request_id="r13b")
+    rep = collect(t, now=later(hours=2))
+    assert not rep.versioned and rep.complete_erasures, rep.erasures
+    assert version_holders(s3, raw) == []
+    r = lethe.Table.open(t.uri).erasure_status("r13b")
+    assert r.state == "complete" and all(e.gone for e in r.evidence)

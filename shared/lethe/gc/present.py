@@ -78,15 +78,18 @@ def key_versions(
 
 
 def holdings(catalog: Catalog, paths: Iterable[str], *, versioned: bool) -> Mapping[str, Held]:
-    """What the bucket holds of each path (table-relative or absolute), from listings (of
-    every version when ``versioned``): a path no listing shows is gone."""
+    """What the bucket holds of each path (table-relative or absolute), from listings: a
+    path no listing shows is gone. The table's bucket is listed by version when
+    ``versioned``; another bucket (adopted originals elsewhere) always is, since its
+    versioning is not the table's."""
     by_bucket: dict[str, dict[str, str]] = defaultdict(dict)
     for p in dict.fromkeys(paths):
         b, k = split(catalog, p)
         by_bucket[b][k] = p
     out: dict[str, Held] = {}
     for b, keys in by_bucket.items():
-        listed = key_versions(catalog.store, b, keys, versioned=versioned)
+        every = versioned or b != catalog.store.bucket
+        listed = key_versions(catalog.store, b, keys, versioned=every)
         for k, p in keys.items():
             vs = listed.get(k, [])
             current = any(v.is_latest and not v.is_delete_marker for v in vs)

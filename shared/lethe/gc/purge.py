@@ -1,6 +1,8 @@
 """Purge (versioned buckets): every version and delete marker of every object that may have
 held an incomplete erasure's rows, so that ``complete`` is true of the bytes, not only of
-the current objects.
+the current objects. The table's areas when its bucket keeps versions; adopted originals in
+another bucket always (that bucket's versioning is not the table's; listing the versions of
+an unversioned bucket shows its current objects only).
 
 What may hold the rows, per key (:func:`held_by`): a manifest older than the erasure's splice;
 any other object of the value areas (data files, staged uploads, DV containers, index
@@ -96,11 +98,13 @@ def _doomed(k: _Key, pending: Sequence[ErasurePlan]) -> list[S3Store.ObjectVersi
     ]
 
 
-def _keys(catalog: Catalog, pending: Sequence[ErasurePlan]) -> list[_Key]:
+def _keys(catalog: Catalog, pending: Sequence[ErasurePlan], versioned: bool) -> list[_Key]:
     """Every key that may hold a pending erasure's rows, with its versions: the table's value
-    areas (one listing each) and the adopted originals the erasures superseded."""
+    areas (one listing each, when its bucket is ``versioned``) and the adopted originals the
+    erasures superseded (in another bucket whatever the table's: its versioning is its own)."""
     by_key: dict[str, list[S3Store.ObjectVersion]] = defaultdict(list)
-    for prefix in (p for p in PURGED if not any(p != q and p.startswith(q) for q in PURGED)):
+    roots = [p for p in PURGED if not any(p != q and p.startswith(q) for q in PURGED)]
+    for prefix in roots if versioned else ():
         for v in catalog.store.list_object_versions(catalog.key(prefix)):
             by_key[v.key].append(v)
     out = [
@@ -117,6 +121,8 @@ def _keys(catalog: Catalog, pending: Sequence[ErasurePlan]) -> list[_Key]:
         b, k = split(catalog, p)
         external[b][k] = p
     for b, keys in external.items():
+        if b == catalog.store.bucket and not versioned:
+            continue
         for k, vs in sorted(key_versions(catalog.store, b, keys).items()):
             out.append(_Key(b, keys[k], vs, held_by(keys[k], vs, pending)))
     return [k for k in out if k.held]
@@ -131,12 +137,19 @@ def purge(catalog: Catalog, plan: PlanDocument, *, dry_run: bool) -> StepResult:
     (see the module docstring); ``versions_remaining`` counts, per erasure, the versions the
     bucket refused to delete."""
     pending = pending_erasures(plan)
-    if not plan.versioned or not pending:
-        reason = "not_versioned" if not plan.versioned else "no_pending_erasures"
+    keys = _keys(catalog, pending, plan.versioned) if pending else []
+    if not keys:
+        reason = (
+            "no_pending_erasures"
+            if not pending
+            else "not_versioned"
+            if not plan.versioned
+            else "nothing_to_purge"
+        )
         return StepResult(step="purge", run_id=plan.run_id, dry_run=dry_run, skipped={reason: 1})
     targets: dict[str, list[tuple[_Key, S3Store.ObjectVersion]]] = defaultdict(list)
     skipped: Counter[str] = Counter()
-    for k in _keys(catalog, pending):
+    for k in keys:
         doomed = _doomed(k, pending)
         if not doomed:
             skipped["live"] += 1
@@ -171,10 +184,10 @@ def versions_left(catalog: Catalog, plan: PlanDocument) -> Mapping[str, int]:
     """Per incomplete erasure, the versions and delete markers a fresh listing still shows
     that may hold its rows (what the report's ``complete`` rests on)."""
     pending = pending_erasures(plan)
-    if not plan.versioned or not pending:
+    if not pending:
         return {}
     left: Counter[str] = Counter()
-    for k in _keys(catalog, pending):
+    for k in _keys(catalog, pending, plan.versioned):
         for _ in _doomed(k, pending):
             left.update(k.held)
     return {e.id_hash: left.get(e.id_hash, 0) for e in pending}

@@ -73,7 +73,7 @@ def build_report(
 ) -> GcReport:
     """Combine the step results and decide, per erasure request, whether it is complete."""
     totals = _sum(results, missing)
-    if plan.versioned and not dry_run:  # what a listing of every version still shows
+    if not dry_run:  # what a listing of every version still shows
         totals.versions_remaining.update(versions_left(catalog, plan))
     left = _remains(catalog, plan, totals, dry_run=dry_run)
     statuses = [
@@ -202,7 +202,7 @@ def _blocking(
             f"{len(remaining) - sup} unreferenced object(s) written before the splice remain "
             "(younger than the grace period)"
         )
-    if plan.versioned and versions_remaining.get(e.id_hash):
+    if versions_remaining.get(e.id_hash):
         blocking.append(
             f"{versions_remaining[e.id_hash]} object version(s) or delete marker(s) that may "
             "hold its rows remain (a versioned bucket)"
