@@ -306,3 +306,18 @@ def test_seam13_originals_in_a_versioned_bucket_of_their_own_are_purged(
     assert version_holders(s3, raw) == []
     r = lethe.Table.open(t.uri).erasure_status("r13b")
     assert r.state == "complete" and all(e.gone for e in r.evidence)
+
+
+def test_seam03_retention_receipt_says_dropped_originals_present(s3: Any, bucket: str) -> None:
+    """issue 35 item 3: a row-retention sweep that drops two adopted originals whole: its
+    receipt says they are PRESENT (they are, until GC), not ``gone``."""
+    t, originals = adopted(s3, bucket)
+    t.set_retention("event_time", "1h")
+    # day 0 and day 1 (ids 0.., 1000..: event_time 1_700_000_000 s + id) are past the cutoff
+    t.sweep_retention(now=datetime.fromtimestamp(1_700_000_000 + 1500 + 3600, UTC))
+    (r,) = lethe.Table.open(t.uri).retention_receipts()
+    dropped = {e.path: e for e in r.evidence if e.path.startswith("s3://")}
+    assert sorted(dropped) == originals[:2]
+    assert all(e.present and not e.gone for e in dropped.values())
+    assert all(f"{p}: PRESENT" in r.describe() for p in originals[:2])
+    assert raw_keys(s3, bucket) == originals
