@@ -158,8 +158,8 @@ def purge(catalog: Catalog, plan: PlanDocument, *, dry_run: bool) -> StepResult:
     if not dry_run:
         for b, items in targets.items():
             pairs = [(split(catalog, k.path)[1], v.version_id) for k, v in items]
-            refused = bucket_store(catalog.store, b).delete_versions(pairs)
-            failed |= {(b, key, vid) for key, vid in refused}
+            errs = bucket_store(catalog.store, b).delete_versions(pairs)
+            failed |= {(b, key, vid) for key, vid in errs}
 
     def refused(k: _Key, v: S3Store.ObjectVersion) -> bool:
         return (k.bucket, split(catalog, k.path)[1], v.version_id) in failed
