@@ -21,6 +21,7 @@ BENCHES = [
     "bench_lake",
     "bench_schema",
     "bench_adopt",
+    "bench_engines",
 ]
 
 
