@@ -22,6 +22,7 @@ BENCHES = [
     "bench_schema",
     "bench_adopt",
     "bench_engines",
+    "bench_startup",
 ]
 
 

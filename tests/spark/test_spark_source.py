@@ -8,21 +8,12 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
-from conftest import EVENTS, events
+from conftest import EVENTS, SPARK_MARKS, events
 
 import lethe
 import lethe.spark
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.spark,
-    pytest.mark.xdist_group("spark"),
-    # pyspark 4.0's _load_from_socket (behind collect()) never closes its local socket
-    pytest.mark.filterwarnings(
-        r"ignore:Exception ignored in. <socket.socket.*raddr=\('127.0.0.1':"
-        "pytest.PytestUnraisableExceptionWarning"
-    ),
-]
+pytestmark = SPARK_MARKS
 
 TINY = {"target_file_bytes": 8_000, "row_group_bytes": 2_000}
 

@@ -13,12 +13,12 @@ import json
 import re
 from typing import TYPE_CHECKING, Any
 
-import pyarrow as pa
-
 from lethe import errors
 from lethe.cli.common import add_at_version
 
 if TYPE_CHECKING:  # the heavy modules load with the command that needs them
+    import pyarrow as pa
+
     from lethe.table import Table
 
 __all__ = ["parse_type", "register"]
@@ -27,6 +27,8 @@ __all__ = ["parse_type", "register"]
 def parse_type(text: str) -> pa.DataType:
     """An Arrow type by name: pyarrow's aliases (``int64``, ``string``, ``date32``,
     ``timestamp[us]``, ...) or ``decimal(P, S)``."""
+    import pyarrow as pa
+
     m = re.fullmatch(r"\s*decimal(?:128)?\(\s*(\d+)\s*,\s*(\d+)\s*\)\s*", text)
     if m:
         return pa.decimal128(int(m.group(1)), int(m.group(2)))
