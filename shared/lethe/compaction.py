@@ -28,6 +28,7 @@ Example:
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -582,11 +583,8 @@ class _CompactionChange:
             return Prepared(None, None)
         container_at = time.time()
         ctx = self.ctx
-        refs = (
-            dvstore.write_container(ctx.store, ctx.prefix, mapped + coalesce)
-            if (mapped or coalesce)
-            else {}
-        )
+        blobs = mapped + coalesce
+        refs = dvstore.write_container(ctx.store, ctx.prefix, blobs) if blobs else {}
         sources = [f for g in live for f in g.files]  # one exit: their index entries go
         pieces, piece_keys = scrub_rows(ctx.store, ctx.prefix, base, {}, dropped=sources)
         update, stats = self._replacement(live, dv_now, refs, moved, n_mapped, coalesce_from)
@@ -752,13 +750,9 @@ RunTasks = Callable[[Sequence[RewriteTask]], Sequence[Sequence[DataFile]]]
 
 def _run_locally(store: S3Store, progress: Progress | None = None) -> RunTasks:
     def run(tasks: Sequence[RewriteTask]) -> list[list[DataFile]]:
-        tracker = track(progress, "compact", total=len(tasks), unit="groups")
-        out = []
-        for t in tasks:
-            out.append(run_rewrite_task(t, store=store))
-            tracker.advance()
-        tracker.finish()
-        return out
+        with track(progress, "compact", total=len(tasks), unit="groups") as tracker:
+            rewrite = tracker.each(functools.partial(run_rewrite_task, store=store))
+            return [rewrite(t) for t in tasks]
 
     return run
 
