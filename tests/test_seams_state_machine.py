@@ -56,8 +56,6 @@ KNOWN_OPEN: set[str] = {
     "item5",  # lake values objects outlive their request
     "item6",  # a bad value poisons the lake
     "item7",  # a crash between manifest write and head update fails the next window run
-    "item9",  # row TTL leaves index entries behind
-    "item10",  # a merge append from a stale handle loses a renamed column's values
     "new1",  # a lake erase of a customer whose rows a plain delete hid: complete, 0 rows
 }
 
