@@ -49,13 +49,15 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
+import pyarrow as pa
+
 import lethe.lake.model as model
+import lethe.lake.values as stored
 from lethe import errors
 from lethe.catalog import Catalog, RetryPolicy, update_object
 from lethe.deletes import DeleteRequest
 from lethe.erase import process_erasures
-from lethe.filters import normalize
-from lethe.lake import values as stored
+from lethe.lake.asks import CONFLICT, Asked, ForgetRequest, check, subject_filters
 from lethe.lake.model import LakeDoc, LakeRequest, SubjectMap, TableState
 from lethe.lake.receipt import LakeReceipt, lake_receipts
 from lethe.lake.window import (
@@ -80,21 +82,6 @@ __all__ = ["ForgetRequest", "Lake", "LakeRequestResult", "LakeResumeResult", "La
 LAKE_KEY = model.LAKE_KEY
 VALUES_PREFIX = model.VALUES_PREFIX
 Mode = Literal["erase", "logical"]
-_CONFLICT = (
-    "request id already names a different lake request (other subject kind, mode or values); "
-    "a request id identifies one request: use a new id"
-)
-
-
-@dataclass(frozen=True, slots=True)
-class ForgetRequest:
-    """One request of a batch (:meth:`Lake.forget_batch`)."""
-
-    kind: str
-    values: Sequence[Any]
-    request_id: str
-    mode: Mode = "erase"
-    requested_at: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,16 +137,6 @@ class LakeResumeResult:
         return not self.failed
 
 
-@dataclass(frozen=True, slots=True)
-class _Asked:
-    """A validated request of this call: its values, raw id and hashes."""
-
-    req: ForgetRequest
-    id_hash: str
-    body_hash: str
-    values: tuple[Any, ...]
-
-
 def _now() -> datetime:
     return datetime.now(UTC)
 
@@ -167,11 +144,6 @@ def _now() -> datetime:
 def _table_uri(uri: str) -> str:
     bucket, prefix = parse_s3_uri(uri)
     return f"s3://{bucket}/{prefix}"
-
-
-def _filters(columns: Sequence[str], values: Sequence[Any]) -> Any:
-    clauses = [[(c, "in", list(values))] for c in dict.fromkeys(columns)]
-    return clauses[0] if len(clauses) == 1 else clauses
 
 
 class Lake:
@@ -418,7 +390,7 @@ class Lake:
             max_bytes=max_bytes,
         )
         if r.error is not None:
-            if r.error == _CONFLICT:
+            if r.error == CONFLICT:
                 raise errors.RequestIdConflict(r.error)
             raise errors.InvalidRequest(r.error)
         failed = [t for t in r.tables if t.state != "committed"]
@@ -441,16 +413,16 @@ class Lake:
         table, one registry update marking the parts committed. A result's ``error`` says why
         that request alone was refused; a part's ``error`` why a table did not commit."""
         doc = self.refresh()
-        asked: list[_Asked | LakeRequestResult] = []
+        asked: list[Asked | LakeRequestResult] = []
         first: dict[str, str] = {}  # id hash -> body hash of its first request in the batch
         schemas: dict[str, Any] = {}  # table -> its schema, read once for this call
         for req in requests:
             a = self._validate(doc, req, schemas)
-            if isinstance(a, _Asked) and first.setdefault(a.id_hash, a.body_hash) != a.body_hash:
-                a = LakeRequestResult(a.id_hash, req.kind, req.mode, len(a.values), error=_CONFLICT)
+            if isinstance(a, Asked) and first.setdefault(a.id_hash, a.body_hash) != a.body_hash:
+                a = LakeRequestResult(a.id_hash, req.kind, req.mode, len(a.values), error=CONFLICT)
             asked.append(a)
-        fresh = [a for a in asked if isinstance(a, _Asked) and doc.request(a.id_hash) is None]
-        mine: list[_Asked] = []  # the requests this call recorded: it writes their values
+        fresh = [a for a in asked if isinstance(a, Asked) and doc.request(a.id_hash) is None]
+        mine: list[Asked] = []  # the requests this call recorded: it writes their values
         if fresh:
             rel = f"{VALUES_PREFIX}{uuid.uuid4().hex}.json"
             doc = self._record(fresh, rel)  # named first, then written: none is anonymous
@@ -459,13 +431,13 @@ class Lake:
             ]
             self._store_values(mine, rel)
         for i, a in enumerate(asked):
-            rec = doc.request(a.id_hash) if isinstance(a, _Asked) else None
-            if isinstance(a, _Asked) and (rec is None or rec.body_hash != a.body_hash):
+            rec = doc.request(a.id_hash) if isinstance(a, Asked) else None
+            if isinstance(a, Asked) and (rec is None or rec.body_hash != a.body_hash):
                 # another request took this id meanwhile: refused, its parts never applied
                 asked[i] = LakeRequestResult(
-                    a.id_hash, a.req.kind, a.req.mode, len(a.values), error=_CONFLICT
+                    a.id_hash, a.req.kind, a.req.mode, len(a.values), error=CONFLICT
                 )
-        raw = {a.id_hash: a for a in asked if isinstance(a, _Asked)}
+        raw = {a.id_hash: a for a in asked if isinstance(a, Asked)}
         outcome = self._apply(doc, {h: (a.req.request_id, a.values) for h, a in raw.items()})
         if splice or (splice is None and doc.erasure_window_seconds == 0):
             erase = {h for h, a in raw.items() if a.req.mode == "erase"}
@@ -548,64 +520,25 @@ class Lake:
         return self.erasure_status(request_id)
 
     def _validate(
-        self, doc: LakeDoc, r: ForgetRequest, schemas: dict[str, Any]
-    ) -> _Asked | LakeRequestResult:
-        h = request_hash(r.request_id) if r.request_id else ""
-        count = len(r.values) if isinstance(r.values, Sequence) else 0
-
-        def refuse(why: str) -> LakeRequestResult:
-            return LakeRequestResult(h, r.kind, r.mode, count, error=why)
-
-        if not r.request_id:
-            return refuse("a lake request needs a request id")
-        if r.mode not in ("erase", "logical"):
-            return refuse("mode must be 'erase' or 'logical'")
-        if isinstance(r.values, str | bytes) or not r.values:
-            return refuse("values must be a non-empty list of subject identifiers")
-        try:
-            values = tuple(model.canonical_values(r.values))
-        except errors.InvalidRequest as e:
-            return refuse(str(e))
-        body = model.body_hash(r.request_id, r.kind, r.mode, values)
-        old = doc.request(h)
-        if old is not None and old.body_hash != body:
-            return refuse(_CONFLICT)
-        if old is not None and old.cancelled_at is not None:
-            return refuse(
-                f"the request was cancelled ({old.cancel_reason}); send a new request id to ask again"
-            )
-        if old is None and not doc.columns(r.kind):
-            return refuse(f"no table of the lake maps subject kind {r.kind!r} (map_subject)")
-        if old is None:
-            why = self._misfit(doc, r.kind, values, schemas)
-            if why is not None:
-                return refuse(why)
-        return _Asked(r, h, body, values)
-
-    def _misfit(
-        self, doc: LakeDoc, kind: str, values: Sequence[Any], schemas: dict[str, Any]
-    ) -> str | None:
-        """Why ``values`` do not fit a column ``kind`` maps to (None: they fit every one),
-        checked as the table's delete will check them (:func:`lethe.filters.normalize`),
-        before anything is recorded. A table that cannot be read now is checked when the
-        request is applied to it."""
-        for uri, cols in doc.columns(kind).items():
+        self, doc: LakeDoc, r: ForgetRequest, schemas: dict[str, pa.Schema | None]
+    ) -> Asked | LakeRequestResult:
+        def schema(uri: str) -> pa.Schema | None:
             if uri not in schemas:
                 try:
                     schemas[uri] = self.open_table(uri).schema
-                except errors.LetheError as e:
+                except errors.LetheError as e:  # checked when the request is applied there
                     log.warning("lake %s: %s not checked (%s)", self.uri, uri, type(e).__name__)
                     schemas[uri] = None
-            if schemas[uri] is None:
-                continue
-            for col in cols:
-                try:
-                    normalize(_filters([col], values), schemas[uri])
-                except errors.InvalidRequest as e:
-                    return f"the values do not fit column {col!r} of {uri}: {e}"
-        return None
+            return schemas[uri]
 
-    def _store_values(self, mine: Sequence[_Asked], rel: str) -> None:
+        got = check(doc, r, schema)
+        if isinstance(got, Asked):
+            return got
+        h = request_hash(r.request_id) if r.request_id else ""
+        count = len(r.values) if isinstance(r.values, Sequence) else 0
+        return LakeRequestResult(h, r.kind, r.mode, count, error=got)
+
+    def _store_values(self, mine: Sequence[Asked], rel: str) -> None:
         """PUT the values of the requests this call recorded (they name ``rel``)."""
         if not mine:
             return
@@ -630,7 +563,7 @@ class Lake:
         pending one shares."""
         stored.drop(self.store, self.prefix, stored.finished(doc, finished))
 
-    def _record(self, fresh: Sequence[_Asked], values_object: str) -> LakeDoc:
+    def _record(self, fresh: Sequence[Asked], values_object: str) -> LakeDoc:
         now = _now()
 
         def change(doc: LakeDoc) -> LakeDoc:
@@ -706,7 +639,9 @@ class Lake:
         """One commit on table ``uri`` for the parts ``items``."""
         ids = [model.table_request_id(raw[r.id_hash][0], p.part) for r, p in items]
         reqs = [
-            DeleteRequest(_filters(p.columns, raw[r.id_hash][1]), rid, erase=r.mode == "erase")
+            DeleteRequest(
+                subject_filters(p.columns, raw[r.id_hash][1]), rid, erase=r.mode == "erase"
+            )
             for (r, p), rid in zip(items, ids, strict=True)
         ]
         try:
@@ -780,7 +715,7 @@ class Lake:
 
     @staticmethod
     def _result(
-        a: _Asked | LakeRequestResult, outcome: dict[str, list[LakeTableResult]]
+        a: Asked | LakeRequestResult, outcome: dict[str, list[LakeTableResult]]
     ) -> LakeRequestResult:
         if isinstance(a, LakeRequestResult):
             return a

@@ -31,9 +31,9 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
 import lethe.lake.model as model
+import lethe.lake.values as values
 from lethe import errors
 from lethe.erase import process_erasures
-from lethe.lake import values
 from lethe.lake.model import LakeArchive, LakeDoc, LakeRequest
 from lethe.lake.receipt import lake_receipts
 from lethe.parquet.costs import CostModel
