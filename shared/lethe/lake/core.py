@@ -398,7 +398,8 @@ class Lake:
             reasons = "; ".join(dict.fromkeys(t.error or t.state for t in failed))
             raise errors.RequestIncomplete(
                 f"lake request {r.id_hash[:12]}: {len(failed)} of {len(r.tables)} table(s) "
-                f"did not commit ({reasons}); run it again to finish"
+                f"did not commit ({reasons}); run it again (or `lethe lake resume`) to finish, "
+                "or cancel it (Lake.cancel, `lethe lake cancel`) if a table can never take it"
             )
         return r
 
