@@ -292,6 +292,8 @@ def test_seam06_cancel_a_pending_request(
     assert _values_versions(lake, s3) != []
     with pytest.raises(errors.InvalidRequest, match="reason"):
         lake.cancel(SECRET_ID, reason="")
+    with pytest.raises(errors.InvalidRequest, match="must not name"):
+        lake.cancel(SECRET_ID, reason=f"customer {PERSON} asked twice")
     receipt = lake.cancel(SECRET_ID, reason="ticket 88: sent to the wrong lake")
     assert (
         receipt.state == "cancelled"

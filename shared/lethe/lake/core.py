@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import re
 import uuid
 from collections import defaultdict
 from collections.abc import Callable, Collection, Sequence
@@ -513,7 +514,9 @@ class Lake:
                 "the request has no pending part (it finished): nothing to cancel"
             )
         got = stored.load(self.store, self.prefix, r.values_object, r.id_hash, r.body_hash)
-        if got is not None and any(str(v) in reason for v in got[1]):
+        if got is not None and any(
+            re.search(rf"(?<!\w){re.escape(str(v))}(?!\w)", reason) for v in got[1]
+        ):
             raise errors.InvalidRequest("a cancel reason must not name the person's values")
         doc = self._update(lambda d: model.cancel(d, h, reason, _now()))
         stored.drop(self.store, self.prefix, stored.finished(doc, [h]))
