@@ -378,3 +378,40 @@ def test_seam07_one_tables_trouble_does_not_stop_the_others(
     assert code == 1, captured
     assert uris[1] in captured.out and "failed" in captured.err and uris[0] in captured.err
     assert lethe.Table.open(uris[1]).erasure_status("r2").state == "removed"
+
+
+# --- items 4 and 5 together: a kill at every write of a forget --------------------------------
+def test_seam04_05_a_kill_at_any_write_then_redelivery_tells_the_truth(
+    bucket: str, s3: Any
+) -> None:
+    """Issue 35 items 4 and 5: the call is killed at each write of ``forget`` in turn (the
+    registry, the values, every table's objects and heads), then the request is delivered
+    again and the window runs: every table holds the rows' erasure with its real count, the
+    receipt says removed in every table, no scan finds the person, and no values object is
+    left in any version."""
+    kills = 0
+    for n in range(1, 60):
+        lake = Lake.create(f"s3://{bucket}/_lake{n}", erasure_window=HOUR, s3=s3)
+        uris = [f"s3://{bucket}/k{n}/{name}" for name in NAMES[:2]]
+        for uri in uris:
+            make_table(uri, files=1)
+            lake.map_subject("customer", table=uri, column="customer_id")
+        try:
+            with _die_at(s3, "PutObject", lambda p: True, nth=n):
+                lake.forget("customer", [PERSON], request_id=SECRET_ID)
+        except Died:
+            kills += 1
+            Lake.open(lake.uri, s3=s3).forget("customer", [PERSON], request_id=SECRET_ID)
+        else:
+            break  # the n-th write is past the end of the call: every point was tried
+        run = lake.splice_due(now=_later(lake))
+        assert run.complete, n  # no table failed, nothing left
+        receipt = lake.erasure_status(SECRET_ID)
+        assert [t.state for t in receipt.tables] == ["removed"] * 2, (n, receipt.describe())
+        assert all(t.rows for t in receipt.tables), n
+        assert _values_versions(lake, s3) == [], n
+        assert [c.present for c in receipt.copies] == [False], n
+        for uri in uris:
+            scan = lethe.Table.open(uri).scan(filters=[("customer_id", "=", PERSON)])
+            assert scan.num_rows == 0, n
+    assert kills >= 10  # the registry twice, the values, and each table's commit objects (13)
