@@ -192,26 +192,41 @@ def _versioned(s3: Any, bucket: str) -> None:
     s3.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
 
 
-def test_seam05_double_delivery_leaves_no_values_object(bucket: str, s3: Any) -> None:
-    """Issue 35 item 5: one request delivered twice at once (the second delivery runs whole
-    while the first is about to record it): no values object outlives the request, in any
-    version, and the receipt lists the values object as gone."""
+def _values_put(p: dict[str, Any]) -> bool:
+    return "/requests/" in p.get("auth_path", "")
+
+
+@pytest.mark.parametrize(
+    ("at", "nth"),
+    [("registry", 1), ("values", 1), ("registry", 2)],
+    ids=["before-recording", "before-its-values", "before-marking-committed"],
+)
+def test_seam05_double_delivery_leaves_no_values_object(
+    bucket: str, s3: Any, at: str, nth: int
+) -> None:
+    """Issue 35 item 5: one request delivered twice at once: the second delivery runs whole
+    while the first is about to record it, to write its values, or to mark the tables
+    committed. No values object outlives the request, in any version, the receipt lists the
+    values object as gone, and ``resume`` finds nothing to do."""
     _versioned(s3, bucket)
     lake = _lake(bucket, s3, window=timedelta(0), names=NAMES[:2])
     twin = Lake.open(lake.uri, s3=s3)
-    ran = []
+    match = _lake_json(lake) if at == "registry" else _values_put
+    seen: list[str] = []
 
     def second_delivery(op: str, params: dict[str, Any]) -> None:
-        if _lake_json(lake)(params) and not ran:
-            ran.append(op)
-            assert twin.forget("customer", [PERSON], request_id=SECRET_ID).complete
+        if match(params):
+            seen.append(op)
+            if len(seen) == nth:
+                assert twin.forget("customer", [PERSON], request_id=SECRET_ID).complete
 
     with on_request(s3, ["PutObject"], second_delivery):
         first = lake.forget("customer", [PERSON], request_id=SECRET_ID)
-    assert ran and first.complete
+    assert len(seen) >= nth and first.complete
     assert _values_versions(lake, s3) == []
     receipt = lake.erasure_status(SECRET_ID)
     assert [(c.kind, c.present) for c in receipt.copies] == [("values", False)]
+    assert [t.state for t in receipt.tables] == ["removed", "removed"]
     assert lake.resume() == 0
 
 
