@@ -284,6 +284,22 @@ def test_seam06_a_value_that_fits_no_column_is_refused_before_recording(
     assert lake.forget("customer", [PERSON], request_id="good").complete  # ints still fit
 
 
+def test_seam06_a_column_that_cannot_hold_a_pending_requests_values_is_not_mapped(
+    bucket: str, s3: Any
+) -> None:
+    """Issue 35 item 6: mapping a subject kind to a column its pending request's values do not
+    fit is refused with the reason (the request would fail there on every resume)."""
+    lake = _lake(bucket, s3, names=NAMES[:2])
+    uris = lake.tables()
+    with _fail_table(s3, uris[1]), pytest.raises(errors.RequestIncomplete):
+        lake.forget("customer", [PERSON], request_id=SECRET_ID)
+    with pytest.raises(errors.InvalidRequest, match=r"'email'.*cancel it first"):
+        lake.map_subject("customer", table=uris[0], column="email")  # a string column
+    assert ("customer", "email") not in {(m.kind, m.column) for m in lake.subjects()}
+    assert lake.resume_requests().ok  # the request finishes where it belongs
+    lake.map_subject("customer", table=uris[0], column="id")  # int: fits, nothing pending
+
+
 def _fail_table(s3: Any, uri: str) -> Any:
     """Every commit of the table at ``uri`` fails (its manifest PUTs are refused)."""
     prefix = "/" + uri.split("/", 2)[2] + "/manifest/"

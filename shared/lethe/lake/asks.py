@@ -21,7 +21,15 @@ from lethe.filters import normalize
 from lethe.lake.model import LakeDoc
 from lethe.manifest import request_hash
 
-__all__ = ["CONFLICT", "Asked", "ForgetRequest", "check", "misfit", "subject_filters"]
+__all__ = [
+    "CONFLICT",
+    "Asked",
+    "ForgetRequest",
+    "check",
+    "misfit",
+    "misfit_column",
+    "subject_filters",
+]
 
 Mode = Literal["erase", "logical"]
 CONFLICT = (
@@ -57,6 +65,15 @@ def subject_filters(columns: Sequence[str], values: Sequence[Any]) -> Any:
     return clauses[0] if len(clauses) == 1 else clauses
 
 
+def misfit_column(values: Sequence[Any], uri: str, column: str, schema: pa.Schema) -> str | None:
+    """Why ``values`` do not fit ``column`` of the table ``uri`` (None: they fit)."""
+    try:
+        normalize(subject_filters([column], values), schema)
+    except errors.InvalidRequest as e:
+        return f"the values do not fit column {column!r} of {uri}: {e}"
+    return None
+
+
 def misfit(
     doc: LakeDoc,
     kind: str,
@@ -71,10 +88,9 @@ def misfit(
         if schema is None:
             continue
         for col in cols:
-            try:
-                normalize(subject_filters([col], values), schema)
-            except errors.InvalidRequest as e:
-                return f"the values do not fit column {col!r} of {uri}: {e}"
+            why = misfit_column(values, uri, col, schema)
+            if why is not None:
+                return why
     return None
 
 

@@ -46,7 +46,6 @@ import re
 import uuid
 from collections import defaultdict
 from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
@@ -58,9 +57,22 @@ from lethe import errors
 from lethe.catalog import Catalog, RetryPolicy, update_object
 from lethe.deletes import DeleteRequest
 from lethe.erase import process_erasures
-from lethe.lake.asks import CONFLICT, Asked, ForgetRequest, check, subject_filters
+from lethe.lake.asks import (
+    CONFLICT,
+    Asked,
+    ForgetRequest,
+    check,
+    misfit_column,
+    subject_filters,
+)
 from lethe.lake.model import LakeDoc, LakeRequest, SubjectMap, TableState
 from lethe.lake.receipt import LakeReceipt, lake_receipts
+from lethe.lake.results import (
+    LakeRequestResult,
+    LakeResumeResult,
+    LakeTableResult,
+    committed_result,
+)
 from lethe.lake.window import (
     ARCHIVE_AFTER,
     LakeBacklog,
@@ -83,59 +95,6 @@ __all__ = ["ForgetRequest", "Lake", "LakeRequestResult", "LakeResumeResult", "La
 LAKE_KEY = model.LAKE_KEY
 VALUES_PREFIX = model.VALUES_PREFIX
 Mode = Literal["erase", "logical"]
-
-
-@dataclass(frozen=True, slots=True)
-class LakeTableResult:
-    """One part of a request on one table. ``duplicate``: committed by an earlier run."""
-
-    table: str
-    part: int
-    id_hash: str | None  # the table-level request hash (its receipts and splice jobs)
-    state: Literal["committed", "pending", "failed"]
-    version: int | None = None
-    rows_deleted: int = 0  # rows this call hid (0 for a duplicate)
-    duplicate: bool = False
-    rows: int | None = None  # rows the table-level request hid, in this call or an earlier one
-    files_spliced: int = 0  # files this call spliced in the table (for all its requests)
-    spliced: bool | None = None  # erase: every splice done (None: not spliced in this call)
-    error: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class LakeRequestResult:
-    """What :meth:`Lake.forget` did: per table, counts and hashes only."""
-
-    id_hash: str
-    kind: str
-    mode: str
-    values: int
-    tables: tuple[LakeTableResult, ...] = ()
-    duplicate: bool = False  # every table had committed it before this call
-    error: str | None = None
-
-    @property
-    def complete(self) -> bool:
-        """Every mapped table committed the request (hidden; erase: splices may follow)."""
-        return self.error is None and all(t.state == "committed" for t in self.tables)
-
-    @property
-    def rows_deleted(self) -> int:
-        return sum(t.rows_deleted for t in self.tables)
-
-
-@dataclass(frozen=True, slots=True)
-class LakeResumeResult:
-    """What :meth:`Lake.resume_requests` did: how many requests had pending parts, and why
-    each one that did not finish failed (id hash prefix and reason: no values)."""
-
-    requests: int
-    failed: tuple[str, ...] = ()
-    values_deleted: int = 0
-
-    @property
-    def ok(self) -> bool:
-        return not self.failed
 
 
 def _now() -> datetime:
@@ -333,7 +292,8 @@ class Lake:
         of ``kind`` had finished before this mapping (they are not applied to it).
 
         Raises:
-            InvalidRequest: ``column`` is not a column of the table (or not indexable).
+            InvalidRequest: ``column`` is not a column of the table (or not indexable), or
+                the values of a pending request of ``kind`` do not fit it.
         """
         if not kind:
             raise errors.InvalidRequest("a subject kind must be a non-empty name")
@@ -341,6 +301,14 @@ class Lake:
         t = self.open_table(uri)
         if column not in t.schema.names:
             raise errors.InvalidRequest(f"{uri} has no column {column!r}")
+        for r in (r for r in self.refresh().requests if r.kind == kind and r.pending):
+            got = stored.load(self.store, self.prefix, r.values_object, r.id_hash, r.body_hash)
+            why = misfit_column(got[1], uri, column, t.schema) if got else None
+            if why is not None:  # the request would fail there forever
+                raise errors.InvalidRequest(
+                    f"pending request {r.id_hash[:12]} of {kind!r}: {why}; cancel it first "
+                    "(lethe lake cancel) or map a column that can hold its values"
+                )
         if column not in t.indexes:
             t.create_index(column)
         doc = self._update(lambda d: model.map_subject(d, kind, uri, column, _now()))
@@ -610,7 +578,7 @@ class Lake:
                 if part.state == "pending":
                     work[part.table].append((r, part))
                 elif part.state == "committed":
-                    out[h].append(_committed(part, duplicate=True))
+                    out[h].append(committed_result(part, duplicate=True))
         done: dict[str, dict[tuple[str, int], tuple[int | None, int, str]]] = defaultdict(dict)
         for uri, items in work.items():
             for (r, part), res in zip(items, self._commit_table(uri, items, raw), strict=True):
@@ -768,16 +736,3 @@ class Lake:
         present = stored.present(self.store, self.prefix)
         out = lake_receipts(reqs, self.open_table, lake=self.uri, present=present)
         return [r for r in out if not r.done] if pending else out
-
-
-def _committed(part: TableState, *, duplicate: bool) -> LakeTableResult:
-    return LakeTableResult(
-        part.table,
-        part.part,
-        part.id_hash,
-        "committed",
-        version=part.version,
-        rows_deleted=0 if duplicate else part.rows or 0,
-        duplicate=duplicate,
-        rows=part.rows,
-    )
