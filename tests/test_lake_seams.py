@@ -446,3 +446,17 @@ def test_seam04_05_a_kill_at_any_write_then_redelivery_tells_the_truth(
             scan = lethe.Table.open(uri).scan(filters=[("customer_id", "=", PERSON)])
             assert scan.num_rows == 0, n
     assert kills >= 10  # the registry twice, the values, and each table's commit objects (13)
+
+
+def test_seam07_a_lagging_head_does_not_stop_a_redelivered_forget(bucket: str, s3: Any) -> None:
+    """Issue 35 item 7: a forget that splices at once (window 0) dies between its splice's
+    manifest PUT and head PUT on the first table; the redelivery rolls that head forward and
+    finishes, splicing the other table too."""
+    lake = _lake(bucket, s3, window=timedelta(0), names=NAMES[:2])
+    uris = lake.tables()
+    head = f"{uris[0].split('/', 3)[3]}/_latest_manifest"
+    with _die_at(s3, "PutObject", _at(bucket, head), nth=2), pytest.raises(Died):
+        lake.forget("customer", [PERSON], request_id=SECRET_ID)  # delete commit, then splice
+    r = Lake.open(lake.uri, s3=s3).forget("customer", [PERSON], request_id=SECRET_ID)
+    assert r.complete and all(t.spliced for t in r.tables)
+    assert [t.state for t in lake.erasure_status(SECRET_ID).tables] == ["removed"] * 2

@@ -161,13 +161,21 @@ def splice_due(
     return WindowRun(n_due, waiting, tuple(runs))
 
 
+def current_table(lake: _Lake, uri: str) -> Any:
+    """The table at ``uri`` at its newest landed version: a head lagging behind its newest
+    manifest (a committer died between the two PUTs) is rolled forward first, one HEAD to
+    find out (a normal state, not a conflict)."""
+    t = lake.open_table(uri)
+    if t.catalog.store.exists(t.catalog.key(manifest_key(t.version + 1))):
+        t.catalog.roll_forward()
+        t = lake.open_table(uri)
+    return t
+
+
 def _run_table(lake: _Lake, uri: str, ids: Sequence[str], max_bytes: int | None) -> TableWindowRun:
     """One table of a window run: its head rolled forward, its due erasures spliced."""
     try:
-        t = lake.open_table(uri)
-        if t.catalog.store.exists(t.catalog.key(manifest_key(t.version + 1))):
-            t.catalog.roll_forward()  # the head lags: a committer died after its manifest
-            t = lake.open_table(uri)
+        t = current_table(lake, uri)
         before = t.version
         complete, splices = process_erasures(
             t.context, ids, max_bytes=max_bytes, model=WINDOW_MODEL
