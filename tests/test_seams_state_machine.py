@@ -53,10 +53,6 @@ KNOWN_OPEN: set[str] = {
     "item1",  # re-adopt after an erase takes the superseded originals again
     "item2",  # a second table may adopt files another table owns
     "item3",  # receipts call adopted originals gone while present
-    "item4",  # a redelivered lake request after a crash records rows=0
-    "item5",  # lake values objects outlive their request
-    "item6",  # a bad value poisons the lake
-    "item7",  # a crash between manifest write and head update fails the next window run
     "item9",  # row TTL leaves index entries behind
     "item10",  # a merge append from a stale handle loses a renamed column's values
     "item13",  # versioned buckets keep noncurrent versions after `complete`
