@@ -52,10 +52,8 @@ from lethe.schemas import field_id
 KNOWN_OPEN: set[str] = {
     "item1",  # re-adopt after an erase takes the superseded originals again
     "item2",  # a second table may adopt files another table owns
-    "item3",  # receipts call adopted originals gone while present
     "item9",  # row TTL leaves index entries behind
     "item10",  # a merge append from a stale handle loses a renamed column's values
-    "item13",  # versioned buckets keep noncurrent versions after `complete`
     "new1",  # a lake erase of a customer whose rows a plain delete hid: complete, 0 rows
 }
 
