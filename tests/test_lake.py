@@ -382,8 +382,13 @@ def test_values_left_by_a_crash_before_recording_are_swept(
         m.setattr(Lake, "_record", crash)
         with pytest.raises(Crash):
             lake.forget("customer", [PERSON], request_id=SECRET_ID, mode="logical")
-    assert len(values_objects(lake, s3)) == 1 and lake.refresh().requests == ()
-    assert lake.sweep_values() == 0  # young: a call in flight may still record it
+    # the values are written only once a recorded request names their object (issue 35
+    # item 5): a crash before recording leaves none
+    assert values_objects(lake, s3) == [] and lake.refresh().requests == ()
+    # an object no request names (an older release wrote the values first) is swept
+    orphan = f"{lake.prefix}/requests/0123456789abcdef.json"
+    s3.put_object(Bucket=lake.store.bucket, Key=orphan, Body=b"{}")
+    assert lake.sweep_values() == 0  # young: a call of that release may still record it
     assert lake.sweep_values(older_than=timedelta(0)) == 1
     assert values_objects(lake, s3) == []
     # the redelivery records and applies it as if nothing had happened

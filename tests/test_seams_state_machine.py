@@ -52,10 +52,6 @@ from lethe.schemas import field_id
 KNOWN_OPEN: set[str] = {
     "item1",  # re-adopt after an erase takes the superseded originals again
     "item2",  # a second table may adopt files another table owns
-    "item4",  # a redelivered lake request after a crash records rows=0
-    "item5",  # lake values objects outlive their request
-    "item6",  # a bad value poisons the lake
-    "item7",  # a crash between manifest write and head update fails the next window run
     "new1",  # a lake erase of a customer whose rows a plain delete hid: complete, 0 rows
 }
 

@@ -142,6 +142,7 @@ def window_run() -> dict[str, Any]:
     archived = lake.archive()
     backlog = lake.backlog()
     metrics.add_metric("WindowFilesSpliced", MetricUnit.Count, run.files_spliced)
+    metrics.add_metric("WindowTablesFailed", MetricUnit.Count, len(run.failed))
     metrics.add_metric(PENDING_METRIC, MetricUnit.Count, backlog.pending)
     metrics.add_metric(OLDEST_METRIC, MetricUnit.Seconds, backlog.oldest_age_seconds)
     out = {
@@ -150,6 +151,8 @@ def window_run() -> dict[str, Any]:
         "files": run.files_spliced,
         "commits": run.commits,
         "complete": run.complete,
+        "failed": [t.table for t in run.failed],  # each table's reason is in the log
+        "values_deleted": run.values_deleted,
         "archived": archived,
         "pending": backlog.pending,
     }

@@ -188,9 +188,16 @@ class LakeTables(Construct):
             self.registry.grant_table_delete(
                 fn.function,
                 c.LAKE_VALUES_PREFIX + "*",
+                actions=("s3:DeleteObject", "s3:DeleteObjectVersion"),
                 sid="DropAppliedValues",
-                reason="Deletes the values of a lake request once every table applied it "
-                "(the only place they were kept); nothing else of the registry.",
+                reason="Deletes the values of a lake request, every version of them, once no "
+                "part of it is pending (the only place they were kept); nothing else of the "
+                "registry.",
+            )
+            # every version of a values object is listed: deleted with the request, and a
+            # receipt says gone only when no version is left (issue 35 item 5)
+            self.registry.grant_list(
+                fn.function, actions=("s3:ListBucketVersions",), sid="ListLakeValuesVersions"
             )
             for p in self.adopted:
                 p.grant_table_read(fn.function)

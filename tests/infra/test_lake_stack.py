@@ -85,8 +85,11 @@ def test_delete_handler_routes_lake_requests_and_commits_only_there(synth_lake: 
     assert reads == {k: {"*"} for k in ("orders", "events", "registry", "adopted")}
     deletes = lake_keys(synth_lake, c.DELETE_HANDLER, "s3:DeleteObject")
     assert deletes == {"registry": {"requests/*"}}  # applied values only, no table object
+    # every version of the values objects (issue 35 item 5), and nothing else
+    versions = lake_keys(synth_lake, c.DELETE_HANDLER, "s3:DeleteObjectVersion")
+    assert versions == {"registry": {"requests/*"}}
     assert not set(grants(synth_lake.statements(c.DELETE_HANDLER))) & (
-        GC_ONLY - {"s3:DeleteObject"}
+        GC_ONLY - {"s3:DeleteObject", "s3:DeleteObjectVersion", "s3:ListBucketVersions"}
     )
 
 

@@ -1,5 +1,6 @@
-"""``lethe lake create|add|map|tables|subjects|forget|resume|window|erasures``: the lake registry,
-one forget request across every table that maps a subject, and one receipt per request.
+"""``lethe lake create|add|map|tables|subjects|forget|resume|cancel|window|erasures``: the lake
+registry, one forget request across every table that maps a subject, and one receipt per
+request.
 
 Examples::
 
@@ -8,6 +9,7 @@ Examples::
     lethe lake map s3://b/_lethe customer s3://b/tables/orders customer_id
     lethe lake forget s3://b/_lethe customer 42 --request-id gdpr-42 --mode erase
     lethe lake window s3://b/_lethe --max-bytes 1073741824
+    lethe lake cancel s3://b/_lethe --request-id gdpr-42 --reason "ticket 88: wrong subject"
     lethe lake erasures s3://b/_lethe --pending --older-than 25d --json
 
 Erase requests are hidden at once; their splices wait for the end of the lake's erasure
@@ -16,13 +18,16 @@ file of the requests whose window closed, once for all of them, then archives fi
 requests out of ``lake.json``.
 
 Requests are shown by their id hash, values by their count; ``erasures --older-than`` exits
-1 when a listed request is not done yet (overdue).
+1 when a listed request is not done yet (overdue); ``resume`` exits 1 when a request failed
+again and ``window`` when a table failed (each with the reason, on stderr); a value that
+fits no mapped column is refused before anything is recorded (exit 2).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 from typing import Any
 
 from lethe.grace import parse_duration
@@ -103,8 +108,21 @@ def _forget(a: argparse.Namespace) -> int:
 
 
 def _resume(a: argparse.Namespace) -> int:
-    n = Lake.open(a.uri).resume()
-    print(f"{n} pending request(s) resumed")
+    r = Lake.open(a.uri).resume_requests()
+    for why in r.failed:
+        print(f"lethe: {why}", file=sys.stderr)
+    if r.values_deleted:
+        print(f"{r.values_deleted} values object(s) of finished requests deleted")
+    if not r.ok:
+        print(f"lethe: {len(r.failed)} request(s) did not finish", file=sys.stderr)
+        return 1
+    print(f"{r.requests} pending request(s) resumed")
+    return 0
+
+
+def _cancel(a: argparse.Namespace) -> int:
+    receipt = Lake.open(a.uri).cancel(a.request_id, reason=a.reason)
+    print(receipt.describe())
     return 0
 
 
@@ -117,11 +135,16 @@ def _window(a: argparse.Namespace) -> int:
         + ("" if run.complete else " (budget spent: the next run continues)")
     )
     for t in run.tables:
-        print(f"  {t.table}: {t.files_spliced} file(s), {t.commits} commit(s)")
+        if t.error is None:
+            print(f"  {t.table}: {t.files_spliced} file(s), {t.commits} commit(s)")
+    if run.values_deleted:
+        print(f"{run.values_deleted} values object(s) of finished requests deleted")
     moved = lake.archive(older_than=parse_duration(a.archive_after))
     if moved:
         print(f"{moved} finished request(s) archived")
-    return 0
+    for t in run.failed:
+        print(f"lethe: window run failed on {t.table}: {t.error}", file=sys.stderr)
+    return 1 if run.failed else 0
 
 
 def _erasures(a: argparse.Namespace) -> int:
@@ -155,6 +178,7 @@ _ACTIONS = {
     "subjects": _subjects,
     "forget": _forget,
     "resume": _resume,
+    "cancel": _cancel,
     "window": _window,
     "erasures": _erasures,
 }
@@ -199,8 +223,14 @@ def register(sub: Any) -> None:
     c.add_argument("uri")
     c.add_argument("--max-bytes", type=int, help="bound on bytes re-encoded per table")
     c.add_argument("--archive-after", default="7d", help="archive finished requests this old")
-    c = acts.add_parser("resume", help="finish pending requests (after a crash)")
+    c = acts.add_parser(
+        "resume", help="finish pending requests (after a crash); exit 1 if any fails"
+    )
     c.add_argument("uri")
+    c = acts.add_parser("cancel", help="cancel a pending request (its receipt says why)")
+    c.add_argument("uri")
+    c.add_argument("--request-id", required=True, help="the request (hashed; never printed)")
+    c.add_argument("--reason", required=True, help="why (kept in the receipt: name no person)")
     c = acts.add_parser("erasures", help="one receipt per request; --older-than exits 1 if overdue")
     c.add_argument("uri")
     c.add_argument("--request-id", help="one request (hashed before use; never printed)")

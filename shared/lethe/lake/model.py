@@ -35,6 +35,7 @@ __all__ = [
     "archive",
     "archive_key",
     "body_hash",
+    "cancel",
     "decode",
     "encode",
     "map_subject",
@@ -83,7 +84,7 @@ class TableState(_Frozen):
     part: int = 0
     columns: tuple[str, ...]
     id_hash: str | None = None
-    state: Literal["pending", "committed"] = "pending"
+    state: Literal["pending", "committed", "cancelled"] = "pending"
     version: int | None = None
     rows: int | None = None
     committed_at: datetime | None = None
@@ -101,6 +102,9 @@ class LakeRequest(_Frozen):
     recorded_at: datetime
     values_object: str  # lake-relative key of the object holding the values while pending
     tables: tuple[TableState, ...] = ()
+    #: set by :func:`cancel`: its pending parts were dropped, for the reason given
+    cancelled_at: datetime | None = None
+    cancel_reason: str | None = None
 
     @property
     def pending(self) -> tuple[TableState, ...]:
@@ -301,4 +305,18 @@ def mark_committed(
     if not changed:
         return doc
     new = r.model_copy(update={"tables": tuple(tables)})
+    return doc.model_copy(update={"requests": tuple(new if x is r else x for x in doc.requests)})
+
+
+def cancel(doc: LakeDoc, id_hash: str, reason: str, now: datetime) -> LakeDoc:
+    """Cancel request ``id_hash``: its pending parts become ``cancelled`` (never applied);
+    parts committed already stay as they are. A no-op when it is cancelled already or has
+    no pending part (it finished: nothing left to cancel)."""
+    r = doc.request(id_hash)
+    if r is None or r.cancelled_at is not None or not r.pending:
+        return doc
+    tables = tuple(
+        t.model_copy(update={"state": "cancelled"}) if t.state == "pending" else t for t in r.tables
+    )
+    new = r.model_copy(update={"tables": tables, "cancelled_at": now, "cancel_reason": reason})
     return doc.model_copy(update={"requests": tuple(new if x is r else x for x in doc.requests)})

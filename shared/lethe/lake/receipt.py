@@ -1,6 +1,12 @@
 """One receipt per lake request: the request as the registry holds it, plus each table's own
 receipt (:mod:`lethe.receipts`: hidden, spliced files, GC completion), reconstructed from
 storage. Counts, versions, paths and hashes only: never a value, never the raw request id.
+
+The request's values object (:mod:`lethe.lake.values`) is a copy of the person's values: a
+receipt lists it, present or gone as a listing of every version shows, and a request is
+neither ``complete`` nor done while it is present. The registry's row count of a part is
+not trusted over the table: a part it records with 0 rows whose table holds an erasure or
+rows for the request is told by the table's own receipt.
 """
 
 from __future__ import annotations
@@ -18,9 +24,9 @@ from lethe.manifest import ErasureRecord
 from lethe.receipts import ErasureReceipt, receipt
 from lethe.snapshot import Snapshot
 
-__all__ = ["LakeReceipt", "LakeTableReceipt", "lake_receipts"]
+__all__ = ["LakeCopy", "LakeReceipt", "LakeTableReceipt", "lake_receipts"]
 
-LakeState = Literal["recorded", "hidden", "erasing", "removed", "complete"]
+LakeState = Literal["recorded", "hidden", "erasing", "removed", "complete", "cancelled"]
 _RANK: dict[str, int] = {"erasing": 2, "removed": 3, "complete": 4}
 _NAMES: dict[int, LakeState] = {1: "hidden", 2: "erasing", 3: "removed", 4: "complete"}
 
@@ -44,6 +50,14 @@ class LakeTableReceipt(_Frozen):
     receipt: ErasureReceipt | None = None
 
 
+class LakeCopy(_Frozen):
+    """A copy of the request's values the lake itself kept (its values object)."""
+
+    path: str  # s3://bucket/<lake prefix>/requests/<uuid>.json
+    kind: Literal["values"] = "values"
+    present: bool  # a version of it is listed (every version counts, delete markers not)
+
+
 class LakeReceipt(_Frozen):
     """What became of one lake request, in every table it covered."""
 
@@ -57,6 +71,9 @@ class LakeReceipt(_Frozen):
     state: LakeState
     done: bool
     tables: tuple[LakeTableReceipt, ...]
+    copies: tuple[LakeCopy, ...] = ()
+    cancelled_at: datetime | None = None
+    cancel_reason: str | None = None
 
     def age_days(self, now: datetime | None = None) -> float:
         now = now or datetime.now(UTC)
@@ -84,18 +101,25 @@ class LakeReceipt(_Frozen):
                 f"  {t.table}{part} [{', '.join(t.columns)}]: {t.state}"
                 + (f" ({detail})" if detail else "")
             )
+        for c in self.copies:
+            lines.append(f"  {c.kind} object {c.path}: {'present' if c.present else 'gone'}")
+        if self.cancelled_at is not None:
+            when = self.cancelled_at.isoformat(timespec="seconds")
+            lines.append(f"  cancelled {when}: {self.cancel_reason}")
         return "\n".join(lines)
 
 
 def _table(mode: str, part: TableState, ev: Evidence | None) -> LakeTableReceipt:
     base: dict[str, Any] = {"table": part.table, "part": part.part, "columns": part.columns}
+    if part.state == "cancelled":
+        return LakeTableReceipt(state="cancelled", done=True, **base)
     if part.state == "pending" or part.id_hash is None or ev is None:
         return LakeTableReceipt(state="pending", **base)
-    if part.rows == 0:
+    r = receipt(ev, part.id_hash)
+    if part.rows == 0 and not r.erasure and not r.rows:
         return LakeTableReceipt(
             state="nothing to forget", rows=0, version=part.version, done=True, **base
         )
-    r = receipt(ev, part.id_hash)
     done = r.state == "complete" if mode == "erase" else True
     return LakeTableReceipt(
         state=r.state,
@@ -109,12 +133,18 @@ def _table(mode: str, part: TableState, ev: Evidence | None) -> LakeTableReceipt
     )
 
 
-def _state(req: LakeRequest, tables: Sequence[LakeTableReceipt]) -> LakeState:
+def _state(
+    req: LakeRequest, tables: Sequence[LakeTableReceipt], copies: Sequence[LakeCopy]
+) -> LakeState:
+    if req.cancelled_at is not None:
+        return "cancelled"
     if any(t.state == "pending" for t in tables):
         return "recorded"
     if req.mode != "erase":
         return "hidden"
     ranks = [_RANK.get(t.state, 1) for t in tables if t.state != "nothing to forget"]
+    if any(c.present for c in copies):  # the person's values are still in the lake
+        ranks.append(_RANK["removed"])
     return _NAMES[min(ranks)] if ranks else "complete"
 
 
@@ -136,9 +166,15 @@ def _prefetch(ev: Evidence, wanted: Collection[str]) -> None:
 
 
 def lake_receipts(
-    requests: Sequence[LakeRequest], open_table: Callable[[str], Any], *, lake: str = ""
+    requests: Sequence[LakeRequest],
+    open_table: Callable[[str], Any],
+    *,
+    lake: str = "",
+    present: Collection[str],
 ) -> list[LakeReceipt]:
-    """The receipts of ``requests``; each table's storage is read once for all of them."""
+    """The receipts of ``requests``; each table's storage is read once for all of them.
+    ``present``: the lake-relative keys of values objects a listing of every version found
+    (:func:`lethe.lake.values.present`)."""
     evidence: dict[str, Evidence] = {}
     wanted: dict[str, set[str]] = {}
     for req in requests:
@@ -157,6 +193,11 @@ def lake_receipts(
         tables = tuple(
             _table(req.mode, p, ev(p.table) if p.state == "committed" else None) for p in req.tables
         )
+        copies = (
+            (LakeCopy(path=f"{lake}/{req.values_object}", present=req.values_object in present),)
+            if req.values_object
+            else ()
+        )
         out.append(
             LakeReceipt(
                 lake=lake,
@@ -166,9 +207,12 @@ def lake_receipts(
                 values=req.values,
                 requested_at=req.requested_at,
                 recorded_at=req.recorded_at,
-                state=_state(req, tables),
-                done=all(t.done for t in tables),
+                state=_state(req, tables, copies),
+                done=all(t.done for t in tables) and not any(c.present for c in copies),
                 tables=tables,
+                copies=copies,
+                cancelled_at=req.cancelled_at,
+                cancel_reason=req.cancel_reason,
             )
         )
     return out

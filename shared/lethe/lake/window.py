@@ -31,10 +31,12 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
 import lethe.lake.model as model
+import lethe.lake.values as values
 from lethe import errors
 from lethe.erase import process_erasures
 from lethe.lake.model import LakeArchive, LakeDoc, LakeRequest
 from lethe.lake.receipt import lake_receipts
+from lethe.manifest import manifest_key
 from lethe.parquet.costs import CostModel
 from lethe.store import S3Store
 
@@ -71,6 +73,7 @@ ARCHIVE_AFTER = timedelta(days=7)
 
 class _Lake(Protocol):
     store: S3Store
+    prefix: str
 
     @property
     def uri(self) -> str: ...
@@ -93,6 +96,7 @@ class TableWindowRun:
     files_spliced: int
     commits: int
     complete: bool
+    error: str | None = None  # why this table failed (the run went on to the others)
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,10 +107,16 @@ class WindowRun:
     requests_due: int
     requests_waiting: int  # erase requests whose window has not closed yet
     tables: tuple[TableWindowRun, ...] = ()
+    values_deleted: int = 0  # values objects no pending request needed, deleted by the run
 
     @property
     def complete(self) -> bool:
         return all(t.complete for t in self.tables)
+
+    @property
+    def failed(self) -> tuple[TableWindowRun, ...]:
+        """The tables that failed in this run (each with its reason)."""
+        return tuple(t for t in self.tables if t.error is not None)
 
     @property
     def files_spliced(self) -> int:
@@ -127,7 +137,12 @@ def splice_due(
 ) -> WindowRun:
     """Splice every file of the erase requests whose window closed by ``now``: per table,
     all of them in one :func:`~lethe.erase.process_erasures` (a file several requests share
-    is spliced once), within ``max_bytes`` per table (None: no bound)."""
+    is spliced once), within ``max_bytes`` per table (None: no bound).
+
+    Every committed part counts, whatever row count the registry holds for it (the table's
+    erasure record says what is pending). A table's head lagging behind its newest manifest
+    (a committer died between the two PUTs) is rolled forward first: a normal state, not a
+    conflict. A table that fails is reported with its reason and the run goes on."""
     now = now or datetime.now(UTC)
     doc = lake.refresh()
     per_table: dict[str, list[str]] = defaultdict(list)
@@ -140,28 +155,46 @@ def splice_due(
             continue
         n_due += 1
         for p in r.tables:
-            if p.state == "committed" and p.id_hash is not None and p.rows:
+            if p.state == "committed" and p.id_hash is not None:
                 per_table[p.table].append(p.id_hash)
-    runs = []
-    for uri, ids in per_table.items():
+    runs = [_run_table(lake, uri, ids, max_bytes) for uri, ids in per_table.items()]
+    return WindowRun(n_due, waiting, tuple(runs))
+
+
+def current_table(lake: _Lake, uri: str) -> Any:
+    """The table at ``uri`` at its newest landed version: a head lagging behind its newest
+    manifest (a committer died between the two PUTs) is rolled forward first, one HEAD to
+    find out (a normal state, not a conflict)."""
+    t = lake.open_table(uri)
+    if t.catalog.store.exists(t.catalog.key(manifest_key(t.version + 1))):
+        t.catalog.roll_forward()
         t = lake.open_table(uri)
+    return t
+
+
+def _run_table(lake: _Lake, uri: str, ids: Sequence[str], max_bytes: int | None) -> TableWindowRun:
+    """One table of a window run: its head rolled forward, its due erasures spliced."""
+    try:
+        t = current_table(lake, uri)
         before = t.version
         complete, splices = process_erasures(
             t.context, ids, max_bytes=max_bytes, model=WINDOW_MODEL
         )
         commits = t.refresh().version - before if splices else 0
-        runs.append(TableWindowRun(uri, len(ids), len(splices), commits, complete))
-        log.info(
-            "lake %s: window run on %s: %d erasure(s), %d file(s) spliced in %d commit(s), "
-            "complete=%s",
-            lake.uri,
-            uri,
-            len(ids),
-            len(splices),
-            commits,
-            complete,
-        )
-    return WindowRun(n_due, waiting, tuple(runs))
+    except errors.LetheError as e:
+        why = f"{type(e).__name__}: {str(e)[:300]}"
+        log.error("lake %s: window run on %s failed (%s); the others go on", lake.uri, uri, why)
+        return TableWindowRun(uri, len(ids), 0, 0, False, error=why)
+    log.info(
+        "lake %s: window run on %s: %d erasure(s), %d file(s) spliced in %d commit(s), complete=%s",
+        lake.uri,
+        uri,
+        len(ids),
+        len(splices),
+        commits,
+        complete,
+    )
+    return TableWindowRun(uri, len(ids), len(splices), commits, complete)
 
 
 def archive(
@@ -181,7 +214,9 @@ def archive(
         old = [r for r in doc.requests if not r.pending and now - r.recorded_at > older_than]
         if not old:
             return 0
-        done = {x.id_hash for x in lake_receipts(old, lake.open_table, lake=lake.uri) if x.done}
+        present = values.present(lake.store, lake.prefix)
+        receipts = lake_receipts(old, lake.open_table, lake=lake.uri, present=present)
+        done = {x.id_hash for x in receipts if x.done}
         moved = tuple(r for r in old if r.id_hash in done)
         if not moved:
             return 0
