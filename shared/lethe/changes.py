@@ -42,6 +42,7 @@ from lethe.manifest import (
     ErasureTarget,
     IndexPiece,
     IndexRun,
+    LedgerRef,
     Operation,
     RequestRecord,
     TableProperties,
@@ -202,6 +203,10 @@ class AdoptFiles:
     operation: Operation
     runs: Mapping[str, IndexRun] = field(default_factory=dict)
     merges: tuple[Merge, ...] = ()
+    #: the ledger object of everything this commit takes (lethe.ownership)
+    ledger: LedgerRef | None = None
+    #: the ledger takes a source's history too: commit it even when no file is new
+    history: int = 0
 
     def requirements(self) -> tuple[Requirement, ...]:
         return ()
@@ -215,13 +220,15 @@ class AdoptFiles:
                 f"changed since): {', '.join(changed[:5])}"
             )
         new = tuple(f for f in self.files if f.path not in live)
-        if not new:
+        if not new and not (self.history and self.ledger is not None):
             return None
         op = self.operation.model_copy(
             update={"files_added": len(new), "rows_added": sum(f.rows for f in new)}
         )
-        nxt = apply_append(base, new, op)
-        return with_merges(with_new_runs(nxt, self.runs), self.merges)
+        nxt = with_merges(with_new_runs(apply_append(base, new, op), self.runs), self.merges)
+        if self.ledger is None:
+            return nxt
+        return nxt.evolve(adopted=(*base.manifest.adopted, self.ledger))
 
 
 def _etag_of(files: Sequence[DataFile], path: str) -> str:

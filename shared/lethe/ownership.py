@@ -1,17 +1,60 @@
-"""Ownership of files adopted in place (:mod:`lethe.adopt`): an erasure rewrites a file and
-GC deletes the original, so a file Lethe does not own (``take_ownership=False``) refuses
-every physical erasure that would touch it (reads and DV deletes still work)."""
+"""Ownership of objects adopted in place (:mod:`lethe.adopt`; docs/format.md "Ownership").
+
+- An erasure rewrites a file and GC deletes the original, so a file Lethe does not own
+  (``take_ownership=False``) refuses every physical erasure that would touch it (reads and DV
+  deletes still work): :func:`check_owned`, :func:`check_erasable`.
+- The **adoption ledger** is the table's record of every object it ever adopted, superseded
+  ones included: each ``adopt`` commit writes one immutable ledger object under
+  ``manifest/adopted/`` and adds its reference to the manifest (``adopted``) in the same
+  commit, so a ledger entry exists exactly when its adoption landed. A re-run never takes
+  again what the table superseded (:func:`adopted_objects`); GC and receipts find the owned
+  objects outside the table prefix no data file references any more
+  (:func:`superseded_external`): spliced originals and a source's history and metadata.
+- An **ownership marker** per object, in the object's own bucket, created with
+  ``If-None-Match`` before the adopting commit, names the one table that owns it (or the
+  tables that read it without ownership): a second table is refused (:func:`check_free`,
+  :func:`claim`), and GC deletes only what its own marker gives it (:func:`deletable`).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Any
+import gzip
+import hashlib
+import threading
+import uuid
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Final, Literal
+
+from pydantic import BaseModel, ConfigDict
 
 from lethe import errors
-from lethe.manifest import DataFile
+from lethe.layout import HEAD_KEY, object_key
+from lethe.manifest import DataFile, LedgerRef
 from lethe.snapshot import Snapshot
+from lethe.store import S3Store
 
-__all__ = ["check_erasable", "check_owned"]
+__all__ = [
+    "LEDGER_PREFIX",
+    "MARKER_PREFIX",
+    "Adopted",
+    "Ledger",
+    "LedgerEntry",
+    "Marker",
+    "TableRef",
+    "adopted_objects",
+    "check_erasable",
+    "check_free",
+    "check_owned",
+    "claim",
+    "deletable",
+    "marker_uri",
+    "superseded_external",
+    "was_adopted",
+    "write_ledger",
+]
 
 
 def check_owned(files: Iterable[DataFile], what: str) -> None:
@@ -41,3 +84,272 @@ def check_erasable(snap: Snapshot, filters: Any) -> None:
 
     dnf = normalize(filters, snap.arrow_schema())
     check_owned(candidate_files(snap, dnf), "erase")
+
+
+# --- the adoption ledger: every object a table ever adopted ---------------------------------
+LEDGER_PREFIX: Final = "manifest/adopted/"
+MARKER_PREFIX: Final = "_lethe/owners/"
+Kind = Literal["data", "history"]
+
+
+class LedgerEntry(BaseModel):
+    """One adopted object: an absolute ``s3://`` URI, its ETag and size; ``kind`` ``data``
+    (a data file the commit made live) or ``history`` (a source's earlier snapshots, metadata,
+    logs, checkpoints and delete files: owned, superseded from the start)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    path: str
+    etag: str | None = None
+    size: int = 0
+    kind: Kind = "data"
+
+
+class Ledger(BaseModel):
+    """A ledger object (``manifest/adopted/vNNNNNNNN-<uuid>.json.gz``, gzip JSON)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    format: Literal["lethe.adopted"] = "lethe.adopted"
+    table_uuid: str
+    at: datetime
+    source: str = ""
+    owned: bool = True
+    objects: tuple[LedgerEntry, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Adopted:
+    """An object a table adopted (what :func:`adopted_objects` and
+    :func:`superseded_external` return): ``adopted_at`` is the adopting commit's time (the GC
+    grace of a source's history counts from it, not from the object's LastModified)."""
+
+    uri: str
+    etag: str | None
+    size: int
+    kind: Kind
+    owned: bool
+    adopted_at: datetime
+
+
+def ledger_key(version: int) -> str:
+    """A new ledger object, written for the commit of ``version``."""
+    return f"{LEDGER_PREFIX}v{version:08d}-{uuid.uuid4().hex[:12]}.json.gz"
+
+
+def write_ledger(
+    store: S3Store, prefix: str, version: int, ledger: Ledger
+) -> tuple[str, LedgerRef]:
+    """PUT ``ledger`` (create-only); returns its bucket key and the manifest's reference."""
+    rel = ledger_key(version)
+    key = object_key(prefix, rel)
+    body = gzip.compress(ledger.model_dump_json().encode(), compresslevel=6, mtime=0)
+    store.put(key, body, if_none_match=True)
+    return key, LedgerRef(path=rel, objects=len(ledger.objects))
+
+
+def adopted_objects(store: S3Store, prefix: str, snap: Snapshot) -> dict[str, list[Adopted]]:
+    """Every object the table at ``prefix`` ever adopted (``snap``'s ledgers, one GET each),
+    by URI (one entry per ETag taken under that URI)."""
+    refs = list(snap.manifest.adopted)
+    if not refs:
+        return {}
+    with ThreadPoolExecutor(max_workers=min(16, len(refs))) as pool:
+        bodies = list(pool.map(lambda r: store.get(object_key(prefix, r.path)).body, refs))
+    out: dict[str, list[Adopted]] = {}
+    for ref, raw in zip(refs, bodies, strict=True):
+        try:
+            led = Ledger.model_validate_json(gzip.decompress(raw))
+        except (OSError, ValueError) as e:
+            raise errors.CorruptManifest(f"adoption ledger {ref.path}: {e}") from e
+        for o in led.objects:
+            a = Adopted(o.path, o.etag, o.size, o.kind, led.owned, led.at)
+            out.setdefault(o.path, []).append(a)
+    return out
+
+
+def superseded_external(catalog: Any, snap: Snapshot | None = None) -> list[Adopted]:
+    """Every owned object outside the table prefix that the table adopted and that no data
+    file entry of ``snap`` (default: the head) references: adopted originals an erasure,
+    rewrite or retention sweep replaced, and a source's history and metadata (kind
+    ``history``). Gone objects are included (callers HEAD or list them); objects another
+    table references are included too: GC filters them with :func:`deletable`."""
+    snap = snap if snap is not None else catalog.read_manifest(catalog.read_head()[0].version)
+    ever = adopted_objects(catalog.store, catalog.prefix, snap)
+    live = snap.files_at(list(ever))
+    out = []
+    for uri, takes in sorted(ever.items()):
+        for a in takes:
+            f = live.get(uri)
+            if a.owned and (f is None or (a.etag is not None and f.etag != a.etag)):
+                out.append(a)
+    return out
+
+
+def was_adopted(store: S3Store, prefix: str, snap: Snapshot, uri: str, etag: str) -> bool:
+    """Whether the table adopted ``uri`` under ``etag`` before (it may have superseded it
+    since): one marker GET, and the ledgers only when the marker names the table."""
+    got = _read_marker(store, uri)
+    if got is None or got[0].others(snap.manifest.table_uuid):
+        return False
+    takes = adopted_objects(store, prefix, snap).get(uri, ())
+    return any(a.etag is None or a.etag == etag for a in takes)
+
+
+# --- ownership markers: one table per object ------------------------------------------------
+class TableRef(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    uri: str
+    uuid: str
+
+
+class Marker(BaseModel):
+    """``s3://<the object's bucket>/_lethe/owners/<sha256(uri)[:40]>.json``: the table that
+    owns the object, or the tables that read it without ownership."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    format: Literal["lethe.owner"] = "lethe.owner"
+    path: str
+    owner: TableRef | None = None
+    readers: tuple[TableRef, ...] = ()
+
+    def others(self, table_uuid: str | None) -> tuple[str, ...]:
+        """The URIs of the tables other than ``table_uuid`` the marker names."""
+        refs = ([self.owner] if self.owner else []) + list(self.readers)
+        return tuple(dict.fromkeys(r.uri for r in refs if r.uuid != table_uuid))
+
+
+def marker_uri(uri: str) -> str:
+    """The marker of the object at ``uri`` (in the object's own bucket)."""
+    bucket = uri.removeprefix("s3://").split("/", 1)[0]
+    return f"s3://{bucket}/{MARKER_PREFIX}{hashlib.sha256(uri.encode()).hexdigest()[:40]}.json"
+
+
+def _read_marker(store: S3Store, uri: str) -> tuple[Marker, str] | None:
+    try:
+        r = store.get(marker_uri(uri))
+    except errors.NotFound:
+        return None
+    return Marker.model_validate_json(r.body), r.etag
+
+
+def _refuse(found: Mapping[str, tuple[str, ...]], what: str) -> errors.OwnedElsewhere:
+    tables = tuple(dict.fromkeys(t for ts in found.values() for t in ts))
+    some = sorted(found)[:3]
+    return errors.OwnedElsewhere(
+        f"{len(found)} object(s) to {what} belong to another Lethe table "
+        f"({', '.join(tables)}): {', '.join(some)}{', ...' if len(found) > 3 else ''}. "
+        "A table's erase and GC rewrite and delete the objects it owns, so two tables never "
+        "share one (tables may share objects only when none owns them: take_ownership=False). "
+        "Use that table, or drop it (lethe drop) first; a claim left by an adoption that never "
+        f"committed is the object under s3://<bucket>/{MARKER_PREFIX}: delete it",
+        tables=tables,
+    )
+
+
+def check_free(store: S3Store, table_uuid: str | None, uris: Sequence[str], owned: bool) -> None:
+    """Refuse adopting ``uris`` when another table owns or references one (its marker), or
+    when one lies under another table's prefix (a ``_latest_manifest`` in a parent
+    directory): nothing is written.
+
+    Raises:
+        OwnedElsewhere: naming the tables.
+    """
+    found = dict(_written_by_tables(store, uris))
+    with ThreadPoolExecutor(max_workers=16) as pool:
+        marks = list(pool.map(lambda u: _read_marker(store, u), uris))
+    for uri, got in zip(uris, marks, strict=True):
+        if got is None:
+            continue
+        m = got[0]
+        others = m.others(table_uuid)
+        if others and (owned or m.owner is not None):
+            found[uri] = others
+    if found:
+        raise _refuse(found, "adopt")
+
+
+def _written_by_tables(store: S3Store, uris: Sequence[str]) -> Iterator[tuple[str, tuple[str]]]:
+    """``(uri, (table,))`` for each of ``uris`` under a Lethe table's prefix (one HEAD per
+    distinct parent directory)."""
+    dirs: dict[str, bool] = {}
+    for uri in uris:
+        parts = uri.removeprefix("s3://").split("/")
+        for i in range(len(parts) - 1, 0, -1):
+            d = "s3://" + "/".join(parts[:i])
+            dirs.setdefault(d, False)
+    todo = sorted(dirs)
+    with ThreadPoolExecutor(max_workers=16) as pool:
+        heads = list(pool.map(lambda d: store.exists(f"{d}/{HEAD_KEY}"), todo))
+    tables = [d for d, h in zip(todo, heads, strict=True) if h]
+    for uri in uris:
+        owner = next((t for t in tables if uri.startswith(t + "/")), None)
+        if owner is not None:
+            yield uri, (owner,)
+
+
+def claim(store: S3Store, table: TableRef, uris: Sequence[str], owned: bool) -> None:
+    """Write the marker of each of ``uris`` for ``table`` (create-only: of two tables racing,
+    one wins); a reader adds itself to an unowned marker by compare-and-swap.
+
+    Raises:
+        OwnedElsewhere: another table owns or references one of them.
+    """
+    found: dict[str, tuple[str, ...]] = {}
+    lock = threading.Lock()
+
+    def one(uri: str) -> None:
+        for _ in range(8):
+            mine = Marker(
+                path=uri, owner=table if owned else None, readers=() if owned else (table,)
+            )
+            try:
+                store.put(marker_uri(uri), mine.model_dump_json().encode(), if_none_match=True)
+                return
+            except (errors.PreconditionFailed, errors.ConditionalRequestConflict):
+                pass
+            got = _read_marker(store, uri)
+            if got is None:
+                continue
+            m, etag = got
+            others = m.others(table.uuid)
+            if not others or (m.owner is None and table in m.readers):
+                return  # ours already
+            if owned or m.owner is not None:
+                with lock:
+                    found[uri] = others
+                return
+            more = m.model_copy(update={"readers": (*m.readers, table)})
+            try:
+                store.put(marker_uri(uri), more.model_dump_json().encode(), if_match=etag)
+                return
+            except (errors.PreconditionFailed, errors.ConditionalRequestConflict):
+                continue
+        raise errors.CommitConflict(f"the ownership marker of {uri} kept changing; run again")
+
+    with ThreadPoolExecutor(max_workers=16) as pool:
+        list(pool.map(one, uris))
+    if found:
+        raise _refuse(found, "adopt")
+
+
+def deletable(catalog: Any, uris: Iterable[str], table_uuid: str) -> set[str]:
+    """The owned adopted objects among ``uris`` GC may delete: those whose marker names the
+    table as their only owner and reader. An object without a marker (adopted before markers
+    existed) is claimed for the table first (create-only), so that no table takes it later;
+    an object another table owns or reads is kept."""
+    table = TableRef(uri=catalog.uri, uuid=table_uuid)
+    todo = sorted(set(uris))
+
+    def ok(uri: str) -> bool:
+        got = _read_marker(catalog.store, uri)
+        if got is None:
+            try:
+                claim(catalog.store, table, [uri], owned=True)
+            except errors.OwnedElsewhere:
+                return False
+            return True
+        return not got[0].others(table_uuid)
+
+    if not todo:
+        return set()
+    with ThreadPoolExecutor(max_workers=min(16, len(todo))) as pool:
+        return {u for u, keep in zip(todo, pool.map(ok, todo), strict=True) if keep}

@@ -22,6 +22,7 @@ from lethe.gc.areas import manifest_version
 from lethe.gc.policy import Retention, as_utc
 from lethe.gc.select import Listed, Marks
 from lethe.manifest import ErasureRecord
+from lethe.ownership import deletable, superseded_external
 from lethe.snapshot import Snapshot
 
 __all__ = ["list_objects", "mark", "newly_referenced", "references", "relative"]
@@ -79,15 +80,21 @@ def external_superseded(
         except errors.SnapshotNotFound:
             continue
         paths.update(f.path for f in m.files if f.owned and f.path.startswith("s3://"))
+    # the ledger (lethe.ownership): owned objects no data file references, a source's history
+    # among them (its grace counts from the adoption); never what another table references
+    taken = {a.uri: a.adopted_at for a in superseded_external(catalog)}
+    paths.update(taken)
+    paths = deletable(catalog, [p for p in paths if p not in marks.referenced], marks.table_uuid)
     out: list[Listed] = []
     for p in sorted(paths):
-        if p in marks.referenced:
-            continue
         try:
             o = catalog.store.head(p)
         except errors.NotFound:
             continue
-        out.append(Listed(p, o.size, as_utc(o.last_modified)))
+        at = as_utc(o.last_modified)
+        if p in taken and at is not None:
+            at = max(at, taken[p])
+        out.append(Listed(p, o.size, at))
     return out
 
 

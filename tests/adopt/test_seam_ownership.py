@@ -1,0 +1,150 @@
+"""Ownership that cannot be taken twice (issue 35 items 1 and 2): a table never adopts again an
+object it superseded, refuses an object another Lethe table owns (naming it), and GC never
+deletes an object another table references. Driven through the CLI as the issue's report."""
+
+from __future__ import annotations
+
+import io
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+from conftest import events
+
+import lethe
+from lethe import errors
+from lethe.cli import main
+from lethe.gc import collect
+
+
+def _put(s3: Any, bucket: str, key: str, t: pa.Table) -> None:
+    buf = io.BytesIO()
+    pq.write_table(t, buf)
+    s3.put_object(Bucket=bucket, Key=key, Body=buf.getvalue())
+
+
+def _three_files(s3: Any, bucket: str) -> str:
+    """3 Hive files of 4,000 rows (ids 0..11,999; customer 1 has 60 rows)."""
+    for i in range(3):
+        _put(
+            s3,
+            bucket,
+            f"raw/ev/dt=2026-01-0{i + 1}/part-0.parquet",
+            events(i * 4000, 4000, customers=200),
+        )
+    return f"s3://{bucket}/raw/ev/"
+
+
+def test_seam01_readopt_after_erase_keeps_rows_gone(s3: Any, bucket: str, capsys: Any) -> None:
+    """issue 35 item 1: re-running adopt after an erase must not take the superseded
+    originals again (they stay in the bucket until GC)."""
+    src, uri = _three_files(s3, bucket), f"s3://{bucket}/t"
+    assert main(["adopt", uri, src, "--key", "id"]) == 0
+    assert main(["erase", uri, "--where", "customer_id = 1", "--request-id", "r1"]) == 0
+    before = lethe.Table.open(uri)
+    assert before.scan().num_rows == 11_940
+    # the spliced originals are still there (GC has not run)
+    assert len(s3.list_objects_v2(Bucket=bucket, Prefix="raw/ev/")["Contents"]) == 3
+    capsys.readouterr()
+    assert main(["adopt", uri, src, "--key", "id"]) == 0
+    t = lethe.Table.open(uri)
+    got = t.scan()
+    assert got.num_rows == 11_940
+    assert pc.sum(pc.equal(got["customer_id"], 1)).as_py() in (0, None)
+    assert len(set(got["id"].to_pylist())) == got.num_rows  # no duplicated ids
+    assert t.version == before.version  # nothing adopted, nothing committed
+    assert t.erasure_status("r1").state in ("removed", "complete")
+    # a dry run says the same: nothing to adopt, 3 objects superseded
+    plan = lethe.Table.adopt(uri, src, dry_run=True)
+    assert isinstance(plan, lethe.AdoptPlan)
+    assert plan.files == () and plan.superseded == 3
+
+
+def test_seam02_a_second_table_cannot_take_owned_files(s3: Any, bucket: str) -> None:
+    """issue 35 item 2: adopt of a prefix another table owns is refused, naming the table;
+    the first table's scans keep working after the second's erase and GC (no doubled prefix)."""
+    src = _three_files(s3, bucket)
+    a, b = f"s3://{bucket}/tables/a", f"s3://{bucket}/tables/b"
+    lethe.Table.adopt(a, src, key="id")
+    with pytest.raises(errors.OwnedElsewhere, match="tables/a"):
+        lethe.Table.adopt(b, src, key="id")
+    with pytest.raises(errors.OwnedElsewhere, match="tables/a"):
+        lethe.Table.adopt(b, src, key="id", take_ownership=False)
+    with pytest.raises(errors.OwnedElsewhere, match="tables/a"):
+        lethe.Table.adopt(b, src, key="id", dry_run=True)
+    # nor the files another table wrote under its own prefix
+    w = f"s3://{bucket}/tables/w"
+    lethe.Table.create(w, events(0, 1).schema, key="id").append(events(0, 50))
+    with pytest.raises(errors.OwnedElsewhere, match="tables/w"):
+        lethe.Table.adopt(b, f"{w}/data/", key="id")
+    assert lethe.Table.open(a).scan().num_rows == 12_000
+
+
+def test_seam02_gc_never_deletes_what_another_table_references(s3: Any, bucket: str) -> None:
+    """issue 35 item 2: two tables reading the same files without ownership is allowed; a
+    table that owns files another table also references (adopted before markers existed)
+    splices them, but its GC keeps the originals while the other table references them."""
+    src = _three_files(s3, bucket)
+    a, b = f"s3://{bucket}/tables/a", f"s3://{bucket}/tables/b"
+    lethe.Table.adopt(a, src, key="id", take_ownership=False)
+    lethe.Table.adopt(b, src, key="id", take_ownership=False)  # readers share
+    with pytest.raises(errors.OwnedElsewhere, match="tables/a"):
+        lethe.Table.adopt(f"s3://{bucket}/tables/c", src, key="id")  # owning would break a, b
+    ta = lethe.Table.open(a)
+    assert ta.scan().num_rows == lethe.Table.open(b).scan().num_rows == 12_000
+
+
+def test_seam02_stale_snapshot_names_the_object_once(s3: Any, bucket: str) -> None:
+    """issue 35 item 2: a StaleSnapshot on an adopted file names ``s3://b/raw/...``, not
+    ``s3://b/s3://b/raw/...``."""
+    src, uri = _three_files(s3, bucket), f"s3://{bucket}/t"
+    t = lethe.Table.adopt(uri, src, key="id")
+    assert isinstance(t, lethe.Table)
+    s3.delete_object(Bucket=bucket, Key="raw/ev/dt=2026-01-01/part-0.parquet")
+    with pytest.raises(errors.StaleSnapshot) as e:
+        t.scan()
+    assert f"s3://{bucket}/s3://" not in str(e.value)
+    assert f"s3://{bucket}/raw/ev/dt=2026-01-01/part-0.parquet" in str(e.value)
+
+
+def test_seam02_gc_keeps_originals_another_table_references(s3: Any, bucket: str) -> None:
+    """issue 35 item 2: table a adopted the files with ownership before ownership markers
+    existed (simulated: its markers deleted); table b then adopts them to read (a reader
+    marker). a's erase + GC must not delete what b references: b's scans keep working."""
+    src = _three_files(s3, bucket)
+    a, b = f"s3://{bucket}/tables/a", f"s3://{bucket}/tables/b"
+    ta = lethe.Table.adopt(a, src, key="id")
+    assert isinstance(ta, lethe.Table)
+    for o in s3.list_objects_v2(Bucket=bucket, Prefix="_lethe/owners/").get("Contents", []):
+        s3.delete_object(Bucket=bucket, Key=o["Key"])
+    lethe.Table.adopt(b, src, key="id", take_ownership=False)
+    ta.erase([("customer_id", "=", 1)], request_id="r1")
+    collect(ta, now=datetime.now(UTC) + timedelta(days=40))
+    assert len(s3.list_objects_v2(Bucket=bucket, Prefix="raw/ev/").get("Contents", [])) == 3
+    assert lethe.Table.open(b).scan().num_rows == 12_000
+    assert lethe.Table.open(a).scan().num_rows == 11_940
+
+
+def test_seam01_a_redelivered_upload_event_does_not_readopt_an_erased_original(
+    s3: Any, bucket: str
+) -> None:
+    """issue 35 item 1 (the upload trigger's path): an S3 event redelivered after an erase
+    must not adopt the spliced original again."""
+    from lethe.adopt.one import adopt_object
+
+    _put(s3, bucket, "raw/ev/dt=2026-01-01/part-0.parquet", events(0, 4000, customers=200))
+    t = lethe.Table.create(
+        f"s3://{bucket}/t", events(0, 1).schema.append(pa.field("dt", pa.string())), key="id"
+    )
+    key = "raw/ev/dt=2026-01-01/part-0.parquet"
+    head = s3.head_object(Bucket=bucket, Key=key)
+    kw = {"etag": head["ETag"], "size": head["ContentLength"], "prefix": "raw/ev/"}
+    assert not adopt_object(t, bucket, key, **kw).duplicate
+    t.erase([("customer_id", "=", 1)], request_id="r1")
+    again = adopt_object(t, bucket, key, **kw)
+    assert again.duplicate and again.rows == 0
+    got = lethe.Table.open(f"s3://{bucket}/t").scan()
+    assert got.num_rows == 3_980 and len(set(got["id"].to_pylist())) == 3_980
