@@ -239,8 +239,8 @@ def _refuse(found: Mapping[str, tuple[str, ...]], what: str) -> errors.OwnedElse
         f"({', '.join(tables)}): {', '.join(some)}{', ...' if len(found) > 3 else ''}. "
         "A table's erase and GC rewrite and delete the objects it owns, so two tables never "
         "share one (tables may share objects only when none owns them: take_ownership=False). "
-        "Use that table, or drop it (lethe drop) first; a claim left by an adoption that never "
-        f"committed is the object under s3://<bucket>/{MARKER_PREFIX}: delete it",
+        "Use that table; a claim left by an adoption that never committed is the marker "
+        f"object under s3://<bucket>/{MARKER_PREFIX} (docs/format.md, Ownership): delete it",
         tables=tables,
     )
 

@@ -325,9 +325,9 @@ def adopt(cls: TableClass[Table], uri: str, source: str, opts: AdoptOptions) -> 
     listing, done, gone = _pending(list_source(store, source, fmt, opts), table)
     own = opts.take_ownership
     uuid = table.manifest.table_uuid if table is not None else None
-    check_free(store, uuid, [f.uri for f in (*listing.files, *listing.history)], own)
     footers = logical((opts.footers or read_footers)(store, listing.files), listing)
     if not footers:
+        check_free(store, uuid, [h.uri for h in listing.history], own)
         if opts.dry_run:
             schema = table.schema if table else pa.schema([])
             return plan_of(uri, listing, (), schema, done, own, gone)
@@ -337,6 +337,7 @@ def adopt(cls: TableClass[Table], uri: str, source: str, opts: AdoptOptions) -> 
             commit_batch(table, [], fmt=fmt, own=own, history=listing.history, source=source)
         return table
     schema, additions = _target_schema(footers, listing, opts, table)
+    check_free(store, uuid, [f.uri for f in (*listing.files, *listing.history)], own)
     if opts.dry_run:
         return plan_of(uri, listing, footers, schema, done, own, gone)
     if table is not None and additions:  # one schema commit first (lethe.evolution rules)
