@@ -207,6 +207,8 @@ class AdoptFiles:
     ledger: LedgerRef | None = None
     #: the ledger takes a source's history too: commit it even when no file is new
     history: int = 0
+    #: ledgers merged into ``ledger`` (lethe.ownership.ledger_for_commit): dropped from the root
+    merged: tuple[LedgerRef, ...] = ()
 
     def requirements(self) -> tuple[Requirement, ...]:
         return ()
@@ -228,7 +230,8 @@ class AdoptFiles:
         nxt = with_merges(with_new_runs(apply_append(base, new, op), self.runs), self.merges)
         if self.ledger is None:
             return nxt
-        return nxt.evolve(adopted=(*base.manifest.adopted, self.ledger))
+        kept = tuple(r for r in base.manifest.adopted if r not in self.merged)
+        return nxt.evolve(adopted=(*kept, self.ledger))
 
 
 def _etag_of(files: Sequence[DataFile], path: str) -> str:

@@ -25,7 +25,7 @@ import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict
@@ -50,6 +50,7 @@ __all__ = [
     "check_owned",
     "claim",
     "deletable",
+    "ledger_for_commit",
     "marker_uri",
     "superseded_external",
     "was_adopted",
@@ -88,6 +89,8 @@ def check_erasable(snap: Snapshot, filters: Any) -> None:
 
 # --- the adoption ledger: every object a table ever adopted ---------------------------------
 LEDGER_PREFIX: Final = "manifest/adopted/"
+MERGE_AT: Final = 32  # small ledgers a manifest names before a commit merges them
+SMALL: Final = 4096  # a ledger of fewer objects is small
 MARKER_PREFIX: Final = "_lethe/owners/"
 Kind = Literal["data", "history"]
 
@@ -102,6 +105,9 @@ class LedgerEntry(BaseModel):
     etag: str | None = None
     size: int = 0
     kind: Kind = "data"
+    # set in a merged ledger (several adoptions): the adoption's own ownership and time
+    owned: bool | None = None
+    at: datetime | None = None
 
 
 class Ledger(BaseModel):
@@ -146,24 +152,58 @@ def write_ledger(
     return key, LedgerRef(path=rel, objects=len(ledger.objects))
 
 
-def adopted_objects(store: S3Store, prefix: str, snap: Snapshot) -> dict[str, list[Adopted]]:
-    """Every object the table at ``prefix`` ever adopted (``snap``'s ledgers, one GET each),
-    by URI (one entry per ETag taken under that URI)."""
-    refs = list(snap.manifest.adopted)
+def _entries(store: S3Store, prefix: str, refs: Sequence[LedgerRef]) -> list[LedgerEntry]:
+    """The entries of the ledgers ``refs`` (one GET each), each with its ownership and time."""
     if not refs:
-        return {}
+        return []
     with ThreadPoolExecutor(max_workers=min(16, len(refs))) as pool:
         bodies = list(pool.map(lambda r: store.get(object_key(prefix, r.path)).body, refs))
-    out: dict[str, list[Adopted]] = {}
+    out: list[LedgerEntry] = []
     for ref, raw in zip(refs, bodies, strict=True):
         try:
             led = Ledger.model_validate_json(gzip.decompress(raw))
         except (OSError, ValueError) as e:
             raise errors.CorruptManifest(f"adoption ledger {ref.path}: {e}") from e
-        for o in led.objects:
-            a = Adopted(o.path, o.etag, o.size, o.kind, led.owned, led.at)
-            out.setdefault(o.path, []).append(a)
+        out.extend(
+            o.model_copy(
+                update={
+                    "owned": led.owned if o.owned is None else o.owned,
+                    "at": o.at or led.at,
+                }
+            )
+            for o in led.objects
+        )
     return out
+
+
+def adopted_objects(store: S3Store, prefix: str, snap: Snapshot) -> dict[str, list[Adopted]]:
+    """Every object the table at ``prefix`` ever adopted (``snap``'s ledgers, one GET each),
+    by URI (one entry per ETag taken under that URI)."""
+    out: dict[str, list[Adopted]] = {}
+    for o in _entries(store, prefix, snap.manifest.adopted):
+        a = Adopted(o.path, o.etag, o.size, o.kind, bool(o.owned), o.at or datetime.now(UTC))
+        out.setdefault(o.path, []).append(a)
+    return out
+
+
+def ledger_for_commit(
+    store: S3Store,
+    prefix: str,
+    snap: Snapshot,
+    ledger: Ledger,
+) -> tuple[str, LedgerRef, tuple[LedgerRef, ...]]:
+    """Write the ledger of one ``adopt`` commit on ``snap``; once the manifest names
+    ``MERGE_AT`` small ledgers (fewer than ``SMALL`` objects: the upload trigger adopts one
+    object per commit), they are merged into this one, so the root stays small. Returns the
+    ledger's bucket key, its reference and the references it replaces."""
+    small = tuple(r for r in snap.manifest.adopted if r.objects < SMALL)
+    merged: tuple[LedgerRef, ...] = ()
+    if len(small) >= MERGE_AT:
+        merged = small
+        prior = _entries(store, prefix, small)
+        ledger = ledger.model_copy(update={"objects": (*prior, *ledger.objects)})
+    key, ref = write_ledger(store, prefix, snap.manifest.version + 1, ledger)
+    return key, ref, merged
 
 
 def superseded_external(catalog: Any, snap: Snapshot | None = None) -> list[Adopted]:
@@ -294,6 +334,7 @@ def claim(store: S3Store, table: TableRef, uris: Sequence[str], owned: bool) -> 
         OwnedElsewhere: another table owns or references one of them.
     """
     found: dict[str, tuple[str, ...]] = {}
+    created: list[str] = []
     lock = threading.Lock()
 
     def one(uri: str) -> None:
@@ -303,6 +344,9 @@ def claim(store: S3Store, table: TableRef, uris: Sequence[str], owned: bool) -> 
             )
             try:
                 store.put(marker_uri(uri), mine.model_dump_json().encode(), if_none_match=True)
+                if owned:
+                    with lock:
+                        created.append(marker_uri(uri))
                 return
             except (errors.PreconditionFailed, errors.ConditionalRequestConflict):
                 pass
@@ -327,7 +371,8 @@ def claim(store: S3Store, table: TableRef, uris: Sequence[str], owned: bool) -> 
 
     with ThreadPoolExecutor(max_workers=16) as pool:
         list(pool.map(one, uris))
-    if found:
+    if found:  # two tables racing for the same objects: release what this call claimed
+        store.delete_many(created)
         raise _refuse(found, "adopt")
 
 

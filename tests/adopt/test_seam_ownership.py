@@ -148,3 +148,66 @@ def test_seam01_a_redelivered_upload_event_does_not_readopt_an_erased_original(
     assert again.duplicate and again.rows == 0
     got = lethe.Table.open(f"s3://{bucket}/t").scan()
     assert got.num_rows == 3_980 and len(set(got["id"].to_pylist())) == 3_980
+
+
+def test_seam02_racing_claims_leave_one_owner_per_object(s3: Any, bucket: str) -> None:
+    """issue 35 item 2: two tables claiming the same objects at once: each object ends with at
+    most one owner, and a claim that was refused leaves no marker naming its table."""
+    import threading
+
+    from lethe.ownership import Marker, TableRef, claim, marker_uri
+    from lethe.store import S3Store
+
+    store = S3Store(bucket, client=s3)
+    uris = [f"s3://{bucket}/raw/r/{i}.parquet" for i in range(40)]
+    tables = [TableRef(uri=f"s3://{bucket}/tables/{n}", uuid=n) for n in ("a", "b")]
+    start, refused = threading.Barrier(2), {}
+
+    def run(t: TableRef) -> None:
+        start.wait()
+        try:
+            claim(store, t, uris, owned=True)
+        except errors.OwnedElsewhere as e:
+            refused[t.uuid] = e
+
+    threads = [threading.Thread(target=run, args=(t,)) for t in tables]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert refused, "two owners for the same objects"
+    owners = set()
+    for u in uris:
+        bucket_, key = marker_uri(u).removeprefix("s3://").split("/", 1)
+        try:
+            body = s3.get_object(Bucket=bucket_, Key=key)["Body"].read()
+        except s3.exceptions.NoSuchKey:
+            continue
+        m = Marker.model_validate_json(body)
+        assert m.owner is not None and not m.readers
+        owners.add(m.owner.uuid)
+    assert not owners & set(refused)  # a refused claim released what it had taken
+    assert len(owners) <= 1
+
+
+def test_seam01_ledgers_of_many_small_adoptions_are_merged(s3: Any, bucket: str) -> None:
+    """issue 35 item 1 (at scale): the upload trigger adopts one object per commit; the
+    ledgers are merged so the manifest root stays small, and none of the objects is lost
+    from the table's record."""
+    from lethe.adopt.one import adopt_object
+    from lethe.ownership import MERGE_AT, adopted_objects
+
+    t = lethe.Table.create(f"s3://{bucket}/t", events(0, 1).schema, key="id")
+    n = MERGE_AT + 3
+    for i in range(n):
+        key = f"raw/one/{i}.parquet"
+        _put(s3, bucket, key, events(i * 10, 10))
+        head = s3.head_object(Bucket=bucket, Key=key)
+        adopt_object(
+            t, bucket, key, etag=head["ETag"], size=head["ContentLength"], prefix="raw/one/"
+        )
+    t = lethe.Table.open(f"s3://{bucket}/t")
+    assert len(t.manifest.manifest.adopted) <= MERGE_AT
+    ever = adopted_objects(t.store, t.catalog.prefix, t.manifest)
+    assert sorted(ever) == sorted(f"s3://{bucket}/raw/one/{i}.parquet" for i in range(n))
+    assert t.scan().num_rows == 10 * n

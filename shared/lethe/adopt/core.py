@@ -40,7 +40,7 @@ from lethe.ownership import (
     adopted_objects,
     check_free,
     claim,
-    write_ledger,
+    ledger_for_commit,
 )
 from lethe.partitions import PARTITION_META, partition_stats
 from lethe.store import S3Store, parse_s3_uri
@@ -145,17 +145,17 @@ def list_source(store: S3Store, source: str, fmt: str, opts: AdoptOptions) -> So
         if fmt == "iceberg":
             from lethe.adopt.iceberg import list_iceberg  # type: ignore[import-not-found,unused-ignore]
 
-            return list_iceberg(store, source)  # type: ignore[no-any-return,unused-ignore]
+            return list_iceberg(store, source, history=True)  # type: ignore[no-any-return,unused-ignore]
         if fmt == "delta":
             from lethe.adopt.delta import list_delta  # type: ignore[import-not-found,unused-ignore]
 
-            return list_delta(store, source)  # type: ignore[no-any-return,unused-ignore]
+            return list_delta(store, source, history=True)  # type: ignore[no-any-return,unused-ignore]
         if fmt == "glue":
             from lethe.adopt.glue import list_glue  # type: ignore[import-not-found,unused-ignore]
 
             db, _, table = source.removeprefix("glue://").partition("/")
             glue = opts.glue if opts.glue is not None else _glue_client()
-            return list_glue(store, glue, db, table)  # type: ignore[no-any-return,unused-ignore]
+            return list_glue(store, glue, db, table, history=True)  # type: ignore[no-any-return,unused-ignore]
     except ImportError as e:
         raise errors.InvalidRequest(
             f"adopting a {fmt} source is not available in this build (no lethe.adopt.{fmt})"
@@ -430,10 +430,10 @@ def commit_batch(
     me = TableRef(uri=table.catalog.uri, uuid=table.manifest.table_uuid)
     claim(table.store, me, [ft.source.uri for ft in batch], own)
     claim(table.store, me, [h.uri for h in history], True)
-    ledger_key, ledger = write_ledger(
+    ledger_key, ledger, merged = ledger_for_commit(
         table.store,
         table.catalog.prefix,
-        table.manifest.version + 1,
+        table.manifest,
         Ledger(
             table_uuid=me.uuid,
             at=datetime.now(UTC),
@@ -470,7 +470,7 @@ def commit_batch(
     )
     outcome = table.catalog.commit_change(
         Direct(
-            AdoptFiles(tuple(files), op, runs, tuple(merges), ledger, len(history)),
+            AdoptFiles(tuple(files), op, runs, tuple(merges), ledger, len(history), merged),
             written_at,
             owned=(*containers, *pieces, ledger_key),
             name="adopt",

@@ -306,9 +306,12 @@ def _files(
     ]
 
 
-def list_delta(store: S3Store, table_uri: str, *, version: int | None = None) -> SourceListing:
+def list_delta(
+    store: S3Store, table_uri: str, *, version: int | None = None, history: bool = False
+) -> SourceListing:
     """The live files of a Delta table at its latest version (or ``version``), with their
-    partition values and the rows their deletion vectors delete.
+    partition values and the rows their deletion vectors delete; with ``history``, also every
+    other object under the table root (:attr:`SourceListing.history`), as an adoption does.
 
     Raises:
         NotFound: no ``_delta_log`` under ``table_uri``.
@@ -341,5 +344,5 @@ def list_delta(store: S3Store, table_uri: str, *, version: int | None = None) ->
         partition_schema=parts,
         physical_names=schema.physical_names,
         # _delta_log commits and checkpoints, removed files, DV files: all of the root
-        history=history_objects(objects, [f"{root}/"], (f.uri for f in files)),
+        history=history_objects(objects, [f"{root}/"], (f.uri for f in files)) if history else (),
     )

@@ -300,13 +300,16 @@ def _history(
     return history_objects(objects, [f"{loc}/metadata/", f"{loc}/data/"], live, walked)
 
 
-def list_iceberg(store: S3Store, metadata_uri: str) -> SourceListing:
+def list_iceberg(store: S3Store, metadata_uri: str, *, history: bool = False) -> SourceListing:
     """The live data files of an Iceberg table's current snapshot, with the rows its position
     deletes and deletion vectors hide.
 
     Args:
         store: gives the client and counters (objects in any bucket are read through it).
         metadata_uri: a ``*.metadata.json`` file, or the table's location or ``metadata/``.
+        history: also list the table's history and metadata (:attr:`SourceListing.history`:
+            every snapshot's manifests are read, the ``metadata/`` and ``data/`` folders
+            listed), as an adoption does.
 
     Raises:
         UnsupportedSource: an equality delete applies to a live file, a data file is not
@@ -355,5 +358,5 @@ def list_iceberg(store: S3Store, metadata_uri: str) -> SourceListing:
         schema=arrow,
         partition_schema=pa.schema(part_fields) if part_fields else None,
         key=key,
-        history=_history(objects, uri, meta, (f.uri for f in files)),
+        history=_history(objects, uri, meta, (f.uri for f in files)) if history else (),
     )

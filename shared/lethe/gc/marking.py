@@ -84,9 +84,10 @@ def external_superseded(
     # among them (its grace counts from the adoption); never what another table references
     taken = {a.uri: a.adopted_at for a in superseded_external(catalog)}
     paths.update(taken)
-    paths = deletable(catalog, [p for p in paths if p not in marks.referenced], marks.table_uuid)
     out: list[Listed] = []
     for p in sorted(paths):
+        if p in marks.referenced:
+            continue
         try:
             o = catalog.store.head(p)
         except errors.NotFound:
@@ -95,7 +96,8 @@ def external_superseded(
         if p in taken and at is not None:
             at = max(at, taken[p])
         out.append(Listed(p, o.size, at))
-    return out
+    ok = deletable(catalog, [o.path for o in out], marks.table_uuid)
+    return [o for o in out if o.path in ok]
 
 
 def list_objects(catalog: Catalog, prefixes: Iterable[str]) -> list[Listed]:
