@@ -53,6 +53,7 @@ __all__ = [
     "ledger_for_commit",
     "marker_uri",
     "superseded_external",
+    "table_roots",
     "was_adopted",
     "write_ledger",
 ]
@@ -294,9 +295,11 @@ def check_free(store: S3Store, table_uuid: str | None, uris: Sequence[str], owne
         OwnedElsewhere: naming the tables.
     """
     found = dict(_written_by_tables(store, uris))
+    have = _existing_markers(store, uris)
+    todo = [u for u in uris if have is None or marker_uri(u) in have]
     with ThreadPoolExecutor(max_workers=16) as pool:
-        marks = list(pool.map(lambda u: _read_marker(store, u), uris))
-    for uri, got in zip(uris, marks, strict=True):
+        marks = list(pool.map(lambda u: _read_marker(store, u), todo))
+    for uri, got in zip(todo, marks, strict=True):
         if got is None:
             continue
         m = got[0]
@@ -307,16 +310,53 @@ def check_free(store: S3Store, table_uuid: str | None, uris: Sequence[str], owne
         raise _refuse(found, "adopt")
 
 
-def _written_by_tables(store: S3Store, uris: Sequence[str]) -> Iterator[tuple[str, tuple[str]]]:
-    """``(uri, (table,))`` for each of ``uris`` under a Lethe table's prefix (one HEAD per
-    distinct parent directory)."""
-    dirs: dict[str, bool] = {}
+def _existing_markers(store: S3Store, uris: Sequence[str]) -> set[str] | None:
+    """The markers that exist in the buckets of ``uris``, by one LIST per 1,000 markers
+    (cheaper than a GET per object while the buckets hold fewer than 1,000 markers per
+    object asked about; None past that: GET each)."""
+    buckets = sorted({u.removeprefix("s3://").split("/", 1)[0] for u in uris})
+    cap = 1000 * max(1, len(uris))
+    out: set[str] = set()
+    for b in buckets:
+        at = store if b == store.bucket else S3Store(b, client=store.client, stats=store.stats)
+        for o in at.list(MARKER_PREFIX):
+            out.add(f"s3://{b}/{o.key}")
+            if len(out) > cap:
+                return None
+    return out
+
+
+#: the folders a Lethe table writes below its prefix (lethe.layout)
+_TABLE_FOLDERS: Final = frozenset(
+    {"data", "index", "tombstone", "_staging", "metadata", "manifest"}
+)
+
+
+def table_roots(uris: Sequence[str]) -> list[str]:
+    """The directories that may be a Lethe table holding one of ``uris``: each directory
+    followed by one of a table's folders (``data/``, ``index/``...), since a table writes
+    nothing elsewhere: a few, however many files.
+
+    >>> table_roots(["s3://b/raw/ev/dt=1/a.parquet", "s3://b/raw/ev/dt=2/b.parquet"])
+    []
+    >>> table_roots(["s3://b/t/data/2026/11/28/08/x.parquet", "s3://b/t/data/2026/11/28/09/y.parquet"])
+    ['s3://b/t']
+    """
+    out: set[str] = set()
     for uri in uris:
-        parts = uri.removeprefix("s3://").split("/")
-        for i in range(len(parts) - 1, 0, -1):
-            d = "s3://" + "/".join(parts[:i])
-            dirs.setdefault(d, False)
-    todo = sorted(dirs)
+        parts = uri.removeprefix("s3://").split("/")[:-1]
+        out.update(
+            "s3://" + "/".join(parts[:i])
+            for i in range(1, len(parts))
+            if parts[i] in _TABLE_FOLDERS
+        )
+    return sorted(out)
+
+
+def _written_by_tables(store: S3Store, uris: Sequence[str]) -> Iterator[tuple[str, tuple[str]]]:
+    """``(uri, (table,))`` for each of ``uris`` under a Lethe table's prefix (a
+    ``_latest_manifest`` there: one HEAD per directory of :func:`table_roots`)."""
+    todo = table_roots(uris)
     with ThreadPoolExecutor(max_workers=16) as pool:
         heads = list(pool.map(lambda d: store.exists(f"{d}/{HEAD_KEY}"), todo))
     tables = [d for d, h in zip(todo, heads, strict=True) if h]
