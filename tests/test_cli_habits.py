@@ -170,3 +170,145 @@ def test_any_scan_arguments_end_in_rows_or_a_message_never_a_traceback(
     if rc == 2:
         assert err.startswith(("lethe: ", "usage: ")), err
     assert "Traceback" not in err
+
+
+# File arguments (issue 36): missing, a folder, the wrong format for the name, unwritable
+# outputs, names that say no format. Each ends in `lethe: ...` exit 2 or in a result.
+def _file_arg(kind: str, tmp: Path) -> str:
+    d = tmp / kind
+    d.mkdir(exist_ok=True)
+    if kind == "missing":
+        return str(d / "missing.csv")
+    if kind == "folder.csv":
+        (d / "sub.csv").mkdir(exist_ok=True)
+        return str(d / "sub.csv")
+    if kind == "garbage.parquet":
+        (d / "x.parquet").write_bytes(b"not parquet at all")
+        return str(d / "x.parquet")
+    if kind == "garbage.jsonl":
+        (d / "x.jsonl").write_text('{"id": 1}\n{"id": \n')
+        return str(d / "x.jsonl")
+    if kind == "good.jsonl":
+        (d / "x.jsonl").write_text('{"id": 1, "name": "a"}\n{"id": 2, "name": "b"}\n')
+        return str(d / "x.jsonl")
+    if kind == "good.csv":
+        (d / "x.csv").write_text("id,name\n1,a\n")
+        return str(d / "x.csv")
+    if kind == "no-dir":
+        return str(d / "no" / "dir" / "x.csv")
+    if kind == "x.txt":
+        return str(d / "x.txt")
+    raise AssertionError(kind)
+
+
+FILE_KINDS = ("missing", "folder.csv", "garbage.parquet", "garbage.jsonl", "good.jsonl", "good.csv")
+OUT_KINDS = ("no-dir", "x.txt", "good.csv", "folder.csv")
+
+
+@settings(
+    max_examples=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(schema=st.sampled_from(FILE_KINDS), out=st.sampled_from(OUT_KINDS), fmt=st.booleans())
+def test_file_arguments_end_in_a_result_or_a_message_never_a_traceback(
+    table: str,
+    tmp_path_factory: pytest.TempPathFactory,
+    capsys: pytest.CaptureFixture[str],
+    schema: str,
+    out: str,
+    fmt: bool,
+) -> None:
+    tmp = tmp_path_factory.mktemp("files")
+    bucket = table.split("/")[2]
+    uri = f"s3://{bucket}/files/{tmp.name}"
+    rc = main(["create", uri, "--schema", _file_arg(schema, tmp), "--key", "id"])
+    err = capsys.readouterr().err
+    assert rc == (0 if schema.startswith("good") else 2), (schema, err)
+    assert rc == 0 or (err.startswith("lethe: ") and "Traceback" not in err), err
+    target = _file_arg(out, tmp)
+    argv = ["scan", table, "--out", target] + (["--format", "csv"] if fmt else [])
+    rc = main(argv)
+    err = capsys.readouterr().err
+    ok = out == "good.csv" or (out == "x.txt" and fmt)
+    assert rc == (0 if ok else 2), (argv, err)
+    if ok:
+        assert Path(target).read_text().startswith(("id,", '"id",'))
+    else:
+        assert err.startswith("lethe: ") and "--out" in err, err
+
+
+def test_limit_must_not_be_negative(table: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as e:
+        main(["scan", table, "--limit", "-1"])
+    assert e.value.code == 2
+    assert "negative" in capsys.readouterr().err
+
+
+def test_endpoint_profile_and_region_as_the_aws_cli_takes_them(
+    table: str, aws: Any, tmp_path: Path
+) -> None:
+    """Issue 36: ``--endpoint-url``, ``--profile`` and ``--region`` on every command, before
+    or after its name; without them (and with no AWS_ENDPOINT_URL) the command cannot reach
+    the local S3, so the test fails if the options are ignored."""
+    env = {k: v for k, v in os.environ.items() if k != "AWS_ENDPOINT_URL"}
+    config = tmp_path / "config"
+    config.write_text("[profile local]\nregion = us-east-1\n")
+    env["AWS_CONFIG_FILE"] = str(config)
+    env.pop("AWS_PROFILE", None)
+
+    def run(*argv: str) -> subprocess.CompletedProcess[bytes]:
+        return subprocess.run(
+            [sys.executable, "-m", "lethe.cli", *argv],
+            capture_output=True,
+            env=env,
+            timeout=120,
+            check=False,
+        )
+
+    ok = run("history", table, "--endpoint-url", aws.endpoint, "--profile", "local")
+    assert ok.returncode == 0, ok.stderr.decode()
+    assert "append" in ok.stdout.decode()
+    first = run(
+        "--endpoint-url", aws.endpoint, "--region", "us-east-1", "scan", table, "--limit", "0"
+    )
+    assert first.returncode == 0 and "(60 rows" in first.stdout.decode(), first.stderr.decode()
+    missing = run("history", table, "--endpoint-url", aws.endpoint, "--profile", "nope")
+    assert (
+        missing.returncode == 2
+        and missing.stderr.startswith(b"lethe: ")
+        and b"nope" in missing.stderr
+    )
+
+
+def test_every_argument_of_every_command_says_what_it_is() -> None:
+    """Issue 36: ``--key``, ``--target-file-bytes``, ``-v`` and 51 more had no help."""
+    import argparse
+
+    from lethe.cli import build_parser
+
+    missing: list[str] = []
+
+    def walk(p: argparse.ArgumentParser, path: list[str]) -> None:
+        for a in p._actions:
+            if isinstance(a, argparse._SubParsersAction):
+                for name, child in a.choices.items():
+                    walk(child, [*path, name])
+            elif not isinstance(a, argparse._HelpAction | argparse._VersionAction) and (
+                not a.help or a.help == argparse.SUPPRESS
+            ):
+                missing.append(" ".join([*path, *(a.option_strings or [a.dest])]))
+
+    walk(build_parser(), ["lethe"])
+    assert missing == []
+
+
+def test_at_version_names_the_table_version_and_version_still_works(
+    table: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--version`` is the program's version at the top and a table version in ``scan`` /
+    ``inspect`` / ``schema`` / ``verify``: the latter is ``--at-version`` (old spelling kept)."""
+    assert main(["scan", table, "--at-version", "0", "--limit", "0"]) == 0
+    assert "(0 rows" in capsys.readouterr().out
+    assert main(["scan", table, "--version", "1", "--limit", "0"]) == 0
+    assert "(60 rows" in capsys.readouterr().out

@@ -88,6 +88,24 @@ def test_publish_is_idempotent(aws: Any, table_uri: str) -> None:
     assert again.written == () and again.io.puts == 0
 
 
+def test_republish_in_another_format_is_refused_not_answered_with_the_old_one(
+    table_uri: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 36 item 2: ``--format-version 2`` after a format 3 publish of the same version
+    returned the v3 metadata without a word."""
+    from lethe.cli import main
+
+    t = Table.create(table_uri, EVENTS, key="id")
+    t.append(events(0, 10))
+    assert main(["iceberg", "publish", table_uri]) == 0
+    capsys.readouterr()
+    assert main(["iceberg", "publish", table_uri, "--format-version", "2"]) == 2
+    err = capsys.readouterr().err
+    assert "already published as Iceberg format 3" in err and "format_version=3" in err
+    assert main(["iceberg", "publish", table_uri, "--format-version", "3"]) == 0
+    assert "already published" in capsys.readouterr().out
+
+
 def test_unsupported_types_are_refused() -> None:
     for bad in (
         pa.uint32(),

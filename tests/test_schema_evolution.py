@@ -117,7 +117,7 @@ def test_a_lethe_that_reads_up_to_format_2_refuses_an_evolved_table_by_version(
     evolved = encode_manifest(lethe.Table.open(table_uri).manifest.manifest)
     monkeypatch.setattr(manifest, "READABLE_VERSIONS", (1, 2))
     assert decode_manifest(plain).format_version == 2
-    with pytest.raises(errors.CorruptManifest, match=r"format version 3 is newer .*\(max 2\)"):
+    with pytest.raises(errors.UnsupportedFormat, match=r"format version 3 is newer .*\(max 2\)"):
         decode_manifest(evolved)
 
 
@@ -127,7 +127,7 @@ def test_a_manifest_of_a_future_format_asks_for_a_newer_lethe(table_uri: str, ve
     obj = json.loads(encode_manifest(t.manifest.manifest))
     raw = json.dumps({**obj, "format_version": version, "something_new": 1}).encode()
     with pytest.raises(
-        errors.CorruptManifest,
+        errors.UnsupportedFormat,
         match=rf"format version {version} is newer than this Lethe reads \(max 3\): upgrade Lethe",
     ):
         decode_manifest(raw)

@@ -130,6 +130,23 @@ def test_upgrade_from_format_1_keeps_every_snapshot(table_uri: str) -> None:
     assert ids(lethe.Table.open(table_uri))[-10:] == list(range(5_000, 5_010))
 
 
+def test_upgrade_says_whether_it_committed(table_uri: str) -> None:
+    """Issue 36: ``lethe upgrade`` said "upgraded at version N" when another process had
+    upgraded the table and N was a later append: ``committed`` says who did it."""
+    t = lethe.Table.create(table_uri, EVENTS, key="id", **TINY)
+    t.append(events(0, 100))
+    t = rewrite_as_format1(t)
+    stale = lethe.Table.open(table_uri)
+    assert stale.manifest.format_version == 1
+    first = lethe.Table.open(table_uri).upgrade()
+    assert first.committed
+    lethe.Table.open(table_uri).append(events(100, 10))
+    late = stale.upgrade()
+    assert not late.committed and late.version == first.version + 1
+    assert stale.manifest.format_version == 2
+    assert not lethe.Table.open(table_uri).upgrade().committed
+
+
 def test_racing_writers_on_small_segments_lose_nothing(table_uri: str) -> None:
     lethe.Table.create(
         table_uri, EVENTS, key="id", segment_target_files=3, dv_overlay_max=2, **TINY

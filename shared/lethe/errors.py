@@ -52,6 +52,11 @@ class TableExists(LetheError):
     """``Table.create`` found a table already at the given URI."""
 
 
+class UnsupportedFormat(LetheError):
+    """An object in a format version newer than this Lethe reads (it is not corrupt: a newer
+    Lethe wrote it); upgrade Lethe to read it."""
+
+
 class CorruptManifest(LetheError):
     """A head or manifest object is truncated, not JSON, or not a known manifest format."""
 

@@ -30,7 +30,7 @@ from lethe.schemas import (
 )
 from lethe.snapshot import Snapshot
 from lethe.transforms.schema import aliases
-from lethe.writer import _schema_diff, only_tighter
+from lethe.writer import _schema_diff, same_but_nullability
 
 __all__ = [
     "SchemaMode",
@@ -212,22 +212,29 @@ def conform(
         if names == set(schema.names) and data.column_names != schema.names:
             data = data.select(schema.names)
         if not data.schema.equals(schema, check_metadata=False):
-            if not only_tighter(data.schema, schema):
+            if not same_but_nullability(data.schema, schema):
                 raise errors.SchemaMismatch(_schema_diff(data.schema, schema))
-            data = pa.Table.from_arrays(data.columns, schema=schema)  # required into nullable
-        for f in schema:
-            if not f.nullable and data.column(f.name).null_count:
-                raise errors.SchemaMismatch(f"column {f.name!r} is not nullable but has nulls")
+            nulls = {
+                f.name: data.column(f.name).null_count
+                for f in schema
+                if not f.nullable and data.column(f.name).null_count
+            }
+            if nulls:  # a nullable input goes into a required column only without nulls
+                raise errors.SchemaMismatch(
+                    "; ".join(f"column {n!r} holds {k} null(s)" for n, k in nulls.items())
+                    + " where the table requires values (fill or drop those rows)"
+                )
+            data = pa.Table.from_arrays(data.columns, schema=schema)
         return data.replace_schema_metadata(schema.metadata)
     if isinstance(data, pa.RecordBatchReader):
         if mode == "merge" and not data.schema.equals(schema, check_metadata=False):
             merge_changes(data.schema, schema)
             return _fitted_reader(data, schema)
-        if not data.schema.equals(schema, check_metadata=False) and not only_tighter(
+        if not data.schema.equals(schema, check_metadata=False) and not same_but_nullability(
             data.schema, schema
         ):
             raise errors.SchemaMismatch(_schema_diff(data.schema, schema))
-        return data
+        return data  # nulls in a required column: refused per batch by the writer
     raise errors.InvalidRequest(
         f"append takes a pyarrow Table, RecordBatch or RecordBatchReader, not {type(data).__name__}"
     )

@@ -667,7 +667,7 @@ def decode_manifest(raw: bytes, *, where: str = "manifest") -> Manifest:
         )
     fv = obj.get("format_version")
     if isinstance(fv, int) and not isinstance(fv, bool) and fv > max(READABLE_VERSIONS):
-        raise errors.CorruptManifest(
+        raise errors.UnsupportedFormat(
             f"{where}: manifest format version {fv} is newer than this Lethe reads "
             f"(max {max(READABLE_VERSIONS)}): upgrade Lethe"
         )

@@ -305,7 +305,7 @@ def evolve(
     (old name -> new name); a :class:`~lethe.errors.SchemaEvolutionError` names the column
     and the rule a change breaks. ``pinned``: columns a table property names -> the
     property (not dropped, renamed nor widened); ``indexed``: columns an index uses (renamed
-    with the index, not dropped nor widened); ``past_names``: names the history gave its
+    and widened with the index, not dropped); ``past_names``: names the history gave its
     columns -> id, which no other column may take (file statistics are kept by name)."""
     pinned, past_names, ixed = pinned or {}, past_names or {}, set(indexed)
     fields = {f.name: f for f in schema}
@@ -331,7 +331,7 @@ def evolve(
             raise _refuse(name, f"the key column cannot be {what}")
         if name in pinned:
             raise _refuse(name, f"table property {pinned[name]} names it: it cannot be {what}")
-        if name in ixed and what != "renamed":
+        if name in ixed and what not in ("renamed", "widened"):
             raise _refuse(name, f"an index uses it: it cannot be {what} (drop the index first)")
 
     for c in changes:

@@ -67,6 +67,7 @@ def parse_s3_uri(uri: str) -> tuple[str, str]:
 def make_s3_client(*, max_pool_connections: int = 64) -> S3Client:
     """A boto3 S3 client; the endpoint comes from ``AWS_ENDPOINT_URL`` as boto3 reads it."""
     import boto3
+    import botocore.exceptions
     from botocore.config import Config
 
     region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
@@ -78,7 +79,12 @@ def make_s3_client(*, max_pool_connections: int = 64) -> S3Client:
         if path_style
         else {"payload_signing_enabled": False},
     )
-    return boto3.client("s3", region_name=region, config=cfg)
+    try:
+        return boto3.client("s3", region_name=region, config=cfg)
+    except botocore.exceptions.ProfileNotFound as e:
+        raise errors.InvalidRequest(
+            f"{e} (AWS_PROFILE / --profile); `aws configure list-profiles` lists them"
+        ) from e
 
 
 @dataclass(frozen=True, slots=True)

@@ -86,6 +86,7 @@ class CommitResult:
     rows_added: int
     attempts: int
     io: IOCounters = field(default_factory=IOCounters)
+    committed: bool = True  # False: nothing to do (or another process had done it)
 
 
 def _publish_view(catalog: Catalog, m: Snapshot) -> None:
@@ -561,14 +562,20 @@ class Table:
 
     def upgrade(self) -> CommitResult:
         """Rewrite the latest manifest in format 2 (segmented) if it is still format 1;
-        returns the commit (``files_added`` 0), or this version when there is nothing to do.
+        returns the commit (``files_added`` 0), or this version with ``committed=False`` when
+        there is nothing to do (also when another process upgraded it first).
         Any other commit upgrades a format-1 table as well."""
         before = self.store.stats.snapshot()
 
         outcome = self._catalog.commit_change(Direct(UpgradeFormat()))
         self._adopt(outcome)
         return CommitResult(
-            self.version, 0, 0, outcome.attempts, self.store.stats.snapshot() - before
+            self.version,
+            0,
+            0,
+            outcome.attempts,
+            self.store.stats.snapshot() - before,
+            committed=outcome.manifest is not None,
         )
 
     def publish_iceberg(

@@ -261,11 +261,22 @@ def write_files(
 def _as_table_schema(b: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
     """``b`` labelled with the table schema: field metadata aside, they must be equal, except
     that a column the data declares required may go into a nullable column (a table adopted
-    from files whose writer declared every column nullable takes rows with a required key)."""
+    from files whose writer declared every column nullable takes rows with a required key),
+    and a column the data declares nullable goes into a required one when it holds no null
+    (``pa.table({...})`` declares every field nullable); nulls there are refused, counted."""
     if b.schema.equals(schema, check_metadata=True):
         return b
     if not b.schema.equals(schema, check_metadata=False) and not only_tighter(b.schema, schema):
-        raise errors.SchemaMismatch(_schema_diff(b.schema, schema))
+        loose = _nullable_into_required(b, schema)
+        if loose is None:
+            raise errors.SchemaMismatch(_schema_diff(b.schema, schema))
+        nulls = {n: b.column(n).null_count for n in loose if b.column(n).null_count}
+        if nulls:
+            raise errors.SchemaMismatch(
+                "data does not match the table schema: "
+                + "; ".join(f"column {n!r} holds {k} null(s)" for n, k in nulls.items())
+                + " where the table requires values (fill or drop those rows)"
+            )
     return pa.RecordBatch.from_arrays(b.columns, schema=schema)
 
 
@@ -276,6 +287,22 @@ def only_tighter(got: pa.Schema, want: pa.Schema) -> bool:
         g.type.equals(w.type) and (g.nullable == w.nullable or (w.nullable and not g.nullable))
         for g, w in zip(got, want, strict=True)
     )
+
+
+def same_but_nullability(got: pa.Schema, want: pa.Schema) -> bool:
+    """Whether ``got`` differs from ``want`` at most by top-level nullability (the nulls
+    themselves are checked against the data: :func:`_nullable_into_required`)."""
+    return got.names == want.names and all(
+        g.type.equals(w.type) for g, w in zip(got, want, strict=True)
+    )
+
+
+def _nullable_into_required(b: pa.RecordBatch, want: pa.Schema) -> list[str] | None:
+    """The columns ``b`` declares nullable where ``want`` requires values, when nullability
+    is the only difference; else None."""
+    if not same_but_nullability(b.schema, want):
+        return None
+    return [g.name for g, w in zip(b.schema, want, strict=True) if g.nullable and not w.nullable]
 
 
 class _Cutter:
@@ -439,7 +466,6 @@ def _schema_diff(got: pa.Schema, want: pa.Schema) -> str:
         for n in w
         if n in g and not g[n].type.equals(w[n].type)
     ]
-    nulls = [n for n in w if n in g and g[n].nullable and not w[n].nullable]
     parts = []
     if missing:
         parts.append(f"missing columns {missing}")
@@ -447,8 +473,6 @@ def _schema_diff(got: pa.Schema, want: pa.Schema) -> str:
         parts.append(f"unknown columns {extra}")
     if changed:
         parts.append("type mismatch " + "; ".join(changed))
-    if nulls:
-        parts.append(f"nullable where the table requires values {nulls}")
     if not parts and got.names != want.names:
         parts.append(f"column order {got.names} differs from {want.names}")
     required = [n for n in w if n in g and not g[n].nullable and w[n].nullable]

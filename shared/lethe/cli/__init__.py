@@ -23,10 +23,14 @@ on stderr: bars on a terminal, a few plain lines elsewhere, nothing with ``-q``/
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
+import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import NoReturn
+
+from botocore.exceptions import BotoCoreError
 
 from lethe import __version__, errors
 from lethe.cli import adopt, erasures, iceberg, index, lake, ops, retention, schema, tables
@@ -43,8 +47,9 @@ QUIET_HELP = "no progress on stderr, and no warnings (errors still)"
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="lethe", description="Parquet tables on S3 that can forget.")
     p.add_argument("--version", action="version", version=f"lethe {__version__}")
-    p.add_argument("-v", "--verbose", action="store_true")
+    p.add_argument("-v", "--verbose", action="store_true", help="log what Lethe does (INFO)")
     p.add_argument("-q", "--quiet", action="store_true", help=QUIET_HELP)
+    _aws_options(p, default=None)
     sub = p.add_subparsers(dest="cmd", required=True)
     tables.register(sub)  # create, append, scan, history, inspect
     ops.register(sub)  # delete, erase, purge, gc, verify
@@ -56,18 +61,115 @@ def build_parser() -> argparse.ArgumentParser:
     schema.register(sub)  # schema show|add|drop|rename|widen|optional
     adopt.register(sub)  # adopt URI SOURCE
     _quiet_everywhere(p)
+    _default_help(p, ())
     return p
 
 
+# Help for the arguments that mean the same in every command (by destination), and for the
+# few named per command; a new argument without help fails tests/test_cli_habits.py.
+SHARED_HELP = {
+    "uri": "the table, s3://bucket/prefix",
+    "request_id": "an id for this request: a redelivered or retried request with the same id "
+    "commits nothing new (and its receipt is found by it)",
+    "json": "print a JSON document (for scripts) instead of text",
+    "columns": "columns to read, comma-separated (default: all)",
+    "key": "the key column (unique per row; deletes and lookups by it are cheapest)",
+    "target_file_bytes": "bytes per data file the writer aims at (default 256 MiB)",
+    "row_group_bytes": "bytes per row group the writer aims at (default 16 MiB)",
+    "iceberg_format_version": "the Iceberg view's format: 3 (deletion vectors) or 2",
+    "min_deleted_fraction": "rewrite files with at least this fraction of rows deleted "
+    "(default 0.2)",
+    "partitioning": "hive: key=value/ folders become partition columns; none: no partitions",
+    "mode": "erase: remove the rows physically (splice); logical: deletion vectors only",
+}
+PATH_HELP = {
+    ("lake",): {"uri": "the lake, s3://bucket/prefix (where lake.json lives)"},
+    ("lake", "add"): {"table": "a table to add, s3://bucket/prefix"},
+    ("lake", "map"): {
+        "kind": "the kind of subject (customer, email, ...)",
+        "table": "the table, s3://bucket/prefix (added to the lake already)",
+        "column": "the column of that table that holds the subject",
+    },
+    ("lake", "forget"): {"kind": "the kind of subject, as mapped (lethe lake subjects)"},
+    ("index",): {
+        "action": "create an index on COLUMN, drop it, or list the table's indexes",
+        "column": "the indexed column (create, drop)",
+    },
+    ("retention",): {
+        "action": "set a row TTL, show it, clear it, or sweep (drop expired rows now)"
+    },
+    ("schema",): {
+        "action": "show the schema, or change it: add NAME TYPE, drop NAME, rename OLD NEW, "
+        "widen NAME TYPE, optional NAME; uploads: where ingest uploads go",
+        "args": "the action's arguments (see action)",
+    },
+}
+
+
+def _default_help(p: argparse.ArgumentParser, path: tuple[str, ...]) -> None:
+    """Fill in the help of arguments that have none from :data:`PATH_HELP` (the most
+    specific command path first) and :data:`SHARED_HELP`."""
+    for action in p._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, child in action.choices.items():
+                _default_help(child, (*path, name))
+        elif not action.help:
+            for n in range(len(path), -1, -1):
+                found = PATH_HELP.get(path[:n], {}).get(action.dest)
+                if found:
+                    action.help = found
+                    break
+            else:
+                action.help = SHARED_HELP.get(action.dest)
+
+
+AWS_OPTIONS = {  # option -> (the environment variable boto3 reads, help)
+    "endpoint_url": (
+        "AWS_ENDPOINT_URL",
+        "S3 endpoint (MinIO, moto, a VPC endpoint), as aws --endpoint-url",
+    ),
+    "profile": ("AWS_PROFILE", "a named profile of ~/.aws/config, as aws --profile"),
+    "region": ("AWS_REGION", "the AWS region, as aws --region"),
+}
+
+
+def _aws_options(p: argparse.ArgumentParser, *, default: object) -> None:
+    for name, (_, text) in AWS_OPTIONS.items():
+        p.add_argument("--" + name.replace("_", "-"), default=default, help=text)
+
+
 def _quiet_everywhere(p: argparse.ArgumentParser) -> None:
-    """``-q`` also after a command's name (``lethe erase ... -q``), in every subcommand."""
+    """``-q`` and the aws CLI's ``--endpoint-url``, ``--profile`` and ``--region`` also after
+    a command's name (``lethe erase ... -q``), in every subcommand."""
     for action in p._actions:
         if isinstance(action, argparse._SubParsersAction):
             for child in action.choices.values():
                 child.add_argument(
                     "-q", "--quiet", action="store_true", default=argparse.SUPPRESS, help=QUIET_HELP
                 )
+                _aws_options(child, default=argparse.SUPPRESS)
                 _quiet_everywhere(child)
+
+
+@contextlib.contextmanager
+def _aws_environment(args: argparse.Namespace) -> Iterator[None]:
+    """The aws CLI options as the environment boto3 reads, for this command only (restored
+    after: ``main`` also runs in-process, in tests and notebooks)."""
+    given = {
+        env: value
+        for name, (env, _) in AWS_OPTIONS.items()
+        if (value := getattr(args, name, None)) is not None
+    }
+    saved = {env: os.environ.get(env) for env in given}
+    os.environ.update(given)
+    try:
+        yield
+    finally:
+        for env, old in saved.items():
+            if old is None:
+                os.environ.pop(env, None)
+            else:
+                os.environ[env] = old
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -77,7 +179,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         format="%(levelname)s %(name)s: %(message)s",
     )
     try:
-        with reporter(quiet=args.quiet) as args.progress:
+        with _aws_environment(args), reporter(quiet=args.quiet) as args.progress:
             return int(args.fn(args))
     except errors.TableNotFound as e:
         uri = e.uri or getattr(args, "uri", None) or "s3://BUCKET/PREFIX"
@@ -89,6 +191,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except errors.LetheError as e:
         print(f"lethe: {type(e).__name__}: {e}", file=sys.stderr)
+        return 2
+    except BotoCoreError as e:  # no credentials, an endpoint that does not answer, ...
+        print(
+            f"lethe: cannot reach S3: {e} (see --endpoint-url, --profile, --region)",
+            file=sys.stderr,
+        )
         return 2
 
 

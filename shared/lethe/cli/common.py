@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 from typing import Any
 
 import pyarrow as pa
@@ -12,23 +11,24 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from lethe import errors
+from lethe.cli.where import and_dnf, parse_dnf
 
 __all__ = [
     "FORMATS",
     "add_filters",
     "filters",
+    "non_negative",
+    "open_out",
+    "out_format",
     "parse_where",
     "print_table",
-    "read_local",
+    "read_schema_file",
     "write_rows",
 ]
 
-_WHERE = re.compile(r"^\s*([A-Za-z_][\w.]*)\s*(==|=|!=|<=|>=|<|>|not\s+in|in)\s*(.+?)\s*$", re.I)
-_NULL = re.compile(r"^\s*([A-Za-z_][\w.]*)\s+is\s+(not\s+)?null\s*$", re.I)
-
 
 def parse_where(expr: str) -> tuple[str, str, Any]:
-    """Parse ``"col op value"``; the value is JSON when it parses as JSON, else a string.
+    """Parse one comparison ``"col op value"`` (see :mod:`lethe.cli.where` for the grammar).
 
     >>> parse_where("id in [1, 2]")
     ('id', 'in', [1, 2])
@@ -41,21 +41,12 @@ def parse_where(expr: str) -> tuple[str, str, Any]:
     >>> parse_where("email is null"), parse_where("email IS NOT NULL")
     (('email', 'in', [None]), ('email', 'not in', [None]))
     """
-    n = _NULL.match(expr)
-    if n:
-        return n.group(1), ("not in" if n.group(2) else "in"), [None]
-    m = _WHERE.match(expr)
-    if not m:
+    dnf = parse_dnf(expr)
+    if len(dnf) != 1 or len(dnf[0]) != 1:
         raise errors.InvalidRequest(
-            f"cannot parse --where {expr!r}; use 'column op value' with op one of "
-            "= != < <= > >= in, not in (a list: 'id in [1, 2]'), or 'column is [not] null'"
+            f"--where {expr!r} is more than one comparison; parse it with lethe.cli.where.parse_dnf"
         )
-    col, op, raw = m.group(1), re.sub(r"\s+", " ", m.group(2).lower()), m.group(3)
-    try:
-        value = json.loads(raw)
-    except json.JSONDecodeError:
-        value = raw.strip("'\"")
-    return col, op, value
+    return dnf[0][0]
 
 
 def filters(args: argparse.Namespace) -> Any:
@@ -65,14 +56,88 @@ def filters(args: argparse.Namespace) -> Any:
         except json.JSONDecodeError as e:
             raise errors.InvalidRequest(f"--filters is not JSON: {e}") from e
     if getattr(args, "where", None):
-        return [parse_where(w) for w in args.where]
+        dnf = [[]]  # repeated --where: ANDed
+        for w in args.where:
+            dnf = and_dnf(dnf, parse_dnf(w))
+        return dnf[0] if len(dnf) == 1 else dnf
     return None
 
 
-def read_local(path: str) -> pa.Table:
-    if path.endswith(".csv"):
-        return pacsv.read_csv(path)
-    return pq.read_table(path)
+def read_schema_file(path: str) -> pa.Schema:
+    """The schema of a local Parquet, CSV or JSON-lines file (CSV and JSON types inferred as
+    pyarrow infers them).
+
+    Raises:
+        InvalidRequest: a missing or unreadable file, an unknown extension, or bytes that are
+            not of the format the name says (with the reader's first line of reason).
+    """
+    from pathlib import Path
+
+    from lethe.ingest.inputs import detect_format
+
+    fmt = detect_format(path)
+    if fmt is None:
+        raise errors.InvalidRequest(
+            f"cannot tell the format of {path} from its name; use .parquet, .csv or .jsonl"
+        )
+    if not Path(path).is_file():
+        raise errors.InvalidRequest(f"no such file: {path}")
+    try:
+        if fmt == "parquet":
+            return pq.read_schema(path)
+        if fmt == "csv":
+            return pacsv.read_csv(path).schema
+        import pyarrow.json as pajson
+
+        return pajson.read_json(path).schema
+    except (pa.ArrowException, OSError) as e:
+        reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise errors.InvalidRequest(f"cannot read {path} as {fmt}: {reason}") from e
+
+
+OUT_FORMATS = {"csv": "csv", "jsonl": "jsonl", "json": "jsonl", "ndjson": "jsonl"} | {
+    "parquet": "parquet",
+    "pq": "parquet",
+}
+
+
+def out_format(path: str, fmt: str | None) -> str:
+    """The format ``--out path`` is written in: ``--format`` when given, else the extension;
+    an extension that names no format is refused (``x.txt`` once got Parquet bytes)."""
+    if fmt is not None:
+        if fmt == "table":
+            raise errors.InvalidRequest(
+                "--format table prints; use csv, jsonl or parquet with --out"
+            )
+        return fmt
+    ext = path.rsplit("/", 1)[-1].rsplit(".", 1)[-1].lower() if "." in path else ""
+    if ext not in OUT_FORMATS:
+        raise errors.InvalidRequest(
+            f"cannot tell the format of --out {path} from its name; name it .csv, .jsonl or "
+            ".parquet, or give --format csv|jsonl|parquet"
+        )
+    return OUT_FORMATS[ext]
+
+
+def open_out(path: str) -> Any:
+    """``path`` opened for writing, or a clear error (no such folder, not writable)."""
+    try:
+        return open(path, "wb")
+    except OSError as e:
+        raise errors.InvalidRequest(
+            f"cannot write --out {path}: {e.strerror or type(e).__name__}"
+        ) from e
+
+
+def non_negative(text: str) -> int:
+    """An argparse type: an integer >= 0 (``--limit -1`` once printed "showing -1")."""
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"{n} is negative; give 0 or more")
+    return n
 
 
 FORMATS = ("table", "csv", "jsonl", "parquet")
@@ -124,5 +189,10 @@ def print_table(t: pa.Table, limit: int) -> None:
 
 
 def add_filters(c: argparse.ArgumentParser) -> None:
-    c.add_argument("--where", action="append", help="'column op value' (repeat to AND)")
+    c.add_argument(
+        "--where",
+        action="append",
+        help="'column op value', joined by and / or with parentheses "
+        "(\"email = 'a@x.com' or customer_id = 601\"); repeat to AND; quote values with spaces",
+    )
     c.add_argument("--filters", help="pyarrow DNF filters as JSON")

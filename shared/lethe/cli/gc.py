@@ -43,8 +43,19 @@ def add_cli(subparsers: Any) -> argparse.ArgumentParser:
         help="delete files superseded by an erasure splice this long after it (default %(default)s)",
     )
     v = c.add_mutually_exclusive_group()
-    v.add_argument("--versioned", dest="versioned", action="store_true", default=None)
-    v.add_argument("--not-versioned", dest="versioned", action="store_false")
+    v.add_argument(
+        "--versioned",
+        dest="versioned",
+        action="store_true",
+        default=None,
+        help="the bucket keeps versions: delete every version (default: ask the bucket)",
+    )
+    v.add_argument(
+        "--not-versioned",
+        dest="versioned",
+        action="store_false",
+        help="the bucket keeps no versions (skip asking it)",
+    )
     c.add_argument("--json", action="store_true", help="print the full report as JSON")
     c.add_argument(
         "--show",

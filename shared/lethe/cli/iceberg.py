@@ -35,7 +35,13 @@ def register(sub: Any) -> None:
         help="write Iceberg metadata for the latest (or --version) snapshot; prints its URI",
     )
     c.add_argument("uri")
-    c.add_argument("--version", type=int, help="publish this version (default: the latest)")
+    c.add_argument(
+        "--at-version",
+        "--version",
+        dest="version",
+        type=int,
+        help="publish this table version (default: the latest)",
+    )
     c.add_argument(
         "--format-version",
         type=int,

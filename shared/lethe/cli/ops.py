@@ -170,7 +170,13 @@ def register(sub: Any) -> None:
 
     c = sub.add_parser("verify", help="check every reference and DV of a snapshot")
     c.add_argument("uri")
-    c.add_argument("--version", type=int)
+    c.add_argument(
+        "--at-version",
+        "--version",
+        dest="version",
+        type=int,
+        help="verify this table version (default: the latest)",
+    )
     c.add_argument(
         "--deep", action="store_true", help="also decode index pieces and check every entry"
     )

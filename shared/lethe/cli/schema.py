@@ -107,6 +107,12 @@ def register(sub: Any) -> None:
     c.add_argument("uri")
     c.add_argument("args", nargs="*")
     c.add_argument("--history", action="store_true", help="show: every schema of the history")
-    c.add_argument("--version", type=int, help="show: the schema of this version")
+    c.add_argument(
+        "--at-version",
+        "--version",
+        dest="version",
+        type=int,
+        help="show: the schema of this table version",
+    )
     c.add_argument("--default", help="add: the initial default of older rows (JSON)")
     c.set_defaults(fn=cmd_schema)

@@ -3,13 +3,22 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import Any
 
-import pyarrow.parquet as pq
-
 from lethe import errors
-from lethe.cli.common import FORMATS, add_filters, filters, print_table, read_local, write_rows
+from lethe.cli.common import (
+    FORMATS,
+    add_filters,
+    filters,
+    non_negative,
+    open_out,
+    out_format,
+    print_table,
+    read_schema_file,
+    write_rows,
+)
 from lethe.cli.inputs import fitted_batches, list_sources, merged_batches
 from lethe.table import Table
 
@@ -23,9 +32,7 @@ MERGE = (
 
 
 def cmd_create(a: argparse.Namespace) -> int:
-    schema = (
-        pq.read_schema(a.schema) if a.schema.endswith(".parquet") else read_local(a.schema).schema
-    )
+    schema = read_schema_file(a.schema)
     t = Table.create(
         a.uri,
         schema,
@@ -68,21 +75,22 @@ def cmd_append(a: argparse.Namespace) -> int:
 
 
 def cmd_scan(a: argparse.Namespace) -> int:
-    t = Table.open(a.uri, version=a.version)
-    cols = a.columns.split(",") if a.columns else None
-    out = t.scan(cols, filters(a))
     fmt = a.format
-    if a.out:
-        if fmt is None:
-            ext = a.out.rsplit(".", 1)[-1].lower()
-            fmt = {"csv": "csv", "jsonl": "jsonl", "json": "jsonl", "ndjson": "jsonl"}.get(
-                ext, "parquet"
-            )
-        if fmt == "table":
-            raise errors.InvalidRequest(
-                "--format table prints; use csv, jsonl or parquet with --out"
-            )
-        with open(a.out, "wb") as f:
+    sink = None
+    if a.out:  # checked before the scan: a bad name or folder fails in a second, not after it
+        fmt = out_format(a.out, fmt)
+        sink = open_out(a.out)
+    try:
+        t = Table.open(a.uri, version=a.version)
+        cols = a.columns.split(",") if a.columns else None
+        out = t.scan(cols, filters(a))
+    except BaseException:
+        if sink is not None:  # nothing read: leave no empty file behind
+            sink.close()
+            os.unlink(a.out)
+        raise
+    if sink is not None:
+        with sink as f:
             write_rows(out, fmt, f)
         print(f"wrote {out.num_rows} rows to {a.out}")
     elif fmt is None or fmt == "table":
@@ -114,6 +122,11 @@ def cmd_upgrade(a: argparse.Namespace) -> int:
     m = t.manifest
     if before == m.format_version:
         print(f"{t.uri} version {t.version} is already format {m.format_version} ({m.layout})")
+    elif not r.committed:
+        print(
+            f"{t.uri} was upgraded to format {m.format_version} ({m.layout}) by another process "
+            f"meanwhile; it is now at version {r.version}"
+        )
     else:
         print(
             f"upgraded {t.uri} to format {m.format_version} ({m.layout}) at version {r.version}: "
@@ -226,7 +239,13 @@ def register(sub: Any) -> None:
 
     c = sub.add_parser("scan", help="print or export rows")
     c.add_argument("uri")
-    c.add_argument("--version", type=int)
+    c.add_argument(
+        "--at-version",
+        "--version",
+        dest="version",
+        type=int,
+        help="read this table version (time travel; default: the latest)",
+    )
     c.add_argument("--columns")
     add_filters(c)
     c.add_argument(
@@ -238,7 +257,7 @@ def register(sub: Any) -> None:
     c.add_argument(
         "--out", help="write every row to a file (format from --format, else its extension)"
     )
-    c.add_argument("--limit", type=int, default=20, help="rows shown by --format table")
+    c.add_argument("--limit", type=non_negative, default=20, help="rows shown by --format table")
     c.set_defaults(fn=cmd_scan)
 
     c = sub.add_parser("history", help="list versions, newest first")
@@ -248,7 +267,13 @@ def register(sub: Any) -> None:
     c = sub.add_parser("inspect", help="a data file's row groups: offsets, sizes, rows, key range")
     c.add_argument("uri")
     c.add_argument("path", nargs="?", help="table-relative data file path (default: all files)")
-    c.add_argument("--version", type=int)
+    c.add_argument(
+        "--at-version",
+        "--version",
+        dest="version",
+        type=int,
+        help="inspect the file in this table version (default: the latest)",
+    )
     c.add_argument(
         "--segments", action="store_true", help="list the manifest's segments and summaries instead"
     )

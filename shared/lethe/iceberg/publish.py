@@ -65,7 +65,7 @@ from lethe.iceberg.partitioning import (
     view_spec,
 )
 from lethe.iceberg.summary import snapshot_summary
-from lethe.layout import manifest_key, object_key
+from lethe.layout import METADATA_PREFIX, manifest_key, object_key
 from lethe.manifest import DataFile, Segment
 from lethe.progress import Progress, track
 from lethe.snapshot import Snapshot
@@ -421,9 +421,11 @@ def publish(
     if hint == m.version or (
         (hint is None or hint < m.version) and p.store.exists(p.key(metadata_key(m.version)))
     ):
+        _same_format(p, m.version, format_version)
         p.advance_hint(etag, hint)
         return done()
     if hint is not None and hint > m.version and p.store.exists(p.key(metadata_key(m.version))):
+        _same_format(p, m.version, format_version)
         return done()
 
     got = p.read_base(hint) if hint is not None and hint < m.version else None
@@ -462,6 +464,24 @@ def publish(
         reused,
     )
     return done(reused)
+
+
+def _same_format(p: _Publisher, version: int, format_version: FormatVersion) -> None:
+    """Refuse to return a published version's metadata in another format than asked (a
+    ``--format-version 2`` after a format 3 publish once got the v3 metadata without a word).
+
+    Raises:
+        InvalidRequest: naming both formats and the ways on.
+    """
+    meta = json.loads(p.store.get(p.key(metadata_key(version))).body)
+    got = meta.get("format-version")
+    if got != format_version:
+        raise errors.InvalidRequest(
+            f"version {version} is already published as Iceberg format {got} at "
+            f"{p.location}/{metadata_key(version)}; a view keeps one format version (publish "
+            f"with format_version={got}, or delete {METADATA_PREFIX} to start over in format "
+            f"{format_version})"
+        )
 
 
 def _new_manifests(
