@@ -31,7 +31,7 @@ from typing import Any, Final, Literal
 from pydantic import BaseModel, ConfigDict
 
 from lethe import errors
-from lethe.layout import HEAD_KEY, object_key
+from lethe.layout import HEAD_KEY, OWNER_MARKER_PREFIX, object_key
 from lethe.manifest import DataFile, LedgerRef
 from lethe.snapshot import Snapshot
 from lethe.store import S3Store
@@ -92,7 +92,7 @@ def check_erasable(snap: Snapshot, filters: Any) -> None:
 LEDGER_PREFIX: Final = "manifest/adopted/"
 MERGE_AT: Final = 32  # small ledgers a manifest names before a commit merges them
 SMALL: Final = 4096  # a ledger of fewer objects is small
-MARKER_PREFIX: Final = "_lethe/owners/"
+MARKER_PREFIX: Final = OWNER_MARKER_PREFIX
 Kind = Literal["data", "history"]
 
 
