@@ -31,7 +31,7 @@ from typing import Any, Final, Literal
 from pydantic import BaseModel, ConfigDict
 
 from lethe import errors
-from lethe.layout import HEAD_KEY, OWNER_MARKER_PREFIX, object_key
+from lethe.layout import HEAD_KEY, OWNER_MARKER_PREFIX, is_external, object_key
 from lethe.manifest import DataFile, LedgerRef
 from lethe.snapshot import Snapshot
 from lethe.store import S3Store
@@ -51,6 +51,7 @@ __all__ = [
     "claim",
     "deletable",
     "ledger_for_commit",
+    "legacy_entries",
     "marker_uri",
     "superseded_external",
     "table_roots",
@@ -177,11 +178,36 @@ def _entries(store: S3Store, prefix: str, refs: Sequence[LedgerRef]) -> list[Led
     return out
 
 
-def adopted_objects(store: S3Store, prefix: str, snap: Snapshot) -> dict[str, list[Adopted]]:
+def legacy_entries(snap: Snapshot, *, live: bool) -> tuple[LedgerEntry, ...]:
+    """For a table whose manifest names no ledger (adopted before ledgers existed): the
+    adopted originals its erasure records superseded (ETag unknown) and, with ``live``, the
+    adopted files it holds (every segment is read); none once the table has a ledger. The
+    first ``adopt`` commit writes them into its ledger."""
+    if snap.manifest.adopted:
+        return ()
+    out: dict[str, LedgerEntry] = {}
+    if live:
+        for f in snap.files:
+            if is_external(f.path):
+                out[f.path] = LedgerEntry(
+                    path=f.path, etag=f.etag, size=f.size, owned=bool(f.owned)
+                )
+    for e in snap.erasures:
+        for p in snap.resolved(e).superseded:
+            if is_external(p) and p not in out:
+                out[p] = LedgerEntry(path=p, owned=True)
+    return tuple(out.values())
+
+
+def adopted_objects(
+    store: S3Store, prefix: str, snap: Snapshot, *, legacy: bool = False
+) -> dict[str, list[Adopted]]:
     """Every object the table at ``prefix`` ever adopted (``snap``'s ledgers, one GET each),
-    by URI (one entry per ETag taken under that URI)."""
+    by URI (one entry per ETag taken under that URI); with ``legacy``, a table without a
+    ledger answers from its erasure records (:func:`legacy_entries`)."""
     out: dict[str, list[Adopted]] = {}
-    for o in _entries(store, prefix, snap.manifest.adopted):
+    old = legacy_entries(snap, live=False) if legacy else ()
+    for o in (*_entries(store, prefix, snap.manifest.adopted), *old):
         a = Adopted(o.path, o.etag, o.size, o.kind, bool(o.owned), o.at or datetime.now(UTC))
         out.setdefault(o.path, []).append(a)
     return out
@@ -229,9 +255,11 @@ def was_adopted(store: S3Store, prefix: str, snap: Snapshot, uri: str, etag: str
     """Whether the table adopted ``uri`` under ``etag`` before (it may have superseded it
     since): one marker GET, and the ledgers only when the marker names the table."""
     got = _read_marker(store, uri)
-    if got is None or got[0].others(snap.manifest.table_uuid):
+    if got is None and snap.manifest.adopted:
         return False
-    takes = adopted_objects(store, prefix, snap).get(uri, ())
+    if got is not None and got[0].others(snap.manifest.table_uuid):
+        return False
+    takes = adopted_objects(store, prefix, snap, legacy=True).get(uri, ())
     return any(a.etag is None or a.etag == etag for a in takes)
 
 

@@ -41,6 +41,7 @@ from lethe.ownership import (
     check_free,
     claim,
     ledger_for_commit,
+    legacy_entries,
 )
 from lethe.partitions import PARTITION_META, partition_stats
 from lethe.store import S3Store, parse_s3_uri
@@ -188,7 +189,7 @@ def _pending(listing: SourceListing, table: TableLike | None) -> tuple[SourceLis
     """
     if table is None:
         return listing, 0, 0
-    ever = adopted_objects(table.store, table.catalog.prefix, table.manifest)
+    ever = adopted_objects(table.store, table.catalog.prefix, table.manifest, legacy=True)
     live = table.manifest.files_at([f.uri for f in listing.files])
     gone = {
         f.uri
@@ -440,6 +441,7 @@ def commit_batch(
             source=source,
             owned=own,
             objects=(
+                *legacy_entries(table.manifest, live=True),  # a table from before ledgers
                 *(LedgerEntry(path=ft.source.uri, etag=ft.etag, size=ft.size) for ft in batch),
                 *(
                     LedgerEntry(path=h.uri, etag=h.etag, size=h.size, kind="history")
