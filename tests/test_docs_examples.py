@@ -148,6 +148,8 @@ NOT_RUN: dict[str, str] = {
         "needs the deployed Glue table (tests/functions/test_iceberg_glue.py)"
     ),
     ".venv/bin/python -m devtools.local.runtime": "serves until Ctrl-C",
+    ".venv/bin/moto_server -p 5000": "serves until Ctrl-C (the tests run their own moto server)",
+    "aws s3 mb s3://my-bucket": "needs the AWS CLI (the tests make their buckets with boto3)",
     ".venv/bin/python -m devtools.local.runtime [--port 5000] [--template PATH] [-c KEY=VALUE] "
     "[--visibility-timeout 1] [--gc-every 600] [--gc-grace 7d] [--log-dir DIR]": (
         "serves until Ctrl-C"

@@ -362,3 +362,29 @@ def test_the_audit_looks_inside_segments_and_the_iceberg_view(aws: LocalAws) -> 
     hits = set(a.found("k") and a.hits["k"])
     assert any(k.startswith("t/manifest/segments/") and how == "decimal text" for k, how in hits)
     assert any(k.startswith("t/metadata/") and how == "decompressed bytes" for k, how in hits)
+
+
+@pytest.mark.slow
+@pytest.mark.cdk
+def test_the_gc_timer_skips_a_table_not_yet_created(
+    aws: LocalAws, template: dict[str, Any], tmp_path: Path
+) -> None:
+    """Issue 36: the runtime's GC timer failed, dumping moto internals, every time it fired
+    before the stack's table existed. It says so in one line and runs nothing."""
+    from devtools.local.runtime import LocalSettings
+
+    lines: list[str] = []
+    settings = LocalSettings(gc_interval=0.001, log_dir=tmp_path)
+    rt = LocalRuntime.start(template=template, aws=aws, settings=settings, echo=lines.append)
+    try:
+        assert not rt.table_exists()
+        import time
+
+        time.sleep(0.01)
+        rt.pump()
+        assert rt.gc.runs == []
+        assert [x for x in lines if "GC timer" in x] == [
+            f"GC timer: no table at {rt.table_uri} yet; skipped"
+        ]
+    finally:
+        rt.stop()

@@ -475,9 +475,25 @@ class LocalRuntime:
         if wanted is None and self._next_gc is not None and time.monotonic() >= self._next_gc:
             assert self.settings.gc_interval is not None
             self._next_gc = time.monotonic() + self.settings.gc_interval
-            self.run_gc(**{**self.gc.schedule_input, **self.settings.gc_input})
-            done += 1
+            if self.table_exists():
+                self.run_gc(**{**self.gc.schedule_input, **self.settings.gc_input})
+                done += 1
+            else:  # the stack's table is made by its first user: nothing to collect yet
+                self.echo(f"GC timer: no table at {self.table_uri} yet; skipped")
         return done
+
+    def table_exists(self) -> bool:
+        """Whether the stack's table has been created (its head exists)."""
+        from lethe.store import parse_s3_uri
+
+        bucket, prefix = parse_s3_uri(self.table_uri)
+        try:
+            self._s3.head_object(Bucket=bucket, Key=f"{prefix}/_latest_manifest")
+        except self._s3.exceptions.ClientError as e:
+            if e.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
+                return False
+            raise
+        return True
 
     def pump_until_idle(self, *, timeout: float = 600, poll: float = 0.2) -> PumpResult:
         """Deliver events until no queue holds a message (visible or in flight: failed

@@ -365,6 +365,24 @@ class Catalog:
         ]
         return min(versions) if versions else None
 
+    def snapshot_at(self, version: int | None) -> Snapshot:
+        """The latest snapshot, or ``version`` (time travel).
+
+        Raises:
+            InvalidRequest: a negative version.
+            SnapshotNotFound: ``version`` was never committed or has expired.
+        """
+        if version is None:
+            return self.current()[0]
+        if version < 0:
+            raise errors.InvalidRequest("version must be >= 0")
+        head, _ = self.read_head()
+        if version > head.version:
+            raise errors.SnapshotNotFound(
+                f"version {version} of {self.uri} does not exist (latest is {head.version})"
+            )
+        return self.read_manifest(version)
+
     def current(self) -> tuple[Snapshot, str]:
         """The manifest the head names, and the head's ETag."""
         head, etag = self.read_head()

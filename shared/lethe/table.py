@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal
@@ -210,18 +210,7 @@ class Table:
         """
         store, prefix = _store_for(uri, s3)
         cat = Catalog(store, prefix, retry=retry)
-        if version is None:
-            m, _ = cat.current()
-        else:
-            if version < 0:
-                raise errors.InvalidRequest("version must be >= 0")
-            head, _ = cat.read_head()
-            if version > head.version:
-                raise errors.SnapshotNotFound(
-                    f"version {version} of {cat.uri} does not exist (latest is {head.version})"
-                )
-            m = cat.read_manifest(version)
-        return cls(cat, m)
+        return cls(cat, cat.snapshot_at(version))
 
     # --- properties --------------------------------------------------------------------------
     @property
@@ -464,6 +453,38 @@ class Table:
             self.store, self._catalog.prefix, self._m, out_schema, dnf, page_index=page_index
         )
         return pa.RecordBatchReader.from_batches(out_schema, rows)
+
+    def to_arrow_reader(
+        self,
+        columns: Sequence[str] | None = None,
+        filters: Any = None,
+        version: int | None = None,
+    ) -> pa.RecordBatchReader:
+        """A streaming ``pyarrow.RecordBatchReader`` of a snapshot's rows, deletes applied:
+        the one-call door for DuckDB, Polars and anything else that takes Arrow streams.
+
+        ``version``: another snapshot (time travel); ``filters``: DNF as for :meth:`scan`, or
+        ``--where`` text (:mod:`lethe.where`). ``reader = t.to_arrow_reader(); duckdb.sql("select
+        count(*) from reader")``; ``pl.from_arrow(t.to_arrow_reader(filters="amount > 10"))``.
+        """
+        if isinstance(filters, str):
+            from lethe.where import parse_dnf
+
+            filters = parse_dnf(filters)
+        snap = self
+        if version is not None and version != self.version:
+            snap = Table(self._catalog, self._catalog.snapshot_at(version))
+        reader = snap.to_batches(columns, filters)
+
+        def at_least_one() -> Iterator[pa.RecordBatch]:  # pl.from_arrow needs one batch
+            seen = False
+            for b in reader:
+                seen = True
+                yield b
+            if not seen:
+                yield pa.RecordBatch.from_pylist([], schema=reader.schema)
+
+        return pa.RecordBatchReader.from_batches(reader.schema, at_least_one())
 
     def scan(
         self, columns: Sequence[str] | None = None, filters: Any = None, *, page_index: bool = True

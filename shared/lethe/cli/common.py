@@ -11,10 +11,11 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from lethe import errors
-from lethe.cli.where import and_dnf, parse_dnf
+from lethe.where import and_dnf, parse_dnf
 
 __all__ = [
     "FORMATS",
+    "add_at_version",
     "add_filters",
     "filters",
     "non_negative",
@@ -28,7 +29,7 @@ __all__ = [
 
 
 def parse_where(expr: str) -> tuple[str, str, Any]:
-    """Parse one comparison ``"col op value"`` (see :mod:`lethe.cli.where` for the grammar).
+    """Parse one comparison ``"col op value"`` (see :mod:`lethe.where` for the grammar).
 
     >>> parse_where("id in [1, 2]")
     ('id', 'in', [1, 2])
@@ -44,7 +45,7 @@ def parse_where(expr: str) -> tuple[str, str, Any]:
     dnf = parse_dnf(expr)
     if len(dnf) != 1 or len(dnf[0]) != 1:
         raise errors.InvalidRequest(
-            f"--where {expr!r} is more than one comparison; parse it with lethe.cli.where.parse_dnf"
+            f"--where {expr!r} is more than one comparison; parse it with lethe.where.parse_dnf"
         )
     return dnf[0][0]
 
@@ -186,6 +187,11 @@ def print_table(t: pa.Table, limit: int) -> None:
     for r in rows:
         print("  ".join(v[:40].ljust(w) for v, w in zip(r, widths, strict=True)))
     print(f"({t.num_rows} rows{', showing ' + str(limit) if t.num_rows > limit else ''})")
+
+
+def add_at_version(c: argparse.ArgumentParser, what: str) -> None:
+    """``--at-version N`` (a table version; ``--version`` kept as its old spelling)."""
+    c.add_argument("--at-version", "--version", dest="version", type=int, help=what)
 
 
 def add_filters(c: argparse.ArgumentParser) -> None:

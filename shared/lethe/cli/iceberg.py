@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from lethe.cli.common import add_at_version
+
 __all__ = ["register"]
 
 
@@ -35,13 +37,7 @@ def register(sub: Any) -> None:
         help="write Iceberg metadata for the latest (or --version) snapshot; prints its URI",
     )
     c.add_argument("uri")
-    c.add_argument(
-        "--at-version",
-        "--version",
-        dest="version",
-        type=int,
-        help="publish this table version (default: the latest)",
-    )
+    add_at_version(c, "publish this table version (default: the latest)")
     c.add_argument(
         "--format-version",
         type=int,

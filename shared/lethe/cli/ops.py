@@ -6,7 +6,7 @@ import argparse
 from typing import Any
 
 from lethe import errors
-from lethe.cli.common import add_filters
+from lethe.cli.common import add_at_version, add_filters
 from lethe.cli.common import filters as parse
 
 __all__ = ["register"]
@@ -170,13 +170,7 @@ def register(sub: Any) -> None:
 
     c = sub.add_parser("verify", help="check every reference and DV of a snapshot")
     c.add_argument("uri")
-    c.add_argument(
-        "--at-version",
-        "--version",
-        dest="version",
-        type=int,
-        help="verify this table version (default: the latest)",
-    )
+    add_at_version(c, "verify this table version (default: the latest)")
     c.add_argument(
         "--deep", action="store_true", help="also decode index pieces and check every entry"
     )

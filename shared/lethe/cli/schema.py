@@ -16,6 +16,7 @@ from typing import Any
 import pyarrow as pa
 
 from lethe import errors
+from lethe.cli.common import add_at_version
 from lethe.schemas import field_id, initial_default
 from lethe.table import Table
 
@@ -107,12 +108,6 @@ def register(sub: Any) -> None:
     c.add_argument("uri")
     c.add_argument("args", nargs="*")
     c.add_argument("--history", action="store_true", help="show: every schema of the history")
-    c.add_argument(
-        "--at-version",
-        "--version",
-        dest="version",
-        type=int,
-        help="show: the schema of this table version",
-    )
+    add_at_version(c, "show: the schema of this table version")
     c.add_argument("--default", help="add: the initial default of older rows (JSON)")
     c.set_defaults(fn=cmd_schema)

@@ -10,6 +10,7 @@ from typing import Any
 from lethe import errors
 from lethe.cli.common import (
     FORMATS,
+    add_at_version,
     add_filters,
     filters,
     non_negative,
@@ -239,13 +240,7 @@ def register(sub: Any) -> None:
 
     c = sub.add_parser("scan", help="print or export rows")
     c.add_argument("uri")
-    c.add_argument(
-        "--at-version",
-        "--version",
-        dest="version",
-        type=int,
-        help="read this table version (time travel; default: the latest)",
-    )
+    add_at_version(c, "read this table version (time travel; default: the latest)")
     c.add_argument("--columns")
     add_filters(c)
     c.add_argument(
@@ -267,13 +262,7 @@ def register(sub: Any) -> None:
     c = sub.add_parser("inspect", help="a data file's row groups: offsets, sizes, rows, key range")
     c.add_argument("uri")
     c.add_argument("path", nargs="?", help="table-relative data file path (default: all files)")
-    c.add_argument(
-        "--at-version",
-        "--version",
-        dest="version",
-        type=int,
-        help="inspect the file in this table version (default: the latest)",
-    )
+    add_at_version(c, "inspect the file in this table version (default: the latest)")
     c.add_argument(
         "--segments", action="store_true", help="list the manifest's segments and summaries instead"
     )

@@ -418,14 +418,7 @@ def publish(
             uri, m.version, tuple(p.written), reused, catalog.store.stats.snapshot() - before
         )
 
-    if hint == m.version or (
-        (hint is None or hint < m.version) and p.store.exists(p.key(metadata_key(m.version)))
-    ):
-        _same_format(p, m.version, format_version)
-        p.advance_hint(etag, hint)
-        return done()
-    if hint is not None and hint > m.version and p.store.exists(p.key(metadata_key(m.version))):
-        _same_format(p, m.version, format_version)
+    if _already_published(p, m.version, hint, etag, format_version):
         return done()
 
     got = p.read_base(hint) if hint is not None and hint < m.version else None
@@ -464,6 +457,20 @@ def publish(
         reused,
     )
     return done(reused)
+
+
+def _already_published(
+    p: _Publisher, version: int, hint: int | None, etag: str | None, fv: FormatVersion
+) -> bool:
+    """Whether ``version`` is published already (the hint moved up to it when behind); in
+    another format than ``fv`` it is refused (:func:`_same_format`)."""
+    behind = hint is None or hint < version
+    if hint != version and not p.store.exists(p.key(metadata_key(version))):
+        return False
+    _same_format(p, version, fv)
+    if behind:
+        p.advance_hint(etag, hint)
+    return True
 
 
 def _same_format(p: _Publisher, version: int, format_version: FormatVersion) -> None:
