@@ -5,6 +5,7 @@ deletes an object another table references. Driven through the CLI as the issue'
 from __future__ import annotations
 
 import io
+import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -13,6 +14,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 from conftest import events
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import lethe
 from lethe import errors
@@ -233,3 +236,55 @@ def test_seam01_a_table_from_before_ledgers_answers_from_its_erasure_records(
     assert set(adopted_objects(t.store, t.catalog.prefix, old, legacy=True)) == originals
     assert {e.path for e in legacy_entries(old, live=True)} == originals
     assert legacy_entries(t.manifest, live=True) == ()  # a table with a ledger needs none
+
+
+@settings(max_examples=6, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    steps=st.lists(
+        st.one_of(
+            st.tuples(st.just("erase"), st.integers(0, 9)),
+            st.tuples(st.just("readopt"), st.just(0)),
+            st.tuples(st.just("land"), st.just(0)),
+            st.tuples(st.just("gc"), st.just(0)),
+        ),
+        min_size=1,
+        max_size=6,
+    )
+)
+def test_seam01_erased_rows_never_come_back_whatever_the_order(
+    s3: Any, steps: list[tuple[str, int]]
+) -> None:
+    """issue 35 item 1, as a property: erases, re-adoptions, new files landing under the
+    adopted prefix and GC in any order; the table always holds exactly the rows adopted
+    minus the ones erased, each id once."""
+    bucket = f"b-{uuid.uuid4().hex[:12]}"
+    s3.create_bucket(Bucket=bucket)
+    src, uri = f"s3://{bucket}/raw/p/", f"s3://{bucket}/t"
+    landed = 0
+
+    def land() -> set[int]:
+        nonlocal landed
+        t = events(landed * 100, 100, customers=10)
+        _put(s3, bucket, f"raw/p/dt=d{landed}/part-0.parquet", t)
+        landed += 1
+        return set(t["id"].to_pylist())
+
+    waiting = land()
+    t = lethe.Table.adopt(uri, src, key="id")
+    assert isinstance(t, lethe.Table)
+    want, waiting = set(waiting), set()
+    for i, (op, customer) in enumerate(steps):
+        if op == "erase":
+            t.erase([("customer_id", "=", customer)], request_id=f"r{i}")
+            want = {x for x in want if x % 10 != customer}
+        elif op == "readopt":
+            got = lethe.Table.adopt(uri, src)
+            assert isinstance(got, lethe.Table)
+            want, waiting = want | waiting, set()
+        elif op == "land":
+            waiting |= land()
+        else:
+            collect(t, now=datetime.now(UTC) + timedelta(days=40))
+        t = lethe.Table.open(uri)
+        ids = t.scan()["id"].to_pylist()
+        assert len(ids) == len(set(ids)) and set(ids) == want, (op, i)
