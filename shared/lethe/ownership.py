@@ -246,7 +246,7 @@ def superseded_external(catalog: Any, snap: Snapshot | None = None) -> list[Adop
     for uri, takes in sorted(ever.items()):
         for a in takes:
             f = live.get(uri)
-            if a.owned and (f is None or (a.etag is not None and f.etag != a.etag)):
+            if a.owned and f is None:  # a live key holds a newer object: not superseded
                 out.append(a)
     return out
 
