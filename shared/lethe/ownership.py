@@ -272,11 +272,11 @@ class TableRef(BaseModel):
 
 class Marker(BaseModel):
     """``s3://<the object's bucket>/_lethe/owners/<sha256(uri)[:40]>.json``: the table that
-    owns the object, or the tables that read it without ownership."""
+    owns the object, or the tables that read it without ownership (not the object's path: a
+    marker outlives its object, and a path may name a value)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
     format: Literal["lethe.owner"] = "lethe.owner"
-    path: str
     owner: TableRef | None = None
     readers: tuple[TableRef, ...] = ()
 
@@ -407,9 +407,7 @@ def claim(store: S3Store, table: TableRef, uris: Sequence[str], owned: bool) -> 
 
     def one(uri: str) -> None:
         for _ in range(8):
-            mine = Marker(
-                path=uri, owner=table if owned else None, readers=() if owned else (table,)
-            )
+            mine = Marker(owner=table if owned else None, readers=() if owned else (table,))
             try:
                 store.put(marker_uri(uri), mine.model_dump_json().encode(), if_none_match=True)
                 if owned:
