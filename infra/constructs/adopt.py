@@ -105,26 +105,6 @@ class AdoptedData(Construct):
                     "superseded (the table owns what it adopted), after the grace period; "
                     "only this step, only under the adopted prefix.",
                 )
-        # ownership markers (lethe.ownership), per bucket: whoever adopts claims, GC's plan
-        # checks before its sweep deletes (and claims an unmarked original for its table)
-        claimers = (fn, job_role, gc.functions[PLAN.name].function)
-        markers = c.OWNER_MARKER_PREFIX.rstrip("/")
-        for i, (name, bucket) in enumerate(buckets.items()):
-            owners = PrefixGrants(bucket, S3Prefix(name, markers), tag=f"Owners{i}")
-            for g in claimers:
-                owners.grant_table_read(g)
-                owners.grant_table_put(g, "*", sid="ClaimAdoptedObjects")
-        if adopt.in_place:  # uploads adopted where they are: markers in the table's bucket
-            for g in claimers:
-                self._incoming(storage, g, ("s3:GetObject", "s3:PutObject"), "Claim", markers)
-                g.grant_principal.add_to_principal_policy(
-                    iam.PolicyStatement(
-                        sid="ListOwnerMarkers",
-                        actions=["s3:ListBucket"],
-                        resources=[storage.bucket.bucket_arn],
-                        conditions={"StringLike": {"s3:prefix": [f"{markers}/*"]}},
-                    )
-                )
         if adopt.in_place:
             for reader in (delete_handler.function, splice_worker.function):
                 storage.grant_incoming_read(reader)
@@ -132,6 +112,9 @@ class AdoptedData(Construct):
                 self._incoming(storage, gc.functions[name].function, READ_ACTIONS, "Read")
             if adopt.ownership:
                 self._incoming(storage, sweep, ("s3:DeleteObject",), "Delete")
+        self._owner_markers(
+            buckets, (fn, job_role, gc.functions[PLAN.name].function), storage, adopt
+        )
         cdk.CfnOutput(
             self,
             "AdoptedPrefixes",
@@ -170,3 +153,31 @@ class AdoptedData(Construct):
             "named by a hash of each object's URI, known at run time.",
             f"Resource::{arn_ref(cfn_bucket, '/' + prefix + '/*')}",
         )
+
+    def _owner_markers(
+        self,
+        buckets: dict[str, s3.IBucket],
+        claimers: tuple[iam.IGrantable, ...],
+        storage: TableStorage,
+        adopt: AdoptConfig,
+    ) -> None:
+        """Ownership markers (lethe.ownership), per bucket: whoever adopts claims (upload
+        trigger, EMR job role), GC's plan checks them before its sweep deletes (and claims an
+        unmarked original for its table): read, list and write ``_lethe/owners/``."""
+        markers = c.OWNER_MARKER_PREFIX.rstrip("/")
+        for i, (name, bucket) in enumerate(buckets.items()):
+            owners = PrefixGrants(bucket, S3Prefix(name, markers), tag=f"Owners{i}")
+            for g in claimers:
+                owners.grant_table_read(g)
+                owners.grant_table_put(g, "*", sid="ClaimAdoptedObjects")
+        if adopt.in_place:  # uploads adopted where they are: markers in the table's bucket
+            for g in claimers:
+                self._incoming(storage, g, ("s3:GetObject", "s3:PutObject"), "Claim", markers)
+                g.grant_principal.add_to_principal_policy(
+                    iam.PolicyStatement(
+                        sid="ListOwnerMarkers",
+                        actions=["s3:ListBucket"],
+                        resources=[storage.bucket.bucket_arn],
+                        conditions={"StringLike": {"s3:prefix": [f"{markers}/*"]}},
+                    )
+                )
