@@ -218,7 +218,7 @@ class AdoptPlan(_Frozen):
                 + "): they hold copies of the values; "
                 + (
                     "taken as owned and superseded (GC deletes them after the grace: the "
-                    "source stops working as an Iceberg/Delta table)"
+                    f"source stops working as a {self.format} table)"
                     if self.take_ownership
                     else "left in place (no ownership): an erasure cannot reach them"
                 )
@@ -227,13 +227,15 @@ class AdoptPlan(_Frozen):
         lines.append(
             "erasure readiness: " + ", ".join(f"{n} {a}" for a, n in sorted(actions.items()))
         )
-        lines.extend(f"  {h.uri}: {h.bytes:,} bytes, {h.what}" for h in self.history)
         for f in self.files:
             why = f" ({'; '.join(f.reasons)})" if f.reasons else ""
             lines.append(
                 f"  {f.uri}: {f.rows:,} rows, {len(f.row_group_bytes)} row groups "
                 f"(max {max(f.row_group_bytes, default=0):,} bytes): {f.action}{why}"
             )
+        if self.history:
+            lines.append("history and metadata:")
+            lines.extend(f"  {h.uri}: {h.bytes:,} bytes, {h.what}" for h in self.history)
         return "\n".join(lines)
 
 
