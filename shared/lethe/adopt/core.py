@@ -324,6 +324,10 @@ def adopt(cls: TableClass[Table], uri: str, source: str, opts: AdoptOptions) -> 
     store = table.store if table is not None else S3Store(bucket, client=opts.s3)
     fmt = detect_format(source, store) if opts.source_format == "auto" else opts.source_format
     listing, done, gone = _pending(list_source(store, source, fmt, opts), table)
+    if gone:
+        log.info(
+            "%s file(s) of %s were adopted and superseded since: not adopted again", gone, source
+        )
     own = opts.take_ownership
     uuid = table.manifest.table_uuid if table is not None else None
     footers = logical((opts.footers or read_footers)(store, listing.files), listing)
