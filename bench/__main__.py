@@ -21,6 +21,8 @@ BENCHES = [
     "bench_lake",
     "bench_schema",
     "bench_adopt",
+    "bench_engines",
+    "bench_startup",
 ]
 
 

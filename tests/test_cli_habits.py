@@ -312,3 +312,16 @@ def test_at_version_names_the_table_version_and_version_still_works(
     assert "(0 rows" in capsys.readouterr().out
     assert main(["scan", table, "--version", "1", "--limit", "0"]) == 0
     assert "(60 rows" in capsys.readouterr().out
+
+
+def test_retention_set_errors_exit_2_like_the_rest(
+    table: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 36: ``retention set`` errors left through ``SystemExit(message)`` (status 1)."""
+    for argv in (
+        ["retention", "set", table, "--column", "nope", "--keep", "400d"],
+        ["retention", "set", table, "--column", "payload", "--keep", "400d"],
+        ["retention", "set", table, "--keep", "400d"],
+    ):
+        assert main(argv) == 2, argv
+        assert capsys.readouterr().err.startswith("lethe: InvalidRequest: ")

@@ -58,6 +58,7 @@ from lethe.manifest import (
     SchemaVersion,
     TableProperties,
 )
+from lethe.progress import Progress, track
 from lethe.remap import (
     map_deletes,
     mapped_positions,
@@ -745,9 +746,15 @@ def _result(
 RunTasks = Callable[[Sequence[RewriteTask]], Sequence[Sequence[DataFile]]]
 
 
-def _run_locally(store: S3Store) -> RunTasks:
+def _run_locally(store: S3Store, progress: Progress | None = None) -> RunTasks:
     def run(tasks: Sequence[RewriteTask]) -> list[list[DataFile]]:
-        return [run_rewrite_task(t, store=store) for t in tasks]
+        tracker = track(progress, "compact", total=len(tasks), unit="groups")
+        out = []
+        for t in tasks:
+            out.append(run_rewrite_task(t, store=store))
+            tracker.advance()
+        tracker.finish()
+        return out
 
     return run
 
@@ -758,6 +765,7 @@ def compact(
     *,
     dry_run: bool = False,
     run_tasks: RunTasks | None = None,
+    progress: Progress | None = None,
 ) -> CompactionResult:
     """Plan, rewrite and commit one compaction of the table's latest version
     (``Table.compact``; the result's ``snapshot`` is the version it committed).
@@ -769,6 +777,7 @@ def compact(
         run_tasks: Runs the rewrite tasks and returns each task's output files, in task order
             (default: one after the other in this process; the Spark job distributes them).
             The commit follows its return; what commits meanwhile is rebased onto.
+        progress: Hears of each group rewritten in this process (task ``"compact"``).
     """
     t0 = time.perf_counter()
     io0 = ctx.store.stats.snapshot()
@@ -778,7 +787,7 @@ def compact(
         return CompactionResult(None, dry_run, plan, seconds=time.perf_counter() - t0)
     tasks = rewrite_tasks(plan, ctx.snapshot)
     written_at = time.time()  # before any output is uploaded: the GC grace clock
-    results = list((run_tasks or _run_locally(ctx.store))(tasks)) if tasks else []
+    results = list((run_tasks or _run_locally(ctx.store, progress))(tasks)) if tasks else []
     if len(results) != len(tasks):
         raise errors.InvalidRequest(
             f"run_tasks returned {len(results)} results for {len(tasks)} tasks"

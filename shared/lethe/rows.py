@@ -22,7 +22,7 @@ from lethe.schemas import Projection
 from lethe.snapshot import Snapshot
 from lethe.store import S3Store
 
-__all__ = ["batches", "plan_rows"]
+__all__ = ["batches", "handles", "plan_rows", "read_planned", "units_of"]
 
 Planned = list[tuple[FileHandle, int, int]]
 
@@ -49,7 +49,47 @@ def batches(
     page_index: bool = True,
 ) -> Iterator[pa.RecordBatch]:
     """The rows of ``snap`` matching ``dnf`` (DVs applied), as ``out_schema``."""
-    items, rows = plan_rows(store, prefix, snap, dnf)
+    items, rows = plan_rows(store, prefix, snap, dnf)  # lazily: on the first batch asked for
+    yield from read_planned(
+        store, prefix, snap, items, out_schema, dnf, rows, page_index=page_index
+    )
+
+
+def units_of(items: Planned) -> list[tuple[str, int, int]]:
+    """``(DataFile JSON, row group, first position)`` of planned row groups: a plan that
+    travels (to Spark executors) and comes back through :func:`handles`."""
+    return [(h.file.model_dump_json(), rg, first) for h, rg, first in items]
+
+
+def handles(store: S3Store, prefix: str, units: list[tuple[str, int, int]]) -> Planned:
+    """The planned row groups :func:`units_of` described, as handles (no manifest read)."""
+    from lethe.layout import object_key
+    from lethe.manifest import DataFile
+
+    made: dict[str, FileHandle] = {}
+    out: Planned = []
+    for raw, rg, first in units:
+        h = made.get(raw)
+        if h is None:
+            f = DataFile.model_validate_json(raw)
+            h = made[raw] = FileHandle(store, object_key(prefix, f.path), f)
+        out.append((h, rg, first))
+    return out
+
+
+def read_planned(
+    store: S3Store,
+    prefix: str,
+    snap: Snapshot,
+    items: Planned,
+    out_schema: pa.Schema,
+    dnf: Dnf | None,
+    rows: Callable[..., Any] | None = None,
+    *,
+    page_index: bool = True,
+) -> Iterator[pa.RecordBatch]:
+    """The rows of the planned row groups ``items`` of ``snap`` matching ``dnf`` (DVs
+    applied), as ``out_schema``; ``rows``: an index's hit callback (:func:`plan_rows`)."""
     out_cols = out_schema.names
     dvs = DVCache(store, prefix)
     dvs.prefetch({h.file.path: h.file for h, _, _ in items}.values())

@@ -44,6 +44,7 @@ from lethe.evolution import (
     conform,
     describe_changes,
     merge_plan,
+    renamed,
 )
 from lethe.filters import Dnf, normalize
 from lethe.grace import parse_duration
@@ -67,6 +68,7 @@ from lethe.schemas import Evolution
 from lethe.snapshot import Snapshot
 from lethe.store import IOCounters, S3Store, parse_s3_uri
 from lethe.transforms import check_indexable
+from lethe.transforms.schema import aliases
 from lethe.writer import WriteOptions, write_files
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -276,6 +278,8 @@ class Table:
 
     # --- writes ------------------------------------------------------------------------------
     def _conform(self, data: Any, mode: SchemaMode = "strict") -> pa.Table | pa.RecordBatchReader:
+        if isinstance(data, pa.Table | pa.RecordBatch | pa.RecordBatchReader):
+            data = renamed(data, aliases(self._m))  # an earlier name is its column's alias
         return conform(data, self.schema, mode)
 
     def write_options(self) -> WriteOptions:
@@ -572,12 +576,13 @@ class Table:
         *,
         dry_run: bool = False,
         run_tasks: RunTasks | None = None,
+        progress: Progress | None = None,
     ) -> CompactionResult:
         """Rewrite files with many deleted rows, and small files, into fewer files (one
         commit; concurrent deletes are mapped onto the outputs). ``run_tasks`` runs the
         rewrite tasks elsewhere (``spark_jobs/compact.py``); see
         :func:`lethe.compaction.compact`. The handle moves to the new version."""
-        r = compact(self.context, options, dry_run=dry_run, run_tasks=run_tasks)
+        r = compact(self.context, options, dry_run=dry_run, run_tasks=run_tasks, progress=progress)
         self._move_to(r.snapshot)
         return r
 

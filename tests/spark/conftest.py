@@ -16,6 +16,19 @@ import pytest
 
 from devtools.local.server import LocalAws
 
+# every Spark test module: pytestmark = SPARK_MARKS
+SPARK_MARKS = [
+    pytest.mark.slow,
+    pytest.mark.spark,
+    pytest.mark.xdist_group("spark"),  # one worker runs every Spark test: one JVM
+    # pyspark 4.0's _load_from_socket (behind collect() and toArrow()) never closes its local
+    # socket to the JVM; the ResourceWarning fires when the socket is collected
+    pytest.mark.filterwarnings(
+        r"ignore:Exception ignored in. <socket.socket.*raddr=\('127.0.0.1':"
+        "pytest.PytestUnraisableExceptionWarning"
+    ),
+]
+
 
 @pytest.fixture(scope="session")
 def spark(aws: LocalAws) -> Iterator[Any]:

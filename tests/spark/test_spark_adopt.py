@@ -10,22 +10,12 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pytest
+from conftest import SPARK_MARKS
 
 import lethe
 from lethe.gc import collect
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.spark,
-    pytest.mark.xdist_group("spark"),
-    # pyspark 4.0's _load_from_socket (behind collect()) never closes its local socket to the
-    # JVM; the ResourceWarning fires when the socket is collected (as in test_spark_compact)
-    pytest.mark.filterwarnings(
-        r"ignore:Exception ignored in. <socket.socket.*raddr=\('127.0.0.1':"
-        "pytest.PytestUnraisableExceptionWarning"
-    ),
-]
+pytestmark = SPARK_MARKS
 
 
 def test_adopt_a_prefix_spark_partitioned_by_dt(

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from conftest import EVENTS, events
+from conftest import EVENTS, SPARK_MARKS, events
 
 import lethe
 from lethe.compaction import CompactionOptions
@@ -13,17 +13,7 @@ from lethe.dvstore import load
 from lethe.verify import verify
 from spark_jobs.compact import main, run_compaction, spark_runner
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.spark,
-    pytest.mark.xdist_group("spark"),
-    # pyspark 4.0's _load_from_socket (behind collect() and toArrow()) never closes its local
-    # socket to the JVM; the ResourceWarning fires when the socket is collected.
-    pytest.mark.filterwarnings(
-        r"ignore:Exception ignored in. <socket.socket.*raddr=\('127.0.0.1':"
-        "pytest.PytestUnraisableExceptionWarning"
-    ),
-]
+pytestmark = SPARK_MARKS
 
 
 @pytest.fixture

@@ -4,22 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
-from conftest import EVENTS, events
+from conftest import EVENTS, SPARK_MARKS, events
 
 import lethe
 from spark_jobs.index import run_index
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.spark,
-    pytest.mark.xdist_group("spark"),
-    # pyspark 4.0's _load_from_socket (behind collect()) never closes its local socket
-    pytest.mark.filterwarnings(
-        r"ignore:Exception ignored in. <socket.socket.*raddr=\('127.0.0.1':"
-        "pytest.PytestUnraisableExceptionWarning"
-    ),
-]
+pytestmark = SPARK_MARKS
 
 
 def test_spark_backfill_writes_one_run_per_task(table_uri: str, spark: Any) -> None:

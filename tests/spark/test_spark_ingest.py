@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.csv as pcsv
 import pyarrow.parquet as pq
 import pytest
-from conftest import EVENTS, events
+from conftest import EVENTS, SPARK_MARKS, events
 
 import lethe
 from lethe.ingest import register_parquet
@@ -26,17 +26,7 @@ from lethe.verify import verify
 from spark_jobs._session import LOCAL_JAVA_OPTIONS
 from spark_jobs.ingest import run_ingest
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.spark,
-    pytest.mark.xdist_group("spark"),
-    # pyspark 4.0's _load_from_socket (behind collect() and toArrow()) never closes its local
-    # socket to the JVM; the ResourceWarning fires when the socket is collected.
-    pytest.mark.filterwarnings(
-        r"ignore:Exception ignored in. <socket.socket.*raddr=\('127.0.0.1':"
-        "pytest.PytestUnraisableExceptionWarning"
-    ),
-]
+pytestmark = SPARK_MARKS
 
 TARGET = 3_000_000
 ROW_GROUP = 400_000

@@ -4,24 +4,25 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
-
-import pyarrow as pa
+from typing import TYPE_CHECKING, Any
 
 from lethe import errors
 
+if TYPE_CHECKING:
+    import pyarrow as pa
+
 __all__ = ["register"]
 
-#: ``--partition-type dt=date``: the type names a partition column may take
-TYPES: dict[str, pa.DataType] = {
-    "string": pa.string(),
-    "date": pa.date32(),
-    "int": pa.int64(),
-    "int64": pa.int64(),
-    "int32": pa.int32(),
-    "bool": pa.bool_(),
-    "double": pa.float64(),
-    "timestamp": pa.timestamp("us"),
+#: ``--partition-type dt=date``: the type names a partition column may take (pyarrow's)
+TYPES: dict[str, str] = {
+    "string": "string",
+    "date": "date32",
+    "int": "int64",
+    "int64": "int64",
+    "int32": "int32",
+    "bool": "bool",
+    "double": "float64",
+    "timestamp": "timestamp[us]",
 }
 
 
@@ -31,6 +32,8 @@ def partition_types(items: list[str] | None) -> dict[str, pa.DataType]:
     >>> partition_types(["dt=date"])
     {'dt': DataType(date32[day])}
     """
+    import pyarrow as pa
+
     out: dict[str, pa.DataType] = {}
     for item in items or ():
         name, sep, kind = item.partition("=")
@@ -38,7 +41,7 @@ def partition_types(items: list[str] | None) -> dict[str, pa.DataType]:
             raise errors.InvalidRequest(
                 f"--partition-type {item!r}: want COLUMN=TYPE, TYPE one of {sorted(TYPES)}"
             )
-        out[name] = TYPES[kind]
+        out[name] = pa.type_for_alias(TYPES[kind])
     return out
 
 

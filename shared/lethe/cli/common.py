@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
-
-import pyarrow as pa
-import pyarrow.csv as pacsv
-import pyarrow.parquet as pq
+from typing import TYPE_CHECKING, Any
 
 from lethe import errors
 from lethe.where import and_dnf, parse_dnf
+
+if TYPE_CHECKING:  # pyarrow loads with the first command that reads or writes rows
+    import pyarrow as pa
 
 __all__ = [
     "FORMATS",
@@ -73,6 +72,10 @@ def read_schema_file(path: str) -> pa.Schema:
             not of the format the name says (with the reader's first line of reason).
     """
     from pathlib import Path
+
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+    import pyarrow.parquet as pq
 
     from lethe.ingest.inputs import detect_format
 
@@ -147,6 +150,9 @@ FORMATS = ("table", "csv", "jsonl", "parquet")
 def write_rows(t: pa.Table, fmt: str, out: Any) -> None:
     """``t`` to the binary stream ``out`` as CSV (with a header), JSON lines (one object per
     row; timestamps ISO 8601, bytes as base64) or Parquet."""
+    import pyarrow.csv as pacsv
+    import pyarrow.parquet as pq
+
     if fmt == "csv":
         pacsv.write_csv(t, out)
     elif fmt == "parquet":

@@ -7,20 +7,19 @@ import argparse
 import json
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from lethe.evidence import gather
-from lethe.grace import parse_duration
-from lethe.manifest import request_hash
-from lethe.receipts import ErasureReceipt, audit, known_requests, receipt
-from lethe.table import Table
-from lethe.table_report import DEFAULT_DEADLINE_DAYS, table_report
+if TYPE_CHECKING:  # the heavy modules load with the command that needs them
+    from lethe.receipts import ErasureReceipt
+    from lethe.table import Table
 
 __all__ = ["register"]
 
 
 def register(sub: Any) -> None:
     """Add ``erasures`` and ``report`` to the ``lethe`` parser."""
+    from lethe.table_report import DEFAULT_DEADLINE_DAYS
+
     c = sub.add_parser(
         "erasures",
         help="receipts of delete/erase requests: received, hidden, removed, complete",
@@ -56,6 +55,10 @@ def _value(raw: str) -> Any:
 
 
 def _receipts(args: argparse.Namespace, t: Table) -> list[ErasureReceipt]:
+    from lethe.evidence import gather
+    from lethe.manifest import request_hash
+    from lethe.receipts import audit, known_requests, receipt
+
     ev = gather(t.catalog)
     found = None
     if args.audit:
@@ -68,6 +71,9 @@ def _receipts(args: argparse.Namespace, t: Table) -> list[ErasureReceipt]:
 
 
 def cmd_erasures(args: argparse.Namespace) -> int:
+    from lethe.grace import parse_duration
+    from lethe.table import Table
+
     t = Table.open(args.uri)
     out = _receipts(args, t)
     overdue = False
@@ -87,6 +93,10 @@ def cmd_erasures(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
+    from lethe.grace import parse_duration
+    from lethe.table import Table
+    from lethe.table_report import table_report
+
     t = Table.open(args.uri)
     days = parse_duration(args.deadline).total_seconds() / 86400
     rep = table_report(t.catalog, deadline_days=days)

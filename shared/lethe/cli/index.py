@@ -11,12 +11,12 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from lethe.table import Table
-
 __all__ = ["register"]
 
 
 def cmd_index(a: argparse.Namespace) -> int:
+    from lethe.table import Table
+
     t = Table.open(a.uri)
     if a.action == "list":
         if not t.manifest.indexes:

@@ -17,7 +17,7 @@ import gzip
 import io
 import re
 from collections import Counter, defaultdict
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -141,19 +141,21 @@ def summarize_rejects(rejects: pa.Table) -> list[str]:
     return out
 
 
-def _check_files(sources: Sequence[Source], schema: pa.Schema) -> None:
-    """Every file's columns (and Parquet types) against the table, all files at once."""
+def _check_files(sources: Sequence[Source], schema: pa.Schema, alias: Mapping[str, str]) -> None:
+    """Every file's columns (and Parquet types) against the table, all files at once; a
+    column under an earlier name of a renamed column (``alias``) is that column."""
     problems: list[str] = []
     for s in sources:
         if s.format == "parquet":
             with s.open() as f:
-                found = schema_problems(open_parquet(f, s.uri).schema_arrow, schema)
+                got = renamed(open_parquet(f, s.uri).schema_arrow, alias)
+            found = schema_problems(got, schema)
         elif s.format == "csv":
-            header = _csv_header(s)
-            extra = [n for n in header if schema.get_field_index(n) < 0]
-            found = [f"unknown columns {extra} (the table has no such column)"] if extra else []
+            header = [alias.get(n, n) for n in _csv_header(s)]
+            found = schema_problems(pa.schema([(n, pa.string()) for n in header]), schema,
+                                    typed=False)  # fmt: skip
         else:
-            found = []  # JSON keys are checked row by row (a key per row may differ)
+            found = []  # JSON keys are checked row by row (a key a line lacks is null)
         if found:
             problems.append(f"{s.uri}: " + "; ".join(found))
     if problems:
@@ -164,23 +166,31 @@ def _check_files(sources: Sequence[Source], schema: pa.Schema) -> None:
         )
 
 
-def _parquet_batches(source: Source, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
+def _parquet_batches(
+    source: Source, schema: pa.Schema, alias: Mapping[str, str]
+) -> Iterator[pa.RecordBatch]:
     with source.open() as f:
         pf = open_parquet(f, source.uri)
         row = 0
         for b in pf.iter_batches(batch_size=BATCH_ROWS, use_threads=False):
             try:
-                yield from fit(pa.Table.from_batches([b]), schema, first_row=row).to_batches()
+                got = renamed(pa.Table.from_batches([b]), alias)
+                yield from fit(got, schema, first_row=row).to_batches()
             except errors.SchemaMismatch as e:
                 raise errors.SchemaMismatch(f"{source.uri}: {e}; nothing was appended") from None
             row += b.num_rows
 
 
-def _untyped_batches(source: Source, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
-    read = _read_csv if source.format == "csv" else _read_json
+def _untyped_batches(
+    source: Source, schema: pa.Schema, alias: Mapping[str, str]
+) -> Iterator[pa.RecordBatch]:
     rejects: list[pa.Table] = []
     chunk: Conformed
-    for chunk in read(source.open, source.uri, schema):
+    if source.format == "csv":
+        chunks = _read_csv(source.open, source.uri, schema, alias=alias)
+    else:
+        chunks = _read_json(source.open, source.uri, schema)
+    for chunk in chunks:
         if chunk.rejects.num_rows:
             rejects.append(chunk.rejects)
         elif not rejects:
@@ -192,13 +202,18 @@ def _untyped_batches(source: Source, schema: pa.Schema) -> Iterator[pa.RecordBat
         )
 
 
-def fitted_batches(sources: Sequence[Source], schema: pa.Schema) -> pa.RecordBatchReader:
+def fitted_batches(
+    sources: Sequence[Source], schema: pa.Schema, alias: Mapping[str, str] | None = None
+) -> pa.RecordBatchReader:
     """Every row of ``sources`` as the table's schema, streamed; the files' columns are
-    checked before the first row is read, each value as it is converted. A failure raises
-    :class:`~lethe.errors.SchemaMismatch` (or :class:`~lethe.errors.InvalidRequest` for a file
-    that cannot be read) from the reader, so the append that consumes it commits nothing."""
+    checked before the first row is read, each value as it is converted. A column under an
+    earlier name of a renamed column (``alias``: old -> current) is that column. A failure
+    raises :class:`~lethe.errors.SchemaMismatch` (or :class:`~lethe.errors.InvalidRequest`
+    for a file that cannot be read) from the reader, so the append that consumes it commits
+    nothing."""
+    alias = alias or {}
     try:
-        _check_files(sources, schema)
+        _check_files(sources, schema, alias)
     except (pa.ArrowException, OSError, UnicodeDecodeError, EOFError) as e:
         raise errors.InvalidRequest(f"cannot read the input: {_first_line(e)}") from e
 
@@ -206,9 +221,9 @@ def fitted_batches(sources: Sequence[Source], schema: pa.Schema) -> pa.RecordBat
         for s in sources:
             try:
                 if s.format == "parquet":
-                    yield from _parquet_batches(s, schema)
+                    yield from _parquet_batches(s, schema, alias)
                 else:
-                    yield from _untyped_batches(s, schema)
+                    yield from _untyped_batches(s, schema, alias)
             except (pa.ArrowException, OSError, UnicodeDecodeError, EOFError) as e:
                 raise errors.InvalidRequest(f"cannot read {s.uri}: {_first_line(e)}") from e
 

@@ -104,7 +104,7 @@ def cmd_compact(a: argparse.Namespace) -> int:
     opts = CompactionOptions(
         min_deleted_fraction=a.min_deleted_fraction, cluster=False if a.no_cluster else None
     )
-    r = t.compact(opts, dry_run=a.dry_run)
+    r = t.compact(opts, dry_run=a.dry_run, progress=a.progress)
     print(r.describe())
     if not a.dry_run and r.version is not None:
         print(f"  {r.bytes_before:,} B -> {r.bytes_after:,} B ({r.io.describe()})")

@@ -12,20 +12,18 @@ import argparse
 from typing import Any
 
 from lethe import errors
-from lethe.table import Table
 
 __all__ = ["register"]
 
 
 def cmd_retention(a: argparse.Namespace) -> int:
+    from lethe.table import Table
+
     t = Table.open(a.uri)
     if a.action == "set":
         if a.column is None or a.keep is None:
-            raise SystemExit("lethe retention set: --column and --keep are required")
-        try:
-            r = t.set_retention(a.column, a.keep)
-        except errors.InvalidRequest as e:
-            raise SystemExit(f"lethe retention set: {e}") from e
+            raise errors.InvalidRequest("retention set needs --column and --keep (e.g. 400d)")
+        r = t.set_retention(a.column, a.keep)
         print(
             f"retention set -> version {r.version}: {t.retention.describe() if t.retention else ''}"
         )

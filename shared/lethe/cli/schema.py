@@ -11,14 +11,15 @@ from __future__ import annotations
 import argparse
 import json
 import re
-from typing import Any
-
-import pyarrow as pa
+from typing import TYPE_CHECKING, Any
 
 from lethe import errors
 from lethe.cli.common import add_at_version
-from lethe.schemas import field_id, initial_default
-from lethe.table import Table
+
+if TYPE_CHECKING:  # the heavy modules load with the command that needs them
+    import pyarrow as pa
+
+    from lethe.table import Table
 
 __all__ = ["parse_type", "register"]
 
@@ -26,6 +27,8 @@ __all__ = ["parse_type", "register"]
 def parse_type(text: str) -> pa.DataType:
     """An Arrow type by name: pyarrow's aliases (``int64``, ``string``, ``date32``,
     ``timestamp[us]``, ...) or ``decimal(P, S)``."""
+    import pyarrow as pa
+
     m = re.fullmatch(r"\s*decimal(?:128)?\(\s*(\d+)\s*,\s*(\d+)\s*\)\s*", text)
     if m:
         return pa.decimal128(int(m.group(1)), int(m.group(2)))
@@ -38,6 +41,8 @@ def parse_type(text: str) -> pa.DataType:
 
 
 def _describe(schema: pa.Schema, key: str) -> list[str]:
+    from lethe.schemas import field_id, initial_default
+
     out = []
     for f in schema:
         extra = " key" if f.name == key else ("" if f.nullable else " required")
@@ -49,6 +54,8 @@ def _describe(schema: pa.Schema, key: str) -> list[str]:
 
 
 def cmd_schema(a: argparse.Namespace) -> int:
+    from lethe.table import Table
+
     t = Table.open(a.uri, version=a.version) if a.action == "show" else Table.open(a.uri)
     if a.action == "show":
         current = t.manifest.current_schema_id
@@ -83,6 +90,7 @@ def cmd_schema(a: argparse.Namespace) -> int:
 
 
 def _uploads(t: Table, args: list[str]) -> int:
+
     if args not in (["evolve"], ["strict"]):
         raise errors.InvalidRequest(f"lethe schema uploads takes evolve or strict, got {args}")
     r = t.set_properties(uploads_evolve=args[0] == "evolve")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lethe import errors
 from lethe.cli.common import (
@@ -20,8 +20,9 @@ from lethe.cli.common import (
     read_schema_file,
     write_rows,
 )
-from lethe.cli.inputs import fitted_batches, list_sources, merged_batches
-from lethe.table import Table
+
+if TYPE_CHECKING:  # the heavy modules load with the command that needs them
+    from lethe.table import Table
 
 __all__ = ["register"]
 
@@ -33,6 +34,8 @@ MERGE = (
 
 
 def cmd_create(a: argparse.Namespace) -> int:
+    from lethe.table import Table
+
     schema = read_schema_file(a.schema)
     t = Table.create(
         a.uri,
@@ -60,12 +63,16 @@ def _window(arg: str | None) -> str | tuple[str, str] | None:
 
 
 def cmd_append(a: argparse.Namespace) -> int:
+    from lethe.cli.inputs import fitted_batches, list_sources, merged_batches
+    from lethe.table import Table
+    from lethe.transforms.schema import aliases
+
     t = Table.open(a.uri)
     sources = list_sources(a.file)
     if a.schema_mode == "merge":  # evolves the table first (a schema commit of its own)
         reader = merged_batches(sources, t)
     else:
-        reader = fitted_batches(sources, t.schema)
+        reader = fitted_batches(sources, t.schema, aliases(t.manifest))
     # local files are read whole (progress then knows the total); S3 inputs stream
     local = not any(s.uri.startswith("s3://") for s in sources)
     r = t.append(reader.read_all() if local else reader, progress=a.progress)
@@ -76,6 +83,8 @@ def cmd_append(a: argparse.Namespace) -> int:
 
 
 def cmd_scan(a: argparse.Namespace) -> int:
+    from lethe.table import Table
+
     fmt = a.format
     sink = None
     if a.out:  # checked before the scan: a bad name or folder fails in a second, not after it
@@ -104,6 +113,8 @@ def cmd_scan(a: argparse.Namespace) -> int:
 
 
 def cmd_history(a: argparse.Namespace) -> int:
+    from lethe.table import Table
+
     t = Table.open(a.uri)
     print(
         f"{'version':>7}  {'created_at':<26} {'operation':<9} {'+rows':>9} {'-rows':>9} {'erased':>7} {'live rows':>10} {'files':>6}"
@@ -117,6 +128,8 @@ def cmd_history(a: argparse.Namespace) -> int:
 
 
 def cmd_upgrade(a: argparse.Namespace) -> int:
+    from lethe.table import Table
+
     t = Table.open(a.uri)
     before = t.manifest.format_version
     r = t.upgrade()
@@ -137,6 +150,7 @@ def cmd_upgrade(a: argparse.Namespace) -> int:
 
 
 def _print_segments(t: Table) -> None:
+
     m = t.manifest
     print(
         f"version {m.version}: format {m.format_version} ({m.layout}), {m.file_count} files, "
@@ -157,6 +171,7 @@ def _print_segments(t: Table) -> None:
 
 
 def cmd_inspect(a: argparse.Namespace) -> int:
+    from lethe.table import Table
     from lethe.writer import row_group_range
 
     t = Table.open(a.uri, version=a.version)

@@ -7,7 +7,7 @@ import csv
 import gzip
 import io
 import json
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from functools import partial
 from typing import Any
 
@@ -101,7 +101,11 @@ Opener = Callable[[], io.BufferedIOBase]
 """Opens the object's bytes (decompressed) from the start; called once or twice per object."""
 
 
-def _read_csv(open_stream: Opener, uri: str, schema: pa.Schema) -> Iterator[Conformed]:
+def _read_csv(
+    open_stream: Opener, uri: str, schema: pa.Schema, *, alias: Mapping[str, str] | None = None
+) -> Iterator[Conformed]:
+    """Rows of a CSV file fitted to ``schema``; a header naming an earlier name of a renamed
+    column (``alias``: old -> current) is read as that column."""
     import pyarrow.csv as pcsv
 
     with open_stream() as s:
@@ -140,7 +144,10 @@ def _read_csv(open_stream: Opener, uri: str, schema: pa.Schema) -> Iterator[Conf
             ),
         )
         for batch in reader:
-            out = conform(pa.Table.from_batches([batch]), schema, source=uri, first_row=row_no)
+            raw = pa.Table.from_batches([batch])
+            if alias:
+                raw = raw.rename_columns([alias.get(n, n) for n in raw.column_names])
+            out = conform(raw, schema, source=uri, first_row=row_no)
             row_no += batch.num_rows
             if structural:
                 out = Conformed(
