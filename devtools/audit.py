@@ -1,6 +1,12 @@
 """The byte audit: does any object of a bucket (every version, every Parquet page
 decompressed, index pieces and Avro manifests decoded) still hold a value? The demo ends
-with it, and the erasure tests assert with it that an erased value is gone from storage."""
+with it, and the erasure tests assert with it that an erased value is gone from storage.
+
+The whole bucket is read, whatever the object: data files of every table, adopted originals
+wherever they live (``raw/...``, outside any table prefix), index pieces, manifest segments,
+erasure lists, manifests, the Iceberg view's metadata, GC workspaces and the lake's registry
+and values objects (``_lethe/requests/``). :attr:`Audit.kinds` counts what was read per kind
+(counts only, never a value), so a report can show that every kind was searched."""
 
 from __future__ import annotations
 
@@ -9,7 +15,7 @@ import re
 import struct
 import zlib
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import pyarrow as pa
@@ -18,7 +24,14 @@ import pyarrow.parquet as pq
 
 from lethe import errors
 
-__all__ = ["Audit", "Needle", "audit_bucket", "parquet_pages"]
+__all__ = [
+    "Audit",
+    "Needle",
+    "audit_bucket",
+    "audit_forgotten",
+    "object_kind",
+    "parquet_pages",
+]
 _CODECS = {1: "snappy", 2: "gzip", 4: "brotli", 6: "zstd", 7: "lz4_raw"}
 
 
@@ -97,15 +110,67 @@ class Audit:
     parquet_files: int
     pages: int
     hits: Mapping[str, tuple[tuple[str, str], ...]]
+    #: object versions read per kind (:func:`object_kind`): what the audit searched
+    kinds: Mapping[str, int] = field(default_factory=dict)
 
     def found(self, label: str) -> tuple[str, ...]:
         return tuple(sorted({k for k, _ in self.hits.get(label, ())}))
 
+    @property
+    def clean(self) -> bool:
+        """No needle found anywhere."""
+        return not any(self.hits.values())
 
-def audit_bucket(s3: Any, bucket: str, needles: Mapping[str, Needle]) -> Audit:
+    def describe(self) -> str:
+        """What was searched, by kind (counts only)."""
+        kinds = ", ".join(f"{n} {k}" for k, n in sorted(self.kinds.items()))
+        return (
+            f"{self.objects} object version(s), {self.bytes:,} bytes, {self.parquet_files} "
+            f"Parquet file(s), {self.pages} page(s) decompressed ({kinds})"
+        )
+
+
+def object_kind(key: str) -> str:
+    """What an object of the bucket is, by its key (Lethe's layout, docs/format.md)."""
+    parts = key.split("/")
+    if "_lethe" in parts[:-1]:
+        at = parts.index("_lethe")
+        return "lake values" if parts[at + 1 : at + 2] == ["requests"] else "lake registry"
+    marks = [
+        ("index", "index pieces"),
+        ("segments", "manifest segments"),
+        ("erasures", "erasure lists"),
+        ("tombstone", "deletion vectors"),
+        ("metadata", "iceberg metadata"),
+        ("_gc", "gc workspace"),
+        ("_staging", "staging"),
+        ("data", "data files"),
+    ]
+    for mark, kind in marks:
+        if mark in parts[:-1]:
+            return kind
+    if "manifest" in parts[:-1] or parts[-1] == "_latest_manifest":
+        return "manifests"
+    if key.endswith(".parquet"):
+        return "parquet outside a table (adopted originals, uploads)"
+    return "other"
+
+
+def audit_bucket(
+    s3: Any,
+    bucket: str,
+    needles: Mapping[str, Needle],
+    *,
+    cache: dict[tuple[str, str | None, str], bytes] | None = None,
+    versions: bool = True,
+) -> Audit:
     """Read every object (and every old version, if any) of ``bucket`` and report where each
     needle occurs: raw bytes, decompressed Parquet pages, decimal text, or (for a needle's
-    ``values``) decoded Parquet columns and index pieces."""
+    ``values``) decoded Parquet columns and index pieces.
+
+    ``cache``: bodies already read, by (key, version id, ETag), reused and filled (a test that
+    audits after every step reads each object version once). ``versions=False`` reads only
+    the current objects (what a reader of an unversioned view sees)."""
     by_value = any(n.values for n in needles.values())
     # a number as JSON or CSV write it: not part of a word, a decimal or a quoted string
     # (the demo's payloads such as "view:865807" are strings)
@@ -118,13 +183,19 @@ def audit_bucket(s3: Any, bucket: str, needles: Mapping[str, Needle]) -> Audit:
     }
     hits: dict[str, set[tuple[str, str]]] = {label: set() for label in needles}
     objects = total = files = pages = 0
-    for key, version in _all_versions(s3, bucket):
-        kw: dict[str, Any] = {"Bucket": bucket, "Key": key}
-        if version and version != "null":
-            kw["VersionId"] = version
-        body = s3.get_object(**kw)["Body"].read()
+    kinds: dict[str, int] = {}
+    for key, version, etag in _all_versions(s3, bucket, versions=versions):
+        body = cache.get((key, version, etag)) if cache is not None else None
+        if body is None:
+            kw: dict[str, Any] = {"Bucket": bucket, "Key": key}
+            if version and version != "null":
+                kw["VersionId"] = version
+            body = s3.get_object(**kw)["Body"].read()
+            if cache is not None:
+                cache[(key, version, etag)] = body
         name = key if not version or version == "null" else f"{key}?versionId={version}"
         objects += 1
+        kinds[object_kind(key)] = kinds.get(object_kind(key), 0) + 1
         total += len(body)
         decoded: list[bytes] = []
         parquet = len(body) >= 12 and body[:4] == b"PAR1" and body[-4:] == b"PAR1"
@@ -148,7 +219,25 @@ def audit_bucket(s3: Any, bucket: str, needles: Mapping[str, Needle]) -> Audit:
                     hits[label].add((name, "decompressed bytes"))
             if not decoded and any(t.search(x) for t in tokens[label] for x in texts):
                 hits[label].add((name, "decimal text"))
-    return Audit(objects, total, files, pages, {k: tuple(sorted(v)) for k, v in hits.items()})
+    found = {k: tuple(sorted(v)) for k, v in hits.items()}
+    return Audit(objects, total, files, pages, found, kinds)
+
+
+def audit_forgotten(
+    s3: Any, wanted: Mapping[str, Mapping[str, Needle]]
+) -> tuple[dict[str, Audit], dict[str, tuple[str, ...]]]:
+    """The whole-bucket audit of forgotten values: per bucket of ``wanted``, every object
+    version searched for its needles. Returns the audits by bucket and what was found, by
+    ``"<bucket>: forgotten subject #<n>"`` (the needles' labels may name a value: never
+    in the result) -> object keys; an empty dict when nothing was found."""
+    audits: dict[str, Audit] = {}
+    found: dict[str, tuple[str, ...]] = {}
+    for bucket, needles in wanted.items():
+        a = audits[bucket] = audit_bucket(s3, bucket, needles)
+        for i, label in enumerate(needles):
+            if a.found(label):
+                found[f"{bucket}: forgotten subject #{i + 1}"] = a.found(label)
+    return audits, found
 
 
 class _Columns:
@@ -240,7 +329,15 @@ def _avro_blocks(body: bytes) -> list[bytes]:
     return out
 
 
-def _all_versions(s3: Any, bucket: str) -> Iterator[tuple[str, str | None]]:
+def _all_versions(
+    s3: Any, bucket: str, *, versions: bool = True
+) -> Iterator[tuple[str, str | None, str]]:
+    """(key, version id, ETag) of every object version (or every current object)."""
+    if not versions:
+        for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket):
+            for o in page.get("Contents", []):
+                yield str(o["Key"]), None, str(o.get("ETag", ""))
+        return
     for page in s3.get_paginator("list_object_versions").paginate(Bucket=bucket):
         for v in page.get("Versions", []):
-            yield str(v["Key"]), v.get("VersionId")
+            yield str(v["Key"]), v.get("VersionId"), str(v.get("ETag", ""))

@@ -20,7 +20,10 @@ machine on moto's Step Functions interpreter. The story:
    the lake: orders, events and tickets, one person in all three, one request, the window
    run, GC, one receipt;
 8. the erase request's receipt (received, hidden, spliced, complete; by its hash) and the
-   table report, one self-contained HTML page (its path is printed).
+   table report, one self-contained HTML page (its path is printed);
+9. the closing audit: every object version of every bucket the story wrote (adopted originals,
+   index pieces, lake values objects included) searched for every value a finished request
+   forgot; counts printed, and the demo fails if one is found.
 """
 
 from __future__ import annotations
@@ -41,7 +44,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from devtools.audit import Audit, Needle, audit_bucket
+from devtools.audit import Audit, Needle, audit_bucket, audit_forgotten
 from devtools.datagen import SCHEMA, generate
 from devtools.demo_adopt import adopt_story
 from devtools.demo_lake import lake_story
@@ -533,6 +536,42 @@ class Demo:
                 st.say(f"    {k}")
         return a
 
+    def closing_audit(self) -> None:
+        """Every object version of every bucket the story wrote (the main table's, the
+        lake's, the adoption's: data files, adopted originals under ``raw/``, index pieces,
+        segments, manifests, the Iceberg view, lake values objects), searched for every value
+        a finished request forgot. Prints counts only; raises when a value is found."""
+        st, r = self.story, self.results
+        st.step("closing audit: every object version of every bucket, for every forgotten value")
+        erased = {k: v for k, v in self.needles().items() if k.startswith("erased")}
+        wanted = {
+            self.bucket: erased,
+            r["lake_bucket"]: r["lake_needles"],
+            r["adopt_bucket"]: r["adopt_needles"],
+        }
+        audits, found = audit_forgotten(self.s3, wanted)
+        kinds: dict[str, int] = {}
+        for bucket, a in audits.items():
+            st.say(f"{bucket}: {len(wanted[bucket])} forgotten subject(s); {a.describe()}")
+            for kind, n in a.kinds.items():
+                kinds[kind] = kinds.get(kind, 0) + n
+        covered = (
+            "parquet outside a table (adopted originals, uploads)",
+            "index pieces",
+            "lake values",
+        )
+        st.say(
+            "kinds searched: "
+            + ", ".join(f"{k} {kinds.get(k, 0)}" for k in covered)
+            + " (lake values objects are deleted when their request finishes: 0 is the goal)"
+        )
+        self.results["closing_audit_kinds"] = kinds
+        self.results["closing_audit_found"] = found
+        if found:
+            where = "; ".join(f"{k} in {len(v)} object(s)" for k, v in found.items())
+            raise errors.LetheError(f"closing audit: a forgotten value is still stored: {where}")
+        st.say("no forgotten value in any object version of any bucket")
+
     def _wait_for_grace(self) -> None:
         """GC keeps unreferenced data younger than the table's grace (its writers may still
         commit it; lethe.grace): wait until what this story left unreferenced is older."""
@@ -720,6 +759,7 @@ def run(
         demo.gc()
         after = demo.audit("after GC")
         demo.receipt_and_report(report_path or Path(tempfile.gettempdir()) / REPORT_NAME)
+        demo.closing_audit()
         demo.totals()
         demo.results["audit_before"] = before
         demo.results["audit_after"] = after

@@ -91,6 +91,7 @@ def adopt_story(
     needles = {
         "person": Needle(
             tuple(p.encode() for p in mine["payload"].to_pylist()),
+            values=(("customer_id", person),),  # decoded: data files and index pieces
         )
     }
     r = t.erase([("customer_id", "=", person)], request_id=REQUEST_ID)
@@ -126,4 +127,6 @@ def adopt_story(
         "adopt_found_before": before.found("person"),
         "adopt_found_after": after.found("person"),
         "adopt_receipt_state": receipt.state,
+        "adopt_bucket": bucket,
+        "adopt_needles": needles,  # what the demo's closing audit looks for (never printed)
     }

@@ -9,6 +9,7 @@ from typing import Any, Protocol
 
 import pyarrow.compute as pc
 
+from devtools.audit import Needle
 from devtools.datagen import SCHEMA, generate
 from lethe.gc import collect
 from lethe.lake import Lake
@@ -50,6 +51,7 @@ def lake_story(story: _Story, s3: Any, *, rows: int, customers: int) -> dict[str
         "customer_id in each (indexed); erasure window "
         f"{lake.erasure_window}"
     )
+    payloads = _own_payloads([Table.open(u, s3=s3) for u in lake.tables()], person)
     r = lake.forget("customer", [person], request_id=REQUEST_ID, mode="erase")
     story.say(
         f"request {r.id_hash[:16]}…: recorded in lake.json, {r.rows_deleted} rows hidden in "
@@ -78,4 +80,28 @@ def lake_story(story: _Story, s3: Any, *, rows: int, customers: int) -> dict[str
         "lake_rows_left": left,
         "lake_receipt": receipt.describe(),
         "lake_person": person,
+        "lake_bucket": BUCKET,
+        # what the demo's closing audit looks for (never printed): the rows' payloads, the
+        # customer in decoded columns and index pieces, the values object's JSON
+        "lake_needles": {
+            "lake person": Needle(
+                (*(p.encode() for p in payloads), f'"values": [{person}]'.encode()),
+                values=(("customer_id", person),),
+            )
+        },
     }
+
+
+def _own_payloads(tables: list[Table], person: int) -> list[str]:
+    """The person's payloads that no other row's payload contains (a byte search for one
+    then means the person's row, not a neighbour's)."""
+    mine: set[str] = set()
+    others: list[str] = []
+    for t in tables:
+        got = t.scan(["customer_id", "payload"])
+        for c, p in zip(got["customer_id"].to_pylist(), got["payload"].to_pylist(), strict=True):
+            if c == person:
+                mine.add(p)
+            else:
+                others.append(p)
+    return sorted(p for p in mine if not any(p in o for o in others))

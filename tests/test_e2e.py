@@ -8,16 +8,19 @@ partial-batch semantics, per-function environments, metrics from the handlers' o
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import textwrap
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pytest
 
-from devtools.audit import Needle, audit_bucket
+from devtools.audit import Needle, audit_bucket, audit_forgotten
 from devtools.demo import Demo, Sizes, Story, start_runtime
 from devtools.local.events import sqs_event
 from devtools.local.runtime import (
@@ -330,6 +333,13 @@ def test_the_demo_story_end_to_end(runtime: LocalRuntime, aws: LocalAws, tmp_pat
     page = report_path.read_text()
     assert r["report_path"] == report_path and 'id="chart-pending"' in page
 
+    # 9. the closing audit: every object version of the three buckets, for every value a
+    #    finished request forgot (issue 35): adopted originals, index pieces, lake values
+    demo.closing_audit()
+    assert r["closing_audit_found"] == {}
+    kinds = r["closing_audit_kinds"]
+    assert kinds["index pieces"] > 0 and kinds["data files"] > 0 and kinds["lake registry"] > 0
+
     demo.totals()
     # the malformed message alone, received 4 more times, is reported in batchItemFailures:
     # the invocations themselves never fail (an all-bad batch does not raise)
@@ -362,6 +372,54 @@ def test_the_audit_looks_inside_segments_and_the_iceberg_view(aws: LocalAws) -> 
     hits = set(a.found("k") and a.hits["k"])
     assert any(k.startswith("t/manifest/segments/") and how == "decimal text" for k, how in hits)
     assert any(k.startswith("t/metadata/") and how == "decompressed bytes" for k, how in hits)
+
+
+def test_the_closing_audit_reads_adopted_originals_index_pieces_and_lake_values(
+    aws: LocalAws,
+) -> None:
+    """issue 35: the demo's closing audit reads every object version of a bucket, wherever
+    it lives: an original outside any table prefix, an index piece (decoded), a lake values
+    object; it names what it found by bucket and subject number, never by value."""
+    import pyarrow.parquet as pq
+
+    s3 = aws.client("s3")
+    bucket = f"closing-{uuid.uuid4().hex[:8]}"
+    s3.create_bucket(Bucket=bucket)
+    s3.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
+
+    def parquet(t: pa.Table) -> bytes:
+        buf = io.BytesIO()
+        pq.write_table(t, buf)
+        return buf.getvalue()
+
+    person = 48_151_623
+    s3.put_object(
+        Bucket=bucket,
+        Key="raw/ev/dt=2026-01-01/part-0.parquet",
+        Body=parquet(pa.table({"customer_id": pa.array([person], pa.int32())})),
+    )
+    s3.delete_object(Bucket=bucket, Key="raw/ev/dt=2026-01-01/part-0.parquet")  # a version
+    from lethe.index_pieces import index_dir
+
+    piece = pa.table(
+        {"value": pa.array([person], pa.int64()), "file": ["data/x"], "pos": pa.array([0])}
+    )
+    s3.put_object(Bucket=bucket, Key=f"t/{index_dir('customer_id')}p.parquet", Body=parquet(piece))
+    s3.put_object(
+        Bucket=bucket,
+        Key="_lethe/requests/abc.json",
+        Body=json.dumps({"h": {"values": [person]}}).encode(),
+    )
+    needle = {f"customer {person}": Needle((), (person,), (("customer_id", person),))}
+    audits, found = audit_forgotten(s3, {bucket: needle})
+    (where,) = found.values()
+    keys = {k.split("?versionId=")[0] for k in where}  # a versioned bucket: every version
+    assert keys >= {f"t/{index_dir('customer_id')}p.parquet", "_lethe/requests/abc.json"}
+    assert any(k.startswith("raw/ev/") and "versionId" in k for k in where)
+    assert str(person) not in " ".join(found)
+    kinds = audits[bucket].kinds
+    assert kinds["index pieces"] == kinds["lake values"] == 1
+    assert kinds["parquet outside a table (adopted originals, uploads)"] == 1
 
 
 @pytest.mark.slow

@@ -28,6 +28,7 @@ Example:
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -748,13 +749,9 @@ RunTasks = Callable[[Sequence[RewriteTask]], Sequence[Sequence[DataFile]]]
 
 def _run_locally(store: S3Store, progress: Progress | None = None) -> RunTasks:
     def run(tasks: Sequence[RewriteTask]) -> list[list[DataFile]]:
-        tracker = track(progress, "compact", total=len(tasks), unit="groups")
-        out = []
-        for t in tasks:
-            out.append(run_rewrite_task(t, store=store))
-            tracker.advance()
-        tracker.finish()
-        return out
+        with track(progress, "compact", total=len(tasks), unit="groups") as tracker:
+            rewrite = tracker.each(functools.partial(run_rewrite_task, store=store))
+            return [rewrite(t) for t in tasks]
 
     return run
 
