@@ -323,7 +323,13 @@ def adopt(cls: TableClass[Table], uri: str, source: str, opts: AdoptOptions) -> 
     bucket, _ = parse_s3_uri(uri)
     store = table.store if table is not None else S3Store(bucket, client=opts.s3)
     fmt = detect_format(source, store) if opts.source_format == "auto" else opts.source_format
-    listing, done, gone = _pending(list_source(store, source, fmt, opts), table)
+    try:
+        listed = list_source(store, source, fmt, opts)
+    except errors.InvalidRequest as e:  # a table's own prefix, emptied by erasures and GC
+        if table is None or fmt != "parquet" or not str(e).startswith("no Parquet objects"):
+            raise
+        listed = SourceListing("parquet", source, ())
+    listing, done, gone = _pending(listed, table)
     if gone:
         log.info(
             "%s file(s) of %s were adopted and superseded since: not adopted again", gone, source
