@@ -612,7 +612,7 @@ class Demo:
             }
 
         objects_before = table_objects()
-        dry = rt.run_gc(dry_run=True, retention="1v", grace="0s", erasure_grace="0s")
+        dry = rt.run_gc(dry_run=True, retention="1v", grace=DEMO_GC_GRACE, erasure_grace="0s")
         st.say(f"dry run first: execution {dry.execution.status}; its report:")
         if dry.report is not None:
             for line in dry.report.describe().splitlines():
@@ -623,7 +623,7 @@ class Demo:
             f"before, {len(objects_after)} after, the same ones: {objects_before == objects_after}"
         )
         self.results["gc_dry_report"] = dry.report
-        run = rt.run_gc(retention="1v", grace="0s", erasure_grace="0s")
+        run = rt.run_gc(retention="1v", grace=DEMO_GC_GRACE, erasure_grace="0s")
         st.say(f"execution {run.execution.status}: {' -> '.join(run.execution.states)}")
         if run.report is not None:
             for line in run.report.describe().splitlines():

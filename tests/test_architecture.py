@@ -334,6 +334,7 @@ def test_every_commit_is_one_of_the_change_kinds(table_uri: str) -> None:
         "ExpireRows",
         "ArchiveErasures",
         "UpdateSchema",
+        "MergeSchema",
         "RecordSchema",
     }
     for kind in changes.KINDS:  # frozen values with requirements and a pure apply

@@ -32,6 +32,7 @@ MODULES = [
     "cli.common",
     "gc.areas",
     "gc.policy",
+    "gc.present",
     "ingest",
     "ingest.inputs",
     "ingest.staging",

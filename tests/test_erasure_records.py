@@ -79,14 +79,14 @@ def test_the_root_stays_flat_over_erasures_and_purges(table_uri: str) -> None:
         assert len([p for p in t.manifest.superseded_of(rec) if p.startswith("data/")]) == 6
         assert set(rec.superseded_refs) <= _lists(t)
         later += timedelta(days=1)
-        first = collect(t.uri, retention="1v", grace="1d", erasure_grace="0s", now=later)
+        first = collect(t.uri, retention="1v", grace="7d", erasure_grace="0s", now=later)
         (st,) = [e for e in first.erasures if e.id_hash == rec.id_hash]
         assert st.complete and st.newly_complete, st.blocking
         receipts[rid] = t.erasure_status(rid)
         assert receipts[rid].complete
         # the next run commits it out of the root; the marker keeps it for receipts
         later += timedelta(days=1)
-        collect(t.uri, retention="1v", grace="1d", erasure_grace="0s", now=later)
+        collect(t.uri, retention="1v", grace="7d", erasure_grace="0s", now=later)
         t.refresh()
         assert t.manifest.erasures == ()
         assert t.manifest.operation.kind == "gc"
@@ -95,7 +95,7 @@ def test_the_root_stays_flat_over_erasures_and_purges(table_uri: str) -> None:
     assert max(sizes) - min(sizes) <= 256, sizes
     # every list went with the manifests that named them
     later += timedelta(days=1)
-    collect(t.uri, retention="1v", grace="1d", erasure_grace="0s", now=later)
+    collect(t.uri, retention="1v", grace="7d", erasure_grace="0s", now=later)
     assert _lists(t) == set()
     # receipts of archived erasures read the same from the marker
     for rid, before in receipts.items():
@@ -124,7 +124,7 @@ def test_lists_referenced_by_kept_manifests_are_never_swept(table_uri: str) -> N
     t.refresh()
     (rec,) = t.manifest.erasures
     later = datetime.now(UTC) + timedelta(days=30)
-    rep = collect(t.uri, retention="100v", grace="1d", erasure_grace="0s", now=later)
+    rep = collect(t.uri, retention="100v", grace="7d", erasure_grace="60d", now=later)
     assert not rep.erasures[0].complete
     assert set(rec.superseded_refs) <= _lists(t)
     t.refresh()

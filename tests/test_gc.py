@@ -199,13 +199,13 @@ def test_retention_by_count_expires_versions_and_their_files(table_uri: str, s3:
     t = table_with_history(table_uri)
     head = t.version
     replaced = referenced(table_uri, [1]) - referenced(table_uri, [head])
-    rep = collect(table_uri, retention="2v", grace="0s", now=soon())
+    rep = collect(table_uri, retention="2v", now=soon())
     assert (rep.oldest_kept_version, rep.kept_versions) == (head - 1, 2)
     still = replaced & referenced(table_uri, [head - 1])
     assert still and still <= listing(s3, table_uri)  # v(head-1) still references them
     assert not (replaced - still) & listing(s3, table_uri)
     assert verify(lethe.Table.open(table_uri, version=head - 1)).ok
-    rep = collect(table_uri, retention="1v", grace="0s", now=soon())
+    rep = collect(table_uri, retention="1v", now=soon())
     after = listing(s3, table_uri)
     assert not replaced & after
     assert {p for p in after if is_manifest_key(p)} == {manifest_key(head)}
@@ -219,7 +219,7 @@ def test_retention_by_count_expires_versions_and_their_files(table_uri: str, s3:
 
 def test_expired_version_is_snapshot_not_found_naming_oldest(table_uri: str) -> None:
     t = table_with_history(table_uri)
-    collect(table_uri, retention="2v", grace="0s", now=soon())
+    collect(table_uri, retention="2v", now=soon())
     oldest = t.version - 1
     with pytest.raises(errors.SnapshotNotFound) as e:
         lethe.Table.open(table_uri, version=1)
@@ -247,7 +247,7 @@ def test_commit_landing_after_listing_keeps_its_files(table_uri: str, s3: Any) -
     def commit() -> None:
         t.commit_files(files)
 
-    rep = collect(table_uri, grace="0s", hooks=GcHooks(after_list=commit), now=soon())
+    rep = collect(table_uri, hooks=GcHooks(after_list=commit), now=soon())
     assert path in listing(s3, table_uri)
     assert rep.objects_deleted == 0
     assert lethe.Table.open(table_uri).scan().num_rows == 100
@@ -268,7 +268,7 @@ def test_commit_landing_between_mark_and_delete_is_spared(table_uri: str, s3: An
         seen.append(list(paths))
 
     hooks = GcHooks(before_sweep=commit_now, before_delete=record)
-    rep = collect(table_uri, grace="0s", hooks=hooks, now=soon())
+    rep = collect(table_uri, hooks=hooks, now=soon())
     after = listing(s3, table_uri)
     assert files[0].path in after  # re-checked against the new head right before deleting
     assert "data/2026/01/01/00/orphan.parquet" not in after
@@ -302,9 +302,9 @@ def test_landed_commit_whose_head_update_is_pending_keeps_its_files(
     )
     from lethe.gc import plan_step
 
-    st = plan_step(table_uri, grace="0s", retention="1v")
+    st = plan_step(table_uri, retention="1v")
     assert st.head_version == 1 and not st.batches  # marked: nothing to sweep
-    collect(table_uri, grace="0s", retention="1v", now=soon())
+    collect(table_uri, retention="1v", now=soon())
     assert files[0].path in listing(s3, table_uri)
     t.catalog.roll_forward()
     assert lethe.Table.open(table_uri).scan().num_rows == 20
@@ -314,11 +314,11 @@ def test_dry_run_deletes_nothing_and_lists_what_it_would(table_uri: str, s3: Any
     table_with_history(table_uri)
     put(s3, table_uri, "data/2026/01/01/00/orphan.parquet")
     before = listing(s3, table_uri)
-    rep = collect(table_uri, retention="1v", grace="0s", dry_run=True, now=soon())
+    rep = collect(table_uri, retention="1v", dry_run=True, now=soon())
     assert listing(s3, table_uri) == before  # nothing deleted, nothing written
     assert rep.dry_run and "data/2026/01/01/00/orphan.parquet" in rep.keys["data"]
     assert rep.deleted["manifest"].objects == 4 and len(rep.keys["manifest"]) == 4
-    real = collect(table_uri, retention="1v", grace="0s", now=soon())
+    real = collect(table_uri, retention="1v", now=soon())
     assert {c: s.objects for c, s in real.deleted.items()} == {
         c: s.objects for c, s in rep.deleted.items()
     }
@@ -340,14 +340,13 @@ def test_interrupted_sweep_rerun_reaches_the_same_end_state(table_uri: str, s3: 
         collect(
             table_uri,
             retention="2v",
-            grace="0s",
             now=soon(),
             batch_keys=10,
             hooks=GcHooks(before_delete=crash_on_second),
         )
     middle = listing(s3, table_uri)
     assert sum(p.startswith("data/2026/01/01/00/orphan-") for p in middle) == 25  # one batch done
-    rep = collect(table_uri, retention="2v", grace="0s", now=soon(), batch_keys=10)
+    rep = collect(table_uri, retention="2v", now=soon(), batch_keys=10)
     end = listing(s3, table_uri)
     kept = referenced(table_uri, [t.version - 1, t.version])
     assert {p for p in end if p.startswith(("data/", "tombstone/", "manifest/segments/"))} == kept
@@ -356,7 +355,7 @@ def test_interrupted_sweep_rerun_reaches_the_same_end_state(table_uri: str, s3: 
         manifest_key(t.version),
     }
     assert rep.deleted["data"].objects == 25  # the rest (v(head-1) still needs its files)
-    again = collect(table_uri, retention="2v", grace="0s", now=soon(), batch_keys=10)
+    again = collect(table_uri, retention="2v", now=soon(), batch_keys=10)
     assert again.objects_deleted == 0
     assert {p for p in listing(s3, table_uri) if not p.startswith("_gc/")} == {
         p for p in end if not p.startswith("_gc/")
@@ -392,13 +391,13 @@ def test_workspace_of_finished_runs_is_cleaned(table_uri: str, s3: Any) -> None:
     table_with_history(table_uri)
     from lethe.gc import plan_step
 
-    st = plan_step(table_uri, grace="0s", retention="30d")
+    st = plan_step(table_uri, retention="30d")
     run_files = {p for p in listing(s3, table_uri) if p.startswith(f"_gc/{st.run_id}/")}
     assert f"_gc/{st.run_id}/plan.json" in run_files
     # unfinished and recent: kept; finished (report written): cleaned, report kept
-    rep = collect(table_uri, grace="0s", now=soon())
+    rep = collect(table_uri, now=soon())
     assert run_files <= listing(s3, table_uri) and rep.young["workspace"].objects == len(run_files)
-    rep = collect(table_uri, grace="0s", now=soon(13 * 3600))
+    rep = collect(table_uri, now=soon(13 * 3600))
     assert run_files.isdisjoint(listing(s3, table_uri))
     assert rep.deleted["workspace"].objects == len(run_files)
 
@@ -414,7 +413,7 @@ def test_erase_then_gc_removes_the_old_object_and_reports_completion(
     t.append(events(100, 100))
     h, old, spliced = erase(t, 42, "erase-42")
 
-    rep = collect(table_uri, retention="30d", grace="7d", erasure_grace="0s")
+    rep = collect(table_uri, retention="30d", grace="7d", erasure_grace="1h")
     (st,) = rep.erasures
     assert not st.complete and st.spliced_version == spliced
     assert any("manifest(s) from before the splice" in b for b in st.blocking)
@@ -441,7 +440,7 @@ def test_erasure_grace_counts_from_the_splice(table_uri: str, s3: Any) -> None:
     t = lethe.Table.create(table_uri, EVENTS, key="id", gc_grace=GRACE)
     t.append(events(0, 100))
     h, old, _ = erase(t, 7, "erase-7")
-    rep = collect(table_uri, retention="1v", grace="0s", erasure_grace="1h", now=soon())
+    rep = collect(table_uri, retention="1v", erasure_grace="1h", now=soon())
     assert old in listing(s3, table_uri) and not rep.erasures[0].complete
     assert rep.young["data"].objects == 1  # held back by the plan, not only by the sweep
     assert any("superseded" in b for b in rep.erasures[0].blocking)
@@ -453,7 +452,7 @@ def test_pending_erasure_is_not_complete(table_uri: str) -> None:
     t = lethe.Table.create(table_uri, EVENTS, key="id", gc_grace=GRACE)
     t.append(events(0, 100))
     t.delete_batch([DeleteRequest([("id", "=", 3)], request_id="e-3", erase=True)], kind="erase")
-    rep = collect(table_uri, retention="1v", grace="0s", now=soon())
+    rep = collect(table_uri, retention="1v", now=soon())
     (st,) = rep.erasures
     assert st.state == "pending" and not st.complete and "not spliced" in st.blocking[0]
 
@@ -488,7 +487,7 @@ def test_versioned_bucket_without_erasures_leaves_versions_to_lifecycle(s3: Any)
     uri = f"s3://{bucket}/t"
     lethe.Table.create(uri, EVENTS, key="id", gc_grace=GRACE).append(events(0, 10))
     put(s3, uri, "data/orphan.parquet")
-    rep = collect(uri, grace="0s", now=soon())
+    rep = collect(uri, now=soon())
     assert rep.deleted["data"].objects == 1 and "version" not in rep.deleted
     kinds = sorted(
         "VersionId" in v and "ETag" in v for v in versions_of(s3, bucket, "t/data/orphan.parquet")
@@ -529,13 +528,13 @@ def test_cli_command(table_uri: str, s3: Any, capsys: pytest.CaptureFixture[str]
     past_quick_grace()
     p = argparse.ArgumentParser(prog="lethe")
     add_cli(p.add_subparsers(dest="cmd"))
-    a = p.parse_args(["gc", table_uri, "--dry-run", "--retention", "1000v", "--grace", "0s"])
+    a = p.parse_args(["gc", table_uri, "--dry-run", "--retention", "1000v"])
     assert a.fn is cli_command
     assert cli_command(a) == 0
     out = capsys.readouterr().out
     assert "would delete" in out and "orphan.parquet" in out
     assert "data/2026/01/01/00/orphan.parquet" in listing(s3, table_uri)
-    a = p.parse_args(["gc", table_uri, "--grace", "0", "--json"])
+    a = p.parse_args(["gc", table_uri, "--json"])
     assert cli_command(a) == 0
     assert '"kind": "lethe.gc.report"' in capsys.readouterr().out
     assert "data/2026/01/01/00/orphan.parquet" not in listing(s3, table_uri)
@@ -551,10 +550,10 @@ def test_lethe_command_line_runs_gc(
     lethe.Table.create(table_uri, EVENTS, key="id", gc_grace=QUICK).append(events(0, 10))
     put(s3, table_uri, "data/orphan.parquet")
     past_quick_grace()
-    assert main(["gc", table_uri, "--dry-run", "--grace", "0s"]) == 0
+    assert main(["gc", table_uri, "--dry-run"]) == 0
     assert "data/orphan.parquet" in capsys.readouterr().out
     assert "data/orphan.parquet" in listing(s3, table_uri)
-    assert main(["gc", table_uri, "--grace", "0s"]) == 0
+    assert main(["gc", table_uri]) == 0
     assert "data/orphan.parquet" not in listing(s3, table_uri)
     assert main(["gc", table_uri, "--grace", "a week"]) == 2  # a typed error, exit status 2
     assert "InvalidRequest" in capsys.readouterr().err

@@ -66,7 +66,9 @@ def test_gc_never_uses_a_grace_shorter_than_the_tables(table_uri: str, s3: Any) 
     t.append(events(0, 10))
     orphan = t.write_data_files(events(10, 10))[0].path  # a writer still at work
     soon = datetime.now(UTC) + timedelta(minutes=30)
-    rep = collect(table_uri, grace="0s", now=soon)  # asks for 0 s: gets the table's hour
+    with pytest.raises(errors.InvalidRequest, match="gc_grace 1h, the floor"):
+        collect(table_uri, grace="0s", now=soon)  # asks for 0 s: refused (issue 35 item 12)
+    rep = collect(table_uri, now=soon)  # the table's hour
     assert orphan in keys_under(s3, table_uri, "data/")
     assert rep.grace_seconds == 3600 and rep.deleted.get("data") is None
     later = datetime.now(UTC) + timedelta(minutes=61)

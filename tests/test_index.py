@@ -117,7 +117,7 @@ def test_gc_marks_and_sweeps_index_pieces(table_uri: str) -> None:
     assert pieces and pieces <= references(t.manifest)
     assert {category(p) for p in pieces} == {"segment"}
     t.drop_index("customer_id")
-    collect(table_uri, retention="1v", grace="0s", now=datetime.now(UTC) + timedelta(seconds=60))
+    collect(table_uri, retention="1v", now=datetime.now(UTC) + timedelta(seconds=60))
     left = {o.key for o in t.store.list(t.key_of("index/"))}
     assert not left
 
@@ -226,7 +226,7 @@ def test_gc_completes_an_erasure_only_once_the_old_pieces_are_gone(table_uri: st
     t.refresh()
     gone = old - piece_paths(t.manifest)
     assert gone
-    rep = collect(table_uri, retention="30d", grace="7d", erasure_grace="0s")
+    rep = collect(table_uri, retention="30d", grace="7d", erasure_grace="1h")
     (st,) = rep.erasures
     assert not st.complete
     rep = collect(table_uri, retention="1v", grace="7d", erasure_grace="0s")

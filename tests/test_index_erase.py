@@ -89,13 +89,13 @@ def test_after_erase_by_key_and_gc_no_object_holds_the_value(table_uri: str, s3:
     )
     t.append(events(0, 1_500))  # several files in one run (no payload-177x: the needle)
     assert len(t.manifest.files) > 1
-    # a compaction leaves entries of the files it replaced in the older runs that still
-    # cover live files (here: the other files of the same append)
+    # a compaction scrubs the entries of the files it replaced from the older runs that
+    # still cover live files (here: the other files of the same append; issue 35 one exit)
     t.delete([("id", "in", [i for i in range(150, 200) if i not in (176, 177)])])
     opts = CompactionOptions(min_deleted_fraction=0.05, small_file_fraction=0.0)
     assert t.compact(opts).version is not None
     t.refresh()
-    assert values(t, "payload").count("payload-177") == 2  # one live, one of a gone file
+    assert values(t, "payload").count("payload-177") == 1  # the live row's only
     needle = {"row 177": Needle((b"payload-177",))}
     bucket = parse_s3_uri(table_uri)[0]
     before = audit_bucket(s3, bucket, needle).found("row 177")

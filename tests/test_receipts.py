@@ -72,7 +72,7 @@ def test_erase_removed_then_gc_dry_run_then_real_run(table_uri: str, s3: Any) ->
     assert r.state == "removed" and r.completed_at is None  # a dry run writes nothing
     assert all(e.deleted_at is None for e in r.evidence)
 
-    keep = collect(table_uri, retention="30d", grace="7d", erasure_grace="0s")
+    keep = collect(table_uri, retention="30d", grace="7d", erasure_grace="1h")
     r = t.erasure_status(secret)
     assert r.state == "removed" and any("before the splice" in b for b in r.blocking)
     assert keep.run_id in r.blocking[-1]

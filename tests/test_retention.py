@@ -57,7 +57,7 @@ def data_requests(s3: Any) -> Iterator[list[str]]:
     seen: list[str] = []
 
     def hook(op: str, params: dict[str, Any]) -> None:
-        key = str(params.get("Key", ""))
+        key = str(params.get("url_path", ""))  # before-call params: the request dict
         if "/data/" in key:
             seen.append(f"{op} {key}")
 
@@ -207,8 +207,10 @@ def test_cli_retention_set_show_sweep_clear(
     assert t.refresh().retention is None
     assert main(["retention", "show", table_uri]) == 0
     assert "no row retention" in capsys.readouterr().out
-    with pytest.raises(SystemExit):
-        main(["retention", "set", table_uri, "--column", "payload", "--keep", "1d"])
+    # a refused retention is 'lethe: InvalidRequest: ...', exit 2, like every command
+    assert main(["retention", "set", table_uri, "--column", "payload", "--keep", "1d"]) == 2
+    assert main(["retention", "set", table_uri, "--column", "event_time", "--keep", "400"]) == 2
+    assert "no unit" in capsys.readouterr().err
 
 
 def test_gc_runs_the_sweep(table_uri: str, s3: Any) -> None:

@@ -50,14 +50,12 @@ from lethe.schemas import field_id
 #: issue 35 items whose fix is not on this branch: the combinations they break are skipped
 #: (``LETHE_SEAMS_KNOWN_OPEN=item1,item3`` overrides it, to try a fix or find a defect)
 KNOWN_OPEN: set[str] = {
-    "item3",  # receipts call adopted originals gone while present
     "item4",  # a redelivered lake request after a crash records rows=0
     "item5",  # lake values objects outlive their request
     "item6",  # a bad value poisons the lake
     "item7",  # a crash between manifest write and head update fails the next window run
     "item9",  # row TTL leaves index entries behind
     "item10",  # a merge append from a stale handle loses a renamed column's values
-    "item13",  # versioned buckets keep noncurrent versions after `complete`
     "new1",  # a lake erase of a customer whose rows a plain delete hid: complete, 0 rows
 }
 

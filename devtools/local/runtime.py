@@ -6,7 +6,7 @@ describes and then delivers events to the project's own handlers until Ctrl-C. A
     rt = LocalRuntime.start()             # moto + resources from the template
     s3.put_object(Bucket=rt.bucket, Key="incoming/x.parquet", Body=...)
     rt.pump_until_idle()                  # S3 event -> ingest trigger -> table
-    rt.run_gc(grace="0s")                 # the GC state machine on moto's interpreter
+    rt.run_gc(retention="1v")             # the GC state machine on moto's interpreter
     rt.stop()
 
 Everything is read from the template (synthesized in-process from ``infra/``, cached by a

@@ -126,7 +126,7 @@ def handler(event: dict[str, Any], context: Any) -> PartialItemFailureResponse:
         )
 
     outcomes = process_delete_messages(
-        [(r["messageId"], r["body"]) for r in records],
+        [(r["messageId"], r.get("body")) for r in records],  # a missing body fails alone
         # a message without requested_at is dated by the queue (SentTimestamp, epoch ms)
         sent_at={
             r["messageId"]: sqs_sent_timestamp(r.get("attributes", {}).get("SentTimestamp"))

@@ -12,10 +12,12 @@ dt=.../part-0.parquet``), and an external pipeline may keep landing files there.
   prefix) on the adopted prefixes and nothing else of those buckets: the delete handler, the
   splice worker, the upload trigger, the EMR job role (``spark_jobs/adopt.py`` reads
   footers there), and the GC steps that read them (``plan`` HEADs the superseded
-  originals, ``retention`` splices expired rows out of them);
+  originals, ``retention`` splices expired rows out of them, ``purge`` and ``report`` list
+  their versions);
 * ``s3:DeleteObject`` on the adopted prefixes goes to GC's ``sweep`` step alone (it deletes
-  the originals an erasure splice superseded, after the grace), and only with ownership;
-  without it nothing may delete or write there;
+  the originals an erasure splice superseded, after the grace), ``s3:DeleteObjectVersion``
+  (and ``s3:ListBucketVersions``) to ``purge`` alone (every version of those originals, in a
+  versioned bucket), and only with ownership; without it nothing may delete or write there;
 * ``inPlace``: Parquet uploads under ``incoming/`` become data files of the table, so the
   readers get ``incoming/`` too, ``sweep`` may delete superseded ones (with ownership), and
   the expiry rule on ``incoming/`` is not created (:class:`~infra.constructs.storage.
@@ -35,13 +37,14 @@ from constructs import Construct
 from infra import constants as c
 from infra.config import AdoptConfig, S3Prefix
 from infra.constructs._nag import acknowledge, arn_ref
-from infra.constructs.gc import PLAN, RETENTION, SWEEP, GarbageCollection
+from infra.constructs.gc import PLAN, PURGE, REPORT, RETENTION, SWEEP, GarbageCollection
 from infra.constructs.lake import PrefixGrants
 from infra.constructs.runtime import LetheFunction
 from infra.constructs.storage import READ_ACTIONS, TableStorage
 
-#: GC steps that read adopted files (plan: HEAD of superseded originals; retention: splices)
-GC_READERS = (PLAN.name, RETENTION.name)
+#: GC steps that read adopted files (plan: HEAD of superseded originals; retention: splices;
+#: purge and report: the superseded originals' versions, issue 35 items 3 and 13)
+GC_READERS = (PLAN.name, RETENTION.name, PURGE.name, REPORT.name)
 
 
 class AdoptedData(Construct):
@@ -103,6 +106,21 @@ class AdoptedData(Construct):
                     sid="DeleteSupersededOriginals",
                     reason="GC's sweep deletes adopted originals that an erasure splice "
                     "superseded (the table owns what it adopted), after the grace period; "
+                    "only this step, only under the adopted prefix.",
+                )
+                for name in (PURGE.name, REPORT.name):  # read every version of the originals
+                    p.grant_list(
+                        gc.functions[name].function,
+                        actions=["s3:ListBucketVersions"],
+                        sid="ListOriginalVersions",
+                    )
+                p.grant_table_delete(
+                    gc.functions[PURGE.name].function,
+                    "*",
+                    actions=["s3:DeleteObjectVersion"],
+                    sid="PurgeOriginalVersions",
+                    reason="GC's purge deletes every version of adopted originals an erasure "
+                    "superseded in a versioned bucket (their bytes hold the erased rows); "
                     "only this step, only under the adopted prefix.",
                 )
         if adopt.in_place:

@@ -59,6 +59,7 @@ class GcStep:
     description: str
     deletes: tuple[str, ...] = ()  # table-relative key patterns for s3:DeleteObject
     delete_versions: bool = False  # ListBucketVersions + DeleteObjectVersion
+    lists_versions: bool = False  # ListBucketVersions (the report recounts what is left)
     abort_uploads: bool = False  # ListBucketMultipartUploads + AbortMultipartUpload
     commits: bool = False  # PUT manifests and the head (one commit through the catalog)
     splices: bool = False  # the retention sweep: new data files, DVs, index pieces, commits
@@ -82,12 +83,13 @@ PLAN = GcStep(
 SWEEP = GcStep(
     c.GC_STATES.sweep,
     c.GC_SWEEP_HANDLER,
-    "GC sweep: deletes the unreferenced data files, DV containers, staging objects, "
-    "manifest segments and Iceberg view objects of one batch.",
+    "GC sweep: deletes the unreferenced data files, DV containers, staging objects, index "
+    "pieces, manifest segments and Iceberg view objects of one batch.",
     deletes=(
         c.DATA_PREFIX + "*",
         c.TOMBSTONE_PREFIX + "*",
         c.STAGING_PREFIX + "*",
+        c.INDEX_PREFIX + "*",
         c.SEGMENT_PREFIX + "*",
         c.ERASURE_PREFIX + "*",
         c.METADATA_PREFIX + "*",
@@ -110,15 +112,17 @@ ABORT = GcStep(
 PURGE = GcStep(
     c.GC_STATES.purge,
     c.GC_PURGE_HANDLER,
-    "GC purge: deletes noncurrent versions (and delete markers) of removed objects in a "
-    "versioned bucket, so erased bytes do not survive as old versions.",
+    "GC purge: deletes every version (and delete marker) of the objects that may hold an "
+    "incomplete erasure's rows in a versioned bucket, so erased bytes do not survive as old "
+    "versions.",
     delete_versions=True,
 )
 REPORT = GcStep(
     c.GC_STATES.report,
     c.GC_REPORT_HANDLER,
     "GC report: writes the run report, incl. per erasure request whether every object that "
-    "held its rows is gone.",
+    "held its rows is gone (every version, in a versioned bucket).",
+    lists_versions=True,
 )
 RECORD_FAILURE = GcStep(
     c.GC_STATES.record_failure,
@@ -338,8 +342,9 @@ def grant_step(storage: Any, made: LetheFunction, step: GcStep) -> None:
         storage.grant_table_delete(fn, *step.deletes, sid="DeleteUnreferenced")
     if step.commits:
         storage.grant_table_put(fn, c.MANIFEST_PREFIX + "*", c.HEAD_KEY, sid="CommitManifest")
-    if step.delete_versions:
+    if step.delete_versions or step.lists_versions:
         storage.grant_list(fn, actions=["s3:ListBucketVersions"], sid="ListTableVersions")
+    if step.delete_versions:
         storage.grant_table_delete(
             fn, "*", actions=["s3:DeleteObjectVersion"], sid="PurgeNoncurrentVersions"
         )

@@ -66,6 +66,11 @@ from lethe.snapshot import Snapshot
 from lethe.store import S3Store
 from lethe.transforms import externalize_superseded
 
+#: Why GC removes a version (the messages of a reader that asks for one it removed).
+GC_EXPIRY = (
+    "older than GC's retention, or from before an erasure whose splice is older than the "
+    "erasure grace"
+)
 log = logging.getLogger(__name__)
 
 __all__ = [
@@ -238,9 +243,11 @@ class Segments:
                 return seg
         try:
             raw = self.store.get(self._key(summary.path)).body
-        except errors.NotFound as e:
-            raise errors.CorruptManifest(
-                f"segment {summary.path} of s3://{self.store.bucket}/{self.prefix} is missing"
+        except errors.NotFound as e:  # GC keeps every segment a retained version names
+            raise errors.StaleSnapshot(
+                f"segment {summary.path} of s3://{self.store.bucket}/{self.prefix} is gone: the "
+                f"version being read was garbage-collected ({GC_EXPIRY}); open the table again "
+                "(if its current version fails too, the table is damaged: lethe verify)"
             ) from e
         seg = decode_segment(
             raw,
@@ -281,8 +288,11 @@ class Segments:
         where = f"s3://{self.store.bucket}/{self._key(path)}"
         try:
             raw = self.store.get(self._key(path)).body
-        except errors.NotFound as e:
-            raise errors.CorruptManifest(f"superseded list {where} is missing") from e
+        except errors.NotFound as e:  # as a segment: only an expired version names it
+            raise errors.StaleSnapshot(
+                f"superseded list {where} is gone: the version being read was "
+                f"garbage-collected ({GC_EXPIRY}); open the table again"
+            ) from e
         got = decode_superseded(raw, where=where, table_uuid=self.table_uuid)
         self.remember_superseded(path, got)
         return got
@@ -351,7 +361,7 @@ class Catalog:
             return f"version {version} of {self.uri} does not exist"
         if version < oldest:
             return (
-                f"version {version} of {self.uri} has expired (garbage-collected); "
+                f"version {version} of {self.uri} has expired (garbage-collected: {GC_EXPIRY}); "
                 f"the oldest available version is {oldest}"
             )
         return f"version {version} of {self.uri} does not exist (oldest available: {oldest})"

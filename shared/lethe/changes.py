@@ -35,6 +35,7 @@ from typing import Any, ClassVar, Protocol, TypeAlias
 from pydantic import ValidationError
 
 from lethe import errors
+from lethe.evolution import describe_changes, merge_changes, renamed
 from lethe.manifest import (
     DataFile,
     DVRef,
@@ -57,6 +58,7 @@ from lethe.transforms import (
     apply_properties,
     apply_replace,
     archive_erasures,
+    dead_run_pieces,
     declare,
     piece_paths,
     replace_pieces,
@@ -69,7 +71,12 @@ from lethe.transforms import (
     with_runs,
     without_dead_runs,
 )
-from lethe.transforms.schema import apply_schema, check_view_promotions, record_schema
+from lethe.transforms.schema import (
+    aliases,
+    apply_schema,
+    check_view_promotions,
+    record_schema,
+)
 
 __all__ = [
     "KINDS",
@@ -81,6 +88,7 @@ __all__ = [
     "ExpireRows",
     "FileHasDV",
     "FileLive",
+    "MergeSchema",
     "PiecesPresent",
     "RecordSchema",
     "ReplaceFiles",
@@ -365,7 +373,9 @@ class ReplaceFiles:
     the rewrite mapped, ``dv_seen``), outputs ``added`` with their DVs; ``coalesced`` DVs
     of other files move into one container where their DV did not change meanwhile
     (``coalesced_from``); pending erasures on the sources are met or ``moved``; index
-    ``runs`` of the outputs and ``caught_up`` runs of files no index covered are added."""
+    ``runs`` of the outputs and ``caught_up`` runs of files no index covered are added;
+    ``pieces``: index pieces scrubbed of the entries naming the sources (all must still be
+    referenced)."""
 
     what: ClassVar[str] = "compaction"
     removed: tuple[str, ...]
@@ -378,9 +388,13 @@ class ReplaceFiles:
     moved: Mapping[str, Sequence[ErasureTarget]] = field(default_factory=dict)
     runs: Mapping[str, IndexRun] = field(default_factory=dict)
     caught_up: Mapping[str, IndexRun] = field(default_factory=dict)
+    pieces: Mapping[str, tuple[IndexPiece, ...]] = field(default_factory=dict)
 
     def requirements(self) -> tuple[Requirement, ...]:
-        return tuple(FileHasDV(p, self.dv_seen[p]) for p in self.removed)
+        return (
+            *(FileHasDV(p, self.dv_seen[p]) for p in self.removed),
+            *((PiecesPresent(tuple(self.pieces)),) if self.pieces else ()),
+        )
 
     def apply(self, base: Snapshot) -> Snapshot | None:
         gone = set(self.removed)
@@ -396,7 +410,8 @@ class ReplaceFiles:
         nxt = apply_replace(
             base, self.removed, self.added, self.operation, dv_updates=still, erasures=erasures
         )
-        return without_dead_runs(with_runs(with_new_runs(nxt, self.runs), self.caught_up))
+        nxt = with_runs(with_new_runs(nxt, self.runs), self.caught_up)
+        return without_dead_runs(_with_pieces(nxt, self.pieces) if self.pieces else nxt)
 
 
 def _same_schema(new: DataFile, old: DataFile | None) -> DataFile:
@@ -484,6 +499,9 @@ class ExpireRows:
         gone = [*self.erasure.superseded]
         for p in self.dropped:
             gone.extend(x for x in (p, held.get(p)) if x is not None and x not in gone)
+        # the runs that covered only dropped files leave with them: their pieces held the
+        # dropped rows' values, so the erasure is complete only once they are gone too
+        gone.extend(x for x in dead_run_pieces(base, self.dropped) if x not in gone)
         upd: dict[str, Any] = {"deleted_version": v, "superseded": tuple(gone)}
         if not self.erasure.targets:
             upd |= {"state": "spliced", "spliced_version": v}
@@ -541,6 +559,30 @@ class UpdateSchema:
 
 
 @dataclass(frozen=True, slots=True)
+class MergeSchema:
+    """The current schema evolved to take data of shape ``shape`` (a merge append), the
+    plan made against each base the loop applies it to: a column under an earlier name of a
+    table column is that column (the name mapping's alias, so a rename that landed after
+    the writer opened its handle is followed), new columns are added and narrower table
+    types widened (:func:`lethe.evolution.merge_changes`). A no-op when the base takes the
+    shape as it is; :class:`~lethe.errors.SchemaMismatch` when it cannot."""
+
+    what: ClassVar[str] = "update schema"
+    shape: Any  # pa.Schema of the data to append
+
+    def requirements(self) -> tuple[Requirement, ...]:
+        return ()
+
+    def apply(self, base: Snapshot) -> Snapshot | None:
+        shape = renamed(self.shape, aliases(base))
+        changes = merge_changes(shape, base.arrow_schema())
+        if not changes:
+            return None
+        op = Operation(kind="schema", params=describe_changes(changes))
+        return apply_schema(base, changes, op)
+
+
+@dataclass(frozen=True, slots=True)
 class RecordSchema:
     """A schema recorded in the history without becoming current: the shape of a file
     registered as it is (``register_parquet(schema_mode="merge")``), so that it reads by
@@ -580,5 +622,6 @@ KINDS: tuple[type, ...] = (
     ExpireRows,
     ArchiveErasures,
     UpdateSchema,
+    MergeSchema,
     RecordSchema,
 )

@@ -32,7 +32,7 @@ import functools
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -48,6 +48,7 @@ from lethe.clustering_io import output_positions, rewrite_clustered
 from lethe.context import TableContext
 from lethe.dv import encode_dv
 from lethe.index import catch_up, runs_for_files
+from lethe.index_erase import scrub_rows
 from lethe.layout import object_key
 from lethe.manifest import (
     DataFile,
@@ -582,12 +583,12 @@ class _CompactionChange:
             return Prepared(None, None)
         container_at = time.time()
         ctx = self.ctx
-        refs = (
-            dvstore.write_container(ctx.store, ctx.prefix, mapped + coalesce)
-            if (mapped or coalesce)
-            else {}
-        )
+        blobs = mapped + coalesce
+        refs = dvstore.write_container(ctx.store, ctx.prefix, blobs) if blobs else {}
+        sources = [f for g in live for f in g.files]  # one exit: their index entries go
+        pieces, piece_keys = scrub_rows(ctx.store, ctx.prefix, base, {}, dropped=sources)
         update, stats = self._replacement(live, dv_now, refs, moved, n_mapped, coalesce_from)
+        update = replace(update, pieces=pieces) if pieces else update
         done = _Committed(
             stats,
             bytes_before=sum(f.size for g in live for f in g.files),
@@ -598,7 +599,7 @@ class _CompactionChange:
         return Prepared(
             update,
             done,
-            written=tuple(sorted({r.container for r in refs.values() if r.container})),
+            written=(*sorted({r.container for r in refs.values() if r.container}), *piece_keys),
             written_at=container_at if self.written_at is None else self.written_at,
             renewable=self.written_at is None,  # only a container of ours: write it anew
         )

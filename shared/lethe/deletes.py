@@ -39,7 +39,7 @@ from lethe.manifest import (
 )
 from lethe.reader import FileHandle, iter_row_groups
 from lethe.remap import group_rows, targets_of
-from lethe.scan import DVCache, plan, plan_files, reader_of
+from lethe.scan import DVCache, candidate_files, plan_files, reader_of
 from lethe.snapshot import Snapshot
 from lethe.store import IOCounters
 
@@ -164,9 +164,13 @@ def locate(
     plans = index_plans(store, prefix, base, dnfs, physical=phys)
     for i, (dnf, ph, ip) in enumerate(zip(dnfs, phys, plans, strict=True)):
         if ip is None:
-            items = plan(store, prefix, base, dnf, physical=ph)
+            cands = candidate_files(base, dnf, physical=ph)
+            if only_paths is not None:  # plan only those: no other file's footer is read
+                cands = [f for f in cands if f.path in only_paths]
+            items = plan_files(store, prefix, base, cands, dnf)
         else:
-            items = plan_files(store, prefix, base, list(ip.unindexed), dnf)
+            unindexed = [f for f in ip.unindexed if only_paths is None or f.path in only_paths]
+            items = plan_files(store, prefix, base, unindexed, dnf)
             items += _index_items(ip, store, prefix, out[i], dvs, ph)
         for h, rg, first in items:
             if only_paths is not None and h.file.path not in only_paths:

@@ -10,16 +10,17 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from lethe import errors
 from lethe.catalog import Catalog
 from lethe.gc.areas import MANIFESTS, MARKERS, RUN_ID, VALUE_PREFIXES, WORKSPACE
-from lethe.gc.marking import list_objects, relative
+from lethe.gc.marking import list_objects, list_versions, relative
 from lethe.gc.models import ErasureMarker, GcReport
+from lethe.gc.present import holdings
 from lethe.gc.workspace import decode
-from lethe.layout import METADATA_PREFIX
+from lethe.layout import METADATA_PREFIX, is_external
 from lethe.snapshot import Snapshot
 
 log = logging.getLogger(__name__)
@@ -38,13 +39,19 @@ class Deletion:
 @dataclass(frozen=True, slots=True)
 class Evidence:
     """A table's retained manifests (oldest first), its GC reports (oldest first), erasure
-    markers by id hash, and the table-relative paths of the objects present now."""
+    markers by id hash, and the paths of the objects present now: table-relative ones under
+    the value areas, and the absolute ones (adopted files outside the prefix) that the head
+    or an erasure names. ``remnants``: paths without a current object that still keep
+    versions or delete markers (a versioned bucket), with how many; ``versioned``: whether
+    the table's bucket keeps versions (then the listings were of every version)."""
 
     uri: str
     chain: tuple[Snapshot, ...]
     reports: tuple[GcReport, ...]
     markers: Mapping[str, ErasureMarker]
     present: frozenset[str]
+    remnants: Mapping[str, int] = field(default_factory=dict)
+    versioned: bool = False
 
     @property
     def head(self) -> Snapshot:
@@ -98,19 +105,55 @@ def _gc_documents(
     return tuple(reports), markers
 
 
+def _external(chain: Sequence[Snapshot], markers: Mapping[str, ErasureMarker]) -> set[str]:
+    """Absolute paths (adopted files outside the table prefix) the head references or an
+    erasure superseded: what the table's own listing cannot see."""
+    head = chain[-1]
+    out = {f.path for f in head.files if is_external(f.path)}
+    records = [head.resolved(e) for e in head.erasures]
+    records += [m.record for m in markers.values() if m.record is not None]
+    out.update(p for r in records for p in r.superseded if is_external(p))
+    return out
+
+
+def _listed(catalog: Catalog, versioned: bool) -> tuple[set[str], dict[str, int]]:
+    """The value areas' current objects; in a versioned bucket also the keys without one
+    that keep versions or delete markers (with how many)."""
+    prefixes = (*VALUE_PREFIXES, MANIFESTS, METADATA_PREFIX)
+    if not versioned:
+        return {o.path for o in list_objects(catalog, prefixes)}, {}
+    present: set[str] = set()
+    count: dict[str, int] = {}
+    for v in list_versions(catalog, prefixes):
+        rel = relative(catalog, v.key)
+        count[rel] = count.get(rel, 0) + 1
+        if v.is_latest and not v.is_delete_marker:
+            present.add(rel)
+    return present, {p: n for p, n in count.items() if p not in present}
+
+
 def gather(catalog: Catalog) -> Evidence:
-    """Read the manifest chain, GC's reports and markers, and list the table's objects."""
+    """Read the manifest chain, GC's reports and markers, and list the table's objects
+    (every version, in a versioned bucket) and the adopted ones outside its prefix."""
     chain = _chain(catalog)
     gc_keys = sorted(relative(catalog, o.key) for o in catalog.store.list(catalog.key(WORKSPACE)))
     reports, markers = _gc_documents(catalog, gc_keys)
-    listed = list_objects(catalog, (*VALUE_PREFIXES, MANIFESTS, METADATA_PREFIX))
+    versioned = catalog.store.versioning() in ("Enabled", "Suspended")
+    present, remnants = _listed(catalog, versioned)
+    for p, held in holdings(catalog, _external(chain, markers), versioned=versioned).items():
+        if held.present:
+            present.add(p)
+        elif held.versions:
+            remnants[p] = held.versions
     log.debug("%s: %s manifests, %s GC reports", catalog.uri, len(chain), len(reports))
     return Evidence(
         uri=catalog.uri,
         chain=chain,
         reports=reports,
         markers=markers,
-        present=frozenset(o.path for o in listed),
+        present=frozenset(present),
+        remnants=remnants,
+        versioned=versioned,
     )
 
 

@@ -14,8 +14,10 @@ data files.
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from itertools import accumulate
 from typing import Any
 
 import numpy as np
@@ -33,14 +35,21 @@ from lethe.index import (
     write_pieces,
 )
 from lethe.layout import object_key
-from lethe.manifest import DataFile, IndexPiece
+from lethe.manifest import DataFile, IndexPiece, IndexRun
 from lethe.reader import FileHandle, read_positions
 from lethe.scan import Projections
 from lethe.snapshot import Snapshot
 from lethe.store import S3Store
 from lethe.values import exact_scalar, from_json, to_json
 
-__all__ = ["Erased", "ErasedRows", "erased_entries", "scrub", "scrub_rows"]
+__all__ = [
+    "Dropped",
+    "Erased",
+    "ErasedRows",
+    "erased_entries",
+    "scrub",
+    "scrub_rows",
+]
 
 
 @dataclass(slots=True)
@@ -146,12 +155,21 @@ class _Live:
         return self.paths.get(path)
 
 
-def _doomed(entries: pa.Table, e: Erased, value_set: pa.Array, live: _Live) -> np.ndarray:
+def _doomed(
+    entries: pa.Table, e: Erased, value_set: pa.Array, live: _Live, dead: frozenset[str]
+) -> np.ndarray:
     """The mask of the entries of one piece that go (per file named, not per entry: a
-    purge hits many entries of few files)."""
+    purge hits many entries of few files): entries of an erased value naming a row no live
+    file holds, every entry of a pinned value, and every entry naming a ``dead`` path."""
+    out = np.zeros(entries.num_rows, dtype=bool)
+    if dead:
+        named = pa.array(sorted(dead), type=pa.string())
+        gone = pc.is_in(entries.column("file").cast(pa.string()), value_set=named)
+        out |= gone.to_numpy(zero_copy_only=False)
+    if not len(value_set):
+        return out
     t = value_set.type
     hit = pc.is_in(entries.column("value"), value_set=value_set).to_numpy(zero_copy_only=False)
-    out = np.zeros(entries.num_rows, dtype=bool)
     if not hit.any():
         return out
     every = pa.array([exact_scalar(v, t).cast(t) for v in sorted(e.every)], type=t)
@@ -165,45 +183,115 @@ def _doomed(entries: pa.Table, e: Erased, value_set: pa.Array, live: _Live) -> n
     pos = entries.column("pos").to_numpy()[at]
     for p in np.unique(files):
         mine = files == p
-        gone = live.removed(str(p))
-        if gone is None:
+        gone_pos = live.removed(str(p))
+        if gone_pos is None:
             out[at[mine]] = True
             continue
-        doomed = gone | e.rows.get(str(p), BitMap64())
-        out[at[mine]] = np.isin(pos[mine], np.fromiter(doomed, np.int64, len(doomed)))
+        doomed = gone_pos | e.rows.get(str(p), BitMap64())
+        out[at[mine]] |= np.isin(pos[mine], np.fromiter(doomed, np.int64, len(doomed)))
     mask: np.ndarray = out | (hit & whole)
     return mask
 
 
+@dataclass(frozen=True, slots=True)
+class Dropped:
+    """Files leaving the table whole (a retention sweep's drop): every index entry naming
+    one goes, without reading the file; only pieces whose ``[min, max]`` meets the file's
+    statistics of the column are read. Runs covering no file left live are skipped (the
+    commit drops them whole: :func:`dead_run_pieces`)."""
+
+    files: tuple[DataFile, ...]
+    live_versions: frozenset[int]
+    cache: dict[tuple[str, str], Any] = field(default_factory=dict, compare=False, repr=False)
+
+    @classmethod
+    def of(cls, m: Snapshot, files: Iterable[DataFile]) -> Dropped:
+        out = tuple(files)
+        gone = {f.path for f in out}
+        live = frozenset(f.index_version for f in m.files if f.path not in gone)
+        return cls(out, live)
+
+    def run_lives(self, run: IndexRun) -> bool:
+        return any(run.covers_version(v) for v in self.live_versions)
+
+    def paths(self, run: IndexRun) -> frozenset[str]:
+        """Index paths of the dropped files ``run`` covers."""
+        return frozenset(index_path(f) for f in self.files if run.covers_version(f.index_version))
+
+    def may_name(self, piece: IndexPiece, run: IndexRun, column: str, t: pa.DataType) -> bool:
+        """Whether ``piece`` (of ``run``) may hold an entry of a dropped file (by its stats:
+        one bisection over the dropped files' ranges, however many there are)."""
+        lo, hi = from_json(piece.min, t), from_json(piece.max, t)
+        spans = self._spans(run, column, t)
+        if lo is None or hi is None or spans is None:
+            return True
+        lows, tops = spans
+        i = bisect.bisect_right(lows, hi)  # the files whose min is at most the piece's max
+        return bool(i) and tops[i - 1] >= lo
+
+    def _spans(
+        self, run: IndexRun, column: str, t: pa.DataType
+    ) -> tuple[list[Any], list[Any]] | None:
+        """The dropped files ``run`` covers as their ``column`` minimums, sorted, and the
+        running maximum of their maximums (None: a file without bounds, read every piece)."""
+        k = (run.id, column)
+        if k not in self.cache:
+            got: list[tuple[Any, Any]] = []
+            for f in (f for f in self.files if run.covers_version(f.index_version)):
+                st = f.columns.get(column)
+                if st is not None and st.min is None and f.rows and st.null_count == f.rows:
+                    continue  # every value null: no entry (nulls are not indexed)
+                if st is None or st.min is None or st.max is None:
+                    self.cache[k] = None
+                    return None
+                got.append((from_json(st.min, t), from_json(st.max, t)))
+            try:
+                got.sort(key=lambda s: s[0])
+                self.cache[k] = ([a for a, _ in got], list(accumulate((b for _, b in got), max)))
+            except TypeError:
+                self.cache[k] = None
+        got_spans: tuple[list[Any], list[Any]] | None = self.cache[k]
+        return got_spans
+
+
 def scrub(
-    store: S3Store, prefix: str, m: Snapshot, erased: ErasedRows
+    store: S3Store, prefix: str, m: Snapshot, erased: ErasedRows, dropped: Dropped | None = None
 ) -> tuple[dict[str, tuple[IndexPiece, ...]], list[str]]:
     """Rewrite every piece of ``m`` holding an entry ``erased`` removes (only pieces whose
-    ``[min, max]`` can hold an erased value are read). Returns old piece path -> its
-    replacement pieces (none if emptied), and the keys written."""
+    ``[min, max]`` can hold an erased value are read), or an entry of a ``dropped`` file.
+    Returns old piece path -> its replacement pieces (none if emptied), and the keys
+    written."""
     out: dict[str, tuple[IndexPiece, ...]] = {}
     written: list[str] = []
     schema = m.arrow_schema()
     live = _Live(m, erased.files)
     for ix in m.indexes:
-        e = erased.columns.get(ix.column)
-        if e is None or not e.values:
-            continue
+        e = erased.columns.get(ix.column) or Erased()
         t = schema.field(ix.column).type
         wanted = sorted(e.values)
         value_set = pa.array([exact_scalar(v, t).cast(t) for v in wanted], type=t)
-        for piece in (p for r in ix.runs for p in r.pieces):
-            if not piece_may_hold(piece, t, wanted):
-                continue
-            key = object_key(prefix, piece.path)
-            entries = pq.read_table(pa.BufferReader(store.get(key, etag=piece.etag).body))
-            doomed = _doomed(entries, e, value_set, live)
-            if not doomed.any():
-                continue
-            keep = entries.filter(pa.array(~doomed))
-            new, keys = write_pieces(store, prefix, ix.column, keep, PIECE_ENTRIES)
-            out[piece.path] = new
-            written.extend(keys)
+        for run in ix.runs:
+            if dropped is not None and not dropped.run_lives(run):
+                continue  # the commit drops this run whole
+            dead = dropped.paths(run) if dropped is not None else frozenset()
+            for piece in run.pieces:
+                by_value = bool(wanted) and piece_may_hold(piece, t, wanted)
+                by_file = (
+                    dropped is not None
+                    and bool(dead)
+                    and dropped.may_name(piece, run, ix.column, t)
+                )
+                if not (by_value or by_file):
+                    continue
+                key = object_key(prefix, piece.path)
+                entries = pq.read_table(pa.BufferReader(store.get(key, etag=piece.etag).body))
+                doomed = _doomed(entries, e, value_set, live, dead if by_file else frozenset())
+                if not doomed.any():
+                    continue
+                keep = entries.filter(pa.array(~doomed))
+                new, keys = write_pieces(store, prefix, ix.column, keep, PIECE_ENTRIES)
+                out[piece.path] = new
+                written.extend(keys)
     return out, written
 
 
@@ -214,13 +302,16 @@ def scrub_rows(
     found: Mapping[str, BitMap64],
     pinned: Mapping[str, Iterable[Any]] | None = None,
     pinned_rows: Mapping[str, Mapping[str, BitMap64]] | None = None,
+    dropped: Iterable[DataFile] = (),
 ) -> tuple[dict[str, tuple[IndexPiece, ...]], list[str]]:
     """:func:`scrub` for the rows ``found`` (file -> physical positions) that splices are
-    about to remove, in one pass over the pieces whatever the number of files (the values
-    of every file are read first, then each piece that can hold one is read once)."""
-    if not m.indexes or not any(found.values()):
+    about to remove, and for the files ``dropped`` whole, in one pass over the pieces
+    whatever the number of files (the values of every file in ``found`` are read first,
+    then each piece that can hold one is read once; a dropped file is never read)."""
+    whole = tuple(dropped)
+    if not m.indexes or not (any(found.values()) or whole):
         return {}, []
     erased = erased_entries(store, prefix, m, found, pinned, pinned_rows)
-    if not erased:
+    if not erased and not whole:
         return {}, []
-    return scrub(store, prefix, m, erased)
+    return scrub(store, prefix, m, erased, Dropped.of(m, whole) if whole else None)

@@ -8,9 +8,10 @@ root records them), and for every live file the index covers the entries naming 
 none missing (rows its DV deletes aside: an erasure drops their entries at once), none
 pointing at another value or position, and none naming a row a splice removed (erase and
 purge scrub the entries of every row their splices remove). Entries naming files that are
-no longer live are not problems: a compaction leaves those of the files it replaced (readers
-drop them), and nothing in a snapshot tells them apart from rows erased out of a file. Problems
-name objects and counts, never values.
+no longer live are not problems: readers drop them (compaction and retention drops scrub the
+entries of the files they remove, but tables written before that may hold some), and nothing
+in a snapshot tells them apart from rows erased out of a file. Problems name objects and
+counts, never values.
 """
 
 from __future__ import annotations

@@ -374,8 +374,9 @@ class FileHandle:
             f.size,
             changed="{uri} changed since the snapshot was taken (ETag {etag} no longer "
             "matches); data files must never be overwritten",
-            gone="{uri} is referenced by the snapshot but is gone (garbage-collected or "
-            "deleted out of band)",
+            gone="{uri} is referenced by the snapshot but is gone (garbage-collected: the "
+            "version is older than GC's retention, or from before an erasure whose splice is "
+            "older than the erasure grace; or deleted out of band): open the table again",
         )
         self._tails = tails
 

@@ -33,6 +33,9 @@ from pydantic import BaseModel, ConfigDict
 from lethe.catalog import Catalog
 from lethe.evidence import Deletion, Evidence
 from lethe.gc.areas import manifest_version
+from lethe.gc.marking import list_versions, relative
+from lethe.gc.present import key_versions, split
+from lethe.layout import is_external
 from lethe.manifest import ErasureRecord, RequestRecord
 from lethe.snapshot import Snapshot
 
@@ -54,21 +57,42 @@ class _Frozen(BaseModel):
 
 
 class SpliceEvent(_Frozen):
-    """One file that held the rows, replaced (or dropped) by the splice commit ``version``."""
+    """One file that held the rows, replaced by the splice commit ``version`` (``how``:
+    ``spliced``), or dropped whole by the commit that opened the erasure (``dropped``: a
+    retention sweep's file whose every row expired; no file replaced it)."""
 
     version: int
     at: datetime
     file: str
+    how: Literal["spliced", "dropped"] = "spliced"
 
 
 class EvidenceObject(_Frozen):
-    """An object that held the rows (or statistics naming them) and whether it is gone."""
+    """An object that held the rows (or statistics naming them) and whether it is gone:
+    ``present`` (a current object), ``versions`` (versions and delete markers a versioned
+    bucket still keeps of it once deleted: its bytes are still there); ``gone`` only when a
+    listing of every version shows nothing left. Paths are table-relative, or absolute for
+    an adopted file outside the table prefix."""
 
     path: str
     kind: Literal["data", "segment", "manifest", "other"]
     present: bool
+    versions: int = 0
     deleted_at: datetime | None = None
     deleted_by_run: str | None = None
+
+    @property
+    def gone(self) -> bool:
+        return not self.present and self.versions == 0
+
+    def state(self) -> str:
+        """``PRESENT``, ``deleted … (N old version(s) remain)`` or ``deleted``/``gone``."""
+        if self.present:
+            return "PRESENT"
+        by = f"deleted {_t(self.deleted_at)} by GC {self.deleted_by_run}" if self.deleted_at else ""
+        if self.versions:
+            return f"{by or 'deleted'}, but {self.versions} old version(s) REMAIN"
+        return by or "gone"
 
 
 class AuditResult(_Frozen):
@@ -128,7 +152,7 @@ class ErasureReceipt(_Frozen):
         if not self.erasure and self.hidden_version is not None:
             lines.append("  physically removed: not requested (a logical delete)")
         for s in self.splices:
-            lines.append(f"  spliced    {_t(s.at)}  v{s.version}  {s.file}")
+            lines.append(f"  {s.how:<10} {_t(s.at)}  v{s.version}  {s.file}")
         if self.pending_files:
             lines.append(f"  still to splice: {', '.join(self.pending_files)}")
         if self.removed_version is not None:
@@ -138,9 +162,7 @@ class ErasureReceipt(_Frozen):
         for b in self.blocking:
             lines.append(f"  not complete yet: {b}")
         for e in self.evidence:
-            gone = f"deleted {_t(e.deleted_at)} by GC {e.deleted_by_run}" if e.deleted_at else ""
-            state = "PRESENT" if e.present else (gone or "gone")
-            lines.append(f"  evidence   {e.kind:<8} {e.path}: {state}")
+            lines.append(f"  evidence   {e.kind:<8} {e.path}: {e.state()}")
         if self.audit is not None:
             a = self.audit
             verdict = "none found" if a.clean else f"FOUND in {', '.join(a.found_in)}"
@@ -156,8 +178,8 @@ def _t(at: datetime | None) -> str:
 
 
 def _kind(path: str) -> Literal["data", "segment", "manifest", "other"]:
-    if path.startswith("data/"):
-        return "data"
+    if path.startswith("data/") or is_external(path):
+        return "data"  # an absolute path: an adopted file outside the table prefix
     if path.startswith("manifest/segments/"):
         return "segment"
     return "manifest" if manifest_version(path) is not None else "other"
@@ -187,7 +209,10 @@ def _splices(records: Sequence[tuple[Snapshot, ErasureRecord]]) -> list[SpliceEv
             if p not in seen:
                 seen.add(p)
                 if _kind(p) == "data":
-                    out.append(SpliceEvent(version=m.version, at=m.created_at, file=p))
+                    how: Literal["spliced", "dropped"] = (
+                        "dropped" if m.version == rec.deleted_version else "spliced"
+                    )
+                    out.append(SpliceEvent(version=m.version, at=m.created_at, file=p, how=how))
     return out
 
 
@@ -197,7 +222,9 @@ def _evidence(ev: Evidence, rec: ErasureRecord) -> list[EvidenceObject]:
     paths = list(rec.superseded)
     if rec.spliced_version is not None:
         cut = rec.spliced_version
-        older = {p for p in (*ev.present, *gone) if (manifest_version(p) or cut) < cut}
+        older = {
+            p for p in (*ev.present, *ev.remnants, *gone) if (manifest_version(p) or cut) < cut
+        }
         paths += sorted(older, key=lambda p: manifest_version(p) or 0)
     out = []
     for p in dict.fromkeys(paths):
@@ -207,6 +234,7 @@ def _evidence(ev: Evidence, rec: ErasureRecord) -> list[EvidenceObject]:
                 path=p,
                 kind=_kind(p),
                 present=p in ev.present,
+                versions=ev.remnants.get(p, 0),
                 deleted_at=d.at if d else None,
                 deleted_by_run=d.run_id if d else None,
             )
@@ -263,17 +291,28 @@ def receipt(
             state = "received"
         return ErasureReceipt(state=state, **base)
     removed = ev.manifest(rec.spliced_version) if rec.spliced_version is not None else None
+    evidence = tuple(_evidence(ev, rec))
     state = "erasing" if rec.state == "pending" else "complete" if marker else "removed"
+    blocking = () if marker else _blocking(ev, id_hash)
+    left = [e for e in evidence if not e.gone]
+    if state == "complete" and marker is not None and left:
+        # a receipt states what the bucket shows, whatever a marker says
+        state = "removed"
+        blocking = (
+            f"GC run {marker.run_id} marked it complete, but a listing shows {len(left)} "
+            "object(s) that held the rows still in the bucket (see the evidence): each must be "
+            "deleted, every version",
+        )
     return ErasureReceipt(
         state=state,
         splices=tuple(_splices(records)),
         pending_files=tuple(t.path for t in rec.targets),
         removed_version=rec.spliced_version,
         removed_at=removed.created_at if removed else None,
-        completed_at=marker.completed_at if marker else None,
-        completed_run=marker.run_id if marker else None,
-        blocking=() if marker else _blocking(ev, id_hash),
-        evidence=tuple(_evidence(ev, rec)),
+        completed_at=marker.completed_at if marker and state == "complete" else None,
+        completed_run=marker.run_id if marker and state == "complete" else None,
+        blocking=blocking,
+        evidence=evidence,
         **base,
     )
 
@@ -304,8 +343,11 @@ def _scalars(doc: Any) -> Iterator[Any]:
 
 
 def _holds(path: str, body: bytes, key: str, wanted: set[Any]) -> bool:
-    if path.endswith(".parquet"):
-        col = pq.read_table(io.BytesIO(body), columns=[key]).column(key).to_pylist()
+    if body[:4] == b"PAR1" and body[-4:] == b"PAR1":
+        f = pq.ParquetFile(io.BytesIO(body))
+        if key not in f.schema_arrow.names:
+            return False
+        col = f.read(columns=[key]).column(key).to_pylist()
         return any(v in wanted for v in col)
     text = gzip.decompress(body) if path.endswith(".gz") else body
     try:
@@ -323,17 +365,46 @@ def audit(
     *,
     prefixes: Sequence[str] = ("data/", "manifest/"),
 ) -> AuditResult:
-    """Look for ``values`` in every current object under ``prefixes``: Parquet files by
-    their key column (decoded, DVs not applied: rows merely hidden count as found), JSON
-    documents (gzip or not) by every scalar. Returns paths and counts, never the values."""
+    """Look for ``values`` in every current object under ``prefixes`` and in the adopted
+    files outside the table prefix that the head references or an erasure superseded (in a
+    versioned bucket, in every old version of them too): Parquet files by their key column
+    (decoded, DVs not applied: rows merely hidden count as found), JSON documents (gzip or
+    not) by every scalar. Returns paths and counts, never the values."""
     wanted = set(values)
     found: list[str] = []
     scanned = size = 0
-    for path in sorted(p for p in ev.present if p.startswith(tuple(prefixes))):
-        body = catalog.store.get(catalog.key(path)).body
+    chosen = [p for p in ev.present if p.startswith(tuple(prefixes)) or is_external(p)]
+    for path, version in [
+        *((p, None) for p in sorted(chosen)),
+        *_old_versions(catalog, ev, prefixes),
+    ]:
+        body = catalog.store.get(catalog.key(path), version_id=version).body
         scanned, size = scanned + 1, size + len(body)
         if _holds(path, body, key, wanted):
-            found.append(path)
+            found.append(path if version is None else f"{path}?versionId={version}")
     return AuditResult(
         values=len(wanted), objects_scanned=scanned, bytes_scanned=size, found_in=tuple(found)
     )
+
+
+def _old_versions(catalog: Catalog, ev: Evidence, prefixes: Sequence[str]) -> list[tuple[str, str]]:
+    """``(path, version id)`` of every noncurrent version under ``prefixes`` and of the
+    adopted files the evidence names (none in an unversioned bucket)."""
+    if not ev.versioned:
+        return []
+    out = [
+        (relative(catalog, v.key), v.version_id)
+        for v in list_versions(catalog, prefixes)
+        if not v.is_latest and not v.is_delete_marker
+    ]
+    external = [p for p in (*ev.present, *ev.remnants) if is_external(p)]
+    by_bucket: dict[str, dict[str, str]] = {}
+    for p in external:
+        b, k = split(catalog, p)
+        by_bucket.setdefault(b, {})[k] = p
+    for b, keys in by_bucket.items():
+        for k, vs in key_versions(catalog.store, b, keys).items():
+            out += [
+                (keys[k], v.version_id) for v in vs if not v.is_latest and not v.is_delete_marker
+            ]
+    return sorted(out)

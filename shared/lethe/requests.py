@@ -158,6 +158,62 @@ def _invalid(e: ValidationError, model: type[BaseModel], what: str) -> errors.In
     return errors.InvalidRequest(f"invalid {what} ({where or 'body'}): {first['msg']}")
 
 
+#: the largest body a message may have (SQS's own maximum message size, 1 MiB)
+MAX_BODY_BYTES = 1 << 20
+
+
+def _text(body: Any) -> Any:
+    """``body`` as text (bytes decoded), refused with the reason when it is too large or
+    not UTF-8; a decoded object passes as it is."""
+    if isinstance(body, bytes):
+        if len(body) > MAX_BODY_BYTES:
+            raise errors.InvalidRequest(f"message body is over {MAX_BODY_BYTES:,} bytes")
+        try:
+            return body.decode()
+        except UnicodeDecodeError:
+            raise errors.InvalidRequest("message body is not valid UTF-8") from None
+    if isinstance(body, str):
+        if len(body) > MAX_BODY_BYTES:
+            raise errors.InvalidRequest(f"message body is over {MAX_BODY_BYTES:,} characters")
+        try:
+            body.encode()
+        except UnicodeEncodeError:  # a lone surrogate: what invalid UTF-8 decodes to
+            raise errors.InvalidRequest("message body is not valid UTF-8") from None
+    return body
+
+
+def _decode(text: str) -> Any:
+    """The JSON document ``text`` holds; any problem (bad JSON, nesting too deep for the
+    parser, a number too long to convert) is an :class:`InvalidRequest` with the reason."""
+    try:
+        decoded = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise errors.InvalidRequest(f"message body is not valid JSON: {e.msg}") from None
+    except RecursionError:
+        raise errors.InvalidRequest("message body is JSON nested too deeply") from None
+    except ValueError:  # e.g. an integer past the interpreter's digit limit
+        raise errors.InvalidRequest("message body holds a number too long to read") from None
+    try:
+        _check_text(decoded)  # a lone surrogate escape ("\\ud800"): no UTF-8 for it
+    except (RecursionError, ValueError):
+        raise errors.InvalidRequest("message body holds text that is not valid UTF-8") from None
+    return decoded
+
+
+def _check_text(doc: Any) -> None:
+    """Raise ValueError when a string of ``doc`` (keys included) cannot be UTF-8."""
+    stack = [doc]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, str):
+            x.encode()
+        elif isinstance(x, dict):
+            stack.extend(x.keys())
+            stack.extend(x.values())
+        elif isinstance(x, list):
+            stack.extend(x)
+
+
 def parse_any(
     body: str | bytes | dict[str, Any], *, sent_at: datetime | None = None
 ) -> DeleteRequestMessage | LakeRequestMessage:
@@ -167,14 +223,8 @@ def parse_any(
     >>> parse_any('{"request_id": "r-1", "subject": "customer", "values": [42]}').mode
     'erase'
     """
-    event: Any = body.decode() if isinstance(body, bytes) else body
-    if isinstance(event, str):
-        try:
-            decoded = json.loads(event)
-        except json.JSONDecodeError as e:
-            raise errors.InvalidRequest(f"message body is not valid JSON: {e.msg}") from None
-    else:
-        decoded = event
+    event = _text(body)
+    decoded = _decode(event) if isinstance(event, str) else event
     if not (isinstance(decoded, dict) and "subject" in decoded and "table" not in decoded):
         return parse_message(event, sent_at=sent_at)
     try:
@@ -254,6 +304,9 @@ def process_delete_messages(
             msg = parse_any(body, sent_at=(sent_at or {}).get(mid))
         except errors.InvalidRequest as e:
             out[mid] = MessageOutcome(mid, error=str(e))
+            continue
+        except Exception as e:  # one message, however malformed, fails alone (issue 35)
+            out[mid] = MessageOutcome(mid, error=f"unreadable message ({type(e).__name__})")
             continue
         if isinstance(msg, LakeRequestMessage):
             lake_items.append((mid, msg))
@@ -341,6 +394,10 @@ def _process_table(
             normalize(m.filters, schema)
         except errors.InvalidRequest as e:
             out[mid] = MessageOutcome(mid, error=str(e), table=uri, mode=m.mode)
+            continue
+        except Exception as e:  # a filter no rule foresaw fails its own message only
+            why = f"filters cannot be read against the table ({type(e).__name__})"
+            out[mid] = MessageOutcome(mid, error=why, table=uri, mode=m.mode)
             continue
         valid.append((mid, m))
     if not valid:

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import logging
 import math
+import re
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -85,6 +86,9 @@ def _is_time(t: pa.DataType) -> bool:
     return bool(pa.types.is_timestamp(t) or pa.types.is_date(t))
 
 
+_BARE_RE = re.compile(r"^\s*\d+(?:\.\d+)?\s*$")
+
+
 def check_retention(
     schema: pa.Schema, column: str, keep: str | timedelta | float
 ) -> tuple[str, int]:
@@ -95,7 +99,8 @@ def check_retention(
 
     Raises:
         InvalidRequest: ``column`` is not a timestamp or date column of ``schema``, or
-            ``keep`` is not a positive duration of whole seconds.
+            ``keep`` is not a positive duration of whole seconds, or has no unit (``"400"``,
+            ``400``: a timedelta or a number with ``s``, ``m``, ``h``, ``d`` or ``w``).
     """
     i = schema.get_field_index(column)
     if i < 0:
@@ -106,6 +111,13 @@ def check_retention(
     if not _is_time(t):
         raise errors.InvalidRequest(
             f"retention column {column!r} is {t}; it must be a timestamp or date column"
+        )
+    bare = isinstance(keep, int | float) and not isinstance(keep, bool)
+    if bare or (isinstance(keep, str) and _BARE_RE.match(keep)):
+        raise errors.InvalidRequest(
+            f"retention {keep!r} has no unit: write it as '400d' (days), '12h', '30m', "
+            "'45s' or '2w' (a bare number would be seconds: every row older than that "
+            "would be erased)"
         )
     seconds = parse_duration(keep).total_seconds()
     if seconds < 1 or seconds != int(seconds):
@@ -275,7 +287,8 @@ class _ExpireChange:
             | group_rows(base.file(t.path), current[t.path], t.row_groups)
             for t in targets
         }
-        pieces, piece_keys = scrub_rows(store, prefix, base, gone)
+        # one exit (lethe.exits): the dropped files' entries leave the index as well
+        pieces, piece_keys = scrub_rows(store, prefix, base, gone, dropped=sel.dropped)
         update = ExpireRows(
             dropped=tuple(f.path for f in sel.dropped),
             refs=refs,
@@ -348,14 +361,27 @@ class RetentionSweepResult:
     def request_hash(self) -> str:
         return request_hash(self.request_id)
 
+    @property
+    def recorded(self) -> bool:
+        """Whether the sweep's request is in the table's log (a receipt can be read): it
+        committed, or a sweep with its id did before. A dry run or a sweep that found
+        nothing expired records nothing."""
+        return not self.dry_run and bool(self.versions or self.duplicate)
+
     def describe(self) -> str:
         verb = "would drop" if self.dry_run else "dropped"
+        if self.recorded:
+            tail = f"receipt: request {self.request_hash}"
+        elif self.dry_run:
+            tail = "dry run: nothing committed"
+        else:
+            tail = "nothing expired: nothing committed"
         return (
             f"cutoff {self.cutoff.isoformat()}: {verb} {self.files_dropped} file(s) "
             f"({self.bytes_dropped:,} B, 0 data bytes moved), {self.rows_expired} row(s) "
             f"expired, {self.files_spliced} file(s) spliced ({self.splice_bytes:,} B moved); "
             f"data bytes moved {self.data_bytes_moved:,}; versions {list(self.versions)}; "
-            f"receipt: request {self.request_hash}"
+            f"{tail}"
         )
 
 

@@ -323,14 +323,18 @@ class S3Store:
         start: int | None = None,
         end: int | None = None,
         suffix: int | None = None,
+        version_id: str | None = None,
     ) -> GetResult:
         """GET an object or a byte range of it, pinned to ``etag`` when given.
 
-        ``start``/``end`` select ``[start, end)``; ``suffix=n`` the last ``n`` bytes.
+        ``start``/``end`` select ``[start, end)``; ``suffix=n`` the last ``n`` bytes;
+        ``version_id``: that version of the key (a versioned bucket's noncurrent one).
         A pinned GET of a replaced object raises :class:`~lethe.errors.PreconditionFailed`.
         """
         b, k = self._at(key)
         kw: dict[str, Any] = {"Bucket": b, "Key": k}
+        if version_id is not None:
+            kw["VersionId"] = version_id
         if etag is not None:
             kw["IfMatch"] = etag
         if suffix is not None:

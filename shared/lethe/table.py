@@ -27,6 +27,7 @@ from lethe.changes import (
     AddFiles,
     DeclareIndex,
     DropIndex,
+    MergeSchema,
     SetProperties,
     UpdateSchema,
     UpgradeFormat,
@@ -323,9 +324,7 @@ class Table:
         """
         before = self.store.stats.snapshot()
         if schema_mode == "merge":  # an old name is its column's alias (Iceberg's mapping)
-            data, changes = merge_plan(data, self._m)
-            if changes:
-                self._evolve(changes)
+            data = self._merge_schema(data)
         written_at = time.time()
         data = self._conform(data, schema_mode)
         spec = ClusterSpec.of(self._m.properties)
@@ -631,6 +630,13 @@ class Table:
         """A builder of schema changes committed once, by ``with`` or ``.commit()``
         (:mod:`lethe.evolution`)."""
         return SchemaUpdate(self._evolve)
+
+    def _merge_schema(self, data: Any) -> Any:
+        """Evolve the latest schema to take ``data`` (planned on the base it commits on:
+        :class:`~lethe.changes.MergeSchema`), move there, rename old names in ``data``."""
+        if isinstance(data, pa.Table | pa.RecordBatch | pa.RecordBatchReader):
+            self._adopt(self._catalog.commit_change(Direct(MergeSchema(data.schema))))
+        return merge_plan(data, self._m)[0]  # the evolution is in: old names renamed
 
     def _evolve(self, changes: tuple[Evolution, ...]) -> CommitResult:
         before = self.store.stats.snapshot()

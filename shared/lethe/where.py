@@ -28,7 +28,7 @@ from typing import Any
 
 from lethe import errors
 
-__all__ = ["and_dnf", "parse_dnf"]
+__all__ = ["Dnf", "Term", "and_dnf", "parse_dnf"]
 
 Term = tuple[str, str, Any]
 Dnf = list[list[Term]]

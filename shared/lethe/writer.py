@@ -129,10 +129,11 @@ def describe(
                 rows=rg.num_rows, offset=start, length=end - start, key_min=kmin, key_max=kmax
             )
         )
-    cols = {
+    rows = md.num_rows
+    cols = {  # an all-null column's stats say so (a retention sweep need not read it)
         c: ColumnStats(min=a[0], max=a[1], null_count=a[2])
         for c, a in agg.items()
-        if a[3] and a[0] is not None
+        if a[3] and (a[0] is not None or (rows and a[2] == rows))
     }
     return tuple(groups), cols
 

@@ -368,6 +368,21 @@ def _bad_bodies(table: str, other_bucket: str) -> Any:
         st.integers(10_000, 60_000).map(lambda n: req([["id", "in", [PLANTED] * n]])),
         st.integers(1, 2).map(lambda n: req([["id", "=", PLANTED * (n * 40_000)]])),
         st.just("x" * 1_000_000 + PLANTED),
+        # nesting past the parser's recursion limit, numbers past the digit limit, lone
+        # surrogates (invalid UTF-8): issue 35 item 11
+        st.integers(1_100, 60_000).map(lambda n: "[" * n + json.dumps(PLANTED) + "]" * n),
+        st.integers(4_301, 20_000).map(
+            lambda n: (
+                '{"request_id": "'
+                + PLANTED
+                + '", "table": "'
+                + table
+                + '", "filters": [["id", "=", '
+                + "9" * n
+                + "]]}"
+            )
+        ),
+        st.just(req([["payload", "=", PLANTED + "\udcff"]])),
         # tables that are not there, in this bucket or another
         st.sampled_from(
             [
@@ -442,3 +457,67 @@ def test_fuzzed_batches_never_raise_never_log_a_key_never_delete_an_unnamed_row(
         assert left == set(range(200)) - named
 
     run()
+
+
+def _poison_bodies(table: str) -> list[str]:
+    """Bodies that once raised out of the handler (issue 35 item 11), each one kind."""
+    deep = "[" * 50_000 + "]" * 50_000  # json.loads: RecursionError
+    head = '{"request_id": "r-deep", "table": "' + table + '", "filters": [["id", "=", '
+    return [
+        deep,
+        '{"a": ' * 20_000 + "1" + "}" * 20_000,
+        head + "[" * 30_000 + "]" * 30_000 + "]]}",  # nested inside a valid-looking request
+        head + "9" * 5_000 + "]]}",  # an integer past Python's 4,300-digit conversion limit
+        head + "1]], " + '"pad": "' + "x" * 200_000 + '"}',  # a huge body
+        msg(table, [["id", "=", 1]], "\ud800"),  # a lone surrogate: no UTF-8 for it
+        msg(table, [["payload", "=", "\udcff\udcfe"]]),  # invalid UTF-8, decoded with escapes
+        msg(table, [["id", "=", {"nested": [1]}]]),  # wrong types in the value slot
+        msg(table, [["id", "in", 5]]),
+        msg(table, [["id", "=", [1, 2]]]),
+        msg(table, [["event_time", "=", 1e308 * 10]]),  # inf
+        "null",
+        "[]",
+        "42",
+        '"a string"',
+        json.dumps({"request_id": 5, "table": table, "filters": [["id", "=", 1]]}),
+        json.dumps({"subject": {"x": 1}, "values": [[1]], "request_id": "r"}),
+    ]
+
+
+def test_seam11_one_poison_message_fails_alone_in_a_batch_of_81(
+    table_uri: str, queue: Any, logs: Callable[[], str]
+) -> None:
+    """issue 35 item 11: a deeply nested JSON body raised RecursionError out of the handler:
+    the 14 good requests of the same batch of 81 were not applied and no batchItemFailures
+    came back. Every malformed message must fail alone, with a reason; the good ones apply."""
+    from functions.delete_requests import handler as h
+
+    t = lethe.Table.create(table_uri, EVENTS, key="id")
+    t.append(events(0, 100))
+    sqs, url, arn = queue
+    poison = _poison_bodies(table_uri)
+    bad = [poison[i % len(poison)] for i in range(67)]
+    good = [msg(table_uri, [["id", "=", 10 + k]], f"good-{k}") for k in range(14)]
+    kinds = [("bad", b) for b in bad] + [("good", g) for g in good]
+    for i, (kind, body) in enumerate(kinds):
+        sqs.send_message(
+            QueueUrl=url,
+            MessageBody=body,
+            MessageAttributes={"kind": {"DataType": "String", "StringValue": f"{kind}-{i}"}},
+        )
+    received: list[dict[str, Any]] = []
+    while len(received) < len(kinds):
+        r = sqs.receive_message(
+            QueueUrl=url, MaxNumberOfMessages=10, MessageAttributeNames=["All"], WaitTimeSeconds=1
+        )
+        received.extend(r.get("Messages", []))
+    assert len(received) == 81
+    kind_of = {m["MessageId"]: m["MessageAttributes"]["kind"]["StringValue"] for m in received}
+    resp = h.handler(sqs_event(received, queue_arn=arn), LambdaContext())
+    failed = {kind_of[f["itemIdentifier"]] for f in resp["batchItemFailures"]}
+    assert failed == {k for k in kind_of.values() if k.startswith("bad")}
+    ids = set(lethe.Table.open(table_uri).scan(["id"])["id"].to_pylist())
+    assert ids == set(range(100)) - set(range(10, 24))  # the 14 good ones applied
+    text = logs()
+    assert text.count("delete request failed") == 67  # each with its reason
+    assert "RecursionError" not in text or "nested too deeply" in text

@@ -84,7 +84,7 @@ def test_steps_in_workflow_order(table_uri: str, s3: Any) -> None:
         base_env(
             LETHE_TABLE_URI=table_uri,
             LETHE_GC_RETENTION="1v",
-            LETHE_GC_GRACE="0s",
+            LETHE_GC_GRACE=QUICK,
             LETHE_GC_ERASURE_GRACE="0s",
             LETHE_GC_VERSIONED_BUCKET="false",
         )
@@ -122,7 +122,7 @@ def test_event_overrides_and_named_errors(table_uri: str, s3: Any) -> None:
     put(s3, table_uri, "data/orphan.parquet")
     past_quick_grace()
     run = Steps(base_env(LETHE_TABLE_URI="s3://elsewhere/none"))  # the event names the table
-    plan = run("plan", {"dry_run": True, "table": table_uri, "grace": "0s"})
+    plan = run("plan", {"dry_run": True, "table": table_uri, "grace": QUICK})
     assert plan["candidates"]["data"]["objects"] == 1 and plan["dry_run"]
     out = run("sweep", {"batch_key": plan["batches"][0], "dry_run": False})
     assert out["dry_run"] and "data/orphan.parquet" in listing(
@@ -147,7 +147,7 @@ def test_sweep_spares_files_committed_after_the_plan(table_uri: str, s3: Any) ->
     t.append(events(0, 10))
     files = t.write_data_files(events(10, 10))
     past_quick_grace()
-    run = Steps(base_env(LETHE_TABLE_URI=table_uri, LETHE_GC_GRACE="0s"))
+    run = Steps(base_env(LETHE_TABLE_URI=table_uri, LETHE_GC_GRACE=QUICK))
     plan = run("plan", {"dry_run": False})
     with pytest.raises(errors.GraceExpired):  # an honest writer this late refuses ...
         t.commit_files(files)
@@ -164,7 +164,7 @@ def test_sweep_refuses_a_replaced_table(table_uri: str, s3: Any) -> None:
     lethe.Table.create(table_uri, EVENTS, key="id", gc_grace=QUICK).append(events(0, 10))
     put(s3, table_uri, "data/orphan.parquet")
     past_quick_grace()
-    run = Steps(base_env(LETHE_TABLE_URI=table_uri, LETHE_GC_GRACE="0s"))
+    run = Steps(base_env(LETHE_TABLE_URI=table_uri, LETHE_GC_GRACE=QUICK))
     plan = run("plan", {"dry_run": False})
     bucket, prefix = parse_s3_uri(table_uri)
     for k in listing(s3, table_uri) - {p for p in listing(s3, table_uri) if p.startswith("_gc/")}:
@@ -325,7 +325,7 @@ def test_state_machine_end_to_end_versioned(machine: Any, s3: Any) -> None:
     sm = machine(
         uri,
         LETHE_GC_RETENTION="1v",
-        LETHE_GC_GRACE="0s",
+        LETHE_GC_GRACE=QUICK,
         LETHE_GC_ERASURE_GRACE="0s",
         LETHE_GC_VERSIONED_BUCKET="true",
     )
@@ -380,7 +380,7 @@ def test_state_machine_dry_run_deletes_nothing(machine: Any, table_uri: str, s3:
     put(s3, table_uri, "data/orphan.parquet")
     past_quick_grace()
     before = listing(s3, table_uri)
-    sm = machine(table_uri, LETHE_GC_RETENTION="1v", LETHE_GC_GRACE="0s")
+    sm = machine(table_uri, LETHE_GC_RETENTION="1v", LETHE_GC_GRACE=QUICK)
     run = sm.run({"dry_run": True}, name=f"gc-dry-{uuid.uuid4().hex[:8]}")
     assert run.ok, (run.error, run.cause)
     after = listing(s3, table_uri)
@@ -419,7 +419,7 @@ def test_state_machine_catches_a_failed_step_and_records_it(
     sm = LocalStateMachine.from_template(
         template,
         aws=aws,
-        environment={"LETHE_TABLE_URI": table_uri, "LETHE_GC_GRACE": "0s"},
+        environment={"LETHE_TABLE_URI": table_uri, "LETHE_GC_GRACE": QUICK},
         handlers={"gc_steps.handler.plan": plan_then_replace},
     )
     try:
@@ -473,7 +473,7 @@ def test_state_machine_sweeps_expired_rows_before_the_plan(
     sm = machine(
         table_uri,
         LETHE_GC_RETENTION="1v",
-        LETHE_GC_GRACE="0s",
+        LETHE_GC_GRACE=QUICK,
         LETHE_GC_ERASURE_GRACE="0s",
     )
     run = sm.run({"dry_run": False}, name=f"gc-ttl-{uuid.uuid4().hex[:8]}")

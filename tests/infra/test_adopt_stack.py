@@ -34,6 +34,8 @@ READERS = (
     c.INGEST_HANDLER,
     c.GC_PLAN_HANDLER,
     c.GC_RETENTION_HANDLER,
+    c.GC_PURGE_HANDLER,
+    c.GC_REPORT_HANDLER,
 )
 
 
@@ -122,6 +124,8 @@ def test_readers_read_the_adopted_prefixes_and_only_sweep_deletes(owned: Synth) 
     assert adopted_keys(job, "s3:GetObject") == {"events": {"*"}, "clicks": {"*"}}
     sweep = owned.statements(c.GC_SWEEP_HANDLER)
     assert adopted_keys(sweep, "s3:DeleteObject") == {"events": {"*"}, "clicks": {"*"}}
+    purge = owned.statements(c.GC_PURGE_HANDLER)  # every version of superseded originals
+    assert adopted_keys(purge, "s3:DeleteObjectVersion") == {"events": {"*"}, "clicks": {"*"}}
     sweep_role = owned.functions()[c.GC_SWEEP_HANDLER]["Role"]["Fn::GetAtt"][0]
     for role, statements in every_role(owned).items():
         assert not adopted_keys(statements, "s3:PutObject"), role  # nobody writes there

@@ -7,7 +7,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from lethe import errors
-from lethe.where import and_dnf, parse_dnf
+from lethe.where import Dnf, and_dnf, parse_dnf
 
 if TYPE_CHECKING:  # pyarrow loads with the first command that reads or writes rows
     import pyarrow as pa
@@ -56,7 +56,7 @@ def filters(args: argparse.Namespace) -> Any:
         except json.JSONDecodeError as e:
             raise errors.InvalidRequest(f"--filters is not JSON: {e}") from e
     if getattr(args, "where", None):
-        dnf = [[]]  # repeated --where: ANDed
+        dnf: Dnf = [[]]  # repeated --where: ANDed
         for w in args.where:
             dnf = and_dnf(dnf, parse_dnf(w))
         return dnf[0] if len(dnf) == 1 else dnf

@@ -35,12 +35,13 @@ def add_cli(subparsers: Any) -> argparse.ArgumentParser:
         "--grace",
         default=None,
         help="keep unreferenced objects younger than this (default and minimum: the "
-        "table's gc_grace property)",
+        "table's gc_grace property; a shorter one is refused, exit 2)",
     )
     c.add_argument(
         "--erasure-grace",
         default=DEFAULT_ERASURE_GRACE,
-        help="delete files superseded by an erasure splice this long after it (default %(default)s)",
+        help="delete what an erasure superseded (the versions before its splice and what only "
+        "they reference) this long after its splice, whatever --retention (default %(default)s)",
     )
     v = c.add_mutually_exclusive_group()
     v.add_argument(

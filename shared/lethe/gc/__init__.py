@@ -10,22 +10,27 @@ per step, see ``functions/gc_steps/handler.py``), does the same thing with the s
    and/or version count; the head is always kept). Every data file and DV container those
    manifests reference is marked. Listing *before* marking is what makes a commit that lands
    during GC safe: its files are either marked, or younger than the grace period;
+   An erasure whose splice commit is older than the erasure grace cuts the window there,
+   whatever the retention: the versions from before it still hold the erased rows;
 3. **select**: an unmarked object older than the grace period is a candidate. A file
-   superseded by an erasure splice (``ErasureRecord.superseded``) was committed once, so no
-   uncommitted writer can still claim it: its age counts from the splice commit, against the
-   (shorter) erasure grace. Manifests older than the oldest kept one expire. Workspace files
-   of finished runs (or of runs abandoned for :data:`WORKSPACE_GRACE`) go too;
+   superseded by an erasure splice (``ErasureRecord.superseded``), or referenced only by
+   versions an erasure cut off, was committed once, so no uncommitted writer can still
+   claim it: its age counts from the splice commit, against the (shorter) erasure grace.
+   Manifests older than the oldest kept one expire. Workspace files of finished runs (or of
+   runs abandoned for :data:`WORKSPACE_GRACE`) go too;
 4. **expire** those manifests; **sweep** the candidates in batches of at most 1,000 keys
    (one DeleteObjects each), every batch re-reading the head right before its delete and
    sparing anything a newer manifest references; **abort** multipart uploads older than the
    grace period (and idle as long); **purge**, in a versioned bucket, every version and
-   delete marker of deleted keys that may have held erased rows (data written before the
-   splice, manifests older than it); **report**, per erasure request, whether every object
-   and old manifest that held its rows is gone, and since when.
+   delete marker that may hold an incomplete erasure's rows (:mod:`lethe.gc.purge`: every
+   value area, and the adopted originals outside the prefix); **report**, per erasure
+   request, whether every object and old manifest that held its rows is gone (read from
+   listings: :mod:`lethe.gc.present`; every version, in a versioned bucket), and since when.
 
 Everything is idempotent: deleting a deleted key succeeds, and a re-run recomputes the same
 end state, so an interrupted run is resumed by running again. Nothing younger than the grace
-period and nothing a kept manifest references is ever deleted.
+period and nothing a kept manifest references is ever deleted; a grace shorter than the
+table's ``gc_grace`` is refused.
 
 The modules, each depending only on those above it:
 
@@ -36,7 +41,9 @@ The modules, each depending only on those above it:
 ``select``          what a run may delete, from a listing and the marks (pure: no I/O)
 ``marking``         list the areas, walk the retained chain, collect references
 ``workspace``       where a run keeps its documents (S3 or memory)
-``actions``         plan, sweep, expire, abort, purge: the steps that change the bucket
+``present``         what a listing shows of given objects (every version, absolute paths too)
+``actions``         plan, sweep, expire, abort: the steps that change the bucket
+``purge``           versioned buckets: every version that may hold an erasure's rows
 ``report``          combine the results; per erasure request, complete or not
 ``run``             :func:`collect`: a whole run in this process (the retention sweep first)
 ``workflow``        the Step Functions steps and the state machine's state names

@@ -1,4 +1,5 @@
-"""The steps of a GC run that read and change the bucket: plan, sweep, expire, abort, purge.
+"""The steps of a GC run that read and change the bucket: plan, sweep, expire, abort (purge:
+:mod:`lethe.gc.purge`).
 
 :func:`lethe.gc.collect` runs them in one process; the Step Functions workflow runs each in
 its own Lambda (:mod:`lethe.gc.workflow`). Each returns a serializable document
@@ -7,7 +8,6 @@ its own Lambda (:mod:`lethe.gc.workflow`). Each returns a serializable document
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Sequence
@@ -37,14 +37,12 @@ from lethe.gc.models import (
     Category,
     CategoryStats,
     ErasureMarker,
-    ErasurePlan,
     PlanDocument,
     StepResult,
 )
-from lethe.gc.policy import Options, as_utc, is_old
+from lethe.gc.policy import Options, as_utc, floor_grace, is_old
 from lethe.gc.select import BATCH_KEYS, Marks, Selection, batches, candidates, expiring, select
 from lethe.gc.workspace import Workspace, decode
-from lethe.layout import METADATA_PREFIX
 from lethe.store import S3Store, parse_s3_uri
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -52,7 +50,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 log = logging.getLogger(__name__)
 
-__all__ = ["GcHooks", "abort", "expire", "open_catalog", "purge", "sweep", "write_plan"]
+__all__ = ["GcHooks", "abort", "expire", "open_catalog", "sweep", "write_plan"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,14 +88,15 @@ def write_plan(
     listing = list_objects(catalog, (*SWEPT, WORKSPACE, MANIFESTS))
     if hooks is not None and hooks.after_list is not None:
         hooks.after_list()
-    marks = mark(catalog, opts.retention, now)  # after listing: see lethe.gc's docstring
+    # after listing (see lethe.gc's docstring); an erasure older than its grace cuts the window
+    marks = mark(catalog, opts.retention, now, erasure_grace=opts.erasure_grace)
     listing = [*listing, *external_superseded(catalog, marks, listing)]  # adopted originals
-    # the table's grace binds its writers (lethe.grace): a shorter one asked for is raised
-    opts = dataclasses.replace(opts, grace=max(opts.grace, marks.gc_grace))
+    # the table's grace binds its writers (lethe.grace): a shorter one asked for is refused
+    opts = floor_grace(opts, marks.gc_grace)
     sel = select(
         listing,
         marks,
-        grace=opts.grace,
+        grace=opts.floor,
         erasure_grace=opts.erasure_grace,
         now=now,
         run_id=run_id,
@@ -151,7 +150,7 @@ def _batch(
         index=index,
         dry_run=opts.dry_run,
         marked_through=marks.marked_through,
-        grace_seconds=opts.grace.total_seconds(),
+        grace_seconds=opts.floor.total_seconds(),
         erasure_grace_seconds=opts.erasure_grace.total_seconds(),
         entries=tuple(chunk),
     )
@@ -177,7 +176,7 @@ def _plan_document(
         created_at=now,
         dry_run=opts.dry_run,
         retention=str(opts.retention),
-        grace_seconds=opts.grace.total_seconds(),
+        grace_seconds=opts.floor.total_seconds(),
         erasure_grace_seconds=opts.erasure_grace.total_seconds(),
         versioned=versioned,
         head_version=marks.head_version,
@@ -368,85 +367,4 @@ def abort(catalog: Catalog, plan: PlanDocument, *, now: datetime, dry_run: bool)
         keys=_keys(("upload", k) for k, _ in done),
         skipped=dict(skipped),
         failed=tuple(failed),
-    )
-
-
-def _pending_erasures(plan: PlanDocument) -> list[ErasurePlan]:
-    return [
-        e
-        for e in plan.erasures
-        if e.state == "spliced"
-        and e.spliced_version is not None
-        and e.previously_completed_at is None
-    ]
-
-
-def purge(catalog: Catalog, plan: PlanDocument, *, dry_run: bool) -> StepResult:
-    """Versioned buckets: delete every version and delete marker of *deleted* keys (latest
-    version is a delete marker) that may have held an incomplete erasure's rows: data and
-    staging objects with a version written before its splice, manifests older than it.
-    Live keys are never touched; other deleted keys are left to the bucket's lifecycle."""
-    pending = _pending_erasures(plan)
-    if not plan.versioned or not pending:
-        reason = "not_versioned" if not plan.versioned else "no_pending_erasures"
-        return StepResult(step="purge", run_id=plan.run_id, dry_run=dry_run, skipped={reason: 1})
-    by_key: dict[str, list[S3Store.ObjectVersion]] = defaultdict(list)
-    # the value areas (segments are under manifest/, the view's data manifests under metadata/)
-    for prefix in ("data/", "_staging/", MANIFESTS, METADATA_PREFIX):
-        for v in catalog.store.list_object_versions(catalog.key(prefix)):
-            by_key[v.key].append(v)
-    targets: list[tuple[str, str]] = []
-    owners: dict[tuple[str, str], list[str]] = {}
-    sizes: dict[tuple[str, str], int] = {}
-    skipped: Counter[str] = Counter()
-    for key, versions in sorted(by_key.items()):
-        latest = [v for v in versions if v.is_latest]
-        if latest and not latest[0].is_delete_marker:
-            skipped["live"] += 1
-            continue
-        rel = relative(catalog, key)
-        mv = manifest_version(rel)
-        if mv is not None:
-            held = [
-                e.id_hash
-                for e in pending
-                if e.spliced_version is not None and mv < e.spliced_version
-            ]
-        elif rel.startswith(MANIFESTS):
-            continue
-        else:
-            written = [
-                t for v in versions if not v.is_delete_marker and (t := as_utc(v.last_modified))
-            ]
-            # a key left with delete markers only holds nothing: clean it up with the rest
-            held = [
-                e.id_hash
-                for e in pending
-                if not written or e.spliced_at is None or any(t <= e.spliced_at for t in written)
-            ]
-        if not held:
-            skipped["unrelated"] += 1
-            continue
-        for v in versions:
-            item = (key, v.version_id)
-            targets.append(item)
-            owners[item] = held
-            sizes[item] = v.size
-    failed: set[tuple[str, str]] = set()
-    if not dry_run and targets:
-        failed = set(catalog.store.delete_versions(targets))
-    remaining: Counter[str] = Counter()
-    for item in failed:
-        for h in owners.get(item, ()):
-            remaining[h] += 1
-    done = [t for t in targets if t not in failed]
-    return StepResult(
-        step="purge",
-        run_id=plan.run_id,
-        dry_run=dry_run,
-        deleted=_stats(("version", sizes[t]) for t in done),
-        keys=_keys(("version", f"{relative(catalog, k)}?versionId={vid}") for k, vid in done),
-        skipped=dict(skipped),
-        failed=tuple(sorted(f"{relative(catalog, k)}?versionId={vid}" for k, vid in failed)),
-        versions_remaining={h: remaining.get(h, 0) for h in (e.id_hash for e in pending)},
     )

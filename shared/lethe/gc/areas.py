@@ -127,8 +127,10 @@ def released_view_manifest(path: str, referenced: Collection[str], marked_throug
 
 def holds_values(path: str) -> bool:
     """Whether an object may hold row values (statistics included): data files, staged
-    uploads, segments, and the Iceberg view's data manifests (key bounds)."""
-    if path.startswith(VALUE_PREFIXES):
+    uploads, segments, index pieces, the Iceberg view's data manifests (key bounds), and any
+    object outside the table prefix GC handles (an adopted original, or a source's history
+    and metadata: absolute ``s3://`` paths)."""
+    if path.startswith(VALUE_PREFIXES) or path.startswith("s3://"):
         return True
     stem = stem_of_manifest(path) if path.startswith(METADATA_PREFIX) else None
     return stem is not None and stem[0] == "data"

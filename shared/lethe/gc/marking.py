@@ -11,7 +11,7 @@ lists *before* it marks (see :mod:`lethe.gc`).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime, timedelta
 
@@ -19,13 +19,14 @@ from lethe import errors
 from lethe.catalog import Catalog
 from lethe.errors import GcConflict
 from lethe.gc.areas import manifest_version
-from lethe.gc.policy import Retention, as_utc
+from lethe.gc.policy import Retention, as_utc, is_old
 from lethe.gc.select import Listed, Marks
 from lethe.manifest import ErasureRecord
 from lethe.ownership import deletable, superseded_external
 from lethe.snapshot import Snapshot
+from lethe.store import S3Store
 
-__all__ = ["list_objects", "mark", "newly_referenced", "references", "relative"]
+__all__ = ["list_objects", "list_versions", "mark", "newly_referenced", "references", "relative"]
 
 
 def references(m: Snapshot, memo: dict[str, frozenset[str]] | None = None) -> set[str]:
@@ -100,39 +101,95 @@ def external_superseded(
     return [o for o in out if o.path in ok]
 
 
+def _roots(prefixes: Iterable[str]) -> list[str]:
+    """``prefixes`` without those nested in another (the segments live under ``manifest/``)."""
+    ps = list(prefixes)
+    return list(dict.fromkeys(p for p in ps if not any(p != q and p.startswith(q) for q in ps)))
+
+
+def list_versions(catalog: Catalog, prefixes: Iterable[str]) -> list[S3Store.ObjectVersion]:
+    """Every version and delete marker under the table-relative ``prefixes`` (bucket keys)."""
+    out: list[S3Store.ObjectVersion] = []
+    for prefix in _roots(prefixes):
+        out.extend(catalog.store.list_object_versions(catalog.key(prefix)))
+    return out
+
+
 def list_objects(catalog: Catalog, prefixes: Iterable[str]) -> list[Listed]:
     """Every object under the table-relative ``prefixes`` (once, when prefixes nest: the
     segments live under ``manifest/``)."""
-    roots = [p for p in prefixes if not any(p != q and p.startswith(q) for q in prefixes)]
     out: list[Listed] = []
-    for prefix in dict.fromkeys(roots):
+    for prefix in _roots(prefixes):
         for o in catalog.store.list(catalog.key(prefix)):
             out.append(Listed(relative(catalog, o.key), o.size, as_utc(o.last_modified)))
     return out
 
 
-def mark(catalog: Catalog, retention: Retention, now: datetime, *, workers: int = 8) -> Marks:
-    """Read the head (now), its landed successors and the retention window of its chain."""
+def _cuts(erasures: Iterable[ErasureRecord], head_version: int) -> frozenset[int]:
+    """The splice commits of spliced erasures (at most the head's version): each one, once
+    older than the erasure grace, is the oldest version GC keeps (see :func:`mark`)."""
+    return frozenset(
+        e.spliced_version
+        for e in erasures
+        if e.state == "spliced"
+        and e.spliced_version is not None
+        and e.spliced_version <= head_version
+    )
+
+
+class _Walk:
+    """The marks being collected: what the kept manifests reference, their times, the
+    erasure records (newest manifest's state wins), and what only the versions cut off by
+    an erasure referenced (``released``)."""
+
+    def __init__(self, catalog: Catalog, table_uuid: str) -> None:
+        self.catalog, self.table_uuid = catalog, table_uuid
+        self.refs: set[str] = set()
+        self.released: set[str] = set()
+        self.created: dict[int, datetime] = {}
+        self.erasures: dict[str, ErasureRecord] = {}
+        self.memo: dict[str, frozenset[str]] = {}
+
+    def check(self, m: Snapshot) -> None:
+        if m.table_uuid != self.table_uuid:
+            raise GcConflict(
+                f"{self.catalog.uri}: manifest v{m.version} belongs to another table "
+                f"({m.table_uuid} != {self.table_uuid})"
+            )
+
+    def take(self, m: Snapshot) -> None:
+        self.check(m)
+        self.refs.update(references(m, self.memo))
+        self.created[m.version] = m.created_at
+        for e in m.erasures:  # newest manifest first: its state of each erasure wins
+            if e.id_hash not in self.erasures:
+                self.erasures[e.id_hash] = m.resolved(e)
+
+    def release(self, m: Snapshot) -> None:
+        """A version retention would keep but an erasure cuts off: what it references goes
+        with the erasure (after the erasure grace, from the splice commit)."""
+        self.check(m)
+        self.released.update(references(m, self.memo))
+
+
+def mark(
+    catalog: Catalog,
+    retention: Retention,
+    now: datetime,
+    *,
+    erasure_grace: timedelta | None = None,
+    workers: int = 8,
+) -> Marks:
+    """Read the head (now), its landed successors and the retention window of its chain.
+
+    With ``erasure_grace``, an erasure whose splice commit is older than it cuts the window:
+    the splice commit is the oldest version kept, whatever ``retention`` says (the versions
+    before it still hold the erased rows: time travel to them is what an erasure ends).
+    Objects only those cut-off versions reference are ``released`` (they go with the
+    erasure, after its grace)."""
     head, _ = catalog.read_head()
     top = catalog.read_manifest(head.version)
-    table_uuid = top.table_uuid
-    refs: set[str] = set()
-    created: dict[int, datetime] = {}
-    erasures: dict[str, ErasureRecord] = {}
-    memo: dict[str, frozenset[str]] = {}
-
-    def take(m: Snapshot) -> None:
-        if m.table_uuid != table_uuid:
-            raise GcConflict(
-                f"{catalog.uri}: manifest v{m.version} belongs to another table "
-                f"({m.table_uuid} != {table_uuid})"
-            )
-        refs.update(references(m, memo))
-        created[m.version] = m.created_at
-        for e in m.erasures:  # newest manifest first: its state of each erasure wins
-            if e.id_hash not in erasures:
-                erasures[e.id_hash] = m.resolved(e)
-
+    w = _Walk(catalog, top.table_uuid)
     successors: list[Snapshot] = []
     v = head.version + 1
     while True:
@@ -142,9 +199,44 @@ def mark(catalog: Catalog, retention: Retention, now: datetime, *, workers: int 
             break
         v += 1
     for m in reversed(successors):
-        take(m)
-    take(top)
+        w.take(m)
+    w.take(top)
+    cuts = _cuts(w.erasures.values(), head.version) if erasure_grace is not None else frozenset()
+
+    def cut_at(m: Snapshot) -> bool:
+        return m.version in cuts and is_old(
+            m.created_at, now, erasure_grace or timedelta(0), s3_time=False
+        )
+
     kept = [top.version]
+    cut = cut_at(top)
+    for got in _window(catalog, top, retention, now, workers):
+        if cut:
+            w.release(got)
+            continue
+        w.take(got)
+        kept.append(got.version)
+        cut = cut_at(got)
+    w.refs |= _view_references(catalog, kept)
+    return Marks(
+        table_uuid=w.table_uuid,
+        head_version=head.version,
+        marked_through=successors[-1].version if successors else head.version,
+        kept=tuple(kept),
+        created_at=w.created,
+        referenced=frozenset(w.refs),
+        erasures=tuple(w.erasures.values()),
+        gc_grace=timedelta(seconds=max(m.properties.gc_grace_seconds for m in (*successors, top))),
+        released=frozenset(w.released - w.refs),
+        cut_at=w.created[kept[-1]] if cut else None,
+    )
+
+
+def _window(
+    catalog: Catalog, top: Snapshot, retention: Retention, now: datetime, workers: int
+) -> Iterator[Snapshot]:
+    """The manifests behind ``top`` that ``retention`` keeps, newest first (read ahead in
+    parallel)."""
 
     def fetch(version: int) -> Snapshot | None:
         try:
@@ -156,36 +248,26 @@ def mark(catalog: Catalog, retention: Retention, now: datetime, *, workers: int 
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
         pending: dict[int, Future[Snapshot | None]] = {}
         expected, index = top.previous, 0
-        while expected is not None:
-            index += 1
-            if (
-                retention.max_age is None
-                and retention.versions is not None
-                and index >= retention.versions
-            ):
-                break
-            for ahead in range(expected, max(-1, expected - window), -1):
-                if ahead not in pending:
-                    pending[ahead] = pool.submit(fetch, ahead)
-            got = pending.pop(expected).result()
-            if got is None or not retention.keeps(index, got.created_at, now):
-                break
-            take(got)
-            kept.append(got.version)
-            expected = got.previous
-        for f in pending.values():
-            f.cancel()
-    refs |= _view_references(catalog, kept)
-    return Marks(
-        table_uuid=table_uuid,
-        head_version=head.version,
-        marked_through=successors[-1].version if successors else head.version,
-        kept=tuple(kept),
-        created_at=created,
-        referenced=frozenset(refs),
-        erasures=tuple(erasures.values()),
-        gc_grace=timedelta(seconds=max(m.properties.gc_grace_seconds for m in (*successors, top))),
-    )
+        try:
+            while expected is not None:
+                index += 1
+                if (
+                    retention.max_age is None
+                    and retention.versions is not None
+                    and index >= retention.versions
+                ):
+                    break
+                for ahead in range(expected, max(-1, expected - window), -1):
+                    if ahead not in pending:
+                        pending[ahead] = pool.submit(fetch, ahead)
+                got = pending.pop(expected).result()
+                if got is None or not retention.keeps(index, got.created_at, now):
+                    break
+                yield got
+                expected = got.previous
+        finally:
+            for f in pending.values():
+                f.cancel()
 
 
 def newly_referenced(catalog: Catalog, table_uuid: str, since: int) -> frozenset[str]:

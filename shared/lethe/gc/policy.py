@@ -2,13 +2,18 @@
 
 Durations are parsed by :func:`lethe.grace.parse_duration` (``"7d"``, ``"90m"``, seconds).
 
->>> options(retention="1000v", grace="1d", erasure_grace=DEFAULT_ERASURE_GRACE,
-...         dry_run=True, versioned=None).grace
+>>> opts = options(retention="1000v", grace="1d", erasure_grace=DEFAULT_ERASURE_GRACE,
+...                dry_run=True, versioned=None)
+>>> floor_grace(opts, timedelta(hours=1)).grace
 datetime.timedelta(days=1)
+>>> floor_grace(opts, timedelta(days=7))
+Traceback (most recent call last):
+lethe.errors.InvalidRequest: GC grace 1d is shorter than the table's gc_grace 7d, ...
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -24,6 +29,7 @@ __all__ = [
     "Options",
     "Retention",
     "as_utc",
+    "floor_grace",
     "is_old",
     "options",
 ]
@@ -36,9 +42,9 @@ DEFAULT_ERASURE_GRACE = "1h"
 WORKSPACE_GRACE = timedelta(hours=12)
 
 
-def _fmt_duration(td: timedelta) -> str:
+def _fmt_duration(td: timedelta, units: tuple[str, ...] = ("w", "d", "h", "m")) -> str:
     s = td.total_seconds()
-    for unit in ("w", "d", "h", "m"):
+    for unit in units:
         if s and s % _UNITS[unit] == 0:
             return f"{int(s // _UNITS[unit])}{unit}"
     return f"{s:g}s"
@@ -110,10 +116,17 @@ class Options:
     """One run's parsed options (shared by :func:`lethe.gc.collect` and the workflow)."""
 
     retention: Retention
-    grace: timedelta
+    grace: timedelta | None  # None: the table's gc_grace (its floor, see floor_grace)
     erasure_grace: timedelta
     dry_run: bool
     versioned: bool | None
+
+    @property
+    def floor(self) -> timedelta:
+        """The grace once resolved by :func:`floor_grace` (a plan's options always are)."""
+        if self.grace is None:
+            raise errors.InvalidRequest("the GC grace is not resolved against the table yet")
+        return self.grace
 
 
 def options(
@@ -127,11 +140,33 @@ def options(
     """Parse a run's options; raises InvalidRequest on an unusable value."""
     return Options(
         retention=Retention.parse(retention),
-        grace=timedelta(0) if grace is None else parse_duration(grace),
+        grace=None if grace is None else parse_duration(grace),
         erasure_grace=parse_duration(erasure_grace),
         dry_run=bool(dry_run),
         versioned=versioned,
     )
+
+
+def _days(td: timedelta) -> str:
+    return _fmt_duration(td, ("d", "h", "m"))
+
+
+def floor_grace(opts: Options, floor: timedelta) -> Options:
+    """``opts`` with its grace resolved against the table's ``gc_grace`` (``floor``): none
+    given means the floor; a shorter one is refused (never raised silently): the table's
+    writers may take that long to commit what they uploaded, so GC must not delete younger
+    unreferenced objects."""
+    if opts.grace is None:
+        return dataclasses.replace(opts, grace=floor)
+    if opts.grace < floor:
+        raise errors.InvalidRequest(
+            f"GC grace {_days(opts.grace)} is shorter than the table's gc_grace "
+            f"{_days(floor)}, the floor: its writers may take that long to commit what "
+            f"they uploaded, so GC keeps unreferenced objects at least that long. Ask for "
+            f"{_days(floor)} or more, or leave the grace out (files an erasure "
+            "superseded go after the erasure grace, whatever this grace)"
+        )
+    return opts
 
 
 def as_utc(t: datetime | None) -> datetime | None:

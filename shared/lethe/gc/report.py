@@ -30,8 +30,10 @@ from lethe.gc.models import (
     StepResult,
     add_stats,
 )
+from lethe.gc.present import holdings
+from lethe.gc.purge import versions_left
 from lethe.gc.workspace import decode
-from lethe.layout import METADATA_PREFIX
+from lethe.layout import METADATA_PREFIX, is_external
 from lethe.manifest import ErasureRecord
 
 log = logging.getLogger(__name__)
@@ -71,6 +73,8 @@ def build_report(
 ) -> GcReport:
     """Combine the step results and decide, per erasure request, whether it is complete."""
     totals = _sum(results, missing)
+    if not dry_run:  # what a listing of every version still shows
+        totals.versions_remaining.update(versions_left(catalog, plan))
     left = _remains(catalog, plan, totals, dry_run=dry_run)
     statuses = [
         _status(catalog, plan, e, totals, left, now=now, dry_run=dry_run) for e in plan.erasures
@@ -119,6 +123,13 @@ def _remains(catalog: Catalog, plan: PlanDocument, totals: _Totals, *, dry_run: 
     gone = {k for cat in value_cats for k in totals.keys.get(cat, [])}
     fresh = newly_referenced(catalog, plan.table_uuid, plan.marked_through)
     present = {o.path for o in list_objects(catalog, (*VALUE_PREFIXES, MANIFESTS, METADATA_PREFIX))}
+    # adopted files outside the table prefix: no listing of the table sees them, read their own
+    external = {p for e in plan.erasures for p in (*e.blockers, *e.superseded) if is_external(p)}
+    present.update(
+        p
+        for p, held in holdings(catalog, external, versioned=plan.versioned).items()
+        if held.present
+    )
     if dry_run:
         present -= gone  # what would remain
     manifests = sorted(v for p in present if (v := manifest_version(p)) is not None)
@@ -191,8 +202,11 @@ def _blocking(
             f"{len(remaining) - sup} unreferenced object(s) written before the splice remain "
             "(younger than the grace period)"
         )
-    if plan.versioned and versions_remaining.get(e.id_hash):
-        blocking.append(f"{versions_remaining[e.id_hash]} old object version(s) remain")
+    if versions_remaining.get(e.id_hash):
+        blocking.append(
+            f"{versions_remaining[e.id_hash]} object version(s) or delete marker(s) that may "
+            "hold its rows remain (a versioned bucket)"
+        )
     return blocking
 
 

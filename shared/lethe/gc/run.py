@@ -8,10 +8,17 @@ from typing import TYPE_CHECKING, Any
 
 from lethe.catalog import Catalog
 from lethe.context import TableContext
-from lethe.gc.actions import GcHooks, abort, expire, open_catalog, purge, sweep, write_plan
+from lethe.gc.actions import GcHooks, abort, expire, open_catalog, sweep, write_plan
 from lethe.gc.areas import new_run_id
 from lethe.gc.models import BatchDocument, GcReport, PlanDocument, StepResult
-from lethe.gc.policy import DEFAULT_ERASURE_GRACE, DEFAULT_RETENTION, Retention, options
+from lethe.gc.policy import (
+    DEFAULT_ERASURE_GRACE,
+    DEFAULT_RETENTION,
+    Retention,
+    floor_grace,
+    options,
+)
+from lethe.gc.purge import purge
 from lethe.gc.report import build_report
 from lethe.gc.select import BATCH_KEYS
 from lethe.gc.workspace import MemoryWorkspace, S3Workspace
@@ -48,11 +55,11 @@ def collect(
         retention: versions that stay readable: ``"30d"`` (age), ``"1000v"`` (count), or
             ``"30d,1000v"`` (either keeps a version); the head always stays.
         grace: unreferenced objects younger than this are kept (an uncommitted writer may
-            still commit them); also the minimum age of an aborted multipart upload. Default
-            and minimum: the table's ``gc_grace`` property, which its writers obey
-            (:mod:`lethe.grace`); a shorter value is raised to it.
-        erasure_grace: for files superseded by an erasure splice, the time since the splice
-            commit after which they go (readers of just-expired snapshots finish meanwhile).
+            still commit them), and of an aborted upload. Default and minimum: the table's
+            ``gc_grace`` (:mod:`lethe.grace`); a shorter one is refused (InvalidRequest).
+        erasure_grace: what an erasure superseded goes this long after its splice commit,
+            whatever ``retention`` and ``grace`` say (the versions from before it expire, and
+            all only they referenced, adopted originals included).
         dry_run: compute and report everything, delete nothing, write nothing.
         versioned: whether the bucket keeps object versions (None: ask the bucket).
         now: the time ages are measured against (tests); default: the clock.
@@ -83,6 +90,7 @@ def collect(
         versioned=versioned,
     )
     started = now or datetime.now(UTC)
+    floor_grace(opts, _table_grace(catalog))  # refused before anything changes
     sweep_retention(catalog, now=started, dry_run=dry_run)
     run_id = new_run_id(started)
     ws = MemoryWorkspace()
@@ -105,6 +113,11 @@ def collect(
         " (dry run)" if dry_run else "",
     )
     return report
+
+
+def _table_grace(catalog: Catalog) -> timedelta:
+    head, _ = catalog.current()
+    return timedelta(seconds=head.properties.gc_grace_seconds)
 
 
 def sweep_retention(

@@ -73,6 +73,10 @@ class Marks:
     referenced: frozenset[str]
     erasures: tuple[ErasureRecord, ...]
     gc_grace: timedelta = timedelta(0)  # the table's grace property (lethe.grace)
+    # objects only versions cut off by an erasure referenced (lethe.gc.marking.mark), and the
+    # time of the splice commit that cut them off: they go with the erasure
+    released: frozenset[str] = frozenset()
+    cut_at: datetime | None = None
 
     @property
     def oldest_kept(self) -> int:
@@ -170,6 +174,8 @@ def _splice_times(
 ) -> tuple[dict[str, datetime], dict[str, datetime | None]]:
     """Superseded files of spliced erasures: age from the splice commit. If that manifest has
     expired, the oldest kept manifest is younger than it: a safe lower bound of the age.
+    Objects only the versions an erasure cut off referenced (``marks.released``) age from
+    the splice commit that cut them off (they were committed once, like superseded files).
     Returns (superseded path -> its erasure time, erasure id hash -> splice commit time)."""
     erased_at: dict[str, datetime] = {}
     spliced_at: dict[str, datetime | None] = {}
@@ -180,6 +186,9 @@ def _splice_times(
         spliced_at[e.id_hash] = at
         for p in e.superseded:
             erased_at.setdefault(p, at or marks.created_at[marks.oldest_kept])
+    if marks.cut_at is not None:
+        for p in marks.released:
+            erased_at.setdefault(p, marks.cut_at)
     return erased_at, spliced_at
 
 

@@ -16,7 +16,7 @@ from typing import Any, Final
 from lethe import errors
 from lethe.catalog import Catalog
 from lethe.errors import GcRunNotFound
-from lethe.gc.actions import abort, expire, open_catalog, purge, sweep, write_plan
+from lethe.gc.actions import abort, expire, open_catalog, sweep, write_plan
 from lethe.gc.areas import RUN_ID, WORKSPACE, new_run_id
 from lethe.gc.models import (
     BatchDocument,
@@ -27,6 +27,7 @@ from lethe.gc.models import (
     StepResult,
 )
 from lethe.gc.policy import DEFAULT_ERASURE_GRACE, DEFAULT_RETENTION, Retention, options
+from lethe.gc.purge import purge
 from lethe.gc.report import build_report
 from lethe.gc.run import sweep_retention
 from lethe.gc.select import BATCH_KEYS, MAX_BATCHES

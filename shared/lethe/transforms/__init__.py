@@ -28,6 +28,7 @@ from lethe.transforms.files import (
 from lethe.transforms.indexes import (
     Merge,
     check_indexable,
+    dead_run_pieces,
     declare,
     piece_paths,
     replace_pieces,
@@ -46,6 +47,7 @@ __all__ = [
     "apply_replace",
     "archive_erasures",
     "check_indexable",
+    "dead_run_pieces",
     "declare",
     "externalize_superseded",
     "piece_paths",

@@ -3,7 +3,7 @@ dropped (pure; see :mod:`lethe.index` for building and probing them)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -17,6 +17,7 @@ from lethe.values import JsonScalar, is_orderable
 __all__ = [
     "Merge",
     "check_indexable",
+    "dead_run_pieces",
     "declare",
     "piece_paths",
     "replace_pieces",
@@ -89,6 +90,22 @@ def with_runs(m: Snapshot, runs: Mapping[str, IndexRun]) -> Snapshot:
         for ix in m.indexes
     )
     return m.evolve(indexes=indexes)
+
+
+def dead_run_pieces(m: Snapshot, dropped: Iterable[str]) -> list[str]:
+    """Paths of the pieces of ``m``'s runs that cover no file left live once ``dropped``
+    leave (the commit drops those runs: their pieces are superseded whole)."""
+    if not any(ix.runs for ix in m.indexes):
+        return []
+    gone = set(dropped)
+    live = {f.index_version for f in m.files if f.path not in gone}
+    return [
+        p.path
+        for ix in m.indexes
+        for r in ix.runs
+        if not any(r.covers_version(v) for v in live)
+        for p in r.pieces
+    ]
 
 
 def without_dead_runs(m: Snapshot) -> Snapshot:
