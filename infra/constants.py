@@ -69,6 +69,7 @@ from lethe.layout import HEAD_KEY as HEAD_KEY  # noqa: E402
 from lethe.layout import INDEX_PREFIX as INDEX_PREFIX  # noqa: E402
 from lethe.layout import MANIFEST_PREFIX as MANIFEST_PREFIX  # noqa: E402
 from lethe.layout import METADATA_PREFIX as METADATA_PREFIX  # noqa: E402
+from lethe.layout import OWNER_MARKER_PREFIX as OWNER_MARKER_PREFIX  # noqa: E402
 from lethe.layout import SEGMENT_PREFIX as SEGMENT_PREFIX  # noqa: E402
 from lethe.layout import STAGING_PREFIX as STAGING_PREFIX  # noqa: E402
 from lethe.layout import TOMBSTONE_PREFIX as TOMBSTONE_PREFIX  # noqa: E402

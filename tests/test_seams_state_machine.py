@@ -50,8 +50,6 @@ from lethe.schemas import field_id
 #: issue 35 items whose fix is not on this branch: the combinations they break are skipped
 #: (``LETHE_SEAMS_KNOWN_OPEN=item1,item3`` overrides it, to try a fix or find a defect)
 KNOWN_OPEN: set[str] = {
-    "item1",  # re-adopt after an erase takes the superseded originals again
-    "item2",  # a second table may adopt files another table owns
     "new1",  # a lake erase of a customer whose rows a plain delete hid: complete, 0 rows
 }
 

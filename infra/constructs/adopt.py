@@ -35,7 +35,7 @@ from aws_cdk import aws_s3_notifications as s3n
 from constructs import Construct
 
 from infra import constants as c
-from infra.config import AdoptConfig
+from infra.config import AdoptConfig, S3Prefix
 from infra.constructs._nag import acknowledge, arn_ref
 from infra.constructs.gc import PLAN, PURGE, REPORT, RETENTION, SWEEP, GarbageCollection
 from infra.constructs.lake import PrefixGrants
@@ -130,6 +130,9 @@ class AdoptedData(Construct):
                 self._incoming(storage, gc.functions[name].function, READ_ACTIONS, "Read")
             if adopt.ownership:
                 self._incoming(storage, sweep, ("s3:DeleteObject",), "Delete")
+        self._owner_markers(
+            buckets, (fn, job_role, gc.functions[PLAN.name].function), storage, adopt
+        )
         cdk.CfnOutput(
             self,
             "AdoptedPrefixes",
@@ -140,14 +143,19 @@ class AdoptedData(Construct):
 
     @staticmethod
     def _incoming(
-        storage: TableStorage, fn: iam.IGrantable, actions: tuple[str, ...], verb: str
+        storage: TableStorage,
+        fn: iam.IGrantable,
+        actions: tuple[str, ...],
+        verb: str,
+        prefix: str = c.INCOMING_PREFIX.rstrip("/"),
     ) -> None:
-        """``actions`` on the uploads adopted in place under ``incoming/``."""
+        """``actions`` on the uploads adopted in place under ``incoming/`` (or ``prefix``:
+        their ownership markers)."""
         fn.grant_principal.add_to_principal_policy(
             iam.PolicyStatement(
                 sid=f"{verb}AdoptedUploads",
                 actions=list(actions),
-                resources=[storage.bucket.arn_for_objects(f"{c.INCOMING_PREFIX}*")],
+                resources=[storage.bucket.arn_for_objects(f"{prefix}/*")],
             )
         )
         cfn_bucket = storage.bucket.node.default_child
@@ -159,6 +167,35 @@ class AdoptedData(Construct):
             "AwsSolutions-IAM5",
             "Uploads under incoming/ adopted in place are data files of the table (their "
             "names are the uploader's): GC reads them, and its sweep alone deletes the ones "
-            "an erasure splice superseded.",
-            f"Resource::{arn_ref(cfn_bucket, '/' + c.INCOMING_PREFIX + '*')}",
+            "an erasure splice superseded; their ownership markers under _lethe/owners/ are "
+            "named by a hash of each object's URI, known at run time.",
+            f"Resource::{arn_ref(cfn_bucket, '/' + prefix + '/*')}",
         )
+
+    def _owner_markers(
+        self,
+        buckets: dict[str, s3.IBucket],
+        claimers: tuple[iam.IGrantable, ...],
+        storage: TableStorage,
+        adopt: AdoptConfig,
+    ) -> None:
+        """Ownership markers (lethe.ownership), per bucket: whoever adopts claims (upload
+        trigger, EMR job role), GC's plan checks them before its sweep deletes (and claims an
+        unmarked original for its table): read, list and write ``_lethe/owners/``."""
+        markers = c.OWNER_MARKER_PREFIX.rstrip("/")
+        for i, (name, bucket) in enumerate(buckets.items()):
+            owners = PrefixGrants(bucket, S3Prefix(name, markers), tag=f"Owners{i}")
+            for g in claimers:
+                owners.grant_table_read(g)
+                owners.grant_table_put(g, "*", sid="ClaimAdoptedObjects")
+        if adopt.in_place:  # uploads adopted where they are: markers in the table's bucket
+            for g in claimers:
+                self._incoming(storage, g, ("s3:GetObject", "s3:PutObject"), "Claim", markers)
+                g.grant_principal.add_to_principal_policy(
+                    iam.PolicyStatement(
+                        sid="ListOwnerMarkers",
+                        actions=["s3:ListBucket"],
+                        resources=[storage.bucket.bucket_arn],
+                        conditions={"StringLike": {"s3:prefix": [f"{markers}/*"]}},
+                    )
+                )

@@ -43,6 +43,7 @@ from lethe.manifest import (
     ErasureTarget,
     IndexPiece,
     IndexRun,
+    LedgerRef,
     Operation,
     RequestRecord,
     TableProperties,
@@ -210,6 +211,12 @@ class AdoptFiles:
     operation: Operation
     runs: Mapping[str, IndexRun] = field(default_factory=dict)
     merges: tuple[Merge, ...] = ()
+    #: the ledger object of everything this commit takes (lethe.ownership)
+    ledger: LedgerRef | None = None
+    #: the ledger takes a source's history too: commit it even when no file is new
+    history: int = 0
+    #: ledgers merged into ``ledger`` (lethe.ownership.ledger_for_commit): dropped from the root
+    merged: tuple[LedgerRef, ...] = ()
 
     def requirements(self) -> tuple[Requirement, ...]:
         return ()
@@ -223,13 +230,16 @@ class AdoptFiles:
                 f"changed since): {', '.join(changed[:5])}"
             )
         new = tuple(f for f in self.files if f.path not in live)
-        if not new:
+        if not new and not (self.history and self.ledger is not None):
             return None
         op = self.operation.model_copy(
             update={"files_added": len(new), "rows_added": sum(f.rows for f in new)}
         )
-        nxt = apply_append(base, new, op)
-        return with_merges(with_new_runs(nxt, self.runs), self.merges)
+        nxt = with_merges(with_new_runs(apply_append(base, new, op), self.runs), self.merges)
+        if self.ledger is None:
+            return nxt
+        kept = tuple(r for r in base.manifest.adopted if r not in self.merged)
+        return nxt.evolve(adopted=(*kept, self.ledger))
 
 
 def _etag_of(files: Sequence[DataFile], path: str) -> str:

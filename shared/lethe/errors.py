@@ -82,6 +82,15 @@ class RequestIdConflict(InvalidRequest):
     identifies one request, so this one is refused rather than silently acknowledged."""
 
 
+class OwnedElsewhere(InvalidRequest):
+    """An object to adopt is owned (or referenced) by another Lethe table, or lies under
+    another table's prefix (:mod:`lethe.ownership`); ``tables`` names them."""
+
+    def __init__(self, message: str, *, tables: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.tables = tables
+
+
 class SchemaMismatch(InvalidRequest):
     """Data offered to a table does not match the table's schema."""
 

@@ -26,6 +26,7 @@ __all__ = [
     "INDEX_PREFIX",
     "MANIFEST_PREFIX",
     "METADATA_PREFIX",
+    "OWNER_MARKER_PREFIX",
     "SEGMENT_PREFIX",
     "STAGING_PREFIX",
     "TOMBSTONE_PREFIX",
@@ -48,6 +49,8 @@ TOMBSTONE_PREFIX: Final = "tombstone/"  # write-once Puffin deletion-vector cont
 INDEX_PREFIX: Final = "index/"  # write-once secondary-index pieces (lethe.index)
 STAGING_PREFIX: Final = "_staging/"  # uploads not yet committed (e.g. ingest rejects)
 METADATA_PREFIX: Final = "metadata/"  # the Iceberg view (lethe.iceberg): Iceberg metadata
+#: per BUCKET, not per table: one ownership marker per adopted object (lethe.ownership)
+OWNER_MARKER_PREFIX: Final = "_lethe/owners/"
 
 
 def manifest_key(version: int) -> str:

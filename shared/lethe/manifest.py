@@ -48,6 +48,7 @@ __all__ = [
     "IndexOrigin",
     "IndexPiece",
     "IndexRun",
+    "LedgerRef",
     "Manifest",
     "Operation",
     "OverlayDV",
@@ -409,6 +410,14 @@ class SchemaVersion(_Frozen):
     schema_b64: str
 
 
+class LedgerRef(_Frozen):
+    """One adoption ledger object (:mod:`lethe.ownership`): every object one ``adopt`` commit
+    took (data files, and a source's history and metadata), by path and ETag."""
+
+    path: str  # table-relative: manifest/adopted/vNNNNNNNN-<uuid>.json.gz
+    objects: int = Field(ge=0)
+
+
 class Manifest(_Frozen):
     """One immutable table snapshot (``manifest/vNNNNNNNN.json``); see the module docstring."""
 
@@ -431,6 +440,8 @@ class Manifest(_Frozen):
     requests: tuple[RequestRecord, ...] = ()
     erasures: tuple[ErasureRecord, ...] = ()
     indexes: tuple[ColumnIndex, ...] = ()
+    # every object the table ever adopted (lethe.ownership), superseded ones included
+    adopted: tuple[LedgerRef, ...] = Field(default=(), exclude_if=lambda v: not v)
     # schema history (lethe.schemas): absent on tables whose schema never changed, whose
     # one schema is 0 (``schema_b64``, ids assigned in schema order)
     schemas: tuple[SchemaVersion, ...] = Field(default=(), exclude_if=lambda v: not v)

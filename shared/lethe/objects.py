@@ -73,6 +73,8 @@ class PinnedObject:
 
     @property
     def uri(self) -> str:
+        if self.key.startswith("s3://"):  # an adopted file in place, in any bucket
+            return self.key
         return f"s3://{self.store.bucket}/{self.key}"
 
     def _reason(self, template: str) -> str:

@@ -172,3 +172,25 @@ def test_cdk_nag_is_clean_with_adopted_data(variant: str, request: pytest.Fixtur
     synth: Synth = request.getfixturevalue(variant)
     nag = _nag_report(synth)
     assert nag["conclusion"] == "success" and nag["violations"] == []
+
+
+def test_adopters_and_gc_plan_write_ownership_markers(owned: Synth) -> None:
+    """issue 35 item 2: ownership markers (``_lethe/owners/`` of each adopted bucket, and of
+    the table's bucket for uploads adopted in place) are read and written by whoever adopts
+    (upload trigger, EMR job role) and by GC's plan (it claims an unmarked original before
+    its sweep deletes it); the delete handler, the splice worker and the sweep never write them."""
+    for bucket in BUCKETS:
+        marker = f"arn:<AWS::Partition>:s3:::{bucket}/_lethe/owners/*"
+        for handler in (c.INGEST_HANDLER, c.GC_PLAN_HANDLER):
+            g = grants(owned.statements(handler))
+            assert marker in g["s3:PutObject"] and marker in g["s3:GetObject"], handler
+        job = grants(owned.role_statements(owned.logical_id(owned.stack.ingest.job_role)))
+        assert marker in job["s3:PutObject"]
+        for handler in (c.DELETE_HANDLER, c.SPLICE_HANDLER, c.GC_SWEEP_HANDLER):
+            assert marker not in grants(owned.statements(handler)).get("s3:PutObject", set())
+    listed = [
+        st["Condition"]["StringLike"]["s3:prefix"]
+        for st in owned.statements(c.INGEST_HANDLER)
+        if st["Action"] == "s3:ListBucket" and "Condition" in st
+    ]
+    assert ["_lethe/owners", "_lethe/owners/*"] in listed

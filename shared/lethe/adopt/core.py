@@ -10,11 +10,13 @@ batches, adopts only the files not adopted yet; a file whose ETag changed is ref
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 
 import pyarrow as pa
@@ -24,13 +26,23 @@ from lethe import dvstore, errors
 from lethe.adopt.footers import Footer, read_footers
 from lethe.adopt.hive import list_parquet
 from lethe.adopt.names import check_readable, describe_file, logical, physical_names, with_aliases
-from lethe.adopt.plan import AdoptPlan, ColumnPlan, file_plan, union_schema
+from lethe.adopt.plan import AdoptPlan, ColumnPlan, file_plan, history_plan, union_schema
 from lethe.adopt.source import SourceFile, SourceListing
 from lethe.catalog import Direct
 from lethe.changes import AdoptFiles
 from lethe.index import maintain
 from lethe.ingest.fit import same_type
 from lethe.manifest import DataFile, Operation
+from lethe.ownership import (
+    Ledger,
+    LedgerEntry,
+    TableRef,
+    adopted_objects,
+    check_free,
+    claim,
+    ledger_for_commit,
+    legacy_entries,
+)
 from lethe.partitions import PARTITION_META, partition_stats
 from lethe.store import S3Store, parse_s3_uri
 
@@ -134,17 +146,17 @@ def list_source(store: S3Store, source: str, fmt: str, opts: AdoptOptions) -> So
         if fmt == "iceberg":
             from lethe.adopt.iceberg import list_iceberg  # type: ignore[import-not-found,unused-ignore]
 
-            return list_iceberg(store, source)  # type: ignore[no-any-return,unused-ignore]
+            return list_iceberg(store, source, history=True)  # type: ignore[no-any-return,unused-ignore]
         if fmt == "delta":
             from lethe.adopt.delta import list_delta  # type: ignore[import-not-found,unused-ignore]
 
-            return list_delta(store, source)  # type: ignore[no-any-return,unused-ignore]
+            return list_delta(store, source, history=True)  # type: ignore[no-any-return,unused-ignore]
         if fmt == "glue":
             from lethe.adopt.glue import list_glue  # type: ignore[import-not-found,unused-ignore]
 
             db, _, table = source.removeprefix("glue://").partition("/")
             glue = opts.glue if opts.glue is not None else _glue_client()
-            return list_glue(store, glue, db, table)  # type: ignore[no-any-return,unused-ignore]
+            return list_glue(store, glue, db, table, history=True)  # type: ignore[no-any-return,unused-ignore]
     except ImportError as e:
         raise errors.InvalidRequest(
             f"adopting a {fmt} source is not available in this build (no lethe.adopt.{fmt})"
@@ -167,14 +179,26 @@ def _open(cls: TableClass[Table], uri: str, s3: Any | None) -> Table | None:
         return None
 
 
-def _pending(listing: SourceListing, table: TableLike | None) -> tuple[SourceListing, int]:
-    """The listing without the files the table holds already (same path and ETag).
+def _pending(listing: SourceListing, table: TableLike | None) -> tuple[SourceListing, int, int]:
+    """The listing without the files the table holds already (same path and ETag), nor those
+    it adopted before and has superseded since (its ledger, :mod:`lethe.ownership`: an
+    erasure's spliced originals stay in the bucket until GC); with how many of each.
 
     Raises:
         InvalidRequest: a file was adopted before under another ETag (it changed since).
     """
     if table is None:
-        return listing, 0
+        return listing, 0, 0
+    ever = adopted_objects(table.store, table.catalog.prefix, table.manifest, legacy=True)
+    live = table.manifest.files_at([f.uri for f in listing.files])
+    gone = {
+        f.uri
+        for f in listing.files
+        if f.uri not in live
+        and any(a.etag is None or f.etag is None or a.etag == f.etag for a in ever.get(f.uri, ()))
+    }
+    history = tuple(h for h in listing.history if h.uri not in ever)
+    listing = _with_files(listing, tuple(f for f in listing.files if f.uri not in gone), history)
     live = table.manifest.files_at([f.uri for f in listing.files])
     changed = sorted(
         f.uri for f in listing.files if f.uri in live and f.etag and live[f.uri].etag != f.etag
@@ -186,18 +210,14 @@ def _pending(listing: SourceListing, table: TableLike | None) -> tuple[SourceLis
             "Restore the object, or delete its rows and adopt the new object under a new key"
         )
     todo = tuple(f for f in listing.files if f.uri not in live)
-    return _with_files(listing, todo), len(listing.files) - len(todo)
+    return _with_files(listing, todo), len(listing.files) - len(todo), len(gone)
 
 
-def _with_files(listing: SourceListing, files: tuple[Any, ...]) -> SourceListing:
-    return SourceListing(
-        listing.format,
-        listing.source,
-        files,
-        listing.schema,
-        listing.partition_schema,
-        listing.physical_names,
-        listing.key,
+def _with_files(
+    listing: SourceListing, files: tuple[Any, ...], history: tuple[Any, ...] | None = None
+) -> SourceListing:
+    return dataclasses.replace(
+        listing, files=files, history=listing.history if history is None else history
     )
 
 
@@ -269,6 +289,7 @@ def plan_of(
     schema: pa.Schema,
     done: int,
     own: bool,
+    superseded: int = 0,
 ) -> AdoptPlan:
     parts = set((listing.partition_schema or pa.schema([])).names)
     by_part = Counter(
@@ -287,6 +308,8 @@ def plan_of(
         schemas=tuple(sorted(sets.items())),
         partitions=tuple(sorted(by_part.items())) if parts else (),
         take_ownership=own,
+        superseded=superseded,
+        history=tuple(history_plan(h) for h in listing.history),
     )
 
 
@@ -300,24 +323,34 @@ def adopt(cls: TableClass[Table], uri: str, source: str, opts: AdoptOptions) -> 
     bucket, _ = parse_s3_uri(uri)
     store = table.store if table is not None else S3Store(bucket, client=opts.s3)
     fmt = detect_format(source, store) if opts.source_format == "auto" else opts.source_format
-    listing, done = _pending(list_source(store, source, fmt, opts), table)
+    try:
+        listed = list_source(store, source, fmt, opts)
+    except errors.InvalidRequest as e:  # a table's own prefix, emptied by erasures and GC
+        if table is None or fmt != "parquet" or not str(e).startswith("no Parquet objects"):
+            raise
+        listed = SourceListing("parquet", source, ())
+    listing, done, gone = _pending(listed, table)
+    if gone:
+        log.info(
+            "%s file(s) of %s were adopted and superseded since: not adopted again", gone, source
+        )
+    own = opts.take_ownership
+    uuid = table.manifest.table_uuid if table is not None else None
     footers = logical((opts.footers or read_footers)(store, listing.files), listing)
     if not footers:
+        check_free(store, uuid, [h.uri for h in listing.history], own)
         if opts.dry_run:
-            return plan_of(
-                uri,
-                listing,
-                (),
-                table.schema if table else pa.schema([]),
-                done,
-                opts.take_ownership,
-            )
+            schema = table.schema if table else pa.schema([])
+            return plan_of(uri, listing, (), schema, done, own, gone)
         if table is None:
             raise errors.InvalidRequest(f"nothing to adopt at {source}")
+        if listing.history and own:  # a source's history not taken yet: one commit of it
+            commit_batch(table, [], fmt=fmt, own=own, history=listing.history, source=source)
         return table
     schema, additions = _target_schema(footers, listing, opts, table)
+    check_free(store, uuid, [f.uri for f in (*listing.files, *listing.history)], own)
     if opts.dry_run:
-        return plan_of(uri, listing, footers, schema, done, opts.take_ownership)
+        return plan_of(uri, listing, footers, schema, done, own, gone)
     if table is not None and additions:  # one schema commit first (lethe.evolution rules)
         update = table.update_schema()
         for f in additions:
@@ -336,7 +369,8 @@ def adopt(cls: TableClass[Table], uri: str, source: str, opts: AdoptOptions) -> 
         )
     batches = [footers[i : i + opts.batch_files] for i in range(0, len(footers), opts.batch_files)]
     for n, batch in enumerate(batches):
-        commit_batch(table, batch, fmt=fmt, own=opts.take_ownership, number=n)
+        history = listing.history if n == 0 and own else ()
+        commit_batch(table, batch, fmt=fmt, own=own, number=n, history=history, source=source)
     log.info(
         "adopted %s files (%s bytes) in %s commits in %.2fs",
         len(footers),
@@ -389,11 +423,43 @@ def data_file(ft: Footer, table: TableLike, own: bool) -> DataFile:
 
 
 def commit_batch(
-    table: TableLike, batch: Sequence[Footer], *, fmt: str, own: bool, number: int = 0
+    table: TableLike,
+    batch: Sequence[Footer],
+    *,
+    fmt: str,
+    own: bool,
+    number: int = 0,
+    history: Sequence[SourceFile] = (),
+    source: str = "",
 ) -> None:
     """Commit one batch of adopted files (one ``adopt`` commit), with DVs for the rows the
-    source had deleted and the index runs of the declared indexes."""
+    source had deleted and the index runs of the declared indexes. The batch's objects (and
+    ``history``: a source's earlier snapshots and metadata, taken as owned and superseded)
+    are claimed first (ownership markers) and recorded in the commit's ledger
+    (:mod:`lethe.ownership`)."""
     written_at = time.time()  # before the DV container and index pieces: the GC grace clock
+    me = TableRef(uri=table.catalog.uri, uuid=table.manifest.table_uuid)
+    claim(table.store, me, [ft.source.uri for ft in batch], own)
+    claim(table.store, me, [h.uri for h in history], True)
+    ledger_key, ledger, merged = ledger_for_commit(
+        table.store,
+        table.catalog.prefix,
+        table.manifest,
+        Ledger(
+            table_uuid=me.uuid,
+            at=datetime.now(UTC),
+            source=source,
+            owned=own,
+            objects=(
+                *legacy_entries(table.manifest, live=True),  # a table from before ledgers
+                *(LedgerEntry(path=ft.source.uri, etag=ft.etag, size=ft.size) for ft in batch),
+                *(
+                    LedgerEntry(path=h.uri, etag=h.etag, size=h.size, kind="history")
+                    for h in history
+                ),
+            ),
+        ),
+    )
     files = [data_file(ft, table, own) for ft in batch]
     deleted = {ft.source.uri: BitMap64(ft.source.deleted) for ft in batch if ft.source.deleted}
     containers: tuple[str, ...] = ()
@@ -407,13 +473,18 @@ def commit_batch(
         rows_added=sum(f.rows for f in files),
         rows_deleted=sum(len(b) for b in deleted.values()),
         files_added=len(files),
-        params={"format": fmt, "batch": number, "bytes": sum(f.size for f in files)},
+        params={
+            "format": fmt,
+            "batch": number,
+            "bytes": sum(f.size for f in files),
+            **({"history": len(history)} if history else {}),
+        },
     )
     outcome = table.catalog.commit_change(
         Direct(
-            AdoptFiles(tuple(files), op, runs, tuple(merges)),
+            AdoptFiles(tuple(files), op, runs, tuple(merges), ledger, len(history), merged),
             written_at,
-            owned=(*containers, *pieces),
+            owned=(*containers, *pieces, ledger_key),
             name="adopt",
         )
     )

@@ -41,6 +41,7 @@ from lethe.adopt.delta_format import (
     read_dv_file,
     z85_decode,
 )
+from lethe.adopt.history import history_objects
 from lethe.adopt.objects import SourceObjects, s3_uri
 from lethe.adopt.source import SourceFile, SourceListing
 from lethe.store import S3Store
@@ -305,9 +306,12 @@ def _files(
     ]
 
 
-def list_delta(store: S3Store, table_uri: str, *, version: int | None = None) -> SourceListing:
+def list_delta(
+    store: S3Store, table_uri: str, *, version: int | None = None, history: bool = False
+) -> SourceListing:
     """The live files of a Delta table at its latest version (or ``version``), with their
-    partition values and the rows their deletion vectors delete.
+    partition values and the rows their deletion vectors delete; with ``history``, also every
+    other object under the table root (:attr:`SourceListing.history`), as an adoption does.
 
     Raises:
         NotFound: no ``_delta_log`` under ``table_uri``.
@@ -339,4 +343,6 @@ def list_delta(store: S3Store, table_uri: str, *, version: int | None = None) ->
         schema=schema.schema,
         partition_schema=parts,
         physical_names=schema.physical_names,
+        # _delta_log commits and checkpoints, removed files, DV files: all of the root
+        history=history_objects(objects, [f"{root}/"], (f.uri for f in files)) if history else (),
     )

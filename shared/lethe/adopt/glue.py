@@ -145,7 +145,9 @@ def _located(
     return str(psd.get("Location") or sd["Location"]), part
 
 
-def list_glue(store: S3Store, glue_client: Any, database: str, table: str) -> SourceListing:
+def list_glue(
+    store: S3Store, glue_client: Any, database: str, table: str, *, history: bool = False
+) -> SourceListing:
     """The Parquet files of Glue table ``database.table`` (all partitions), in place.
 
     Args:
@@ -167,9 +169,9 @@ def list_glue(store: S3Store, glue_client: Any, database: str, table: str) -> So
     sd = t.get("StorageDescriptor") or {}
     kind = params.get("table_type", "").upper()
     if kind == "ICEBERG":
-        return list_iceberg(store, params["metadata_location"])
+        return list_iceberg(store, params["metadata_location"], history=history)
     if kind == "DELTA" or params.get("spark.sql.sources.provider", "").lower() == "delta":
-        return list_delta(store, sd["Location"])
+        return list_delta(store, sd["Location"], history=history)
     _check_parquet(name, sd, params)
     columns = _columns(name, sd.get("Columns") or [])
     keys = _columns(name, t.get("PartitionKeys") or [])

@@ -1,4 +1,6 @@
-"""The Iceberg source reader: an Iceberg table's current snapshot as a :class:`SourceListing`.
+"""The Iceberg source reader: an Iceberg table's current snapshot as a :class:`SourceListing`,
+with its history and metadata (every other object of its ``metadata/`` and ``data/`` folders
+and whatever its snapshots reference: :mod:`lethe.adopt.history`).
 
 :func:`list_iceberg` reads ``metadata.json`` (a ``vN.metadata.json`` or ``NNNNN-uuid.metadata.json``
 file, or a table location / ``metadata/`` prefix: ``version-hint.text`` names the newest when
@@ -56,9 +58,10 @@ from pyiceberg.table.metadata import TableMetadata, TableMetadataUtil
 from pyiceberg.transforms import IdentityTransform
 
 from lethe import errors
+from lethe.adopt.history import history_objects
 from lethe.adopt.iceberg_types import arrow_schema
 from lethe.adopt.objects import SourceObjects, s3_uri
-from lethe.adopt.source import SourceFile, SourceListing
+from lethe.adopt.source import HistoryObject, SourceFile, SourceListing
 from lethe.dv import decode_dv
 from lethe.iceberg.avro import decode_manifest, decode_manifest_list
 from lethe.store import S3Store
@@ -265,13 +268,48 @@ def _deleted(
     return out
 
 
-def list_iceberg(store: S3Store, metadata_uri: str) -> SourceListing:
+def _referenced(objects: SourceObjects, meta: TableMetadata) -> set[str]:
+    """Every object the table's snapshots reference: manifest lists, manifests, and the data
+    and delete files of every entry (deleted entries too: their files stay until expiry)."""
+    lists = {s3_uri(s.manifest_list, what="manifest list") for s in meta.snapshots}
+    manifests: set[str] = set()
+    for got in objects.map(lambda u: decode_manifest_list(objects.read(u)), sorted(lists)):
+        manifests.update(s3_uri(mf.manifest_path, what="manifest") for mf in got)
+
+    def files(u: str) -> list[str]:
+        try:
+            entries = decode_manifest(objects.read(u))
+        except errors.NotFound:
+            return []
+        return [s3_uri(e.data_file.file_path, what="Iceberg file") for e in entries]
+
+    out = lists | manifests
+    for got_files in objects.map(files, sorted(manifests)):
+        out.update(got_files)
+    return out
+
+
+def _history(
+    objects: SourceObjects, uri: str, meta: TableMetadata, live: Iterable[str]
+) -> tuple[HistoryObject, ...]:
+    """The table's history and metadata (:mod:`lethe.adopt.history`): its ``metadata/`` and
+    ``data/`` folders and whatever its metadata references elsewhere."""
+    loc = s3_uri(meta.location, what="Iceberg location").rstrip("/")
+    walked = {uri, *(s3_uri(e.metadata_file) for e in meta.metadata_log)}
+    walked |= _referenced(objects, meta)
+    return history_objects(objects, [f"{loc}/metadata/", f"{loc}/data/"], live, walked)
+
+
+def list_iceberg(store: S3Store, metadata_uri: str, *, history: bool = False) -> SourceListing:
     """The live data files of an Iceberg table's current snapshot, with the rows its position
     deletes and deletion vectors hide.
 
     Args:
         store: gives the client and counters (objects in any bucket are read through it).
         metadata_uri: a ``*.metadata.json`` file, or the table's location or ``metadata/``.
+        history: also list the table's history and metadata (:attr:`SourceListing.history`:
+            every snapshot's manifests are read, the ``metadata/`` and ``data/`` folders
+            listed), as an adoption does.
 
     Raises:
         UnsupportedSource: an equality delete applies to a live file, a data file is not
@@ -320,4 +358,5 @@ def list_iceberg(store: S3Store, metadata_uri: str) -> SourceListing:
         schema=arrow,
         partition_schema=pa.schema(part_fields) if part_fields else None,
         key=key,
+        history=_history(objects, uri, meta, (f.uri for f in files)) if history else (),
     )

@@ -14,6 +14,7 @@ from lethe.adopt.footers import read_footers
 from lethe.adopt.hive import hive_values, typed_value
 from lethe.adopt.source import SourceFile
 from lethe.ingest.fit import same_type
+from lethe.ownership import was_adopted
 
 __all__ = ["AdoptedObject", "adopt_object"]
 
@@ -21,7 +22,8 @@ __all__ = ["AdoptedObject", "adopt_object"]
 @dataclass(frozen=True, slots=True)
 class AdoptedObject:
     """What :func:`adopt_object` did: ``duplicate`` when the same object version was adopted
-    before (nothing committed), ``version`` the table version holding it."""
+    before (nothing committed; ``rows`` 0 when the table has superseded it since: an erased
+    original is never adopted again), ``version`` the table version holding it."""
 
     uri: str
     version: int
@@ -56,6 +58,8 @@ def adopt_object(
                 f"{uri} was adopted under another ETag: objects are never overwritten in place"
             )
         return AdoptedObject(uri, table.manifest.version, True, had.rows)
+    if was_adopted(table.store, table.catalog.prefix, table.manifest, uri, etag):
+        return AdoptedObject(uri, table.manifest.version, True, 0)  # superseded: never again
     schema = table.schema
     part = {}
     for k, raw in hive_values(prefix, key).items():

@@ -13,12 +13,20 @@ from pydantic import BaseModel, ConfigDict
 
 from lethe import errors
 from lethe.adopt.footers import Footer
-from lethe.adopt.source import SourceListing
+from lethe.adopt.source import HistoryObject, SourceListing
 from lethe.ingest.fit import same_type
 from lethe.partitions import PARTITION_META
 from lethe.values import JsonScalar
 
-__all__ = ["AdoptPlan", "ColumnPlan", "FilePlan", "file_plan", "union_schema"]
+__all__ = [
+    "AdoptPlan",
+    "ColumnPlan",
+    "FilePlan",
+    "HistoryPlan",
+    "file_plan",
+    "history_plan",
+    "union_schema",
+]
 
 _FIELD_ID = b"PARQUET:field_id"
 Action = Literal["page-level splice", "row-group splice", "needs one rewrite first"]
@@ -111,6 +119,19 @@ class FilePlan(_Frozen):
         return self.action != "page-level splice"
 
 
+class HistoryPlan(_Frozen):
+    """One object of the source's history and metadata (not a live data file): adoption
+    with ownership takes it as owned and superseded, GC deletes it after the grace."""
+
+    uri: str
+    bytes: int
+    what: str
+
+
+def history_plan(h: HistoryObject) -> HistoryPlan:
+    return HistoryPlan(uri=h.uri, bytes=h.size, what=h.what)
+
+
 class ColumnPlan(_Frozen):
     name: str
     type: str
@@ -127,6 +148,11 @@ class AdoptPlan(_Frozen):
         table_columns: the table schema the files make (partition columns marked).
         schemas: the distinct column sets of the files, with how many files have each.
         partitions: the distinct partition values, with their file counts.
+        superseded: files of the source the table adopted before and has superseded since
+            (an erasure spliced them; they stay until GC): never adopted again.
+        history: the source's history and metadata (earlier snapshots' files, delete files,
+            Iceberg metadata and manifests, Delta logs and checkpoints): copies of its values,
+            taken as owned and superseded (GC deletes them after the grace).
     """
 
     table: str
@@ -138,6 +164,8 @@ class AdoptPlan(_Frozen):
     schemas: tuple[tuple[tuple[str, ...], int], ...]
     partitions: tuple[tuple[str, int], ...]
     take_ownership: bool
+    superseded: int = 0
+    history: tuple[HistoryPlan, ...] = ()
 
     @property
     def bytes(self) -> int:
@@ -176,6 +204,25 @@ class AdoptPlan(_Frozen):
             f"column sets: {len(self.schemas)}; partitions: {len(self.partitions)}",
             f"ownership: {'taken (erasure may rewrite and delete the originals)' if self.take_ownership else 'none (erase refused)'}",
         ]
+        if self.superseded:
+            lines.append(
+                f"superseded: {self.superseded} file(s) this table adopted before and has "
+                "superseded since (erased): never adopted again"
+            )
+        if self.history:
+            kinds = Counter(h.what for h in self.history)
+            lines.append(
+                f"history and metadata: {len(self.history)} object(s), "
+                f"{sum(h.bytes for h in self.history):,} bytes ("
+                + ", ".join(f"{n} {w}" for w, n in sorted(kinds.items()))
+                + "): they hold copies of the values; "
+                + (
+                    "taken as owned and superseded (GC deletes them after the grace: the "
+                    f"source stops working as a {self.format} table)"
+                    if self.take_ownership
+                    else "left in place (no ownership): an erasure cannot reach them"
+                )
+            )
         actions = Counter(f.action for f in self.files)
         lines.append(
             "erasure readiness: " + ", ".join(f"{n} {a}" for a, n in sorted(actions.items()))
@@ -186,6 +233,9 @@ class AdoptPlan(_Frozen):
                 f"  {f.uri}: {f.rows:,} rows, {len(f.row_group_bytes)} row groups "
                 f"(max {max(f.row_group_bytes, default=0):,} bytes): {f.action}{why}"
             )
+        if self.history:
+            lines.append("history and metadata:")
+            lines.extend(f"  {h.uri}: {h.bytes:,} bytes, {h.what}" for h in self.history)
         return "\n".join(lines)
 
 

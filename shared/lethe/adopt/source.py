@@ -23,7 +23,7 @@ import pyarrow as pa
 
 from lethe.values import JsonScalar
 
-__all__ = ["SourceFile", "SourceFormat", "SourceListing"]
+__all__ = ["HistoryObject", "SourceFile", "SourceFormat", "SourceListing"]
 
 SourceFormat = Literal["parquet", "glue", "iceberg", "delta"]
 
@@ -63,6 +63,23 @@ class SourceFile:
 
 
 @dataclass(frozen=True, slots=True)
+class HistoryObject:
+    """An object of a source that is not a live data file but holds (copies of) its values:
+    an earlier snapshot's data file, a delete file, Iceberg metadata JSON, manifest lists and
+    manifests (column bounds), Delta ``_delta_log`` commits and checkpoints (statistics).
+    Adoption with ownership takes it as owned and superseded (GC deletes it after the grace).
+
+    Attributes:
+        what: a short description (``iceberg manifest``, ``delta checkpoint``...).
+    """
+
+    uri: str
+    size: int
+    etag: str | None
+    what: str
+
+
+@dataclass(frozen=True, slots=True)
 class SourceListing:
     """Everything one source reader found.
 
@@ -80,6 +97,8 @@ class SourceListing:
             when the names agree.
         key: the source's own identifier columns, if it declares them (Iceberg
             ``identifier-field-ids``); a hint, the caller's ``key=`` wins.
+        history: the source's objects that are not live data files but hold its values
+            (earlier snapshots, metadata, logs, checkpoints, delete files), by URI.
     """
 
     format: SourceFormat
@@ -89,6 +108,7 @@ class SourceListing:
     partition_schema: pa.Schema | None = None
     physical_names: Mapping[int, str] = field(default_factory=dict)
     key: tuple[str, ...] = ()
+    history: tuple[HistoryObject, ...] = ()
 
     @property
     def bytes(self) -> int:

@@ -22,6 +22,7 @@ from lethe.gc.areas import manifest_version
 from lethe.gc.policy import Retention, as_utc, is_old
 from lethe.gc.select import Listed, Marks
 from lethe.manifest import ErasureRecord
+from lethe.ownership import deletable, superseded_external
 from lethe.snapshot import Snapshot
 from lethe.store import S3Store
 
@@ -80,6 +81,10 @@ def external_superseded(
         except errors.SnapshotNotFound:
             continue
         paths.update(f.path for f in m.files if f.owned and f.path.startswith("s3://"))
+    # the ledger (lethe.ownership): owned objects no data file references, a source's history
+    # among them (its grace counts from the adoption); never what another table references
+    taken = {a.uri: a.adopted_at for a in superseded_external(catalog)}
+    paths.update(taken)
     out: list[Listed] = []
     for p in sorted(paths):
         if p in marks.referenced:
@@ -88,8 +93,12 @@ def external_superseded(
             o = catalog.store.head(p)
         except errors.NotFound:
             continue
-        out.append(Listed(p, o.size, as_utc(o.last_modified)))
-    return out
+        at = as_utc(o.last_modified)
+        if p in taken and at is not None:
+            at = max(at, taken[p])
+        out.append(Listed(p, o.size, at))
+    ok = deletable(catalog, [o.path for o in out], marks.table_uuid)
+    return [o for o in out if o.path in ok]
 
 
 def _roots(prefixes: Iterable[str]) -> list[str]:
