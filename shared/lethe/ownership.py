@@ -322,7 +322,7 @@ def check_free(store: S3Store, table_uuid: str | None, uris: Sequence[str], owne
     Raises:
         OwnedElsewhere: naming the tables.
     """
-    found = dict(_written_by_tables(store, uris))
+    found: dict[str, tuple[str, ...]] = dict(_written_by_tables(store, uris))
     have = _existing_markers(store, uris)
     todo = [u for u in uris if have is None or marker_uri(u) in have]
     with ThreadPoolExecutor(max_workers=16) as pool:

@@ -27,7 +27,7 @@ from lethe.adopt.footers import Footer, read_footers
 from lethe.adopt.hive import list_parquet
 from lethe.adopt.names import check_readable, describe_file, logical, physical_names, with_aliases
 from lethe.adopt.plan import AdoptPlan, ColumnPlan, file_plan, history_plan, union_schema
-from lethe.adopt.source import SourceFile, SourceListing
+from lethe.adopt.source import HistoryObject, SourceFile, SourceListing
 from lethe.catalog import Direct
 from lethe.changes import AdoptFiles
 from lethe.index import maintain
@@ -429,7 +429,7 @@ def commit_batch(
     fmt: str,
     own: bool,
     number: int = 0,
-    history: Sequence[SourceFile] = (),
+    history: Sequence[SourceFile | HistoryObject] = (),
     source: str = "",
 ) -> None:
     """Commit one batch of adopted files (one ``adopt`` commit), with DVs for the rows the
