@@ -348,7 +348,9 @@ def adopt(cls: TableClass[Table], uri: str, source: str, opts: AdoptOptions) -> 
             commit_batch(table, [], fmt=fmt, own=own, history=listing.history, source=source)
         return table
     schema, additions = _target_schema(footers, listing, opts, table)
-    check_free(store, uuid, [f.uri for f in (*listing.files, *listing.history)], own)
+    check_free(
+        store, uuid, [*(f.uri for f in listing.files), *(h.uri for h in listing.history)], own
+    )
     if opts.dry_run:
         return plan_of(uri, listing, footers, schema, done, own, gone)
     if table is not None and additions:  # one schema commit first (lethe.evolution rules)
