@@ -32,7 +32,10 @@ from datetime import datetime, timedelta
 from lethe import errors
 
 __all__ = [
+    "DEFAULT_DEADLINE_DAYS",
+    "DEFAULT_ERASURE_GRACE",
     "DEFAULT_GC_GRACE_SECONDS",
+    "DEFAULT_RETENTION",
     "check_fresh",
     "commit_deadline",
     "margin",
@@ -41,6 +44,9 @@ __all__ = [
 ]
 
 DEFAULT_GC_GRACE_SECONDS = 7 * 86400.0
+DEFAULT_RETENTION = "30d"  # GC's time-travel retention
+DEFAULT_ERASURE_GRACE = "1h"  # GC: objects an erasure superseded go this long after it
+DEFAULT_DEADLINE_DAYS = 30.0  # reports: an erasure older than this is overdue (GDPR art. 12(3))
 MAX_MARGIN_SECONDS = 900.0  # 15 minutes: far more than clock skew or one manifest PUT
 
 _DURATION_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*$")

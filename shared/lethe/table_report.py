@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict
 
 from lethe.catalog import Catalog
 from lethe.evidence import Evidence, gather
+from lethe.grace import DEFAULT_DEADLINE_DAYS
 from lethe.manifest import DataFile
 from lethe.receipts import ErasureReceipt, known_requests, receipt
 from lethe.snapshot import Snapshot
@@ -31,7 +32,6 @@ __all__ = [
     "table_report",
 ]
 
-DEFAULT_DEADLINE_DAYS = 30.0
 DEFAULT_MIN_DELETED_FRACTION = 0.2  # what spark_jobs/compact.py defaults to
 
 

@@ -18,7 +18,7 @@ __all__ = ["register"]
 
 def register(sub: Any) -> None:
     """Add ``erasures`` and ``report`` to the ``lethe`` parser."""
-    from lethe.table_report import DEFAULT_DEADLINE_DAYS
+    from lethe.grace import DEFAULT_DEADLINE_DAYS
 
     c = sub.add_parser(
         "erasures",

@@ -6,7 +6,7 @@ import argparse
 import json
 from typing import Any
 
-from lethe.gc import DEFAULT_ERASURE_GRACE, DEFAULT_RETENTION, collect
+from lethe.grace import DEFAULT_ERASURE_GRACE, DEFAULT_RETENTION
 
 __all__ = ["add_cli", "cli_command"]
 
@@ -70,6 +70,8 @@ def add_cli(subparsers: Any) -> argparse.ArgumentParser:
 
 def cli_command(args: argparse.Namespace) -> int:
     """Run ``lethe gc`` with parsed arguments; exit status 1 if some deletion failed."""
+    from lethe.gc import collect
+
     report = collect(
         args.uri,
         retention=args.retention,

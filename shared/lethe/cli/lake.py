@@ -28,11 +28,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from lethe.grace import parse_duration
-from lethe.lake import Lake
-from lethe.lake.receipt import LakeReceipt
+if TYPE_CHECKING:  # the lake loads with the command that needs it
+    from lethe.lake.receipt import LakeReceipt
 
 __all__ = ["register"]
 
@@ -50,6 +49,9 @@ def cmd_lake(a: argparse.Namespace) -> int:
 
 
 def _create(a: argparse.Namespace) -> int:
+    from lethe.grace import parse_duration
+    from lethe.lake import Lake
+
     window = parse_duration(a.erasure_window) if a.erasure_window else None
     lake = Lake.create(a.uri, erasure_window=window)
     print(f"created lake {lake.uri} (erasure window {lake.erasure_window})")
@@ -57,12 +59,16 @@ def _create(a: argparse.Namespace) -> int:
 
 
 def _add(a: argparse.Namespace) -> int:
+    from lethe.lake import Lake
+
     uri = Lake.open(a.uri).add_table(a.table)
     print(f"added {uri}")
     return 0
 
 
 def _map(a: argparse.Namespace) -> int:
+    from lethe.lake import Lake
+
     earlier = Lake.open(a.uri).map_subject(a.kind, table=a.table, column=a.column)
     print(f"mapped {a.kind} -> {a.table} column {a.column!r}")
     if earlier:
@@ -71,6 +77,8 @@ def _map(a: argparse.Namespace) -> int:
 
 
 def _tables(a: argparse.Namespace) -> int:
+    from lethe.lake import Lake
+
     tables = Lake.open(a.uri).tables()
     for t in tables:
         print(t)
@@ -80,6 +88,8 @@ def _tables(a: argparse.Namespace) -> int:
 
 
 def _subjects(a: argparse.Namespace) -> int:
+    from lethe.lake import Lake
+
     subjects = Lake.open(a.uri).subjects()
     for s in subjects:
         print(f"{s.kind}: {s.table} {s.column}")
@@ -89,6 +99,8 @@ def _subjects(a: argparse.Namespace) -> int:
 
 
 def _forget(a: argparse.Namespace) -> int:
+    from lethe.lake import Lake
+
     lake = Lake.open(a.uri)
     r = lake.forget(
         a.kind,
@@ -108,6 +120,8 @@ def _forget(a: argparse.Namespace) -> int:
 
 
 def _resume(a: argparse.Namespace) -> int:
+    from lethe.lake import Lake
+
     r = Lake.open(a.uri).resume_requests()
     for why in r.failed:
         print(f"lethe: {why}", file=sys.stderr)
@@ -121,12 +135,17 @@ def _resume(a: argparse.Namespace) -> int:
 
 
 def _cancel(a: argparse.Namespace) -> int:
+    from lethe.lake import Lake
+
     receipt = Lake.open(a.uri).cancel(a.request_id, reason=a.reason)
     print(receipt.describe())
     return 0
 
 
 def _window(a: argparse.Namespace) -> int:
+    from lethe.grace import parse_duration
+    from lethe.lake import Lake
+
     lake = Lake.open(a.uri)
     run = lake.splice_due(max_bytes=a.max_bytes)
     print(
@@ -148,6 +167,9 @@ def _window(a: argparse.Namespace) -> int:
 
 
 def _erasures(a: argparse.Namespace) -> int:
+    from lethe.grace import parse_duration
+    from lethe.lake import Lake
+
     lake = Lake.open(a.uri)
     older = parse_duration(a.older_than) if a.older_than else None
     out: list[LakeReceipt]

@@ -19,7 +19,13 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from lethe import errors
-from lethe.grace import _UNITS, parse_duration, round_up
+from lethe.grace import (
+    _UNITS,
+    DEFAULT_ERASURE_GRACE,
+    DEFAULT_RETENTION,
+    parse_duration,
+    round_up,
+)
 
 __all__ = [
     "DEFAULT_ERASURE_GRACE",
@@ -34,9 +40,7 @@ __all__ = [
     "options",
 ]
 
-DEFAULT_RETENTION = "30d"
 DEFAULT_GRACE = "7d"
-DEFAULT_ERASURE_GRACE = "1h"
 #: A run's workspace files are removed once it finished (report or failure written), or
 #: after this long (longer than the workflow's 6 h timeout: a running workflow keeps them).
 WORKSPACE_GRACE = timedelta(hours=12)
