@@ -44,6 +44,7 @@ from lethe.catalog.manifest import (
     IndexPiece,
     IndexRun,
     LedgerRef,
+    LineageRef,
     Operation,
     RequestRecord,
     TableProperties,
@@ -62,6 +63,7 @@ from lethe.catalog.transforms import (
     piece_paths,
     replace_pieces,
     spliced_erasures,
+    superseding,
     undeclare,
     update_erasures,
     upgrade,
@@ -88,6 +90,7 @@ __all__ = [
     "ExpireRows",
     "FileHasDV",
     "FileLive",
+    "LineageIs",
     "MergeSchema",
     "PiecesPresent",
     "RecordSchema",
@@ -138,7 +141,14 @@ class PiecesPresent:
     paths: tuple[str, ...]
 
 
-Requirement: TypeAlias = FileLive | FileHasDV | RequestAbsent | PiecesPresent
+@dataclass(frozen=True, slots=True)
+class LineageIs:
+    """The base's lineage is ``ref`` (None: none): a preparation extended it (issue 39)."""
+
+    ref: LineageRef | None
+
+
+Requirement: TypeAlias = FileLive | FileHasDV | RequestAbsent | PiecesPresent | LineageIs
 
 
 def unmet(base: Snapshot, requirements: Iterable[Requirement]) -> str | None:
@@ -159,6 +169,9 @@ def unmet(base: Snapshot, requirements: Iterable[Requirement]) -> str | None:
         elif isinstance(r, RequestAbsent):
             if base.find_request(r.id_hash) is not None:
                 return "a request with the same id landed"
+        elif isinstance(r, LineageIs):
+            if base.manifest.lineage != r.ref:
+                return "another splice extended the lineage"
         else:
             pieces = piece_paths(base) if pieces is None else pieces
             if any(p not in pieces for p in r.paths):
@@ -342,9 +355,13 @@ class SpliceFiles:
     what: ClassVar[str] = "splice"
     files: tuple[SplicedFile, ...]
     operation: Operation
+    # the lineage extended with these splices (issue 39), and the base's it extends
+    lineage: LineageRef | None = None
+    lineage_base: LineageRef | None = None
 
     def requirements(self) -> tuple[Requirement, ...]:
-        return tuple(FileHasDV(f.old, f.expected) for f in self.files)
+        files = tuple(FileHasDV(f.old, f.expected) for f in self.files)
+        return (*files, LineageIs(self.lineage_base)) if self.lineage is not None else files
 
     def apply(self, base: Snapshot) -> Snapshot | None:
         olds = [f.old for f in self.files]
@@ -364,7 +381,11 @@ class SpliceFiles:
         sources = base.files_at(olds)
         added = [_same_schema(f.new, sources.get(f.old)) for f in self.files if f.new is not None]
         places = {f.new.path: f.old for f in self.files if f.new is not None}
-        return apply_replace(base, olds, added, self.operation, erasures=erasures, places=places)
+        if self.lineage is not None and self.lineage_base is not None:
+            # the replaced lineage object holds the statistics of the files spliced now
+            erasures = superseding(base.erasures, erasures, self.lineage_base.path)
+        nxt = apply_replace(base, olds, added, self.operation, erasures=erasures, places=places)
+        return nxt.evolve(lineage=self.lineage) if self.lineage is not None else nxt
 
 
 @dataclass(frozen=True, slots=True)

@@ -355,6 +355,16 @@ class Catalog:
                 self._cache.popitem(last=False)
         return m
 
+    def rewrite_version(self, snap: Snapshot) -> None:
+        """PUT ``snap``'s root over its version's (GC only: a version kept through a later
+        erasure, its files mapped through the lineage, issue 39; never the head)."""
+        head, _ = self.read_head()
+        if snap.version >= head.version or snap.pending_segments():
+            raise errors.InvalidRequest(f"version {snap.version} cannot be rewritten")
+        self.store.put(self.key(manifest_key(snap.version)), encode_manifest(snap.manifest))
+        with self._lock:
+            self._cache[snap.version] = snap
+
     def _missing_message(self, version: int) -> str:
         oldest = self.oldest_version()
         if oldest is None:

@@ -42,6 +42,7 @@ from lethe.catalog.manifest import (
 )
 from lethe.catalog.partitions import partition_stats
 from lethe.catalog.snapshot import Snapshot
+from lethe.dv import lineage
 from lethe.dv import store as dvstore
 from lethe.dv.blob import keep_mask, rebase_positions
 from lethe.dv.remap import targets_of
@@ -385,6 +386,7 @@ class _SpliceChange:
         }
         rebased = {p: bm for p, bm in rebased.items() if len(bm)}
         refs = dvstore.write_dvs(store, prefix, rebased) if rebased else {}
+        lin = lineage.record(store, prefix, base, [(s.old.path, s.new, s.removed) for s in live])
         files = tuple(
             SplicedFile(
                 s.old.path,
@@ -404,10 +406,11 @@ class _SpliceChange:
             params={"row_groups_spliced": sum(len(f.spliced) for f in files)},
         )
         stamps = [s.written_at for s in live if s.written_at is not None]
+        written = sorted({r.container for r in refs.values() if r.container} | {lin.path})
         return Prepared(
-            SpliceFiles(files, op),
+            SpliceFiles(files, op, lin, base.manifest.lineage),
             live,
-            written=tuple(sorted({r.container for r in refs.values() if r.container})),
+            written=tuple(written),
             written_at=min(stamps) if stamps else None,
         )
 
