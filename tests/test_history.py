@@ -105,7 +105,9 @@ def test_gc_completes_the_erasure_and_keeps_every_version(table_uri: str) -> Non
     t.erase([("customer", "=", "c4")], request_id="gone-c4")  # c4 is every file's max
     v_erase = t.version  # the splice commit (the DV commit before it)
     model[v_erase - 1] = model[v_erase] = [i for i in range(60) if i % 5 != 4]
-    rep = collect(t.uri, retention="30d", erasure_grace=0, now=datetime.now(UTC) + timedelta(hours=1))
+    rep = collect(
+        t.uri, retention="30d", erasure_grace=0, now=datetime.now(UTC) + timedelta(hours=1)
+    )
     assert rep.objects_deleted > 0
     for v, want in model.items():
         got = ids(lethe.Table.open(t.uri, version=v).scan())

@@ -208,6 +208,7 @@ def rewrite_mapped(catalog: Catalog, marks: Marks) -> int:
         log.info("%s: %d version(s) kept through erasures were mapped", catalog.uri, n)
     return n
 
+
 def _stats(entries: Iterable[tuple[Category, int]]) -> dict[Category, CategoryStats]:
     out: dict[Category, CategoryStats] = {}
     for cat, size in entries:

@@ -230,7 +230,9 @@ def mark(
         w.take(mapped or got)
         kept.append(got.version)
         cut = cut or cut_at(got)
-    w.refs |= _view_references(catalog, kept)
+    # the Iceberg view keeps no snapshot of a mapped version (its manifests name the
+    # replaced files and their statistics: docs/format.md §6b)
+    w.refs |= _view_references(catalog, [v for v in kept if v not in w.history.mapped])
     return Marks(
         table_uuid=w.table_uuid,
         head_version=head.version,
