@@ -4,6 +4,7 @@ the splice's lineage (the replacement file, the version's DV mapped), minus the 
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -112,7 +113,10 @@ def test_gc_completes_the_erasure_and_keeps_every_version(table_uri: str) -> Non
     for v, want in model.items():
         got = ids(lethe.Table.open(t.uri, version=v).scan())
         assert got == [i for i in want if i % 5 != 4], v
-    r = lethe.Table.open(t.uri).erasure_status("gone-c4", audit_values=["c4"])
+    head = lethe.Table.open(t.uri)
+    ref = head.manifest.manifest.lineage
+    assert ref is not None and t.store.head(t.key_of(ref.path)).size > 0  # kept by GC
+    r = head.erasure_status("gone-c4", audit_values=["c4"])
     assert r.state == "complete", [e for e in r.evidence if not e.gone]
     assert r.mapped_versions == tuple(range(v_erase))  # create .. the DV commit
     assert r.audit is not None and r.audit.clean, r.audit
@@ -120,3 +124,48 @@ def test_gc_completes_the_erasure_and_keeps_every_version(table_uri: str) -> Non
     collect(t.uri, retention="30d", erasure_grace=0, now=datetime.now(UTC) + timedelta(hours=2))
     for v, want in model.items():
         assert ids(lethe.Table.open(t.uri, version=v).scan()) == [i for i in want if i % 5 != 4]
+
+
+def test_cli_at_version_reads_through_the_erasure(
+    history: tuple, tmp_path: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 39 item 1: ``lethe scan --at-version`` of a version from before an erase."""
+    import pyarrow.parquet as pq
+
+    from lethe.cli import main
+
+    t, model = history
+    t.erase([("customer_id", "=", 2)], request_id="gone-2")
+    out = tmp_path / "v1.parquet"
+    assert main(["scan", t.uri, "--at-version", "1", "--out", str(out)]) == 0
+    capsys.readouterr()
+    got = ids(pq.read_table(out))
+    assert got == [i for i in model[1] if i % 5 != 2 and i != 3]
+
+
+def test_the_iceberg_view_keeps_its_current_snapshot_through_an_erasure(
+    aws: Any, table_uri: str
+) -> None:
+    """Issue 39 item 4: the view keeps its current snapshot only (its older snapshots name
+    the replaced files): after GC maps the old Lethe versions, PyIceberg reads the current
+    snapshot without the person, and the view's data manifests of the old versions are gone."""
+    from pyiceberg.table import StaticTable
+
+    t = lethe.Table.create(table_uri, SCHEMA, key="customer", gc_grace="2s", iceberg_view=True)
+    for start in (0, 20):
+        t.append(rows(start, 20))
+    t.erase([("customer", "=", "c4")], request_id="gone-c4")
+    t.refresh()
+    collect(t.uri, retention="30d", erasure_grace=0, now=datetime.now(UTC) + timedelta(hours=1))
+    props = {
+        "s3.endpoint": aws.endpoint,
+        "s3.access-key-id": "testing",
+        "s3.secret-access-key": "testing",
+        "s3.region": "us-east-1",
+    }
+    st = StaticTable.from_metadata(f"{t.uri}/metadata/v{t.version}.metadata.json", props)
+    got = st.scan().to_arrow()
+    assert sorted(got.column("id").to_pylist()) == [i for i in range(40) if i % 5 != 4]
+    names = [o.key for o in t.store.list(t.key_of("metadata/"))]
+    assert not any(f"metadata/v{v}.metadata.json" in k for k in names for v in (1, 2))
+    assert ids(lethe.Table.open(t.uri, version=1).scan()) == [i for i in range(20) if i % 5 != 4]

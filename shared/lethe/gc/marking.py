@@ -206,6 +206,8 @@ def mark(
     for m in reversed(successors):
         w.take(m)
     w.take(top)
+    # readers of every version use the newest lineage only (issue 39): older roots' go
+    w.refs.update(m.manifest.lineage.path for m in (top, *successors) if m.manifest.lineage)
     cuts = _cuts(w.erasures.values(), head.version) if erasure_grace is not None else frozenset()
 
     def cut_at(m: Snapshot) -> bool:
