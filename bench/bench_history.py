@@ -69,7 +69,7 @@ def _scan(uri: str, version: int, endpoint: str) -> dict[str, float]:
     its requests, bytes received and CPU, best CPU of three runs."""
     runs = []
     for _ in range(3):
-        out = subprocess.run(  # noqa: S603 - our interpreter, our script
+        out = subprocess.run(
             [sys.executable, "-c", _CHILD, uri, str(version), endpoint],
             check=False,
             capture_output=True,
