@@ -332,10 +332,11 @@ class Catalog:
             ) from e
         return decode_head(r.body, where=f"{self.uri}/{HEAD_KEY}"), r.etag
 
-    def read_manifest(self, version: int) -> Snapshot:
-        """Version ``version`` (a snapshot reading its segments through :attr:`segments`)."""
+    def read_manifest(self, version: int, *, fresh: bool = False) -> Snapshot:
+        """Version ``version`` (a snapshot reading its segments through :attr:`segments`);
+        ``fresh``: read it again (GC may have written an old version anew, issue 39)."""
         with self._lock:
-            m = self._cache.get(version)
+            m = None if fresh else self._cache.get(version)
             if m is not None:
                 self._cache.move_to_end(version)
                 return m

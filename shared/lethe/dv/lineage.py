@@ -199,7 +199,8 @@ def at_version(catalog: Catalog, version: int | None) -> Snapshot:
     head, _ = catalog.read_head()
     if version > head.version:
         return catalog.snapshot_at(version)  # raises SnapshotNotFound, naming the latest
-    return through(catalog, catalog.read_manifest(version), head.version)
+    # read again: GC may have written it anew since this catalog cached it
+    return through(catalog, catalog.read_manifest(version, fresh=True), head.version)
 
 
 def through(catalog: Catalog, snap: Snapshot, head_version: int) -> Snapshot:
