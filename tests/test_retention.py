@@ -156,7 +156,9 @@ def test_straddling_files_are_spliced_and_the_rows_physically_gone(table_uri: st
     assert b"payload-250" in body and b"payload-299" in body
     assert t.scan(filters=[("id", "=", 299)]).column("payload").to_pylist() == ["payload-299"]
     old = lethe.Table.open(table_uri, s3=s3, version=before)
-    assert old.scan(columns=["id"]).num_rows == 600
+    # issue 39: the old version reads through the splice (the expired rows of the straddling
+    # file are gone from it; the files dropped whole stay until GC)
+    assert old.scan(columns=["id"]).num_rows == 600 - 50
     assert t.store.get(t.key_of(straddler.path)).body  # the old object stays until GC
     rec = t.erasure_status(r.request_id)
     assert rec.state == "removed" and not rec.pending_files
