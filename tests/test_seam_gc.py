@@ -16,8 +16,8 @@ import pytest
 from conftest import EVENTS, events
 
 import lethe
-from lethe.catalog.manifest import decode_manifest
 from lethe import errors
+from lethe.catalog.manifest import decode_manifest
 from lethe.gc import collect
 
 DAYS = ("2026-01-01", "2026-01-02", "2026-01-03")
