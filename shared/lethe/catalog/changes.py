@@ -501,6 +501,9 @@ class ExpireRows:
     request: RequestRecord
     erasure: ErasureRecord
     pieces: Mapping[str, tuple[IndexPiece, ...]] = field(default_factory=dict)
+    # the lineage extended with the dropped files (issue 39), and the base's it extends
+    lineage: LineageRef | None = None
+    lineage_base: LineageRef | None = None
 
     def requirements(self) -> tuple[Requirement, ...]:
         return (
@@ -509,6 +512,7 @@ class ExpireRows:
             *(FileHasDV(p, dv) for p, dv in self.unioned_with.items()),
             *(FileLive(t.path) for t in self.erasure.targets),
             *((PiecesPresent(tuple(self.pieces)),) if self.pieces else ()),
+            *((LineageIs(self.lineage_base),) if self.lineage is not None else ()),
         )
 
     def apply(self, base: Snapshot) -> Snapshot | None:
@@ -523,6 +527,8 @@ class ExpireRows:
         # the runs that covered only dropped files leave with them: their pieces held the
         # dropped rows' values, so the erasure is complete only once they are gone too
         gone.extend(x for x in dead_run_pieces(base, self.dropped) if x not in gone)
+        if self.lineage is not None and self.lineage_base is not None:
+            gone.append(self.lineage_base.path)  # it describes files dropped now
         upd: dict[str, Any] = {"deleted_version": v, "superseded": tuple(gone)}
         if not self.erasure.targets:
             upd |= {"state": "spliced", "spliced_version": v}
@@ -536,7 +542,8 @@ class ExpireRows:
             dv_updates=self.refs,
             erasures=(*erasures, mine),
         )
-        return without_dead_runs(_with_pieces(nxt, self.pieces))
+        out = without_dead_runs(_with_pieces(nxt, self.pieces))
+        return out.evolve(lineage=self.lineage) if self.lineage is not None else out
 
 
 @dataclass(frozen=True, slots=True)
