@@ -35,6 +35,8 @@ MODULES = [
     "gc.present",
     "ingest",
     "ingest.inputs",
+    "ingest.conform",
+    "ingest.readers",
     "ingest.staging",
     "ingest.shapes",
     "remap",
