@@ -50,6 +50,7 @@ MODULES = [
     "compaction",
     "lake.model",
     "evolution",
+    "grace",
 ]
 
 

@@ -205,7 +205,8 @@ class Lake:
             body = self.store.get(self._key(LAKE_KEY)).body
         except errors.NotFound as e:
             raise errors.LakeNotFound(
-                f"no Lethe lake at {self.uri} (no {LAKE_KEY}); create it with Lake.create"
+                f"no Lethe lake at {self.uri} (no {LAKE_KEY}); create it with Lake.create",
+                uri=self.uri,
             ) from e
         self._doc = model.decode(body, where=f"{self.uri}/{LAKE_KEY}")
         return self._doc
@@ -216,7 +217,9 @@ class Lake:
 
         def apply(body: bytes | None) -> bytes | None:
             if body is None:
-                raise errors.LakeNotFound(f"no Lethe lake at {self.uri}; create it first")
+                raise errors.LakeNotFound(
+                    f"no Lethe lake at {self.uri}; create it first", uri=self.uri
+                )
             doc = model.decode(body, where=where)
             new = change(doc)
             return None if new == doc else model.encode(new)
