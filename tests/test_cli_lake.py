@@ -82,3 +82,16 @@ def test_gc_text_says_graces_as_durations(
     lethe.Table.create(table_uri, SCHEMA, key="id")
     rc, out, _ = _run(["gc", table_uri, "--dry-run"], capsys)
     assert rc == 0 and "grace 7d, erasure grace 1h" in out, out
+
+
+def test_retention_and_clustering_say_durations_as_written(
+    table_uri: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 36 (habits): ``rows expire 12h`` (not ``43200s``), ``windows of 1d`` (not
+    ``86,400 s``)."""
+    schema = pa.schema([*SCHEMA, pa.field("ts", pa.timestamp("us", tz="UTC"))])
+    t = lethe.Table.create(table_uri, schema, key="id", cluster_by="customer_id",
+                           cluster_window=("ts", "1d"))  # fmt: skip
+    assert main(["retention", "set", table_uri, "--column", "ts", "--keep", "12h"]) == 0
+    assert "rows expire 12h after their 'ts'" in capsys.readouterr().out
+    assert "in windows of 1d of ts" in t.compact(dry_run=True).plan.describe()

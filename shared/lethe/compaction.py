@@ -47,6 +47,7 @@ from lethe.clustering import ClusterSpec, window_groups
 from lethe.clustering_io import output_positions, rewrite_clustered
 from lethe.context import TableContext
 from lethe.dv import encode_dv
+from lethe.grace import format_duration
 from lethe.index import catch_up, runs_for_files
 from lethe.index_erase import scrub_rows
 from lethe.layout import object_key
@@ -199,7 +200,7 @@ class CompactionPlan:
             lines.append("  no files to rewrite")
         if self.cluster is not None:
             c = self.cluster
-            window = f" in windows of {c.window_seconds:,} s of {c.time_column}"
+            window = f" in windows of {format_duration(c.window_seconds or 0)} of {c.time_column}"
             lines.append(
                 f"  clustering by {', '.join(c.columns)}{window if c.window_seconds else ''}"
             )

@@ -52,7 +52,7 @@ from lethe.context import TableContext
 from lethe.deletes import locate
 from lethe.erase import SpliceResult, process_erasure
 from lethe.filters import normalize
-from lethe.grace import parse_duration
+from lethe.grace import format_duration, parse_duration
 from lethe.index_erase import scrub_rows
 from lethe.manifest import (
     DataFile,
@@ -146,9 +146,7 @@ class RowRetention:
         return (now.astimezone(UTC) - timedelta(seconds=self.seconds)).replace(microsecond=0)
 
     def describe(self) -> str:
-        days, rest = divmod(self.seconds, 86400)
-        span = f"{days}d" if not rest else f"{self.seconds}s"
-        return f"rows expire {span} after their {self.column!r}"
+        return f"rows expire {format_duration(self.seconds)} after their {self.column!r}"
 
 
 def cut_value(t: pa.DataType, cutoff: datetime) -> int:
