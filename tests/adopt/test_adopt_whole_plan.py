@@ -44,7 +44,7 @@ def test_unknown_key_or_index_is_refused_before_any_write(
     src = _hive(s3, bucket)
     before = _all_keys(s3, bucket)
     uri = f"s3://{bucket}/tables/ev"
-    args = ["adopt", uri, src, *bad, *(["--dry-run"] if dry_run else [])]
+    args = ["-q", "adopt", uri, src, *bad, *(["--dry-run"] if dry_run else [])]
     assert main(args) == 2
     err = capsys.readouterr().err
     assert err.startswith("lethe: ") and named in err and "customer_id" in err and "dt" in err
@@ -69,7 +69,7 @@ def test_a_failed_adoption_leaves_nothing_behind(
     s3.put_object(Bucket=bucket, Key="raw/ev/dt=2026-01-03/nokey.parquet", Body=buf.getvalue())
     uri = f"s3://{bucket}/tables/ev"
     before = _all_keys(s3, bucket)
-    assert main(["adopt", uri, src, "--key", "id"]) == 2
+    assert main(["-q", "adopt", uri, src, "--key", "id"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("lethe: ") and "nokey.parquet" in err
     assert _all_keys(s3, bucket) == before
@@ -120,7 +120,7 @@ def test_partition_types_follow_the_table(
     buf = io.BytesIO()
     pq.write_table(events(500, 10), buf)
     s3.put_object(Bucket=bucket, Key="raw/ev/dt=2026-01-03/part-0.parquet", Body=buf.getvalue())
-    assert main(["adopt", strings, src, "--partition-type", "dt=date", "--no-ownership"]) == 2
+    assert main(["-q", "adopt", strings, src, "--partition-type", "dt=date", "--no-ownership"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("lethe: ") and "date32" in err and "string" in err
     assert main(["adopt", strings, src, "--no-ownership"]) == 0

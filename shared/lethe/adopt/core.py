@@ -45,6 +45,7 @@ from lethe.ownership import (
     release,
 )
 from lethe.partitions import PARTITION_META, partition_stats
+from lethe.progress import Progress, Tracker, track
 from lethe.store import S3Store, parse_s3_uri
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -118,6 +119,9 @@ class AdoptOptions:
     #: reads the footers (default :func:`~lethe.adopt.footers.read_footers`, in threads;
     #: ``spark_jobs/adopt.py`` reads them in Spark executors)
     footers: Callable[[S3Store, Sequence[SourceFile]], list[Footer]] | None = None
+    #: hears of each footer read (task ``"adopt footers"``) and each file committed
+    #: (``"adopt"``, by batch)
+    progress: Progress | None = None
 
 
 def detect_format(source: str, store: S3Store) -> str:
@@ -351,7 +355,13 @@ def adopt(cls: TableClass[Table], uri: str, source: str, opts: AdoptOptions) -> 
         )
     own = opts.take_ownership
     uuid = table.manifest.table_uuid if table is not None else None
-    footers = logical((opts.footers or read_footers)(store, listing.files), listing)
+    if opts.footers is None:
+        got = read_footers(store, listing.files, progress=opts.progress)
+    else:
+        with track(opts.progress, "adopt footers", total=len(listing.files), unit="files") as t:
+            got = opts.footers(store, listing.files)
+            t.advance(len(got))
+    footers = logical(got, listing)
     if not footers:
         return _nothing_new(uri, source, fmt, table, listing, opts, done, gone, store)
     schema, additions = _target_schema(footers, listing, opts, table)
@@ -361,13 +371,15 @@ def adopt(cls: TableClass[Table], uri: str, source: str, opts: AdoptOptions) -> 
     )
     if opts.dry_run:
         return plan_of(uri, listing, footers, schema, done, own, gone)
+    tracker = track(opts.progress, "adopt", total=len(footers), unit="files")
     if table is None:
         before = {o.key for o in store.list(f"{parse_s3_uri(uri)[1]}/")}  # a new prefix: 1 LIST
         table = _create(cls, uri, schema, key, opts, store)
-        _commit_new(table, footers, listing, opts, fmt, source, before)
+        _commit_new(table, footers, listing, opts, (fmt, source), before, tracker)
     else:
         _evolve(table, additions, opts.indexes)
-        _commit_all(table, footers, listing, opts, fmt, source)
+        _commit_all(table, footers, listing, opts, (fmt, source), tracker)
+    tracker.finish()
     log.info(
         "adopted %s files (%s bytes) in %s commits in %.2fs",
         len(footers),
@@ -483,17 +495,20 @@ def _commit_all(
     footers: Sequence[Footer],
     listing: SourceListing,
     opts: AdoptOptions,
-    fmt: str,
-    source: str,
+    what: tuple[str, str],
+    tracker: Tracker,
     start: int = 0,
 ) -> None:
-    """Commit ``footers`` in batches of ``opts.batch_files`` from batch number ``start``."""
+    """Commit ``footers`` in batches of ``opts.batch_files`` from batch number ``start``
+    (``what``: the source's format and URI), counting the files committed."""
     size = opts.batch_files
+    fmt, source = what
     for n in range(start, -(-len(footers) // size)):
         history = listing.history if n == 0 and opts.take_ownership else ()
         batch = footers[n * size : (n + 1) * size]
         commit_batch(table, batch, fmt=fmt, own=opts.take_ownership, number=n, history=history,
                      source=source)  # fmt: skip
+        tracker.advance(len(batch))
 
 
 def _commit_new(
@@ -501,19 +516,19 @@ def _commit_new(
     footers: Sequence[Footer],
     listing: SourceListing,
     opts: AdoptOptions,
-    fmt: str,
-    source: str,
+    what: tuple[str, str],
     before: set[str],
+    tracker: Tracker,
 ) -> None:
     """:func:`_commit_all` into the table this adoption created: when its first batch fails,
     the table and the claims are removed (:func:`_undo`), so nothing is left behind."""
     try:
-        _commit_all(table, footers[: opts.batch_files], listing, opts, fmt, source)
+        _commit_all(table, footers[: opts.batch_files], listing, opts, what, tracker)
     except BaseException:
         uris = [*(ft.source.uri for ft in footers[: opts.batch_files])]
         _undo(table, [*uris, *(h.uri for h in listing.history)], before)
         raise
-    _commit_all(table, footers, listing, opts, fmt, source, start=1)
+    _commit_all(table, footers, listing, opts, what, tracker, start=1)
 
 
 def _undo(table: TableLike, claimed: Sequence[str], before: set[str]) -> None:

@@ -15,9 +15,10 @@ Examples::
     lethe retention set s3://b/events --column event_time --keep 400d
     lethe lake forget s3://b/_lethe customer 42 --request-id gdpr-42
 
-Long commands (append, erase, purge, gc, iceberg publish, index create) show their progress
-on stderr: bars on a terminal, a few plain lines elsewhere, nothing with ``-q``/``--quiet``
-(:mod:`lethe.cli.bars`). Data and ``--json`` output go to stdout alone.
+Long commands (append, erase, purge, compact, gc, iceberg publish, index create, adopt, lake
+forget, retention sweep) show their progress on stderr: bars on a terminal, a few plain lines
+elsewhere, nothing with ``-q``/``--quiet`` (:mod:`lethe.cli.bars`). Data and ``--json``
+output go to stdout alone.
 """
 
 from __future__ import annotations

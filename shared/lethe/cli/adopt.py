@@ -60,6 +60,7 @@ def cmd_adopt(a: argparse.Namespace) -> int:
         dry_run=a.dry_run,
         source_format=a.format,
         batch_files=a.batch_files,
+        progress=a.progress,
     )
     if a.emr_application:
         return _start_on_emr(a)

@@ -154,6 +154,7 @@ def _forget(a: argparse.Namespace) -> int:
         request_id=a.request_id,
         mode=a.mode,
         splice=True if a.now else False if a.no_splice else None,
+        progress=a.progress,
     )
     what = "already committed" if r.duplicate else f"{r.rows_deleted} row(s)"
     print(
