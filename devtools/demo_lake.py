@@ -11,8 +11,8 @@ import pyarrow.compute as pc
 
 from devtools.audit import Needle
 from devtools.datagen import SCHEMA, generate
+from lethe.catalog.grace import format_duration
 from lethe.gc import collect
-from lethe.grace import format_duration
 from lethe.lake import Lake
 from lethe.table import Table
 

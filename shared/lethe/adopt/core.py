@@ -2,7 +2,7 @@
 
 :func:`adopt` lists the source (:func:`list_source`), reads only the footers, makes the schema
 (the union of the footers), and commits the files in batches (change kind ``adopt``,
-:class:`lethe.changes.AdoptFiles`), each an absolute ``s3://`` path with its ETag, its
+:class:`lethe.catalog.changes.AdoptFiles`), each an absolute ``s3://`` path with its ETag, its
 partition values and ownership; the rows the source had deleted become Lethe DVs in the same
 commit. Idempotent by (path, ETag): a re-run, or a run resumed after a crash between
 batches, adopts only the files not adopted yet; a file whose ETag changed is refused.
@@ -22,18 +22,18 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 import pyarrow as pa
 from pyroaring import BitMap64
 
-from lethe import dvstore, errors
+from lethe import errors
 from lethe.adopt.footers import Footer, read_footers
 from lethe.adopt.hive import list_parquet
 from lethe.adopt.names import check_readable, describe_file, logical, physical_names, with_aliases
 from lethe.adopt.plan import AdoptPlan, ColumnPlan, file_plan, history_plan, union_schema
 from lethe.adopt.source import HistoryObject, SourceFile, SourceListing
-from lethe.catalog import Direct
-from lethe.changes import AdoptFiles
-from lethe.index import initial_indexes, maintain
-from lethe.ingest.fit import same_type
-from lethe.manifest import DataFile, Operation
-from lethe.ownership import (
+from lethe.catalog.changes import AdoptFiles
+from lethe.catalog.commit import Direct
+from lethe.catalog.manifest import DataFile, Operation
+from lethe.catalog.partitions import PARTITION_META, partition_stats
+from lethe.dv import store as dvstore
+from lethe.erasure.ownership import (
     Ledger,
     LedgerEntry,
     TableRef,
@@ -44,13 +44,14 @@ from lethe.ownership import (
     legacy_entries,
     release,
 )
-from lethe.partitions import PARTITION_META, partition_stats
+from lethe.index.core import initial_indexes, maintain
+from lethe.ingest.fit import same_type
 from lethe.progress import Progress, Tracker, track
-from lethe.store import S3Store, parse_s3_uri
+from lethe.storage.store import S3Store, parse_s3_uri
 
 if TYPE_CHECKING:  # pragma: no cover
-    from lethe.catalog import Catalog
-    from lethe.snapshot import Snapshot
+    from lethe.catalog.commit import Catalog
+    from lethe.catalog.snapshot import Snapshot
 
 
 class TableLike(Protocol):
@@ -195,7 +196,7 @@ def _open(cls: TableClass[Table], uri: str, s3: Any | None) -> Table | None:
 
 def _pending(listing: SourceListing, table: TableLike | None) -> tuple[SourceListing, int, int]:
     """The listing without the files the table holds already (same path and ETag), nor those
-    it adopted before and has superseded since (its ledger, :mod:`lethe.ownership`: an
+    it adopted before and has superseded since (its ledger, :mod:`lethe.erasure.ownership`: an
     erasure's spliced originals stay in the bucket until GC); with how many of each.
 
     Raises:
@@ -478,7 +479,7 @@ def _check_plan(
 
 
 def _evolve(table: TableLike, additions: Sequence[pa.Field], indexes: Sequence[str]) -> None:
-    """An existing table's new columns (one schema commit, lethe.evolution rules) and indexes."""
+    """An existing table's new columns (one schema commit, lethe.catalog.evolution rules) and indexes."""
     if additions:
         update = table.update_schema()
         for f in additions:
@@ -564,7 +565,7 @@ def _create(
     Raises:
         TableExists: another process created a table at ``uri`` meanwhile.
     """
-    from lethe.catalog import Catalog
+    from lethe.catalog.commit import Catalog
 
     t = cls.create(uri, schema, key, s3=store.client, indexes=tuple(opts.indexes))
     return cls(Catalog(store, t.catalog.prefix), t.manifest)
@@ -605,7 +606,7 @@ def commit_batch(
     source had deleted and the index runs of the declared indexes. The batch's objects (and
     ``history``: a source's earlier snapshots and metadata, taken as owned and superseded)
     are claimed first (ownership markers) and recorded in the commit's ledger
-    (:mod:`lethe.ownership`)."""
+    (:mod:`lethe.erasure.ownership`)."""
     written_at = time.time()  # before the DV container and index pieces: the GC grace clock
     me = TableRef(uri=table.catalog.uri, uuid=table.manifest.table_uuid)
     claim(table.store, me, [ft.source.uri for ft in batch], own)

@@ -58,8 +58,8 @@ def cmd_lake(a: argparse.Namespace) -> int:
 
 def _no_lake(uri: str) -> str:
     """What to do about a lake URI without a lake (a table's URI given first, perhaps)."""
-    from lethe.layout import HEAD_KEY
-    from lethe.store import S3Store, parse_s3_uri
+    from lethe.storage.layout import HEAD_KEY
+    from lethe.storage.store import S3Store, parse_s3_uri
 
     bucket, prefix = parse_s3_uri(uri)
     try:
@@ -74,7 +74,7 @@ def _no_lake(uri: str) -> str:
 
 
 def _create(a: argparse.Namespace) -> int:
-    from lethe.grace import format_duration, parse_duration
+    from lethe.catalog.grace import format_duration, parse_duration
     from lethe.lake import Lake
 
     window = parse_duration(a.erasure_window) if a.erasure_window else None
@@ -84,7 +84,7 @@ def _create(a: argparse.Namespace) -> int:
 
 
 def _window_set(a: argparse.Namespace) -> int:
-    from lethe.grace import format_duration, parse_duration
+    from lethe.catalog.grace import format_duration, parse_duration
     from lethe.lake import Lake
 
     window = parse_duration(a.window)
@@ -190,7 +190,7 @@ def _cancel(a: argparse.Namespace) -> int:
 
 
 def _window(a: argparse.Namespace) -> int:
-    from lethe.grace import parse_duration
+    from lethe.catalog.grace import parse_duration
     from lethe.lake import Lake
 
     lake = Lake.open(a.uri)
@@ -217,7 +217,7 @@ def _window(a: argparse.Namespace) -> int:
 
 def _when(at: datetime) -> str:
     """``2026-11-29T00:00:00+00:00 (in 13h)``."""
-    from lethe.grace import format_duration
+    from lethe.catalog.grace import format_duration
 
     left = max(0, int((at - datetime.now(UTC)).total_seconds()))
     unit = 3600 if left >= 3600 else 60 if left >= 60 else 1
@@ -225,7 +225,7 @@ def _when(at: datetime) -> str:
 
 
 def _erasures(a: argparse.Namespace) -> int:
-    from lethe.grace import parse_duration
+    from lethe.catalog.grace import parse_duration
     from lethe.lake import Lake
 
     lake = Lake.open(a.uri)

@@ -24,8 +24,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from lethe.grace import format_duration
-from lethe.manifest import ErasureRecord
+from lethe.catalog.grace import format_duration
+from lethe.catalog.manifest import ErasureRecord
 
 __all__ = [
     "CATEGORIES",
