@@ -156,7 +156,7 @@ def test_every_bad_column_of_a_row_is_listed(
     rc, _, err = _append(table_uri, str(src), capsys)
     assert rc == 2 and err.startswith("lethe: SchemaMismatch:")
     where = "row 1"
-    for col, to in (("id", "int64"), ("event_time", "timestamp"), ("customer_id", "int")):
+    for col, to in (("id", "int64"), ("event_time", "timestamp"), ("customer_id", "int32")):
         assert f"column '{col}': values that do not convert to {to}" in err, err
     assert err.count(where) == (4 if fmt == "jsonl" else 3), err
     if fmt == "jsonl":

@@ -114,19 +114,22 @@ def _convert(
     name: str,
     make: Callable[[int, int], pa.Array],
     value_at: Callable[[int], Any],
+    shown: pa.DataType | None = None,
 ) -> tuple[pa.Array, dict[int, str]]:
     """``n`` values converted to ``target``; values that do not convert become null + a reason.
 
     ``make(lo, hi)`` converts the slice ``[lo, hi)``. The whole column is converted at once;
     only when that fails is the failing range bisected (vectorized halves), so clean data costs
     one conversion and dirty data O(bad x log n) conversions. ``value_at(i)`` is used only to
-    describe a bad value in its reason.
+    describe a bad value in its reason, which names ``shown`` (the column's type, when the
+    reader converts to another first) or ``target``.
     """
     bad: dict[int, str] = {}
 
     def why(i: int, e: Exception) -> str:
         return (
-            f"column {name!r}: cannot convert {_describe_value(value_at(i))} to {target} "
+            f"column {name!r}: cannot convert {_describe_value(value_at(i))} to "
+            f"{shown or target} "
             f"({_short(e)})"
         )
 

@@ -274,7 +274,10 @@ def _json_slow(
             )
             continue
         t = read_schema.field(idx).type
-        arr, why = _convert(len(col), t, name, partial(_py_slice, col, t), col.__getitem__)
+        col_t = schema.field(name).type if name in schema.names else t  # the reason names it
+        arr, why = _convert(
+            len(col), t, name, partial(_py_slice, col, t), col.__getitem__, shown=col_t
+        )
         for i, r in why.items():
             add_reason(pre_bad, i, r)
         arrays.append(arr)
