@@ -12,6 +12,7 @@ from functools import partial
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from lethe import errors
@@ -21,6 +22,7 @@ from lethe.ingest.conform import (
     _py_slice,
     _short,
     _structural_rejects,
+    add_reason,
     conform,
 )
 from lethe.ingest.inputs import InputObject
@@ -160,10 +162,12 @@ def _read_csv(
         yield Conformed(schema.empty_table(), _structural_rejects(uri, structural))
 
 
-def _json_read_schema(schema: pa.Schema) -> pa.Schema:
-    """What pyarrow's JSON reader is asked to produce (JSON has no dates, decimals, bytes)."""
+def _json_read_schema(schema: pa.Schema, alias: Mapping[str, str] | None = None) -> pa.Schema:
+    """What pyarrow's JSON reader is asked to produce (JSON has no dates, decimals, bytes);
+    an earlier name of a column (``alias``: old -> current) is read as that column."""
     fields = []
-    for f in schema:
+    olds = [(old, schema.field(new)) for old, new in (alias or {}).items() if new in schema.names]
+    for f in [*schema, *(g.with_name(old) for old, g in olds)]:
         t = f.type
         if pa.types.is_integer(t):
             t = pa.int64()
@@ -197,6 +201,31 @@ def _json_fast(chunk: bytes, read_schema: pa.Schema) -> pa.Table | None:
         return None
 
 
+def _aliased(raw: pa.Table, alias: Mapping[str, str]) -> tuple[pa.Table, dict[int, str]]:
+    """``raw`` with each column under an earlier name (``alias``: old -> current) as that
+    column, and the rows that give a column under both names (their reasons).
+
+    >>> t, bad = _aliased(pa.table({"note": ["a", "b"], "memo": [None, "c"]}), {"note": "memo"})
+    >>> t.column("memo").to_pylist(), bad
+    (['a', 'c'], {1: "column 'memo' comes twice (as 'note' and 'memo')"})
+    """
+    bad: dict[int, str] = {}
+    for old in [n for n in raw.column_names if n in alias]:
+        new, col = alias[old], raw.column(old)
+        at = raw.column_names.index(old)
+        if new not in raw.column_names:
+            raw = raw.rename_columns([new if n == old else n for n in raw.column_names])
+            continue
+        cur = raw.column(new)
+        col = col if col.type.equals(cur.type) else col.cast(cur.type)  # both read as one type
+        both = pc.and_(pc.is_valid(cur), pc.is_valid(col))
+        for i in pc.indices_nonzero(both).to_pylist():
+            add_reason(bad, i, f"column {new!r} comes twice (as {old!r} and {new!r})")
+        raw = raw.set_column(raw.column_names.index(new), new, pc.coalesce(cur, col))
+        raw = raw.remove_column(at)
+    return raw, bad
+
+
 def _json_slow(
     chunk: bytes,
     read_schema: pa.Schema,
@@ -205,12 +234,14 @@ def _json_slow(
     source: str,
     first_row: int,
     first_line: int,
+    alias: Mapping[str, str],
 ) -> Conformed:
     """Line-by-line parse of a chunk the fast reader refused: every line gets its own verdict."""
     texts: list[str] = []
     line_nos: list[int | None] = []
     values: list[dict[str, Any]] = []
     pre_bad: dict[int, str] = {}
+    unparsed: dict[int, str] = {}
     for j, raw_line in enumerate(chunk.split(b"\n")):
         line = raw_line.rstrip(b"\r")
         if not line.strip():
@@ -222,11 +253,11 @@ def _json_slow(
         try:
             obj = json.loads(line)
         except ValueError as e:
-            pre_bad[i] = f"not valid JSON ({_short(e)})"
+            unparsed[i] = f"not valid JSON ({_short(e)})"
             values.append({})
             continue
         if not isinstance(obj, dict):
-            pre_bad[i] = f"a JSON line must hold an object, not {type(obj).__name__}"
+            unparsed[i] = f"a JSON line must hold an object, not {type(obj).__name__}"
             values.append({})
             continue
         values.append(obj)
@@ -243,11 +274,16 @@ def _json_slow(
             )
             continue
         t = read_schema.field(idx).type
-        arr, why = _convert(len(col), t, name, partial(_py_slice, col, t), col.__getitem__)
+        col_t = schema.field(name).type if name in schema.names else t  # the reason names it
+        arr, why = _convert(
+            len(col), t, name, partial(_py_slice, col, t), col.__getitem__, shown=col_t
+        )
         for i, r in why.items():
-            pre_bad.setdefault(i, r)
+            add_reason(pre_bad, i, r)
         arrays.append(arr)
-    raw = pa.Table.from_arrays(arrays, names=list(names))
+    raw, twice = _aliased(pa.Table.from_arrays(arrays, names=list(names)), alias)
+    for i, r in twice.items():
+        add_reason(pre_bad, i, r)
     return conform(
         raw,
         schema,
@@ -256,11 +292,17 @@ def _json_slow(
         lines=line_nos,
         records=texts,
         pre_bad=pre_bad,
+        unparsed=unparsed,
     )
 
 
-def _read_json(open_stream: Opener, uri: str, schema: pa.Schema) -> Iterator[Conformed]:
-    read_schema = _json_read_schema(schema)
+def _read_json(
+    open_stream: Opener, uri: str, schema: pa.Schema, *, alias: Mapping[str, str] | None = None
+) -> Iterator[Conformed]:
+    """Rows of a JSON-lines file fitted to ``schema``; a key naming an earlier name of a
+    renamed column (``alias``: old -> current) is read as that column."""
+    alias = alias or {}
+    read_schema = _json_read_schema(schema, alias)
     row_no = 0
     line_no = 1
     rest = b""
@@ -280,6 +322,7 @@ def _read_json(open_stream: Opener, uri: str, schema: pa.Schema) -> Iterator[Con
                 body = chunk[:-1] if chunk.endswith(b"\n") else chunk
                 raw = _json_fast(body, read_schema)
                 if raw is not None:
+                    raw, twice = _aliased(raw, alias)
                     out = conform(
                         raw,
                         schema,
@@ -287,6 +330,7 @@ def _read_json(open_stream: Opener, uri: str, schema: pa.Schema) -> Iterator[Con
                         first_row=row_no,
                         first_line=line_no,
                         records=_LazyLines(body) if raw.num_rows else None,
+                        pre_bad=twice,
                     )
                 else:
                     out = _json_slow(
@@ -296,6 +340,7 @@ def _read_json(open_stream: Opener, uri: str, schema: pa.Schema) -> Iterator[Con
                         source=uri,
                         first_row=row_no,
                         first_line=line_no,
+                        alias=alias,
                     )
                 row_no += out.rows
                 yield out
