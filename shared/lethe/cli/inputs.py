@@ -33,10 +33,10 @@ from lethe.ingest.fit import as_table_types, fit, schema_problems
 from lethe.ingest.inputs import Format, detect_format, list_inputs
 from lethe.ingest.readers import (
     Opener,
-    _read_csv,
-    _read_json,
     open_object,
     open_parquet,
+    read_csv,
+    read_json,
 )
 from lethe.storage.store import S3Store, parse_s3_uri
 from lethe.table import Table
@@ -191,9 +191,9 @@ def _untyped_batches(
     rejects: list[pa.Table] = []
     chunk: Conformed
     if source.format == "csv":
-        chunks = _read_csv(source.open, source.uri, schema, alias=alias)
+        chunks = read_csv(source.open, source.uri, schema, alias=alias)
     else:
-        chunks = _read_json(source.open, source.uri, schema, alias=alias)
+        chunks = read_json(source.open, source.uri, schema, alias=alias)
     for chunk in chunks:
         if chunk.rejects.num_rows:
             rejects.append(chunk.rejects)

@@ -59,7 +59,7 @@ class Conformed:
         return int(self.good.num_rows + self.rejects.num_rows)
 
 
-def _short(e: Exception) -> str:
+def short(e: Exception) -> str:
     msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
     return msg if len(msg) <= 200 else msg[:197] + "..."
 
@@ -91,15 +91,15 @@ _CONVERSION_ERRORS = (
 )
 
 
-def _cast_slice(arr: pa.Array, target: pa.DataType, lo: int, hi: int) -> pa.Array:
+def cast_slice(arr: pa.Array, target: pa.DataType, lo: int, hi: int) -> pa.Array:
     return _cast(arr.slice(lo, hi - lo), target)
 
 
-def _arrow_value(arr: pa.Array, i: int) -> Any:
+def arrow_value(arr: pa.Array, i: int) -> Any:
     return arr[i].as_py()
 
 
-def _py_slice(values: list[Any], target: pa.DataType, lo: int, hi: int) -> pa.Array:
+def py_slice(values: list[Any], target: pa.DataType, lo: int, hi: int) -> pa.Array:
     return pa.array(values[lo:hi], type=target)
 
 
@@ -108,7 +108,7 @@ def _describe_value(v: Any) -> str:
     return s if len(s) <= 60 else s[:57] + "..."
 
 
-def _convert(
+def convert_values(
     n: int,
     target: pa.DataType,
     name: str,
@@ -130,7 +130,7 @@ def _convert(
         return (
             f"column {name!r}: cannot convert {_describe_value(value_at(i))} to "
             f"{shown or target} "
-            f"({_short(e)})"
+            f"({short(e)})"
         )
 
     def go(lo: int, hi: int) -> list[pa.Array]:
@@ -233,8 +233,8 @@ def _columns(
         if arr.type.equals(f.type):
             conv = arr
         else:
-            conv, why = _convert(
-                n, f.type, f.name, partial(_cast_slice, arr, f.type), partial(_arrow_value, arr)
+            conv, why = convert_values(
+                n, f.type, f.name, partial(cast_slice, arr, f.type), partial(arrow_value, arr)
             )
         for i, r in why.items():
             add_reason(bad, i, r)
@@ -295,7 +295,7 @@ def _rejects(
     )
 
 
-def _structural_rejects(source: str, items: Sequence[tuple[int | None, str, str]]) -> pa.Table:
+def structural_rejects(source: str, items: Sequence[tuple[int | None, str, str]]) -> pa.Table:
     """Rejects for rows that could not even be split into fields (line, reason, text)."""
     return pa.table(
         {

@@ -18,12 +18,12 @@ import pyarrow.parquet as pq
 from lethe import errors
 from lethe.ingest.conform import (
     Conformed,
-    _convert,
-    _py_slice,
-    _short,
-    _structural_rejects,
     add_reason,
     conform,
+    convert_values,
+    py_slice,
+    short,
+    structural_rejects,
 )
 from lethe.ingest.inputs import InputObject
 from lethe.storage.store import S3Store
@@ -103,7 +103,7 @@ Opener = Callable[[], io.BufferedIOBase]
 """Opens the object's bytes (decompressed) from the start; called once or twice per object."""
 
 
-def _read_csv(
+def read_csv(
     open_stream: Opener, uri: str, schema: pa.Schema, *, alias: Mapping[str, str] | None = None
 ) -> Iterator[Conformed]:
     """Rows of a CSV file fitted to ``schema``; a header naming an earlier name of a renamed
@@ -118,7 +118,7 @@ def _read_csv(
     if not names or not any(n.strip() for n in names):
         yield Conformed(
             schema.empty_table(),
-            _structural_rejects(uri, [(1, "the CSV file has no header line", first)]),
+            structural_rejects(uri, [(1, "the CSV file has no header line", first)]),
         )
         return
     structural: list[tuple[int | None, str, str]] = []
@@ -154,12 +154,12 @@ def _read_csv(
             if structural:
                 out = Conformed(
                     out.good,
-                    pa.concat_tables([_structural_rejects(uri, structural), out.rejects]),
+                    pa.concat_tables([structural_rejects(uri, structural), out.rejects]),
                 )
                 structural.clear()
             yield out
     if structural:
-        yield Conformed(schema.empty_table(), _structural_rejects(uri, structural))
+        yield Conformed(schema.empty_table(), structural_rejects(uri, structural))
 
 
 def _json_read_schema(schema: pa.Schema, alias: Mapping[str, str] | None = None) -> pa.Schema:
@@ -253,7 +253,7 @@ def _json_slow(
         try:
             obj = json.loads(line)
         except ValueError as e:
-            unparsed[i] = f"not valid JSON ({_short(e)})"
+            unparsed[i] = f"not valid JSON ({short(e)})"
             values.append({})
             continue
         if not isinstance(obj, dict):
@@ -275,8 +275,8 @@ def _json_slow(
             continue
         t = read_schema.field(idx).type
         col_t = schema.field(name).type if name in schema.names else t  # the reason names it
-        arr, why = _convert(
-            len(col), t, name, partial(_py_slice, col, t), col.__getitem__, shown=col_t
+        arr, why = convert_values(
+            len(col), t, name, partial(py_slice, col, t), col.__getitem__, shown=col_t
         )
         for i, r in why.items():
             add_reason(pre_bad, i, r)
@@ -296,7 +296,7 @@ def _json_slow(
     )
 
 
-def _read_json(
+def read_json(
     open_stream: Opener, uri: str, schema: pa.Schema, *, alias: Mapping[str, str] | None = None
 ) -> Iterator[Conformed]:
     """Rows of a JSON-lines file fitted to ``schema``; a key naming an earlier name of a
@@ -373,7 +373,7 @@ def open_parquet(source: Any, uri: str) -> pq.ParquetFile:
     try:
         return pq.ParquetFile(source if isinstance(source, str) else pa.PythonFile(source, "r"))
     except (pa.ArrowException, OSError) as e:
-        raise errors.UnsupportedFile(f"{uri} is not a readable Parquet file: {_short(e)}") from e
+        raise errors.UnsupportedFile(f"{uri} is not a readable Parquet file: {short(e)}") from e
 
 
 def _read_parquet(store: S3Store, obj: InputObject, schema: pa.Schema) -> Iterator[Conformed]:
@@ -395,9 +395,9 @@ def read_object(store: S3Store, obj: InputObject, schema: pa.Schema) -> Iterator
     if store.bucket != obj.bucket:
         raise errors.InvalidRequest(f"store of bucket {store.bucket!r} cannot read {obj.uri}")
     if obj.format == "csv":
-        return _read_csv(partial(open_object, store, obj), obj.uri, schema)
+        return read_csv(partial(open_object, store, obj), obj.uri, schema)
     if obj.format == "json":
-        return _read_json(partial(open_object, store, obj), obj.uri, schema)
+        return read_json(partial(open_object, store, obj), obj.uri, schema)
     if obj.format == "parquet":
         return _read_parquet(store, obj, schema)
     raise errors.InvalidRequest(f"unsupported format {obj.format!r}")
