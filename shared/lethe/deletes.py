@@ -28,7 +28,7 @@ from lethe.context import TableContext
 from lethe.filters import Dnf, normalize
 from lethe.index import IndexPlan, index_plans, row_groups_of, usable
 from lethe.index_erase import scrub_rows
-from lethe.layout import object_key
+from lethe.layout import DATA_PREFIX, object_key
 from lethe.manifest import (
     ErasureRecord,
     ErasureTarget,
@@ -263,6 +263,22 @@ def _scrub(
     return scrub_rows(ctx.store, ctx.prefix, base, found, pinned, pinned_rows)
 
 
+def older_copies(ctx: TableContext, base: Snapshot) -> bool:
+    """Whether rows may still be held outside ``base``'s live files: by a data object under
+    ``data/`` that is not live (superseded by a splice, a purge, a compaction or a TTL
+    sweep, and kept until GC), by what an erasure not yet archived superseded, or by
+    originals an adopted table replaced outside its prefix. One LIST of ``data/`` (none
+    when the manifest already says so); a file being appended counts too (it is not live
+    yet): the answer errs on the safe side."""
+    if base.erasures or base.manifest.adopted:
+        return True
+    live = {f.path for f in base.files}
+    start = len(object_key(ctx.prefix, ""))
+    return any(
+        o.key[start:] not in live for o in ctx.store.list(object_key(ctx.prefix, DATA_PREFIX))
+    )
+
+
 class _DVsOf:
     """The DVs of ``base``'s files, loaded on first use (once with the read that located the
     rows: the same :class:`~lethe.scan.DVCache`)."""
@@ -332,8 +348,13 @@ class _DeleteChange:
             for i in live
             if requests[i].erase and hashes[i] is not None and physical[i]
         }
+        # an erase no live file answers may still name rows that left them earlier (issue 35
+        # new1): their copies wait for GC in older files; its erasure ends with them
+        unmatched = [i for i in live if requests[i].erase and hashes[i] is not None]
+        unmatched = [i for i in unmatched if i not in targets]
+        before = unmatched if unmatched and older_copies(ctx, base) else []
         result = _Located(done, twins, conflicts, per_req, targets)
-        if not claimed and not targets:
+        if not claimed and not targets and not before:
             return Prepared(None, result)
         snap_dv = {p: base.file(p).dv for p in claimed}  # type: ignore[union-attr]
         written_at = time.time()  # before the container's PUT: the GC grace clock
@@ -364,6 +385,7 @@ class _DeleteChange:
             )
             for i, t in targets.items()
         ]
+        erasures += [ErasureRecord.erased_before(hashes[i]) for i in before]  # type: ignore[arg-type]
         op = Operation(
             kind=self.kind,  # type: ignore[arg-type]
             rows_deleted=sum(len(b) for b in claimed.values()),
