@@ -320,6 +320,16 @@ class _DeleteChange:
     def what(self) -> str:
         return self.kind
 
+    def _erased_before(
+        self, base: Snapshot, live: Sequence[int], targets: Mapping[int, Any]
+    ) -> list[int]:
+        """The erase requests no live row answers whose rows may have left the live files
+        earlier (issue 35 new1): their copies wait for GC in older objects, and each gets
+        an erasure record (:meth:`ErasureRecord.erased_before`) that ends with them."""
+        r, h = self.requests, self.hashes
+        unmatched = [i for i in live if r[i].erase and h[i] is not None and i not in targets]
+        return unmatched if unmatched and older_copies(self.ctx, base) else []
+
     def prepare(self, base: Snapshot) -> Prepared[_Located]:
         ctx, requests, hashes = self.ctx, self.requests, self.hashes
         done, twins, conflicts, live = _sort_requests(hashes, self.bodies, base)
@@ -348,11 +358,7 @@ class _DeleteChange:
             for i in live
             if requests[i].erase and hashes[i] is not None and physical[i]
         }
-        # an erase no live file answers may still name rows that left them earlier (issue 35
-        # new1): their copies wait for GC in older files; its erasure ends with them
-        unmatched = [i for i in live if requests[i].erase and hashes[i] is not None]
-        unmatched = [i for i in unmatched if i not in targets]
-        before = unmatched if unmatched and older_copies(ctx, base) else []
+        before = self._erased_before(base, live, targets)
         result = _Located(done, twins, conflicts, per_req, targets)
         if not claimed and not targets and not before:
             return Prepared(None, result)
