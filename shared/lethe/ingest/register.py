@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 from lethe import errors
 from lethe.catalog.evolution import SchemaMode
 from lethe.catalog.manifest import DataFile, request_hash
-from lethe.ingest.conform import _short
+from lethe.ingest.conform import short
 from lethe.ingest.inputs import upload_request_id
 from lethe.ingest.shapes import check_file_schema, registered_schema
 from lethe.reading.reader import FileHandle
@@ -174,7 +174,7 @@ def _footer(src: S3Store, key: str, etag: str, size: int) -> tuple[pq.FileMetaDa
         return md, md.schema.to_arrow_schema()
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
         raise errors.UnsupportedFile(
-            f"s3://{src.bucket}/{key}: unreadable Parquet schema: {_short(e)}"
+            f"s3://{src.bucket}/{key}: unreadable Parquet schema: {short(e)}"
         ) from e
 
 
