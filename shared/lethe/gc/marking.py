@@ -187,11 +187,13 @@ def mark(
 ) -> Marks:
     """Read the head (now), its landed successors and the retention window of its chain.
 
-    With ``erasure_grace``, an erasure whose splice commit is older than it cuts the window:
-    the splice commit is the oldest version kept, whatever ``retention`` says (the versions
-    before it still hold the erased rows: time travel to them is what an erasure ends).
-    Objects only those cut-off versions reference are ``released`` (they go with the
-    erasure, after its grace)."""
+    With ``erasure_grace``, an erasure whose splice commit is older than it makes what it
+    superseded go, whatever ``retention`` says: the retained versions before the splice
+    commit are kept when they read through the lineage (:mod:`lethe.gc.history`, issue 39:
+    ``mapped``, their roots as GC writes them anew) and the window is cut at the first one
+    that cannot (it may still hold the erased rows). Objects only the cut-off versions (or
+    the mapped versions' old roots) reference are ``released`` (they go with the erasure,
+    after its grace)."""
     head, _ = catalog.read_head()
     top = catalog.read_manifest(head.version)
     w = _Walk(catalog, top.table_uuid)
