@@ -32,6 +32,7 @@ from lethe.catalog.changes import AdoptFiles
 from lethe.catalog.commit import Direct
 from lethe.catalog.manifest import DataFile, Operation
 from lethe.catalog.partitions import PARTITION_META, partition_stats
+from lethe.catalog.schemas import same_type
 from lethe.dv import store as dvstore
 from lethe.erasure.ownership import (
     Ledger,
@@ -44,7 +45,6 @@ from lethe.erasure.ownership import (
     legacy_entries,
 )
 from lethe.index.core import maintain
-from lethe.ingest.fit import same_type
 from lethe.storage.store import S3Store, parse_s3_uri
 
 if TYPE_CHECKING:  # pragma: no cover
