@@ -29,10 +29,10 @@ from lethe.adopt.names import check_readable, describe_file, logical, physical_n
 from lethe.adopt.plan import AdoptPlan, ColumnPlan, file_plan, history_plan, union_schema
 from lethe.adopt.source import HistoryObject, SourceFile, SourceListing
 from lethe.catalog.changes import AdoptFiles
-from lethe.catalog.commit import Direct
 from lethe.catalog.manifest import DataFile, Operation
 from lethe.catalog.partitions import PARTITION_META, partition_stats
-from lethe.catalog.schemas import same_type
+from lethe.catalog.schemas import Add, Evolution, same_type
+from lethe.catalog.transaction import Staged
 from lethe.dv import store as dvstore
 from lethe.erasure.ownership import (
     Ledger,
@@ -71,7 +71,7 @@ class TableLike(Protocol):
     def key_of(self, rel: str) -> str: ...
     def refresh(self) -> Any: ...
     def update_schema(self) -> Any: ...
-    def _adopt(self, outcome: Any) -> None: ...
+    def transaction(self) -> Any: ...
 
 
 Table = TypeVar("Table", bound=TableLike, covariant=True)
@@ -354,15 +354,12 @@ def adopt(cls: TableClass[Table], uri: str, source: str, opts: AdoptOptions) -> 
     )
     if opts.dry_run:
         return plan_of(uri, listing, footers, schema, done, own, gone)
-    if table is not None and additions:  # one schema commit first (lethe.catalog.evolution rules)
-        update = table.update_schema()
-        for f in additions:
-            update = update.add_column(f.name, f.type)
-        update.commit()
-        table.refresh()
+    # new columns join the first batch's commit (lethe.catalog.evolution rules): one version
+    evolution = tuple(Add(f.name, f.type) for f in additions) if table is not None else ()
     table = table if table is not None else _create(cls, uri, schema, listing, opts, store)
+    late = [c for c in opts.indexes if c not in table.indexes and c not in table.schema.names]
     for col in opts.indexes:
-        if col not in table.indexes:
+        if col not in table.indexes and col not in late:
             table.create_index(col)
     key = table.key
     missing = [ft.source.uri for ft in footers if key not in ft.schema.names]
@@ -373,7 +370,12 @@ def adopt(cls: TableClass[Table], uri: str, source: str, opts: AdoptOptions) -> 
     batches = [footers[i : i + opts.batch_files] for i in range(0, len(footers), opts.batch_files)]
     for n, batch in enumerate(batches):
         history = listing.history if n == 0 and own else ()
-        commit_batch(table, batch, fmt=fmt, own=own, number=n, history=history, source=source)
+        evolve = evolution if n == 0 else ()
+        commit_batch(
+            table, batch, fmt=fmt, own=own, number=n, history=history, source=source, evolve=evolve
+        )
+        for col in late if n == 0 else ():  # an index on a column the batch added
+            table.create_index(col)
     log.info(
         "adopted %s files (%s bytes) in %s commits in %.2fs",
         len(footers),
@@ -404,10 +406,10 @@ def _create(
     return cls(Catalog(store, t.catalog.prefix), t.manifest)
 
 
-def data_file(ft: Footer, table: TableLike, own: bool) -> DataFile:
-    """The manifest entry of one adopted file (its stats from the footer, partition values as
-    constant-column stats)."""
-    groups, cols = describe_file(ft, table.schema, table.key)
+def data_file(ft: Footer, snap: Snapshot, own: bool) -> DataFile:
+    """The manifest entry of one adopted file, described under ``snap``'s schema (its stats
+    from the footer, partition values as constant-column stats)."""
+    groups, cols = describe_file(ft, snap.arrow_schema(), snap.key)
     # a partition column the file holds itself is read from the file
     part = {k: v for k, v in ft.source.partition.items() if k not in ft.schema.names}
     return DataFile(
@@ -418,7 +420,7 @@ def data_file(ft: Footer, table: TableLike, own: bool) -> DataFile:
         row_groups=groups,
         columns=cols | partition_stats(part, ft.metadata.num_rows),
         added_version=0,
-        schema_id=table.manifest.current_schema_id or None,
+        schema_id=snap.current_schema_id or None,
         partition=part,
         owned=own,
         mapped=True if ft.physical else None,
@@ -434,61 +436,82 @@ def commit_batch(
     number: int = 0,
     history: Sequence[SourceFile | HistoryObject] = (),
     source: str = "",
+    evolve: Sequence[Evolution] = (),
 ) -> None:
-    """Commit one batch of adopted files (one ``adopt`` commit), with DVs for the rows the
-    source had deleted and the index runs of the declared indexes. The batch's objects (and
-    ``history``: a source's earlier snapshots and metadata, taken as owned and superseded)
-    are claimed first (ownership markers) and recorded in the commit's ledger
-    (:mod:`lethe.erasure.ownership`)."""
+    """Commit one batch of adopted files (one ``adopt`` commit; with ``evolve``, the schema
+    changes that make the table take them join it: one version, a transaction), with DVs
+    for the rows the source had deleted and the index runs of the declared indexes. The
+    batch's objects (and ``history``: a source's earlier snapshots and metadata, taken as
+    owned and superseded) are claimed first (ownership markers) and recorded in the
+    commit's ledger (:mod:`lethe.erasure.ownership`)."""
     written_at = time.time()  # before the DV container and index pieces: the GC grace clock
     me = TableRef(uri=table.catalog.uri, uuid=table.manifest.table_uuid)
     claim(table.store, me, [ft.source.uri for ft in batch], own)
     claim(table.store, me, [h.uri for h in history], True)
-    ledger_key, ledger, merged = ledger_for_commit(
-        table.store,
-        table.catalog.prefix,
-        table.manifest,
-        Ledger(
-            table_uuid=me.uuid,
-            at=datetime.now(UTC),
-            source=source,
-            owned=own,
-            objects=(
-                *legacy_entries(table.manifest, live=True),  # a table from before ledgers
-                *(LedgerEntry(path=ft.source.uri, etag=ft.etag, size=ft.size) for ft in batch),
-                *(
-                    LedgerEntry(path=h.uri, etag=h.etag, size=h.size, kind="history")
-                    for h in history
+    tx = table.transaction()
+    if evolve:
+        tx.update_schema().extend(evolve).commit()  # staged in the transaction
+    batch_of = BatchOf(table, me, tuple(batch), fmt, own, number, tuple(history), source)
+    tx.stage(lambda snap, _: batch_of.staged(snap, written_at))
+    tx.commit()
+
+
+@dataclass(frozen=True, slots=True)
+class BatchOf:
+    """One batch of adopted files, staged on the snapshot a transaction gives it."""
+
+    table: TableLike
+    me: TableRef
+    batch: tuple[Footer, ...]
+    fmt: str
+    own: bool
+    number: int
+    history: tuple[SourceFile | HistoryObject, ...]
+    source: str
+
+    def staged(self, snap: Snapshot, written_at: float) -> Staged:
+        """The batch's ``adopt`` update on ``snap``: its ledger, DVs and index runs written
+        (removed again when the commit does not land)."""
+        table, batch, history = self.table, self.batch, self.history
+        ledger_key, ledger, merged = ledger_for_commit(
+            table.store,
+            table.catalog.prefix,
+            snap,
+            Ledger(
+                table_uuid=self.me.uuid,
+                at=datetime.now(UTC),
+                source=self.source,
+                owned=self.own,
+                objects=(
+                    *legacy_entries(snap, live=True),  # a table from before ledgers
+                    *(LedgerEntry(path=ft.source.uri, etag=ft.etag, size=ft.size) for ft in batch),
+                    *(
+                        LedgerEntry(path=h.uri, etag=h.etag, size=h.size, kind="history")
+                        for h in history
+                    ),
                 ),
             ),
-        ),
-    )
-    files = [data_file(ft, table, own) for ft in batch]
-    deleted = {ft.source.uri: BitMap64(ft.source.deleted) for ft in batch if ft.source.deleted}
-    containers: tuple[str, ...] = ()
-    if deleted:
-        refs = dvstore.write_dvs(table.store, table.catalog.prefix, deleted)
-        files = [f.model_copy(update={"dv": refs.get(f.path)}) for f in files]
-        containers = tuple({table.key_of(r.container) for r in refs.values() if r.container})
-    runs, merges, pieces = maintain(table.store, table.catalog.prefix, table.manifest, files)
-    op = Operation(
-        kind="adopt",
-        rows_added=sum(f.rows for f in files),
-        rows_deleted=sum(len(b) for b in deleted.values()),
-        files_added=len(files),
-        params={
-            "format": fmt,
-            "batch": number,
-            "bytes": sum(f.size for f in files),
-            **({"history": len(history)} if history else {}),
-        },
-    )
-    outcome = table.catalog.commit_change(
-        Direct(
-            AdoptFiles(tuple(files), op, runs, tuple(merges), ledger, len(history), merged),
-            written_at,
-            owned=(*containers, *pieces, ledger_key),
-            name="adopt",
         )
-    )
-    table._adopt(outcome)
+        files = [data_file(ft, snap, self.own) for ft in batch]
+        deleted = {ft.source.uri: BitMap64(ft.source.deleted) for ft in batch if ft.source.deleted}
+        containers: tuple[str, ...] = ()
+        if deleted:
+            refs = dvstore.write_dvs(table.store, table.catalog.prefix, deleted)
+            files = [f.model_copy(update={"dv": refs.get(f.path)}) for f in files]
+            containers = tuple({table.key_of(r.container) for r in refs.values() if r.container})
+        runs, merges, pieces = maintain(table.store, table.catalog.prefix, snap, files)
+        op = Operation(
+            kind="adopt",
+            rows_added=sum(f.rows for f in files),
+            rows_deleted=sum(len(b) for b in deleted.values()),
+            files_added=len(files),
+            params={
+                "format": self.fmt,
+                "batch": self.number,
+                "bytes": sum(f.size for f in files),
+                **({"history": len(history)} if history else {}),
+            },
+        )
+        update = AdoptFiles(tuple(files), op, runs, tuple(merges), ledger, len(history), merged)
+        written = (*containers, *pieces, ledger_key)
+        return Staged(update, written, written_at, rows=op.rows_added, files=len(files))
