@@ -450,7 +450,7 @@ def commit_batch(
     claim(table.store, me, [h.uri for h in history], True)
     tx = table.transaction()
     if evolve:
-        tx.update_schema().extend(evolve).commit()  # staged in the transaction
+        tx.update_schema().extend(evolve)  # staged in the transaction
     batch_of = BatchOf(table, me, tuple(batch), fmt, own, number, tuple(history), source)
     tx.stage(lambda snap, _: batch_of.staged(snap, written_at))
     tx.commit()

@@ -219,13 +219,17 @@ class Transaction:
         return self.stage(add)
 
     def update_schema(self) -> SchemaUpdate:
-        """A schema update that joins this transaction (its ``commit`` stages it)."""
+        """A schema update that joins this transaction where it is made: its changes (made
+        with or without ``with`` or ``.commit()``) apply before the steps staged after it."""
+        builder = SchemaUpdate(lambda changes: None)
 
-        def stage(changes: tuple[Evolution, ...]) -> None:
+        def step(snap: Snapshot, evolved: bool) -> Staged:
+            changes = builder.changes
             op = Operation(kind="schema", params=describe_changes(changes))
-            self.stage(lambda _, __: Staged(UpdateSchema(changes, op) if changes else None))
+            return Staged(UpdateSchema(changes, op) if changes else None)
 
-        return SchemaUpdate(stage)
+        self.stage(step)
+        return builder
 
     def set_properties(self, **changes: Any) -> Transaction:
         """Table properties changed in the same commit (see :meth:`lethe.Table.set_properties`)."""

@@ -140,9 +140,12 @@ def register_parquet(
     probe = DataFile(path="", size=size, etag="", rows=md.num_rows, row_groups=(), added_version=0)
     # checked on this handle's snapshot before the copy: a refusal has nothing to undo
     check = _add_step(probe, md, file_schema, schema_mode, rid)
-    TransactionChange((*steps, lambda snap, _: Staged(AddFiles(*check(snap))))).prepare(
-        table.manifest
-    )
+
+    def checked(snap: Snapshot, _: bool) -> Staged:
+        made = check(snap)
+        return Staged(AddFiles(tuple(made[0]), made[1]) if made is not None else None)
+
+    TransactionChange((*steps, checked)).prepare(table.manifest)
     rel = new_data_path()
     written_at = time.time()  # before the copy: the GC grace clock of the new object
     new_etag = _copy_into(table, src, key, table.key_of(rel), etag)
@@ -157,7 +160,7 @@ def _add_step(
     """The registered file as the snapshot it is given describes it: under the schema it is
     registered under (:func:`registered_schema`), with the upload's request id."""
 
-    def add(snap: Snapshot) -> tuple[list[DataFile], Operation]:
+    def add(snap: Snapshot) -> tuple[Sequence[DataFile], Operation]:
         sid, schema = registered_schema(snap, file_schema, md, mode)
         groups, cols = describe(md, schema, snap.key)
         key_type = snap.arrow_schema().field(snap.key).type
@@ -237,21 +240,21 @@ def _commit(
         version = twin.version if twin is not None else res.version
         rows = twin.rows if twin is not None else 0
         return RegisterResult(version, True, None, rows, 0, 0, time.perf_counter() - t0)
-    df = table.manifest.file(path)
-    assert df is not None
+    got = table.manifest.file(path)
+    assert got is not None
     log.info(
         "registered %s rows in %s row groups at version %s",
-        df.rows,
-        len(df.row_groups),
+        got.rows,
+        len(got.row_groups),
         res.version,
     )
     return RegisterResult(
         res.version,
         False,
-        df.path,
-        df.rows,
-        df.size,
-        len(df.row_groups),
+        got.path,
+        got.rows,
+        got.size,
+        len(got.row_groups),
         time.perf_counter() - t0,
     )
 

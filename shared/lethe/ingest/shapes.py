@@ -4,10 +4,10 @@
 A registered file is never rewritten, so it is read by the names and types of the schema
 of the history it is registered under (:mod:`lethe.reading.scan`, by field id from there). In
 ``strict`` mode that is the current schema, which the file must match
-(:func:`check_file_schema`). In ``merge`` mode the table first takes
-the file's new columns and wider types (:func:`lethe.catalog.evolution.merge_changes`, one schema
-commit; anything else refused with every differing column listed), then the file is
-registered under the newest schema it matches exactly (an old-shape file under its old
+(:func:`check_file_schema`). In ``merge`` mode the table takes the file's new columns and
+wider types (:func:`lethe.catalog.evolution.plan_merge`; anything else refused with every
+differing column listed) in the registration's own commit (:func:`schema_steps`, a
+transaction), and the file is registered under the newest schema it matches exactly (an old-shape file under its old
 schema, renamed columns included); a file matching none (a subset of the columns, some of
 them narrower than the table's) gets its own shape recorded in the history
 (:class:`~lethe.catalog.changes.RecordSchema`: the current ids, the file's names and types, never
@@ -283,6 +283,13 @@ def evolve_for_inputs(table: Table, objects: Sequence[InputObject], *, evolve_: 
         return 0
     with table.transaction() as tx:  # planned again on the version it commits on
         for _, shape in shapes:
-            tx.stage(lambda _, __, shape=shape: Staged(MergeSchema(shape)))
+            tx.stage(_merge_step(shape))
     log.info("evolved the schema for the inputs: %s changes", len(plan.changes))
     return len(plan.changes)
+
+
+def _merge_step(shape: pa.Schema) -> Step:
+    def merge(snap: Snapshot, evolved: bool) -> Staged:
+        return Staged(MergeSchema(shape))
+
+    return merge
