@@ -326,6 +326,7 @@ class Table:
                 commit (they are removed again; append anew).
         """
         tx = self.transaction()
+        tx.name = "append"
         tx.append(data, schema_mode=schema_mode, progress=progress)
         return tx.commit()  # type: ignore[no-any-return]
 

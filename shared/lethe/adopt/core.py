@@ -449,6 +449,7 @@ def commit_batch(
     claim(table.store, me, [ft.source.uri for ft in batch], own)
     claim(table.store, me, [h.uri for h in history], True)
     tx = table.transaction()
+    tx.name = "adopt"
     if evolve:
         tx.update_schema().extend(evolve)  # staged in the transaction
     batch_of = BatchOf(table, me, tuple(batch), fmt, own, number, tuple(history), source)

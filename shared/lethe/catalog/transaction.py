@@ -167,6 +167,8 @@ class Transaction:
         self._index = index
         self._steps: list[Step] = []
         self._done = False
+        #: names the commit in messages ("append" for ``Table.append``'s own)
+        self.name = "transaction"
         #: what :meth:`commit` returned (a :class:`lethe.CommitResult` from a table's
         #: transaction), once it ran: a ``with`` block's result
         self.result: Any = None
@@ -253,7 +255,7 @@ class Transaction:
         when it does not land), uploaded after ``written_at`` (the GC grace rule)."""
         self._open()
         self._done = True
-        change = TransactionChange(tuple(self._steps), self._discard, written_at, owned)
+        change = TransactionChange(tuple(self._steps), self._discard, written_at, owned, self.name)
         self.result = self._commit(change)
         return self.result
 

@@ -229,6 +229,7 @@ def _commit(
     as one version (a transaction: :mod:`lethe.catalog.transaction`); the copy is removed if
     it is not committed, e.g. when a redelivered twin committed first."""
     tx = table.transaction()
+    tx.name = "register"
     for step in steps:
         tx.stage(step)
     tx.add_files(add)
