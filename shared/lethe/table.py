@@ -354,13 +354,12 @@ class Table:
 
     def _forget(self, keys: Sequence[str]) -> None:
         """Delete uncommitted objects (table-relative keys; best effort: GC removes the rest)."""
-        if keys:
-            self.discard(
-                [
-                    DataFile(path=k, size=0, etag="", rows=0, row_groups=(), added_version=0)
-                    for k in keys
-                ]
-            )
+        if not keys:
+            return
+        try:
+            self.store.delete_many([self._catalog.key(k) for k in keys])
+        except errors.LetheError as e:
+            log.warning("could not remove %d uncommitted objects (%s); GC will", len(keys), e)
 
     def _append_step(self, data: Any, mode: SchemaMode, progress: Progress | None) -> Step:
         """The step of a transaction that writes ``data`` as files and adds them: in strict
@@ -404,8 +403,9 @@ class Table:
             return Staged(None, renewable=renewable)
         rows = sum(f.rows for f in files)
         # the files hold the table's rows in order: their index entries need no read-back
-        values = None
-        if isinstance(data, pa.Table) and data.num_rows == rows:
+        values = None  # (when written under the schema the indexes name their columns in)
+        same = snap.manifest.schema_b64 == mid.manifest.schema_b64
+        if isinstance(data, pa.Table) and data.num_rows == rows and same:
             values = {c.column: data.column(c.column) for c in mid.indexes}
         runs, merges, pieces = self._index_for(mid, files, values)
         op = Operation(kind="append", rows_added=rows, files_added=len(files))
@@ -442,11 +442,7 @@ class Table:
 
     def discard(self, files: Iterable[DataFile]) -> None:
         """Delete uncommitted data files (best effort: GC removes what is left)."""
-        keys = [self._catalog.key(f.path) for f in files]
-        try:
-            self.store.delete_many(keys)
-        except errors.LetheError as e:
-            log.warning("could not remove %d uncommitted files (%s); GC will", len(keys), e)
+        self._forget([f.path for f in files])
 
     def _written_at(self, files: Sequence[DataFile]) -> float:
         """When the oldest of ``files`` was uploaded (:meth:`TableContext.written_at`)."""

@@ -29,6 +29,7 @@ from lethe.adopt.names import check_readable, describe_file, logical, physical_n
 from lethe.adopt.plan import AdoptPlan, ColumnPlan, file_plan, history_plan, union_schema
 from lethe.adopt.source import HistoryObject, SourceFile, SourceListing
 from lethe.catalog.changes import AdoptFiles
+from lethe.catalog.evolution import plan_merge
 from lethe.catalog.manifest import DataFile, Operation
 from lethe.catalog.partitions import PARTITION_META, partition_stats
 from lethe.catalog.schemas import Add, Evolution, same_type
@@ -269,6 +270,30 @@ def _target_schema(
     return (pa.schema([*union, *additions]) if additions else union), additions
 
 
+def _evolution(table: TableLike, additions: Sequence[pa.Field]) -> tuple[Evolution, ...]:
+    """The schema changes that add ``additions`` to the table: the one fold
+    (:func:`~lethe.catalog.evolution.plan_merge`), so its rules hold (a name an earlier
+    column had is refused, large types added as their plain ones).
+
+    Raises:
+        SchemaMismatch: a new column is an earlier name of a table column (adopted files
+            are read by their own names: it would not be read).
+    """
+    if not additions:
+        return ()
+    required = [f for f in table.schema if not f.nullable]
+    plan = plan_merge(pa.schema([*required, *additions]), table.manifest)
+    added = {c.name for c in plan.changes if isinstance(c, Add)}
+    lost = [f.name for f in additions if f.name not in added]
+    if lost or len(added) != len(plan.changes):
+        raise errors.SchemaMismatch(
+            f"columns {lost} of the files to adopt are earlier names of table columns: "
+            "adopted files are read by their own names, so their values would not be read "
+            "(rename the columns back, or adopt into a new table)"
+        )
+    return plan.changes
+
+
 def _marked(given: pa.Schema, union: pa.Schema) -> pa.Schema:
     """``given`` with the partition marks of ``union`` (columns the files do not hold)."""
     marked = {f.name for f in union if PARTITION_META in (f.metadata or {})}
@@ -355,7 +380,7 @@ def adopt(cls: TableClass[Table], uri: str, source: str, opts: AdoptOptions) -> 
     if opts.dry_run:
         return plan_of(uri, listing, footers, schema, done, own, gone)
     # new columns join the first batch's commit (lethe.catalog.evolution rules): one version
-    evolution = tuple(Add(f.name, f.type) for f in additions) if table is not None else ()
+    evolution = _evolution(table, additions) if table is not None else ()
     table = table if table is not None else _create(cls, uri, schema, listing, opts, store)
     late = [c for c in opts.indexes if c not in table.indexes and c not in table.schema.names]
     for col in opts.indexes:

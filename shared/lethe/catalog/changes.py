@@ -102,6 +102,7 @@ __all__ = [
     "Update",
     "UpdateSchema",
     "UpgradeFormat",
+    "as_base",
     "unmet",
 ]
 
@@ -649,7 +650,7 @@ class Compose:
         for step in self.steps:
             if not isinstance(step, KINDS) or isinstance(step, Compose):
                 raise TypeError(f"{type(step).__name__} is not a change kind a Compose takes")
-            at = base if cur is None else _as_base(cur, base)
+            at = base if cur is None else as_base(cur, base)
             if cur is not None and (why := unmet(at, step.requirements())) is not None:
                 raise errors.CommitConflict(f"a transaction's {step.what} conflicts: {why}")
             nxt = step.apply(at)
@@ -661,7 +662,7 @@ class Compose:
         return cur.evolve(operation=_combined(ops))
 
 
-def _as_base(nxt: Snapshot, base: Snapshot) -> Snapshot:
+def as_base(nxt: Snapshot, base: Snapshot) -> Snapshot:
     """``nxt`` (version N+1 over ``base``) as a base for the next step of one commit: the
     next step makes version N+1 again, holding both."""
     return nxt.evolve(version=base.version, previous=base.previous)

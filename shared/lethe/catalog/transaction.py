@@ -36,11 +36,11 @@ from lethe.catalog.changes import (
     SetProperties,
     Update,
     UpdateSchema,
+    as_base,
 )
 from lethe.catalog.commit import Prepared
 from lethe.catalog.evolution import SchemaMode, SchemaUpdate, describe_changes
 from lethe.catalog.manifest import DataFile, IndexRun, Operation
-from lethe.catalog.schemas import Evolution
 from lethe.catalog.snapshot import Snapshot
 from lethe.catalog.transforms import Merge
 
@@ -112,21 +112,16 @@ class TransactionChange:
                 st = step(mid, evolved)
                 written.extend(st.written)
                 stamps.extend([st.written_at] if st.written_at is not None else [])
-                renewable, rows, files = (
-                    renewable and st.renewable,
-                    rows + st.rows,
-                    files + st.files,
-                )
-                if st.update is None:
+                renewable = renewable and st.renewable
+                nxt = st.update.apply(mid) if st.update is not None else None
+                if st.update is None or nxt is None:
                     continue
                 if evolved and isinstance(st.update, _FILE_KINDS):
                     pin = SchemaIs.of(base)
-                nxt = st.update.apply(mid)
-                if nxt is None:
-                    continue
                 updates.append(st.update)
+                rows, files = rows + st.rows, files + st.files
                 evolved = evolved or isinstance(st.update, _SCHEMA_KINDS)
-                mid = nxt.evolve(version=base.version, previous=base.previous)
+                mid = as_base(nxt, base)
         except BaseException:
             self.discard(written)
             raise
