@@ -36,7 +36,7 @@ import pyarrow.compute as pc
 
 from lethe import errors
 from lethe.catalog.schemas import fits
-from lethe.ingest.conform import _arrow_value, _cast_slice, _convert
+from lethe.ingest.conform import arrow_value, cast_slice, convert_values
 
 __all__ = ["fit", "schema_problems"]
 
@@ -90,8 +90,8 @@ def fit(data: pa.Table, schema: pa.Schema, *, typed: bool = True, first_row: int
             arr = col.combine_chunks()
             if pa.types.is_dictionary(arr.type):
                 arr = arr.dictionary_decode()
-            conv, bad = _convert(
-                n, f.type, f.name, partial(_cast_slice, arr, f.type), partial(_arrow_value, arr)
+            conv, bad = convert_values(
+                n, f.type, f.name, partial(cast_slice, arr, f.type), partial(arrow_value, arr)
             )
             if bad:
                 problems.append(
