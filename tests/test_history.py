@@ -98,7 +98,7 @@ def test_gc_completes_the_erasure_and_keeps_every_version(table_uri: str) -> Non
     originals were kept for the older versions, or the versions expired); now the
     superseded objects go, every version stays readable without the person, the receipt is
     `complete` and lists the versions mapped, and no object of the table names the person."""
-    t = lethe.Table.create(table_uri, SCHEMA, key="customer", gc_grace="2s")
+    t = lethe.Table.create(table_uri, SCHEMA, key="customer", gc_grace="60s")
     model = {}
     for start in (0, 20, 40):
         t.append(rows(start, 20))
@@ -153,7 +153,7 @@ def test_the_iceberg_view_keeps_its_current_snapshot_through_an_erasure(
     snapshot without the person, and the view's data manifests of the old versions are gone."""
     from pyiceberg.table import StaticTable
 
-    t = lethe.Table.create(table_uri, SCHEMA, key="customer", gc_grace="2s", iceberg_view=True)
+    t = lethe.Table.create(table_uri, SCHEMA, key="customer", gc_grace="60s", iceberg_view=True)
     for start in (0, 20):
         t.append(rows(start, 20))
     t.erase([("customer", "=", "c4")], request_id="gone-c4")
@@ -195,7 +195,7 @@ def test_index_lookups_on_an_old_version_stay_correct(table_uri: str) -> None:
     """Issue 39 item 1: on a table with a secondary index, an old version read through the
     lineage answers lookups and indexed filters without the erased rows (it reads the
     replacements, pruned by their statistics), before and after GC deleted the old pieces."""
-    t = lethe.Table.create(table_uri, EVENTS, key="id", indexes=("customer_id",), gc_grace="2s")
+    t = lethe.Table.create(table_uri, EVENTS, key="id", indexes=("customer_id",), gc_grace="60s")
     for start in (0, 20):
         t.append(people(start, 20))
     v = t.version

@@ -60,7 +60,7 @@ class History(RuleBasedStateMachine):
     def create(self) -> None:
         self.uri = f"s3://{self.bucket}/h{uuid.uuid4().hex[:8]}"
         self.t = lethe.Table.create(
-            self.uri, SCHEMA, key="customer_id", gc_grace="2s", row_group_bytes=1 << 20
+            self.uri, SCHEMA, key="customer_id", gc_grace="60s", row_group_bytes=1 << 20
         )
         self.next_id = 0
         self.next_customer = 0
