@@ -165,9 +165,7 @@ class SchemaIs:
         return SchemaIs(base.current_schema_id, max(ids, default=0))
 
 
-Requirement: TypeAlias = (
-    FileLive | FileHasDV | RequestAbsent | PiecesPresent | SchemaIs | LineageIs
-)
+Requirement: TypeAlias = FileLive | FileHasDV | RequestAbsent | PiecesPresent | SchemaIs | LineageIs
 
 
 def unmet(base: Snapshot, requirements: Iterable[Requirement]) -> str | None:
