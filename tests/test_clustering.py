@@ -28,6 +28,7 @@ from lethe.maintenance.clustering import (
     window_ids,
 )
 from lethe.maintenance.compaction import CompactionOptions, run_rewrite_task
+from tests.engines import iceberg_view
 
 SMALL = {"target_file_bytes": 200_000, "row_group_bytes": 40_000}
 HOUR_US = 3_600_000_000
@@ -220,19 +221,9 @@ def test_cluster_can_be_turned_off_per_run_and_is_refused_without_cluster_by(
 
 
 def test_the_iceberg_view_publishes_the_sort_order(table: lethe.Table, aws: Any) -> None:
-    from pyiceberg.table import StaticTable
-
     table.compact()
     uri = table.publish_iceberg()
-    view = StaticTable.from_metadata(
-        uri,
-        properties={
-            "s3.endpoint": aws.endpoint,
-            "s3.access-key-id": "testing",
-            "s3.secret-access-key": "testing",
-            "s3.region": "us-east-1",
-        },
-    )
+    view = iceberg_view(aws, uri)
     order = view.sort_order()
     assert order.order_id == SORT_ORDER_ID
     (field,) = order.fields
