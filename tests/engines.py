@@ -5,6 +5,7 @@ never uses them does not pay for the import."""
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 REGION = "us-east-1"
@@ -54,3 +55,20 @@ def delta_options(aws: Any) -> dict[str, str]:
         "AWS_ALLOW_HTTP": "true",
         "AWS_S3_ALLOW_UNSAFE_RENAME": "true",
     }
+
+
+# A Glue table's storage descriptor for Parquet files (what Athena and Spark write).
+GLUE_PARQUET_SD = {
+    "InputFormat": "org.apache.hadoop.hive.ql.io.parquet.MapredParquetInputFormat",
+    "OutputFormat": "org.apache.hadoop.hive.ql.io.parquet.MapredParquetOutputFormat",
+    "SerdeInfo": {
+        "SerializationLibrary": "org.apache.hadoop.hive.ql.io.parquet.serde.ParquetHiveSerDe"
+    },
+}
+
+
+def glue_database(glue: Any) -> str:
+    """A new Glue database (a fresh name) through the boto3 ``glue`` client."""
+    name = f"db_{uuid.uuid4().hex[:8]}"
+    glue.create_database(DatabaseInput={"Name": name})
+    return name

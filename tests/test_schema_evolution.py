@@ -567,7 +567,6 @@ def test_the_cli_refuses_a_new_shape_then_merges_it(
 
 
 def test_the_iceberg_view_follows_every_schema(aws: Any, table_uri: str) -> None:
-
     t = lethe.Table.create(table_uri, SCHEMA, key="id")
     t.append(rows(0, 10))
     v1, uri1 = t.version, t.publish_iceberg()

@@ -17,7 +17,13 @@ from deltalake import DeltaTable, write_deltalake
 
 import lethe
 from lethe.iceberg import publish
-from tests.engines import delta_options, glue_catalog, iceberg_view
+from tests.engines import (
+    GLUE_PARQUET_SD,
+    delta_options,
+    glue_catalog,
+    glue_database,
+    iceberg_view,
+)
 
 
 def _data(start: int, n: int) -> pa.Table:
@@ -91,15 +97,7 @@ def test_adopt_a_glue_table_with_typed_partitions(aws: Any, s3: Any, bucket: str
     import pyarrow.parquet as pq
 
     glue = aws.client("glue")
-    db = f"db_{uuid.uuid4().hex[:8]}"
-    glue.create_database(DatabaseInput={"Name": db})
-    sd = {
-        "InputFormat": "org.apache.hadoop.hive.ql.io.parquet.MapredParquetInputFormat",
-        "OutputFormat": "org.apache.hadoop.hive.ql.io.parquet.MapredParquetOutputFormat",
-        "SerdeInfo": {
-            "SerializationLibrary": "org.apache.hadoop.hive.ql.io.parquet.serde.ParquetHiveSerDe"
-        },
-    }
+    db = glue_database(glue)
     cols = [{"Name": "id", "Type": "bigint"}, {"Name": "customer_id", "Type": "int"}]
     glue.create_table(
         DatabaseName=db,
@@ -107,7 +105,11 @@ def test_adopt_a_glue_table_with_typed_partitions(aws: Any, s3: Any, bucket: str
             "Name": "events",
             "TableType": "EXTERNAL_TABLE",
             "Parameters": {"classification": "parquet"},
-            "StorageDescriptor": {**sd, "Columns": cols, "Location": f"s3://{bucket}/raw/g"},
+            "StorageDescriptor": {
+                **GLUE_PARQUET_SD,
+                "Columns": cols,
+                "Location": f"s3://{bucket}/raw/g",
+            },
             "PartitionKeys": [{"Name": "dt", "Type": "date"}],
         },
     )
@@ -121,7 +123,10 @@ def test_adopt_a_glue_table_with_typed_partitions(aws: Any, s3: Any, bucket: str
             TableName="events",
             PartitionInput={
                 "Values": [day],
-                "StorageDescriptor": {**sd, "Location": f"s3://{bucket}/raw/g/dt={day}/"},
+                "StorageDescriptor": {
+                    **GLUE_PARQUET_SD,
+                    "Location": f"s3://{bucket}/raw/g/dt={day}/",
+                },
             },
         )
     t = lethe.Table.adopt(f"s3://{bucket}/tables/g", f"glue://{db}/events", key="id", glue=glue)

@@ -67,6 +67,17 @@ def plan_pages(
     return splice(footer, edits, [Extent(tail_from, data[tail_from:])], page_level=page_level)
 
 
+def assert_victims_gone(
+    data: bytes, new: bytes, ids: Any, victims: Iterable[int], layout: str
+) -> None:
+    """Each victim's name and id, in ``data``, are in no byte of the spliced ``new``."""
+    for v in victims:
+        name = f"person-{ids[v]:09d}".encode()
+        assert name in data
+        assert name not in new, (layout, v)
+        assert int(ids[v]).to_bytes(8, "little") not in new, (layout, v)
+
+
 def spliced(data: bytes, erase: Mapping[int, Iterable[int]]) -> tuple[bytes, SplicePlan]:
     plan = plan_pages(data, erase)
     new = apply_segments(plan.segments, data)
@@ -217,11 +228,7 @@ def test_no_trace_of_erased_values() -> None:
         new, plan = spliced(data, erase)
         if layout.startswith("plain"):
             assert plan.groups[1].level == "page", plan.groups[1]
-        for v in victims:
-            name = f"person-{ids[v]:09d}".encode()
-            assert name in data
-            assert name not in new, (layout, v)
-            assert int(ids[v]).to_bytes(8, "little") not in new, (layout, v)
+        assert_victims_gone(data, new, ids, victims, layout)
         meta = footer_of(new).metadata
         for cc in meta.row_groups[1].columns:
             assert cc.column_index_offset is not None and cc.column_index_length is not None

@@ -18,7 +18,14 @@ import pyarrow.parquet as pq
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pqhelpers import expected, footer_of, read_pyarrow, write
-from test_pq_partial import LAYOUTS, assert_dictionary_pages_first, plan_pages, table
+from test_pq_partial import (
+    LAYOUTS,
+    assert_dictionary_pages_first,
+    assert_victims_gone,
+    cases,
+    plan_pages,
+    table,
+)
 
 from lethe.parquet.enums import Encoding, PageType
 from lethe.parquet.footer import (
@@ -323,11 +330,7 @@ def test_no_trace_anywhere() -> None:
         new, plan, _, _ = sparse(data, {1: [v - 4000 for v in victims]})
         if layout.startswith("plain"):
             assert plan.groups[1].level == "page", plan.groups[1]
-        for v in victims:
-            name = f"person-{ids[v]:09d}".encode()
-            assert name in data
-            assert name not in new, (layout, v)
-            assert int(ids[v]).to_bytes(8, "little") not in new, (layout, v)
+        assert_victims_gone(data, new, ids, victims, layout)
         # bloom filters hold hashes: each is the one built from the remaining values alone
         erase = {1: [v - 4000 for v in victims]}
         dense = apply_segments(plan_pages(data, erase, page_level=False).segments, data)
@@ -342,29 +345,6 @@ def test_no_trace_anywhere() -> None:
                 ours = new[a.bloom_filter_offset :][: a.bloom_filter_length or 0]
                 theirs = dense[b.bloom_filter_offset :][: b.bloom_filter_length or 0]
                 assert ours and ours == theirs, layout
-
-
-@st.composite
-def cases(draw: st.DrawFn) -> tuple[pa.Table, dict[str, Any], dict[int, list[int]]]:
-    n = draw(st.integers(50, 6000))
-    t = table(n, draw(st.integers(0, 2**16)))
-    layout = dict(LAYOUTS[draw(st.sampled_from(sorted(LAYOUTS)))])
-    layout.pop("bloom_filter_options", None)
-    rgs = draw(st.sampled_from([n, max(1, n // 2), max(1, n // 3)]))
-    kwargs = layout | {
-        "row_group_size": rgs,
-        "write_page_index": True,
-        "write_batch_size": 64,
-        "data_page_size": draw(st.sampled_from([512, 2048, 8192])),
-        "bloom_filter_options": {"id": {"ndv": 1000}} if draw(st.booleans()) else None,
-    }
-    groups = -(-n // rgs)
-    erase: dict[int, list[int]] = {}
-    for g in draw(st.sets(st.integers(0, groups - 1), min_size=1)):
-        size = min(rgs, n - g * rgs)
-        most = draw(st.sampled_from([1, 3, 10, size]))
-        erase[g] = sorted(draw(st.sets(st.integers(0, size - 1), min_size=1, max_size=most)))
-    return t, kwargs, erase
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
