@@ -95,3 +95,31 @@ def test_retention_and_clustering_say_durations_as_written(
     assert main(["retention", "set", table_uri, "--column", "ts", "--keep", "12h"]) == 0
     assert "rows expire 12h after their 'ts'" in capsys.readouterr().out
     assert "in windows of 1d of ts" in t.compact(dry_run=True).plan.describe()
+
+
+def test_lake_gc_collects_every_table_and_completes_the_request(
+    bucket: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 36 (habits): ``lethe lake gc LAKE`` runs GC over every table of the lake: after a
+    forget spliced at once, a dry run deletes nothing and the receipt stays ``removed``; the
+    real run deletes the superseded originals in every table and the receipt is complete."""
+    uri = f"s3://{bucket}/_lethe"
+    assert main(["lake", "create", uri, "--erasure-window", "0"]) == 0
+    tables = [f"s3://{bucket}/tables/{n}" for n in ("orders", "tickets")]
+    for i, table in enumerate(tables):
+        t = lethe.Table.create(table, SCHEMA, key="id")
+        t.append(pa.table({"id": [10 * i + 1, 10 * i + 2], "customer_id": [7, 8]}, schema=SCHEMA))
+        assert main(["lake", "add", uri, table]) == 0
+        assert main(["lake", "map", uri, "customer", table, "customer_id"]) == 0
+    assert main(["lake", "forget", uri, "customer", "7", "--request-id", "r-gc"]) == 0
+    assert Lake.open(uri).erasure_status("r-gc").state == "removed"
+    capsys.readouterr()
+    gc = ["lake", "gc", uri, "--retention", "1v", "--erasure-grace", "0s"]
+    rc, out, _ = _run([*gc, "--dry-run"], capsys)
+    assert rc == 0 and all(t in out for t in tables) and "dry run: nothing deleted" in out
+    assert Lake.open(uri).erasure_status("r-gc").state == "removed"
+    rc, out, _ = _run(gc, capsys)
+    assert rc == 0 and "2 table(s) collected" in out
+    assert Lake.open(uri).erasure_status("r-gc").state == "complete"
+    for table in tables:
+        assert lethe.Table.open(table).scan().column("customer_id").to_pylist() == [8]

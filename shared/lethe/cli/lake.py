@@ -33,6 +33,8 @@ import sys
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from lethe.catalog.grace import DEFAULT_ERASURE_GRACE, DEFAULT_RETENTION
+
 if TYPE_CHECKING:  # the lake loads with the command that needs it
     from lethe.lake.receipt import LakeReceipt
 
@@ -102,6 +104,45 @@ def _window_set(a: argparse.Namespace) -> int:
         + " (requests not spliced yet included)"
     )
     return 0
+
+
+def _gc(a: argparse.Namespace) -> int:
+    """GC over every table of the lake (:func:`lethe.gc.collect` on each), then the lake's own
+    leftovers: values objects no request names any more, finished requests archived."""
+    from lethe.gc import collect
+    from lethe.lake import Lake
+
+    lake = Lake.open(a.uri)
+    failed = 0
+    reports = {}
+    for uri in lake.tables():
+        r = collect(
+            uri,
+            retention=a.retention,
+            grace=a.grace,
+            erasure_grace=a.erasure_grace,
+            dry_run=a.dry_run,
+            progress=a.progress,
+        )
+        failed += bool(r.failed)
+        reports[uri] = r
+        if not a.json:
+            print(f"{uri}: {r.describe()}")
+    swept = archived = 0
+    if not a.dry_run:
+        swept = lake.sweep_values()
+        archived = lake.archive()
+    if a.json:
+        doc = {u: r.model_dump(mode="json") for u, r in reports.items()}
+        print(json.dumps({"tables": doc, "values_swept": swept, "archived": archived}, indent=2))
+    else:
+        print(
+            f"lake {lake.uri}: {len(reports)} table(s) collected"
+            + (" (dry run: nothing deleted)" if a.dry_run else "")
+            + f"; {swept} values object(s) swept, {archived} finished request(s) archived"
+            + (f"; {failed} table(s) with failed deletions (exit 1)" if failed else "")
+        )
+    return 1 if failed else 0
 
 
 def _add(a: argparse.Namespace) -> int:
@@ -261,6 +302,7 @@ _ACTIONS = {
     "cancel": _cancel,
     "window": _window,
     "window-set": _window_set,
+    "gc": _gc,
     "erasures": _erasures,
 }
 
@@ -313,6 +355,18 @@ def register(sub: Any) -> None:
         "window",
         help="how long erase requests wait to be spliced together: 1d, 6h, 30m; 0: at once",
     )
+    c = acts.add_parser(
+        "gc",
+        help="garbage-collect every table of the lake (as `lethe gc`), then the lake's leftovers",
+    )
+    c.add_argument("uri")
+    c.add_argument("--dry-run", action="store_true", help="report only; delete nothing")
+    c.add_argument("--retention", default=DEFAULT_RETENTION, help="as `lethe gc --retention`")
+    c.add_argument("--grace", default=None, help="as `lethe gc --grace` (the table's by default)")
+    c.add_argument(
+        "--erasure-grace", default=DEFAULT_ERASURE_GRACE, help="as `lethe gc --erasure-grace`"
+    )
+    c.add_argument("--json", action="store_true", help="print every table's report as JSON")
     c = acts.add_parser(
         "resume", help="finish pending requests (after a crash); exit 1 if any fails"
     )
