@@ -185,25 +185,25 @@ class LambdaRuntime(Construct):
                     f"{built.relative_to(ROOT)} is missing: run `make layer` "
                     "(python -m layers.build) before synthesizing"
                 )
+        contents = (
+            (
+                "Dependencies",
+                deps_zip,
+                "Lethe runtime dependencies (pyarrow, pyroaring, pydantic, Powertools, boto3) "
+                f"from uv.lock, for python{c.LAMBDA_PYTHON_VERSION} {c.LAMBDA_WHEEL_PLATFORM}",
+            ),
+            ("Library", lib_zip, "The lethe library (shared/lethe)"),
+        )
         self.layers = [
             lambda_.LayerVersion(
                 self,
-                "Dependencies",
-                code=lambda_.Code.from_asset(str(deps_zip)),
+                name,
+                code=lambda_.Code.from_asset(str(built)),
                 compatible_runtimes=[RUNTIME],
                 compatible_architectures=[ARCHITECTURE],
-                description="Lethe runtime dependencies (pyarrow, pyroaring, pydantic, "
-                "Powertools, boto3) from uv.lock, for "
-                f"python{c.LAMBDA_PYTHON_VERSION} {c.LAMBDA_WHEEL_PLATFORM}",
-            ),
-            lambda_.LayerVersion(
-                self,
-                "Library",
-                code=lambda_.Code.from_asset(str(lib_zip)),
-                compatible_runtimes=[RUNTIME],
-                compatible_architectures=[ARCHITECTURE],
-                description="The lethe library (shared/lethe)",
-            ),
+                description=description,
+            )
+            for name, built, description in contents
         ]
         self.code = lambda_.Code.from_asset(
             str(ROOT / c.FUNCTIONS_DIR), exclude=list(c.ASSET_EXCLUDES)
