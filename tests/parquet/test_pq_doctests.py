@@ -24,6 +24,9 @@ MODULES = [
     "pages",
     "chunkmeta",
     "chunkvalues",
+    "bloom",
+    "sbbf",
+    "dictpages",
 ]
 
 

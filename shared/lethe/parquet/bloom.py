@@ -46,7 +46,7 @@ __all__ = [
 BLOOM_FPP = 0.05
 """The false-positive rate pyarrow's filters are sized with (with :func:`bloom_ndv`)."""
 
-_WIDTH = {
+_WIDTH: dict[int, int] = {
     PhysicalType.BOOLEAN: 1,
     PhysicalType.INT32: 4,
     PhysicalType.INT64: 8,

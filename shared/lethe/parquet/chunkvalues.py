@@ -113,6 +113,8 @@ def rebuilt_bloom(
         SpliceRefused: The values' plain bytes are not known.
     """
     elem = meta.leaves()[j][1]
+    if elem.type is None:
+        raise WholeChunk("a column without a physical type")
     options = column_spec(meta, k, j, pages, None).writer_options()
     got = bloom_filter(kept.column(0), size, elem.type, elem.type_length, options)
     if got is None:

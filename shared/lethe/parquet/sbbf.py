@@ -100,7 +100,8 @@ def xxhash64_fixed(data: np.ndarray) -> np.ndarray:
         h ^= h >> np.uint64(29)
         h *= _P3
         h ^= h >> np.uint64(32)
-    return h
+    out: np.ndarray = h
+    return out
 
 
 def xxhash64_var(offsets: np.ndarray, data: np.ndarray) -> np.ndarray:
@@ -141,7 +142,8 @@ def bitset(hashes: np.ndarray, num_bytes: int) -> bytes:
         raise ValueError(f"a split-block bitset is a multiple of 32 bytes, not {num_bytes}")
     bits = np.zeros(num_bytes * 8, dtype=bool)
     bits[_bit_numbers(np.asarray(hashes, dtype=np.uint64), num_bytes)] = True
-    return np.packbits(bits, bitorder="little").tobytes()
+    packed: bytes = np.packbits(bits, bitorder="little").tobytes()
+    return packed
 
 
 def might_contain(bits: bytes, h: np.uint64 | int) -> bool:
