@@ -24,6 +24,7 @@ MODULES = [
     "pages",
     "chunkmeta",
     "chunkvalues",
+    "fates",
     "bloom",
     "sbbf",
     "dictpages",

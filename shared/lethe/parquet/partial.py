@@ -495,4 +495,5 @@ def _assemble(ctx: Context, plans: Sequence[ChunkPlan]) -> GroupRewrite:
         tuple(c.offset_index for c in chunks),
         level="page",
         reason=_whole_chunks(chunks),
+        fallbacks=tuple(c.whole for c in chunks if c.whole is not None),
     )

@@ -408,6 +408,7 @@ class GroupRewrite:
             (:func:`~lethe.parquet.partial.rewrite_pages`).
         reason: Why a re-encoding is not page-level, or which chunks of a page-level
             rewrite were re-encoded whole; None when there is nothing to say.
+        fallbacks: The same, one entry per fallback (the group's, or each whole chunk's).
     """
 
     body: tuple[Segment, ...]
@@ -419,6 +420,7 @@ class GroupRewrite:
     offset_indexes: tuple[bytes | None, ...]
     level: Granularity = "row_group"
     reason: str | None = None
+    fallbacks: tuple[str, ...] = ()
 
     @property
     def length(self) -> int:
