@@ -20,7 +20,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from bench.common import measure, moto_process, new_bucket
-from lethe.store import S3Store
+from lethe.storage.store import S3Store
 from lethe.table import Table
 
 

@@ -18,7 +18,7 @@ next to them, each "met" or "not met" (speed is judged by bytes, requests, commi
 client CPU; wall times are printed, never judged).
 
 Figures: files touched (files the operation replaced or removed) / total; bytes over the
-wire (down + up) and copied server-side (the store's :class:`lethe.store.IOCounters`);
+wire (down + up) and copied server-side (the store's :class:`lethe.storage.store.IOCounters`);
 requests; commits (version delta); metadata uploaded (PUT and part bodies to keys outside
 ``data/``, metered by a botocore hook on the client) vs the data bytes moved.
 
@@ -48,9 +48,9 @@ import pyarrow.parquet as pq
 
 from bench.common import measure, mib, moto_process, new_bucket
 from devtools.local.server import LocalAws
-from lethe.clustering import ClusterSpec, file_windows
-from lethe.manifest import DataFile
-from lethe.store import S3Store, make_s3_client
+from lethe.catalog.manifest import DataFile
+from lethe.maintenance.clustering import ClusterSpec, file_windows
+from lethe.storage.store import S3Store, make_s3_client
 from lethe.table import Table
 
 SCHEMA = pa.schema(
@@ -63,7 +63,9 @@ SCHEMA = pa.schema(
 )
 ZIPF_S = 0.7
 SEED = 26
-CODEC = "zstd"  # the library's default codec (lethe.writer.WriteOptions); the CoW uses it too
+CODEC = (
+    "zstd"  # the library's default codec (lethe.writing.writer.WriteOptions); the CoW uses it too
+)
 T0_US = 1_735_689_600_000_000  # 2025-01-01T00:00:00Z
 SLICE_US = 3_600_000_000  # one time slice (one append, one file) per hour
 
@@ -674,7 +676,7 @@ def run(scale: Scale | None = None) -> dict[str, Any]:
                 )
             )  # fmt: skip
             print(f"  done: time-ordered, {name} ({plain[-1].wall:.1f}s)", flush=True)
-        import lethe.erase as erase_mod
+        import lethe.erasure.erase as erase_mod
 
         seq_name = "delete 0.1%, purge"
         workers, erase_mod.SPLICE_WORKERS = erase_mod.SPLICE_WORKERS, 1

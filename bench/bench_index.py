@@ -14,7 +14,7 @@ import pyarrow as pa
 
 from bench.common import measure, moto_process, new_bucket
 from devtools.datagen import SCHEMA, generate
-from lethe.deletes import DeleteRequest
+from lethe.erasure.deletes import DeleteRequest
 from lethe.table import Table
 
 TARGET_DOWN = 1 << 20

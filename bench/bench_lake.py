@@ -57,7 +57,7 @@ import pyarrow.parquet as pq
 
 from bench.common import measure, mib, moto_process, new_bucket
 from lethe.lake import ForgetRequest, Lake
-from lethe.store import make_s3_client
+from lethe.storage.store import make_s3_client
 from lethe.table import Table
 
 SCHEMA = pa.schema(

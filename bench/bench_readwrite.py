@@ -49,7 +49,7 @@ from bench.common import (
     s3rver_process,
 )
 from devtools.datagen import generate
-from lethe.objects import PinnedObject
+from lethe.storage.objects import PinnedObject
 from lethe.table import Table
 
 SCAN_TARGET = 1.05
@@ -166,7 +166,7 @@ def bench_scan(
         f"  a bare copy of the kept rows' buffers costs {parts['copy']:.3f}s "
         f"({parts['copy'] / p1c:.1%} of the one-thread plain read): pyarrow's decoder cannot "
         f"skip rows (apache/arrow#38865), so a DV leaving many runs costs at least this copy "
-        f"(one leaving a few long runs is sliced instead: lethe.rowdrop)",
+        f"(one leaving a few long runs is sliced instead: lethe.dv.rowdrop)",
         flush=True,
     )
     rss = {k: peak_rss(uri, k) for k in ("lethe", "plain")}
@@ -244,10 +244,10 @@ def dv_cost(t: Table) -> dict[str, float]:
     """Lethe's scan, step by step in this thread (CPU seconds summed over the row groups),
     the floor of dropping rows (copying the kept rows' buffers once), and dropping three
     rows a group instead (``sparse``: the kept runs come back as slices, nothing copied)."""
-    from lethe.reader import read_row_group
-    from lethe.rowdrop import drop_rows
-    from lethe.rows import plan_rows
-    from lethe.scan import DVCache
+    from lethe.dv.rowdrop import drop_rows
+    from lethe.reading.reader import read_row_group
+    from lethe.reading.rows import plan_rows
+    from lethe.reading.scan import DVCache
 
     items, _ = plan_rows(t.store, t.catalog.prefix, t.manifest, None)
     cols = t.schema.names

@@ -31,7 +31,7 @@ import pyarrow as pa
 
 from bench.common import measure, mib, moto_process, new_bucket
 from devtools.format1 import rewrite_as_format1
-from lethe.manifest import ColumnStats, DataFile, RowGroupInfo
+from lethe.catalog.manifest import ColumnStats, DataFile, RowGroupInfo
 from lethe.table import Table
 
 SCHEMA = pa.schema(

@@ -25,11 +25,11 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from bench.common import Measured, measure, mib, moto_process, new_bucket
-from lethe.dvstore import load
-from lethe.erase import splice_file
+from lethe.dv.store import load
+from lethe.erasure.erase import splice_file
 from lethe.parquet.footer import index_region, parse_tail
 from lethe.table import Table
-from lethe.writer import WriteOptions, write_files
+from lethe.writing.writer import WriteOptions, write_files
 
 SCHEMA = pa.schema([("id", pa.int64(), False), ("name", pa.string()), ("blob", pa.binary())])
 

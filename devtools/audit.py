@@ -254,7 +254,7 @@ class _Columns:
 
     def holds(self, column: str, value: Any) -> str | None:
         """How ``value`` of ``column`` is found here, or None."""
-        from lethe.index_pieces import index_dir
+        from lethe.index.pieces import index_dir
 
         if f"/{index_dir(column)}" in self.key and self.names == self.PIECE:
             name, how = "value", "decoded index piece"

@@ -51,12 +51,12 @@ from devtools.demo_lake import lake_story
 from devtools.demo_layout import layout_for_forgetting, row_ttl
 from devtools.local.runtime import LocalRuntime, LocalSettings
 from lethe import errors
-from lethe.manifest import DataFile, request_hash
+from lethe.catalog.manifest import DataFile, request_hash
 from lethe.process import run_main
 from lethe.table import Table
 
 # The demo table's GC grace: short, so GC can show its work within the story; long enough for
-# the story's slowest writer (a Spark job) to commit within it (lethe.grace).
+# the story's slowest writer (a Spark job) to commit within it (lethe.catalog.grace).
 DEMO_GC_GRACE = "10s"
 ERASE_REQUEST = "gdpr-0004"  # the erase request of step 5; its receipt ends the demo
 REPORT_NAME = "lethe-demo-report.html"
@@ -574,11 +574,11 @@ class Demo:
 
     def _wait_for_grace(self) -> None:
         """GC keeps unreferenced data younger than the table's grace (its writers may still
-        commit it; lethe.grace): wait until what this story left unreferenced is older."""
+        commit it; lethe.catalog.grace): wait until what this story left unreferenced is older."""
         from datetime import UTC, datetime
 
+        from lethe.catalog.grace import round_up
         from lethe.gc.marking import references
-        from lethe.grace import round_up
 
         refs = references(self.t.refresh().manifest)
         newest = [
@@ -640,8 +640,8 @@ class Demo:
 
     def receipt_and_report(self, report_path: Path) -> None:
         """The erase request's receipt (hashes only) and the table report, as HTML."""
-        from lethe.report_html import render
-        from lethe.table_report import table_report
+        from lethe.audit.html import render
+        from lethe.audit.report import table_report
 
         st = self.story
         st.step("the erase request's receipt, and the table report")

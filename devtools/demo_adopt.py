@@ -18,9 +18,9 @@ import pyarrow.parquet as pq
 from devtools.audit import Needle, audit_bucket
 from devtools.datagen import generate
 from lethe.adopt.plan import AdoptPlan
+from lethe.catalog.manifest import request_hash
 from lethe.errors import InvalidRequest
 from lethe.gc import collect
-from lethe.manifest import request_hash
 from lethe.table import Table
 
 __all__ = ["BUCKET", "REQUEST_ID", "adopt_story"]

@@ -11,7 +11,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from devtools.datagen import SCHEMA, generate
-from lethe.erase import EraseResult
+from lethe.erasure.erase import EraseResult
 from lethe.table import Table
 
 __all__ = ["layout_for_forgetting", "row_ttl"]

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from lethe.manifest import Manifest, encode_manifest, manifest_key
-from lethe.snapshot import Snapshot
+from lethe.catalog.manifest import Manifest, encode_manifest, manifest_key
+from lethe.catalog.snapshot import Snapshot
 from lethe.table import Table
 
 __all__ = ["as_format1", "rewrite_as_format1"]

@@ -39,9 +39,9 @@ from pydantic_settings.sources.utils import parse_env_vars
 
 from lethe import errors
 from lethe import gc as lethe_gc
-from lethe.grace import parse_duration
+from lethe.catalog.grace import parse_duration
 from lethe.ingest import EmrJobSettings
-from lethe.store import parse_s3_uri
+from lethe.storage.store import parse_s3_uri
 
 __all__ = [
     "DeleteRequestsSettings",

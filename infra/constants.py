@@ -61,18 +61,18 @@ LAYER_REPORT_FILE: Final = "layers/build/report.json"
 ASSET_EXCLUDES: Final = ("**/__pycache__", "**/*.pyc", "**/tests", "**/.pytest_cache")
 
 # --------------------------------------------------------------------------------------------
-# Object layout (DESIGN.md §1), relative to the table prefix: spelled once, in lethe.layout
+# Object layout (DESIGN.md §1), relative to the table prefix: spelled once, in lethe.storage.layout
 # --------------------------------------------------------------------------------------------
-from lethe.layout import DATA_PREFIX as DATA_PREFIX  # noqa: E402
-from lethe.layout import ERASURE_PREFIX as ERASURE_PREFIX  # noqa: E402
-from lethe.layout import HEAD_KEY as HEAD_KEY  # noqa: E402
-from lethe.layout import INDEX_PREFIX as INDEX_PREFIX  # noqa: E402
-from lethe.layout import MANIFEST_PREFIX as MANIFEST_PREFIX  # noqa: E402
-from lethe.layout import METADATA_PREFIX as METADATA_PREFIX  # noqa: E402
-from lethe.layout import OWNER_MARKER_PREFIX as OWNER_MARKER_PREFIX  # noqa: E402
-from lethe.layout import SEGMENT_PREFIX as SEGMENT_PREFIX  # noqa: E402
-from lethe.layout import STAGING_PREFIX as STAGING_PREFIX  # noqa: E402
-from lethe.layout import TOMBSTONE_PREFIX as TOMBSTONE_PREFIX  # noqa: E402
+from lethe.storage.layout import DATA_PREFIX as DATA_PREFIX  # noqa: E402
+from lethe.storage.layout import ERASURE_PREFIX as ERASURE_PREFIX  # noqa: E402
+from lethe.storage.layout import HEAD_KEY as HEAD_KEY  # noqa: E402
+from lethe.storage.layout import INDEX_PREFIX as INDEX_PREFIX  # noqa: E402
+from lethe.storage.layout import MANIFEST_PREFIX as MANIFEST_PREFIX  # noqa: E402
+from lethe.storage.layout import METADATA_PREFIX as METADATA_PREFIX  # noqa: E402
+from lethe.storage.layout import OWNER_MARKER_PREFIX as OWNER_MARKER_PREFIX  # noqa: E402
+from lethe.storage.layout import SEGMENT_PREFIX as SEGMENT_PREFIX  # noqa: E402
+from lethe.storage.layout import STAGING_PREFIX as STAGING_PREFIX  # noqa: E402
+from lethe.storage.layout import TOMBSTONE_PREFIX as TOMBSTONE_PREFIX  # noqa: E402
 
 GC_PREFIX: Final = "_gc/"  # GC run workspace: batch lists, per-step results, reports
 # Relative to the bucket root: uploads that the ingest trigger registers or hands to EMR.

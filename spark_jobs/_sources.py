@@ -9,7 +9,7 @@ without pandas (``DataFrame.mapInArrow`` needs pandas installed; these do not):
   writer into data files on S3 and returns their manifest entries as its commit message.
 * ``lethe_rejects`` (Arrow writer): each task writes its rejected rows as one JSON-lines object.
 * ``lethe_rewrite`` (reader): one partition per compaction group; the executor rewrites the
-  group with :func:`lethe.compaction.run_rewrite_task` and emits the new files' entries.
+  group with :func:`lethe.maintenance.compaction.run_rewrite_task` and emits the new files' entries.
 
 The writers' ``commit`` runs in a Python worker on the driver: it writes the collected commit
 messages to a local JSON file named by the ``result`` option, which the job reads back. The
@@ -79,8 +79,8 @@ class RawUploads(DataSource):
     def schema(self) -> Any:
         from pyspark.sql.pandas.types import from_arrow_schema
 
+        from lethe.catalog.manifest import schema_from_b64
         from lethe.ingest import staged_schema
-        from lethe.manifest import schema_from_b64
 
         return from_arrow_schema(staged_schema(schema_from_b64(self.options["schema"])))
 
@@ -98,9 +98,9 @@ class _RawReader(DataSourceReader):
         return [InputPartition(i) for i in range(len(self.objects))]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        from lethe.catalog.manifest import schema_from_b64
         from lethe.ingest import InputObject, read_object, stage, staged_schema
-        from lethe.manifest import schema_from_b64
-        from lethe.store import S3Store
+        from lethe.storage.store import S3Store
 
         obj = InputObject.from_json(self.objects[partition.value])
         schema = schema_from_b64(self.table_schema_b64)
@@ -137,10 +137,10 @@ class _FilesWriter(DataSourceArrowWriter):
         self.options = options
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> _Files:
-        from lethe.manifest import schema_from_b64
-        from lethe.schemas import with_ids
-        from lethe.store import S3Store, parse_s3_uri
-        from lethe.writer import WriteOptions, write_files
+        from lethe.catalog.manifest import schema_from_b64
+        from lethe.catalog.schemas import with_ids
+        from lethe.storage.store import S3Store, parse_s3_uri
+        from lethe.writing.writer import WriteOptions, write_files
 
         o = self.options
         bucket, prefix = parse_s3_uri(o["table"])
@@ -165,9 +165,9 @@ class _FilesWriter(DataSourceArrowWriter):
         _write_result(self.options["result"], files)
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
-        from lethe.layout import object_key
-        from lethe.manifest import DataFile
-        from lethe.store import S3Store
+        from lethe.catalog.manifest import DataFile
+        from lethe.storage.layout import object_key
+        from lethe.storage.store import S3Store
 
         for m in messages:
             if isinstance(m, _Files) and m.files:
@@ -199,7 +199,7 @@ class _RejectsWriter(DataSourceArrowWriter):
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> _Rejects:
         from lethe.ingest import REJECT_SCHEMA, rejects_to_jsonl
-        from lethe.store import S3Store, parse_s3_uri
+        from lethe.storage.store import S3Store, parse_s3_uri
 
         bucket, prefix = parse_s3_uri(self.options["location"])
         key = f"{prefix}/part-{uuid.uuid4().hex}.jsonl".lstrip("/")
@@ -227,7 +227,7 @@ class _RejectsWriter(DataSourceArrowWriter):
 
 # --- lethe_rewrite ----------------------------------------------------------------------------
 class Rewrite(DataSource):
-    """Options: ``tasks`` (JSON list of :class:`lethe.compaction.RewriteTask` JSON). Emits one
+    """Options: ``tasks`` (JSON list of :class:`lethe.maintenance.compaction.RewriteTask` JSON). Emits one
     row per task: ``group int, files string`` (a JSON list of the new DataFile entries)."""
 
     @classmethod
@@ -249,7 +249,7 @@ class _RewriteReader(DataSourceReader):
         return [InputPartition(i) for i in range(len(self.tasks))]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        from lethe.compaction import RewriteTask, run_rewrite_task
+        from lethe.maintenance.compaction import RewriteTask, run_rewrite_task
 
         task = RewriteTask.model_validate_json(self.tasks[partition.value])
         files = run_rewrite_task(task)

@@ -31,7 +31,7 @@ from lethe.adopt.core import AdoptOptions, adopt
 from lethe.adopt.footers import Footer, footer_of
 from lethe.adopt.source import SourceFile
 from lethe.process import run_main
-from lethe.store import S3Store
+from lethe.storage.store import S3Store
 from lethe.table import Table
 
 __all__ = ["main", "run_adopt"]
@@ -40,7 +40,7 @@ __all__ = ["main", "run_adopt"]
 def _task(payload: str) -> list[str]:
     """One Spark task: the footers of its share of the files (JSON in, JSON lines out)."""
     from lethe.adopt.footers import FooterGuess, tail_bytes
-    from lethe.store import make_s3_client
+    from lethe.storage.store import make_s3_client
 
     client = make_s3_client()
     guess = FooterGuess()  # one GET per file once the task saw a footer

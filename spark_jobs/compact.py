@@ -3,10 +3,10 @@
     spark-submit spark_jobs/compact.py --table s3://b/t [--min-deleted-fraction 0.2] [--dry-run]
     python spark_jobs/compact.py ...          # the same with a local Spark session
 
-The driver plans with :func:`lethe.compaction.plan_compaction` (``--dry-run`` prints the plan
+The driver plans with :func:`lethe.maintenance.compaction.plan_compaction` (``--dry-run`` prints the plan
 and stops, without starting Spark); executors rewrite one group each (``lethe_rewrite``:
 live rows in file and row order, DVs applied, through the lethe writer); the driver commits
-by CAS with :func:`lethe.compaction.commit_compaction`, which maps deletes that landed on the
+by CAS with :func:`lethe.maintenance.compaction.commit_compaction`, which maps deletes that landed on the
 sources while the job ran onto the new files (the rewrite is order-preserving), so no delete
 is ever lost. ``run_compaction`` is the same job callable in-process.
 """
@@ -27,8 +27,8 @@ except ImportError:  # run as a script from a checkout: python spark_jobs/compac
     from spark_jobs._session import build_session
 
 import lethe
-from lethe.compaction import CompactionOptions, CompactionResult, RewriteTask
-from lethe.manifest import DataFile
+from lethe.catalog.manifest import DataFile
+from lethe.maintenance.compaction import CompactionOptions, CompactionResult, RewriteTask
 from lethe.process import run_main
 
 __all__ = ["main", "run_compaction", "spark_runner"]
@@ -84,7 +84,7 @@ def run_compaction(
         coalesce_dv_containers: Coalesce untouched files' DVs once they are spread over this
             many containers (None: never).
         master: Spark master of a session built here (not under spark-submit).
-        cluster: Re-cluster windows (:mod:`lethe.clustering`; one Spark task per group of
+        cluster: Re-cluster windows (:mod:`lethe.maintenance.clustering`; one Spark task per group of
             windows); None: when the table has ``cluster_by``.
 
     Example:

@@ -53,7 +53,7 @@ except ImportError:  # run as a script from a checkout: python spark_jobs/ingest
 import pyarrow as pa
 
 import lethe
-from lethe.clustering import ClusterSpec
+from lethe.catalog.manifest import DataFile, request_hash, schema_to_b64
 from lethe.ingest import (
     REJECT_SCHEMA,
     STAGED_PREFIX,
@@ -67,7 +67,7 @@ from lethe.ingest import (
     staged_schema,
 )
 from lethe.ingest.shapes import evolve_for_inputs
-from lethe.manifest import DataFile, request_hash, schema_to_b64
+from lethe.maintenance.clustering import ClusterSpec
 from lethe.process import run_main
 
 __all__ = ["main", "run_ingest"]
@@ -271,7 +271,7 @@ def _write_rejects(staged: Any, bad_rows: int, rejects_uri: str, workdir: str) -
 
 def _order(table: lethe.Table) -> list[Any]:
     """The order of the files ingest writes: by key; for a table with ``cluster_by``, by time
-    window then subject (:mod:`lethe.clustering`), so a person's rows of a batch sit in few
+    window then subject (:mod:`lethe.maintenance.clustering`), so a person's rows of a batch sit in few
     files and pages before compaction clusters the windows."""
     from pyspark.sql import functions as F
 

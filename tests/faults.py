@@ -2,7 +2,7 @@
 fail or interleave chosen S3 requests, so production code carries no parameter for tests.
 
 A request failed here raises inside the client call, as a dropped connection would; the
-library's store translates it (:func:`lethe.store.translate_error`) like any other failure.
+library's store translates it (:func:`lethe.storage.store.translate_error`) like any other failure.
 """
 
 from __future__ import annotations

@@ -24,9 +24,9 @@ from hypothesis import strategies as st
 import lethe
 from lethe import errors
 from lethe.adopt.hive import hive_values, is_data_object
+from lethe.audit.verify import verify
 from lethe.gc import collect
-from lethe.store import S3Store
-from lethe.verify import verify
+from lethe.storage.store import S3Store
 
 DAYS = ("2026-01-01", "2026-01-02", "2026-01-03")
 

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 import lethe
 from lethe import errors
 from lethe.cli import main
-from lethe.where import parse_dnf
+from lethe.reading.where import parse_dnf
 
 COLS = ("a", "b", "c")
 OPS = ("=", "!=", "<", "<=", ">", ">=")

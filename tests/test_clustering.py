@@ -16,7 +16,9 @@ from hypothesis import strategies as st
 
 import lethe
 from lethe import errors
-from lethe.clustering import (
+from lethe.audit.verify import verify
+from lethe.erasure.deletes import DeleteRequest
+from lethe.maintenance.clustering import (
     SORT_ORDER_ID,
     ClusterSpec,
     cluster_order,
@@ -25,9 +27,7 @@ from lethe.clustering import (
     subject_cuts,
     window_ids,
 )
-from lethe.compaction import CompactionOptions, run_rewrite_task
-from lethe.deletes import DeleteRequest
-from lethe.verify import verify
+from lethe.maintenance.compaction import CompactionOptions, run_rewrite_task
 
 SMALL = {"target_file_bytes": 200_000, "row_group_bytes": 40_000}
 HOUR_US = 3_600_000_000

@@ -9,11 +9,11 @@ import pytest
 from conftest import EVENTS, events
 
 import lethe
-import lethe.dvstore as dvstore
+import lethe.dv.store as dvstore
 from lethe import errors
-from lethe.catalog import RetryPolicy
-from lethe.layout import manifest_key
-from lethe.store import parse_s3_uri
+from lethe.catalog.commit import RetryPolicy
+from lethe.storage.layout import manifest_key
+from lethe.storage.store import parse_s3_uri
 
 
 def keys_under(s3: Any, uri: str, prefix: str) -> set[str]:

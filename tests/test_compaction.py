@@ -15,15 +15,8 @@ from pyroaring import BitMap64
 
 import lethe
 from lethe import errors
-from lethe.compaction import (
-    CompactionOptions,
-    map_deletes,
-    plan_compaction,
-    run_rewrite_task,
-)
-from lethe.deletes import DeleteRequest
-from lethe.dvstore import load
-from lethe.manifest import (
+from lethe.audit.verify import verify
+from lethe.catalog.manifest import (
     DataFile,
     DVRef,
     Operation,
@@ -31,9 +24,16 @@ from lethe.manifest import (
     TableProperties,
     initial_manifest,
 )
-from lethe.snapshot import Snapshot
-from lethe.transforms import apply_append
-from lethe.verify import verify
+from lethe.catalog.snapshot import Snapshot
+from lethe.catalog.transforms import apply_append
+from lethe.dv.store import load
+from lethe.erasure.deletes import DeleteRequest
+from lethe.maintenance.compaction import (
+    CompactionOptions,
+    map_deletes,
+    plan_compaction,
+    run_rewrite_task,
+)
 
 SMALL = {"target_file_bytes": 200_000, "row_group_bytes": 40_000}
 

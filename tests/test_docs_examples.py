@@ -50,12 +50,12 @@ from conftest import EVENTS, events
 from pyroaring import BitMap64
 
 import lethe
-import lethe.requests
+import lethe.lake.requests
 from devtools import docexamples as dx
 from devtools.local.events import LambdaContext, sqs_event
 from devtools.local.functions import load_handler
 from devtools.local.server import LocalAws
-from lethe import manifest as mf
+from lethe.catalog import manifest as mf
 
 ROOT = Path(__file__).resolve().parents[1]
 BLOCKS = dx.blocks(ROOT)
@@ -89,7 +89,7 @@ def _spark_setup(sub: Callable[[str], str]) -> None:
     bucket, _, _ = sub("s3://demo/incoming/x.csv")[5:].partition("/")
     buf = pa.BufferOutputStream()
     pacsv.write_csv(events(200, 50), buf)
-    lethe.store.make_s3_client().put_object(
+    lethe.storage.store.make_s3_client().put_object(
         Bucket=bucket, Key="incoming/x.csv", Body=buf.getvalue().to_pybytes()
     )
 
@@ -265,8 +265,8 @@ def _check_index_origin(obj: dict[str, Any], s: DocSession) -> None:
 # (document, the object's "format" or its first key) -> check.
 def _check_lake_message(obj: dict[str, Any], s: DocSession) -> None:
     """A documented lake request: what the delete handler parses, with its own date."""
-    msg = lethe.requests.parse_any(obj)
-    assert isinstance(msg, lethe.requests.LakeRequestMessage)
+    msg = lethe.lake.requests.parse_any(obj)
+    assert isinstance(msg, lethe.lake.requests.LakeRequestMessage)
     assert msg.requested_at is not None
 
 
@@ -543,7 +543,7 @@ def _option(argv: list[str], name: str) -> str:
 def _send_delete_request(argv: list[str], s: DocSession, monkeypatch: pytest.MonkeyPatch) -> None:
     """``aws sqs send-message --message-body …``: through a moto queue to the delete handler."""
     body = _option(argv, "--message-body")
-    msg = lethe.requests.parse_message(body)  # what the handler parses first
+    msg = lethe.lake.requests.parse_message(body)  # what the handler parses first
     sqs = s.aws.client("sqs")
     url = sqs.create_queue(QueueName=f"doc-deletes-{uuid.uuid4().hex[:8]}")["QueueUrl"]
     splices = sqs.create_queue(QueueName=f"doc-splices-{uuid.uuid4().hex[:8]}")["QueueUrl"]

@@ -21,7 +21,7 @@ from pyiceberg.table.puffin import PuffinFile
 from pyroaring import BitMap, BitMap64
 
 from lethe import errors
-from lethe.dv import (
+from lethe.dv.blob import (
     DELETION_VECTOR_V1,
     DV_MAGIC,
     MAX_POSITION,

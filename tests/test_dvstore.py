@@ -1,4 +1,4 @@
-"""The one DV load path (lethe.dvstore) on a real container in moto: the blob a delete wrote
+"""The one DV load path (lethe.dv.store) on a real container in moto: the blob a delete wrote
 reads back as its positions, and a reference whose CRC or cardinality disagrees is refused."""
 
 from __future__ import annotations
@@ -8,7 +8,8 @@ from conftest import EVENTS, events
 from pyroaring import BitMap64
 
 import lethe
-from lethe import dvstore, errors
+from lethe import errors
+from lethe.dv import store as dvstore
 
 
 def test_a_deletes_dv_loads_and_a_lying_reference_is_refused(table_uri: str) -> None:

@@ -35,7 +35,7 @@ from devtools.local.runtime import (
 )
 from devtools.local.server import LocalAws
 from devtools.local.stepfunctions import LocalRunError
-from lethe.manifest import request_hash
+from lethe.catalog.manifest import request_hash
 
 
 # --- the runtime's rules (fast) ----------------------------------------------------------------
@@ -399,7 +399,7 @@ def test_the_closing_audit_reads_adopted_originals_index_pieces_and_lake_values(
         Body=parquet(pa.table({"customer_id": pa.array([person], pa.int32())})),
     )
     s3.delete_object(Bucket=bucket, Key="raw/ev/dt=2026-01-01/part-0.parquet")  # a version
-    from lethe.index_pieces import index_dir
+    from lethe.index.pieces import index_dir
 
     piece = pa.table(
         {"value": pa.array([person], pa.int64()), "file": ["data/x"], "pos": pa.array([0])}

@@ -15,11 +15,11 @@ from faults import fail_requests_after
 
 import lethe
 from lethe import errors
-from lethe.erase import commit_splice, splice_file
+from lethe.audit.verify import verify
+from lethe.erasure.erase import commit_splice, splice_file
 from lethe.errors import StoreError
 from lethe.parquet.validate import validate
-from lethe.store import MIN_PART_BYTES
-from lethe.verify import verify
+from lethe.storage.store import MIN_PART_BYTES
 
 BLOBS = pa.schema([("id", pa.int64(), False), ("name", pa.string()), ("blob", pa.binary())])
 

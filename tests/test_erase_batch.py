@@ -12,9 +12,9 @@ import pytest
 from conftest import EVENTS, events
 
 import lethe
-import lethe.erase as erase_mod
-from lethe.store import parse_s3_uri
-from lethe.verify import verify
+import lethe.erasure.erase as erase_mod
+from lethe.audit.verify import verify
+from lethe.storage.store import parse_s3_uri
 
 FILES = 8
 ROWS = 2_000  # per file; customer c has rows in every file (id % 100 == c)
@@ -102,7 +102,7 @@ def test_a_source_replaced_during_the_splices_is_left_out(
     """A compaction replaces one source between the splices and their commit: the others
     commit, that file's spliced object is removed, and the erasure is met by the compaction
     itself (it rewrote the file without the rows the erasure's DV hides)."""
-    from lethe.compaction import CompactionOptions
+    from lethe.maintenance.compaction import CompactionOptions
 
     t = spread(table_uri)
     t.delete([("id", "in", list(range(ROWS * 5, ROWS * 5 + ROWS // 2)))])  # file 5: half gone
@@ -154,7 +154,7 @@ def test_a_row_group_over_the_budget_is_spliced_and_said(
     """At least one row group per call, even over the budget: the call says so (sizes and
     the erasure's hash prefix only, never a value)."""
     t = spread(table_uri)
-    with caplog.at_level("WARNING", logger="lethe.erase"):
+    with caplog.at_level("WARNING", logger="lethe.erasure.erase"):
         r = t.erase([("customer_id", "=", 42)], request_id="gdpr-42", max_bytes=1)
     assert not r.complete and r.files_spliced == 1 and r.rows_erased > 0
     [msg] = [m for m in caplog.messages if "over the splice budget of 1 bytes" in m]

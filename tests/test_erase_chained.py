@@ -23,12 +23,12 @@ import pytest
 from faults import fail_requests_after
 
 import lethe
-from lethe.dvstore import load
-from lethe.erase import splice_file
+from lethe.dv.store import load
+from lethe.erasure.erase import splice_file
 from lethe.errors import StoreError
 from lethe.gc import collect
 from lethe.parquet.costs import CostModel
-from lethe.store import S3Store
+from lethe.storage.store import S3Store
 
 SCHEMA = pa.schema([("id", pa.int64(), False), ("name", pa.string()), ("blob", pa.binary())])
 ROWS = 20_000  # ~20 MiB: row groups of ~4 MiB, pages of ~1 MiB

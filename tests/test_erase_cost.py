@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import lethe
-from lethe.erase import SpliceResult, splice_file
+from lethe.erasure.erase import SpliceResult, splice_file
 from lethe.parquet.costs import CostModel
 
 CAP = CostModel().max_copy_ratio  # no plan copies more than this times the file

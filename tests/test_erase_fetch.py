@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import lethe
-from lethe.splice_io import Fetcher
+from lethe.erasure.splice_io import Fetcher
 
 
 def covered(ranges: list[tuple[int, int]], start: int, end: int) -> int:

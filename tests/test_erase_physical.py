@@ -15,11 +15,11 @@ from conftest import EVENTS, events
 import lethe
 from devtools.audit import Needle, audit_bucket
 from lethe import errors
-from lethe.catalog import RetryPolicy
-from lethe.deletes import DeleteRequest
+from lethe.audit.verify import verify
+from lethe.catalog.commit import RetryPolicy
+from lethe.erasure.deletes import DeleteRequest
 from lethe.gc import collect
-from lethe.store import parse_s3_uri
-from lethe.verify import verify
+from lethe.storage.store import parse_s3_uri
 
 # ids are 0..199: "payload-77" is no prefix of another row's payload
 NEEDLE = {"row 77": Needle((b"payload-77",))}
@@ -194,8 +194,8 @@ def test_commit_splice_is_bounded_under_a_hot_file(
 ) -> None:
     """A delete lands on the spliced file before every commit attempt: the splice gives up
     after max_attempts (jittered backoff between passes) and leaves nothing behind."""
-    import lethe.dvstore as dvstore
-    import lethe.erase as erase_mod
+    import lethe.dv.store as dvstore
+    import lethe.erasure.erase as erase_mod
 
     t = make(table_uri, retry=RetryPolicy(max_attempts=4, base_delay=0.001, max_delay=0.01))
     t.delete_batch([DeleteRequest([("id", "=", 7)], "hot", erase=True)], kind="erase")
@@ -238,7 +238,7 @@ def _keys(s3: Any, uri: str, prefix: str) -> set[str]:
 _CHILD = """
 import sys, threading, time
 import lethe
-import lethe.erase as E
+import lethe.erasure.erase as E
 
 uri, op, where = sys.argv[1:4]
 real_splice = E.splice_file

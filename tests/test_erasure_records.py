@@ -16,12 +16,9 @@ from conftest import EVENTS, events
 
 import lethe
 from lethe import errors
-from lethe.deletes import DeleteRequest
-from lethe.erase import process_erasure
-from lethe.evidence import gather
-from lethe.gc import collect
-from lethe.layout import ERASURE_PREFIX, manifest_key
-from lethe.manifest import (
+from lethe.audit.evidence import gather
+from lethe.audit.receipts import known_requests
+from lethe.catalog.manifest import (
     ErasureRecord,
     Operation,
     TableProperties,
@@ -32,9 +29,12 @@ from lethe.manifest import (
     initial_manifest,
     request_hash,
 )
-from lethe.receipts import known_requests
-from lethe.snapshot import Snapshot
-from lethe.transforms import externalize_superseded
+from lethe.catalog.snapshot import Snapshot
+from lethe.catalog.transforms import externalize_superseded
+from lethe.erasure.deletes import DeleteRequest
+from lethe.erasure.erase import process_erasure
+from lethe.gc import collect
+from lethe.storage.layout import ERASURE_PREFIX, manifest_key
 
 TINY = {"target_file_bytes": 8_000, "row_group_bytes": 2_000}
 

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 import lethe
 from lethe import errors
-from lethe.filters import normalize
+from lethe.reading.filters import normalize
 
 SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), ("v", pa.string())])
 

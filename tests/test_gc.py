@@ -13,14 +13,14 @@ from conftest import EVENTS, events
 
 import lethe
 from lethe import errors
-from lethe.catalog import Direct
-from lethe.changes import ReplaceFiles
-from lethe.deletes import DeleteRequest
+from lethe.audit.verify import verify
+from lethe.catalog.changes import ReplaceFiles
+from lethe.catalog.commit import Direct
+from lethe.catalog.manifest import Operation, manifest_key, request_hash
+from lethe.erasure.deletes import DeleteRequest
 from lethe.gc import GcHooks, Retention, collect, parse_duration
-from lethe.layout import is_manifest_key
-from lethe.manifest import Operation, manifest_key, request_hash
-from lethe.store import S3Store, parse_s3_uri
-from lethe.verify import verify
+from lethe.storage.layout import is_manifest_key
+from lethe.storage.store import S3Store, parse_s3_uri
 
 # --- helpers -------------------------------------------------------------------------------
 
@@ -291,8 +291,8 @@ def test_landed_commit_whose_head_update_is_pending_keeps_its_files(
     t = lethe.Table.create(table_uri, EVENTS, key="id", gc_grace=GRACE)
     t.append(events(0, 10))
     files = t.write_data_files(events(10, 10))
-    from lethe.manifest import encode_manifest
-    from lethe.transforms import apply_append
+    from lethe.catalog.manifest import encode_manifest
+    from lethe.catalog.transforms import apply_append
 
     nxt = apply_append(t.manifest, files, Operation(kind="append"))
     t.catalog.write_segments(nxt)

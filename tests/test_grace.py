@@ -16,10 +16,10 @@ from conftest import EVENTS, events
 
 import lethe
 from lethe import errors
+from lethe.audit.verify import verify
+from lethe.catalog.grace import check_fresh, commit_deadline, margin, round_up
 from lethe.gc import collect
 from lethe.gc.policy import is_old
-from lethe.grace import check_fresh, commit_deadline, margin, round_up
-from lethe.verify import verify
 
 
 def keys_under(s3: Any, uri: str, prefix: str) -> set[str]:
@@ -108,7 +108,7 @@ def test_commit_files_reads_last_modified_when_not_told(table_uri: str) -> None:
 def test_a_delete_rewrites_a_stale_dv_container(
     table_uri: str, s3: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import lethe.dvstore as dvstore
+    import lethe.dv.store as dvstore
 
     t = lethe.Table.create(table_uri, EVENTS, key="id", gc_grace="3s")
     t.append(events(0, 100))
@@ -134,7 +134,7 @@ def test_a_delete_rewrites_a_stale_dv_container(
 def test_a_slow_splice_is_not_committed_and_the_erasure_stays_pending(
     table_uri: str, s3: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import lethe.erase as erase_mod
+    import lethe.erasure.erase as erase_mod
 
     t = lethe.Table.create(table_uri, EVENTS, key="id", gc_grace="3s")
     t.append(events(0, 100))

@@ -187,8 +187,8 @@ def test_view_follows_appends_deletes_erasures_compactions_and_registrations(
 
     import pyarrow.parquet as pq
 
-    from lethe.compaction import CompactionOptions
     from lethe.ingest.register import register_parquet
+    from lethe.maintenance.compaction import CompactionOptions
 
     t = Table.create(
         table_uri,

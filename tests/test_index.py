@@ -17,13 +17,13 @@ from hypothesis import strategies as st
 
 import lethe
 from lethe import errors
-from lethe.compaction import CompactionOptions
-from lethe.deletes import DeleteRequest
-from lethe.filters import normalize
+from lethe.erasure.deletes import DeleteRequest
 from lethe.gc import collect
 from lethe.gc.areas import category
 from lethe.gc.marking import references
-from lethe.index import MAX_RUNS, index_plans, piece_paths
+from lethe.index.core import MAX_RUNS, index_plans, piece_paths
+from lethe.maintenance.compaction import CompactionOptions
+from lethe.reading.filters import normalize
 
 TINY = {"target_file_bytes": 8_000, "row_group_bytes": 2_000}
 F2 = [("customer_id", "=", 2)]
@@ -270,7 +270,7 @@ def test_pieces_of_different_runs_are_probed_concurrently_with_the_same_requests
     st.booleans(),
 )
 def test_run_order_is_value_file_pos(rows: list[tuple[int, str]], presorted: bool) -> None:
-    from lethe.index import _order
+    from lethe.index.core import _order
 
     t = pa.table(
         {

@@ -18,13 +18,13 @@ from hypothesis import strategies as st
 
 import lethe
 from devtools.audit import Needle, audit_bucket
-from lethe.compaction import CompactionOptions
-from lethe.filters import normalize
+from lethe.audit.verify import verify
+from lethe.catalog.manifest import DataFile
 from lethe.gc import collect
-from lethe.index import index_plans, origin_removed, piece_paths
-from lethe.manifest import DataFile
-from lethe.store import parse_s3_uri
-from lethe.verify import verify
+from lethe.index.core import index_plans, origin_removed, piece_paths
+from lethe.maintenance.compaction import CompactionOptions
+from lethe.reading.filters import normalize
+from lethe.storage.store import parse_s3_uri
 
 TINY = {"target_file_bytes": 8_000, "row_group_bytes": 2_000}
 
@@ -109,7 +109,7 @@ def test_after_erase_by_key_and_gc_no_object_holds_the_value(table_uri: str, s3:
 
 
 def test_read_positions_reads_the_pages_of_the_rows(table_uri: str) -> None:
-    from lethe.reader import FileHandle, read_positions
+    from lethe.reading.reader import FileHandle, read_positions
 
     t = lethe.Table.create(table_uri, EVENTS, key="id")
     t.append(events(0, 400_000))
@@ -213,7 +213,7 @@ def test_an_erase_by_the_indexed_column_reads_no_value_it_already_knows(
     """A request "customer_id in V" names the values of the rows it matches: the scrub reads
     the indexed column only for the other rows its splices remove (rows an earlier delete hid
     in the same row groups), and the index still loses exactly the removed rows."""
-    import lethe.index_erase as ie
+    import lethe.index.erase as ie
 
     t = lethe.Table.create(table_uri, EVENTS, key="id", indexes=("customer_id",), **TINY)
     t.append(events(0, 300))  # customer c has rows c, c + 100, c + 200

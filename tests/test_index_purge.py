@@ -14,13 +14,13 @@ from conftest import EVENTS, events
 
 import lethe
 from devtools.audit import Needle, audit_bucket
-from lethe.erase import commit_splice, splice_file
-from lethe.filters import normalize
+from lethe.audit.verify import verify
+from lethe.catalog.manifest import request_hash
+from lethe.erasure.erase import commit_splice, splice_file
 from lethe.gc import collect
-from lethe.index import index_plans, origin_removed, piece_paths
-from lethe.manifest import request_hash
-from lethe.store import parse_s3_uri
-from lethe.verify import verify
+from lethe.index.core import index_plans, origin_removed, piece_paths
+from lethe.reading.filters import normalize
+from lethe.storage.store import parse_s3_uri
 
 TINY = {"target_file_bytes": 8_000, "row_group_bytes": 2_000}
 GONE = 17  # customer 17: ids 17, 117, ..., 1917 (20 rows in many files)
@@ -141,7 +141,7 @@ def test_deep_verify_flags_entries_of_rows_a_splice_removed(table_uri: str) -> N
 
 
 def _holds_dv(t: lethe.Table, f: Any, g: int) -> bool:
-    from lethe.dvstore import load
+    from lethe.dv.store import load
 
     start = sum(rg.rows for rg in f.row_groups[:g])
     return (

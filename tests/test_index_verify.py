@@ -11,10 +11,10 @@ import pytest
 from conftest import EVENTS, events
 
 import lethe
+from lethe.audit.verify import verify
 from lethe.cli import main
-from lethe.compaction import CompactionOptions
-from lethe.store import parse_s3_uri
-from lethe.verify import verify
+from lethe.maintenance.compaction import CompactionOptions
+from lethe.storage.store import parse_s3_uri
 
 TINY = {"target_file_bytes": 8_000, "row_group_bytes": 2_000}
 

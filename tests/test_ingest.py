@@ -16,6 +16,7 @@ from conftest import EVENTS, events
 
 import lethe
 from lethe import errors
+from lethe.audit.verify import verify
 from lethe.ingest import (
     InputObject,
     conform,
@@ -25,8 +26,7 @@ from lethe.ingest import (
     read_object,
     register_parquet,
 )
-from lethe.store import S3Store
-from lethe.verify import verify
+from lethe.storage.store import S3Store
 
 
 def put(s3: Any, bucket: str, key: str, body: bytes) -> InputObject:

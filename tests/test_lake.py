@@ -18,7 +18,7 @@ import lethe
 from lethe import errors
 from lethe.gc import collect
 from lethe.lake.core import Lake
-from lethe.store import parse_s3_uri
+from lethe.storage.store import parse_s3_uri
 
 SECRET_ID = "gdpr-secret-7c1e"
 PERSON = 7919  # the customer to forget: in every table, in several files of each

@@ -22,11 +22,11 @@ from test_lake import PERSON, SECRET_ID, make_table
 
 import lethe
 from lethe import errors
+from lethe.catalog.manifest import request_hash
 from lethe.cli import main
-from lethe.erase import process_erasures
+from lethe.erasure.erase import process_erasures
 from lethe.gc import collect
 from lethe.lake.core import Lake
-from lethe.manifest import request_hash
 
 ROOT = Path(__file__).resolve().parents[1]
 HOUR = timedelta(hours=1)

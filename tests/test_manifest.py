@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lethe import errors
-from lethe.manifest import (
+from lethe.catalog.manifest import (
     DataFile,
     DVRef,
     Operation,
@@ -25,8 +25,8 @@ from lethe.manifest import (
     initial_manifest,
     request_hash,
 )
-from lethe.snapshot import Snapshot
-from lethe.transforms import apply_append, apply_dv_updates, apply_replace
+from lethe.catalog.snapshot import Snapshot
+from lethe.catalog.transforms import apply_append, apply_dv_updates, apply_replace
 
 SCHEMA = pa.schema([("id", pa.int64()), ("s", pa.string())])
 scalars = st.one_of(st.none(), st.integers(-(2**62), 2**62), st.text(max_size=4))
@@ -93,10 +93,13 @@ def test_encode_decode_roundtrip(files: list[DataFile]) -> None:
     "raw, needle",
     [
         (b"", "not valid JSON"),
-        (b'{"format": "lethe.manifest", "format_versi', "not valid JSON"),
+        (b'{"format": "lethe.catalog.manifest", "format_versi', "not valid JSON"),
         (b"[1, 2]", "not a JSON object"),
         (b'{"format": "delta"}', "not a Lethe manifest"),
-        (b'{"format": "lethe.manifest", "format_version": 1, "version": -1}', "fails validation"),
+        (
+            b'{"format": "lethe.catalog.manifest", "format_version": 1, "version": -1}',
+            "fails validation",
+        ),
         (b"\xff\xfe\x00garbage", "not valid JSON"),
     ],
 )
@@ -108,7 +111,7 @@ def test_corrupt_manifest_is_typed(raw: bytes, needle: str) -> None:
 def test_a_newer_format_is_unsupported_not_corrupt() -> None:
     """Issue 36: a manifest a newer Lethe wrote is not corrupt: ``UnsupportedFormat``."""
     with pytest.raises(errors.UnsupportedFormat, match="format version 99 is newer"):
-        decode_manifest(b'{"format": "lethe.manifest", "format_version": 99}')
+        decode_manifest(b'{"format": "lethe.catalog.manifest", "format_version": 99}')
 
 
 def test_truncated_real_manifest_is_corrupt() -> None:

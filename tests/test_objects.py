@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from lethe import errors
-from lethe.objects import PinnedObject
-from lethe.store import S3Store
+from lethe.storage.objects import PinnedObject
+from lethe.storage.store import S3Store
 
 BODY = bytes(range(256)) * 40  # 10,240 bytes
 

@@ -1,18 +1,18 @@
 """One exit (issue 35, "the shape of the fix"): every way rows or files leave a table passes
-one step that takes them out of the index pieces too (:func:`lethe.index_erase.scrub_rows`),
+one step that takes them out of the index pieces too (:func:`lethe.index.erase.scrub_rows`),
 beside the data files, the statistics and summaries (the manifest's segments, rebuilt by the
 commit) and the evidence (an erasure's ``superseded`` list).
 
-The ways today, by the change kinds that take rows or files out (``lethe.changes``):
+The ways today, by the change kinds that take rows or files out (``lethe.catalog.changes``):
 
 =====================  ============================  ===========================================
 way                    module                        change kind
 =====================  ============================  ===========================================
-delete, erase          ``lethe/deletes.py``          ``SetDVs`` (erasures scrub at the DV stage)
-purge                  ``lethe/erase.py``            ``SetDVs`` (a purge record, scrubbed)
-erase / TTL / window   ``lethe/erase.py``            ``SpliceFiles`` (rows scrubbed before)
-TTL drop               ``lethe/retention.py``        ``ExpireRows`` (dropped files scrubbed)
-compaction, cluster    ``lethe/compaction.py``       ``ReplaceFiles`` (sources scrubbed)
+delete, erase          ``lethe/erasure/deletes.py``          ``SetDVs`` (erasures scrub at the DV stage)
+purge                  ``lethe/erasure/erase.py``            ``SetDVs`` (a purge record, scrubbed)
+erase / TTL / window   ``lethe/erasure/erase.py``            ``SpliceFiles`` (rows scrubbed before)
+TTL drop               ``lethe/erasure/retention.py``        ``ExpireRows`` (dropped files scrubbed)
+compaction, cluster    ``lethe/maintenance/compaction.py``       ``ReplaceFiles`` (sources scrubbed)
 adopt rewrite          ``lethe/adopt/rewrite.py``    ``ReplaceFiles`` (sources scrubbed)
 =====================  ============================  ===========================================
 
@@ -34,21 +34,21 @@ import pytest
 from conftest import EVENTS, events
 
 import lethe
-from lethe.compaction import CompactionOptions
-from lethe.index import index_path, origin_removed
+from lethe.index.core import index_path, origin_removed
+from lethe.maintenance.compaction import CompactionOptions
 
 ROOT = Path(__file__).resolve().parents[1]
 #: the change kinds that take rows (or whole files) out of the live table
 ROW_REMOVING = ("SetDVs", "SpliceFiles", "ReplaceFiles", "ExpireRows")
-#: the step (lethe.index_erase): index entries of rows leaving the table are removed
+#: the step (lethe.index.erase): index entries of rows leaving the table are removed
 STEP = "scrub_rows"
 #: (module, kind) -> the way; every construction of a ROW_REMOVING kind is one of these
 WAYS: dict[tuple[str, str], str] = {
-    ("shared/lethe/deletes.py", "SetDVs"): "delete and erase: the DV stage",
-    ("shared/lethe/erase.py", "SetDVs"): "purge",
-    ("shared/lethe/erase.py", "SpliceFiles"): "splices of erase, TTL and the lake window",
-    ("shared/lethe/retention.py", "ExpireRows"): "TTL: files dropped whole, rows hidden",
-    ("shared/lethe/compaction.py", "ReplaceFiles"): "compaction and re-clustering",
+    ("shared/lethe/erasure/deletes.py", "SetDVs"): "delete and erase: the DV stage",
+    ("shared/lethe/erasure/erase.py", "SetDVs"): "purge",
+    ("shared/lethe/erasure/erase.py", "SpliceFiles"): "splices of erase, TTL and the lake window",
+    ("shared/lethe/erasure/retention.py", "ExpireRows"): "TTL: files dropped whole, rows hidden",
+    ("shared/lethe/maintenance/compaction.py", "ReplaceFiles"): "compaction and re-clustering",
     ("shared/lethe/adopt/rewrite.py", "ReplaceFiles"): "adopt --rewrite-unready",
 }
 #: ways that do not call the step yet, each with the reason it is tolerated (none today)
@@ -56,12 +56,12 @@ KNOWN_BYPASS: dict[tuple[str, str], str] = {}
 
 
 def _constructions() -> set[tuple[str, str]]:
-    """(module, kind) for every call of a ROW_REMOVING kind outside lethe/changes.py."""
+    """(module, kind) for every call of a ROW_REMOVING kind outside lethe/catalog/changes.py."""
     found: set[tuple[str, str]] = set()
     for base in (ROOT / "shared" / "lethe", ROOT / "functions"):
         for p in sorted(base.rglob("*.py")):
             rel = p.relative_to(ROOT).as_posix()
-            if rel == "shared/lethe/changes.py":
+            if rel == "shared/lethe/catalog/changes.py":
                 continue
             for node in ast.walk(ast.parse(p.read_text())):
                 if isinstance(node, ast.Call):
@@ -84,14 +84,14 @@ def _calls_step(module: str) -> bool:
 def test_one_exit_every_row_removing_commit_is_a_listed_way_through_the_step() -> None:
     """issue 35 one exit: a module that commits a row-removing change kind is a listed way
     and calls the step; a new way fails here until it does (and is listed)."""
-    from lethe import changes
+    from lethe.catalog import changes
 
     kinds = {k.__name__ for k in changes.KINDS}
     assert set(ROW_REMOVING) <= kinds
     found = _constructions()
     unlisted = sorted(found - set(WAYS) - set(KNOWN_BYPASS))
     assert unlisted == [], (
-        "a new way rows leave the table: route it through lethe.index_erase.scrub_rows "
+        "a new way rows leave the table: route it through lethe.index.erase.scrub_rows "
         "and list it in WAYS"
     )
     assert sorted(set(WAYS) - found) == [], "a listed way is gone: update WAYS"
@@ -103,7 +103,9 @@ def test_one_exit_every_row_removing_commit_is_a_listed_way_through_the_step() -
 def test_one_exit_the_static_check_sees_a_bypass(tmp_path: Path) -> None:
     """The detector finds a construction of a row-removing kind, and a module without the
     step (so the check above can fail)."""
-    src = "from lethe.changes import ReplaceFiles\n\ndef f():\n    return ReplaceFiles(())\n"
+    src = (
+        "from lethe.catalog.changes import ReplaceFiles\n\ndef f():\n    return ReplaceFiles(())\n"
+    )
     tree = ast.parse(src)
     names = [
         n.func.id
@@ -111,7 +113,9 @@ def test_one_exit_the_static_check_sees_a_bypass(tmp_path: Path) -> None:
         if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
     ]
     assert "ReplaceFiles" in names and STEP not in names
-    assert _calls_step("shared/lethe/retention.py") and not _calls_step("shared/lethe/grace.py")
+    assert _calls_step("shared/lethe/erasure/retention.py") and not _calls_step(
+        "shared/lethe/catalog/grace.py"
+    )
 
 
 # --- behaviour --------------------------------------------------------------------------------

@@ -15,9 +15,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import lethe
-from lethe import reader
-from lethe.filters import normalize
-from lethe.writer import WriteOptions, write_files
+from lethe.reading import reader
+from lethe.reading.filters import normalize
+from lethe.writing.writer import WriteOptions, write_files
 
 SCHEMA = pa.schema(
     [

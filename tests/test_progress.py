@@ -129,7 +129,7 @@ def test_erase_purge_publish_backfill_and_gc_report(table_uri: str) -> None:
     assert_well_formed(rec.of("index backfill"), total=len(t.manifest.files))
     assert len(t.manifest.files) == files
     rec = Recorder()  # issue 36: compaction too shows its progress, one event per group
-    from lethe.compaction import CompactionOptions
+    from lethe.maintenance.compaction import CompactionOptions
 
     t.delete([("customer_id", "in", [1, 2, 3])])  # every file holds deleted rows
     c = t.compact(CompactionOptions(min_deleted_fraction=0.001), progress=rec)

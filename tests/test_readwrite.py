@@ -15,9 +15,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import lethe
-from lethe.reader import SparseFile
-from lethe.rowdrop import drop_rows
-from lethe.writer import dictionary_columns
+from lethe.dv.rowdrop import drop_rows
+from lethe.reading.reader import SparseFile
+from lethe.writing.writer import dictionary_columns
 
 
 @settings(max_examples=60, deadline=None)

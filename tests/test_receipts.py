@@ -8,9 +8,9 @@ import pytest
 from conftest import EVENTS, events
 
 import lethe
-from lethe import erase as erase_mod
+from lethe.catalog.manifest import request_hash
+from lethe.erasure import erase as erase_mod
 from lethe.gc import collect
-from lethe.manifest import request_hash
 
 GRACE = "2s"
 
@@ -124,7 +124,7 @@ def test_audit_finds_a_value_in_a_present_object(table_uri: str, value: int) -> 
 def test_erasure_backlog_counts_what_gc_has_not_completed(table_uri: str) -> None:
     from datetime import UTC, datetime, timedelta
 
-    from lethe.evidence import erasure_backlog
+    from lethe.audit.evidence import erasure_backlog
 
     t = table(table_uri)
     assert erasure_backlog(t.catalog) == erasure_backlog(t.catalog)

@@ -15,10 +15,10 @@ import pytest
 from conftest import EVENTS, events
 
 import lethe
+from lethe.audit.html import CHART_IDS, render
+from lethe.audit.report import table_report
 from lethe.cli import main
 from lethe.gc import collect
-from lethe.report_html import CHART_IDS, render
-from lethe.table_report import table_report
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 FLAGS = (

@@ -1,4 +1,4 @@
-"""lethe.requests.parse_message validates with pydantic alone, exactly as Powertools' parser
+"""lethe.lake.requests.parse_message validates with pydantic alone, exactly as Powertools' parser
 did when the library depended on it (Powertools is now only the functions' extra)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from aws_lambda_powertools.utilities.parser import parse
 from pydantic import ValidationError
 
 from lethe import errors
-from lethe.requests import DeleteRequestMessage, parse_message
+from lethe.lake.requests import DeleteRequestMessage, parse_message
 
 GOOD = {
     "request_id": "r-1",

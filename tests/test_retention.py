@@ -1,4 +1,4 @@
-"""Row TTL as hard erasure (lethe.retention): whole expired files dropped by a metadata-only
+"""Row TTL as hard erasure (lethe.erasure.retention): whole expired files dropped by a metadata-only
 commit, straddling files spliced, a receipt per sweep, the CLI, and GC running the sweep."""
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from hypothesis import strategies as st
 import lethe
 from lethe import errors
 from lethe.cli import main
+from lethe.erasure.retention import RowRetention, cut_value, plan_sweep
 from lethe.gc import collect
-from lethe.retention import RowRetention, cut_value, plan_sweep
 
 T0 = 1_700_000_000  # conftest.events: row i has event_time T0 + i seconds
 DATA_OPS = (

@@ -1,4 +1,4 @@
-"""Dropping a DV's rows from a decoded row group (``lethe.rowdrop``): the slice path and the
+"""Dropping a DV's rows from a decoded row group (``lethe.dv.rowdrop``): the slice path and the
 copy path both return exactly the kept rows, in order, with the group's schema; the slice
 path leaves no byte of a deleted row in the buffers its result shares; a scan on moto after
 random deletes equals the plain table with those rows removed, whichever path each group
@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import lethe
-from lethe.rowdrop import SLICE_MAX_RUNS, SLICE_MIN_ROWS, drop_rows, kept_runs
+from lethe.dv.rowdrop import SLICE_MAX_RUNS, SLICE_MIN_ROWS, drop_rows, kept_runs
 
 MARK = 0x5A5A << 48  # ids whose bytes cannot be zeros or another column's
 

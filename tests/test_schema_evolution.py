@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 
 import lethe
 from lethe import errors
-from lethe.manifest import decode_manifest, encode_manifest
-from lethe.schemas import FIELD_ID, field_id
+from lethe.catalog.manifest import decode_manifest, encode_manifest
+from lethe.catalog.schemas import FIELD_ID, field_id
 
 SCHEMA = pa.schema(
     [
@@ -109,7 +109,7 @@ def test_a_lethe_that_reads_up_to_format_2_refuses_an_evolved_table_by_version(
 ) -> None:
     """What a Lethe from before schema evolution does with an evolved table: refuse it as
     too new (it would read files by name), while an unevolved table stays readable to it."""
-    from lethe import manifest
+    from lethe.catalog import manifest
 
     t = lethe.Table.create(table_uri, SCHEMA, key="id")
     plain = encode_manifest(t.manifest.manifest)
@@ -613,8 +613,8 @@ def test_the_iceberg_view_follows_every_schema(aws: Any, table_uri: str) -> None
 
 
 def test_verify_deep_and_register_after_evolution(table_uri: str, s3: Any) -> None:
+    from lethe.audit.verify import verify
     from lethe.ingest.register import register_parquet
-    from lethe.verify import verify
 
     t = lethe.Table.create(table_uri, SCHEMA, key="id", indexes=("payload",), row_group_bytes=256)
     t.append(rows(0, 30))

@@ -14,8 +14,8 @@ from test_schema_evolution import SCHEMA, by_id, rows
 
 import lethe
 from lethe import errors
+from lethe.catalog.schemas import field_id
 from lethe.ingest.register import register_parquet
-from lethe.schemas import field_id
 
 
 def _put(s3: Any, bucket: str, key: str, t: pa.Table) -> None:
@@ -113,7 +113,7 @@ def test_register_merge_records_the_shape_of_a_narrower_subset_file(
     assert [sid for sid, _ in t.schema_history] == [0, 1, 2]
     t.erase([("id", "in", [1, 4])])
     assert sorted(lethe.Table.open(table_uri).scan().column("id").to_pylist()) == [0, 2, 3]
-    from lethe.verify import verify
+    from lethe.audit.verify import verify
 
     assert verify(lethe.Table.open(table_uri), deep=True).ok
 
@@ -424,13 +424,13 @@ def test_a_table_that_holds_the_widening_under_a_v2_view_already_keeps_working(
     """A table that switched to a format-2 view before the rule existed (simulated: the
     check skipped for that one commit) still takes other changes; only its v2 publish is
     refused, naming the column and the rule, and a v3 publish works."""
-    import lethe.changes
+    import lethe.catalog.changes
 
     t = lethe.Table.create(table_uri, SCHEMA, key="id")
     t.append(rows(0, 3))
     t.update_schema().widen_column("day", pa.timestamp("us")).commit()
     with monkeypatch.context() as m:
-        m.setattr(lethe.changes, "check_view_promotions", lambda *a: None)
+        m.setattr(lethe.catalog.changes, "check_view_promotions", lambda *a: None)
         t.set_properties(iceberg_view=True, iceberg_format_version=2)
     t = lethe.Table.open(table_uri)  # the after-commit publish failed, the commit stands
     assert t.manifest.properties.iceberg_format_version == 2

@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 import lethe
-from lethe.schemas import field_id
-from lethe.verify import verify
+from lethe.audit.verify import verify
+from lethe.catalog.schemas import field_id
 
 WIDER = {"int32": "int64", "float32": "float64"}
 ARROW = {

@@ -33,10 +33,10 @@ import pytest
 import lethe
 from devtools.audit import Needle, audit_bucket
 from lethe import errors
+from lethe.audit.verify import verify
+from lethe.catalog.schemas import FIELD_ID, field_id
 from lethe.gc import collect
 from lethe.ingest.register import register_parquet
-from lethe.schemas import FIELD_ID, field_id
-from lethe.verify import verify
 
 CUSTOMER = 4242  # the person erased: rows in files of every writer and both shapes
 SCHEMA0 = pa.schema(

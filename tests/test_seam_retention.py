@@ -19,10 +19,10 @@ from faults import on_request
 import lethe
 from devtools.audit import Needle, audit_bucket
 from lethe import errors
+from lethe.erasure.retention import RowRetention
 from lethe.gc import collect
 from lethe.ingest import register_parquet
-from lethe.retention import RowRetention
-from lethe.store import parse_s3_uri
+from lethe.storage.store import parse_s3_uri
 
 T0 = 1_700_000_000  # conftest.events: row i has event_time T0 + i seconds
 TINY = {"target_file_bytes": 8_000, "row_group_bytes": 2_000}
@@ -174,7 +174,7 @@ def test_seam09_receipts_say_dropped_and_a_noop_sweep_names_no_receipt(
     assert hows == ["dropped", "dropped", "spliced"]
     text = rec.describe()
     assert text.count("  dropped    ") == 2 and text.count("  spliced    ") == 1
-    noop = lethe.retention.sweep(t.refresh(), now=at(1250), request_id="noop")  # none left
+    noop = lethe.erasure.retention.sweep(t.refresh(), now=at(1250), request_id="noop")  # none left
     assert noop.versions == () and not noop.duplicate
     assert "receipt" not in noop.describe() and "nothing expired" in noop.describe()
     assert t.erasure_status(noop.request_id).state == "unknown"

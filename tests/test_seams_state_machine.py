@@ -44,8 +44,8 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 import lethe
 from devtools.audit import Needle, audit_bucket
 from lethe import errors
+from lethe.catalog.schemas import field_id
 from lethe.gc import collect
-from lethe.schemas import field_id
 
 #: issue 35 items whose fix is not on this branch: the combinations they break are skipped
 #: (``LETHE_SEAMS_KNOWN_OPEN=item1,item3`` overrides it, to try a fix or find a defect)

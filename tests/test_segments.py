@@ -17,8 +17,8 @@ from test_deletes import TableModel
 import lethe
 from devtools.format1 import rewrite_as_format1
 from lethe import errors
-from lethe.manifest import decode_manifest
-from lethe.verify import verify
+from lethe.audit.verify import verify
+from lethe.catalog.manifest import decode_manifest
 
 TINY = {"target_file_bytes": 8_000, "row_group_bytes": 2_000}
 
@@ -256,9 +256,9 @@ def test_a_crash_between_segment_and_manifest_puts_leaves_garbage_gc_removes(
     head, within the grace) and removes them once that version exists or the grace passed."""
     from datetime import UTC, datetime, timedelta
 
+    from lethe.catalog.manifest import Operation
+    from lethe.catalog.transforms import apply_append
     from lethe.gc import collect
-    from lethe.manifest import Operation
-    from lethe.transforms import apply_append
 
     t = lethe.Table.create(table_uri, EVENTS, key="id", gc_grace="30s", **TINY)
     t.append(events(0, 100))

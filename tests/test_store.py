@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from lethe import errors
-from lethe.store import MIN_PART_BYTES, S3Store, parse_s3_uri
+from lethe.storage.store import MIN_PART_BYTES, S3Store, parse_s3_uri
 
 
 @pytest.fixture
@@ -106,7 +106,7 @@ def test_multipart_writer_uploads_parts_behind_the_writes(store: S3Store) -> Non
 
 
 def test_part_body_reads_its_buffers_as_they_are() -> None:
-    from lethe.store import PartBody, crc32_b64
+    from lethe.storage.store import PartBody, crc32_b64
 
     chunks = [b"abc", b"defgh", b"", b"ij"]
     body = PartBody(chunks)
@@ -159,7 +159,7 @@ def test_uploads_carry_a_crc32_instead_of_a_signed_payload(
     import base64
     import zlib
 
-    from lethe.store import make_s3_client
+    from lethe.storage.store import make_s3_client
 
     client = make_s3_client()
     sent: list[tuple[str, str, str, bytes]] = []

@@ -14,8 +14,8 @@ from conftest import EVENTS, events
 
 import lethe
 from lethe import errors
-from lethe.layout import HEAD_KEY
-from lethe.manifest import encode_manifest, manifest_key
+from lethe.catalog.manifest import encode_manifest, manifest_key
+from lethe.storage.layout import HEAD_KEY
 
 SMALL = {"target_file_bytes": 40_000, "row_group_bytes": 10_000}
 
@@ -213,8 +213,8 @@ def test_corrupt_head_and_manifest(table: lethe.Table, s3: Any) -> None:
 
 def test_crashed_committer_is_rolled_forward(table: lethe.Table, s3: Any) -> None:
     """A writer that died between its manifest PUT and its head PUT does not wedge the table."""
-    from lethe.manifest import Operation
-    from lethe.transforms import apply_append
+    from lethe.catalog.manifest import Operation
+    from lethe.catalog.transforms import apply_append
 
     base = table.manifest
     orphan = apply_append(base, [], Operation(kind="append"))

@@ -484,7 +484,7 @@ class LocalRuntime:
 
     def table_exists(self) -> bool:
         """Whether the stack's table has been created (its head exists)."""
-        from lethe.store import parse_s3_uri
+        from lethe.storage.store import parse_s3_uri
 
         bucket, prefix = parse_s3_uri(self.table_uri)
         try:

@@ -169,7 +169,7 @@ class LocalWorkflow:
         return run
 
     def _report(self, output: Mapping[str, Any]) -> GcReport | None:
-        from lethe.store import parse_s3_uri
+        from lethe.storage.store import parse_s3_uri
 
         plan = output.get("plan") or {}  # the workflow's Compact state keeps table and run id
         table = output.get("table") or plan.get("table")

@@ -1,6 +1,6 @@
 """SQS delete requests -> deletion vectors (one commit per table per batch).
 
-Thin by design: parse and group with :func:`lethe.requests.process_delete_messages`, report
+Thin by design: parse and group with :func:`lethe.lake.requests.process_delete_messages`, report
 partial batch failures through Powertools' ``BatchProcessor``. Invalid messages fail alone
 (with their reason in the log) and reach the DLQ after ``maxReceiveCount``; good messages
 commit once. ``mode="erase"`` requests are followed by splice jobs on the splice queue.
@@ -28,10 +28,10 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
 from _settings import DeleteRequestsSettings as Settings
 from lethe import Lake, LakeRequestResult, Table
-from lethe.evidence import erasure_backlog
+from lethe.audit.evidence import erasure_backlog
+from lethe.erasure.jobs import SpliceJob, enqueue_erasures, send_jobs
+from lethe.lake.requests import MessageOutcome, process_delete_messages, sqs_sent_timestamp
 from lethe.lake.window import OLDEST_METRIC, PENDING_METRIC
-from lethe.requests import MessageOutcome, process_delete_messages, sqs_sent_timestamp
-from lethe.splice_jobs import SpliceJob, enqueue_erasures, send_jobs
 
 logger = Logger()
 tracer = Tracer()

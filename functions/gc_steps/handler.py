@@ -43,7 +43,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from _settings import GcSettings as Settings
 from lethe import errors
 from lethe import gc as lethe_gc
-from lethe.evidence import erasure_backlog
+from lethe.audit.evidence import erasure_backlog
 from lethe.gc import GcConflict, GcRunNotFound
 from lethe.gc.actions import open_catalog
 from lethe.gc.models import Category, CategoryStats, StepResult

@@ -39,13 +39,13 @@ from _settings import SettingsError
 from lethe import Table
 from lethe.adopt.hive import is_data_object
 from lethe.adopt.one import adopt_object
+from lethe.catalog.manifest import request_hash
 from lethe.ingest import (
     detect_format,
     register_parquet,
     start_ingest_job,
     upload_request_id,
 )
-from lethe.manifest import request_hash
 
 __all__ = [
     "SETTINGS",

@@ -3,7 +3,7 @@
 Each message names a table and an erasure (a request hash, never keys). A job without
 ``files`` (what the delete handler and ``lethe purge --queue-url`` send) is cut into groups
 of files, each within ``LETHE_SPLICE_MAX_BYTES`` bytes moved (row groups down and up,
-server-side copies, footers: :func:`lethe.splice_groups.splice_cost`), and one job per group
+server-side copies, footers: :func:`lethe.erasure.groups.splice_cost`), and one job per group
 goes back on the queue: the event source then runs up to its maximum concurrency of them at
 once. A group's job splices its files (never loading a whole file), commits them in one
 commit and re-enqueues what its budget left over; the erasure turns ``spliced`` with the
@@ -34,11 +34,11 @@ from aws_lambda_powertools.utilities.parser import parse
 
 from _settings import SpliceSettings as Settings
 from lethe import Lake, Table
-from lethe.erase import SpliceResult, process_erasure
-from lethe.evidence import erasure_backlog
+from lethe.audit.evidence import erasure_backlog
+from lethe.erasure.erase import SpliceResult, process_erasure
+from lethe.erasure.groups import plan_groups, splice_group
+from lethe.erasure.jobs import SpliceJob, send_jobs
 from lethe.lake.window import OLDEST_METRIC, PENDING_METRIC, WINDOW_EVENT
-from lethe.splice_groups import plan_groups, splice_group
-from lethe.splice_jobs import SpliceJob, send_jobs
 
 logger = Logger()
 tracer = Tracer()

@@ -179,7 +179,7 @@ class AdoptedData(Construct):
         storage: TableStorage,
         adopt: AdoptConfig,
     ) -> None:
-        """Ownership markers (lethe.ownership), per bucket: whoever adopts claims (upload
+        """Ownership markers (lethe.erasure.ownership), per bucket: whoever adopts claims (upload
         trigger, EMR job role), GC's plan checks them before its sweep deletes (and claims an
         unmarked original for its table): read, list and write ``_lethe/owners/``."""
         markers = c.OWNER_MARKER_PREFIX.rstrip("/")

@@ -7,7 +7,7 @@
 * Splice worker (``splice.handler.handler``): an erasure's first job is cut into groups of
   files within ``LETHE_SPLICE_MAX_BYTES`` (bytes moved, copies and footers included), one job
   per group back on the queue, spliced by up to ``splice_concurrency`` invocations at once;
-  a group's job re-enqueues what its budget left over (:mod:`lethe.splice_groups`). It writes new
+  a group's job re-enqueues what its budget left over (:mod:`lethe.erasure.groups`). It writes new
   data files by multipart upload and aborts its own failed uploads (DESIGN.md §4.5). Reserved concurrency (and the event source's
   maximum concurrency, equal to it so SQS never polls into throttles) keeps splices from
   stampeding one table's head. It may not delete anything either: replaced files go when GC
@@ -26,7 +26,7 @@ from infra.constructs.runtime import LambdaRuntime, LetheFunction
 from infra.constructs.storage import TableStorage
 
 # committers also publish the table's Iceberg view when its iceberg_view property is set;
-# an erase on an indexed table writes the scrubbed index pieces (lethe.index_erase)
+# an erase on an indexed table writes the scrubbed index pieces (lethe.index.erase)
 COMMIT_KEYS = (
     c.TOMBSTONE_PREFIX + "*",
     c.INDEX_PREFIX + "*",

@@ -7,7 +7,7 @@ one, with a key grant for CloudWatch). ``lethe:alarmEmail`` subscribes an addres
 The dashboard shows what the functions emit (Powertools EMF, namespace ``Lethe``, dimension
 ``service``): commit latency and CAS attempts (delete handler), rows deleted and erased,
 pending erasures and the oldest one's age (delete handler, splice worker and GC report step,
-from :func:`lethe.evidence.erasure_backlog`), the lake's pending requests and the oldest
+from :func:`lethe.audit.evidence.erasure_backlog`), the lake's pending requests and the oldest
 one's age (``PendingLakeRequests``, ``OldestPendingLakeRequestAge``: delete handler and the
 window run, from :meth:`lethe.Lake.backlog`), and the dead-letter queues' depth. The
 ``ErasureOverdue`` alarm watches the largest of every oldest age: a table's or the lake's.

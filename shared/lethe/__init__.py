@@ -15,26 +15,26 @@ from lethe import errors
 
 if TYPE_CHECKING:  # the names below load on first use: `import lethe` stays cheap
     from lethe.adopt.plan import AdoptPlan
-    from lethe.deletes import BatchDeleteResult, DeleteRequest, DeleteResult
+    from lethe.audit.receipts import ErasureReceipt
+    from lethe.erasure.deletes import BatchDeleteResult, DeleteRequest, DeleteResult
     from lethe.lake import Lake, LakeReceipt, LakeRequestResult
     from lethe.progress import Progress, ProgressEvent
-    from lethe.receipts import ErasureReceipt
-    from lethe.store import IOCounters, S3Store
+    from lethe.storage.store import IOCounters, S3Store
     from lethe.table import CommitResult, SnapshotInfo, Table
 
 _LAZY = {
     "AdoptPlan": "lethe.adopt.plan",
-    "BatchDeleteResult": "lethe.deletes",
-    "DeleteRequest": "lethe.deletes",
-    "DeleteResult": "lethe.deletes",
+    "BatchDeleteResult": "lethe.erasure.deletes",
+    "DeleteRequest": "lethe.erasure.deletes",
+    "DeleteResult": "lethe.erasure.deletes",
     "Lake": "lethe.lake",
     "LakeReceipt": "lethe.lake",
     "LakeRequestResult": "lethe.lake",
     "Progress": "lethe.progress",
     "ProgressEvent": "lethe.progress",
-    "ErasureReceipt": "lethe.receipts",
-    "IOCounters": "lethe.store",
-    "S3Store": "lethe.store",
+    "ErasureReceipt": "lethe.audit.receipts",
+    "IOCounters": "lethe.storage.store",
+    "S3Store": "lethe.storage.store",
     "CommitResult": "lethe.table",
     "SnapshotInfo": "lethe.table",
     "Table": "lethe.table",

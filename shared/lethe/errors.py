@@ -1,7 +1,7 @@
 """Typed errors of Lethe.
 
 Every error raised by the library derives from :class:`LetheError`. botocore errors are
-translated only at the S3 boundary (:mod:`lethe.store`), always with ``raise ... from e``.
+translated only at the S3 boundary (:mod:`lethe.storage.store`), always with ``raise ... from e``.
 """
 
 from __future__ import annotations
@@ -84,7 +84,7 @@ class RequestIdConflict(InvalidRequest):
 
 class OwnedElsewhere(InvalidRequest):
     """An object to adopt is owned (or referenced) by another Lethe table, or lies under
-    another table's prefix (:mod:`lethe.ownership`); ``tables`` names them."""
+    another table's prefix (:mod:`lethe.erasure.ownership`); ``tables`` names them."""
 
     def __init__(self, message: str, *, tables: tuple[str, ...] = ()) -> None:
         super().__init__(message)

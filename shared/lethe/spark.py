@@ -73,7 +73,7 @@ def _filters(text: str | None) -> Any:
         return None
     if text.lstrip().startswith("["):
         return json.loads(text)
-    from lethe.where import parse_dnf
+    from lethe.reading.where import parse_dnf
 
     return parse_dnf(text)
 
@@ -136,8 +136,8 @@ class _Reader(DataSourceReader):
         self.uri, self.version, self.out, self.filters = uri, version, out, filters
 
     def partitions(self) -> list[InputPartition]:
-        from lethe.filters import normalize
-        from lethe.rows import plan_rows, units_of
+        from lethe.reading.filters import normalize
+        from lethe.reading.rows import plan_rows, units_of
         from lethe.table import Table
 
         t = Table.open(self.uri, version=self.version)
@@ -156,8 +156,8 @@ class _Reader(DataSourceReader):
         return parts
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        from lethe.filters import normalize
-        from lethe.rows import handles, read_planned
+        from lethe.reading.filters import normalize
+        from lethe.reading.rows import handles, read_planned
 
         store, prefix, snap = _pinned(self.uri, self.version)
         f = _filters(self.filters)
@@ -174,8 +174,8 @@ def _pinned(uri: str, version: int) -> Any:
     worker (immutable; the head is not read, the files come with the partition)."""
     got = _PINNED.get((uri, version))
     if got is None:
-        from lethe.catalog import Catalog
-        from lethe.store import S3Store, parse_s3_uri
+        from lethe.catalog.commit import Catalog
+        from lethe.storage.store import S3Store, parse_s3_uri
 
         bucket, prefix = parse_s3_uri(uri)
         cat = Catalog(S3Store(bucket), prefix)
@@ -228,7 +228,7 @@ class _Writer(DataSourceArrowWriter):
         return _Files([f.model_dump_json() for f in files], written_at)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
-        from lethe.manifest import DataFile
+        from lethe.catalog.manifest import DataFile
         from lethe.table import Table
 
         done = [m for m in messages if isinstance(m, _Files)]
@@ -241,7 +241,7 @@ class _Writer(DataSourceArrowWriter):
         )
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
-        from lethe.manifest import DataFile
+        from lethe.catalog.manifest import DataFile
         from lethe.table import Table
 
         files = [

@@ -22,8 +22,9 @@ from typing import TYPE_CHECKING, Any, Literal
 import pyarrow as pa
 
 from lethe import errors, iceberg
-from lethe.catalog import Catalog, CommitOutcome, Direct, RetryPolicy
-from lethe.changes import (
+from lethe.audit.evidence import gather
+from lethe.audit.receipts import ErasureReceipt, audit, receipt
+from lethe.catalog.changes import (
     AddFiles,
     DeclareIndex,
     DropIndex,
@@ -32,13 +33,9 @@ from lethe.changes import (
     UpdateSchema,
     UpgradeFormat,
 )
-from lethe.clustering import ClusterSpec, cluster_order, cluster_properties
-from lethe.compaction import CompactionOptions, CompactionResult, RunTasks, compact
-from lethe.context import TableContext
-from lethe.deletes import BatchDeleteResult, DeleteRequest, DeleteResult, delete_batch
-from lethe.erase import EraseResult, erase, purge
-from lethe.evidence import gather
-from lethe.evolution import (
+from lethe.catalog.commit import Catalog, CommitOutcome, Direct, RetryPolicy
+from lethe.catalog.context import TableContext
+from lethe.catalog.evolution import (
     SchemaMode,
     SchemaUpdate,
     check_create,
@@ -47,11 +44,9 @@ from lethe.evolution import (
     merge_plan,
     renamed,
 )
-from lethe.filters import Dnf, normalize
-from lethe.grace import parse_duration
-from lethe.history import SnapshotInfo, snapshot_history
-from lethe.index import build_run, entries_of, initial_indexes, maintain
-from lethe.manifest import (
+from lethe.catalog.grace import parse_duration
+from lethe.catalog.history import SnapshotInfo, snapshot_history
+from lethe.catalog.manifest import (
     DataFile,
     IndexRun,
     Operation,
@@ -59,18 +54,23 @@ from lethe.manifest import (
     initial_manifest,
     request_hash,
 )
+from lethe.catalog.schemas import Evolution
+from lethe.catalog.snapshot import Snapshot
+from lethe.catalog.transforms import check_indexable
+from lethe.catalog.transforms.schema import aliases
+from lethe.erasure.deletes import BatchDeleteResult, DeleteRequest, DeleteResult, delete_batch
+from lethe.erasure.erase import EraseResult, erase, purge
+from lethe.erasure.retention import RetentionSweepResult, RowRetention, check_retention
+from lethe.erasure.retention import sweep as retention_sweep
+from lethe.index.core import build_run, entries_of, initial_indexes, maintain
+from lethe.maintenance.clustering import ClusterSpec, cluster_order, cluster_properties
+from lethe.maintenance.compaction import CompactionOptions, CompactionResult, RunTasks, compact
 from lethe.progress import Progress
-from lethe.reader import FileHandle
-from lethe.receipts import ErasureReceipt, audit, receipt
-from lethe.retention import RetentionSweepResult, RowRetention, check_retention
-from lethe.retention import sweep as retention_sweep
-from lethe.rows import batches, plan_rows
-from lethe.schemas import Evolution
-from lethe.snapshot import Snapshot
-from lethe.store import IOCounters, S3Store, parse_s3_uri
-from lethe.transforms import check_indexable
-from lethe.transforms.schema import aliases
-from lethe.writer import WriteOptions, write_files
+from lethe.reading.filters import Dnf, normalize
+from lethe.reading.reader import FileHandle
+from lethe.reading.rows import batches, plan_rows
+from lethe.storage.store import IOCounters, S3Store, parse_s3_uri
+from lethe.writing.writer import WriteOptions, write_files
 
 if TYPE_CHECKING:  # pragma: no cover
     from lethe.adopt.plan import AdoptPlan
@@ -148,7 +148,7 @@ class Table:
         declares secondary indexes on erasure keys (see :meth:`create_index`).
         ``cluster_by`` (subject columns) with ``cluster_window`` (``"1d"`` or ``("ts", "1d")``)
         lays the table out for forgetting: compaction sorts each time window by the subject,
-        so one person's rows sit in one file per window (:mod:`lethe.clustering`), of at most
+        so one person's rows sit in one file per window (:mod:`lethe.maintenance.clustering`), of at most
         ``cluster_file_subjects`` subjects.
         ``retention=(column, "400d")`` declares a row TTL (see :meth:`set_retention`).
 
@@ -311,7 +311,7 @@ class Table:
 
         ``progress`` hears of the rows written (task ``"append"``; :mod:`lethe.progress`).
         A table with ``cluster_by`` gets an in-memory table's rows sorted by time window
-        and subject first (:func:`lethe.clustering.cluster_order`), so one person's rows of
+        and subject first (:func:`lethe.maintenance.clustering.cluster_order`), so one person's rows of
         a batch sit in few pages before compaction clusters the window.
 
         ``schema_mode="merge"``: columns the table lacks are added and narrower table types
@@ -426,7 +426,7 @@ class Table:
         self, dnf: Dnf | None, store: S3Store | None = None, *, physical: bool = False
     ) -> list[tuple[FileHandle, int, int]]:
         """``(file, row group, first row position)`` that may hold rows matching ``dnf``
-        (see :func:`lethe.scan.plan`)."""
+        (see :func:`lethe.reading.scan.plan`)."""
         return plan_rows(
             store or self.store, self._catalog.prefix, self._m, dnf, physical=physical
         )[0]
@@ -467,11 +467,11 @@ class Table:
         the one-call door for DuckDB, Polars and anything else that takes Arrow streams.
 
         ``version``: another snapshot (time travel); ``filters``: DNF as for :meth:`scan`, or
-        ``--where`` text (:mod:`lethe.where`). ``reader = t.to_arrow_reader(); duckdb.sql("select
+        ``--where`` text (:mod:`lethe.reading.where`). ``reader = t.to_arrow_reader(); duckdb.sql("select
         count(*) from reader")``; ``pl.from_arrow(t.to_arrow_reader(filters="amount > 10"))``.
         """
         if isinstance(filters, str):
-            from lethe.where import parse_dnf
+            from lethe.reading.where import parse_dnf
 
             filters = parse_dnf(filters)
         snap = self
@@ -542,7 +542,7 @@ class Table:
 
         Returns the bytes copied server-side, uploaded and downloaded. ``max_bytes`` bounds
         the row-group bytes spliced in this call (the rest stays pending, see
-        :func:`lethe.erase.process_erasure`). ``progress`` hears of each file spliced.
+        :func:`lethe.erasure.erase.process_erasure`). ``progress`` hears of each file spliced.
         """
         r = erase(
             self.context, filters, request_id=request_id, max_bytes=max_bytes, progress=progress
@@ -580,7 +580,7 @@ class Table:
         """Rewrite files with many deleted rows, and small files, into fewer files (one
         commit; concurrent deletes are mapped onto the outputs). ``run_tasks`` runs the
         rewrite tasks elsewhere (``spark_jobs/compact.py``); see
-        :func:`lethe.compaction.compact`. The handle moves to the new version."""
+        :func:`lethe.maintenance.compaction.compact`. The handle moves to the new version."""
         r = compact(self.context, options, dry_run=dry_run, run_tasks=run_tasks, progress=progress)
         self._move_to(r.snapshot)
         return r
@@ -625,15 +625,15 @@ class Table:
         fv = format_version or self._m.properties.iceberg_format_version
         return iceberg.publish(self._catalog, self._m, format_version=fv, progress=progress).uri
 
-    # --- schema evolution (lethe.evolution) --------------------------------------------------
+    # --- schema evolution (lethe.catalog.evolution) --------------------------------------------------
     def update_schema(self) -> SchemaUpdate:
         """A builder of schema changes committed once, by ``with`` or ``.commit()``
-        (:mod:`lethe.evolution`)."""
+        (:mod:`lethe.catalog.evolution`)."""
         return SchemaUpdate(self._evolve)
 
     def _merge_schema(self, data: Any) -> Any:
         """Evolve the latest schema to take ``data`` (planned on the base it commits on:
-        :class:`~lethe.changes.MergeSchema`), move there, rename old names in ``data``."""
+        :class:`~lethe.catalog.changes.MergeSchema`), move there, rename old names in ``data``."""
         if isinstance(data, pa.Table | pa.RecordBatch | pa.RecordBatchReader):
             self._adopt(self._catalog.commit_change(Direct(MergeSchema(data.schema))))
         return merge_plan(data, self._m)[0]  # the evolution is in: old names renamed
@@ -652,9 +652,9 @@ class Table:
         """Every schema of the table by id, oldest first (fields carry their ids)."""
         return self._m.schema_history()
 
-    # --- table properties and row retention (lethe.retention) ------------------------------
+    # --- table properties and row retention (lethe.erasure.retention) ------------------------------
     def set_properties(self, **changes: Any) -> CommitResult:
-        """Change table properties (fields of :class:`~lethe.manifest.TableProperties`) in
+        """Change table properties (fields of :class:`~lethe.catalog.manifest.TableProperties`) in
         one commit, over the latest version; ``key`` and ``gc_grace_seconds`` are fixed.
 
         Raises:
@@ -699,7 +699,7 @@ class Table:
     def sweep_retention(
         self, *, now: datetime | None = None, dry_run: bool = False, max_bytes: int | None = None
     ) -> RetentionSweepResult:
-        """Erase the rows past the table's retention (:func:`lethe.retention.sweep`); the
+        """Erase the rows past the table's retention (:func:`lethe.erasure.retention.sweep`); the
         handle moves to the last version it committed."""
         r = retention_sweep(self.context, now=now, dry_run=dry_run, max_bytes=max_bytes)
         self._move_to(r.snapshot)
@@ -711,7 +711,7 @@ class Table:
         hashes = [r.id_hash for r in ev.head.requests if r.kind == "retention"]
         return [receipt(ev, h) for h in hashes]
 
-    # --- secondary indexes (DESIGN §6b; lethe.index) ----------------------------------------
+    # --- secondary indexes (DESIGN §6b; lethe.index.core) ----------------------------------------
     @property
     def indexes(self) -> tuple[str, ...]:
         """The columns with a secondary index in this snapshot."""
@@ -776,7 +776,7 @@ class Table:
         self, request_id: str, *, audit_values: Sequence[Any] | None = None
     ) -> ErasureReceipt:
         """The receipt of a delete or erase request: received, hidden, physically removed,
-        complete (GC), and the objects that held the rows (see :mod:`lethe.receipts`).
+        complete (GC), and the objects that held the rows (see :mod:`lethe.audit.receipts`).
 
         Reconstructed from the manifests, GC's markers and reports; it names the request by
         its hash only. ``audit_values``: key values to look for in the current objects (the

@@ -32,8 +32,8 @@ from lethe import errors
 from lethe.adopt.delta import list_delta
 from lethe.adopt.delta_format import DELTA_DV_MAGIC, decode_bitmap_array, z85_encode
 from lethe.adopt.source import SourceListing
-from lethe.store import S3Store
-from lethe.values import from_json
+from lethe.catalog.values import from_json
+from lethe.storage.store import S3Store
 
 
 def _so(aws: Any) -> dict[str, str]:

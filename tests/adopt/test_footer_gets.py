@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from lethe import errors
 from lethe.adopt.footers import FooterGuess, read_footers, tail_bytes
 from lethe.adopt.source import SourceFile
-from lethe.store import S3Store
+from lethe.storage.store import S3Store
 
 
 def _put(s3: Any, bucket: str, key: str, t: pa.Table) -> tuple[SourceFile, bytes]:

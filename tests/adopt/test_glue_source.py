@@ -16,7 +16,7 @@ from lethe import errors
 from lethe.adopt.glue import list_glue
 from lethe.adopt.iceberg import list_iceberg
 from lethe.iceberg.glue import register
-from lethe.store import S3Store
+from lethe.storage.store import S3Store
 from lethe.table import Table
 from tests.conftest import events
 

@@ -46,7 +46,7 @@ from pyiceberg.typedef import Record
 from lethe import errors
 from lethe.adopt.iceberg import list_iceberg
 from lethe.adopt.source import SourceListing
-from lethe.store import S3Store
+from lethe.storage.store import S3Store
 from lethe.table import Table
 from tests.conftest import events
 

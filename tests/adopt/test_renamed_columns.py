@@ -22,11 +22,11 @@ from pyiceberg.catalog.glue import GlueCatalog
 from pyiceberg.table import StaticTable
 
 import lethe
-from lethe.compaction import CompactionOptions
+from lethe.audit.verify import verify
+from lethe.catalog.schemas import ALIASES
 from lethe.gc import collect
 from lethe.iceberg import publish
-from lethe.schemas import ALIASES
-from lethe.verify import verify
+from lethe.maintenance.compaction import CompactionOptions
 
 
 def _so(aws: Any) -> dict[str, str]:
@@ -196,7 +196,7 @@ def test_an_iceberg_table_with_a_renamed_column_is_adopted_read_and_erased(
 def test_a_file_is_read_by_id_or_by_alias(ids: bool) -> None:
     """The projection of an adopted file: by field id when its ids are the table's, else by
     the table's aliases (a file without ids)."""
-    from lethe.schemas import FIELD_ID, Projection
+    from lethe.catalog.schemas import FIELD_ID, Projection
 
     target = pa.schema(
         [pa.field("a", pa.int64(), metadata={FIELD_ID: b"1", ALIASES: b'["col-a"]'}),

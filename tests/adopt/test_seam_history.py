@@ -21,8 +21,8 @@ from deltalake import DeltaTable, write_deltalake
 from pyiceberg.catalog.glue import GlueCatalog
 
 import lethe
+from lethe.erasure.ownership import superseded_external
 from lethe.gc import collect
-from lethe.ownership import superseded_external
 
 
 def _ice_props(aws: Any) -> dict[str, str]:

@@ -160,8 +160,8 @@ def test_seam02_racing_claims_leave_one_owner_per_object(s3: Any, bucket: str) -
     most one owner, and a claim that was refused leaves no marker naming its table."""
     import threading
 
-    from lethe.ownership import Marker, TableRef, claim, marker_uri
-    from lethe.store import S3Store
+    from lethe.erasure.ownership import Marker, TableRef, claim, marker_uri
+    from lethe.storage.store import S3Store
 
     store = S3Store(bucket, client=s3)
     uris = [f"s3://{bucket}/raw/r/{i}.parquet" for i in range(40)]
@@ -200,7 +200,7 @@ def test_seam01_ledgers_of_many_small_adoptions_are_merged(s3: Any, bucket: str)
     ledgers are merged so the manifest root stays small, and none of the objects is lost
     from the table's record."""
     from lethe.adopt.one import adopt_object
-    from lethe.ownership import MERGE_AT, adopted_objects
+    from lethe.erasure.ownership import MERGE_AT, adopted_objects
 
     t = lethe.Table.create(f"s3://{bucket}/t", events(0, 1).schema, key="id")
     n = MERGE_AT + 3
@@ -224,7 +224,7 @@ def test_seam01_a_table_from_before_ledgers_answers_from_its_erasure_records(
     """issue 35 item 1 (tables adopted before the ledger existed): their manifest names no
     ledger; the erasure records' superseded originals still count as adopted (a re-adopt
     skips them), and the first adopt commit writes them into its ledger with the live ones."""
-    from lethe.ownership import adopted_objects, legacy_entries
+    from lethe.erasure.ownership import adopted_objects, legacy_entries
 
     src, uri = _three_files(s3, bucket), f"s3://{bucket}/t"
     t = lethe.Table.adopt(uri, src, key="id")

@@ -16,10 +16,10 @@ from conftest import events
 from test_adopt import DAYS, hive_lake, with_dt
 
 import lethe
-from lethe.compaction import CompactionOptions
 from lethe.iceberg import avro as iavro
 from lethe.iceberg import publish
 from lethe.iceberg.publish import PublishResult
+from lethe.maintenance.compaction import CompactionOptions
 
 
 def _props(aws: Any) -> dict[str, str]:

@@ -137,7 +137,7 @@ def test_a_message_without_requested_at_is_dated_by_the_queue(
 ) -> None:
     """The message docs/local.md shows (no requested_at) commits; SentTimestamp dates it."""
     from functions.delete_requests import handler as h
-    from lethe import requests
+    from lethe.lake import requests
 
     lethe.Table.create(table_uri, EVENTS, key="id").append(events(0, 100))
     sqs, url, arn = queue

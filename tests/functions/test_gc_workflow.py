@@ -40,9 +40,9 @@ from devtools.local.stepfunctions import (
     synthesize_template,
 )
 from lethe import errors
-from lethe.manifest import manifest_key
-from lethe.store import parse_s3_uri
-from lethe.verify import verify
+from lethe.audit.verify import verify
+from lethe.catalog.manifest import manifest_key
+from lethe.storage.store import parse_s3_uri
 
 STEPS = ("retention", "plan", "sweep", "expire", "abort", "purge", "report", "record_failure")
 HANDLERS = tuple(f"gc_steps.handler.{s}" for s in STEPS)

@@ -251,7 +251,7 @@ def test_the_job_an_upload_starts_evolves_only_when_the_table_lets_it(
 
 def test_uploads_evolve_is_not_written_when_unset(table_uri: str) -> None:
     """Old manifests re-encode byte-identically: the default is not written."""
-    from lethe.manifest import decode_manifest, encode_manifest
+    from lethe.catalog.manifest import decode_manifest, encode_manifest
 
     t = lethe.Table.create(table_uri, EVENTS, key="id")
     raw = encode_manifest(t.manifest.manifest)

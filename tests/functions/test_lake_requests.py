@@ -205,7 +205,7 @@ def test_a_lake_message_without_a_lake_fails_with_a_reason(
 
 def test_parse_any_routes_by_shape() -> None:
     from lethe import errors
-    from lethe.requests import DeleteRequestMessage, LakeRequestMessage, parse_any
+    from lethe.lake.requests import DeleteRequestMessage, LakeRequestMessage, parse_any
 
     lake = parse_any({"request_id": "r", "subject": "customer", "values": [1, "a@b"]})
     assert isinstance(lake, LakeRequestMessage) and lake.mode == "erase"

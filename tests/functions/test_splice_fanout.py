@@ -1,4 +1,4 @@
-"""Splice fan-out: an erasure's files cut into groups (lethe.splice_groups), one splice job
+"""Splice fan-out: an erasure's files cut into groups (lethe.erasure.groups), one splice job
 per group, run by several splice invocations at once in the local runtime (the splice
 mapping's MaximumConcurrency), every row physically gone; a failing job still goes to the
 DLQ with its reason."""
@@ -19,9 +19,9 @@ import lethe
 from devtools.local.functions import Invocation
 from devtools.local.runtime import LocalRuntime, LocalSettings, load_template
 from devtools.local.server import LocalAws
-from lethe.deletes import DeleteRequest
-from lethe.manifest import request_hash
-from lethe.splice_groups import plan_groups, splice_cost, splice_group
+from lethe.catalog.manifest import request_hash
+from lethe.erasure.deletes import DeleteRequest
+from lethe.erasure.groups import plan_groups, splice_cost, splice_group
 
 CUSTOMER = 7  # events(): customer_id = id % 100, so one row in every 100
 

@@ -159,7 +159,7 @@ def _with_zero_dictionary_offsets(data: bytes) -> bytes:
 def test_writer_and_reader_locate_groups_by_the_same_rule(variant: str) -> None:
     """DESIGN §4.1 once: the writer and the reader apply it to pyarrow's metadata."""
     from lethe.parquet.footer import chunk_span
-    from lethe.writer import row_group_range as writer_range
+    from lethe.writing.writer import row_group_range as writer_range
 
     data = write(rich_table(), row_group_size=1000, use_dictionary=variant == "dictionary")
     if variant == "zero dictionary offset":

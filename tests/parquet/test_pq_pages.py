@@ -14,6 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from lethe.catalog.values import comparable
 from lethe.errors import UnsupportedFile
 from lethe.parquet.footer import parse_tail, read_column_index, read_offset_index
 from lethe.parquet.model import FileMetaData, InvalidParquet
@@ -34,7 +35,6 @@ from lethe.parquet.pages import (
     runs,
     union,
 )
-from lethe.values import comparable
 
 
 def _write(table: pa.Table, **kw: Any) -> tuple[bytes, FileMetaData]:

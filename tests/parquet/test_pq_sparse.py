@@ -1,6 +1,6 @@
 """Sparse page-level erase (issue 13): a splice from the tail, the offset indexes and only the
 pages holding erased rows (plus the chunks that must be re-encoded whole), as
-:func:`lethe.erase.splice_file` fetches them; chunk metadata derived without re-encoding.
+:func:`lethe.erasure.erase.splice_file` fetches them; chunk metadata derived without re-encoding.
 
 Checked against a rewrite from scratch and against the row-group splice of the same file
 (chunk statistics, null counts and bloom filters depend only on the remaining values), and

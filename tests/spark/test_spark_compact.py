@@ -8,9 +8,9 @@ import pytest
 from conftest import EVENTS, SPARK_MARKS, events
 
 import lethe
-from lethe.compaction import CompactionOptions
-from lethe.dvstore import load
-from lethe.verify import verify
+from lethe.audit.verify import verify
+from lethe.dv.store import load
+from lethe.maintenance.compaction import CompactionOptions
 from spark_jobs.compact import main, run_compaction, spark_runner
 
 pytestmark = SPARK_MARKS
@@ -82,7 +82,7 @@ def test_delete_committed_while_the_job_runs_survives(spark: Any, table: lethe.T
 
 
 def test_a_clustered_table_is_laid_out_by_spark(spark: Any, table_uri: str) -> None:
-    from lethe.clustering import ClusterSpec, file_windows
+    from lethe.maintenance.clustering import ClusterSpec, file_windows
 
     t = lethe.Table.create(
         table_uri + "c",

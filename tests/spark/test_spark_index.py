@@ -54,7 +54,7 @@ def test_spark_backfill_of_a_renamed_widened_column_reads_old_files_by_field_id(
     assert ix.column == "cust" and all(ix.covers(f) for f in t.manifest.files)
     assert sum(r.entries for r in ix.runs) == 900  # every row of every file, none missed
     assert sorted(t.scan(["id"], [("cust", "in", [4, 5])])["id"].to_pylist()) == plain
-    from lethe.verify import verify
+    from lethe.audit.verify import verify
 
     report = verify(t, deep=True)
     assert report.ok, report.problems

@@ -21,8 +21,8 @@ import pytest
 from conftest import EVENTS, SPARK_MARKS, events
 
 import lethe
+from lethe.audit.verify import verify
 from lethe.ingest import register_parquet
-from lethe.verify import verify
 from spark_jobs._session import LOCAL_JAVA_OPTIONS
 from spark_jobs.ingest import run_ingest
 
@@ -186,7 +186,7 @@ def test_spark_submit_entry_point(s3: Any, bucket: str, table_uri: str) -> None:
 def test_ingest_into_a_clustered_table_sorts_by_window_and_subject(
     spark: Any, s3: Any, bucket: str, table_uri: str
 ) -> None:
-    from lethe.clustering import ClusterSpec, cluster_order
+    from lethe.maintenance.clustering import ClusterSpec, cluster_order
 
     data = events(0, 20_000, customers=30)  # one event per second: about 6 hourly windows
     s3.put_object(Bucket=bucket, Key="upc/a.parquet", Body=parquet_bytes(data))
@@ -211,7 +211,7 @@ def test_ingest_evolves_only_with_evolve_and_otherwise_refuses_every_column(
     """A Parquet upload with a new column (``country``) and a widened one (``customer_id``
     int64, values past int32): refused without ``--evolve`` (every input and column named,
     nothing read or written), taken with it (one schema commit, then the append)."""
-    from lethe.schemas import field_id
+    from lethe.catalog.schemas import field_id
     from spark_jobs.ingest import main
 
     new = events(0, 500)

@@ -2,7 +2,7 @@
 
 :func:`adopt` lists the source (:func:`list_source`), reads only the footers, makes the schema
 (the union of the footers), and commits the files in batches (change kind ``adopt``,
-:class:`lethe.changes.AdoptFiles`), each an absolute ``s3://`` path with its ETag, its
+:class:`lethe.catalog.changes.AdoptFiles`), each an absolute ``s3://`` path with its ETag, its
 partition values and ownership; the rows the source had deleted become Lethe DVs in the same
 commit. Idempotent by (path, ETag): a re-run, or a run resumed after a crash between
 batches, adopts only the files not adopted yet; a file whose ETag changed is refused.
@@ -22,18 +22,18 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 import pyarrow as pa
 from pyroaring import BitMap64
 
-from lethe import dvstore, errors
+from lethe import errors
 from lethe.adopt.footers import Footer, read_footers
 from lethe.adopt.hive import list_parquet
 from lethe.adopt.names import check_readable, describe_file, logical, physical_names, with_aliases
 from lethe.adopt.plan import AdoptPlan, ColumnPlan, file_plan, history_plan, union_schema
 from lethe.adopt.source import HistoryObject, SourceFile, SourceListing
-from lethe.catalog import Direct
-from lethe.changes import AdoptFiles
-from lethe.index import maintain
-from lethe.ingest.fit import same_type
-from lethe.manifest import DataFile, Operation
-from lethe.ownership import (
+from lethe.catalog.changes import AdoptFiles
+from lethe.catalog.commit import Direct
+from lethe.catalog.manifest import DataFile, Operation
+from lethe.catalog.partitions import PARTITION_META, partition_stats
+from lethe.dv import store as dvstore
+from lethe.erasure.ownership import (
     Ledger,
     LedgerEntry,
     TableRef,
@@ -43,12 +43,13 @@ from lethe.ownership import (
     ledger_for_commit,
     legacy_entries,
 )
-from lethe.partitions import PARTITION_META, partition_stats
-from lethe.store import S3Store, parse_s3_uri
+from lethe.index.core import maintain
+from lethe.ingest.fit import same_type
+from lethe.storage.store import S3Store, parse_s3_uri
 
 if TYPE_CHECKING:  # pragma: no cover
-    from lethe.catalog import Catalog
-    from lethe.snapshot import Snapshot
+    from lethe.catalog.commit import Catalog
+    from lethe.catalog.snapshot import Snapshot
 
 
 class TableLike(Protocol):
@@ -181,7 +182,7 @@ def _open(cls: TableClass[Table], uri: str, s3: Any | None) -> Table | None:
 
 def _pending(listing: SourceListing, table: TableLike | None) -> tuple[SourceListing, int, int]:
     """The listing without the files the table holds already (same path and ETag), nor those
-    it adopted before and has superseded since (its ledger, :mod:`lethe.ownership`: an
+    it adopted before and has superseded since (its ledger, :mod:`lethe.erasure.ownership`: an
     erasure's spliced originals stay in the bucket until GC); with how many of each.
 
     Raises:
@@ -353,7 +354,7 @@ def adopt(cls: TableClass[Table], uri: str, source: str, opts: AdoptOptions) -> 
     )
     if opts.dry_run:
         return plan_of(uri, listing, footers, schema, done, own, gone)
-    if table is not None and additions:  # one schema commit first (lethe.evolution rules)
+    if table is not None and additions:  # one schema commit first (lethe.catalog.evolution rules)
         update = table.update_schema()
         for f in additions:
             update = update.add_column(f.name, f.type)
@@ -392,7 +393,7 @@ def _create(
     store: S3Store,
 ) -> Table:
     """The new table, on ``store`` (its counters then cover the whole adoption)."""
-    from lethe.catalog import Catalog
+    from lethe.catalog.commit import Catalog
 
     key = opts.key or (listing.key[0] if len(listing.key) == 1 else None)
     if key is None:
@@ -438,7 +439,7 @@ def commit_batch(
     source had deleted and the index runs of the declared indexes. The batch's objects (and
     ``history``: a source's earlier snapshots and metadata, taken as owned and superseded)
     are claimed first (ownership markers) and recorded in the commit's ledger
-    (:mod:`lethe.ownership`)."""
+    (:mod:`lethe.erasure.ownership`)."""
     written_at = time.time()  # before the DV container and index pieces: the GC grace clock
     me = TableRef(uri=table.catalog.uri, uuid=table.manifest.table_uuid)
     claim(table.store, me, [ft.source.uri for ft in batch], own)

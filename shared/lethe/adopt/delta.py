@@ -44,8 +44,8 @@ from lethe.adopt.delta_format import (
 from lethe.adopt.history import history_objects
 from lethe.adopt.objects import SourceObjects, s3_uri
 from lethe.adopt.source import SourceFile, SourceListing
-from lethe.store import S3Store
-from lethe.values import JsonScalar
+from lethe.catalog.values import JsonScalar
+from lethe.storage.store import S3Store
 
 __all__ = ["READER_FEATURES", "WRITER_FEATURES", "DeltaLog", "list_delta", "replay"]
 

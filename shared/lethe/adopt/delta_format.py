@@ -5,7 +5,7 @@ Everything here follows the Delta protocol (``PROTOCOL.md``): the schema seriali
 partition value serialization (strings in the log, typed by the schema), and the deletion
 vector format (a ``RoaringBitmapArray``: little-endian magic ``1681511377`` then a portable
 64-bit Roaring bitmap; in files framed by a big-endian size and CRC-32, byte for byte the
-Iceberg ``deletion-vector-v1`` blob, so :func:`lethe.dv.decode_dv` validates both).
+Iceberg ``deletion-vector-v1`` blob, so :func:`lethe.dv.blob.decode_dv` validates both).
 
 >>> partition_value("2026-01-02", pa.date32())
 20455
@@ -36,9 +36,9 @@ import pyarrow as pa
 from pyroaring import BitMap64
 
 from lethe import errors
-from lethe.dv import decode_dv
-from lethe.schemas import FIELD_ID
-from lethe.values import JsonScalar, to_json
+from lethe.catalog.schemas import FIELD_ID
+from lethe.catalog.values import JsonScalar, to_json
+from lethe.dv.blob import decode_dv
 
 __all__ = [
     "DELTA_DV_MAGIC",
@@ -161,7 +161,7 @@ def _timestamp(raw: str, t: pa.TimestampType) -> int:
 
 def partition_value(raw: str | None, t: pa.DataType) -> JsonScalar:
     """A partition value as Delta serializes it (a string; empty or null is null) in the
-    canonical JSON form of :mod:`lethe.values` for column type ``t``.
+    canonical JSON form of :mod:`lethe.catalog.values` for column type ``t``.
 
     Raises:
         UnsupportedSource: the string is not a value of the type.

@@ -15,7 +15,7 @@ from lethe import errors
 from lethe.adopt.source import SourceFile
 from lethe.parquet.enums import Codec, Encoding
 from lethe.parquet.footer import check_roundtrip, parse_tail
-from lethe.store import S3Store
+from lethe.storage.store import S3Store
 
 __all__ = [
     "Footer",

@@ -33,8 +33,8 @@ from lethe.adopt.hive_types import hive_type
 from lethe.adopt.iceberg import list_iceberg
 from lethe.adopt.objects import SourceObjects, s3_uri
 from lethe.adopt.source import SourceFile, SourceListing
-from lethe.store import S3Store, translate_error
-from lethe.values import JsonScalar
+from lethe.catalog.values import JsonScalar
+from lethe.storage.store import S3Store, translate_error
 
 __all__ = ["HIVE_NULL", "is_data_key", "list_glue"]
 

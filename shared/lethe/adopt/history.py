@@ -7,7 +7,7 @@ files, ``_delta_log`` commits (statistics) and checkpoints. Adopting the current
 alone would leave them behind: an erasure would remove a person from the live files while
 the source's history still holds them. :func:`history_objects` lists them (the table's own
 folders, and whatever its metadata references elsewhere); the adoption takes them as owned
-and superseded (:mod:`lethe.ownership`), so GC deletes them after the grace.
+and superseded (:mod:`lethe.erasure.ownership`), so GC deletes them after the grace.
 
 >>> describe("s3://b/t/metadata/snap-1-1-ab.avro"), describe("s3://b/t/_delta_log/00000000000000000003.json")
 ('iceberg manifest list', 'delta log commit')

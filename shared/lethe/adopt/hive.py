@@ -24,8 +24,8 @@ import pyarrow as pa
 
 from lethe import errors
 from lethe.adopt.source import SourceFile, SourceListing
-from lethe.store import S3Store, parse_s3_uri
-from lethe.values import JsonScalar, to_json
+from lethe.catalog.values import JsonScalar, to_json
+from lethe.storage.store import S3Store, parse_s3_uri
 
 __all__ = ["HIVE_NULL", "hive_values", "is_data_object", "list_parquet", "typed_value"]
 

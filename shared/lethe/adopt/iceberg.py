@@ -13,13 +13,13 @@ deletes that apply to each live data file:
 - **position delete files** (Parquet ``file_path``, ``pos``): a delete applies to a data file
   whose data sequence number is <= the delete file's;
 - **deletion vectors** (format 3, Puffin ``deletion-vector-v1`` blobs at ``content_offset`` /
-  ``content_size_in_bytes``, parsed by :mod:`lethe.dv`), same sequence-number rule;
+  ``content_size_in_bytes``, parsed by :mod:`lethe.dv.blob`), same sequence-number rule;
 - **equality deletes** are refused (:class:`~lethe.errors.UnsupportedSource`) when one applies
   to a live data file (data sequence number strictly below its own): turning them into
   positions would mean reading every data file, and ignoring them would bring rows back.
 
 Partition values: identity partitions give a file's value of the source column (canonical JSON
-of :mod:`lethe.values`); the column is also in :attr:`SourceListing.schema`, since Iceberg
+of :mod:`lethe.catalog.values`); the column is also in :attr:`SourceListing.schema`, since Iceberg
 writers store it in the file too (files migrated into Iceberg may lack it, which is why the
 value is listed). Other transforms (bucket, truncate, day, ...) are derived from columns that
 are in the files, so they need no partition column and are not listed. A column is in
@@ -62,10 +62,10 @@ from lethe.adopt.history import history_objects
 from lethe.adopt.iceberg_types import arrow_schema
 from lethe.adopt.objects import SourceObjects, s3_uri
 from lethe.adopt.source import HistoryObject, SourceFile, SourceListing
-from lethe.dv import decode_dv
+from lethe.catalog.values import JsonScalar, to_json
+from lethe.dv.blob import decode_dv
 from lethe.iceberg.avro import decode_manifest, decode_manifest_list
-from lethe.store import S3Store
-from lethe.values import JsonScalar, to_json
+from lethe.storage.store import S3Store
 
 __all__ = ["applies", "list_iceberg", "newest_metadata", "resolve_metadata"]
 

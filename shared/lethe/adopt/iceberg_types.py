@@ -1,4 +1,4 @@
-"""Iceberg schemas as Arrow schemas with field ids (the conventions of :mod:`lethe.schemas`).
+"""Iceberg schemas as Arrow schemas with field ids (the conventions of :mod:`lethe.catalog.schemas`).
 
 Every field carries ``PARQUET:field_id``; strings and binaries are Arrow's 32-bit-offset types
 (Lethe's own), ``uuid`` is ``fixed_size_binary(16)``, ``timestamptz`` is UTC.
@@ -40,7 +40,7 @@ from pyiceberg.types import (
 )
 
 from lethe import errors
-from lethe.schemas import FIELD_ID
+from lethe.catalog.schemas import FIELD_ID
 
 __all__ = ["arrow_schema"]
 

@@ -5,13 +5,13 @@ columns (files keep the old names, with ``PARQUET:field_id``).
 At adoption each footer is read under the table's names (:func:`logical`): a column by its
 field id when the source gives the table's ids and the file carries them, else by the
 source's physical name. The table schema keeps each column's other names as
-:data:`~lethe.schemas.ALIASES` (:func:`with_aliases`, Iceberg's name mapping: what a file
+:data:`~lethe.catalog.schemas.ALIASES` (:func:`with_aliases`, Iceberg's name mapping: what a file
 without ids is read by), and every read of an adopted file resolves its columns with
-:meth:`lethe.schemas.Projection.within` (by id when the file's ids are the table's, else by
+:meth:`lethe.catalog.schemas.Projection.within` (by id when the file's ids are the table's, else by
 name or alias). Statistics are stored under the table's names (:func:`describe_file`).
 
 >>> import pyarrow as pa
->>> from lethe.schemas import FIELD_ID
+>>> from lethe.catalog.schemas import FIELD_ID
 >>> s = pa.schema([pa.field("a", pa.int64(), metadata={FIELD_ID: b"1"})])
 >>> [f.metadata[ALIASES] for f in with_aliases(s, {"a": {"col-1"}})]
 [b'["col-1"]']
@@ -28,9 +28,9 @@ import pyarrow as pa
 from lethe import errors
 from lethe.adopt.footers import Footer
 from lethe.adopt.source import SourceListing
-from lethe.manifest import ColumnStats, RowGroupInfo
-from lethe.mapped import describe_named
-from lethe.schemas import ALIASES, Projection, aliases, field_id
+from lethe.catalog.manifest import ColumnStats, RowGroupInfo
+from lethe.catalog.schemas import ALIASES, Projection, aliases, field_id
+from lethe.writing.mapped import describe_named
 
 __all__ = ["check_readable", "describe_file", "logical", "physical_names", "with_aliases"]
 
@@ -71,7 +71,7 @@ def physical_names(footers: Iterable[Footer]) -> dict[str, set[str]]:
 
 
 def with_aliases(schema: pa.Schema, names: Mapping[str, set[str]]) -> pa.Schema:
-    """``schema`` with each column's other names (:data:`~lethe.schemas.ALIASES`) added;
+    """``schema`` with each column's other names (:data:`~lethe.catalog.schemas.ALIASES`) added;
     a column without any keeps its metadata as it was (an old manifest re-encodes
     byte-identical)."""
     fields = []
@@ -110,6 +110,6 @@ def check_readable(footers: Sequence[Footer], schema: pa.Schema) -> None:
 def describe_file(
     ft: Footer, schema: pa.Schema, key: str
 ) -> tuple[tuple[RowGroupInfo, ...], dict[str, ColumnStats]]:
-    """:func:`lethe.writer.describe` of an adopted file, its statistics under the table's
+    """:func:`lethe.writing.writer.describe` of an adopted file, its statistics under the table's
     names (the footer's columns are the file's own names)."""
     return describe_named(ft.metadata, schema, key, physical=ft.physical)

@@ -1,7 +1,7 @@
-"""Reading a source's objects through :mod:`lethe.store`, in whatever bucket they live.
+"""Reading a source's objects through :mod:`lethe.storage.store`, in whatever bucket they live.
 
 An Iceberg or Delta table, or a Glue table's partitions, may name objects in several buckets;
-:class:`SourceObjects` keeps one counted :class:`~lethe.store.S3Store` per bucket, all sharing
+:class:`SourceObjects` keeps one counted :class:`~lethe.storage.store.S3Store` per bucket, all sharing
 the caller's client and counters, so that every byte a source reader reads is counted and its
 errors are translated in one place.
 
@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
 from lethe import errors
-from lethe.store import GetResult, ObjectInfo, S3Store
+from lethe.storage.store import GetResult, ObjectInfo, S3Store
 
 __all__ = ["SourceObjects", "s3_uri", "split_uri"]
 

@@ -14,9 +14,9 @@ from pydantic import BaseModel, ConfigDict
 from lethe import errors
 from lethe.adopt.footers import Footer
 from lethe.adopt.source import HistoryObject, SourceListing
+from lethe.catalog.partitions import PARTITION_META
+from lethe.catalog.values import JsonScalar
 from lethe.ingest.fit import same_type
-from lethe.partitions import PARTITION_META
-from lethe.values import JsonScalar
 
 __all__ = [
     "AdoptPlan",

@@ -18,16 +18,16 @@ import pyarrow as pa
 
 from lethe.adopt.footers import read_footers
 from lethe.adopt.source import SourceFile
-from lethe.catalog import Direct
-from lethe.changes import ReplaceFiles
-from lethe.index import maintain
-from lethe.index_erase import scrub_rows
-from lethe.layout import is_external
-from lethe.manifest import DataFile, Operation
-from lethe.partitions import partition_stats
-from lethe.reader import FileHandle, read_row_group
-from lethe.scan import Projections
-from lethe.writer import WriteOptions, write_files
+from lethe.catalog.changes import ReplaceFiles
+from lethe.catalog.commit import Direct
+from lethe.catalog.manifest import DataFile, Operation
+from lethe.catalog.partitions import partition_stats
+from lethe.index.core import maintain
+from lethe.index.erase import scrub_rows
+from lethe.reading.reader import FileHandle, read_row_group
+from lethe.reading.scan import Projections
+from lethe.storage.layout import is_external
+from lethe.writing.writer import WriteOptions, write_files
 
 if TYPE_CHECKING:  # pragma: no cover
     from lethe.table import Table

@@ -21,7 +21,7 @@ from typing import Literal
 
 import pyarrow as pa
 
-from lethe.values import JsonScalar
+from lethe.catalog.values import JsonScalar
 
 __all__ = ["HistoryObject", "SourceFile", "SourceFormat", "SourceListing"]
 
@@ -39,7 +39,7 @@ class SourceFile:
             (the adopter HEADs it).
         partition: partition column name -> value, for columns that are not in the file
             (Hive ``key=value/`` directories, Iceberg identity partitions, Delta
-            ``partitionValues``), in the canonical JSON form of :mod:`lethe.values` for the
+            ``partitionValues``), in the canonical JSON form of :mod:`lethe.catalog.values` for the
             column's type in :attr:`SourceListing.partition_schema` (Hive: the raw
             directory string until typed; ``None`` is a null partition value).
         deleted: positions (0-based row numbers in the file) the source had deleted

@@ -7,7 +7,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from lethe import errors
-from lethe.where import Dnf, and_dnf, parse_dnf
+from lethe.reading.where import Dnf, and_dnf, parse_dnf
 
 if TYPE_CHECKING:  # pyarrow loads with the first command that reads or writes rows
     import pyarrow as pa
@@ -28,7 +28,7 @@ __all__ = [
 
 
 def parse_where(expr: str) -> tuple[str, str, Any]:
-    """Parse one comparison ``"col op value"`` (see :mod:`lethe.where` for the grammar).
+    """Parse one comparison ``"col op value"`` (see :mod:`lethe.reading.where` for the grammar).
 
     >>> parse_where("id in [1, 2]")
     ('id', 'in', [1, 2])
@@ -44,7 +44,7 @@ def parse_where(expr: str) -> tuple[str, str, Any]:
     dnf = parse_dnf(expr)
     if len(dnf) != 1 or len(dnf[0]) != 1:
         raise errors.InvalidRequest(
-            f"--where {expr!r} is more than one comparison; parse it with lethe.where.parse_dnf"
+            f"--where {expr!r} is more than one comparison; parse it with lethe.reading.where.parse_dnf"
         )
     return dnf[0][0]
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the heavy modules load with the command that needs them
-    from lethe.receipts import ErasureReceipt
+    from lethe.audit.receipts import ErasureReceipt
     from lethe.table import Table
 
 __all__ = ["register"]
@@ -18,7 +18,7 @@ __all__ = ["register"]
 
 def register(sub: Any) -> None:
     """Add ``erasures`` and ``report`` to the ``lethe`` parser."""
-    from lethe.grace import DEFAULT_DEADLINE_DAYS
+    from lethe.catalog.grace import DEFAULT_DEADLINE_DAYS
 
     c = sub.add_parser(
         "erasures",
@@ -55,9 +55,9 @@ def _value(raw: str) -> Any:
 
 
 def _receipts(args: argparse.Namespace, t: Table) -> list[ErasureReceipt]:
-    from lethe.evidence import gather
-    from lethe.manifest import request_hash
-    from lethe.receipts import audit, known_requests, receipt
+    from lethe.audit.evidence import gather
+    from lethe.audit.receipts import audit, known_requests, receipt
+    from lethe.catalog.manifest import request_hash
 
     ev = gather(t.catalog)
     found = None
@@ -71,7 +71,7 @@ def _receipts(args: argparse.Namespace, t: Table) -> list[ErasureReceipt]:
 
 
 def cmd_erasures(args: argparse.Namespace) -> int:
-    from lethe.grace import parse_duration
+    from lethe.catalog.grace import parse_duration
     from lethe.table import Table
 
     t = Table.open(args.uri)
@@ -93,15 +93,15 @@ def cmd_erasures(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from lethe.grace import parse_duration
+    from lethe.audit.report import table_report
+    from lethe.catalog.grace import parse_duration
     from lethe.table import Table
-    from lethe.table_report import table_report
 
     t = Table.open(args.uri)
     days = parse_duration(args.deadline).total_seconds() / 86400
     rep = table_report(t.catalog, deadline_days=days)
     if args.html:
-        from lethe.report_html import render
+        from lethe.audit.html import render
 
         path = Path(args.html)
         path.write_text(render(rep), encoding="utf-8")

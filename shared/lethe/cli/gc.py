@@ -6,7 +6,7 @@ import argparse
 import json
 from typing import Any
 
-from lethe.grace import DEFAULT_ERASURE_GRACE, DEFAULT_RETENTION
+from lethe.catalog.grace import DEFAULT_ERASURE_GRACE, DEFAULT_RETENTION
 
 __all__ = ["add_cli", "cli_command"]
 

@@ -25,7 +25,9 @@ from pathlib import Path
 import pyarrow as pa
 
 from lethe import errors
-from lethe.evolution import conform, merge_changes, renamed
+from lethe.catalog.evolution import conform, merge_changes, renamed
+from lethe.catalog.schemas import Evolution, evolve
+from lethe.catalog.transforms.schema import aliases
 from lethe.ingest.conform import Conformed
 from lethe.ingest.fit import as_table_types, fit, schema_problems
 from lethe.ingest.inputs import Format, detect_format, list_inputs
@@ -36,10 +38,8 @@ from lethe.ingest.readers import (
     open_object,
     open_parquet,
 )
-from lethe.schemas import Evolution, evolve
-from lethe.store import S3Store, parse_s3_uri
+from lethe.storage.store import S3Store, parse_s3_uri
 from lethe.table import Table
-from lethe.transforms.schema import aliases
 
 __all__ = ["Source", "fitted_batches", "list_sources", "summarize_rejects"]
 

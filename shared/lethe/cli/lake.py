@@ -49,7 +49,7 @@ def cmd_lake(a: argparse.Namespace) -> int:
 
 
 def _create(a: argparse.Namespace) -> int:
-    from lethe.grace import parse_duration
+    from lethe.catalog.grace import parse_duration
     from lethe.lake import Lake
 
     window = parse_duration(a.erasure_window) if a.erasure_window else None
@@ -143,7 +143,7 @@ def _cancel(a: argparse.Namespace) -> int:
 
 
 def _window(a: argparse.Namespace) -> int:
-    from lethe.grace import parse_duration
+    from lethe.catalog.grace import parse_duration
     from lethe.lake import Lake
 
     lake = Lake.open(a.uri)
@@ -167,7 +167,7 @@ def _window(a: argparse.Namespace) -> int:
 
 
 def _erasures(a: argparse.Namespace) -> int:
-    from lethe.grace import parse_duration
+    from lethe.catalog.grace import parse_duration
     from lethe.lake import Lake
 
     lake = Lake.open(a.uri)

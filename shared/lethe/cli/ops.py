@@ -67,8 +67,8 @@ def cmd_purge(a: argparse.Namespace) -> int:
     t = Table.open(a.uri)
     rid = a.request_id or f"purge-{uuid.uuid4().hex}"
     if a.queue_url:  # record here, splice in the stack's bounded splice worker
-        from lethe.erase import record_purge
-        from lethe.splice_jobs import SpliceJob, send_jobs
+        from lethe.erasure.erase import record_purge
+        from lethe.erasure.jobs import SpliceJob, send_jobs
 
         h, version, duplicate, _ = record_purge(t.context, rid)
         if version is None:
@@ -97,7 +97,7 @@ def cmd_purge(a: argparse.Namespace) -> int:
 
 
 def cmd_compact(a: argparse.Namespace) -> int:
-    from lethe.compaction import CompactionOptions
+    from lethe.maintenance.compaction import CompactionOptions
     from lethe.table import Table
 
     t = Table.open(a.uri)
@@ -112,8 +112,8 @@ def cmd_compact(a: argparse.Namespace) -> int:
 
 
 def cmd_verify(a: argparse.Namespace) -> int:
+    from lethe.audit.verify import verify
     from lethe.table import Table
-    from lethe.verify import verify
 
     rep = verify(Table.open(a.uri, version=a.version), deep=a.deep)
     for p in rep.problems:

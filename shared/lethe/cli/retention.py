@@ -1,4 +1,4 @@
-"""``lethe retention set|show|clear|sweep``: the table's row TTL (:mod:`lethe.retention`).
+"""``lethe retention set|show|clear|sweep``: the table's row TTL (:mod:`lethe.erasure.retention`).
 
 ``set`` declares it (``--column event_time --keep 400d``), ``clear`` removes it, ``show``
 prints it, ``sweep`` erases the expired rows now (the GC workflow does it on its schedule):

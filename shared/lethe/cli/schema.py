@@ -1,5 +1,5 @@
 """``lethe schema show|add|drop|rename|widen|optional|uploads``: the table's schema and its
-history (field ids, :mod:`lethe.schemas`). Each change is one commit (``Table.update_schema``);
+history (field ids, :mod:`lethe.catalog.schemas`). Each change is one commit (``Table.update_schema``);
 ``uploads URI evolve|strict`` sets whether uploads may evolve it (``uploads_evolve``).
 
 >>> parse_type("decimal(12, 2)"), parse_type("timestamp[us]"), parse_type("int64")
@@ -41,7 +41,7 @@ def parse_type(text: str) -> pa.DataType:
 
 
 def _describe(schema: pa.Schema, key: str) -> list[str]:
-    from lethe.schemas import field_id, initial_default
+    from lethe.catalog.schemas import field_id, initial_default
 
     out = []
     for f in schema:

@@ -63,9 +63,9 @@ def _window(arg: str | None) -> str | tuple[str, str] | None:
 
 
 def cmd_append(a: argparse.Namespace) -> int:
+    from lethe.catalog.transforms.schema import aliases
     from lethe.cli.inputs import fitted_batches, list_sources, merged_batches
     from lethe.table import Table
-    from lethe.transforms.schema import aliases
 
     t = Table.open(a.uri)
     sources = list_sources(a.file)
@@ -172,7 +172,7 @@ def _print_segments(t: Table) -> None:
 
 def cmd_inspect(a: argparse.Namespace) -> int:
     from lethe.table import Table
-    from lethe.writer import row_group_range
+    from lethe.writing.writer import row_group_range
 
     t = Table.open(a.uri, version=a.version)
     if a.segments:

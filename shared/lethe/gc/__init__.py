@@ -62,6 +62,7 @@ Example:
 
 from __future__ import annotations
 
+from lethe.catalog.grace import parse_duration
 from lethe.errors import GcConflict, GcError, GcRunNotFound
 from lethe.gc.actions import GcHooks
 from lethe.gc.areas import (
@@ -112,7 +113,6 @@ from lethe.gc.workflow import (
     sweep_step,
 )
 from lethe.gc.workspace import MemoryWorkspace, S3Workspace, Workspace
-from lethe.grace import parse_duration
 
 __all__ = [
     "BATCH_KEYS",

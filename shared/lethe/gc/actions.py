@@ -16,8 +16,8 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from lethe import errors
-from lethe.catalog import Catalog, Direct
-from lethe.changes import ArchiveErasures
+from lethe.catalog.changes import ArchiveErasures
+from lethe.catalog.commit import Catalog, Direct
 from lethe.errors import GcConflict
 from lethe.gc.areas import (
     MANIFESTS,
@@ -43,7 +43,7 @@ from lethe.gc.models import (
 from lethe.gc.policy import Options, as_utc, floor_grace, is_old
 from lethe.gc.select import BATCH_KEYS, Marks, Selection, batches, candidates, expiring, select
 from lethe.gc.workspace import Workspace, decode
-from lethe.store import S3Store, parse_s3_uri
+from lethe.storage.store import S3Store, parse_s3_uri
 
 if TYPE_CHECKING:  # pragma: no cover
     from lethe.table import Table
@@ -91,7 +91,7 @@ def write_plan(
     # after listing (see lethe.gc's docstring); an erasure older than its grace cuts the window
     marks = mark(catalog, opts.retention, now, erasure_grace=opts.erasure_grace)
     listing = [*listing, *external_superseded(catalog, marks, listing)]  # adopted originals
-    # the table's grace binds its writers (lethe.grace): a shorter one asked for is refused
+    # the table's grace binds its writers (lethe.catalog.grace): a shorter one asked for is refused
     opts = floor_grace(opts, marks.gc_grace)
     sel = select(
         listing,
@@ -305,7 +305,7 @@ def expire(catalog: Catalog, plan: PlanDocument, *, dry_run: bool) -> StepResult
 
 def archive(catalog: Catalog, plan: PlanDocument, *, dry_run: bool) -> int:
     """Commit the erasures an earlier run found complete out of the root (one
-    :class:`~lethe.changes.ArchiveErasures` commit through the catalog's loop): those whose
+    :class:`~lethe.catalog.changes.ArchiveErasures` commit through the catalog's loop): those whose
     completion marker keeps their record, which receipts read from then on. Returns how many
     records left the root (would leave, in a dry run)."""
     done: set[str] = set()

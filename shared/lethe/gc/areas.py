@@ -31,7 +31,7 @@ from datetime import UTC, datetime
 
 from lethe.gc.models import Category
 from lethe.iceberg.mapping import stem_of_manifest
-from lethe.layout import ERASURE_PREFIX, INDEX_PREFIX, METADATA_PREFIX, SEGMENT_PREFIX
+from lethe.storage.layout import ERASURE_PREFIX, INDEX_PREFIX, METADATA_PREFIX, SEGMENT_PREFIX
 
 __all__ = [
     "KEPT_WORKSPACE_FILES",

@@ -16,15 +16,15 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime, timedelta
 
 from lethe import errors
-from lethe.catalog import Catalog
+from lethe.catalog.commit import Catalog
+from lethe.catalog.manifest import ErasureRecord
+from lethe.catalog.snapshot import Snapshot
+from lethe.erasure.ownership import deletable, superseded_external
 from lethe.errors import GcConflict
 from lethe.gc.areas import manifest_version
 from lethe.gc.policy import Retention, as_utc, is_old
 from lethe.gc.select import Listed, Marks
-from lethe.manifest import ErasureRecord
-from lethe.ownership import deletable, superseded_external
-from lethe.snapshot import Snapshot
-from lethe.store import S3Store
+from lethe.storage.store import S3Store
 
 __all__ = ["list_objects", "list_versions", "mark", "newly_referenced", "references", "relative"]
 
@@ -81,7 +81,7 @@ def external_superseded(
         except errors.SnapshotNotFound:
             continue
         paths.update(f.path for f in m.files if f.owned and f.path.startswith("s3://"))
-    # the ledger (lethe.ownership): owned objects no data file references, a source's history
+    # the ledger (lethe.erasure.ownership): owned objects no data file references, a source's history
     # among them (its grace counts from the adoption); never what another table references
     taken = {a.uri: a.adopted_at for a in superseded_external(catalog)}
     paths.update(taken)
@@ -301,7 +301,7 @@ def newly_referenced(catalog: Catalog, table_uuid: str, since: int) -> frozenset
 def _view_references(catalog: Catalog, kept: Iterable[int]) -> set[str]:
     """The Iceberg view's objects the kept versions' snapshots need (none without a view)."""
     from lethe.iceberg.refs import references as view_references
-    from lethe.layout import METADATA_PREFIX
+    from lethe.storage.layout import METADATA_PREFIX
 
     listed = list(catalog.store.list(catalog.key(METADATA_PREFIX)))
     if not listed:

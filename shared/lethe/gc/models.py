@@ -24,7 +24,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from lethe.manifest import ErasureRecord
+from lethe.catalog.manifest import ErasureRecord
 
 __all__ = [
     "CATEGORIES",

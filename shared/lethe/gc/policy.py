@@ -1,6 +1,6 @@
 """What a GC run keeps, and for how long (pure): retention, grace periods, the run's options.
 
-Durations are parsed by :func:`lethe.grace.parse_duration` (``"7d"``, ``"90m"``, seconds).
+Durations are parsed by :func:`lethe.catalog.grace.parse_duration` (``"7d"``, ``"90m"``, seconds).
 
 >>> opts = options(retention="1000v", grace="1d", erasure_grace=DEFAULT_ERASURE_GRACE,
 ...                dry_run=True, versioned=None)
@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from lethe import errors
-from lethe.grace import (
-    _UNITS,
+from lethe.catalog.grace import (
+    UNITS,
     DEFAULT_ERASURE_GRACE,
     DEFAULT_RETENTION,
     parse_duration,
@@ -49,8 +49,8 @@ WORKSPACE_GRACE = timedelta(hours=12)
 def _fmt_duration(td: timedelta, units: tuple[str, ...] = ("w", "d", "h", "m")) -> str:
     s = td.total_seconds()
     for unit in units:
-        if s and s % _UNITS[unit] == 0:
-            return f"{int(s // _UNITS[unit])}{unit}"
+        if s and s % UNITS[unit] == 0:
+            return f"{int(s // UNITS[unit])}{unit}"
     return f"{s:g}s"
 
 
@@ -182,6 +182,6 @@ def as_utc(t: datetime | None) -> datetime | None:
 
 def is_old(t: datetime | None, now: datetime, grace: timedelta, *, s3_time: bool = True) -> bool:
     """Whether ``t`` is older than ``grace`` at ``now``. A time S3 reports (LastModified,
-    Initiated) is rounded up first: S3 truncates it to seconds (see :mod:`lethe.grace`); a
+    Initiated) is rounded up first: S3 truncates it to seconds (see :mod:`lethe.catalog.grace`); a
     commit time from a manifest is exact."""
     return t is not None and now - (round_up(t) if s3_time else t) >= grace

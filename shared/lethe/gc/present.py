@@ -18,8 +18,8 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from lethe.catalog import Catalog
-from lethe.store import S3Store, parse_s3_uri
+from lethe.catalog.commit import Catalog
+from lethe.storage.store import S3Store, parse_s3_uri
 
 __all__ = ["Held", "bucket_store", "holdings", "key_versions", "split"]
 

@@ -22,13 +22,13 @@ from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from lethe.catalog import Catalog
+from lethe.catalog.commit import Catalog
 from lethe.gc.areas import MANIFESTS, manifest_version
 from lethe.gc.marking import relative
 from lethe.gc.models import CategoryStats, ErasurePlan, PlanDocument, StepResult
 from lethe.gc.policy import as_utc
 from lethe.gc.present import bucket_store, key_versions, split
-from lethe.layout import (
+from lethe.storage.layout import (
     DATA_PREFIX,
     INDEX_PREFIX,
     METADATA_PREFIX,
@@ -36,7 +36,7 @@ from lethe.layout import (
     TOMBSTONE_PREFIX,
     is_external,
 )
-from lethe.store import S3Store
+from lethe.storage.store import S3Store
 
 __all__ = ["PURGED", "held_by", "pending_erasures", "purge", "versions_left"]
 

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from lethe import errors
-from lethe.catalog import Catalog
+from lethe.catalog.commit import Catalog
+from lethe.catalog.manifest import ErasureRecord
 from lethe.gc.areas import MANIFESTS, MARKERS, VALUE_PREFIXES, manifest_version
 from lethe.gc.marking import list_objects, newly_referenced
 from lethe.gc.models import (
@@ -33,8 +34,7 @@ from lethe.gc.models import (
 from lethe.gc.present import holdings
 from lethe.gc.purge import versions_left
 from lethe.gc.workspace import decode
-from lethe.layout import METADATA_PREFIX, is_external
-from lethe.manifest import ErasureRecord
+from lethe.storage.layout import METADATA_PREFIX, is_external
 
 log = logging.getLogger(__name__)
 

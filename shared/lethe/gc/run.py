@@ -6,8 +6,10 @@ import logging
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from lethe.catalog import Catalog
-from lethe.context import TableContext
+from lethe.catalog.commit import Catalog
+from lethe.catalog.context import TableContext
+from lethe.erasure.retention import RetentionSweepResult, RowRetention
+from lethe.erasure.retention import sweep as retention_sweep
 from lethe.gc.actions import GcHooks, abort, expire, open_catalog, sweep, write_plan
 from lethe.gc.areas import new_run_id
 from lethe.gc.models import BatchDocument, GcReport, PlanDocument, StepResult
@@ -23,8 +25,6 @@ from lethe.gc.report import build_report
 from lethe.gc.select import BATCH_KEYS
 from lethe.gc.workspace import MemoryWorkspace, S3Workspace
 from lethe.progress import Progress, track
-from lethe.retention import RetentionSweepResult, RowRetention
-from lethe.retention import sweep as retention_sweep
 
 if TYPE_CHECKING:  # pragma: no cover
     from lethe.table import Table
@@ -56,7 +56,7 @@ def collect(
             ``"30d,1000v"`` (either keeps a version); the head always stays.
         grace: unreferenced objects younger than this are kept (an uncommitted writer may
             still commit them), and of an aborted upload. Default and minimum: the table's
-            ``gc_grace`` (:mod:`lethe.grace`); a shorter one is refused (InvalidRequest).
+            ``gc_grace`` (:mod:`lethe.catalog.grace`); a shorter one is refused (InvalidRequest).
         erasure_grace: what an erasure superseded goes this long after its splice commit,
             whatever ``retention`` and ``grace`` say (the versions from before it expire, and
             all only they referenced, adopted originals included).
@@ -123,7 +123,7 @@ def _table_grace(catalog: Catalog) -> timedelta:
 def sweep_retention(
     catalog: Catalog, *, now: datetime, dry_run: bool = False
 ) -> RetentionSweepResult | None:
-    """The table's row-retention sweep (:func:`lethe.retention.sweep`), first thing in every
+    """The table's row-retention sweep (:func:`lethe.erasure.retention.sweep`), first thing in every
     GC run: expired rows are erased on the GC schedule. None when the table declares no
     retention."""
     head, _ = catalog.current()

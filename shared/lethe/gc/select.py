@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from lethe.catalog.manifest import ErasureRecord
 from lethe.gc.areas import (
     KEPT_WORKSPACE_FILES,
     MARKERS,
@@ -32,7 +33,6 @@ from lethe.gc.areas import (
 )
 from lethe.gc.models import CATEGORIES, BatchEntry, Category, CategoryStats, ErasurePlan
 from lethe.gc.policy import WORKSPACE_GRACE, is_old
-from lethe.manifest import ErasureRecord
 
 __all__ = [
     "BATCH_KEYS",
@@ -72,7 +72,7 @@ class Marks:
     created_at: Mapping[int, datetime]
     referenced: frozenset[str]
     erasures: tuple[ErasureRecord, ...]
-    gc_grace: timedelta = timedelta(0)  # the table's grace property (lethe.grace)
+    gc_grace: timedelta = timedelta(0)  # the table's grace property (lethe.catalog.grace)
     # objects only versions cut off by an erasure referenced (lethe.gc.marking.mark), and the
     # time of the splice commit that cut them off: they go with the erasure
     released: frozenset[str] = frozenset()

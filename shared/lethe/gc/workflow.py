@@ -14,7 +14,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
 from lethe import errors
-from lethe.catalog import Catalog
+from lethe.catalog.commit import Catalog
 from lethe.errors import GcRunNotFound
 from lethe.gc.actions import abort, expire, open_catalog, sweep, write_plan
 from lethe.gc.areas import RUN_ID, WORKSPACE, new_run_id
@@ -32,7 +32,7 @@ from lethe.gc.report import build_report
 from lethe.gc.run import sweep_retention
 from lethe.gc.select import BATCH_KEYS, MAX_BATCHES
 from lethe.gc.workspace import S3Workspace, decode
-from lethe.store import S3Store, parse_s3_uri
+from lethe.storage.store import S3Store, parse_s3_uri
 
 __all__ = [
     "MAX_CAUSE_CHARS",

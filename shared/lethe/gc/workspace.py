@@ -12,7 +12,7 @@ from typing import Protocol, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from lethe import errors
-from lethe.catalog import Catalog
+from lethe.catalog.commit import Catalog
 from lethe.errors import GcRunNotFound
 from lethe.gc.areas import RUN_ID, WORKSPACE
 

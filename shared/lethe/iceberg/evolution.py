@@ -1,5 +1,5 @@
 """The Iceberg view of an evolved table: every schema of its history with Lethe's field ids
-(:mod:`lethe.schemas`), ``current-schema-id``, each snapshot's ``schema-id``, and a name
+(:mod:`lethe.catalog.schemas`), ``current-schema-id``, each snapshot's ``schema-id``, and a name
 mapping that knows every name a column had (files written without ids resolve by it).
 
 :func:`lethe.iceberg.mapping.iceberg_schema` converts the types (fresh ids in schema order,
@@ -18,9 +18,15 @@ from pyiceberg.table.name_mapping import create_mapping_from_schema
 from pyiceberg.types import IcebergType, ListType, MapType, NestedField, StructType
 
 from lethe import errors
+from lethe.catalog.schemas import (
+    V3_PROMOTION_RULE,
+    aliases,
+    field_id,
+    initial_default,
+    v3_promotions,
+)
+from lethe.catalog.snapshot import Snapshot
 from lethe.iceberg.mapping import FormatVersion, IcebergSchema, iceberg_schema, schema_json
-from lethe.schemas import V3_PROMOTION_RULE, aliases, field_id, initial_default, v3_promotions
-from lethe.snapshot import Snapshot
 
 __all__ = ["view_schema", "with_history"]
 
@@ -76,7 +82,7 @@ def view_schema(
 
 def _with_aliases(mapping: str, arrow: pa.Schema) -> str:
     """The name mapping with each column's other names in adopted files
-    (:data:`lethe.schemas.ALIASES`: Delta physical names, names before a rename) after its
+    (:data:`lethe.catalog.schemas.ALIASES`: Delta physical names, names before a rename) after its
     own, so engines read such files without field ids (never a name another column has);
     unchanged when there are none."""
     taken = set(arrow.names)

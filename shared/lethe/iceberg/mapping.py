@@ -73,11 +73,11 @@ from pyiceberg.types import (
 )
 
 from lethe import errors
+from lethe.catalog.manifest import DataFile, DVRef, SegmentSummary
+from lethe.catalog.snapshot import Snapshot
 from lethe.iceberg.partitioning import ViewSpec, partition_record, specs_json, view_spec
 from lethe.iceberg.sorting import sort_orders
-from lethe.layout import METADATA_PREFIX
-from lethe.manifest import DataFile, DVRef, SegmentSummary
-from lethe.snapshot import Snapshot
+from lethe.storage.layout import METADATA_PREFIX
 
 __all__ = [
     "HINT_KEY",

@@ -35,8 +35,8 @@ from pyiceberg.typedef import Record
 from pyiceberg.types import NestedField, StructType
 
 from lethe import errors
-from lethe.manifest import DataFile
-from lethe.partitions import PARTITION_META
+from lethe.catalog.manifest import DataFile
+from lethe.catalog.partitions import PARTITION_META
 
 __all__ = [
     "PARTITION_META",

@@ -34,9 +34,12 @@ import pyarrow.parquet as pq
 from pyiceberg.manifest import ManifestContent, ManifestEntry
 
 import lethe.iceberg.avro as avro
-from lethe import dvstore, errors
-from lethe.catalog import Catalog
-from lethe.grace import check_fresh
+from lethe import errors
+from lethe.catalog.commit import Catalog
+from lethe.catalog.grace import check_fresh
+from lethe.catalog.manifest import DataFile, Segment
+from lethe.catalog.snapshot import Snapshot
+from lethe.dv import store as dvstore
 from lethe.iceberg.evolution import current_schema, with_history
 from lethe.iceberg.mapping import (
     HINT_KEY,
@@ -65,11 +68,9 @@ from lethe.iceberg.partitioning import (
     view_spec,
 )
 from lethe.iceberg.summary import snapshot_summary
-from lethe.layout import METADATA_PREFIX, manifest_key, object_key
-from lethe.manifest import DataFile, Segment
 from lethe.progress import Progress, track
-from lethe.snapshot import Snapshot
-from lethe.store import IOCounters, S3Store
+from lethe.storage.layout import METADATA_PREFIX, manifest_key, object_key
+from lethe.storage.store import IOCounters, S3Store
 
 log = logging.getLogger(__name__)
 

@@ -28,11 +28,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import lethe.iceberg.avro as avro
-from lethe.catalog import Catalog
+from lethe.catalog.commit import Catalog
 from lethe.iceberg.mapping import HINT_KEY, segment_stem, stem_of_manifest, version_of_metadata
 from lethe.iceberg.publish import read_hint
-from lethe.layout import METADATA_PREFIX, SEGMENT_PREFIX
-from lethe.store import ObjectInfo
+from lethe.storage.layout import METADATA_PREFIX, SEGMENT_PREFIX
+from lethe.storage.store import ObjectInfo
 
 __all__ = ["IcebergReferences", "erasure_objects", "references"]
 

@@ -1,5 +1,5 @@
 """The Iceberg view's sort orders (spec: "Sort Orders"): order 0 (unsorted) always, and for
-a table with ``cluster_by`` order :data:`~lethe.clustering.SORT_ORDER_ID`, the subject
+a table with ``cluster_by`` order :data:`~lethe.maintenance.clustering.SORT_ORDER_ID`, the subject
 columns ascending with nulls last, which is how every file a clustering compaction wrote is
 sorted (each such file holds one time window, so the window needs no field of its own).
 Data files carry ``sort_order_id`` as Lethe recorded it."""
@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from lethe.clustering import SORT_ORDER_ID
-from lethe.manifest import TableProperties
+from lethe.catalog.manifest import TableProperties
+from lethe.maintenance.clustering import SORT_ORDER_ID
 
 __all__ = ["sort_orders"]
 

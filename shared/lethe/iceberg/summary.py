@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
+from lethe.catalog.snapshot import Snapshot
 from lethe.iceberg.mapping import ListEntry
-from lethe.snapshot import Snapshot
 
 __all__ = ["snapshot_summary"]
 

@@ -73,7 +73,7 @@ def as_table_types(file_schema: pa.Schema, schema: pa.Schema) -> pa.Schema:
     """``file_schema`` with each type Lethe treats as the table's (``string`` and
     ``large_string``, UTC spellings) replaced by the table's, and a column the table lacks
     of a large string or binary type as ``string``/``binary`` (what a merge adds; polars
-    writes large types), for :func:`lethe.evolution.merge_changes`.
+    writes large types), for :func:`lethe.catalog.evolution.merge_changes`.
 
     >>> got = pa.schema([("s", pa.large_string()), ("new", pa.large_string())])
     >>> as_table_types(got, pa.schema([("s", pa.string())])).types

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from lethe import errors
-from lethe.store import S3Store, parse_s3_uri
+from lethe.storage.store import S3Store, parse_s3_uri
 
 Format = Literal["csv", "json", "parquet"]
 FORMATS: tuple[Format, ...] = ("csv", "json", "parquet")

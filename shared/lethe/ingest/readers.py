@@ -24,7 +24,7 @@ from lethe.ingest.conform import (
     conform,
 )
 from lethe.ingest.inputs import InputObject
-from lethe.store import S3Store
+from lethe.storage.store import S3Store
 
 CHUNK_BYTES = 8 << 20
 

@@ -13,14 +13,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from lethe import errors
-from lethe.evolution import SchemaMode
+from lethe.catalog.evolution import SchemaMode
+from lethe.catalog.manifest import DataFile, request_hash
 from lethe.ingest.conform import _short
 from lethe.ingest.inputs import upload_request_id
 from lethe.ingest.shapes import check_file_schema, registered_schema
-from lethe.manifest import DataFile, request_hash
-from lethe.reader import FileHandle
-from lethe.store import S3Store
-from lethe.writer import describe, new_data_path
+from lethe.reading.reader import FileHandle
+from lethe.storage.store import S3Store
+from lethe.writing.writer import describe, new_data_path
 
 if TYPE_CHECKING:  # pragma: no cover
     from lethe.table import Table
@@ -40,7 +40,7 @@ def _declared_sorted(
         if not sc or sc[0].column_index != leaf or sc[0].descending:
             return False
     # groups must follow each other too (a per-group sort order says nothing across groups)
-    from lethe.values import from_json
+    from lethe.catalog.values import from_json
 
     prev = None
     for rg in groups:
@@ -218,7 +218,7 @@ def _commit(
 
 
 def _copy_across(dst_store: S3Store, src_bucket: str, src_key: str, dst_key: str, etag: str) -> str:
-    from lethe.store import translate_error
+    from lethe.storage.store import translate_error
 
     try:
         r = dst_store.client.copy_object(

@@ -2,15 +2,15 @@
 (``register_parquet(schema_mode=...)``).
 
 A registered file is never rewritten, so it is read by the names and types of the schema
-of the history it is registered under (:mod:`lethe.scan`, by field id from there). In
+of the history it is registered under (:mod:`lethe.reading.scan`, by field id from there). In
 ``strict`` mode that is the current schema, which the file must match
 (:func:`check_file_schema`). In ``merge`` mode the table first takes
-the file's new columns and wider types (:func:`lethe.evolution.merge_changes`, one schema
+the file's new columns and wider types (:func:`lethe.catalog.evolution.merge_changes`, one schema
 commit; anything else refused with every differing column listed), then the file is
 registered under the newest schema it matches exactly (an old-shape file under its old
 schema, renamed columns included); a file matching none (a subset of the columns, some of
 them narrower than the table's) gets its own shape recorded in the history
-(:class:`~lethe.changes.RecordSchema`: the current ids, the file's names and types, never
+(:class:`~lethe.catalog.changes.RecordSchema`: the current ids, the file's names and types, never
 current), so that its missing columns read as null and its narrower ones widened: nothing is
 dropped, narrowed or cast in the file.
 
@@ -19,7 +19,7 @@ The Spark ingest job checks its Parquet inputs' footers the same way before it r
 the table evolved once to take them all.
 
 >>> import pyarrow as pa
->>> from lethe.schemas import with_ids
+>>> from lethe.catalog.schemas import with_ids
 >>> table = with_ids(pa.schema([("id", pa.int64(), False), ("n", pa.int64()), ("s", pa.string())]))
 >>> shape = file_shape(pa.schema([("id", pa.int64()), ("n", pa.int32())]), table)
 >>> [(f.name, str(f.type), f.metadata[b"PARQUET:field_id"]) for f in shape]
@@ -36,16 +36,16 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from lethe import errors
-from lethe.catalog import Direct
-from lethe.changes import RecordSchema
-from lethe.evolution import SchemaMode, merge_changes, renamed
+from lethe.catalog.changes import RecordSchema
+from lethe.catalog.commit import Direct
+from lethe.catalog.evolution import SchemaMode, merge_changes, renamed
+from lethe.catalog.manifest import Operation
+from lethe.catalog.schemas import Evolution, evolve, field_id
+from lethe.catalog.transforms.schema import aliases
 from lethe.ingest.fit import as_table_types, same_type, schema_problems, widens
 from lethe.ingest.inputs import InputObject
 from lethe.ingest.readers import S3ObjectFile, open_parquet
-from lethe.manifest import Operation
-from lethe.schemas import Evolution, evolve, field_id
-from lethe.store import S3Store
-from lethe.transforms.schema import aliases
+from lethe.storage.store import S3Store
 
 if TYPE_CHECKING:  # pragma: no cover
     from lethe.table import Table

@@ -9,9 +9,9 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from lethe.catalog.manifest import DataFile
 from lethe.ingest.conform import REJECT_SCHEMA, Conformed
-from lethe.manifest import DataFile
-from lethe.writer import WriteOptions
+from lethe.writing.writer import WriteOptions
 
 STAGED_PREFIX = "_reject_"
 

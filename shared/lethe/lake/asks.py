@@ -1,7 +1,7 @@
 """What a lake request asks, checked before anything is recorded: a request id, a mode,
 values that are JSON scalars, an id that names no other request (nor a cancelled one), a
 subject kind some table maps, and values every mapped column can hold, checked as each
-table's delete checks its filters (:func:`lethe.filters.normalize`): a value no column can
+table's delete checks its filters (:func:`lethe.reading.filters.normalize`): a value no column can
 hold (``"abc"`` for an int subject) is refused here, with the reason, instead of being
 recorded and failing in every table.
 """
@@ -17,9 +17,9 @@ import pyarrow as pa
 
 import lethe.lake.model as model
 from lethe import errors
-from lethe.filters import normalize
+from lethe.catalog.manifest import request_hash
 from lethe.lake.model import LakeDoc
-from lethe.manifest import request_hash
+from lethe.reading.filters import normalize
 
 __all__ = [
     "CONFLICT",

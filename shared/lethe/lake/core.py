@@ -1,7 +1,7 @@
 """``lethe.Lake``: a registry of tables, subject mappings, and forget requests across them.
 
 The registry is one object, ``<lake prefix>/lake.json``, changed only by compare-and-swap
-(:func:`lethe.catalog.update_object`: ``If-Match`` on its ETag, ``If-None-Match: *`` to
+(:func:`lethe.catalog.commit.update_object`: ``If-Match`` on its ETag, ``If-None-Match: *`` to
 create it; a lost race re-applies the pure change of :mod:`lethe.lake.model` to the new
 state). Tables may live in any bucket; each is opened with :meth:`lethe.Table.open`.
 
@@ -24,7 +24,7 @@ A forget request runs in this order, and any step may crash and be run again:
    version, on a versioned bucket), by this call and by any later one that touches it
    (``resume`` and the window run sweep what a killed call left): from then on, erasure
    needs no values (the splices follow each table's erasure record);
-5. mode erase: each table's pending splices run (``lethe.erase.process_erasure``), unless
+5. mode erase: each table's pending splices run (``lethe.erasure.erase.process_erasure``), unless
    the caller leaves them to the splice queue (``splice=False``, the Lambda's way).
 
 A request that cannot finish (a table that refuses it) is cancelled with :meth:`Lake.cancel`:
@@ -54,9 +54,10 @@ import pyarrow as pa
 import lethe.lake.model as model
 import lethe.lake.values as stored
 from lethe import errors
-from lethe.catalog import Catalog, RetryPolicy, update_object
-from lethe.deletes import DeleteRequest
-from lethe.erase import process_erasures
+from lethe.catalog.commit import Catalog, RetryPolicy, update_object
+from lethe.catalog.manifest import request_hash
+from lethe.erasure.deletes import DeleteRequest
+from lethe.erasure.erase import process_erasures
 from lethe.lake.asks import (
     CONFLICT,
     Asked,
@@ -84,9 +85,8 @@ from lethe.lake.window import (
 )
 from lethe.lake.window import archive as archive_requests
 from lethe.lake.window import splice_due as splice_window
-from lethe.layout import object_key
-from lethe.manifest import request_hash
-from lethe.store import S3Store, make_s3_client, parse_s3_uri
+from lethe.storage.layout import object_key
+from lethe.storage.store import S3Store, make_s3_client, parse_s3_uri
 from lethe.table import Table
 
 log = logging.getLogger(__name__)
@@ -651,7 +651,7 @@ class Lake:
     ) -> dict[str, list[LakeTableResult]]:
         """Run the pending splices of the committed parts of the erase requests ``erase``:
         per table, all of them at once (a file several requests share is spliced once; the
-        commits are those of the files, :data:`lethe.erase.SPLICE_BATCH_FILES` a commit).
+        commits are those of the files, :data:`lethe.erasure.erase.SPLICE_BATCH_FILES` a commit).
         Returns ``outcome`` with each such part's table-wide splice figures."""
         hashes: dict[str, list[str]] = defaultdict(list)
         for h, parts in outcome.items():

@@ -7,7 +7,7 @@ mode, values), the count of values, when it was requested and recorded, and one
 in this document (see :mod:`lethe.lake.core` for where they wait until every table committed).
 
 Every function here returns a new document (or the same one when there is nothing to do), so
-the compare-and-swap loop (:func:`lethe.catalog.update_object`) can apply it again on a newer
+the compare-and-swap loop (:func:`lethe.catalog.commit.update_object`) can apply it again on a newer
 document after a lost race.
 """
 
@@ -21,7 +21,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from lethe import errors
-from lethe.manifest import request_hash
+from lethe.catalog.manifest import request_hash
 
 __all__ = [
     "DEFAULT_WINDOW_SECONDS",

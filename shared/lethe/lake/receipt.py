@@ -1,5 +1,5 @@
 """One receipt per lake request: the request as the registry holds it, plus each table's own
-receipt (:mod:`lethe.receipts`: hidden, spliced files, GC completion), reconstructed from
+receipt (:mod:`lethe.audit.receipts`: hidden, spliced files, GC completion), reconstructed from
 storage. Counts, versions, paths and hashes only: never a value, never the raw request id.
 
 The request's values object (:mod:`lethe.lake.values`) is a copy of the person's values: a
@@ -18,11 +18,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from lethe.evidence import Evidence, gather
+from lethe.audit.evidence import Evidence, gather
+from lethe.audit.receipts import ErasureReceipt, receipt
+from lethe.catalog.manifest import ErasureRecord
+from lethe.catalog.snapshot import Snapshot
 from lethe.lake.model import LakeRequest, TableState
-from lethe.manifest import ErasureRecord
-from lethe.receipts import ErasureReceipt, receipt
-from lethe.snapshot import Snapshot
 
 __all__ = ["LakeCopy", "LakeReceipt", "LakeTableReceipt", "lake_receipts"]
 

@@ -28,8 +28,8 @@ from typing import Any
 
 from lethe import errors
 from lethe.lake.model import VALUES_PREFIX, LakeDoc
-from lethe.layout import object_key
-from lethe.store import S3Store
+from lethe.storage.layout import object_key
+from lethe.storage.store import S3Store
 
 log = logging.getLogger(__name__)
 

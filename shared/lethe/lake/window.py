@@ -5,7 +5,7 @@
   ``lake.json``, windows aligned on the epoch, one day by default). :func:`splice_due` (the
   scheduled run: ``lethe lake window``, the splice worker's EventBridge rule) splices, per
   table, every file of every request whose window has closed, all the requests of a file at
-  once (:func:`lethe.erase.process_erasures`): a file that holds 500 of the window's people is
+  once (:func:`lethe.erasure.erase.process_erasures`): a file that holds 500 of the window's people is
   spliced once. Each run is bounded (``max_bytes`` of row groups re-encoded); what is left
   waits for the next run.
 * **Archive.** ``lake.json`` would otherwise keep every request forever: :func:`archive`
@@ -33,12 +33,12 @@ from typing import Any, Protocol
 import lethe.lake.model as model
 import lethe.lake.values as values
 from lethe import errors
-from lethe.erase import process_erasures
+from lethe.catalog.manifest import manifest_key
+from lethe.erasure.erase import process_erasures
 from lethe.lake.model import LakeArchive, LakeDoc, LakeRequest
 from lethe.lake.receipt import lake_receipts
-from lethe.manifest import manifest_key
 from lethe.parquet.costs import CostModel
-from lethe.store import S3Store
+from lethe.storage.store import S3Store
 
 log = logging.getLogger(__name__)
 
@@ -136,7 +136,7 @@ def splice_due(
     lake: _Lake, *, now: datetime | None = None, max_bytes: int | None = None
 ) -> WindowRun:
     """Splice every file of the erase requests whose window closed by ``now``: per table,
-    all of them in one :func:`~lethe.erase.process_erasures` (a file several requests share
+    all of them in one :func:`~lethe.erasure.erase.process_erasures` (a file several requests share
     is spliced once), within ``max_bytes`` per table (None: no bound).
 
     Every committed part counts, whatever row count the registry holds for it (the table's

@@ -3,7 +3,7 @@
 A point lookup need not read whole column chunks: the OffsetIndex of a chunk says where each
 data page lies and which rows it holds (from ``first_row_index``), the ColumnIndex gives each
 page's min/max, null count and whether it holds only nulls. The caller (see
-:mod:`lethe.reader`) picks the row ranges that can match from the ColumnIndex, fetches the
+:mod:`lethe.reading.reader`) picks the row ranges that can match from the ColumnIndex, fetches the
 pages of each column that overlap them (page boundaries differ per column), and decodes
 them here: the chosen pages, after their dictionary page when any of them is
 dictionary-encoded, are wrapped as a minimal Parquet file of one column and one row group
@@ -355,7 +355,7 @@ def _temporal_decoder(element: SchemaElement, t: pa.DataType) -> Callable[[bytes
 def bound_decoder(element: SchemaElement, t: pa.DataType) -> Callable[[bytes], Any] | None:
     """How to read a ColumnIndex min/max of a leaf as the comparable value of Arrow type ``t``.
 
-    Comparable values are those of :func:`lethe.values.comparable`: integers (temporal types
+    Comparable values are those of :func:`lethe.catalog.values.comparable`: integers (temporal types
     as integers in the column's unit), ``str``, ``bytes`` and ``bool``. Only types whose
     Parquet sort order is exactly Python's order of those values are supported; None for
     the others (floating point, decimals, coerced units), which are then never pruned.

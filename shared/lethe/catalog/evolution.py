@@ -1,0 +1,279 @@
+"""Schema evolution from the caller's side: the :class:`SchemaUpdate` builder behind
+``Table.update_schema()``, and conforming appended data to the table (``schema_mode``).
+
+>>> with t.update_schema() as u:                              # doctest: +SKIP
+...     u.add_column("country", pa.string())
+...     u.widen_column("customer_id", pa.int64())
+>>> t.append(new_shape, schema_mode="merge")                  # doctest: +SKIP
+
+The rules are :func:`lethe.catalog.schemas.evolve`'s; the commit is
+:class:`lethe.catalog.changes.UpdateSchema` through the one commit loop.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from types import TracebackType
+from typing import Any, Literal, TypeAlias
+
+import pyarrow as pa
+
+from lethe import errors
+from lethe.catalog.schemas import (
+    Add,
+    Drop,
+    Evolution,
+    MakeOptional,
+    Rename,
+    Widen,
+    is_widening,
+    same_but_nullability,
+    schema_diff,
+)
+from lethe.catalog.snapshot import Snapshot
+from lethe.catalog.transforms.schema import aliases
+
+__all__ = [
+    "SchemaMode",
+    "SchemaUpdate",
+    "check_create",
+    "conform",
+    "describe_changes",
+    "merge_changes",
+    "merge_plan",
+    "renamed",
+]
+
+SchemaMode: TypeAlias = Literal["strict", "merge"]
+
+
+class SchemaUpdate:
+    """Schema changes gathered, then committed once (:meth:`commit`, or leaving a ``with``
+    block without an error). Each method returns the builder, so calls chain."""
+
+    def __init__(self, commit: Callable[[tuple[Evolution, ...]], Any]) -> None:
+        self._commit = commit
+        self._changes: list[Evolution] = []
+        self._done = False
+
+    @property
+    def changes(self) -> tuple[Evolution, ...]:
+        return tuple(self._changes)
+
+    def add_column(self, name: str, type: pa.DataType, *, default: Any = None) -> SchemaUpdate:
+        """A nullable column; rows written before read as ``default`` (an initial default,
+        written into no file) or null."""
+        self._changes.append(Add(name, type, default))
+        return self
+
+    def drop_column(self, name: str) -> SchemaUpdate:
+        self._changes.append(Drop(name))
+        return self
+
+    def rename_column(self, name: str, new_name: str) -> SchemaUpdate:
+        """Renamed everywhere at once (files keep their ids; an index follows)."""
+        self._changes.append(Rename(name, new_name))
+        return self
+
+    def extend(self, changes: Iterable[Evolution]) -> SchemaUpdate:
+        """Changes given as values (:mod:`lethe.catalog.schemas`), e.g. from :func:`merge_changes`."""
+        self._changes.extend(changes)
+        return self
+
+    def make_optional(self, name: str) -> SchemaUpdate:
+        self._changes.append(MakeOptional(name))
+        return self
+
+    def widen_column(self, name: str, type: pa.DataType) -> SchemaUpdate:
+        """int to a wider int, float32 to float64, a decimal's precision up, date32 to
+        timestamp; old files read widened."""
+        self._changes.append(Widen(name, type))
+        return self
+
+    def commit(self) -> Any:
+        """Commit the gathered changes (once); a no-op change commits nothing."""
+        if self._done:
+            raise errors.InvalidRequest("this schema update was committed already")
+        self._done = True
+        return self._commit(tuple(self._changes))
+
+    def __enter__(self) -> SchemaUpdate:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if kind is None and not self._done:
+            self.commit()
+
+
+def merge_changes(got: pa.Schema, table: pa.Schema) -> tuple[Evolution, ...]:
+    """The evolutions that make ``table`` take data of schema ``got`` (union by name: new
+    columns added, safe widening applied).
+
+    Raises:
+        SchemaMismatch: listing every column that no allowed evolution reconciles.
+    """
+    out: list[Evolution] = []
+    bad: list[str] = []
+    for f in got:
+        i = table.get_field_index(f.name)
+        if i < 0:
+            out.append(Add(f.name, f.type))
+            continue
+        t = table.field(i).type
+        if f.type.equals(t) or is_widening(f.type, t):
+            continue
+        if is_widening(t, f.type):
+            out.append(Widen(f.name, f.type))
+        else:
+            bad.append(f"{f.name}: {f.type} (table has {t}; not a widening either way)")
+    missing = [f.name for f in table if not f.nullable and got.get_field_index(f.name) < 0]
+    if missing:
+        bad.append(f"missing required columns {missing}")
+    if bad:
+        raise errors.SchemaMismatch("data cannot merge into the table schema: " + "; ".join(bad))
+    return tuple(out)
+
+
+def renamed(data: Any, alias: Mapping[str, str]) -> Any:
+    """``data`` (a Schema, Table, RecordBatch or RecordBatchReader) with each column named
+    by an earlier name of a table column (``alias``: old -> current) under its current name.
+
+    Raises:
+        SchemaMismatch: a column under both names.
+
+    >>> renamed(pa.schema([("id", pa.int64()), ("payload", pa.string())]), {"payload": "body"})
+    id: int64
+    body: string
+    """
+    schema = data if isinstance(data, pa.Schema) else data.schema
+    if not any(n in alias for n in schema.names):
+        return data
+    names = [alias.get(n, n) for n in schema.names]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise errors.SchemaMismatch(
+            f"columns {twice} come twice, under an earlier and the current name (the earlier "
+            "name is an alias of the column)"
+        )
+    new = pa.schema(
+        [f.with_name(n) for f, n in zip(schema, names, strict=True)], metadata=schema.metadata
+    )
+    if isinstance(data, pa.Schema):
+        return new
+    if isinstance(data, pa.RecordBatchReader):
+        return pa.RecordBatchReader.from_batches(new, (b.rename_columns(names) for b in data))
+    return data.rename_columns(names)
+
+
+def merge_plan(data: Any, snapshot: Snapshot) -> tuple[Any, tuple[Evolution, ...]]:
+    """``data`` for a merge into ``snapshot``'s table: columns under an earlier name of a
+    table column renamed to its current name (the name mapping's alias), and the
+    evolutions that make the table take it (:func:`merge_changes`)."""
+    data = renamed(data, aliases(snapshot))
+    if not isinstance(data, pa.Table | pa.RecordBatch | pa.RecordBatchReader):
+        return data, ()
+    return data, merge_changes(data.schema, snapshot.arrow_schema())
+
+
+def _fit(t: pa.Table, schema: pa.Schema) -> pa.Table:
+    """``t`` (a merged shape) as ``schema``: columns in order, narrower types widened,
+    columns it lacks as nulls (an initial default is for rows written before its column)."""
+    cols = []
+    for f in schema:
+        if f.name in t.column_names:
+            c = t.column(f.name)
+            cols.append(c if c.type.equals(f.type) else c.cast(f.type))
+        else:
+            cols.append(pa.nulls(t.num_rows, f.type))
+    return pa.Table.from_arrays(cols, schema=schema)
+
+
+def conform(
+    data: Any, schema: pa.Schema, mode: SchemaMode = "strict"
+) -> pa.Table | pa.RecordBatchReader:
+    """``data`` as ``schema`` (the table's). ``strict``: names and types must match (order
+    aside); ``merge``: the table was evolved by :func:`merge_changes` already, and ``data``
+    is fitted to it (no column dropped, no value narrowed).
+
+    Raises:
+        SchemaMismatch: listing every differing column, or a required column with nulls.
+    """
+    if isinstance(data, pa.RecordBatch):
+        data = pa.Table.from_batches([data])
+    if isinstance(data, pa.Table):
+        if mode == "merge":
+            merge_changes(data.schema, schema)  # refuses what cannot fit
+            data = _fit(data, schema)
+        names = set(data.column_names)
+        if names == set(schema.names) and data.column_names != schema.names:
+            data = data.select(schema.names)
+        if not data.schema.equals(schema, check_metadata=False):
+            if not same_but_nullability(data.schema, schema):
+                raise errors.SchemaMismatch(schema_diff(data.schema, schema))
+            nulls = {
+                f.name: data.column(f.name).null_count
+                for f in schema
+                if not f.nullable and data.column(f.name).null_count
+            }
+            if nulls:  # a nullable input goes into a required column only without nulls
+                raise errors.SchemaMismatch(
+                    "; ".join(f"column {n!r} holds {k} null(s)" for n, k in nulls.items())
+                    + " where the table requires values (fill or drop those rows)"
+                )
+            data = pa.Table.from_arrays(data.columns, schema=schema)
+        return data.replace_schema_metadata(schema.metadata)
+    if isinstance(data, pa.RecordBatchReader):
+        if mode == "merge" and not data.schema.equals(schema, check_metadata=False):
+            merge_changes(data.schema, schema)
+            return _fitted_reader(data, schema)
+        if not data.schema.equals(schema, check_metadata=False) and not same_but_nullability(
+            data.schema, schema
+        ):
+            raise errors.SchemaMismatch(schema_diff(data.schema, schema))
+        return data  # nulls in a required column: refused per batch by the writer
+    raise errors.InvalidRequest(
+        f"append takes a pyarrow Table, RecordBatch or RecordBatchReader, not {type(data).__name__}"
+    )
+
+
+def _fitted_reader(r: pa.RecordBatchReader, schema: pa.Schema) -> pa.RecordBatchReader:
+    def batches() -> Any:
+        for b in r:
+            yield from _fit(pa.Table.from_batches([b]), schema).to_batches()
+
+    return pa.RecordBatchReader.from_batches(schema, batches())
+
+
+def describe_changes(changes: Sequence[Evolution]) -> dict[str, int]:
+    """Counts of each kind of change (an operation's params: no column names)."""
+    out: dict[str, int] = {}
+    for c in changes:
+        k = type(c).__name__.lower()
+        out[k] = out.get(k, 0) + 1
+    return out
+
+
+def check_create(
+    schema: pa.Schema, key: str, sizes: tuple[int, int, int, int], iceberg_format_version: int
+) -> None:
+    """Refuse a ``Table.create`` whose schema, key or sizes cannot make a table."""
+    target_file_bytes, row_group_bytes, segment_target_files, dv_overlay_max = sizes
+    if not isinstance(schema, pa.Schema):
+        raise errors.InvalidRequest("schema must be a pyarrow.Schema")
+    if schema.get_field_index(key) < 0:
+        raise errors.InvalidRequest(f"key column {key!r} is not in the schema {schema.names}")
+    if len(set(schema.names)) != len(schema.names):
+        raise errors.InvalidRequest("schema has duplicate column names")
+    if target_file_bytes <= 0 or row_group_bytes <= 0:
+        raise errors.InvalidRequest("target_file_bytes and row_group_bytes must be positive")
+    if segment_target_files <= 0 or dv_overlay_max < 0:
+        raise errors.InvalidRequest(
+            "segment_target_files must be positive and dv_overlay_max not negative"
+        )
+    if iceberg_format_version not in (2, 3):
+        raise errors.InvalidRequest("iceberg_format_version must be 2 or 3")

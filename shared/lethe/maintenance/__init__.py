@@ -1,0 +1,1 @@
+"""Maintenance rewrites: compaction and clustering (garbage collection is :mod:`lethe.gc`)."""

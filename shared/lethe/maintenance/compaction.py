@@ -1,0 +1,800 @@
+"""Compaction: rewrite files with many deleted rows, bin small files, coalesce DV containers.
+
+DESIGN §5. Three steps, of which only the middle one is distributed (Spark on EMR, or a plain
+loop for small tables):
+
+1. :func:`plan_compaction` (pure): pick files whose deleted fraction reaches
+   ``min_deleted_fraction`` and files smaller than ``small_file_fraction`` of the target size,
+   order them by key and bin them into groups of about ``target_file_bytes`` of live data.
+   Untouched files whose DVs are spread over many small containers are listed for coalescing.
+2. :func:`run_rewrite_task`: one group's live rows (DVs applied) are read in file and row order
+   and written with the lethe writer. The rewrite is **order-preserving**: row ``p`` of source
+   ``s`` lands at ``offset(s) + p - |dv(s) ∩ [0, p)|`` of the group's output.
+3. :func:`commit_compaction`: one CAS commit replaces the sources by the outputs
+   (:func:`~lethe.catalog.manifest.apply_replace`). A delete that landed on a source after the plan was
+   made is *mapped* onto the outputs through that position map (:func:`map_deletes`, in the
+   pure :mod:`lethe.dv.remap`) and written as their DVs — never lost. Pending erasures that named a source are satisfied (the
+   rows are physically gone) or moved to the outputs. The coalesced DVs of untouched files are
+   copied blob for blob into the same new container.
+
+Example:
+    >>> import lethe                                                   # doctest: +SKIP
+    >>> from lethe.maintenance.compaction import CompactionOptions                 # doctest: +SKIP
+    >>> t = lethe.Table.open("s3://bucket/events")                     # doctest: +SKIP
+    >>> print(t.compact(CompactionOptions(min_deleted_fraction=0.2)).describe())  # doctest: +SKIP
+    version 9: 3 groups, 5 files -> 3 files, 1,200,000 rows rewritten, ...
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import logging
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from typing import Any
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict
+from pyroaring import BitMap64
+
+from lethe import errors
+from lethe.catalog.changes import ReplaceFiles
+from lethe.catalog.commit import CommitOutcome, Prepared
+from lethe.catalog.context import TableContext
+from lethe.catalog.manifest import (
+    DataFile,
+    DVRef,
+    ErasureTarget,
+    IndexRun,
+    Manifest,
+    Operation,
+    SchemaVersion,
+    TableProperties,
+)
+from lethe.catalog.snapshot import Snapshot
+from lethe.catalog.values import from_json
+from lethe.dv import store as dvstore
+from lethe.dv.blob import encode_dv
+from lethe.dv.remap import (
+    map_deletes,
+    mapped_positions,
+    row_groups_of,
+    split_positions,
+)
+from lethe.index.core import catch_up, runs_for_files
+from lethe.index.erase import scrub_rows
+from lethe.maintenance.clustering import ClusterSpec, window_groups
+from lethe.maintenance.clustering_io import output_positions, rewrite_clustered
+from lethe.progress import Progress, track
+from lethe.reading.rows import batches
+from lethe.storage.layout import object_key
+from lethe.storage.store import IOCounters, S3Store, parse_s3_uri
+from lethe.writing.writer import WriteOptions, write_files
+
+log = logging.getLogger(__name__)
+
+__all__ = [
+    "CompactionGroup",
+    "CompactionOptions",
+    "CompactionPlan",
+    "CompactionResult",
+    "RewriteTask",
+    "commit_compaction",
+    "compact",
+    "map_deletes",
+    "plan_compaction",
+    "rewrite_tasks",
+    "run_rewrite_task",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionOptions:
+    """What compaction rewrites.
+
+    Attributes:
+        min_deleted_fraction: A file whose deleted rows / rows reaches this is rewritten.
+        small_file_fraction: A file smaller than this fraction of the target size is "small";
+            small files are binned together (a lone small file without deletes is left alone).
+        target_file_bytes: Output size; default the table's ``target_file_bytes``.
+        coalesce_dv_containers: Coalesce the DVs of untouched files into one container when
+            they are spread over at least this many containers (None: never).
+        cluster: Lay the table out for forgetting (:mod:`lethe.maintenance.clustering`): every time
+            window holding a file no clustering wrote is rewritten sorted by the subject.
+            None (default): when the table has ``cluster_by``; False: bin by key as without.
+        cluster_group_bytes: A clustering group (a run of windows rewritten in one task,
+            held in memory) is closed at a window boundary once its files reach this size.
+    """
+
+    min_deleted_fraction: float = 0.2
+    small_file_fraction: float = 0.5
+    target_file_bytes: int | None = None
+    coalesce_dv_containers: int | None = 8
+    cluster: bool | None = None
+    cluster_group_bytes: int = 512 << 20
+
+    def __post_init__(self) -> None:
+        if not 0.0 < self.min_deleted_fraction <= 1.0:
+            raise errors.InvalidRequest("min_deleted_fraction must be in (0, 1]")
+        if not 0.0 <= self.small_file_fraction <= 1.0:
+            raise errors.InvalidRequest("small_file_fraction must be in [0, 1]")
+        if self.target_file_bytes is not None and self.target_file_bytes <= 0:
+            raise errors.InvalidRequest("target_file_bytes must be positive")
+        if self.coalesce_dv_containers is not None and self.coalesce_dv_containers < 2:
+            raise errors.InvalidRequest("coalesce_dv_containers must be at least 2 (or None)")
+
+
+def _deleted_fraction(f: DataFile) -> float:
+    return f.deleted_rows / f.rows if f.rows else 1.0
+
+
+def _live_bytes(f: DataFile) -> float:
+    return f.size * (f.live_rows / f.rows) if f.rows else 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionGroup:
+    """Source files rewritten together, in this order, into one run of output files."""
+
+    index: int
+    files: tuple[DataFile, ...]
+    reasons: tuple[str, ...]
+    #: rewritten in the cluster order (window, subject) instead of file and row order
+    cluster: bool = False
+
+    @property
+    def rows(self) -> int:
+        return sum(f.rows for f in self.files)
+
+    @property
+    def live_rows(self) -> int:
+        return sum(f.live_rows for f in self.files)
+
+    @property
+    def deleted_rows(self) -> int:
+        return sum(f.deleted_rows for f in self.files)
+
+    @property
+    def input_bytes(self) -> int:
+        return sum(f.size for f in self.files)
+
+    @property
+    def estimated_bytes(self) -> int:
+        return int(sum(_live_bytes(f) for f in self.files))
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionPlan:
+    """What one compaction run will do, made from one snapshot (``base_version``)."""
+
+    table_uri: str
+    base_version: int
+    target_file_bytes: int
+    options: CompactionOptions
+    groups: tuple[CompactionGroup, ...]
+    coalesce: tuple[DataFile, ...] = ()
+    dv_containers: int = 0
+    cluster: ClusterSpec | None = None
+
+    @property
+    def empty(self) -> bool:
+        return not self.groups and not self.coalesce
+
+    @property
+    def files(self) -> int:
+        return sum(len(g.files) for g in self.groups)
+
+    def describe(self) -> str:
+        """A human-readable plan (what ``--dry-run`` prints)."""
+        o = self.options
+        lines = [
+            f"compaction plan for {self.table_uri} at version {self.base_version} "
+            f"(min deleted fraction {o.min_deleted_fraction:g}, small files < "
+            f"{int(o.small_file_fraction * self.target_file_bytes):,} B, target "
+            f"{self.target_file_bytes:,} B)"
+        ]
+        if not self.groups:
+            lines.append("  no files to rewrite")
+        if self.cluster is not None:
+            c = self.cluster
+            window = f" in windows of {c.window_seconds:,} s of {c.time_column}"
+            lines.append(
+                f"  clustering by {', '.join(c.columns)}{window if c.window_seconds else ''}"
+            )
+        for g in self.groups:
+            lines.append(
+                f"  group {g.index}{' (cluster)' if g.cluster else ''}: {len(g.files)} files, {g.input_bytes:,} B, "
+                f"{g.rows:,} rows of which {g.deleted_rows:,} deleted -> ~{g.estimated_bytes:,} B"
+            )
+            for f, why in zip(g.files, g.reasons, strict=True):
+                lines.append(f"    {f.path}  {f.size:,} B  {f.rows:,} rows  {why}")
+        if self.coalesce:
+            lines.append(
+                f"  coalesce the DVs of {len(self.coalesce)} untouched files from "
+                f"{self.dv_containers} containers into 1"
+            )
+        elif self.dv_containers:
+            lines.append(f"  DV containers of untouched files: {self.dv_containers} (left as is)")
+        return "\n".join(lines)
+
+
+def _sort_key(f: DataFile, key: str, key_type: Any) -> tuple[int, Any, str]:
+    st = f.columns.get(key)
+    if st is None or st.min is None:
+        return (1, 0, f.path)
+    try:
+        return (0, from_json(st.min, key_type), f.path)
+    except (TypeError, ValueError):
+        return (1, 0, f.path)
+
+
+def plan_compaction(
+    manifest: Snapshot, options: CompactionOptions | None = None, *, table_uri: str = ""
+) -> CompactionPlan:
+    """Choose what to rewrite (pure: no I/O).
+
+    Candidates are files with ``deleted/rows >= min_deleted_fraction`` (fully deleted files
+    included: they are dropped without output) and small files. Candidates are ordered by
+    their minimum key and binned greedily into groups of about ``target_file_bytes`` of live
+    data. A group made of a single file that has nothing deleted is not worth rewriting and is
+    dropped.
+
+    Example:
+        >>> from lethe.catalog.manifest import initial_manifest, TableProperties, DataFile, RowGroupInfo
+        >>> import pyarrow as pa
+        >>> m = initial_manifest(table_uuid="u", schema=pa.schema([("id", pa.int64())]),
+        ...                      properties=TableProperties(key="id", target_file_bytes=100))
+        >>> plan_compaction(Snapshot(m)).empty
+        True
+    """
+    opts = options or CompactionOptions()
+    target = opts.target_file_bytes or manifest.properties.target_file_bytes
+    key_type = manifest.arrow_schema().field(manifest.key).type
+    reasons = _candidates(manifest.files, opts, small_limit=opts.small_file_fraction * target)
+    spec = ClusterSpec.of(manifest.properties) if opts.cluster is not False else None
+    if opts.cluster and spec is None:
+        raise errors.InvalidRequest("cluster=True needs a table with cluster_by")
+    if spec is not None:
+        dirty = {p: r for p, r in reasons.items() if not r.startswith("small")}
+        found = window_groups(
+            manifest.files,
+            spec,
+            manifest.arrow_schema(),
+            dirty,
+            max_group_bytes=opts.cluster_group_bytes,
+        )
+        groups = tuple(
+            CompactionGroup(index=i, files=tuple(fs), reasons=tuple(why), cluster=True)
+            for i, (fs, why) in enumerate(found)
+        )
+    else:
+        candidates = sorted(
+            (f for f in manifest.files if f.path in reasons),
+            key=lambda f: _sort_key(f, manifest.key, key_type),
+        )
+        groups = _groups(_bins(candidates, target), reasons, opts)
+    coalesce, containers = _dvs_to_coalesce(manifest.files, groups, opts)
+    return CompactionPlan(
+        table_uri=table_uri,
+        base_version=manifest.version,
+        target_file_bytes=target,
+        options=opts,
+        groups=groups,
+        coalesce=coalesce,
+        dv_containers=containers,
+        cluster=spec,
+    )
+
+
+def _candidates(
+    files: Sequence[DataFile], opts: CompactionOptions, *, small_limit: float
+) -> dict[str, str]:
+    """Why each candidate file would be rewritten (path -> reason); other files are absent."""
+    reasons: dict[str, str] = {}
+    for f in files:
+        if f.owned is not None:  # adopted in place: never rewritten here (lethe.adopt)
+            continue
+        frac = _deleted_fraction(f)
+        if f.live_rows == 0:
+            reasons[f.path] = "all rows deleted"
+        elif frac >= opts.min_deleted_fraction:
+            reasons[f.path] = f"{frac:.0%} deleted"
+        elif f.size < small_limit:
+            reasons[f.path] = "small" + (f", {frac:.0%} deleted" if f.deleted_rows else "")
+    return reasons
+
+
+def _bins(candidates: Sequence[DataFile], target: int) -> list[list[DataFile]]:
+    """Consecutive candidates binned greedily into about ``target`` bytes of live data."""
+    bins: list[list[DataFile]] = []
+    current: list[DataFile] = []
+    size = 0.0
+    for f in candidates:
+        b = _live_bytes(f)
+        if current and size + b > target * 1.1:
+            bins.append(current)
+            current, size = [], 0.0
+        current.append(f)
+        size += b
+    if current:
+        bins.append(current)
+    return bins
+
+
+def _groups(
+    bins: Sequence[Sequence[DataFile]], reasons: Mapping[str, str], opts: CompactionOptions
+) -> tuple[CompactionGroup, ...]:
+    """The bins worth rewriting, numbered."""
+    groups: list[CompactionGroup] = []
+    for files in bins:
+        if len(files) == 1 and files[0].deleted_rows == 0:
+            continue  # a lone small file: rewriting it gains nothing
+        if len(files) == 1 and _deleted_fraction(files[0]) < opts.min_deleted_fraction:
+            continue
+        groups.append(
+            CompactionGroup(
+                index=len(groups),
+                files=tuple(files),
+                reasons=tuple(reasons[f.path] for f in files),
+            )
+        )
+    return tuple(groups)
+
+
+def _dvs_to_coalesce(
+    files: Sequence[DataFile], groups: Sequence[CompactionGroup], opts: CompactionOptions
+) -> tuple[tuple[DataFile, ...], int]:
+    """The untouched files whose DVs to coalesce (none unless they are spread over enough
+    containers), and the number of containers they are spread over."""
+    touched = {f.path for g in groups for f in g.files}
+    untouched_dv = [
+        f
+        for f in files
+        if f.path not in touched and f.dv is not None and f.dv.container is not None
+    ]
+    containers = len({f.dv.container for f in untouched_dv if f.dv is not None})
+    coalesce: tuple[DataFile, ...] = ()
+    if opts.coalesce_dv_containers is not None and containers >= opts.coalesce_dv_containers:
+        coalesce = tuple(untouched_dv)
+    return coalesce, containers
+
+
+# --- the rewrite (runs on executors) -----------------------------------------------------------
+class RewriteTask(BaseModel):
+    """One group's rewrite, self-contained and JSON-serializable (shipped to an executor)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    table_uri: str
+    group: int
+    schema_b64: str
+    properties: TableProperties
+    target_file_bytes: int
+    files: tuple[DataFile, ...]
+    cluster: bool = False
+    schemas: tuple[SchemaVersion, ...] = ()  # the table's schema history (files of any)
+    schema_id: int = 0  # the current schema, which the outputs are written under
+
+
+def rewrite_tasks(plan: CompactionPlan, manifest: Snapshot) -> list[RewriteTask]:
+    """The tasks of a plan (groups with live rows; fully deleted groups need no rewrite)."""
+    return [
+        RewriteTask(
+            table_uri=plan.table_uri,
+            group=g.index,
+            schema_b64=manifest.schema_b64,
+            properties=manifest.properties,
+            target_file_bytes=plan.target_file_bytes,
+            files=g.files,
+            cluster=g.cluster,
+            schemas=manifest.manifest.schemas,
+            schema_id=manifest.current_schema_id,
+        )
+        for g in plan.groups
+        if g.live_rows > 0
+    ]
+
+
+def run_rewrite_task(task: RewriteTask, *, store: S3Store | None = None) -> list[DataFile]:
+    """Rewrite one group: its live rows, in order, into new data files (not committed).
+
+    Reads every source pinned to its ETag with its DV applied (the plan snapshot's DV) and
+    streams the rows through :func:`~lethe.writing.writer.write_files`.
+
+    Raises:
+        CorruptManifest: the rows written differ from the live rows the plan counted.
+    """
+    bucket, prefix = parse_s3_uri(task.table_uri)
+    store = store if store is not None and store.bucket == bucket else S3Store(bucket)
+    stub = Snapshot(
+        Manifest(
+            table_uuid="compaction",
+            version=0,
+            created_at=datetime.now(UTC),
+            operation=Operation(kind="compact"),
+            schema_b64=task.schema_b64,
+            properties=task.properties,
+            files=task.files,
+            schemas=task.schemas,
+            current_schema_id=task.schema_id,
+        )
+    )
+    schema = stub.arrow_schema()
+    p = task.properties
+    opts = WriteOptions(
+        key=p.key,
+        target_file_bytes=task.target_file_bytes,
+        row_group_bytes=p.row_group_bytes,
+        schema_id=task.schema_id or None,
+    )
+    spec = ClusterSpec.of(p) if task.cluster else None
+    if spec is not None:
+        out = rewrite_clustered(store, prefix, stub, schema, opts, spec)
+    else:
+        out = write_files(store, prefix, batches(store, prefix, stub, schema, None), schema, opts)
+    written = sum(f.rows for f in out)
+    expected = sum(f.live_rows for f in task.files)
+    if written != expected:
+        store.delete_many([object_key(prefix, f.path) for f in out])
+        raise errors.CorruptManifest(
+            f"compaction group {task.group}: wrote {written} rows, the sources have {expected} live"
+        )
+    return out
+
+
+# --- commit --------------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class CompactionResult:
+    """What a compaction did (``version`` None: nothing committed)."""
+
+    version: int | None
+    dry_run: bool
+    plan: CompactionPlan
+    groups_committed: int = 0
+    groups_skipped: int = 0
+    files_removed: int = 0
+    files_added: int = 0
+    rows_rewritten: int = 0
+    deleted_rows_purged: int = 0
+    concurrent_deletes_mapped: int = 0
+    dvs_coalesced: int = 0
+    bytes_before: int = 0
+    bytes_after: int = 0
+    attempts: int = 0
+    seconds: float = 0.0
+    io: IOCounters = field(default_factory=IOCounters)
+    #: the snapshot this compaction committed (None: none), for the caller's handle to adopt
+    snapshot: Snapshot | None = field(default=None, repr=False, compare=False)
+
+    def describe(self) -> str:
+        if self.dry_run:
+            return self.plan.describe()
+        if self.version is None:
+            return f"nothing committed ({self.groups_skipped} groups skipped)"
+        return (
+            f"version {self.version}: {self.groups_committed} groups, {self.files_removed} files "
+            f"-> {self.files_added} files ({self.bytes_before:,} B -> {self.bytes_after:,} B), "
+            f"{self.rows_rewritten:,} rows rewritten, {self.deleted_rows_purged:,} deleted rows "
+            f"purged, {self.concurrent_deletes_mapped:,} concurrent deletes mapped, "
+            f"{self.dvs_coalesced} DVs coalesced, {self.groups_skipped} groups skipped "
+            f"({self.attempts} attempts, {self.seconds:.1f} s)"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class _Committed:
+    """What the compaction preparation that landed committed (its counts)."""
+
+    stats: Mapping[str, int]
+    bytes_before: int
+    bytes_after: int
+    files_removed: int
+    files_added: int
+
+
+@dataclass(frozen=True, slots=True)
+class _CompactionChange:
+    """A compaction commit as a change: ``prepare`` drops groups whose sources are gone,
+    maps deletes that reached a source since the plan onto the outputs and writes them with
+    the coalesced DVs in one container; the update is :class:`~lethe.catalog.changes.ReplaceFiles`.
+    Outputs of groups that do not commit are removed by the loop (``owned``) or when
+    skipped (``skipped`` collects them across attempts; the DV caches span attempts too).
+    ``runs`` and ``caught_up`` are the index runs written before the commit (see
+    :func:`commit_compaction`)."""
+
+    ctx: TableContext
+    plan: CompactionPlan
+    outputs: Mapping[int, Sequence[DataFile]]
+    written_at: float | None
+    runs: Mapping[str, IndexRun]
+    caught_up: Mapping[str, IndexRun]
+    owned: tuple[str, ...]
+    what: str = "compaction"
+    skipped: set[int] = field(default_factory=set)
+    _bitmaps: dict[DVRef, BitMap64] = field(default_factory=dict)
+    _raw: dict[DVRef, bytes] = field(default_factory=dict)
+
+    def _bitmap(self, ref: DVRef | None) -> BitMap64:
+        if ref is None:
+            return BitMap64()
+        if ref not in self._bitmaps:
+            self._bitmaps[ref] = dvstore.load(self.ctx.store, self.ctx.prefix, ref)
+        return self._bitmaps[ref]
+
+    def _map(
+        self, live: Sequence[CompactionGroup], dv_now: Mapping[str, DVRef | None]
+    ) -> tuple[list[tuple[str, bytes, int]], dict[str, list[ErasureTarget]], int]:
+        """Deletes that reached a source since the plan, as DV blobs of the outputs; the
+        erasure targets they move; how many positions were mapped."""
+        mapped: list[tuple[str, bytes, int]] = []
+        moved: dict[str, list[ErasureTarget]] = {}
+        n_mapped = 0
+        for g in live:
+            outs = list(self.outputs.get(g.index, ()))
+            if all(dv_now[f.path] == f.dv for f in g.files):
+                continue
+            rows = [o.rows for o in outs]
+            per_source = mapped_positions(
+                [(f.rows, self._bitmap(f.dv), self._bitmap(dv_now[f.path])) for f in g.files],
+                rows,
+            )
+            if g.cluster and self.plan.cluster is not None:  # through the cluster order
+                ctx, spec = self.ctx, self.plan.cluster
+                schema, key = ctx.snapshot.arrow_schema(), ctx.snapshot.key
+                at = output_positions(ctx.store, ctx.prefix, g.files, schema, key, spec)
+                per_source = [np.sort(at[p.astype(np.int64)]).astype(np.uint64) for p in per_source]
+            for o, bm in zip(outs, split_positions(np.concatenate(per_source), rows), strict=True):
+                if bm:
+                    mapped.append((o.path, encode_dv(bm), len(bm)))
+                    n_mapped += len(bm)
+            for f, pos in zip(g.files, per_source, strict=True):  # for pending erasures
+                if pos.size:
+                    moved[f.path] = [
+                        ErasureTarget(path=o.path, row_groups=row_groups_of(o, bm))
+                        for o, bm in zip(outs, split_positions(pos, rows), strict=True)
+                        if bm
+                    ]
+        return mapped, moved, n_mapped
+
+    def _coalesce(self, base: Snapshot) -> tuple[list[tuple[str, bytes, int]], dict[str, DVRef]]:
+
+        coalesce: list[tuple[str, bytes, int]] = []
+        coalesce_from: dict[str, DVRef] = {}
+        for f in self.plan.coalesce:
+            cur = base.file(f.path)
+            if cur is None or cur.dv is None or cur.dv != f.dv or f.dv.container is None:
+                continue
+            if f.dv not in self._raw:
+                self._raw[f.dv] = dvstore.blob_bytes(self.ctx.store, self.ctx.prefix, f.dv)
+            coalesce.append((f.path, self._raw[f.dv], f.dv.cardinality))
+            coalesce_from[f.path] = f.dv
+        if len({r.container for r in coalesce_from.values()}) < 2:
+            return [], {}
+        return coalesce, coalesce_from
+
+    def prepare(self, base: Snapshot) -> Prepared[_Committed | None]:
+        live = self._live_groups(base)
+        dv_now = {f.path: base.file(f.path).dv for g in live for f in g.files}  # type: ignore[union-attr]
+        mapped, moved, n_mapped = self._map(live, dv_now)
+        coalesce, coalesce_from = self._coalesce(base)
+        if not live and not coalesce:
+            return Prepared(None, None)
+        container_at = time.time()
+        ctx = self.ctx
+        blobs = mapped + coalesce
+        refs = dvstore.write_container(ctx.store, ctx.prefix, blobs) if blobs else {}
+        sources = [f for g in live for f in g.files]  # one exit: their index entries go
+        pieces, piece_keys = scrub_rows(ctx.store, ctx.prefix, base, {}, dropped=sources)
+        update, stats = self._replacement(live, dv_now, refs, moved, n_mapped, coalesce_from)
+        update = replace(update, pieces=pieces) if pieces else update
+        done = _Committed(
+            stats,
+            bytes_before=sum(f.size for g in live for f in g.files),
+            bytes_after=sum(o.size for o in update.added),
+            files_removed=len(update.removed),
+            files_added=len(update.added),
+        )
+        return Prepared(
+            update,
+            done,
+            written=(*sorted({r.container for r in refs.values() if r.container}), *piece_keys),
+            written_at=container_at if self.written_at is None else self.written_at,
+            renewable=self.written_at is None,  # only a container of ours: write it anew
+        )
+
+    def _live_groups(self, base: Snapshot) -> list[CompactionGroup]:
+        """The groups whose sources are all still live in ``base``; the outputs of the others
+        (written for groups that cannot commit: never referenced) are deleted."""
+        ctx, plan, outputs = self.ctx, self.plan, self.outputs
+        live = [
+            g
+            for g in plan.groups
+            if g.index not in self.skipped and all(base.file(f.path) is not None for f in g.files)
+        ]
+        gone = {g.index for g in plan.groups} - {g.index for g in live} - self.skipped
+        if gone:  # written for groups that cannot commit: never referenced, safe to delete
+            self.skipped.update(gone)
+            ctx.store.delete_many([ctx.key_of(o.path) for i in gone for o in outputs.get(i, ())])
+        return live
+
+    def _replacement(
+        self,
+        live: Sequence[CompactionGroup],
+        dv_now: Mapping[str, DVRef | None],
+        refs: Mapping[str, DVRef],
+        moved: Mapping[str, Sequence[ErasureTarget]],
+        n_mapped: int,
+        coalesce_from: Mapping[str, DVRef],
+    ) -> tuple[ReplaceFiles, dict[str, int]]:
+        """The commit of the live groups (pure), and its counts."""
+        plan = self.plan
+        added = [
+            o.model_copy(update={"dv": refs.get(o.path)})
+            for g in live
+            for o in self.outputs.get(g.index, ())
+        ]
+        removed = [f.path for g in live for f in g.files]
+        stats = {
+            "groups": len(live),
+            "rows_rewritten": sum(o.rows for o in added),
+            "deleted_rows_purged": sum(f.deleted_rows for g in live for f in g.files),
+            "concurrent_deletes_mapped": n_mapped,
+            "dvs_coalesced": len(coalesce_from),
+        }
+        op = Operation(
+            kind="compact",
+            files_added=len(added),
+            files_removed=len(removed),
+            files_touched=len(coalesce_from),
+            params={
+                **stats,
+                "base_version": plan.base_version,
+                "min_deleted_fraction": plan.options.min_deleted_fraction,
+            },
+        )
+        update = ReplaceFiles(
+            removed=tuple(removed),
+            dv_seen={p: dv_now[p] for p in removed},
+            added=tuple(added),
+            operation=op,
+            coalesced={p: refs[p] for p in coalesce_from},
+            coalesced_from=coalesce_from,
+            moved=moved,
+            plan_version=plan.base_version,
+            runs=self.runs,
+            caught_up=self.caught_up,
+        )
+        return update, stats
+
+
+def commit_compaction(
+    ctx: TableContext,
+    plan: CompactionPlan,
+    outputs: Mapping[int, Sequence[DataFile]],
+    *,
+    written_at: float | None = None,
+) -> CompactionResult:
+    """Commit a compaction's outputs by CAS, mapping concurrent deletes onto them.
+
+    Every attempt starts from the latest version: groups whose sources are all still live are
+    committed, others (a source was replaced meanwhile, e.g. by a splice) are skipped and their
+    outputs deleted. Deletes that reached a source since the plan are mapped onto the outputs
+    (:func:`map_deletes`) and written, with the coalesced DVs, in one new container. If a
+    source's DV changes between that work and the CAS, the attempt is redone. When the commit
+    provably did not land (:class:`~lethe.errors.CommitConflict`,
+    :class:`~lethe.errors.GraceExpired`), the outputs are removed.
+
+    Args:
+        ctx: The table, on the snapshot the plan was made from.
+        plan: The plan the outputs were written for.
+        outputs: Output files per group index (fully deleted groups: none).
+        written_at: ``time.time()`` before the first output was uploaded (default: read
+            from the outputs' ``LastModified``); past the table's GC grace rule the commit
+            is refused with :class:`~lethe.errors.GraceExpired`.
+    """
+    t0 = time.perf_counter()
+    io0 = ctx.store.stats.snapshot()
+    all_outputs = [o for r in outputs.values() for o in r]
+    if written_at is None and all_outputs:
+        written_at = ctx.written_at(all_outputs)
+    # the outputs' index runs, written once (entries of files that do not commit are
+    # ignored by readers: they are not live); files no index covers yet (spliced ones) are
+    # indexed by compaction too
+    store, prefix, m = ctx.store, ctx.prefix, ctx.snapshot
+    runs, pieces = runs_for_files(store, prefix, m, all_outputs)
+    sources = {f.path for g in plan.groups for f in g.files}
+    caught_up, more = catch_up(store, prefix, m, exclude=sources)
+    owned = (*(o.path for o in all_outputs), *pieces, *more)
+    change = _CompactionChange(ctx, plan, outputs, written_at, runs, caught_up, owned)
+    outcome = ctx.catalog.commit_change(change)
+    return dataclasses.replace(
+        _result(plan, outcome, skipped=len(change.skipped)),
+        seconds=time.perf_counter() - t0,
+        io=ctx.store.stats.snapshot() - io0,
+        snapshot=outcome.manifest,
+    )
+
+
+def _result(
+    plan: CompactionPlan, outcome: CommitOutcome[_Committed | None], *, skipped: int
+) -> CompactionResult:
+    """What a commit's outcome did (pure; the caller adds time and I/O)."""
+    done = outcome.detail
+    if outcome.manifest is None or done is None:
+        return CompactionResult(
+            None, False, plan, groups_skipped=skipped, attempts=outcome.attempts
+        )
+    stats = done.stats
+    return CompactionResult(
+        version=outcome.manifest.version,
+        dry_run=False,
+        plan=plan,
+        groups_committed=stats["groups"],
+        groups_skipped=skipped,
+        files_removed=done.files_removed,
+        files_added=done.files_added,
+        rows_rewritten=stats["rows_rewritten"],
+        deleted_rows_purged=stats["deleted_rows_purged"],
+        concurrent_deletes_mapped=stats["concurrent_deletes_mapped"],
+        dvs_coalesced=stats["dvs_coalesced"],
+        bytes_before=done.bytes_before,
+        bytes_after=done.bytes_after,
+        attempts=outcome.attempts,
+    )
+
+
+RunTasks = Callable[[Sequence[RewriteTask]], Sequence[Sequence[DataFile]]]
+
+
+def _run_locally(store: S3Store, progress: Progress | None = None) -> RunTasks:
+    def run(tasks: Sequence[RewriteTask]) -> list[list[DataFile]]:
+        with track(progress, "compact", total=len(tasks), unit="groups") as tracker:
+            rewrite = tracker.each(functools.partial(run_rewrite_task, store=store))
+            return [rewrite(t) for t in tasks]
+
+    return run
+
+
+def compact(
+    ctx: TableContext,
+    options: CompactionOptions | None = None,
+    *,
+    dry_run: bool = False,
+    run_tasks: RunTasks | None = None,
+    progress: Progress | None = None,
+) -> CompactionResult:
+    """Plan, rewrite and commit one compaction of the table's latest version
+    (``Table.compact``; the result's ``snapshot`` is the version it committed).
+
+    Args:
+        ctx: The table (its latest version is read first).
+        options: What to rewrite.
+        dry_run: Only plan (``result.describe()`` prints the plan).
+        run_tasks: Runs the rewrite tasks and returns each task's output files, in task order
+            (default: one after the other in this process; the Spark job distributes them).
+            The commit follows its return; what commits meanwhile is rebased onto.
+        progress: Hears of each group rewritten in this process (task ``"compact"``).
+    """
+    t0 = time.perf_counter()
+    io0 = ctx.store.stats.snapshot()
+    ctx = ctx.latest()
+    plan = plan_compaction(ctx.snapshot, options, table_uri=ctx.uri)
+    if dry_run or plan.empty:
+        return CompactionResult(None, dry_run, plan, seconds=time.perf_counter() - t0)
+    tasks = rewrite_tasks(plan, ctx.snapshot)
+    written_at = time.time()  # before any output is uploaded: the GC grace clock
+    results = list((run_tasks or _run_locally(ctx.store, progress))(tasks)) if tasks else []
+    if len(results) != len(tasks):
+        raise errors.InvalidRequest(
+            f"run_tasks returned {len(results)} results for {len(tasks)} tasks"
+        )
+    outputs: dict[int, Sequence[DataFile]] = {
+        t.group: list(r) for t, r in zip(tasks, results, strict=True)
+    }
+    res = commit_compaction(ctx, plan, outputs, written_at=written_at)
+    return dataclasses.replace(
+        res, seconds=time.perf_counter() - t0, io=ctx.store.stats.snapshot() - io0
+    )

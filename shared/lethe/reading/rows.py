@@ -1,0 +1,133 @@
+"""A snapshot's rows: the read path behind ``Table.scan``, ``to_batches`` and ``lookup``.
+
+:func:`plan_rows` picks the row groups that may hold matching rows (through a secondary
+index when one serves the filter, else by the manifest's statistics, :func:`lethe.reading.scan.plan`);
+:func:`batches` reads them (only the needed column chunks, or pages with a selective
+filter) with each file's DV applied, prefetching a few row groups ahead. Compaction reads
+its sources through the same path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pyarrow as pa
+
+from lethe.catalog.schemas import Projection
+from lethe.catalog.snapshot import Snapshot
+from lethe.index.core import hit_rows, index_plan
+from lethe.reading.filters import Dnf
+from lethe.reading.reader import FileHandle, RowFilter, iter_row_groups, read_filtered
+from lethe.reading.scan import DVCache, Projections, plan
+from lethe.storage.store import S3Store
+
+__all__ = ["batches", "handles", "plan_rows", "read_planned", "units_of"]
+
+Planned = list[tuple[FileHandle, int, int]]
+
+
+def plan_rows(
+    store: S3Store, prefix: str, snap: Snapshot, dnf: Dnf | None, *, physical: bool = False
+) -> tuple[Planned, Callable[..., Any] | None]:
+    """``(file, row group, first row position)`` that may hold rows matching ``dnf``, and the
+    :class:`~lethe.reading.reader.RowFilter` ``rows`` callback of an index's hits (None: no index
+    served ``dnf``)."""
+    via = index_plan(store, prefix, snap, dnf, physical=physical)
+    if via is not None:
+        return via[0], hit_rows(via[1])
+    return plan(store, prefix, snap, dnf, physical=physical), None
+
+
+def batches(
+    store: S3Store,
+    prefix: str,
+    snap: Snapshot,
+    out_schema: pa.Schema,
+    dnf: Dnf | None,
+    *,
+    page_index: bool = True,
+) -> Iterator[pa.RecordBatch]:
+    """The rows of ``snap`` matching ``dnf`` (DVs applied), as ``out_schema``."""
+    items, rows = plan_rows(store, prefix, snap, dnf)  # lazily: on the first batch asked for
+    yield from read_planned(
+        store, prefix, snap, items, out_schema, dnf, rows, page_index=page_index
+    )
+
+
+def units_of(items: Planned) -> list[tuple[str, int, int]]:
+    """``(DataFile JSON, row group, first position)`` of planned row groups: a plan that
+    travels (to Spark executors) and comes back through :func:`handles`."""
+    return [(h.file.model_dump_json(), rg, first) for h, rg, first in items]
+
+
+def handles(store: S3Store, prefix: str, units: list[tuple[str, int, int]]) -> Planned:
+    """The planned row groups :func:`units_of` described, as handles (no manifest read)."""
+    from lethe.catalog.manifest import DataFile
+    from lethe.storage.layout import object_key
+
+    made: dict[str, FileHandle] = {}
+    out: Planned = []
+    for raw, rg, first in units:
+        h = made.get(raw)
+        if h is None:
+            f = DataFile.model_validate_json(raw)
+            h = made[raw] = FileHandle(store, object_key(prefix, f.path), f)
+        out.append((h, rg, first))
+    return out
+
+
+def read_planned(
+    store: S3Store,
+    prefix: str,
+    snap: Snapshot,
+    items: Planned,
+    out_schema: pa.Schema,
+    dnf: Dnf | None,
+    rows: Callable[..., Any] | None = None,
+    *,
+    page_index: bool = True,
+) -> Iterator[pa.RecordBatch]:
+    """The rows of the planned row groups ``items`` of ``snap`` matching ``dnf`` (DVs
+    applied), as ``out_schema``; ``rows``: an index's hit callback (:func:`plan_rows`)."""
+    out_cols = out_schema.names
+    dvs = DVCache(store, prefix)
+    dvs.prefetch({h.file.path: h.file for h, _, _ in items}.values())
+    rf = RowFilter.of(dnf, snap.arrow_schema(), dvs.keep_mask, rows)
+    starts = {(h.file.path, rg): first for h, rg, first in items}
+    projections = Projections(snap)
+    unfiltered = RowFilter.of(None, rf.schema, dvs.keep_mask, rows)
+    wanted = list(dict.fromkeys([*out_cols, *(dnf.columns if dnf else [])]))
+
+    def read(h: FileHandle, rg: int) -> pa.Table:
+        first = starts[(h.file.path, rg)]
+        p = projections.of(h.file)
+        if p is None:
+            return read_filtered(h, rg, first, out_cols, rf, page_index=page_index)
+        if h.file.file_names:  # adopted: a union schema's columns it may not hold
+            p = p.within(h.tail().schema)
+        # a file of another schema: its columns by id, renamed, widened, missing ones filled
+        if dnf is not None and _same(p, dnf.columns):  # the filter reads as written: pages
+            own = RowFilter.of(dnf, projections.file_schema(h.file), dvs.keep_mask, rows)
+            got = read_filtered(h, rg, first, p.file_columns(out_cols), own, page_index=page_index)
+            return p.apply(got, out_cols)
+        t = p.apply(read_filtered(h, rg, first, p.file_columns(wanted), unfiltered), wanted)
+        return (t.filter(rf.expression) if rf.expression is not None else t).select(out_cols)
+
+    pairs = [(h, rg) for h, rg, _ in items]
+    for _h, _rg, t in iter_row_groups(pairs, out_cols, read=read):
+        if t.num_rows == 0:
+            continue
+        if t.schema != out_schema:
+            t = t.cast(out_schema)
+        yield from t.to_batches()
+
+
+def _same(p: Projection, columns: list[str]) -> bool:
+    """Whether every column of ``columns`` is in the file under its name and type."""
+    return all(
+        p.file_column(c) == c
+        and (t := p.file_type(c)) is not None
+        and t.equals(p.target.field(c).type)
+        for c in columns
+    )
