@@ -143,9 +143,9 @@ class Context:
 
     def keep_mask(self, first: int, end: int) -> pa.Array:
         """For rows ``[first, end)`` of the group, whether each one stays."""
-        mask = [True] * (end - first)
+        mask = np.ones(end - first, dtype=bool)
         for s, e in intersect(self.erased, ((first, end),)):
-            mask[s - first : e - first] = [False] * (e - s)
+            mask[s - first : e - first] = False
         return pa.array(mask, type=pa.bool_())
 
     def decode(

@@ -29,9 +29,10 @@ Per column chunk (every chunk holds every erased row):
   chunk's own dictionary (so the chunk stays dictionary-encoded, issue 37 item 2) and the
   dictionary page is scrubbed of every entry no remaining row references
   (:mod:`lethe.parquet.pageruns`, :mod:`lethe.parquet.dictpages`).
-- *Whole chunk*: otherwise a chunk whose dictionary may hold an erased value is decoded
-  and re-encoded whole (that column only, its dictionary rebuilt), as is a floating-point
-  one, or one whose statistics cannot be proven (below).
+- *Whole chunk*: a floating-point chunk with erased rows in dictionary-encoded pages is
+  decoded and re-encoded whole (that column only, its dictionary rebuilt), as is one whose
+  statistics cannot be proven (below); each such chunk is a counted fallback
+  (``GroupRewrite.fallbacks``).
 - *Chunk statistics*: ``null_count`` drops by the erased nulls and ``distinct_count`` is
   dropped. ``min``/``max`` stay when the chunk was read whole and every erased value is
   also a remaining one (the set of values is unchanged), or when every erased value lies

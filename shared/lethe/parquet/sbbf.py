@@ -30,6 +30,7 @@ _P2 = np.uint64(14029467366897019727)
 _P3 = np.uint64(1609587929392839161)
 _P4 = np.uint64(9650029242287828579)
 _P5 = np.uint64(2870177450012600261)
+_LANE = np.arange(8, dtype=np.uint32) * np.uint32(32)  # bit 0 of each word of a block
 _SALT = np.array(
     [
         0x47B6137B,
@@ -131,9 +132,8 @@ def _bit_numbers(hashes: np.ndarray, num_bytes: int) -> np.ndarray:
     with np.errstate(over="ignore"):
         block = ((hashes >> np.uint64(32)) * blocks) >> np.uint64(32)
         key = (hashes & np.uint64(0xFFFFFFFF)).astype(np.uint32)
-        shift = (key[:, None] * _SALT[None, :]) >> np.uint32(27)
-    word = block.astype(np.int64)[:, None] * 8 + np.arange(8, dtype=np.int64)[None, :]
-    return (word * 32 + shift.astype(np.int64)).ravel()
+        bit = ((key[:, None] * _SALT[None, :]) >> np.uint32(27)) + _LANE[None, :]
+    return (block.astype(np.int64)[:, None] * 256 + bit).ravel()
 
 
 def bitset(hashes: np.ndarray, num_bytes: int) -> bytes:
