@@ -4,6 +4,7 @@ at the size it had."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -11,13 +12,23 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from pqhelpers import bloom_may_contain, expected, footer_of, read_pyarrow, write
+from pqhelpers import (
+    bloom_may_contain,
+    expected,
+    footer_of,
+    read_duckdb,
+    read_pyarrow,
+    same_rows,
+    write,
+)
+from test_pq_partial import plan_pages
 from test_pq_sparse import sparse
 
+from lethe.parquet.bloom import bloom_filter
 from lethe.parquet.dictpages import Dictionary, rle_decode, rle_encode
 from lethe.parquet.enums import Encoding, PageType, PhysicalType
 from lethe.parquet.footer import chunk_range, walk_pages
-from lethe.parquet.segments import Bytes, Copy
+from lethe.parquet.segments import Bytes, Copy, apply_segments
 
 _DICT = (Encoding.PLAIN_DICTIONARY, Encoding.RLE_DICTIONARY)
 
@@ -50,7 +61,7 @@ def _bloom(data: bytes, g: int, column: str) -> bytes:
     raise AssertionError(column)
 
 
-def test_dictionary_bloom_chunk_reencodes_only_the_touched_page() -> None:
+def test_dictionary_bloom_chunk_reencodes_only_the_touched_page(tmp_path: Path) -> None:
     """Issue 37 item 2 (done-when): a page splice of a dictionary-encoded, bloom-filtered
     chunk re-encodes only the page holding the erased row: the chunk's other pages are
     copied, its pages stay dictionary-encoded, its bloom filter keeps its size and finds
@@ -74,6 +85,8 @@ def test_dictionary_bloom_chunk_reencodes_only_the_touched_page() -> None:
     fate = plan.groups[0]
     assert (fate.level, fate.reason) == ("page", None)
     assert read_pyarrow(new).equals(expected(t, data, {0: rows}))
+    (tmp_path / "new.parquet").write_bytes(new)
+    assert same_rows(read_duckdb(tmp_path / "new.parquet"), expected(t, data, {0: rows}), "id")
     before, after = _chunks(data, 0)["customer"], _chunks(new, 0)["customer"]
     assert after[0].header.type == PageType.DICTIONARY_PAGE
     assert all(p.header.encoding in _DICT for p in after[1:])
@@ -181,6 +194,8 @@ def test_bloom_filter_rebuilt_at_its_size() -> None:
     )
     new, plan, _, _ = sparse(data, {0: [500]})
     assert (plan.groups[0].level, plan.groups[0].reason) == ("page", None)
+    dense = apply_segments(plan_pages(data, {0: [500]}, page_level=False).segments, data)
+    assert _bloom(dense, 0, "id") == _bloom(new, 0, "id")  # the row-group splice's too
     assert read_pyarrow(new).equals(expected(t, data, {0: [500]}))
     old_bloom, new_bloom = _bloom(data, 0, "id"), _bloom(new, 0, "id")
     assert len(new_bloom) == len(old_bloom)
@@ -190,3 +205,10 @@ def test_bloom_filter_rebuilt_at_its_size() -> None:
         bloom_may_contain(bits, v.to_bytes(8, "little")) for i, v in enumerate(ids) if i != 500
     )
     assert not bloom_may_contain(bits, ids[500].to_bytes(8, "little"))
+
+
+def test_bloom_filter_of_no_value_is_empty_at_its_size() -> None:
+    """Issue 37 item 2b: a chunk whose remaining values are all null keeps a filter of the
+    original's size with no bit set (found by the splice-vs-rewrite property test)."""
+    raw = bloom_filter(pa.array([None, None], pa.decimal128(9, 3)), 47, PhysicalType.INT32)
+    assert raw is not None and len(raw) == 47 and not any(raw[-32:])

@@ -162,6 +162,8 @@ def value_hashes(
     if isinstance(values, pa.ChunkedArray):
         values = values.combine_chunks()
     values = values.drop_null()
+    if not len(values):
+        return np.zeros(0, dtype=np.uint64)
     if physical == PhysicalType.BOOLEAN:
         bits = np.asarray(values.to_numpy(zero_copy_only=False), dtype=np.uint8)
         return sbbf.xxhash64_fixed(bits.reshape(-1, 1))

@@ -60,6 +60,7 @@ re-encoding that changes a page's type or encoding, or nothing left to copy.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -380,12 +381,17 @@ def _whole_chunk(ctx: Context, j: int, pos: int, why: str) -> _Chunk:
     move = shifted(tr, pos)
     oi = _piece(tmp, tcc.offset_index_offset, tcc.offset_index_length)
     tmd = tcc.meta_data
+    bloom = _piece(tmp, tmd.bloom_filter_offset, tmd.bloom_filter_length)
+    size = ctx.bloom_bytes.get(j)
+    if bloom is not None and size is not None:
+        with contextlib.suppress(_Whole, SpliceRefused):  # at its size, else pyarrow's
+            bloom = rebuilt_bloom(ctx.meta, ctx.k, j, pages, kept, size)
     return _Chunk(
         (Bytes(tmp[tr.start : tr.end]),),
         shift_column(tcc.struct, move),
         shift_offset_index(oi, move) if oi is not None else None,
         _piece(tmp, tcc.column_index_offset, tcc.column_index_length),
-        _piece(tmp, tmd.bloom_filter_offset, tmd.bloom_filter_length),
+        bloom,
         why,
     )
 
