@@ -29,9 +29,11 @@ from lethe.adopt.names import check_readable, describe_file, logical, physical_n
 from lethe.adopt.plan import AdoptPlan, ColumnPlan, file_plan, history_plan, union_schema
 from lethe.adopt.source import HistoryObject, SourceFile, SourceListing
 from lethe.catalog.changes import AdoptFiles
-from lethe.catalog.commit import Direct
+from lethe.catalog.evolution import plan_merge
 from lethe.catalog.manifest import DataFile, Operation
 from lethe.catalog.partitions import PARTITION_META, partition_stats
+from lethe.catalog.schemas import Add, Evolution, same_type
+from lethe.catalog.transaction import Staged
 from lethe.dv import store as dvstore
 from lethe.erasure.ownership import (
     Ledger,
@@ -42,9 +44,10 @@ from lethe.erasure.ownership import (
     claim,
     ledger_for_commit,
     legacy_entries,
+    release,
 )
-from lethe.index.core import maintain
-from lethe.ingest.fit import same_type
+from lethe.index.core import initial_indexes, maintain
+from lethe.progress import Progress, Tracker, track
 from lethe.storage.store import S3Store, parse_s3_uri
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -71,7 +74,7 @@ class TableLike(Protocol):
     def key_of(self, rel: str) -> str: ...
     def refresh(self) -> Any: ...
     def update_schema(self) -> Any: ...
-    def _adopt(self, outcome: Any) -> None: ...
+    def transaction(self) -> Any: ...
 
 
 Table = TypeVar("Table", bound=TableLike, covariant=True)
@@ -83,7 +86,13 @@ class TableClass(Protocol[Table]):
     def __call__(self, catalog: Catalog, manifest: Snapshot) -> Table: ...
     def open(self, uri: str, *, s3: Any | None = None) -> Table: ...
     def create(
-        self, uri: str, schema: pa.Schema, key: str = "id", *, s3: Any | None = None
+        self,
+        uri: str,
+        schema: pa.Schema,
+        key: str = "id",
+        *,
+        s3: Any | None = None,
+        indexes: Sequence[str] = (),
     ) -> Table: ...
 
 
@@ -112,6 +121,9 @@ class AdoptOptions:
     #: reads the footers (default :func:`~lethe.adopt.footers.read_footers`, in threads;
     #: ``spark_jobs/adopt.py`` reads them in Spark executors)
     footers: Callable[[S3Store, Sequence[SourceFile]], list[Footer]] | None = None
+    #: hears of each footer read (task ``"adopt footers"``) and each file committed
+    #: (``"adopt"``, by batch)
+    progress: Progress | None = None
 
 
 def detect_format(source: str, store: S3Store) -> str:
@@ -129,8 +141,11 @@ def detect_format(source: str, store: S3Store) -> str:
     return "parquet"
 
 
-def list_source(store: S3Store, source: str, fmt: str, opts: AdoptOptions) -> SourceListing:
-    """The source's listing, by its reader (imported when needed).
+def list_source(
+    store: S3Store, source: str, fmt: str, opts: AdoptOptions, table: pa.Schema | None = None
+) -> SourceListing:
+    """The source's listing, by its reader (imported when needed); Hive partition values
+    typed by ``opts`` or else as the columns of ``opts.schema`` or the ``table``'s schema.
 
     Raises:
         InvalidRequest: an unknown format, or a reader this build does not have.
@@ -141,7 +156,7 @@ def list_source(store: S3Store, source: str, fmt: str, opts: AdoptOptions) -> So
             source,
             partitioning=opts.partitioning,
             partition_types=opts.partition_types,
-            column_types={f.name: f.type for f in opts.schema} if opts.schema else None,
+            column_types={f.name: f.type for f in (opts.schema or table or ())},
         )
     try:
         if fmt == "iceberg":
@@ -316,7 +331,11 @@ def plan_of(
 
 def adopt(cls: TableClass[Table], uri: str, source: str, opts: AdoptOptions) -> Table | AdoptPlan:
     """Adopt ``source`` into the table at ``uri`` (created when missing) as a ``cls``
-    (:class:`lethe.Table`, passed in: no import cycle); see :meth:`lethe.Table.adopt`."""
+    (:class:`lethe.Table`, passed in: no import cycle); see :meth:`lethe.Table.adopt`.
+
+    The whole plan is checked before the first write (the key, the indexes, the key in every
+    file, the partition types against the table's); an adoption into a new table that fails
+    before its first commit leaves nothing behind (no table, no ledger, no marker)."""
     if opts.batch_files <= 0:
         raise errors.InvalidRequest("batch_files must be positive")
     t0 = time.perf_counter()
@@ -324,8 +343,9 @@ def adopt(cls: TableClass[Table], uri: str, source: str, opts: AdoptOptions) -> 
     bucket, _ = parse_s3_uri(uri)
     store = table.store if table is not None else S3Store(bucket, client=opts.s3)
     fmt = detect_format(source, store) if opts.source_format == "auto" else opts.source_format
+    _check_partition_types(opts, table)
     try:
-        listed = list_source(store, source, fmt, opts)
+        listed = list_source(store, source, fmt, opts, table.schema if table else None)
     except errors.InvalidRequest as e:  # a table's own prefix, emptied by erasures and GC
         if table is None or fmt != "parquet" or not str(e).startswith("no Parquet objects"):
             raise
@@ -337,77 +357,256 @@ def adopt(cls: TableClass[Table], uri: str, source: str, opts: AdoptOptions) -> 
         )
     own = opts.take_ownership
     uuid = table.manifest.table_uuid if table is not None else None
-    footers = logical((opts.footers or read_footers)(store, listing.files), listing)
+    if opts.footers is None:
+        got = read_footers(store, listing.files, progress=opts.progress)
+    else:
+        with track(opts.progress, "adopt footers", total=len(listing.files), unit="files") as t:
+            got = opts.footers(store, listing.files)
+            t.advance(len(got))
+    footers = logical(got, listing)
     if not footers:
-        check_free(store, uuid, [h.uri for h in listing.history], own)
-        if opts.dry_run:
-            schema = table.schema if table else pa.schema([])
-            return plan_of(uri, listing, (), schema, done, own, gone)
-        if table is None:
-            raise errors.InvalidRequest(f"nothing to adopt at {source}")
-        if listing.history and own:  # a source's history not taken yet: one commit of it
-            commit_batch(table, [], fmt=fmt, own=own, history=listing.history, source=source)
-        return table
+        return _nothing_new(uri, source, fmt, table, listing, opts, done, gone, store)
     schema, additions = _target_schema(footers, listing, opts, table)
+    key = _check_plan(uri, schema, footers, listing, opts, table)
     check_free(
         store, uuid, [*(f.uri for f in listing.files), *(h.uri for h in listing.history)], own
     )
     if opts.dry_run:
         return plan_of(uri, listing, footers, schema, done, own, gone)
-    if table is not None and additions:  # one schema commit first (lethe.catalog.evolution rules)
-        update = table.update_schema()
-        for f in additions:
-            update = update.add_column(f.name, f.type)
-        update.commit()
-        table.refresh()
-    table = table if table is not None else _create(cls, uri, schema, listing, opts, store)
-    for col in opts.indexes:
-        if col not in table.indexes:
-            table.create_index(col)
-    key = table.key
-    missing = [ft.source.uri for ft in footers if key not in ft.schema.names]
-    if missing:
-        raise errors.SchemaMismatch(
-            f"{len(missing)} file(s) lack the key column {key!r}: {', '.join(missing[:5])}"
-        )
-    batches = [footers[i : i + opts.batch_files] for i in range(0, len(footers), opts.batch_files)]
-    for n, batch in enumerate(batches):
-        history = listing.history if n == 0 and own else ()
-        commit_batch(table, batch, fmt=fmt, own=own, number=n, history=history, source=source)
+    tracker = track(opts.progress, "adopt", total=len(footers), unit="files")
+    if table is None:
+        before = {o.key for o in store.list(f"{parse_s3_uri(uri)[1]}/")}  # a new prefix: 1 LIST
+        table = _create(cls, uri, schema, key, opts, store)
+        _commit_new(table, footers, listing, opts, (fmt, source), before, tracker)
+    else:
+        evolution, late = _evolve(table, additions, opts.indexes)
+        _commit_all(table, footers, listing, opts, (fmt, source), tracker, evolution, late)
+    tracker.finish()
     log.info(
         "adopted %s files (%s bytes) in %s commits in %.2fs",
         len(footers),
         sum(ft.size for ft in footers),
-        len(batches),
+        -(-len(footers) // opts.batch_files),
         time.perf_counter() - t0,
     )
     return table
 
 
-def _create(
-    cls: TableClass[Table],
+def _nothing_new(
     uri: str,
-    schema: pa.Schema,
+    source: str,
+    fmt: str,
+    table: Table | None,
     listing: SourceListing,
     opts: AdoptOptions,
+    done: int,
+    gone: int,
     store: S3Store,
-) -> Table:
-    """The new table, on ``store`` (its counters then cover the whole adoption)."""
-    from lethe.catalog.commit import Catalog
+) -> Table | AdoptPlan:
+    """No file to adopt: the plan, or the source's history not taken yet (one commit)."""
+    own = opts.take_ownership
+    uuid = table.manifest.table_uuid if table is not None else None
+    check_free(store, uuid, [h.uri for h in listing.history], own)
+    if opts.dry_run:
+        schema = table.schema if table else pa.schema([])
+        return plan_of(uri, listing, (), schema, done, own, gone)
+    if table is None:
+        raise errors.InvalidRequest(f"nothing to adopt at {source}")
+    if listing.history and own:
+        commit_batch(table, [], fmt=fmt, own=own, history=listing.history, source=source)
+    return table
 
-    key = opts.key or (listing.key[0] if len(listing.key) == 1 else None)
+
+def _check_partition_types(opts: AdoptOptions, table: TableLike | None) -> None:
+    """The partition types given agree with the table's types of those columns.
+
+    Raises:
+        SchemaMismatch: a partition type given differs from the table's type of the column.
+    """
+    if table is None:
+        return
+    given = dict(opts.partition_types or {})
+    for name, t in given.items():
+        i = table.schema.get_field_index(name)
+        if i >= 0 and not same_type(table.schema.field(i).type, t):
+            raise errors.SchemaMismatch(
+                f"partition type {name}={t}: the table has {name!r} as "
+                f"{table.schema.field(i).type}, and a column keeps its type (give "
+                f"{table.schema.field(i).type} or none; adopt into a new table for another)"
+            )
+
+
+def _check_plan(
+    uri: str,
+    schema: pa.Schema,
+    footers: Sequence[Footer],
+    listing: SourceListing,
+    opts: AdoptOptions,
+    table: TableLike | None,
+) -> str:
+    """The table's key, once the plan is known to work: the key (required for a new table) and
+    the indexes name columns, every file has the key column.
+
+    Raises:
+        InvalidRequest: no key for a new table, another key than the table's, an unknown or
+            unindexable column (naming the known ones).
+        SchemaMismatch: files without the key column.
+    """
+    key = table.key if table is not None else opts.key
+    if table is None and key is None:
+        key = listing.key[0] if len(listing.key) == 1 else None
     if key is None:
         raise errors.InvalidRequest(
-            f"no table at {uri}: key= (the erasure key column) is required to create it"
+            f"no table at {uri}: key= (the erasure key column) is required to create it; "
+            f"the columns are {schema.names}"
         )
-    t = cls.create(uri, schema, key, s3=store.client)
+    if opts.key is not None and opts.key != key:
+        raise errors.InvalidRequest(
+            f"key {opts.key!r}: the table at {uri} has the key {key!r} (a table keeps its key)"
+        )
+    if key not in schema.names:
+        raise errors.InvalidRequest(
+            f"key column {key!r} is not a column of the files to adopt; the columns are "
+            f"{schema.names}"
+        )
+    new = [c for c in opts.indexes if table is None or c not in table.indexes]
+    initial_indexes(schema, new)  # known, indexable, each once
+    missing = [ft.source.uri for ft in footers if key not in ft.schema.names]
+    if missing:
+        raise errors.SchemaMismatch(
+            f"{len(missing)} file(s) lack the key column {key!r}: {', '.join(missing[:5])}"
+        )
+    return key
+
+
+def _evolve(
+    table: TableLike, additions: Sequence[pa.Field], indexes: Sequence[str]
+) -> tuple[tuple[Evolution, ...], list[str]]:
+    """An existing table's new columns (the schema changes that join the first batch's
+    commit: one version, lethe.catalog.evolution rules) and indexes: those on columns it has
+    declared now, those on new columns returned (declared after the first batch)."""
+    evolution = _evolution(table, additions)
+    late = [c for c in indexes if c not in table.indexes and c not in table.schema.names]
+    for col in indexes:
+        if col not in table.indexes and col not in late:
+            table.create_index(col)
+    return evolution, late
+
+
+def _evolution(table: TableLike, additions: Sequence[pa.Field]) -> tuple[Evolution, ...]:
+    """The schema changes that add ``additions`` to the table: the one fold
+    (:func:`~lethe.catalog.evolution.plan_merge`), so its rules hold (a name an earlier
+    column had is refused, large types added as their plain ones).
+
+    Raises:
+        SchemaMismatch: a new column is an earlier name of a table column (adopted files
+            are read by their own names: it would not be read).
+    """
+    if not additions:
+        return ()
+    required = [f for f in table.schema if not f.nullable]
+    plan = plan_merge(pa.schema([*required, *additions]), table.manifest)
+    added = {c.name for c in plan.changes if isinstance(c, Add)}
+    lost = [f.name for f in additions if f.name not in added]
+    if lost or len(added) != len(plan.changes):
+        raise errors.SchemaMismatch(
+            f"columns {lost} of the files to adopt are earlier names of table columns: "
+            "adopted files are read by their own names, so their values would not be read "
+            "(rename the columns back, or adopt into a new table)"
+        )
+    return plan.changes
+
+
+def _commit_all(
+    table: TableLike,
+    footers: Sequence[Footer],
+    listing: SourceListing,
+    opts: AdoptOptions,
+    what: tuple[str, str],
+    tracker: Tracker,
+    evolution: Sequence[Evolution] = (),
+    late: Sequence[str] = (),
+    start: int = 0,
+) -> None:
+    """Commit ``footers`` in batches of ``opts.batch_files`` from batch number ``start``
+    (``what``: the source's format and URI), counting the files committed; the first batch
+    with the schema changes ``evolution`` (one commit), then the indexes ``late`` on the
+    columns it added."""
+    size = opts.batch_files
+    fmt, source = what
+    for n in range(start, -(-len(footers) // size)):
+        history = listing.history if n == 0 and opts.take_ownership else ()
+        batch = footers[n * size : (n + 1) * size]
+        commit_batch(table, batch, fmt=fmt, own=opts.take_ownership, number=n, history=history,
+                     source=source, evolve=evolution if n == start else ())  # fmt: skip
+        tracker.advance(len(batch))
+        for col in late if n == start else ():  # an index on a column the batch added
+            table.create_index(col)
+
+
+def _commit_new(
+    table: TableLike,
+    footers: Sequence[Footer],
+    listing: SourceListing,
+    opts: AdoptOptions,
+    what: tuple[str, str],
+    before: set[str],
+    tracker: Tracker,
+) -> None:
+    """:func:`_commit_all` into the table this adoption created: when its first batch fails,
+    the table and the claims are removed (:func:`_undo`), so nothing is left behind."""
+    try:
+        _commit_all(table, footers[: opts.batch_files], listing, opts, what, tracker)
+    except BaseException:
+        uris = [*(ft.source.uri for ft in footers[: opts.batch_files])]
+        _undo(table, [*uris, *(h.uri for h in listing.history)], before)
+        raise
+    _commit_all(table, footers, listing, opts, what, tracker, start=1)
+
+
+def _undo(table: TableLike, claimed: Sequence[str], before: set[str]) -> None:
+    """Remove a table created by an adoption that failed before its first commit: the
+    ownership claims it made, then every object its prefix holds that was not there
+    ``before`` (a source may lie under the table's prefix)."""
+    me = TableRef(uri=table.catalog.uri, uuid=table.manifest.table_uuid)
+    try:
+        release(table.store, me, claimed)
+        keys = [o.key for o in table.store.list(f"{table.catalog.prefix}/")]
+        keys = [
+            k for k in keys if k not in before and f"s3://{table.store.bucket}/{k}" not in claimed
+        ]
+        failed = table.store.delete_many(keys)
+    except Exception:  # the error that made the undo is the one to raise
+        log.exception("could not remove the table %s of a failed adoption", table.catalog.uri)
+        return
+    log.info(
+        "removed the table %s of a failed adoption (%s objects; %s not deleted)",
+        table.catalog.uri,
+        len(keys),
+        len(failed),
+    )
+
+
+def _create(
+    cls: TableClass[Table], uri: str, schema: pa.Schema, key: str, opts: AdoptOptions,
+    store: S3Store,
+) -> Table:  # fmt: skip
+    """The new table, with its indexes, on ``store`` (its counters then cover the whole
+    adoption).
+
+    Raises:
+        TableExists: another process created a table at ``uri`` meanwhile.
+    """
+    from lethe.catalog.commit import Catalog
+
+    t = cls.create(uri, schema, key, s3=store.client, indexes=tuple(opts.indexes))
     return cls(Catalog(store, t.catalog.prefix), t.manifest)
 
 
-def data_file(ft: Footer, table: TableLike, own: bool) -> DataFile:
-    """The manifest entry of one adopted file (its stats from the footer, partition values as
-    constant-column stats)."""
-    groups, cols = describe_file(ft, table.schema, table.key)
+def data_file(ft: Footer, snap: Snapshot, own: bool) -> DataFile:
+    """The manifest entry of one adopted file, described under ``snap``'s schema (its stats
+    from the footer, partition values as constant-column stats)."""
+    groups, cols = describe_file(ft, snap.arrow_schema(), snap.key)
     # a partition column the file holds itself is read from the file
     part = {k: v for k, v in ft.source.partition.items() if k not in ft.schema.names}
     return DataFile(
@@ -418,7 +617,7 @@ def data_file(ft: Footer, table: TableLike, own: bool) -> DataFile:
         row_groups=groups,
         columns=cols | partition_stats(part, ft.metadata.num_rows),
         added_version=0,
-        schema_id=table.manifest.current_schema_id or None,
+        schema_id=snap.current_schema_id or None,
         partition=part,
         owned=own,
         mapped=True if ft.physical else None,
@@ -434,61 +633,83 @@ def commit_batch(
     number: int = 0,
     history: Sequence[SourceFile | HistoryObject] = (),
     source: str = "",
+    evolve: Sequence[Evolution] = (),
 ) -> None:
-    """Commit one batch of adopted files (one ``adopt`` commit), with DVs for the rows the
-    source had deleted and the index runs of the declared indexes. The batch's objects (and
-    ``history``: a source's earlier snapshots and metadata, taken as owned and superseded)
-    are claimed first (ownership markers) and recorded in the commit's ledger
-    (:mod:`lethe.erasure.ownership`)."""
+    """Commit one batch of adopted files (one ``adopt`` commit; with ``evolve``, the schema
+    changes that make the table take them join it: one version, a transaction), with DVs
+    for the rows the source had deleted and the index runs of the declared indexes. The
+    batch's objects (and ``history``: a source's earlier snapshots and metadata, taken as
+    owned and superseded) are claimed first (ownership markers) and recorded in the
+    commit's ledger (:mod:`lethe.erasure.ownership`)."""
     written_at = time.time()  # before the DV container and index pieces: the GC grace clock
     me = TableRef(uri=table.catalog.uri, uuid=table.manifest.table_uuid)
     claim(table.store, me, [ft.source.uri for ft in batch], own)
     claim(table.store, me, [h.uri for h in history], True)
-    ledger_key, ledger, merged = ledger_for_commit(
-        table.store,
-        table.catalog.prefix,
-        table.manifest,
-        Ledger(
-            table_uuid=me.uuid,
-            at=datetime.now(UTC),
-            source=source,
-            owned=own,
-            objects=(
-                *legacy_entries(table.manifest, live=True),  # a table from before ledgers
-                *(LedgerEntry(path=ft.source.uri, etag=ft.etag, size=ft.size) for ft in batch),
-                *(
-                    LedgerEntry(path=h.uri, etag=h.etag, size=h.size, kind="history")
-                    for h in history
+    tx = table.transaction()
+    tx.name = "adopt"
+    if evolve:
+        tx.update_schema().extend(evolve)  # staged in the transaction
+    batch_of = BatchOf(table, me, tuple(batch), fmt, own, number, tuple(history), source)
+    tx.stage(lambda snap, _: batch_of.staged(snap, written_at))
+    tx.commit()
+
+
+@dataclass(frozen=True, slots=True)
+class BatchOf:
+    """One batch of adopted files, staged on the snapshot a transaction gives it."""
+
+    table: TableLike
+    me: TableRef
+    batch: tuple[Footer, ...]
+    fmt: str
+    own: bool
+    number: int
+    history: tuple[SourceFile | HistoryObject, ...]
+    source: str
+
+    def staged(self, snap: Snapshot, written_at: float) -> Staged:
+        """The batch's ``adopt`` update on ``snap``: its ledger, DVs and index runs written
+        (removed again when the commit does not land)."""
+        table, batch, history = self.table, self.batch, self.history
+        ledger_key, ledger, merged = ledger_for_commit(
+            table.store,
+            table.catalog.prefix,
+            snap,
+            Ledger(
+                table_uuid=self.me.uuid,
+                at=datetime.now(UTC),
+                source=self.source,
+                owned=self.own,
+                objects=(
+                    *legacy_entries(snap, live=True),  # a table from before ledgers
+                    *(LedgerEntry(path=ft.source.uri, etag=ft.etag, size=ft.size) for ft in batch),
+                    *(
+                        LedgerEntry(path=h.uri, etag=h.etag, size=h.size, kind="history")
+                        for h in history
+                    ),
                 ),
             ),
-        ),
-    )
-    files = [data_file(ft, table, own) for ft in batch]
-    deleted = {ft.source.uri: BitMap64(ft.source.deleted) for ft in batch if ft.source.deleted}
-    containers: tuple[str, ...] = ()
-    if deleted:
-        refs = dvstore.write_dvs(table.store, table.catalog.prefix, deleted)
-        files = [f.model_copy(update={"dv": refs.get(f.path)}) for f in files]
-        containers = tuple({table.key_of(r.container) for r in refs.values() if r.container})
-    runs, merges, pieces = maintain(table.store, table.catalog.prefix, table.manifest, files)
-    op = Operation(
-        kind="adopt",
-        rows_added=sum(f.rows for f in files),
-        rows_deleted=sum(len(b) for b in deleted.values()),
-        files_added=len(files),
-        params={
-            "format": fmt,
-            "batch": number,
-            "bytes": sum(f.size for f in files),
-            **({"history": len(history)} if history else {}),
-        },
-    )
-    outcome = table.catalog.commit_change(
-        Direct(
-            AdoptFiles(tuple(files), op, runs, tuple(merges), ledger, len(history), merged),
-            written_at,
-            owned=(*containers, *pieces, ledger_key),
-            name="adopt",
         )
-    )
-    table._adopt(outcome)
+        files = [data_file(ft, snap, self.own) for ft in batch]
+        deleted = {ft.source.uri: BitMap64(ft.source.deleted) for ft in batch if ft.source.deleted}
+        containers: tuple[str, ...] = ()
+        if deleted:
+            refs = dvstore.write_dvs(table.store, table.catalog.prefix, deleted)
+            files = [f.model_copy(update={"dv": refs.get(f.path)}) for f in files]
+            containers = tuple({table.key_of(r.container) for r in refs.values() if r.container})
+        runs, merges, pieces = maintain(table.store, table.catalog.prefix, snap, files)
+        op = Operation(
+            kind="adopt",
+            rows_added=sum(f.rows for f in files),
+            rows_deleted=sum(len(b) for b in deleted.values()),
+            files_added=len(files),
+            params={
+                "format": self.fmt,
+                "batch": self.number,
+                "bytes": sum(f.size for f in files),
+                **({"history": len(history)} if history else {}),
+            },
+        )
+        update = AdoptFiles(tuple(files), op, runs, tuple(merges), ledger, len(history), merged)
+        written = (*containers, *pieces, ledger_key)
+        return Staged(update, written, written_at, rows=op.rows_added, files=len(files))
