@@ -35,7 +35,6 @@ PENDING_EDGES: dict[tuple[str, str], str] = {
     ("reading", "index"): "reading.rows probes the index for lookups (the lookup path moves up)",
     ("adopt", "table"): "adopt.rewrite builds a Table (adoption takes a TableContext)",
     ("audit", "table"): "audit.verify takes a Table (verify takes a TableContext)",
-    ("gc", "table"): "gc.run/actions open a Table (GC takes a TableContext)",
     ("ingest", "table"): "ingest.register/shapes take a Table (ingest takes a TableContext)",
 }
 # module: private names it imports from another module (the names become public or move).

@@ -13,6 +13,7 @@ import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Protocol
 
 import pyarrow as pa
 
@@ -21,7 +22,7 @@ from lethe.catalog.manifest import DataFile
 from lethe.catalog.snapshot import Snapshot
 from lethe.storage.store import S3Store
 
-__all__ = ["TableContext"]
+__all__ = ["HasContext", "TableContext", "context_of"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,3 +71,16 @@ class TableContext:
             i.last_modified.replace(microsecond=0).timestamp() for i in infos if i.last_modified
         ]
         return min(known, default=time.time())
+
+
+class HasContext(Protocol):
+    """Anything that names its table's context (the :class:`~lethe.Table` façade does): a
+    public entry point below the façade takes one without importing it."""
+
+    @property
+    def context(self) -> TableContext: ...
+
+
+def context_of(target: TableContext | HasContext) -> TableContext:
+    """``target`` itself, or the context it names."""
+    return target if isinstance(target, TableContext) else target.context

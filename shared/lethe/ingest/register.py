@@ -180,9 +180,8 @@ def _footer(src: S3Store, key: str, etag: str, size: int) -> tuple[pq.FileMetaDa
 
 def _copy_into(table: Table, src: S3Store, key: str, dst: str, etag: str) -> str:
     """Server-side copy of the upload (pinned to ``etag``) to ``dst``; the copy's ETag."""
-    if src is table.store:
-        return table.store.copy(key, dst, src_etag=etag)
-    return _copy_across(table.store, src.bucket, key, dst, etag)
+    source = key if src is table.store else f"s3://{src.bucket}/{key}"
+    return table.store.copy(source, dst, src_etag=etag)
 
 
 def _commit(
@@ -215,20 +214,3 @@ def _commit(
         len(df.row_groups),
         time.perf_counter() - t0,
     )
-
-
-def _copy_across(dst_store: S3Store, src_bucket: str, src_key: str, dst_key: str, etag: str) -> str:
-    from lethe.storage.store import translate_error
-
-    try:
-        r = dst_store.client.copy_object(
-            Bucket=dst_store.bucket,
-            Key=dst_key,
-            CopySource={"Bucket": src_bucket, "Key": src_key},
-            CopySourceIfMatch=etag,
-        )
-    except Exception as e:
-        dst_store.stats.record("copy")
-        raise translate_error(e, f"COPY s3://{src_bucket}/{src_key} -> {dst_key}") from e
-    dst_store.stats.record("copy")
-    return str(r["CopyObjectResult"]["ETag"])
