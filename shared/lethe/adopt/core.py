@@ -17,7 +17,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
+from typing import Any, Literal
 
 import pyarrow as pa
 from pyroaring import BitMap64
@@ -29,9 +29,13 @@ from lethe.adopt.names import check_readable, describe_file, logical, physical_n
 from lethe.adopt.plan import AdoptPlan, ColumnPlan, file_plan, history_plan, union_schema
 from lethe.adopt.source import HistoryObject, SourceFile, SourceListing
 from lethe.catalog.changes import AdoptFiles
-from lethe.catalog.commit import Direct
-from lethe.catalog.manifest import DataFile, Operation
+from lethe.catalog.commit import Catalog, Direct
+from lethe.catalog.context import TableContext
+from lethe.catalog.manifest import DataFile, Operation, TableProperties
 from lethe.catalog.partitions import PARTITION_META, partition_stats
+from lethe.catalog.schemas import Add
+from lethe.catalog.snapshot import Snapshot
+from lethe.catalog.tables import create_table, evolve_schema
 from lethe.dv import store as dvstore
 from lethe.erasure.ownership import (
     Ledger,
@@ -43,49 +47,10 @@ from lethe.erasure.ownership import (
     ledger_for_commit,
     legacy_entries,
 )
+from lethe.index.commits import declare_index
 from lethe.index.core import maintain
 from lethe.ingest.fit import same_type
 from lethe.storage.store import S3Store, parse_s3_uri
-
-if TYPE_CHECKING:  # pragma: no cover
-    from lethe.catalog.commit import Catalog
-    from lethe.catalog.snapshot import Snapshot
-
-
-class TableLike(Protocol):
-    """What adoption uses of a :class:`lethe.Table` (passed in: the table imports this)."""
-
-    @property
-    def store(self) -> S3Store: ...
-    @property
-    def manifest(self) -> Snapshot: ...
-    @property
-    def schema(self) -> pa.Schema: ...
-    @property
-    def key(self) -> str: ...
-    @property
-    def indexes(self) -> tuple[str, ...]: ...
-    @property
-    def catalog(self) -> Catalog: ...
-    def create_index(self, column: str) -> Any: ...
-    def key_of(self, rel: str) -> str: ...
-    def refresh(self) -> Any: ...
-    def update_schema(self) -> Any: ...
-    def _adopt(self, outcome: Any) -> None: ...
-
-
-Table = TypeVar("Table", bound=TableLike, covariant=True)
-
-
-class TableClass(Protocol[Table]):
-    """:class:`lethe.Table` itself: its constructors."""
-
-    def __call__(self, catalog: Catalog, manifest: Snapshot) -> Table: ...
-    def open(self, uri: str, *, s3: Any | None = None) -> Table: ...
-    def create(
-        self, uri: str, schema: pa.Schema, key: str = "id", *, s3: Any | None = None
-    ) -> Table: ...
-
 
 log = logging.getLogger(__name__)
 
@@ -173,14 +138,14 @@ def _glue_client() -> Any:
     return boto3.client("glue")
 
 
-def _open(cls: TableClass[Table], uri: str, s3: Any | None) -> Table | None:
+def _open(catalog: Catalog) -> TableContext | None:
     try:
-        return cls.open(uri, s3=s3)
+        return TableContext(catalog, catalog.current()[0])
     except errors.TableNotFound:
         return None
 
 
-def _pending(listing: SourceListing, table: TableLike | None) -> tuple[SourceListing, int, int]:
+def _pending(listing: SourceListing, table: TableContext | None) -> tuple[SourceListing, int, int]:
     """The listing without the files the table holds already (same path and ETag), nor those
     it adopted before and has superseded since (its ledger, :mod:`lethe.erasure.ownership`: an
     erasure's spliced originals stay in the bucket until GC); with how many of each.
@@ -190,8 +155,8 @@ def _pending(listing: SourceListing, table: TableLike | None) -> tuple[SourceLis
     """
     if table is None:
         return listing, 0, 0
-    ever = adopted_objects(table.store, table.catalog.prefix, table.manifest, legacy=True)
-    live = table.manifest.files_at([f.uri for f in listing.files])
+    ever = adopted_objects(table.store, table.prefix, table.snapshot, legacy=True)
+    live = table.snapshot.files_at([f.uri for f in listing.files])
     gone = {
         f.uri
         for f in listing.files
@@ -200,7 +165,7 @@ def _pending(listing: SourceListing, table: TableLike | None) -> tuple[SourceLis
     }
     history = tuple(h for h in listing.history if h.uri not in ever)
     listing = _with_files(listing, tuple(f for f in listing.files if f.uri not in gone), history)
-    live = table.manifest.files_at([f.uri for f in listing.files])
+    live = table.snapshot.files_at([f.uri for f in listing.files])
     changed = sorted(
         f.uri for f in listing.files if f.uri in live and f.etag and live[f.uri].etag != f.etag
     )
@@ -223,7 +188,10 @@ def _with_files(
 
 
 def _target_schema(
-    footers: Sequence[Footer], listing: SourceListing, opts: AdoptOptions, table: TableLike | None
+    footers: Sequence[Footer],
+    listing: SourceListing,
+    opts: AdoptOptions,
+    table: TableContext | None,
 ) -> tuple[pa.Schema, list[pa.Field]]:
     """The schema the files make, checked against the given one and the table's; and the
     columns to add to the table (nullable: the schema-evolution rule of a merge).
@@ -314,15 +282,15 @@ def plan_of(
     )
 
 
-def adopt(cls: TableClass[Table], uri: str, source: str, opts: AdoptOptions) -> Table | AdoptPlan:
-    """Adopt ``source`` into the table at ``uri`` (created when missing) as a ``cls``
-    (:class:`lethe.Table`, passed in: no import cycle); see :meth:`lethe.Table.adopt`."""
+def adopt(catalog: Catalog, source: str, opts: AdoptOptions) -> Snapshot | AdoptPlan:
+    """Adopt ``source`` into the table of ``catalog`` (created when missing); returns the
+    snapshot the adoption ends at, or the plan (``opts.dry_run``). See
+    :meth:`lethe.Table.adopt`, which opens the catalog and adopts what this returns."""
     if opts.batch_files <= 0:
         raise errors.InvalidRequest("batch_files must be positive")
     t0 = time.perf_counter()
-    table = _open(cls, uri, opts.s3)
-    bucket, _ = parse_s3_uri(uri)
-    store = table.store if table is not None else S3Store(bucket, client=opts.s3)
+    table = _open(catalog)
+    store, uri = catalog.store, catalog.uri
     fmt = detect_format(source, store) if opts.source_format == "auto" else opts.source_format
     try:
         listed = list_source(store, source, fmt, opts)
@@ -336,7 +304,7 @@ def adopt(cls: TableClass[Table], uri: str, source: str, opts: AdoptOptions) -> 
             "%s file(s) of %s were adopted and superseded since: not adopted again", gone, source
         )
     own = opts.take_ownership
-    uuid = table.manifest.table_uuid if table is not None else None
+    uuid = table.snapshot.table_uuid if table is not None else None
     footers = logical((opts.footers or read_footers)(store, listing.files), listing)
     if not footers:
         check_free(store, uuid, [h.uri for h in listing.history], own)
@@ -346,8 +314,10 @@ def adopt(cls: TableClass[Table], uri: str, source: str, opts: AdoptOptions) -> 
         if table is None:
             raise errors.InvalidRequest(f"nothing to adopt at {source}")
         if listing.history and own:  # a source's history not taken yet: one commit of it
-            commit_batch(table, [], fmt=fmt, own=own, history=listing.history, source=source)
-        return table
+            table = commit_batch(
+                table, [], fmt=fmt, own=own, history=listing.history, source=source
+            )
+        return table.snapshot
     schema, additions = _target_schema(footers, listing, opts, table)
     check_free(
         store, uuid, [*(f.uri for f in listing.files), *(h.uri for h in listing.history)], own
@@ -355,15 +325,13 @@ def adopt(cls: TableClass[Table], uri: str, source: str, opts: AdoptOptions) -> 
     if opts.dry_run:
         return plan_of(uri, listing, footers, schema, done, own, gone)
     if table is not None and additions:  # one schema commit first (lethe.catalog.evolution rules)
-        update = table.update_schema()
-        for f in additions:
-            update = update.add_column(f.name, f.type)
-        update.commit()
-        table.refresh()
-    table = table if table is not None else _create(cls, uri, schema, listing, opts, store)
+        evolve_schema(catalog, tuple(Add(f.name, f.type, None) for f in additions))
+        table = table.latest()
+    table = table if table is not None else _create(catalog, schema, listing, opts)
     for col in opts.indexes:
-        if col not in table.indexes:
-            table.create_index(col)
+        if table.snapshot.index(col) is None:
+            table = table.latest()
+            table = table.at(declare_index(table, col))
     key = table.key
     missing = [ft.source.uri for ft in footers if key not in ft.schema.names]
     if missing:
@@ -373,7 +341,9 @@ def adopt(cls: TableClass[Table], uri: str, source: str, opts: AdoptOptions) -> 
     batches = [footers[i : i + opts.batch_files] for i in range(0, len(footers), opts.batch_files)]
     for n, batch in enumerate(batches):
         history = listing.history if n == 0 and own else ()
-        commit_batch(table, batch, fmt=fmt, own=own, number=n, history=history, source=source)
+        table = commit_batch(
+            table, batch, fmt=fmt, own=own, number=n, history=history, source=source
+        )
     log.info(
         "adopted %s files (%s bytes) in %s commits in %.2fs",
         len(footers),
@@ -381,30 +351,22 @@ def adopt(cls: TableClass[Table], uri: str, source: str, opts: AdoptOptions) -> 
         len(batches),
         time.perf_counter() - t0,
     )
-    return table
+    return table.snapshot
 
 
 def _create(
-    cls: TableClass[Table],
-    uri: str,
-    schema: pa.Schema,
-    listing: SourceListing,
-    opts: AdoptOptions,
-    store: S3Store,
-) -> Table:
-    """The new table, on ``store`` (its counters then cover the whole adoption)."""
-    from lethe.catalog.commit import Catalog
-
+    catalog: Catalog, schema: pa.Schema, listing: SourceListing, opts: AdoptOptions
+) -> TableContext:
+    """The new table (:func:`~lethe.catalog.tables.create_table`, the table defaults)."""
     key = opts.key or (listing.key[0] if len(listing.key) == 1 else None)
     if key is None:
         raise errors.InvalidRequest(
-            f"no table at {uri}: key= (the erasure key column) is required to create it"
+            f"no table at {catalog.uri}: key= (the erasure key column) is required to create it"
         )
-    t = cls.create(uri, schema, key, s3=store.client)
-    return cls(Catalog(store, t.catalog.prefix), t.manifest)
+    return TableContext(catalog, create_table(catalog, schema, TableProperties(key=key)))
 
 
-def data_file(ft: Footer, table: TableLike, own: bool) -> DataFile:
+def data_file(ft: Footer, table: TableContext, own: bool) -> DataFile:
     """The manifest entry of one adopted file (its stats from the footer, partition values as
     constant-column stats)."""
     groups, cols = describe_file(ft, table.schema, table.key)
@@ -418,7 +380,7 @@ def data_file(ft: Footer, table: TableLike, own: bool) -> DataFile:
         row_groups=groups,
         columns=cols | partition_stats(part, ft.metadata.num_rows),
         added_version=0,
-        schema_id=table.manifest.current_schema_id or None,
+        schema_id=table.snapshot.current_schema_id or None,
         partition=part,
         owned=own,
         mapped=True if ft.physical else None,
@@ -426,7 +388,7 @@ def data_file(ft: Footer, table: TableLike, own: bool) -> DataFile:
 
 
 def commit_batch(
-    table: TableLike,
+    table: TableContext,
     batch: Sequence[Footer],
     *,
     fmt: str,
@@ -434,27 +396,27 @@ def commit_batch(
     number: int = 0,
     history: Sequence[SourceFile | HistoryObject] = (),
     source: str = "",
-) -> None:
+) -> TableContext:
     """Commit one batch of adopted files (one ``adopt`` commit), with DVs for the rows the
     source had deleted and the index runs of the declared indexes. The batch's objects (and
     ``history``: a source's earlier snapshots and metadata, taken as owned and superseded)
     are claimed first (ownership markers) and recorded in the commit's ledger
-    (:mod:`lethe.erasure.ownership`)."""
+    (:mod:`lethe.erasure.ownership`). Returns the table at the commit."""
     written_at = time.time()  # before the DV container and index pieces: the GC grace clock
-    me = TableRef(uri=table.catalog.uri, uuid=table.manifest.table_uuid)
+    me = TableRef(uri=table.uri, uuid=table.snapshot.table_uuid)
     claim(table.store, me, [ft.source.uri for ft in batch], own)
     claim(table.store, me, [h.uri for h in history], True)
     ledger_key, ledger, merged = ledger_for_commit(
         table.store,
-        table.catalog.prefix,
-        table.manifest,
+        table.prefix,
+        table.snapshot,
         Ledger(
             table_uuid=me.uuid,
             at=datetime.now(UTC),
             source=source,
             owned=own,
             objects=(
-                *legacy_entries(table.manifest, live=True),  # a table from before ledgers
+                *legacy_entries(table.snapshot, live=True),  # a table from before ledgers
                 *(LedgerEntry(path=ft.source.uri, etag=ft.etag, size=ft.size) for ft in batch),
                 *(
                     LedgerEntry(path=h.uri, etag=h.etag, size=h.size, kind="history")
@@ -467,10 +429,10 @@ def commit_batch(
     deleted = {ft.source.uri: BitMap64(ft.source.deleted) for ft in batch if ft.source.deleted}
     containers: tuple[str, ...] = ()
     if deleted:
-        refs = dvstore.write_dvs(table.store, table.catalog.prefix, deleted)
+        refs = dvstore.write_dvs(table.store, table.prefix, deleted)
         files = [f.model_copy(update={"dv": refs.get(f.path)}) for f in files]
         containers = tuple({table.key_of(r.container) for r in refs.values() if r.container})
-    runs, merges, pieces = maintain(table.store, table.catalog.prefix, table.manifest, files)
+    runs, merges, pieces = maintain(table.store, table.prefix, table.snapshot, files)
     op = Operation(
         kind="adopt",
         rows_added=sum(f.rows for f in files),
@@ -491,4 +453,4 @@ def commit_batch(
             name="adopt",
         )
     )
-    table._adopt(outcome)
+    return table.at(outcome)

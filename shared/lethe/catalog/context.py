@@ -13,11 +13,11 @@ import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 import pyarrow as pa
 
-from lethe.catalog.commit import Catalog
+from lethe.catalog.commit import Catalog, CommitOutcome
 from lethe.catalog.manifest import DataFile
 from lethe.catalog.snapshot import Snapshot
 from lethe.storage.store import S3Store
@@ -59,6 +59,11 @@ class TableContext:
     def latest(self) -> TableContext:
         """This context on the latest committed snapshot."""
         return TableContext(self.catalog, self.catalog.current()[0])
+
+    def at(self, outcome: CommitOutcome[Any]) -> TableContext:
+        """This table at what ``outcome`` committed (at the base it found when it had nothing
+        to do): how an operation moves on after a commit of its own."""
+        return TableContext(self.catalog, outcome.manifest or outcome.base)
 
     def written_at(self, files: Sequence[DataFile]) -> float:
         """When the oldest of ``files`` was uploaded, by its ``LastModified`` (for callers

@@ -7,23 +7,22 @@ import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from lethe import errors
+from lethe.catalog.context import HasContext, TableContext, context_of
 from lethe.catalog.evolution import SchemaMode
 from lethe.catalog.manifest import DataFile, request_hash
+from lethe.index.commits import add_files
 from lethe.ingest.conform import _short
 from lethe.ingest.inputs import upload_request_id
 from lethe.ingest.shapes import check_file_schema, registered_schema
 from lethe.reading.reader import FileHandle
 from lethe.storage.store import S3Store
 from lethe.writing.writer import describe, new_data_path
-
-if TYPE_CHECKING:  # pragma: no cover
-    from lethe.table import Table
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +70,7 @@ class RegisterResult:
 
 
 def register_parquet(
-    table: Table,
+    target: TableContext | HasContext,
     key: str,
     *,
     bucket: str | None = None,
@@ -90,7 +89,8 @@ def register_parquet(
     Files written by pyarrow, Spark, DuckDB or polars are accepted when their schema matches.
 
     Args:
-        table: The table handle (moves to the new version).
+        target: The table: a :class:`~lethe.Table` handle (moved to the latest version by
+            its ``refresh()``) or a :class:`~lethe.catalog.context.TableContext`.
         key: Object key of the upload.
         bucket: Its bucket (default: the table's bucket).
         etag: The ETag the event announced (default: HEAD the object).
@@ -110,14 +110,31 @@ def register_parquet(
         RegisterResult(version=12, duplicate=False, path='data/...', rows=1000, ...)
     """
     t0 = time.perf_counter()
+    r = _register(context_of(target), key, bucket, etag, size, request_id, schema_mode, t0)
+    refresh = getattr(target, "refresh", None)  # a handle follows, as it always did
+    if callable(refresh):
+        refresh()
+    return r
+
+
+def _register(
+    table: TableContext,
+    key: str,
+    bucket: str | None,
+    etag: str | None,
+    size: int | None,
+    request_id: str | None,
+    schema_mode: SchemaMode,
+    t0: float,
+) -> RegisterResult:
     bucket = bucket or table.store.bucket
     src = (
         table.store if bucket == table.store.bucket else S3Store(bucket, client=table.store.client)
     )
     etag, size = _pinned(src, key, etag, size)
     rid = request_id or upload_request_id(bucket, key, etag)
-    table.refresh()
-    earlier = table.manifest.find_request(request_hash(rid))
+    table = table.latest()
+    earlier = table.snapshot.find_request(request_hash(rid))
     if earlier is not None:
         log.info("upload already registered at version %s", earlier.version)
         return RegisterResult(
@@ -133,7 +150,7 @@ def register_parquet(
         if schema_mode == "strict":  # an empty file evolves nothing, but still must fit
             check_file_schema(file_schema, md, table.schema)
         return RegisterResult(None, False, None, 0, 0, 0, time.perf_counter() - t0)
-    sid, schema = registered_schema(table, file_schema, md, schema_mode)
+    table, sid, schema = registered_schema(table, file_schema, md, schema_mode)
     groups, cols = describe(md, schema, table.key)  # before the copy: nothing to undo
     rel = new_data_path()
     written_at = time.time()  # before the copy: the GC grace clock of the new object
@@ -178,18 +195,19 @@ def _footer(src: S3Store, key: str, etag: str, size: int) -> tuple[pq.FileMetaDa
         ) from e
 
 
-def _copy_into(table: Table, src: S3Store, key: str, dst: str, etag: str) -> str:
+def _copy_into(table: TableContext, src: S3Store, key: str, dst: str, etag: str) -> str:
     """Server-side copy of the upload (pinned to ``etag``) to ``dst``; the copy's ETag."""
     source = key if src is table.store else f"s3://{src.bucket}/{key}"
     return table.store.copy(source, dst, src_etag=etag)
 
 
 def _commit(
-    table: Table, df: DataFile, *, request_id: str, written_at: float, t0: float
+    table: TableContext, df: DataFile, *, request_id: str, written_at: float, t0: float
 ) -> RegisterResult:
     """Commit the copied file with the upload's request id (the copy is removed if it is not
     committed, e.g. when a redelivered twin committed first)."""
-    res = table.commit_files(
+    res = add_files(
+        table,
         [df],
         kind="register",
         params={"bytes": df.size, "row_groups": len(df.row_groups)},

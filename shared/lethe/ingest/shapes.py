@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -38,17 +37,16 @@ import pyarrow.parquet as pq
 from lethe import errors
 from lethe.catalog.changes import RecordSchema
 from lethe.catalog.commit import Direct
+from lethe.catalog.context import HasContext, TableContext, context_of
 from lethe.catalog.evolution import SchemaMode, merge_changes, renamed
 from lethe.catalog.manifest import Operation
 from lethe.catalog.schemas import Evolution, evolve, field_id
+from lethe.catalog.tables import evolve_schema
 from lethe.catalog.transforms.schema import aliases
 from lethe.ingest.fit import as_table_types, same_type, schema_problems, widens
 from lethe.ingest.inputs import InputObject
 from lethe.ingest.readers import S3ObjectFile, open_parquet
 from lethe.storage.store import S3Store
-
-if TYPE_CHECKING:  # pragma: no cover
-    from lethe.table import Table
 
 __all__ = [
     "check_file_ids",
@@ -155,10 +153,10 @@ def check_file_ids(file_schema: pa.Schema, schema: pa.Schema) -> None:
 
 
 def registered_schema(
-    table: Table, file_schema: pa.Schema, md: pq.FileMetaData, mode: SchemaMode
-) -> tuple[int, pa.Schema]:
+    table: TableContext, file_schema: pa.Schema, md: pq.FileMetaData, mode: SchemaMode
+) -> tuple[TableContext, int, pa.Schema]:
     """The id and schema the file is registered under (its statistics are described by
-    it), after evolving the table in ``merge`` mode. A column of the file under an earlier
+    it), after evolving the table in ``merge`` mode; with the table after those commits. A column of the file under an earlier
     name of a current column is that column (the name mapping's alias).
 
     Raises:
@@ -170,23 +168,23 @@ def registered_schema(
     if mode == "strict":
         check_file_schema(file_schema, md, table.schema)
         check_file_ids(file_schema, table.schema)
-        return table.manifest.current_schema_id, table.schema
+        return table, table.snapshot.current_schema_id, table.schema
     if mode != "merge":
         raise errors.InvalidRequest(f"schema_mode must be 'strict' or 'merge', not {mode!r}")
-    named = renamed(file_schema, aliases(table.manifest))
+    named = renamed(file_schema, aliases(table.snapshot))
     changes = merge_changes(as_table_types(named, table.schema), table.schema)
     # checked before the table changes: a refusal leaves it as it was
     evolved, _, _ = evolve(
-        table.schema, table.manifest.manifest.column_id_high, changes, key=table.key
+        table.schema, table.snapshot.manifest.column_id_high, changes, key=table.key
     )
     check_file_ids(named, evolved)
     known = pa.schema([f for f in file_schema if f.name in table.schema.names])
     check_file_schema(known, md, file_shape(known, table.schema))
     if changes:
-        table.update_schema().extend(changes).commit()
-    for sid, s in reversed(table.schema_history):
+        table = table.at(evolve_schema(table.catalog, tuple(changes)))
+    for sid, s in reversed(table.snapshot.schema_history()):
         if _matches(file_schema, md, s):
-            return sid, s
+            return table, sid, s
     shape = file_shape(named, table.schema)
     shape = pa.schema(
         [g.with_name(f.name) for f, g in zip(file_schema, shape, strict=True)],
@@ -194,11 +192,11 @@ def registered_schema(
     )
     check_file_schema(file_schema, md, shape)
     op = Operation(kind="schema", params={"recorded": 1})
-    table.catalog.commit_change(Direct(RecordSchema(shape, op)))
-    table.refresh()
-    sid = next(i for i, s in reversed(table.schema_history) if s.equals(shape, check_metadata=True))
+    table = table.at(table.catalog.commit_change(Direct(RecordSchema(shape, op))))
+    history = table.snapshot.schema_history()
+    sid = next(i for i, s in reversed(history) if s.equals(shape, check_metadata=True))
     log.info("recorded the file's shape as schema %s (%s columns)", sid, len(shape))
-    return sid, shape
+    return table, sid, shape
 
 
 def _typed_problems(got: pa.Schema, schema: pa.Schema) -> list[str]:
@@ -214,18 +212,24 @@ def _typed_problems(got: pa.Schema, schema: pa.Schema) -> list[str]:
     return out
 
 
-def evolve_for_inputs(table: Table, objects: Sequence[InputObject], *, evolve_: bool) -> int:
+def evolve_for_inputs(
+    target: TableContext | HasContext, objects: Sequence[InputObject], *, evolve_: bool
+) -> int:
     """Check the Parquet inputs of an ingest job against the table before anything is read
     (their footers only): without ``evolve_``, an input with a column the table lacks or a
     type that does not widen into the table's is refused; with it, the table evolves once
     to take them all (union by name, :func:`merge_changes`). CSV and JSON types are guessed,
     so their rows are checked as they are converted. Returns the schema changes committed.
 
+    The check reads ``target``'s snapshot (a :class:`~lethe.Table` or its context); a handle
+    is not moved (refresh it to write under the evolved schema).
+
     Raises:
         SchemaMismatch: listing every input and every differing column (nothing changed).
     """
-    working, last = table.schema, table.manifest.manifest.column_id_high
-    alias = aliases(table.manifest)
+    table = context_of(target)
+    working, last = table.schema, table.snapshot.manifest.column_id_high
+    alias = aliases(table.snapshot)
     changes: list[Evolution] = []
     problems: list[str] = []
     stores: dict[str, S3Store] = {}
@@ -263,6 +267,6 @@ def evolve_for_inputs(table: Table, objects: Sequence[InputObject], *, evolve_: 
             "ingested:\n  " + "\n  ".join(problems)
         )
     if changes:
-        table.update_schema().extend(changes).commit()
+        evolve_schema(table.catalog, tuple(changes))
         log.info("evolved the schema for the inputs: %s changes", len(changes))
     return len(changes)
