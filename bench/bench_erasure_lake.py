@@ -47,6 +47,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from bench.common import measure, mib, moto_process, new_bucket
+from bench.floor import Floor, file_floor
 from devtools.local.server import LocalAws
 from lethe.catalog.manifest import DataFile
 from lethe.maintenance.clustering import ClusterSpec, file_windows
@@ -370,6 +371,18 @@ def copy_on_write(b: Built, files: Sequence[DataFile], victims: np.ndarray) -> C
     return Cow(len(files), s.bytes_downloaded, s.bytes_uploaded, m.cpu, m.wall)
 
 
+def floor_of(b: Built, files: Sequence[DataFile], victims: np.ndarray) -> Floor:
+    """The physical floor (bench/floor.py) of taking ``victims``' rows out of ``files``."""
+    store = S3Store(b.bucket, client=b.table.store.client)
+    total = Floor()
+    for f in files:
+        body = store.get(b.table.key_of(f.path), etag=f.etag).body
+        col = pq.read_table(pa.BufferReader(body), columns=["customer_id"])["customer_id"]
+        removed = np.isin(col.to_numpy(zero_copy_only=False), victims)
+        total = total + file_floor(body, removed)
+    return total
+
+
 @dataclass(frozen=True, slots=True)
 class Figures:
     name: str
@@ -397,6 +410,7 @@ class Figures:
     cpu: float
     wall: float
     cow: Cow | None
+    floor: Floor | None = None
 
     @property
     def moved(self) -> int:
@@ -445,6 +459,7 @@ def operate(
             f for f in before if np.isin(b.customers_of.get(f.path, hit), hit).any()
         ]  # a file not mapped (never here) counts as holding them
         cow = copy_on_write(b, holding, hit) if baseline else None
+        floor = floor_of(b, holding, hit) if baseline else None
         gc.collect()
         with metered(client, Meter(b.prefix)) as meter:
             io0, v0 = t.store.stats.snapshot(), t.version
@@ -504,12 +519,41 @@ def operate(
             cpu=m.cpu,
             wall=m.wall,
             cow=cow,
+            floor=floor,
         )
     finally:
         drop(client, b.bucket)
 
 
 # --- printing ------------------------------------------------------------------------------------
+def _over(a: float, b: float) -> str:
+    return f"{a / b:.2f}x" if b else "-"
+
+
+def print_floor(figs: Sequence[Figures]) -> None:
+    """Each operation against its physical floor (bench/floor.py) and against the CoW."""
+    rows = [
+        [
+            f.name,
+            mib(fl.moved),
+            _over(f.moved, fl.moved),
+            _over(c.moved, fl.moved),
+            f"{fl.cpu:.2f}s",
+            _over(f.cpu, fl.cpu),
+            _over(f.cpu, c.cpu),
+            str(fl.requests),
+            _over(f.requests, fl.requests),
+        ]
+        for f in figs
+        if (fl := f.floor) is not None and (c := f.cow) is not None
+    ]
+    if rows:
+        print("the physical floor (pages holding a removed row, S3's 5 MiB parts; bench/floor.py):")
+        header = ["operation", "floor moved", "Lethe/floor", "CoW/floor", "floor CPU"]
+        header += ["Lethe/floor CPU", "Lethe/CoW CPU", "floor requests", "Lethe/floor req"]
+        print_table(header, rows)
+
+
 def _x(v: float) -> str:
     return "n/a" if v != v else f"{v:.2f}x"
 
@@ -711,6 +755,7 @@ def run(scale: Scale | None = None) -> dict[str, Any]:
             if (c := f.cow) is not None
         ],
     )
+    print_floor(plain)
     window_h = scale.window_hours
     c = CLUSTERING.get("last")
     print(
@@ -728,6 +773,7 @@ def run(scale: Scale | None = None) -> dict[str, Any]:
         )
     print_table(HEADER, figures_rows(clustered))
     print_details(clustered)
+    print_floor(clustered)
     parallel = next(f for f in plain if f.name == seq_name)
     ratio = parallel.wall / sequential.wall if sequential.wall else 0.0
     wall_row = [

@@ -56,6 +56,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from bench.common import measure, mib, moto_process, new_bucket
+from bench.floor import Floor, file_floor
 from lethe.lake import ForgetRequest, Lake
 from lethe.storage.store import make_s3_client
 from lethe.table import Table
@@ -384,6 +385,20 @@ def lethe_forget(
     )
 
 
+def floor_of(bucket: str, tables: dict[str, Table], victims: list[int]) -> Floor:
+    """The physical floor (bench/floor.py) of taking ``victims``' rows out of every file that
+    holds one (from unmetered copies of the objects)."""
+    wanted = pa.array(sorted(victims), pa.int64())
+    total = Floor()
+    for t in tables.values():
+        for f in t.manifest.files:
+            body = _cached(bucket, t.key_of(f.path))
+            col = pq.read_table(io.BytesIO(body), columns=["customer_id"]).column(0)
+            removed = pc.is_in(col, wanted).to_numpy(zero_copy_only=False)
+            total = total + file_floor(body, np.asarray(removed, dtype=bool))
+    return total
+
+
 # --- report ----------------------------------------------------------------------------------
 def dollars(f: Figures, table_bytes: int, gets: float = 0.5) -> float:
     """Rough cost at 10 TB: requests (half GETs, half PUTs unless told) and client CPU as
@@ -423,7 +438,8 @@ def run(scale: Scale | None = None) -> dict[str, Any]:
         for case, victims in cases.items():
             faf = find_and_forget(client, bucket, tables, set(victims))
             lt = lethe_forget(client, lake, tables, victims, case.split()[0])
-            out[case] = {"faf": faf, "lethe": lt}
+            fl = floor_of(bucket, tables, victims)
+            out[case] = {"faf": faf, "lethe": lt, "floor": fl}
             for name, f in (("Find and Forget", faf), ("Lethe", lt)):
                 print(
                     f"{case:<16} {name:<16} {mib(f.bytes_moved):>14} {f.requests:>9,} "
@@ -431,6 +447,12 @@ def run(scale: Scale | None = None) -> dict[str, Any]:
                     f"{(f.commits if name == 'Lethe' else '-'):>13} "
                     f"{dollars(f, table_bytes):>10.2f}"
                 )
+            print(
+                f"{case:<16} {'floor':<16} {mib(fl.moved):>14} {fl.requests:>9,} "
+                f"{fl.cpu:>9.2f}s {fl.files:>17,}   (Lethe/floor: bytes "
+                f"{lt.bytes_moved / max(1, fl.moved):.2f}x, requests "
+                f"{lt.requests / max(1, fl.requests):.2f}x, CPU {lt.cpu / max(1e-9, fl.cpu):.1f}x)"
+            )
         for case, both in out.items():
             print(f"  {case}, Lethe's bytes by kind of key: {both['lethe'].kinds}")
         print(f"(Find and Forget's own overview: ${FAF_DOCUMENTED_10TB} a run over 10 TB)")

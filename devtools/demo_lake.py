@@ -11,6 +11,7 @@ import pyarrow.compute as pc
 
 from devtools.audit import Needle
 from devtools.datagen import SCHEMA, generate
+from lethe.catalog.grace import format_duration
 from lethe.gc import collect
 from lethe.lake import Lake
 from lethe.table import Table
@@ -49,7 +50,7 @@ def lake_story(story: _Story, s3: Any, *, rows: int, customers: int) -> dict[str
     story.say(
         f"lake {lake.uri}: {len(lake.tables())} tables, subject 'customer' mapped to "
         "customer_id in each (indexed); erasure window "
-        f"{lake.erasure_window}"
+        f"{format_duration(lake.erasure_window)}"
     )
     payloads = _own_payloads([Table.open(u, s3=s3) for u in lake.tables()], person)
     r = lake.forget("customer", [person], request_id=REQUEST_ID, mode="erase")

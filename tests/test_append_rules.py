@@ -40,12 +40,19 @@ def test_the_earlier_name_is_the_column_in_every_append_form(
     t.append(pa.RecordBatchReader.from_batches(old.schema, old.to_batches()))  # a stream
     (tmp_path / "x.csv").write_text("id,note\n4,d\n")
     pq.write_table(pa.table({"id": [5], "note": ["e"]}), tmp_path / "x.parquet")
+    (tmp_path / "x.jsonl").write_text('{"id": 6, "note": "f"}\n{"id": 7, "memo": "g"}\n')
     assert main(["append", uri, str(tmp_path / "x.csv")]) == 0
     assert main(["append", uri, str(tmp_path / "x.parquet")]) == 0
-    assert _memo(uri) == {1: "a", 2: "b", 3: "c", 4: "d", 5: "e"}
+    assert main(["append", uri, str(tmp_path / "x.jsonl")]) == 0  # issue 36 item 3: JSON lines
+    assert _memo(uri) == {1: "a", 2: "b", 3: "c", 4: "d", 5: "e", 6: "f", 7: "g"}
     both = pa.table({"id": [6], "note": ["f"], "memo": ["g"]})
     with pytest.raises(errors.SchemaMismatch, match="come twice"):
         lethe.Table.open(uri).append(both)
+    capsys.readouterr()
+    (tmp_path / "y.jsonl").write_text('{"id": 8, "note": "h", "memo": "i"}\n')
+    assert main(["append", uri, str(tmp_path / "y.jsonl")]) == 2
+    err = capsys.readouterr().err
+    assert "column 'memo' comes twice (as 'note' and 'memo'): 1 row (row 0)" in err
 
 
 def test_a_missing_column_refuses_csv_as_it_refuses_parquet(

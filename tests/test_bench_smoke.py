@@ -76,6 +76,11 @@ def test_erasure_lake_bench_prints_every_target(
         # the baseline rewrote the files holding the rows, the library replaced some
         assert f.cow is not None and f.cow.files > 0 and f.touched > 0
         assert f.moved > 0 and f.cow.moved > 0 and f.data_moved > 0
+        # the floor (issue 37): files this small are one part each: all of each comes down
+        assert f.floor is not None and f.floor.files == f.cow.files
+        assert f.floor.down == f.cow.down and f.floor.up < f.floor.down
+        assert f.floor.requests == 2 * f.cow.files
+    assert "the physical floor" in printed
     for f in [*out["plain"], *out["clustered"]]:
         # the botocore hooks see every byte the store counts (metadata vs data is theirs)
         assert f.metered == f.moved, f.name

@@ -135,6 +135,36 @@ def test_csv_values_that_do_not_fit_are_counted_never_quoted(
     assert lethe.Table.open(table_uri).version == t.version
 
 
+@pytest.mark.parametrize("fmt", ["jsonl", "csv"])
+def test_every_bad_column_of_a_row_is_listed(
+    table_uri: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], fmt: str
+) -> None:
+    """Issue 36 item 6: a row with several values that do not fit lists every column, not only
+    the first (values never quoted)."""
+    t = lethe.Table.create(table_uri, EVENTS, key="id")
+    if fmt == "jsonl":
+        src = tmp_path / "bad.jsonl"
+        good = {"id": 1, "event_time": "2026-01-01T00:00:00Z", "customer_id": 7, "payload": "a"}
+        bad = {"id": "x-secret", "event_time": "never", "customer_id": "y-secret", "zz": 1}
+        src.write_text(json.dumps(good) + "\n" + json.dumps(bad) + "\n")
+    else:
+        src = tmp_path / "bad.csv"
+        src.write_text(
+            "id,event_time,customer_id,payload\n1,2026-01-01T00:00:00Z,7,a\n"
+            "x-secret,never,y-secret,b\n"
+        )
+    rc, _, err = _append(table_uri, str(src), capsys)
+    assert rc == 2 and err.startswith("lethe: SchemaMismatch:")
+    where = "row 1"
+    for col, to in (("id", "int64"), ("event_time", "timestamp"), ("customer_id", "int32")):
+        assert f"column '{col}': values that do not convert to {to}" in err, err
+    assert err.count(where) == (4 if fmt == "jsonl" else 3), err
+    if fmt == "jsonl":
+        assert "unknown column 'zz' (not in the table schema): 1 row (row 1)" in err
+    assert "secret" not in err and "never" not in err
+    assert lethe.Table.open(table_uri).version == t.version
+
+
 # --- property: whatever file a user offers, all of it goes in exactly, or an error says why ----
 TABLE = pa.schema(
     [

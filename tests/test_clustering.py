@@ -256,7 +256,7 @@ def test_the_cli_creates_a_clustered_table_and_compacts_it(
     capsys.readouterr()
     assert main(["compact", table_uri, "--dry-run"]) == 0
     out = capsys.readouterr().out
-    assert "clustering by customer_id in windows of 3,600 s of event_time" in out
+    assert "clustering by customer_id in windows of 1h of event_time" in out
     assert "(cluster)" in out and "not clustered" in out
     assert main(["compact", table_uri]) == 0
     assert "groups" in capsys.readouterr().out

@@ -35,6 +35,8 @@ MODULES = [
     "gc.present",
     "ingest",
     "ingest.inputs",
+    "ingest.conform",
+    "ingest.readers",
     "ingest.staging",
     "ingest.shapes",
     "dv.remap",
@@ -48,6 +50,7 @@ MODULES = [
     "maintenance.compaction",
     "lake.model",
     "catalog.evolution",
+    "catalog.grace",
 ]
 
 

@@ -35,12 +35,7 @@ PENDING_EDGES: dict[tuple[str, str], str] = {
     ("reading", "index"): "reading.rows probes the index for lookups (the lookup path moves up)",
 }
 # module: private names it imports from another module (the names become public or move).
-PENDING_PRIVATE: dict[str, set[str]] = {
-    "cli/inputs.py": {"_read_csv", "_read_json"},
-    "ingest/fit.py": {"_arrow_value", "_cast_slice", "_convert"},
-    "ingest/readers.py": {"_convert", "_py_slice", "_short", "_structural_rejects"},
-    "ingest/register.py": {"_short"},
-}
+PENDING_PRIVATE: dict[str, set[str]] = {}
 
 
 def _package(module: str) -> str:

@@ -13,6 +13,7 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -144,6 +145,57 @@ def test_erase_purge_publish_backfill_and_gc_report(table_uri: str) -> None:
 
 
 NOT_SWEPT = ("manifest", "upload", "version")  # GC's expire, abort and purge steps
+
+
+def test_adopt_forget_and_retention_sweep_report(
+    table_uri: str, s3: Any, bucket: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 36 (habits): ``adopt`` (footers read, files committed), ``lake forget`` (tables
+    committed and spliced) and the retention sweep (files spliced) report their progress."""
+    from datetime import UTC, datetime, timedelta
+
+    from lethe.lake.core import Lake
+
+    for i in range(3):
+        buf = io.BytesIO()
+        pq.write_table(events(i * 100, 100), buf)
+        for src in ("ev", "cli"):
+            s3.put_object(Bucket=bucket, Key=f"raw/{src}/dt={i}/a.parquet", Body=buf.getvalue())
+    rec = Recorder()
+    adopted = f"s3://{bucket}/tables/adopted"
+    t = lethe.Table.adopt(adopted, f"s3://{bucket}/raw/ev/", key="id", batch_files=2,
+                          progress=rec)  # fmt: skip
+    assert isinstance(t, lethe.Table)
+    assert_well_formed(rec.of("adopt footers"), total=3)
+    assert_well_formed(rec.of("adopt"), total=3)
+    assert [e.completed for e in rec.of("adopt")] == [0, 2, 3, 3]  # one event per commit
+    capsys.readouterr()
+    cli = f"s3://{bucket}/tables/cli"
+    assert main(["adopt", cli, f"s3://{bucket}/raw/cli/", "--key", "id"]) == 0
+    err = capsys.readouterr().err
+    assert _last(err, "adopt footers").startswith("adopt footers: 3/3 files (100%)")
+    assert _last(err, "adopt").startswith("adopt: 3/3 files (100%)")
+
+    lake = Lake.create(f"s3://{bucket}/_lethe", erasure_window=timedelta(0))
+    other = lethe.Table.create(table_uri, EVENTS, key="id", **SMALL)
+    other.append(events(0, 1_000))
+    for uri in (adopted, table_uri):
+        lake.map_subject("customer", table=uri, column="customer_id")
+    rec = Recorder()
+    lake.forget("customer", [7], request_id="f-7", progress=rec)
+    assert_well_formed(rec.of("forget"), total=2)
+    assert_well_formed(rec.of("forget splices"), total=2)
+    capsys.readouterr()
+    assert main(["lake", "forget", lake.uri, "customer", "8", "--request-id", "f-8"]) == 0
+    assert _last(capsys.readouterr().err, "forget").startswith("forget: 2/2 tables (100%)")
+
+    keep = lethe.Table.open(table_uri)
+    keep.set_retention("event_time", "1d")
+    rec = Recorder()
+    halfway = datetime.fromtimestamp(1_700_000_000 + 86_400 + 555, UTC)  # ids < 555 expire
+    r = keep.sweep_retention(now=halfway, progress=rec)
+    assert r.files_spliced >= 1 and r.rows_expired > 500  # less the rows forgotten above
+    assert_well_formed(rec.of("retention"), total=r.files_spliced)
 
 
 # --- plain lines -----------------------------------------------------------------------------

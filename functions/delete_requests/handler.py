@@ -26,12 +26,12 @@ from aws_lambda_powertools.utilities.batch import (
 from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
+from _observe import publish_backlog
 from _settings import DeleteRequestsSettings as Settings
 from lethe import Lake, LakeRequestResult, Table
 from lethe.audit.evidence import erasure_backlog
 from lethe.erasure.jobs import SpliceJob, enqueue_erasures, send_jobs
 from lethe.lake.requests import MessageOutcome, process_delete_messages, sqs_sent_timestamp
-from lethe.lake.window import OLDEST_METRIC, PENDING_METRIC
 
 logger = Logger()
 tracer = Tracer()
@@ -47,9 +47,7 @@ SETTINGS = Settings.from_env()  # once, at cold start
 def publish_lake_backlog(lake: Lake) -> None:
     """The lake's requests not done yet and the oldest one's age, as metrics (no dimension
     but the service: never a request id or a value)."""
-    backlog = lake.backlog()
-    metrics.add_metric(PENDING_METRIC, MetricUnit.Count, backlog.pending)
-    metrics.add_metric(OLDEST_METRIC, MetricUnit.Seconds, backlog.oldest_age_seconds)
+    publish_backlog(metrics, lake.backlog(), lake=True)
 
 
 def lake_splices(results: list[LakeRequestResult]) -> None:
@@ -119,11 +117,7 @@ def handler(event: dict[str, Any], context: Any) -> PartialItemFailureResponse:
         metrics.add_metric("CasAttempts", MetricUnit.Count, result.attempts)
         metrics.add_metric("CommitLatency", MetricUnit.Milliseconds, result.seconds * 1000)
         enqueue_erasures(table, messages, queue_url=SETTINGS.splice_queue_url)
-        backlog = erasure_backlog(table.catalog)
-        metrics.add_metric("PendingErasures", MetricUnit.Count, backlog.pending)
-        metrics.add_metric(
-            "OldestPendingErasureAge", MetricUnit.Seconds, backlog.oldest_age_seconds
-        )
+        publish_backlog(metrics, erasure_backlog(table.catalog))
 
     outcomes = process_delete_messages(
         [(r["messageId"], r.get("body")) for r in records],  # a missing body fails alone

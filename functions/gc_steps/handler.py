@@ -40,6 +40,7 @@ from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.metrics import MetricUnit
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from _observe import publish_backlog
 from _settings import GcSettings as Settings
 from lethe import errors
 from lethe import gc as lethe_gc
@@ -236,9 +237,7 @@ def report(event: dict[str, Any], context: Any) -> dict[str, Any]:
     metrics.add_metric(
         "GcErasuresIncomplete", MetricUnit.Count, sum(1 for s in rep.erasures if not s.complete)
     )
-    backlog = erasure_backlog(open_catalog(_table(e.table)))
-    metrics.add_metric("PendingErasures", MetricUnit.Count, backlog.pending)
-    metrics.add_metric("OldestPendingErasureAge", MetricUnit.Seconds, backlog.oldest_age_seconds)
+    publish_backlog(metrics, erasure_backlog(open_catalog(_table(e.table))))
     return rep.summary()
 
 

@@ -32,13 +32,14 @@ from aws_lambda_powertools.utilities.batch import (
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.parser import parse
 
+from _observe import publish_backlog
 from _settings import SpliceSettings as Settings
 from lethe import Lake, Table
 from lethe.audit.evidence import erasure_backlog
 from lethe.erasure.erase import SpliceResult, process_erasure
 from lethe.erasure.groups import plan_groups, splice_group
 from lethe.erasure.jobs import SpliceJob, send_jobs
-from lethe.lake.window import OLDEST_METRIC, PENDING_METRIC, WINDOW_EVENT
+from lethe.lake.window import WINDOW_EVENT
 
 logger = Logger()
 tracer = Tracer()
@@ -63,9 +64,7 @@ def _measure(table: Table, job: SpliceJob, splices: list[SpliceResult], **extra:
     metrics.add_metric("BytesCopied", MetricUnit.Bytes, copied)
     metrics.add_metric("BytesUploaded", MetricUnit.Bytes, uploaded)
     metrics.add_metric("BytesDownloaded", MetricUnit.Bytes, downloaded)
-    backlog = erasure_backlog(table.catalog)
-    metrics.add_metric("PendingErasures", MetricUnit.Count, backlog.pending)
-    metrics.add_metric("OldestPendingErasureAge", MetricUnit.Seconds, backlog.oldest_age_seconds)
+    publish_backlog(metrics, erasure_backlog(table.catalog))
     logger.info(
         "splice step",
         extra={
@@ -143,8 +142,7 @@ def window_run() -> dict[str, Any]:
     backlog = lake.backlog()
     metrics.add_metric("WindowFilesSpliced", MetricUnit.Count, run.files_spliced)
     metrics.add_metric("WindowTablesFailed", MetricUnit.Count, len(run.failed))
-    metrics.add_metric(PENDING_METRIC, MetricUnit.Count, backlog.pending)
-    metrics.add_metric(OLDEST_METRIC, MetricUnit.Seconds, backlog.oldest_age_seconds)
+    publish_backlog(metrics, backlog, lake=True)
     out = {
         "requests_due": run.requests_due,
         "requests_waiting": run.requests_waiting,

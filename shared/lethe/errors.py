@@ -152,7 +152,12 @@ class UnsupportedSource(InvalidRequest):
 
 # --- the lake ------------------------------------------------------------------------------
 class LakeNotFound(LetheError):
-    """No lake registry (``lake.json``) at the given URI; create it with ``Lake.create``."""
+    """No lake registry (``lake.json``) at the given URI; create it with ``Lake.create``
+    (``lethe lake create``). ``uri`` names the lake looked for."""
+
+    def __init__(self, message: str, *, uri: str | None = None) -> None:
+        super().__init__(message)
+        self.uri = uri
 
 
 class LakeExists(LetheError):

@@ -670,11 +670,19 @@ class Table:
         return self.set_properties(retention_column=col, retention_seconds=seconds)
 
     def sweep_retention(
-        self, *, now: datetime | None = None, dry_run: bool = False, max_bytes: int | None = None
+        self,
+        *,
+        now: datetime | None = None,
+        dry_run: bool = False,
+        max_bytes: int | None = None,
+        progress: Progress | None = None,
     ) -> RetentionSweepResult:
-        """Erase the rows past the table's retention (:func:`lethe.erasure.retention.sweep`); the
-        handle moves to the last version it committed."""
-        r = retention_sweep(self.context, now=now, dry_run=dry_run, max_bytes=max_bytes)
+        """Erase the rows past the table's retention (:func:`lethe.retention.sweep`; ``progress``
+        hears of each file spliced, task ``"retention"``); the handle moves to the last
+        version it committed."""
+        r = retention_sweep(
+            self.context, now=now, dry_run=dry_run, max_bytes=max_bytes, progress=progress
+        )
         self._move_to(r.snapshot)
         return r
 
@@ -767,6 +775,7 @@ class Table:
         batch_files: int = 1000,
         s3: Any | None = None,
         glue: Any | None = None,
+        progress: Progress | None = None,
     ) -> Table | AdoptPlan:
         """Adopt existing Parquet files in place, no copy (:mod:`lethe.adopt`): a Parquet
         prefix (Hive ``key=value/`` directories as partition columns, strings unless typed by
@@ -775,12 +784,14 @@ class Table:
         ``batch_files`` files per commit, idempotent by path and ETag. ``take_ownership``:
         erasure may rewrite the originals and GC delete them (else erase refuses).
         ``dry_run`` returns the :class:`~lethe.adopt.AdoptPlan` (erasure readiness included).
+        ``progress`` hears of each footer read (task ``"adopt footers"``) and each file
+        committed (``"adopt"``).
         """
         from lethe.adopt.core import AdoptOptions
 
         opts = AdoptOptions(
             partitioning, schema, partition_types, key, take_ownership, tuple(indexes),
-            dry_run, source_format, batch_files, s3, glue,
+            dry_run, source_format, batch_files, s3, glue, progress=progress,
         )  # fmt: skip
         return cls.adopt_with(uri, source, opts)
 

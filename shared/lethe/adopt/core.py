@@ -46,10 +46,12 @@ from lethe.erasure.ownership import (
     claim,
     ledger_for_commit,
     legacy_entries,
+    release,
 )
 from lethe.index.commits import declare_index
-from lethe.index.core import maintain
+from lethe.index.core import initial_indexes, maintain
 from lethe.ingest.fit import same_type
+from lethe.progress import Progress, Tracker, track
 from lethe.storage.store import S3Store, parse_s3_uri
 
 log = logging.getLogger(__name__)
@@ -77,6 +79,9 @@ class AdoptOptions:
     #: reads the footers (default :func:`~lethe.adopt.footers.read_footers`, in threads;
     #: ``spark_jobs/adopt.py`` reads them in Spark executors)
     footers: Callable[[S3Store, Sequence[SourceFile]], list[Footer]] | None = None
+    #: hears of each footer read (task ``"adopt footers"``) and each file committed
+    #: (``"adopt"``, by batch)
+    progress: Progress | None = None
 
 
 def detect_format(source: str, store: S3Store) -> str:
@@ -94,8 +99,11 @@ def detect_format(source: str, store: S3Store) -> str:
     return "parquet"
 
 
-def list_source(store: S3Store, source: str, fmt: str, opts: AdoptOptions) -> SourceListing:
-    """The source's listing, by its reader (imported when needed).
+def list_source(
+    store: S3Store, source: str, fmt: str, opts: AdoptOptions, table: pa.Schema | None = None
+) -> SourceListing:
+    """The source's listing, by its reader (imported when needed); Hive partition values
+    typed by ``opts`` or else as the columns of ``opts.schema`` or the ``table``'s schema.
 
     Raises:
         InvalidRequest: an unknown format, or a reader this build does not have.
@@ -106,7 +114,7 @@ def list_source(store: S3Store, source: str, fmt: str, opts: AdoptOptions) -> So
             source,
             partitioning=opts.partitioning,
             partition_types=opts.partition_types,
-            column_types={f.name: f.type for f in opts.schema} if opts.schema else None,
+            column_types={f.name: f.type for f in (opts.schema or table or ())},
         )
     try:
         if fmt == "iceberg":
@@ -285,15 +293,20 @@ def plan_of(
 def adopt(catalog: Catalog, source: str, opts: AdoptOptions) -> Snapshot | AdoptPlan:
     """Adopt ``source`` into the table of ``catalog`` (created when missing); returns the
     snapshot the adoption ends at, or the plan (``opts.dry_run``). See
-    :meth:`lethe.Table.adopt`, which opens the catalog and adopts what this returns."""
+    :meth:`lethe.Table.adopt`, which opens the catalog and adopts what this returns.
+
+    The whole plan is checked before the first write (the key, the indexes, the key in every
+    file, the partition types against the table's); an adoption into a new table that fails
+    before its first commit leaves nothing behind (no table, no ledger, no marker)."""
     if opts.batch_files <= 0:
         raise errors.InvalidRequest("batch_files must be positive")
     t0 = time.perf_counter()
     table = _open(catalog)
     store, uri = catalog.store, catalog.uri
     fmt = detect_format(source, store) if opts.source_format == "auto" else opts.source_format
+    _check_partition_types(opts, table)
     try:
-        listed = list_source(store, source, fmt, opts)
+        listed = list_source(store, source, fmt, opts, table.schema if table else None)
     except errors.InvalidRequest as e:  # a table's own prefix, emptied by erasures and GC
         if table is None or fmt != "parquet" or not str(e).startswith("no Parquet objects"):
             raise
@@ -305,65 +318,219 @@ def adopt(catalog: Catalog, source: str, opts: AdoptOptions) -> Snapshot | Adopt
         )
     own = opts.take_ownership
     uuid = table.snapshot.table_uuid if table is not None else None
-    footers = logical((opts.footers or read_footers)(store, listing.files), listing)
+    if opts.footers is None:
+        got = read_footers(store, listing.files, progress=opts.progress)
+    else:
+        with track(opts.progress, "adopt footers", total=len(listing.files), unit="files") as t:
+            got = opts.footers(store, listing.files)
+            t.advance(len(got))
+    footers = logical(got, listing)
     if not footers:
-        check_free(store, uuid, [h.uri for h in listing.history], own)
-        if opts.dry_run:
-            schema = table.schema if table else pa.schema([])
-            return plan_of(uri, listing, (), schema, done, own, gone)
-        if table is None:
-            raise errors.InvalidRequest(f"nothing to adopt at {source}")
-        if listing.history and own:  # a source's history not taken yet: one commit of it
-            table = commit_batch(
-                table, [], fmt=fmt, own=own, history=listing.history, source=source
-            )
-        return table.snapshot
+        return _nothing_new(uri, source, fmt, table, listing, opts, done, gone, store)
     schema, additions = _target_schema(footers, listing, opts, table)
+    key = _check_plan(uri, schema, footers, listing, opts, table)
     check_free(
         store, uuid, [*(f.uri for f in listing.files), *(h.uri for h in listing.history)], own
     )
     if opts.dry_run:
         return plan_of(uri, listing, footers, schema, done, own, gone)
-    if table is not None and additions:  # one schema commit first (lethe.catalog.evolution rules)
-        evolve_schema(catalog, tuple(Add(f.name, f.type, None) for f in additions))
-        table = table.latest()
-    table = table if table is not None else _create(catalog, schema, listing, opts)
-    for col in opts.indexes:
-        if table.snapshot.index(col) is None:
-            table = table.latest()
-            table = table.at(declare_index(table, col))
-    key = table.key
-    missing = [ft.source.uri for ft in footers if key not in ft.schema.names]
-    if missing:
-        raise errors.SchemaMismatch(
-            f"{len(missing)} file(s) lack the key column {key!r}: {', '.join(missing[:5])}"
-        )
-    batches = [footers[i : i + opts.batch_files] for i in range(0, len(footers), opts.batch_files)]
-    for n, batch in enumerate(batches):
-        history = listing.history if n == 0 and own else ()
-        table = commit_batch(
-            table, batch, fmt=fmt, own=own, number=n, history=history, source=source
-        )
+    tracker = track(opts.progress, "adopt", total=len(footers), unit="files")
+    if table is None:
+        before = {o.key for o in store.list(f"{catalog.prefix}/")}  # a new prefix: 1 LIST
+        table = _create(catalog, schema, key, opts)
+        table = _commit_new(table, footers, listing, opts, (fmt, source), before, tracker)
+    else:
+        table = _evolve(table, additions, opts.indexes)
+        table = _commit_all(table, footers, listing, opts, (fmt, source), tracker)
+    tracker.finish()
     log.info(
         "adopted %s files (%s bytes) in %s commits in %.2fs",
         len(footers),
         sum(ft.size for ft in footers),
-        len(batches),
+        -(-len(footers) // opts.batch_files),
         time.perf_counter() - t0,
     )
     return table.snapshot
 
 
-def _create(
-    catalog: Catalog, schema: pa.Schema, listing: SourceListing, opts: AdoptOptions
-) -> TableContext:
-    """The new table (:func:`~lethe.catalog.tables.create_table`, the table defaults)."""
-    key = opts.key or (listing.key[0] if len(listing.key) == 1 else None)
+def _nothing_new(
+    uri: str,
+    source: str,
+    fmt: str,
+    table: TableContext | None,
+    listing: SourceListing,
+    opts: AdoptOptions,
+    done: int,
+    gone: int,
+    store: S3Store,
+) -> Snapshot | AdoptPlan:
+    """No file to adopt: the plan, or the source's history not taken yet (one commit)."""
+    own = opts.take_ownership
+    uuid = table.snapshot.table_uuid if table is not None else None
+    check_free(store, uuid, [h.uri for h in listing.history], own)
+    if opts.dry_run:
+        schema = table.schema if table else pa.schema([])
+        return plan_of(uri, listing, (), schema, done, own, gone)
+    if table is None:
+        raise errors.InvalidRequest(f"nothing to adopt at {source}")
+    if listing.history and own:
+        table = commit_batch(table, [], fmt=fmt, own=own, history=listing.history, source=source)
+    return table.snapshot
+
+
+def _check_partition_types(opts: AdoptOptions, table: TableContext | None) -> None:
+    """The partition types given agree with the table's types of those columns.
+
+    Raises:
+        SchemaMismatch: a partition type given differs from the table's type of the column.
+    """
+    if table is None:
+        return
+    given = dict(opts.partition_types or {})
+    for name, t in given.items():
+        i = table.schema.get_field_index(name)
+        if i >= 0 and not same_type(table.schema.field(i).type, t):
+            raise errors.SchemaMismatch(
+                f"partition type {name}={t}: the table has {name!r} as "
+                f"{table.schema.field(i).type}, and a column keeps its type (give "
+                f"{table.schema.field(i).type} or none; adopt into a new table for another)"
+            )
+
+
+def _check_plan(
+    uri: str,
+    schema: pa.Schema,
+    footers: Sequence[Footer],
+    listing: SourceListing,
+    opts: AdoptOptions,
+    table: TableContext | None,
+) -> str:
+    """The table's key, once the plan is known to work: the key (required for a new table) and
+    the indexes name columns, every file has the key column.
+
+    Raises:
+        InvalidRequest: no key for a new table, another key than the table's, an unknown or
+            unindexable column (naming the known ones).
+        SchemaMismatch: files without the key column.
+    """
+    key = table.key if table is not None else opts.key
+    if table is None and key is None:
+        key = listing.key[0] if len(listing.key) == 1 else None
     if key is None:
         raise errors.InvalidRequest(
-            f"no table at {catalog.uri}: key= (the erasure key column) is required to create it"
+            f"no table at {uri}: key= (the erasure key column) is required to create it; "
+            f"the columns are {schema.names}"
         )
-    return TableContext(catalog, create_table(catalog, schema, TableProperties(key=key)))
+    if opts.key is not None and opts.key != key:
+        raise errors.InvalidRequest(
+            f"key {opts.key!r}: the table at {uri} has the key {key!r} (a table keeps its key)"
+        )
+    if key not in schema.names:
+        raise errors.InvalidRequest(
+            f"key column {key!r} is not a column of the files to adopt; the columns are "
+            f"{schema.names}"
+        )
+    new = [c for c in opts.indexes if table is None or table.snapshot.index(c) is None]
+    initial_indexes(schema, new)  # known, indexable, each once
+    missing = [ft.source.uri for ft in footers if key not in ft.schema.names]
+    if missing:
+        raise errors.SchemaMismatch(
+            f"{len(missing)} file(s) lack the key column {key!r}: {', '.join(missing[:5])}"
+        )
+    return key
+
+
+def _evolve(
+    table: TableContext, additions: Sequence[pa.Field], indexes: Sequence[str]
+) -> TableContext:
+    """An existing table's new columns (one schema commit, lethe.catalog.evolution rules) and
+    indexes; the table after them."""
+    if additions:
+        evolve_schema(table.catalog, tuple(Add(f.name, f.type, None) for f in additions))
+        table = table.latest()
+    for col in indexes:
+        if table.snapshot.index(col) is None:
+            table = table.latest()
+            table = table.at(declare_index(table, col))
+    return table
+
+
+def _commit_all(
+    table: TableContext,
+    footers: Sequence[Footer],
+    listing: SourceListing,
+    opts: AdoptOptions,
+    what: tuple[str, str],
+    tracker: Tracker,
+    start: int = 0,
+) -> TableContext:
+    """Commit ``footers`` in batches of ``opts.batch_files`` from batch number ``start``
+    (``what``: the source's format and URI), counting the files committed; the table after."""
+    size = opts.batch_files
+    fmt, source = what
+    for n in range(start, -(-len(footers) // size)):
+        history = listing.history if n == 0 and opts.take_ownership else ()
+        batch = footers[n * size : (n + 1) * size]
+        table = commit_batch(table, batch, fmt=fmt, own=opts.take_ownership, number=n,
+                             history=history, source=source)  # fmt: skip
+        tracker.advance(len(batch))
+    return table
+
+
+def _commit_new(
+    table: TableContext,
+    footers: Sequence[Footer],
+    listing: SourceListing,
+    opts: AdoptOptions,
+    what: tuple[str, str],
+    before: set[str],
+    tracker: Tracker,
+) -> TableContext:
+    """:func:`_commit_all` into the table this adoption created: when its first batch fails,
+    the table and the claims are removed (:func:`_undo`), so nothing is left behind."""
+    try:
+        first = _commit_all(table, footers[: opts.batch_files], listing, opts, what, tracker)
+    except BaseException:
+        uris = [*(ft.source.uri for ft in footers[: opts.batch_files])]
+        _undo(table, [*uris, *(h.uri for h in listing.history)], before)
+        raise
+    return _commit_all(first, footers, listing, opts, what, tracker, start=1)
+
+
+def _undo(table: TableContext, claimed: Sequence[str], before: set[str]) -> None:
+    """Remove a table created by an adoption that failed before its first commit: the
+    ownership claims it made, then every object its prefix holds that was not there
+    ``before`` (a source may lie under the table's prefix)."""
+    me = TableRef(uri=table.uri, uuid=table.snapshot.table_uuid)
+    try:
+        release(table.store, me, claimed)
+        keys = [o.key for o in table.store.list(f"{table.prefix}/")]
+        keys = [
+            k for k in keys if k not in before and f"s3://{table.store.bucket}/{k}" not in claimed
+        ]
+        failed = table.store.delete_many(keys)
+    except Exception:  # the error that made the undo is the one to raise
+        log.exception("could not remove the table %s of a failed adoption", table.uri)
+        return
+    log.info(
+        "removed the table %s of a failed adoption (%s objects; %s not deleted)",
+        table.catalog.uri,
+        len(keys),
+        len(failed),
+    )
+
+
+def _create(catalog: Catalog, schema: pa.Schema, key: str, opts: AdoptOptions) -> TableContext:
+    """The new table with its indexes (:func:`~lethe.catalog.tables.create_table`, the table
+    defaults), on the catalog's store (its counters then cover the whole adoption).
+
+    Raises:
+        TableExists: another process created a table at the catalog's URI meanwhile.
+    """
+    declared = initial_indexes(schema, tuple(opts.indexes))
+    return TableContext(
+        catalog, create_table(catalog, schema, TableProperties(key=key), indexes=declared)
+    )
 
 
 def data_file(ft: Footer, table: TableContext, own: bool) -> DataFile:

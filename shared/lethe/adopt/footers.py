@@ -15,6 +15,7 @@ from lethe import errors
 from lethe.adopt.source import SourceFile
 from lethe.parquet.enums import Codec, Encoding
 from lethe.parquet.footer import check_roundtrip, parse_tail
+from lethe.progress import Progress, track
 from lethe.storage.store import S3Store
 
 __all__ = [
@@ -192,16 +193,24 @@ def footer_of(sf: SourceFile, etag: str, size: int, tail: bytes) -> Footer:
     return Footer(sf, etag, size, md, schema, len(tail), readiness(tail, size))
 
 
-def read_footers(store: S3Store, files: Sequence[SourceFile], *, threads: int = 16) -> list[Footer]:
+def read_footers(
+    store: S3Store,
+    files: Sequence[SourceFile],
+    *,
+    threads: int = 16,
+    progress: Progress | None = None,
+) -> list[Footer]:
     """The footers of ``files``, in order (``threads`` at a time; one suffix GET each once a
-    footer was seen, see :class:`FooterGuess`).
+    footer was seen, see :class:`FooterGuess`); ``progress`` hears of each file read (task
+    ``"adopt footers"``).
 
     Raises:
         UnsupportedFile: a file is not (readable) Parquet.
         PreconditionFailed: a file changed since it was listed.
     """
-    if not files:
-        return []
-    with ThreadPoolExecutor(max_workers=min(threads, len(files))) as pool:
-        guess = FooterGuess()
-        return list(pool.map(lambda sf: _read_one(store, sf, guess), files))
+    with track(progress, "adopt footers", total=len(files), unit="files") as tracker:
+        if not files:
+            return []
+        with ThreadPoolExecutor(max_workers=min(threads, len(files))) as pool:
+            guess = FooterGuess()
+            return list(pool.map(tracker.each(lambda sf: _read_one(store, sf, guess)), files))

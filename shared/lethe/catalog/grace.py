@@ -38,6 +38,7 @@ __all__ = [
     "DEFAULT_RETENTION",
     "check_fresh",
     "commit_deadline",
+    "format_duration",
     "margin",
     "parse_duration",
     "round_up",
@@ -72,6 +73,20 @@ def parse_duration(value: str | timedelta | float) -> timedelta:
     if td < timedelta(0):
         raise errors.InvalidRequest(f"duration must not be negative: {value!r}")
     return td
+
+
+def format_duration(value: timedelta | float) -> str:
+    """A duration as :func:`parse_duration` reads it, in its largest whole unit (what the
+    command line prints: ``1d``, not ``1 day, 0:00:00``).
+
+    >>> [format_duration(x) for x in (timedelta(days=1), 6 * 3600, 90, 0, 1.5, 86400 + 3600)]
+    ['1d', '6h', '90s', '0s', '1.5s', '25h']
+    """
+    s = value.total_seconds() if isinstance(value, timedelta) else float(value)
+    for unit in ("d", "h", "m"):
+        if s and s % UNITS[unit] == 0:
+            return f"{int(s // UNITS[unit])}{unit}"
+    return f"{s:g}s"
 
 
 def margin(grace_seconds: float) -> float:

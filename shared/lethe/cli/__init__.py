@@ -15,9 +15,10 @@ Examples::
     lethe retention set s3://b/events --column event_time --keep 400d
     lethe lake forget s3://b/_lethe customer 42 --request-id gdpr-42
 
-Long commands (append, erase, purge, gc, iceberg publish, index create) show their progress
-on stderr: bars on a terminal, a few plain lines elsewhere, nothing with ``-q``/``--quiet``
-(:mod:`lethe.cli.bars`). Data and ``--json`` output go to stdout alone.
+Long commands (append, erase, purge, compact, gc, iceberg publish, index create, adopt, lake
+forget, retention sweep) show their progress on stderr: bars on a terminal, a few plain lines
+elsewhere, nothing with ``-q``/``--quiet`` (:mod:`lethe.cli.bars`). Data and ``--json``
+output go to stdout alone.
 """
 
 from __future__ import annotations
@@ -57,7 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
     erasures.register(sub)  # erasures, report
     index.register(sub)  # index create|drop|list
     retention.register(sub)  # retention set|show|clear|sweep
-    lake.register(sub)  # lake create|add|map|tables|subjects|forget|resume|erasures
+    lake.register(sub)  # lake create|add|map|tables|subjects|forget|resume|window[-set]|...
     schema.register(sub)  # schema show|add|drop|rename|widen|optional
     adopt.register(sub)  # adopt URI SOURCE
     _quiet_everywhere(p)
@@ -188,6 +189,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"`lethe create {uri} --schema FILE --key COLUMN`",
             file=sys.stderr,
         )
+        return 2
+    except errors.LakeNotFound as e:
+        print(f"lethe: {e}", file=sys.stderr)  # says the command that creates one
         return 2
     except errors.LetheError as e:
         print(f"lethe: {type(e).__name__}: {e}", file=sys.stderr)

@@ -60,6 +60,7 @@ def cmd_adopt(a: argparse.Namespace) -> int:
         dry_run=a.dry_run,
         source_format=a.format,
         batch_files=a.batch_files,
+        progress=a.progress,
     )
     if a.emr_application:
         return _start_on_emr(a)
@@ -157,7 +158,11 @@ def register(sub: Any) -> None:
         action="store_true",
         help="read-only adoption: erase refuses (Lethe never rewrites or deletes the files)",
     )
-    c.add_argument("--dry-run", action="store_true", help="print the plan, write nothing")
+    c.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="check the whole plan (key, indexes, types, ownership) and print it; write nothing",
+    )
     c.add_argument("--json", action="store_true", help="machine-readable output")
     c.add_argument(
         "--rewrite-unready",

@@ -28,15 +28,15 @@ from lethe import errors
 from lethe.catalog.evolution import conform, merge_changes, renamed
 from lethe.catalog.schemas import Evolution, evolve
 from lethe.catalog.transforms.schema import aliases
-from lethe.ingest.conform import Conformed
+from lethe.ingest.conform import Conformed, reasons_of
 from lethe.ingest.fit import as_table_types, fit, schema_problems
 from lethe.ingest.inputs import Format, detect_format, list_inputs
 from lethe.ingest.readers import (
     Opener,
-    _read_csv,
-    _read_json,
     open_object,
     open_parquet,
+    read_csv,
+    read_json,
 )
 from lethe.storage.store import S3Store, parse_s3_uri
 from lethe.table import Table
@@ -128,10 +128,13 @@ def summarize_rejects(rejects: pa.Table) -> list[str]:
     rows: dict[str, list[str]] = defaultdict(list)
     counts: Counter[str] = Counter()
     for r in rejects.select(["row", "line", "reason"]).to_pylist():
-        kind = _reason_kind(r["reason"])
-        counts[kind] += 1
-        if len(rows[kind]) < 5:
-            rows[kind].append(f"row {r['row']}" if r["row"] is not None else f"line {r['line']}")
+        for reason in reasons_of(r["reason"]):  # every column of the row that does not fit
+            kind = _reason_kind(reason)
+            counts[kind] += 1
+            if len(rows[kind]) < 5:
+                rows[kind].append(
+                    f"row {r['row']}" if r["row"] is not None else f"line {r['line']}"
+                )
     out = []
     for kind, n in counts.items():
         where = ", ".join(x.split(" ", 1)[1] for x in rows[kind])
@@ -155,7 +158,8 @@ def _check_files(sources: Sequence[Source], schema: pa.Schema, alias: Mapping[st
             found = schema_problems(pa.schema([(n, pa.string()) for n in header]), schema,
                                     typed=False)  # fmt: skip
         else:
-            found = []  # JSON keys are checked row by row (a key a line lacks is null)
+            found = []  # JSON keys are checked row by row (a key a line lacks is null;
+            # an earlier name of a renamed column is that column)
         if found:
             problems.append(f"{s.uri}: " + "; ".join(found))
     if problems:
@@ -187,9 +191,9 @@ def _untyped_batches(
     rejects: list[pa.Table] = []
     chunk: Conformed
     if source.format == "csv":
-        chunks = _read_csv(source.open, source.uri, schema, alias=alias)
+        chunks = read_csv(source.open, source.uri, schema, alias=alias)
     else:
-        chunks = _read_json(source.open, source.uri, schema)
+        chunks = read_json(source.open, source.uri, schema, alias=alias)
     for chunk in chunks:
         if chunk.rejects.num_rows:
             rejects.append(chunk.rejects)

@@ -1,10 +1,11 @@
-"""``lethe lake create|add|map|tables|subjects|forget|resume|cancel|window|erasures``: the lake
-registry, one forget request across every table that maps a subject, and one receipt per
-request.
+"""``lethe lake create|add|map|tables|subjects|forget|resume|cancel|window|window-set|erasures``:
+the lake registry, one forget request across every table that maps a subject, and one receipt
+per request.
 
 Examples::
 
     lethe lake create s3://b/_lethe --erasure-window 1d
+    lethe lake window-set s3://b/_lethe 6h
     lethe lake add s3://b/_lethe s3://b/tables/orders
     lethe lake map s3://b/_lethe customer s3://b/tables/orders customer_id
     lethe lake forget s3://b/_lethe customer 42 --request-id gdpr-42 --mode erase
@@ -15,7 +16,8 @@ Examples::
 Erase requests are hidden at once; their splices wait for the end of the lake's erasure
 window (``--erasure-window``, one day by default) and ``window`` (scheduled) splices every
 file of the requests whose window closed, once for all of them, then archives finished
-requests out of ``lake.json``.
+requests out of ``lake.json`` and says when each window still open closes; ``window-set``
+changes the window (``0``: spliced at once). Durations print as they are written (``1d``).
 
 Requests are shown by their id hash, values by their count; ``erasures --older-than`` exits
 1 when a listed request is not done yet (overdue); ``resume`` exits 1 when a request failed
@@ -28,7 +30,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
+
+from lethe.catalog.grace import DEFAULT_ERASURE_GRACE, DEFAULT_RETENTION
 
 if TYPE_CHECKING:  # the lake loads with the command that needs it
     from lethe.lake.receipt import LakeReceipt
@@ -45,17 +50,99 @@ def _value(raw: str) -> Any:
 
 
 def cmd_lake(a: argparse.Namespace) -> int:
-    return int(_ACTIONS[a.action](a))
+    from lethe import errors
+
+    try:
+        return int(_ACTIONS[a.action](a))
+    except errors.LakeNotFound as e:
+        raise errors.LakeNotFound(_no_lake(a.uri), uri=a.uri) from e
+
+
+def _no_lake(uri: str) -> str:
+    """What to do about a lake URI without a lake (a table's URI given first, perhaps)."""
+    from lethe.storage.layout import HEAD_KEY
+    from lethe.storage.store import S3Store, parse_s3_uri
+
+    bucket, prefix = parse_s3_uri(uri)
+    try:
+        table = S3Store(bucket).exists(f"{prefix}/{HEAD_KEY}" if prefix else HEAD_KEY)
+    except Exception:  # the hint is best effort: the bucket may not exist at all
+        table = False
+    return f"no lake at {uri} (no lake.json there): create one with `lethe lake create {uri}`" + (
+        f"; {uri} is a Lethe table: the lake's URI comes first (`lethe lake add LAKE TABLE`)"
+        if table
+        else ""
+    )
 
 
 def _create(a: argparse.Namespace) -> int:
-    from lethe.catalog.grace import parse_duration
+    from lethe.catalog.grace import format_duration, parse_duration
     from lethe.lake import Lake
 
     window = parse_duration(a.erasure_window) if a.erasure_window else None
     lake = Lake.create(a.uri, erasure_window=window)
-    print(f"created lake {lake.uri} (erasure window {lake.erasure_window})")
+    print(f"created lake {lake.uri} (erasure window {format_duration(lake.erasure_window)})")
     return 0
+
+
+def _window_set(a: argparse.Namespace) -> int:
+    from lethe.catalog.grace import format_duration, parse_duration
+    from lethe.lake import Lake
+
+    window = parse_duration(a.window)
+    lake = Lake.open(a.uri)
+    was = lake.erasure_window
+    lake.set_erasure_window(window)
+    now = format_duration(lake.erasure_window)
+    print(
+        f"erasure window of {lake.uri}: {now} (was {format_duration(was)}); "
+        + (
+            "erase requests are spliced at once"
+            if not window
+            else f"erase requests wait up to {now} to be spliced together"
+        )
+        + " (requests not spliced yet included)"
+    )
+    return 0
+
+
+def _gc(a: argparse.Namespace) -> int:
+    """GC over every table of the lake (:func:`lethe.gc.collect` on each), then the lake's own
+    leftovers: values objects no request names any more, finished requests archived."""
+    from lethe.gc import collect
+    from lethe.lake import Lake
+
+    lake = Lake.open(a.uri)
+    failed = 0
+    reports = {}
+    for uri in lake.tables():
+        r = collect(
+            uri,
+            retention=a.retention,
+            grace=a.grace,
+            erasure_grace=a.erasure_grace,
+            dry_run=a.dry_run,
+            progress=a.progress,
+        )
+        failed += bool(r.failed)
+        reports[uri] = r
+        if not a.json:
+            print(f"{uri}: {r.describe()}")
+    swept = archived = 0
+    if not a.dry_run:
+        swept = lake.sweep_values()
+        archived = lake.archive()
+    if a.json:
+        doc = {u: r.model_dump(mode="json") for u, r in reports.items()}
+        print(json.dumps({"tables": doc, "values_swept": swept, "archived": archived}, indent=2))
+    else:
+        print(
+            f"lake {lake.uri}: {len(reports)} table(s) collected"
+            + (" (dry run: nothing deleted)" if a.dry_run else "")
+            + f"; {swept} values object(s) swept, {archived} finished request(s) archived"
+            + (f"; {failed} table(s) with failed deletions (exit 1)" if failed else "")
+        )
+    return 1 if failed else 0
 
 
 def _add(a: argparse.Namespace) -> int:
@@ -108,6 +195,7 @@ def _forget(a: argparse.Namespace) -> int:
         request_id=a.request_id,
         mode=a.mode,
         splice=True if a.now else False if a.no_splice else None,
+        progress=a.progress,
     )
     what = "already committed" if r.duplicate else f"{r.rows_deleted} row(s)"
     print(
@@ -158,12 +246,23 @@ def _window(a: argparse.Namespace) -> int:
             print(f"  {t.table}: {t.files_spliced} file(s), {t.commits} commit(s)")
     if run.values_deleted:
         print(f"{run.values_deleted} values object(s) of finished requests deleted")
+    for closes, n in run.closes:
+        print(f"  {n} request(s) wait for the window that closes at {_when(closes)}")
     moved = lake.archive(older_than=parse_duration(a.archive_after))
     if moved:
         print(f"{moved} finished request(s) archived")
     for t in run.failed:
         print(f"lethe: window run failed on {t.table}: {t.error}", file=sys.stderr)
     return 1 if run.failed else 0
+
+
+def _when(at: datetime) -> str:
+    """``2026-11-29T00:00:00+00:00 (in 13h)``."""
+    from lethe.catalog.grace import format_duration
+
+    left = max(0, int((at - datetime.now(UTC)).total_seconds()))
+    unit = 3600 if left >= 3600 else 60 if left >= 60 else 1
+    return f"{at.isoformat(timespec='seconds')} (in {format_duration(left - left % unit)})"
 
 
 def _erasures(a: argparse.Namespace) -> int:
@@ -202,6 +301,8 @@ _ACTIONS = {
     "resume": _resume,
     "cancel": _cancel,
     "window": _window,
+    "window-set": _window_set,
+    "gc": _gc,
     "erasures": _erasures,
 }
 
@@ -241,10 +342,31 @@ def register(sub: Any) -> None:
         "--no-splice", action="store_true", help="erase: leave the splices to the splice queue"
     )
     c.add_argument("--now", action="store_true", help="erase: splice now, not at window end")
-    c = acts.add_parser("window", help="splice the requests whose erasure window closed")
+    c = acts.add_parser(
+        "window",
+        help="splice the requests whose erasure window closed; say when the open ones close",
+    )
     c.add_argument("uri")
     c.add_argument("--max-bytes", type=int, help="bound on bytes re-encoded per table")
     c.add_argument("--archive-after", default="7d", help="archive finished requests this old")
+    c = acts.add_parser("window-set", help="change the lake's erasure window")
+    c.add_argument("uri")
+    c.add_argument(
+        "window",
+        help="how long erase requests wait to be spliced together: 1d, 6h, 30m; 0: at once",
+    )
+    c = acts.add_parser(
+        "gc",
+        help="garbage-collect every table of the lake (as `lethe gc`), then the lake's leftovers",
+    )
+    c.add_argument("uri")
+    c.add_argument("--dry-run", action="store_true", help="report only; delete nothing")
+    c.add_argument("--retention", default=DEFAULT_RETENTION, help="as `lethe gc --retention`")
+    c.add_argument("--grace", default=None, help="as `lethe gc --grace` (the table's by default)")
+    c.add_argument(
+        "--erasure-grace", default=DEFAULT_ERASURE_GRACE, help="as `lethe gc --erasure-grace`"
+    )
+    c.add_argument("--json", action="store_true", help="print every table's report as JSON")
     c = acts.add_parser(
         "resume", help="finish pending requests (after a crash); exit 1 if any fails"
     )

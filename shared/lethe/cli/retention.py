@@ -34,7 +34,7 @@ def cmd_retention(a: argparse.Namespace) -> int:
         keep = t.retention
         print(f"version {t.version}: {keep.describe() if keep else 'no row retention'}")
     else:
-        s = t.sweep_retention(dry_run=a.dry_run)
+        s = t.sweep_retention(dry_run=a.dry_run, progress=a.progress)
         print(s.describe())
     return 0
 

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from lethe.catalog.context import TableContext
 from lethe.catalog.manifest import DataFile
 from lethe.catalog.snapshot import Snapshot
-from lethe.erasure.erase import SpliceResult, pending_targets, splice_all, commit_splices
+from lethe.erasure.erase import SpliceResult, commit_splices, pending_targets, splice_all
 
 log = logging.getLogger(__name__)
 

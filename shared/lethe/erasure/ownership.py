@@ -53,6 +53,7 @@ __all__ = [
     "ledger_for_commit",
     "legacy_entries",
     "marker_uri",
+    "release",
     "superseded_external",
     "table_roots",
     "was_adopted",
@@ -440,6 +441,35 @@ def claim(store: S3Store, table: TableRef, uris: Sequence[str], owned: bool) -> 
     if found:  # two tables racing for the same objects: release what this call claimed
         store.delete_many(created)
         raise _refuse(found, "adopt")
+
+
+def release(store: S3Store, table: TableRef, uris: Sequence[str]) -> None:
+    """Undo :func:`claim` of ``uris`` by ``table`` (an adoption that failed before it
+    committed anything): a marker naming only ``table`` is deleted, ``table`` leaves the
+    readers of a marker other tables share (compare-and-swap)."""
+
+    def one(uri: str) -> None:
+        for _ in range(8):
+            got = _read_marker(store, uri)
+            if got is None:
+                return
+            m, etag = got
+            owner = None if m.owner is not None and m.owner.uuid == table.uuid else m.owner
+            readers = tuple(r for r in m.readers if r.uuid != table.uuid)
+            if owner == m.owner and readers == m.readers:
+                return  # not ours
+            if owner is None and not readers:
+                store.delete_many([marker_uri(uri)])
+                return
+            less = m.model_copy(update={"owner": owner, "readers": readers})
+            try:
+                store.put(marker_uri(uri), less.model_dump_json().encode(), if_match=etag)
+                return
+            except (errors.PreconditionFailed, errors.ConditionalRequestConflict):
+                continue
+
+    with ThreadPoolExecutor(max_workers=16) as pool:
+        list(pool.map(one, uris))
 
 
 def deletable(catalog: Any, uris: Iterable[str], table_uuid: str) -> set[str]:

@@ -49,7 +49,7 @@ from lethe import errors
 from lethe.catalog.changes import ExpireRows
 from lethe.catalog.commit import Prepared
 from lethe.catalog.context import HasContext, TableContext, context_of
-from lethe.catalog.grace import parse_duration
+from lethe.catalog.grace import format_duration, parse_duration
 from lethe.catalog.manifest import (
     DataFile,
     ErasureRecord,
@@ -147,9 +147,7 @@ class RowRetention:
         return (now.astimezone(UTC) - timedelta(seconds=self.seconds)).replace(microsecond=0)
 
     def describe(self) -> str:
-        days, rest = divmod(self.seconds, 86400)
-        span = f"{days}d" if not rest else f"{self.seconds}s"
-        return f"rows expire {span} after their {self.column!r}"
+        return f"rows expire {format_duration(self.seconds)} after their {self.column!r}"
 
 
 def cut_value(t: pa.DataType, cutoff: datetime) -> int:

@@ -24,6 +24,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from lethe.catalog.grace import format_duration
 from lethe.catalog.manifest import ErasureRecord
 
 __all__ = [
@@ -277,8 +278,8 @@ class GcReport(_Frozen):
         lines = [
             f"GC {'dry run ' if self.dry_run else ''}{self.run_id} of {self.table}: head v{self.head_version}, "
             f"kept {self.kept_versions} versions (v{self.oldest_kept_version}..), "
-            f"retention {self.retention}, grace {self.grace_seconds:g}s, "
-            f"erasure grace {self.erasure_grace_seconds:g}s"
+            f"retention {self.retention}, grace {format_duration(self.grace_seconds)}, "
+            f"erasure grace {format_duration(self.erasure_grace_seconds)}"
         ]
         for c in CATEGORIES:
             s = self.deleted.get(c)

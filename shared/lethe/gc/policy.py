@@ -20,9 +20,9 @@ from datetime import UTC, datetime, timedelta
 
 from lethe import errors
 from lethe.catalog.grace import (
-    UNITS,
     DEFAULT_ERASURE_GRACE,
     DEFAULT_RETENTION,
+    UNITS,
     parse_duration,
     round_up,
 )

@@ -22,7 +22,29 @@ REJECT_SCHEMA = pa.schema(
     ]
 )
 """One rejected row: its object, 0-based data row (when the row parsed), 1-based physical
-line (CSV/JSON, when known), why it was rejected, and the original record (JSON or raw text)."""
+line (CSV/JSON, when known), why it was rejected (every reason, one per line: each column
+that does not fit), and the original record (JSON or raw text)."""
+
+REASON_SEP = "\n"
+"""Between the reasons of one reject (a reason is one line: values are quoted by ``repr``)."""
+
+
+def reasons_of(reason: str) -> list[str]:
+    """The reasons a reject's ``reason`` holds.
+
+    >>> reasons_of("column 'a': required but missing\\nunknown column 'b' (not in the table schema)")
+    ["column 'a': required but missing", "unknown column 'b' (not in the table schema)"]
+    """
+    return reason.split(REASON_SEP)
+
+
+def add_reason(bad: dict[int, str], i: int, reason: str) -> None:
+    """Record ``reason`` for row ``i`` after the ones it has (each once)."""
+    have = bad.get(i)
+    if have is None:
+        bad[i] = reason
+    elif reason not in reasons_of(have):
+        bad[i] = have + REASON_SEP + reason
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,7 +59,7 @@ class Conformed:
         return int(self.good.num_rows + self.rejects.num_rows)
 
 
-def _short(e: Exception) -> str:
+def short(e: Exception) -> str:
     msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
     return msg if len(msg) <= 200 else msg[:197] + "..."
 
@@ -69,15 +91,15 @@ _CONVERSION_ERRORS = (
 )
 
 
-def _cast_slice(arr: pa.Array, target: pa.DataType, lo: int, hi: int) -> pa.Array:
+def cast_slice(arr: pa.Array, target: pa.DataType, lo: int, hi: int) -> pa.Array:
     return _cast(arr.slice(lo, hi - lo), target)
 
 
-def _arrow_value(arr: pa.Array, i: int) -> Any:
+def arrow_value(arr: pa.Array, i: int) -> Any:
     return arr[i].as_py()
 
 
-def _py_slice(values: list[Any], target: pa.DataType, lo: int, hi: int) -> pa.Array:
+def py_slice(values: list[Any], target: pa.DataType, lo: int, hi: int) -> pa.Array:
     return pa.array(values[lo:hi], type=target)
 
 
@@ -86,26 +108,29 @@ def _describe_value(v: Any) -> str:
     return s if len(s) <= 60 else s[:57] + "..."
 
 
-def _convert(
+def convert_values(
     n: int,
     target: pa.DataType,
     name: str,
     make: Callable[[int, int], pa.Array],
     value_at: Callable[[int], Any],
+    shown: pa.DataType | None = None,
 ) -> tuple[pa.Array, dict[int, str]]:
     """``n`` values converted to ``target``; values that do not convert become null + a reason.
 
     ``make(lo, hi)`` converts the slice ``[lo, hi)``. The whole column is converted at once;
     only when that fails is the failing range bisected (vectorized halves), so clean data costs
     one conversion and dirty data O(bad x log n) conversions. ``value_at(i)`` is used only to
-    describe a bad value in its reason.
+    describe a bad value in its reason, which names ``shown`` (the column's type, when the
+    reader converts to another first) or ``target``.
     """
     bad: dict[int, str] = {}
 
     def why(i: int, e: Exception) -> str:
         return (
-            f"column {name!r}: cannot convert {_describe_value(value_at(i))} to {target} "
-            f"({_short(e)})"
+            f"column {name!r}: cannot convert {_describe_value(value_at(i))} to "
+            f"{shown or target} "
+            f"({short(e)})"
         )
 
     def go(lo: int, hi: int) -> list[pa.Array]:
@@ -139,13 +164,14 @@ def conform(
     lines: Sequence[int | None] | None = None,
     records: Sequence[str] | None = None,
     pre_bad: Mapping[int, str] | None = None,
+    unparsed: Mapping[int, str] | None = None,
 ) -> Conformed:
     """Validate ``raw`` against ``schema``: convert every column, reject what does not fit.
 
     A row is rejected when a value does not convert to its column's type, when a required
     (non-nullable) column is null or missing, or when it has a value in a column the table does
-    not have. Missing nullable columns are filled with nulls. Each reject carries the first
-    reason found for it.
+    not have. Missing nullable columns are filled with nulls. Each reject carries every reason
+    found for it (:func:`reasons_of`): each column of the row that does not fit.
 
     Args:
         raw: The rows as read (any column types; CSV gives strings).
@@ -156,14 +182,18 @@ def conform(
         lines: Physical line of each row, when known (overrides ``first_line``).
         records: The original text of each row (JSON lines); otherwise rejects carry the raw
             row as JSON.
-        pre_bad: Rows already known to be bad (index -> reason), e.g. unparsable JSON.
+        pre_bad: Rows already known to be bad (index -> reason), e.g. a value the reader
+            could not convert.
+        unparsed: Rows the reader could not parse (index -> reason, e.g. not valid JSON):
+            that reason alone.
     """
     n = raw.num_rows
-    cols, column_reasons = _columns(raw, schema)
-    bad: dict[int, str] = dict(pre_bad or {})  # the first reason found for a row is kept
+    bad: dict[int, str] = dict(pre_bad or {})
+    cols, column_reasons = _columns(raw, schema, bad)
     for reasons in (column_reasons, _unknown_columns(raw, schema)):
         for i, r in reasons.items():
-            bad.setdefault(i, r)
+            add_reason(bad, i, r)
+    bad |= unparsed or {}
     good = pa.Table.from_arrays(cols, schema=schema) if n else schema.empty_table()
     if not bad:
         return Conformed(good, REJECT_SCHEMA.empty_table())
@@ -181,9 +211,12 @@ def conform(
     return Conformed(good.filter(keep), rejects)
 
 
-def _columns(raw: pa.Table, schema: pa.Schema) -> tuple[list[pa.Array], dict[int, str]]:
+def _columns(
+    raw: pa.Table, schema: pa.Schema, known: Mapping[int, str]
+) -> tuple[list[pa.Array], dict[int, str]]:
     """Every column of ``schema`` from ``raw``, converted (a missing one as nulls), and the
-    first reason found for each row that does not fit (schema order)."""
+    reasons of each row that does not fit (one per column, schema order; ``known``: reasons
+    found by the reader, a value it could not convert)."""
     n = raw.num_rows
     bad: dict[int, str] = {}
     cols: list[pa.Array] = []
@@ -192,7 +225,7 @@ def _columns(raw: pa.Table, schema: pa.Schema) -> tuple[list[pa.Array], dict[int
         if f.name not in present:
             if not f.nullable:
                 for i in range(n):
-                    bad.setdefault(i, f"column {f.name!r}: required but missing")
+                    add_reason(bad, i, f"column {f.name!r}: required but missing")
             cols.append(pa.nulls(n, type=f.type))
             continue
         arr = raw.column(f.name).combine_chunks()
@@ -200,14 +233,16 @@ def _columns(raw: pa.Table, schema: pa.Schema) -> tuple[list[pa.Array], dict[int
         if arr.type.equals(f.type):
             conv = arr
         else:
-            conv, why = _convert(
-                n, f.type, f.name, partial(_cast_slice, arr, f.type), partial(_arrow_value, arr)
+            conv, why = convert_values(
+                n, f.type, f.name, partial(cast_slice, arr, f.type), partial(arrow_value, arr)
             )
         for i, r in why.items():
-            bad.setdefault(i, r)
+            add_reason(bad, i, r)
         if not f.nullable and conv.null_count:
+            said = f"column {f.name!r}: "
             for i in pc.indices_nonzero(pc.is_null(conv)).to_pylist():
-                bad.setdefault(i, f"column {f.name!r}: required but missing")
+                if i not in why and said not in known.get(i, ""):  # a value did not convert
+                    add_reason(bad, i, f"column {f.name!r}: required but missing")
         cols.append(conv)
     return cols, bad
 
@@ -221,7 +256,7 @@ def _unknown_columns(raw: pa.Table, schema: pa.Schema) -> dict[int, str]:
         arr = raw.column(name)
         if arr.null_count < raw.num_rows:
             for i in pc.indices_nonzero(pc.is_valid(arr)).to_pylist():
-                bad.setdefault(i, f"unknown column {name!r} (not in the table schema)")
+                add_reason(bad, i, f"unknown column {name!r} (not in the table schema)")
     return bad
 
 
@@ -260,7 +295,7 @@ def _rejects(
     )
 
 
-def _structural_rejects(source: str, items: Sequence[tuple[int | None, str, str]]) -> pa.Table:
+def structural_rejects(source: str, items: Sequence[tuple[int | None, str, str]]) -> pa.Table:
     """Rejects for rows that could not even be split into fields (line, reason, text)."""
     return pa.table(
         {

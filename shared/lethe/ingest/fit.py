@@ -33,7 +33,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lethe import errors
-from lethe.ingest.conform import _arrow_value, _cast_slice, _convert
+from lethe.ingest.conform import arrow_value, cast_slice, convert_values
 
 __all__ = ["as_table_types", "fit", "same_type", "schema_problems", "widens"]
 
@@ -171,8 +171,8 @@ def fit(data: pa.Table, schema: pa.Schema, *, typed: bool = True, first_row: int
             arr = col.combine_chunks()
             if pa.types.is_dictionary(arr.type):
                 arr = arr.dictionary_decode()
-            conv, bad = _convert(
-                n, f.type, f.name, partial(_cast_slice, arr, f.type), partial(_arrow_value, arr)
+            conv, bad = convert_values(
+                n, f.type, f.name, partial(cast_slice, arr, f.type), partial(arrow_value, arr)
             )
             if bad:
                 problems.append(

@@ -12,16 +12,18 @@ from functools import partial
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from lethe import errors
 from lethe.ingest.conform import (
     Conformed,
-    _convert,
-    _py_slice,
-    _short,
-    _structural_rejects,
+    add_reason,
     conform,
+    convert_values,
+    py_slice,
+    short,
+    structural_rejects,
 )
 from lethe.ingest.inputs import InputObject
 from lethe.storage.store import S3Store
@@ -101,7 +103,7 @@ Opener = Callable[[], io.BufferedIOBase]
 """Opens the object's bytes (decompressed) from the start; called once or twice per object."""
 
 
-def _read_csv(
+def read_csv(
     open_stream: Opener, uri: str, schema: pa.Schema, *, alias: Mapping[str, str] | None = None
 ) -> Iterator[Conformed]:
     """Rows of a CSV file fitted to ``schema``; a header naming an earlier name of a renamed
@@ -116,7 +118,7 @@ def _read_csv(
     if not names or not any(n.strip() for n in names):
         yield Conformed(
             schema.empty_table(),
-            _structural_rejects(uri, [(1, "the CSV file has no header line", first)]),
+            structural_rejects(uri, [(1, "the CSV file has no header line", first)]),
         )
         return
     structural: list[tuple[int | None, str, str]] = []
@@ -152,18 +154,20 @@ def _read_csv(
             if structural:
                 out = Conformed(
                     out.good,
-                    pa.concat_tables([_structural_rejects(uri, structural), out.rejects]),
+                    pa.concat_tables([structural_rejects(uri, structural), out.rejects]),
                 )
                 structural.clear()
             yield out
     if structural:
-        yield Conformed(schema.empty_table(), _structural_rejects(uri, structural))
+        yield Conformed(schema.empty_table(), structural_rejects(uri, structural))
 
 
-def _json_read_schema(schema: pa.Schema) -> pa.Schema:
-    """What pyarrow's JSON reader is asked to produce (JSON has no dates, decimals, bytes)."""
+def _json_read_schema(schema: pa.Schema, alias: Mapping[str, str] | None = None) -> pa.Schema:
+    """What pyarrow's JSON reader is asked to produce (JSON has no dates, decimals, bytes);
+    an earlier name of a column (``alias``: old -> current) is read as that column."""
     fields = []
-    for f in schema:
+    olds = [(old, schema.field(new)) for old, new in (alias or {}).items() if new in schema.names]
+    for f in [*schema, *(g.with_name(old) for old, g in olds)]:
         t = f.type
         if pa.types.is_integer(t):
             t = pa.int64()
@@ -197,6 +201,31 @@ def _json_fast(chunk: bytes, read_schema: pa.Schema) -> pa.Table | None:
         return None
 
 
+def _aliased(raw: pa.Table, alias: Mapping[str, str]) -> tuple[pa.Table, dict[int, str]]:
+    """``raw`` with each column under an earlier name (``alias``: old -> current) as that
+    column, and the rows that give a column under both names (their reasons).
+
+    >>> t, bad = _aliased(pa.table({"note": ["a", "b"], "memo": [None, "c"]}), {"note": "memo"})
+    >>> t.column("memo").to_pylist(), bad
+    (['a', 'c'], {1: "column 'memo' comes twice (as 'note' and 'memo')"})
+    """
+    bad: dict[int, str] = {}
+    for old in [n for n in raw.column_names if n in alias]:
+        new, col = alias[old], raw.column(old)
+        at = raw.column_names.index(old)
+        if new not in raw.column_names:
+            raw = raw.rename_columns([new if n == old else n for n in raw.column_names])
+            continue
+        cur = raw.column(new)
+        col = col if col.type.equals(cur.type) else col.cast(cur.type)  # both read as one type
+        both = pc.and_(pc.is_valid(cur), pc.is_valid(col))
+        for i in pc.indices_nonzero(both).to_pylist():
+            add_reason(bad, i, f"column {new!r} comes twice (as {old!r} and {new!r})")
+        raw = raw.set_column(raw.column_names.index(new), new, pc.coalesce(cur, col))
+        raw = raw.remove_column(at)
+    return raw, bad
+
+
 def _json_slow(
     chunk: bytes,
     read_schema: pa.Schema,
@@ -205,12 +234,14 @@ def _json_slow(
     source: str,
     first_row: int,
     first_line: int,
+    alias: Mapping[str, str],
 ) -> Conformed:
     """Line-by-line parse of a chunk the fast reader refused: every line gets its own verdict."""
     texts: list[str] = []
     line_nos: list[int | None] = []
     values: list[dict[str, Any]] = []
     pre_bad: dict[int, str] = {}
+    unparsed: dict[int, str] = {}
     for j, raw_line in enumerate(chunk.split(b"\n")):
         line = raw_line.rstrip(b"\r")
         if not line.strip():
@@ -222,11 +253,11 @@ def _json_slow(
         try:
             obj = json.loads(line)
         except ValueError as e:
-            pre_bad[i] = f"not valid JSON ({_short(e)})"
+            unparsed[i] = f"not valid JSON ({short(e)})"
             values.append({})
             continue
         if not isinstance(obj, dict):
-            pre_bad[i] = f"a JSON line must hold an object, not {type(obj).__name__}"
+            unparsed[i] = f"a JSON line must hold an object, not {type(obj).__name__}"
             values.append({})
             continue
         values.append(obj)
@@ -243,11 +274,16 @@ def _json_slow(
             )
             continue
         t = read_schema.field(idx).type
-        arr, why = _convert(len(col), t, name, partial(_py_slice, col, t), col.__getitem__)
+        col_t = schema.field(name).type if name in schema.names else t  # the reason names it
+        arr, why = convert_values(
+            len(col), t, name, partial(py_slice, col, t), col.__getitem__, shown=col_t
+        )
         for i, r in why.items():
-            pre_bad.setdefault(i, r)
+            add_reason(pre_bad, i, r)
         arrays.append(arr)
-    raw = pa.Table.from_arrays(arrays, names=list(names))
+    raw, twice = _aliased(pa.Table.from_arrays(arrays, names=list(names)), alias)
+    for i, r in twice.items():
+        add_reason(pre_bad, i, r)
     return conform(
         raw,
         schema,
@@ -256,11 +292,17 @@ def _json_slow(
         lines=line_nos,
         records=texts,
         pre_bad=pre_bad,
+        unparsed=unparsed,
     )
 
 
-def _read_json(open_stream: Opener, uri: str, schema: pa.Schema) -> Iterator[Conformed]:
-    read_schema = _json_read_schema(schema)
+def read_json(
+    open_stream: Opener, uri: str, schema: pa.Schema, *, alias: Mapping[str, str] | None = None
+) -> Iterator[Conformed]:
+    """Rows of a JSON-lines file fitted to ``schema``; a key naming an earlier name of a
+    renamed column (``alias``: old -> current) is read as that column."""
+    alias = alias or {}
+    read_schema = _json_read_schema(schema, alias)
     row_no = 0
     line_no = 1
     rest = b""
@@ -280,6 +322,7 @@ def _read_json(open_stream: Opener, uri: str, schema: pa.Schema) -> Iterator[Con
                 body = chunk[:-1] if chunk.endswith(b"\n") else chunk
                 raw = _json_fast(body, read_schema)
                 if raw is not None:
+                    raw, twice = _aliased(raw, alias)
                     out = conform(
                         raw,
                         schema,
@@ -287,6 +330,7 @@ def _read_json(open_stream: Opener, uri: str, schema: pa.Schema) -> Iterator[Con
                         first_row=row_no,
                         first_line=line_no,
                         records=_LazyLines(body) if raw.num_rows else None,
+                        pre_bad=twice,
                     )
                 else:
                     out = _json_slow(
@@ -296,6 +340,7 @@ def _read_json(open_stream: Opener, uri: str, schema: pa.Schema) -> Iterator[Con
                         source=uri,
                         first_row=row_no,
                         first_line=line_no,
+                        alias=alias,
                     )
                 row_no += out.rows
                 yield out
@@ -328,7 +373,7 @@ def open_parquet(source: Any, uri: str) -> pq.ParquetFile:
     try:
         return pq.ParquetFile(source if isinstance(source, str) else pa.PythonFile(source, "r"))
     except (pa.ArrowException, OSError) as e:
-        raise errors.UnsupportedFile(f"{uri} is not a readable Parquet file: {_short(e)}") from e
+        raise errors.UnsupportedFile(f"{uri} is not a readable Parquet file: {short(e)}") from e
 
 
 def _read_parquet(store: S3Store, obj: InputObject, schema: pa.Schema) -> Iterator[Conformed]:
@@ -350,9 +395,9 @@ def read_object(store: S3Store, obj: InputObject, schema: pa.Schema) -> Iterator
     if store.bucket != obj.bucket:
         raise errors.InvalidRequest(f"store of bucket {store.bucket!r} cannot read {obj.uri}")
     if obj.format == "csv":
-        return _read_csv(partial(open_object, store, obj), obj.uri, schema)
+        return read_csv(partial(open_object, store, obj), obj.uri, schema)
     if obj.format == "json":
-        return _read_json(partial(open_object, store, obj), obj.uri, schema)
+        return read_json(partial(open_object, store, obj), obj.uri, schema)
     if obj.format == "parquet":
         return _read_parquet(store, obj, schema)
     raise errors.InvalidRequest(f"unsupported format {obj.format!r}")

@@ -17,7 +17,7 @@ from lethe.catalog.context import HasContext, TableContext, context_of
 from lethe.catalog.evolution import SchemaMode
 from lethe.catalog.manifest import DataFile, request_hash
 from lethe.index.commits import add_files
-from lethe.ingest.conform import _short
+from lethe.ingest.conform import short
 from lethe.ingest.inputs import upload_request_id
 from lethe.ingest.shapes import check_file_schema, registered_schema
 from lethe.reading.reader import FileHandle
@@ -191,7 +191,7 @@ def _footer(src: S3Store, key: str, etag: str, size: int) -> tuple[pq.FileMetaDa
         return md, md.schema.to_arrow_schema()
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
         raise errors.UnsupportedFile(
-            f"s3://{src.bucket}/{key}: unreadable Parquet schema: {_short(e)}"
+            f"s3://{src.bucket}/{key}: unreadable Parquet schema: {short(e)}"
         ) from e
 
 

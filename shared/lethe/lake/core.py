@@ -86,6 +86,7 @@ from lethe.lake.window import (
 )
 from lethe.lake.window import archive as archive_requests
 from lethe.lake.window import splice_due as splice_window
+from lethe.progress import Progress, track
 from lethe.storage.layout import object_key
 from lethe.storage.store import S3Store, make_s3_client, parse_s3_uri
 from lethe.table import Table
@@ -211,7 +212,8 @@ class Lake:
             body = self.store.get(self._key(LAKE_KEY)).body
         except errors.NotFound as e:
             raise errors.LakeNotFound(
-                f"no Lethe lake at {self.uri} (no {LAKE_KEY}); create it with Lake.create"
+                f"no Lethe lake at {self.uri} (no {LAKE_KEY}); create it with Lake.create",
+                uri=self.uri,
             ) from e
         self._doc = model.decode(body, where=f"{self.uri}/{LAKE_KEY}")
         return self._doc
@@ -222,7 +224,9 @@ class Lake:
 
         def apply(body: bytes | None) -> bytes | None:
             if body is None:
-                raise errors.LakeNotFound(f"no Lethe lake at {self.uri}; create it first")
+                raise errors.LakeNotFound(
+                    f"no Lethe lake at {self.uri}; create it first", uri=self.uri
+                )
             doc = model.decode(body, where=where)
             new = change(doc)
             return None if new == doc else model.encode(new)
@@ -344,6 +348,7 @@ class Lake:
         requested_at: datetime | None = None,
         splice: bool | None = None,
         max_bytes: int | None = None,
+        progress: Progress | None = None,
     ) -> LakeRequestResult:
         """Forget the subjects ``values`` of ``kind`` in every table that maps ``kind``.
 
@@ -353,7 +358,8 @@ class Lake:
         that held them: at once with ``splice=True`` (``max_bytes`` bounds each table's
         splices in this call), by the window run (:meth:`splice_due`) with ``None`` (the
         default) when the lake has an erasure window (at once when it is 0), never here
-        with ``False``.
+        with ``False``. ``progress`` hears of each table committed (task ``"forget"``) and
+        spliced (``"forget splices"``).
 
         Raises:
             InvalidRequest: no table maps ``kind``, or the values are not JSON scalars.
@@ -364,6 +370,7 @@ class Lake:
             [ForgetRequest(kind, values, request_id, mode, requested_at)],
             splice=splice,
             max_bytes=max_bytes,
+            progress=progress,
         )
         if r.error is not None:
             if r.error == CONFLICT:
@@ -385,6 +392,7 @@ class Lake:
         *,
         splice: bool | None = None,
         max_bytes: int | None = None,
+        progress: Progress | None = None,
     ) -> list[LakeRequestResult]:
         """Several requests (an SQS batch): recorded in one registry update, one commit per
         table, one registry update marking the parts committed. A result's ``error`` says why
@@ -415,10 +423,11 @@ class Lake:
                     a.id_hash, a.req.kind, a.req.mode, len(a.values), error=CONFLICT
                 )
         raw = {a.id_hash: a for a in asked if isinstance(a, Asked)}
-        outcome = self._apply(doc, {h: (a.req.request_id, a.values) for h, a in raw.items()})
+        asks = {h: (a.req.request_id, a.values) for h, a in raw.items()}
+        outcome = self._apply(doc, asks, progress)
         if splice or (splice is None and doc.erasure_window_seconds == 0):
             erase = {h for h, a in raw.items() if a.req.mode == "erase"}
-            outcome = self._splice(outcome, erase, max_bytes)
+            outcome = self._splice(outcome, erase, max_bytes, progress)
         if mine:  # a twin may have finished a request before this call's PUT
             self._drop_values(self.refresh(), [a.id_hash for a in mine])
         return [self._result(a, outcome) for a in asked]
@@ -571,7 +580,10 @@ class Lake:
         return doc
 
     def _apply(
-        self, doc: LakeDoc, raw: dict[str, tuple[str, tuple[Any, ...]]]
+        self,
+        doc: LakeDoc,
+        raw: dict[str, tuple[str, tuple[Any, ...]]],
+        progress: Progress | None = None,
     ) -> dict[str, list[LakeTableResult]]:
         """Commit every pending part of the requests ``raw`` (id hash -> (request id,
         values)): one ``delete_batch`` per table, then one registry update."""
@@ -587,8 +599,11 @@ class Lake:
                 elif part.state == "committed":
                     out[h].append(committed_result(part, duplicate=True))
         done: dict[str, dict[tuple[str, int], tuple[int | None, int, str]]] = defaultdict(dict)
+        tracker = track(progress, "forget", total=len(work), unit="tables")
         for uri, items in work.items():
-            for (r, part), res in zip(items, self._commit_table(uri, items, raw), strict=True):
+            results = self._commit_table(uri, items, raw)
+            tracker.advance()
+            for (r, part), res in zip(items, results, strict=True):
                 out[r.id_hash].append(res)
                 if res.state == "committed" and res.id_hash is not None:
                     done[r.id_hash][(part.table, part.part)] = (
@@ -607,6 +622,7 @@ class Lake:
             doc = self._update(change)
             finished = [h for h in done if (r := doc.request(h)) is not None and not r.pending]
             self._drop_values(doc, finished)
+        tracker.finish()
         return out
 
     def _commit_table(
@@ -653,7 +669,11 @@ class Lake:
         ]
 
     def _splice(
-        self, outcome: dict[str, list[LakeTableResult]], erase: set[str], max_bytes: int | None
+        self,
+        outcome: dict[str, list[LakeTableResult]],
+        erase: set[str],
+        max_bytes: int | None,
+        progress: Progress | None = None,
     ) -> dict[str, list[LakeTableResult]]:
         """Run the pending splices of the committed parts of the erase requests ``erase``:
         per table, all of them at once (a file several requests share is spliced once; the
@@ -665,6 +685,7 @@ class Lake:
                 if h in erase and p.state == "committed" and p.id_hash is not None:
                     hashes[p.table].append(p.id_hash)
         done: dict[str, tuple[bool, int, int | None]] = {}
+        tracker = track(progress, "forget splices", total=len(hashes), unit="tables")
         for uri, ids in hashes.items():
             try:  # one table's trouble leaves its splices to the window run, not the others
                 t = current_table(self.context, uri)
@@ -672,8 +693,10 @@ class Lake:
             except errors.LetheError as e:
                 log.warning("lake %s: splices on %s wait (%s)", self.uri, uri, type(e).__name__)
                 done[uri] = (False, 0, None)
+                tracker.advance()
                 continue
             done[uri] = (complete, len(splices), t.refresh().version if splices else None)
+            tracker.advance()
             log.info(
                 "lake %s: %s spliced %d file(s) for %d request(s), complete=%s",
                 self.uri,
@@ -682,6 +705,7 @@ class Lake:
                 len(ids),
                 complete,
             )
+        tracker.finish()
         return {
             h: [
                 dataclasses.replace(

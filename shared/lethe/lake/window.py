@@ -24,7 +24,7 @@ its registry and how to open one of its tables (:attr:`lethe.lake.core.Lake.cont
 from __future__ import annotations
 
 import logging
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -115,6 +115,9 @@ class WindowRun:
     requests_waiting: int  # erase requests whose window has not closed yet
     tables: tuple[TableWindowRun, ...] = ()
     values_deleted: int = 0  # values objects no pending request needed, deleted by the run
+    #: the end of each window still open, with how many erase requests wait for it (earliest
+    #: first): when their splices run
+    closes: tuple[tuple[datetime, int], ...] = ()
 
     @property
     def complete(self) -> bool:
@@ -153,19 +156,20 @@ def splice_due(
     now = now or datetime.now(UTC)
     doc = lake.refresh()
     per_table: dict[str, list[str]] = defaultdict(list)
-    n_due = waiting = 0
+    n_due = 0
+    closes: Counter[datetime] = Counter()
     for r in doc.requests:
         if r.mode != "erase":
             continue
         if not due(r, doc.erasure_window_seconds, now):
-            waiting += 1
+            closes[model.window_end(r.recorded_at, doc.erasure_window_seconds)] += 1
             continue
         n_due += 1
         for p in r.tables:
             if p.state == "committed" and p.id_hash is not None:
                 per_table[p.table].append(p.id_hash)
     runs = [_run_table(lake, uri, ids, max_bytes) for uri, ids in per_table.items()]
-    return WindowRun(n_due, waiting, tuple(runs))
+    return WindowRun(n_due, closes.total(), tuple(runs), closes=tuple(sorted(closes.items())))
 
 
 def current_table(lake: LakeContext, uri: str) -> Any:

@@ -36,7 +36,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lethe import errors
-from lethe.catalog.grace import parse_duration
+from lethe.catalog.grace import format_duration, parse_duration
 from lethe.catalog.manifest import DataFile, TableProperties
 
 __all__ = [
@@ -81,6 +81,11 @@ class ClusterSpec:
             props.cluster_window_seconds,
             props.cluster_file_subjects,
         )
+
+    @property
+    def window(self) -> str:
+        """The window as written (``1d``; ``""`` without one)."""
+        return format_duration(self.window_seconds) if self.window_seconds else ""
 
     @property
     def sort_columns(self) -> tuple[str, ...]:

@@ -200,7 +200,7 @@ class CompactionPlan:
             lines.append("  no files to rewrite")
         if self.cluster is not None:
             c = self.cluster
-            window = f" in windows of {c.window_seconds:,} s of {c.time_column}"
+            window = f" in windows of {c.window} of {c.time_column}"
             lines.append(
                 f"  clustering by {', '.join(c.columns)}{window if c.window_seconds else ''}"
             )
