@@ -32,6 +32,7 @@ import argparse
 import hashlib
 import io
 import json
+import logging
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -352,11 +353,19 @@ class Demo:
             f"v{erasure.spliced_version}; {int(m.get('RowsErased', 0))} deleted rows physically "
             "removed from the spliced row groups"
         )
+        copied = m.get("BytesCopied", 0)
         st.say(
-            f"spliced {len(targets)} files of {_mb(size)}: {_mb(m.get('BytesCopied', 0))} copied "
+            f"spliced {len(targets)} files of {_mb(size)}: {_mb(copied)} copied "
             f"server-side, {_mb(m.get('BytesUploaded', 0))} uploaded, "
             f"{_mb(m.get('BytesDownloaded', 0))} downloaded (a rewrite moves {_mb(size)} each way)"
         )
+        if not copied:
+            st.say(
+                "nothing copied server-side: S3 copies a range only as a multipart part of at "
+                "least 5 MiB (but the last), and these files' unchanged ranges are smaller, so "
+                "they are sent again; files of tens of MiB (make demo's default sizes) are "
+                "mostly copied (docs/format.md, the splice)"
+            )
         dlq = rt.peek("DeleteDeadLetterQueueUrl")
         dead = [d for d in dlq if d["Body"].startswith('{"request_id": "gdpr-broken"')]
         received = rt.queue("DeleteQueueUrl").max_receive
@@ -672,6 +681,18 @@ class Demo:
             "step timings: "
             + ", ".join(f"[{i + 1}] {secs:.1f}s" for i, (_, secs) in enumerate(st.timings))
         )
+        st.say("what next:")
+        st.say(
+            "  .venv/bin/python -m devtools.local.runtime   # the same stack, served until Ctrl-C"
+        )
+        st.say(
+            "  export AWS_ENDPOINT_URL=http://127.0.0.1:5000 AWS_ACCESS_KEY_ID=testing "
+            "AWS_SECRET_ACCESS_KEY=testing"
+        )
+        st.say(
+            "  lethe history s3://BUCKET/tables/main; lethe erasures s3://BUCKET/tables/main "
+            "(the bucket: the runtime prints it)"
+        )
 
 
 def _basename(uri: str) -> str:
@@ -736,6 +757,14 @@ def run(
     """The whole story; returns its numbers."""
     sizes = sizes or Sizes()
     story = Story()
+    log = logging.getLogger("lethe")  # the library's warnings go to a file, not the story
+    handler = logging.FileHandler(Path(tempfile.gettempdir()) / "lethe-demo.log", mode="w")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    log.addHandler(handler)
+    log.propagate = False
+    story.say(
+        f"library log (warnings such as a row group over the splice budget): {handler.baseFilename}"
+    )
     story.step("the stack's template on the local runtime (moto on 127.0.0.1, in this process)")
     rt, secs = story.timed(
         lambda: start_runtime(sizes, template=template, aws=aws, echo=story.event)
@@ -766,6 +795,9 @@ def run(
         return demo.results.values
     finally:
         rt.stop()
+        log.removeHandler(handler)
+        log.propagate = True
+        handler.close()
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -10,6 +10,7 @@ the exact request named; the CLI is killed by a real SIGINT at a chosen request.
 from __future__ import annotations
 
 import os
+import struct
 import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
@@ -460,3 +461,79 @@ def test_seam07_a_lagging_head_does_not_stop_a_redelivered_forget(bucket: str, s
     r = Lake.open(lake.uri, s3=s3).forget("customer", [PERSON], request_id=SECRET_ID)
     assert r.complete and all(t.spliced for t in r.tables)
     assert [t.state for t in lake.erasure_status(SECRET_ID).tables] == ["removed"] * 2
+
+
+# --- new1: rows a plain delete hid are still the person's bytes -------------------------------
+def _bytes_of(s3: Any, bucket: str, value: int) -> tuple[str, ...]:
+    """Every object version in ``bucket`` holding ``value`` (raw bytes, decoded pages and
+    columns, index pieces, decimal text): the byte audit of devtools/audit.py."""
+    from devtools.audit import Needle, audit_bucket
+
+    needle = Needle((struct.pack("<q", value),), (value,), (("customer_id", value),))
+    return audit_bucket(s3, bucket, {"p": needle}).found("p")
+
+
+def _before(t: lethe.Table, how: str) -> None:
+    """The person's rows leave the live files of ``t`` (``delete``: only hidden by a DV)."""
+    if how == "erase":
+        assert t.erase([("customer_id", "=", PERSON)], request_id="table-erase").complete
+        return
+    assert t.delete([("customer_id", "=", PERSON)]).rows_deleted > 0
+    if how == "purge":
+        assert t.purge(request_id="purge").complete
+    elif how == "compact":
+        assert t.compact().version is not None
+
+
+@pytest.mark.parametrize(
+    ("how", "window"),
+    [
+        ("delete", timedelta(0)),
+        ("delete", HOUR),
+        ("erase", HOUR),
+        ("purge", HOUR),
+        ("compact", timedelta(0)),
+    ],
+)
+def test_seam_new1_lake_forget_of_rows_that_left_the_live_files_waits_for_their_copies(
+    bucket: str, s3: Any, how: str, window: timedelta
+) -> None:
+    """Issue 35, new1 (found by the seams state machine): the person's rows left a table's
+    live files before the lake forget (a table erase or purge spliced them out, a compaction
+    dropped the rows a delete hid), and their copies wait for GC in the superseded files.
+    The forget matched 0 live rows, its receipt said ``complete`` ("nothing to forget") at
+    once, and every superseded file still held the person. It must say complete only once
+    GC removed them and the byte audit finds nothing. Rows a delete only hid are still in
+    a live file: the forget splices them (``delete``)."""
+    lake = _lake(bucket, s3, window=window, names=NAMES[:2])
+    uris = lake.tables()
+    _before(lethe.Table.open(uris[0], s3=s3), how)
+    lake.forget("customer", [PERSON], request_id=SECRET_ID)
+    if window:
+        lake.splice_due(now=_later(lake))
+    receipt = lake.erasure_status(SECRET_ID)
+    assert [t.state for t in receipt.tables] == ["removed"] * 2, receipt.describe()
+    assert receipt.state == "removed" and not receipt.done
+    assert _bytes_of(s3, bucket, PERSON) != ()  # what GC has yet to delete
+    assert (
+        lethe.Table.open(uris[0], s3=s3).scan(filters=[("customer_id", "=", PERSON)]).num_rows == 0
+    )
+    for uri in uris:
+        collect(uri, retention="1v", erasure_grace="0s", now=_later(lake) + HOUR, s3=s3)
+    receipt = lake.erasure_status(SECRET_ID)
+    assert receipt.state == "complete" and receipt.done, receipt.describe()
+    assert _bytes_of(s3, bucket, PERSON) == ()
+
+
+def test_seam_new1_erase_of_a_value_no_table_ever_held_commits_nothing(
+    bucket: str, s3: Any
+) -> None:
+    """Issue 35, new1: a table whose every data object is live (only appends) cannot hold a
+    value its live files do not: a forget there is "nothing to forget" and commits nothing."""
+    lake = _lake(bucket, s3, window=timedelta(0), names=NAMES[:1])
+    (uri,) = lake.tables()
+    v = lethe.Table.open(uri, s3=s3).version
+    lake.forget("customer", [424242], request_id=SECRET_ID)
+    receipt = lake.erasure_status(SECRET_ID)
+    assert [t.state for t in receipt.tables] == ["nothing to forget"]
+    assert receipt.state == "complete" and lethe.Table.open(uri, s3=s3).version == v

@@ -18,9 +18,7 @@ longer, ``LETHE_SEAMS_RANDOM=1`` on new examples.
 
 Defects of issue 35 still open on this branch are switched off by :data:`KNOWN_OPEN`: each
 entry guards the combination that trips it (the rules and checks that read it say which);
-removing an entry once its fix is merged re-enables the combination. ``new1`` is a defect
-this machine found beyond the 13: an erase (lake or table) of a customer whose rows a plain
-delete hid matches 0 rows, and the lake receipt says complete while the rows' bytes stay.
+removing an entry once its fix is merged re-enables the combination.
 """
 
 from __future__ import annotations
@@ -50,9 +48,7 @@ from lethe.gc import collect
 
 #: issue 35 items whose fix is not on this branch: the combinations they break are skipped
 #: (``LETHE_SEAMS_KNOWN_OPEN=item1,item3`` overrides it, to try a fix or find a defect)
-KNOWN_OPEN: set[str] = {
-    "new1",  # a lake erase of a customer whose rows a plain delete hid: complete, 0 rows
-}
+KNOWN_OPEN: set[str] = set()
 
 if "LETHE_SEAMS_KNOWN_OPEN" in os.environ:
     KNOWN_OPEN = {x for x in os.environ["LETHE_SEAMS_KNOWN_OPEN"].split(",") if x}
@@ -125,7 +121,6 @@ class Seams(RuleBasedStateMachine):
         self.rows: dict[str, dict[int, dict[Any, Any]]] = {"t": {}, "a": {}}
         self.hidden: dict[str, set[int]] = {"t": set(), "a": set()}  # deleted, not purged
         self.lake_customer: dict[str, int] = {}  # lake request id -> its customer
-        self.hidden_customers: set[int] = set()  # customers some deleted row held (new1)
         self.notes: dict[int, str] = {}
         self.customers = [CUST0 + CUST_STEP * i for i in range(3)]
         self.next_customer = 3
@@ -297,7 +292,6 @@ class Seams(RuleBasedStateMachine):
         assert r.rows_deleted == len(hit)
         if how == "delete":
             self.hidden[which] |= hit
-            self.hidden_customers |= {self._cust(which, rows[i]) for i in hit}
         self.forget_rows(which, hit)
         self.requests[(which, rid)] = (hit if how == "erase" else set(), custs)
 
@@ -401,10 +395,7 @@ class Seams(RuleBasedStateMachine):
         hit = {w: {i for i, r in self.rows[w].items() if self._cust(w, r) == c} for w in "ta"}
         for w, ids in hit.items():
             self.forget_rows(w, ids)
-        # new1: rows an earlier plain delete hid are not matched ("nothing to forget"): their
-        # bytes keep the customer until a purge, and the receipt says complete at once
-        forgotten = {c} if not ("new1" in KNOWN_OPEN and c in self.hidden_customers) else set()
-        self.requests[("lake", rid)] = (hit["t"] | hit["a"], forgotten)
+        self.requests[("lake", rid)] = (hit["t"] | hit["a"], {c})
         self.lake_customer[rid] = c
         self.a_rewritten |= self.adopted
         self.retire(c)

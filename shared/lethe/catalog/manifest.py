@@ -241,6 +241,15 @@ class ErasureRecord(_Frozen):
     superseded: tuple[str, ...] = Field(default=(), exclude_if=lambda v: not v)
     superseded_refs: tuple[str, ...] = Field(default=(), exclude_if=lambda v: not v)
 
+    @classmethod
+    def erased_before(cls, id_hash: str) -> ErasureRecord:
+        """The record of an erase request no live row matched (issue 35 new1): the rows it
+        names may have left the live files earlier (a splice, a purge, a compaction, a TTL
+        sweep) and still be in the objects GC has not deleted. Spliced at its own commit
+        (no targets), so GC cuts the versions before it and completes it only once every
+        object from before it is gone, like any erasure's."""
+        return cls(id_hash=id_hash, deleted_version=0, state="spliced", spliced_version=0)
+
 
 class SupersededList(_Frozen):
     """One immutable object of superseded paths

@@ -40,7 +40,7 @@ from lethe.index.erase import scrub_rows
 from lethe.reading.filters import Dnf, normalize
 from lethe.reading.reader import FileHandle, iter_row_groups
 from lethe.reading.scan import DVCache, candidate_files, plan_files, reader_of
-from lethe.storage.layout import object_key
+from lethe.storage.layout import DATA_PREFIX, object_key
 from lethe.storage.store import IOCounters
 
 log = logging.getLogger(__name__)
@@ -263,6 +263,22 @@ def _scrub(
     return scrub_rows(ctx.store, ctx.prefix, base, found, pinned, pinned_rows)
 
 
+def older_copies(ctx: TableContext, base: Snapshot) -> bool:
+    """Whether rows may still be held outside ``base``'s live files: by a data object under
+    ``data/`` that is not live (superseded by a splice, a purge, a compaction or a TTL
+    sweep, and kept until GC), by what an erasure not yet archived superseded, or by
+    originals an adopted table replaced outside its prefix. One LIST of ``data/`` (none
+    when the manifest already says so); a file being appended counts too (it is not live
+    yet): the answer errs on the safe side."""
+    if base.erasures or base.manifest.adopted:
+        return True
+    live = {f.path for f in base.files}
+    start = len(object_key(ctx.prefix, ""))
+    return any(
+        o.key[start:] not in live for o in ctx.store.list(object_key(ctx.prefix, DATA_PREFIX))
+    )
+
+
 class _DVsOf:
     """The DVs of ``base``'s files, loaded on first use (once with the read that located the
     rows: the same :class:`~lethe.reading.scan.DVCache`)."""
@@ -304,6 +320,16 @@ class _DeleteChange:
     def what(self) -> str:
         return self.kind
 
+    def _erased_before(
+        self, base: Snapshot, live: Sequence[int], targets: Mapping[int, Any]
+    ) -> list[int]:
+        """The erase requests no live row answers whose rows may have left the live files
+        earlier (issue 35 new1): their copies wait for GC in older objects, and each gets
+        an erasure record (:meth:`ErasureRecord.erased_before`) that ends with them."""
+        r, h = self.requests, self.hashes
+        unmatched = [i for i in live if r[i].erase and h[i] is not None and i not in targets]
+        return unmatched if unmatched and older_copies(self.ctx, base) else []
+
     def prepare(self, base: Snapshot) -> Prepared[_Located]:
         ctx, requests, hashes = self.ctx, self.requests, self.hashes
         done, twins, conflicts, live = _sort_requests(hashes, self.bodies, base)
@@ -332,8 +358,9 @@ class _DeleteChange:
             for i in live
             if requests[i].erase and hashes[i] is not None and physical[i]
         }
+        before = self._erased_before(base, live, targets)
         result = _Located(done, twins, conflicts, per_req, targets)
-        if not claimed and not targets:
+        if not claimed and not targets and not before:
             return Prepared(None, result)
         snap_dv = {p: base.file(p).dv for p in claimed}  # type: ignore[union-attr]
         written_at = time.time()  # before the container's PUT: the GC grace clock
@@ -364,6 +391,7 @@ class _DeleteChange:
             )
             for i, t in targets.items()
         ]
+        erasures += [ErasureRecord.erased_before(hashes[i]) for i in before]  # type: ignore[arg-type]
         op = Operation(
             kind=self.kind,  # type: ignore[arg-type]
             rows_deleted=sum(len(b) for b in claimed.values()),

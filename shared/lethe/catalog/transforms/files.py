@@ -433,7 +433,16 @@ def apply_dv_updates(
     now = now or datetime.now(UTC)
     new_erasures = None
     if erasures:
-        new = tuple(e.model_copy(update={"deleted_version": base.version + 1}) for e in erasures)
+        v = base.version + 1  # a record spliced already (no targets) is spliced at this commit
+        new = tuple(
+            e.model_copy(
+                update={
+                    "deleted_version": v,
+                    **({"spliced_version": v} if e.spliced_version == 0 else {}),
+                }
+            )
+            for e in erasures
+        )
         new_erasures = (*base.erasures, *new)
     request = _record(operation, base.version + 1, now, operation.rows_deleted, len(updates))
     plan = _Plan(base)
