@@ -70,7 +70,7 @@ class Walk:
             return fn()
         finally:
             sys.setprofile(None)
-            threading.setprofile(None)  # type: ignore[arg-type]
+            threading.setprofile(None)
 
     def summary(self, layer: dict[str, int]) -> dict[str, Any]:
         modules = sorted({m for pair in self.calls for m in pair})

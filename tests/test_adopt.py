@@ -478,7 +478,9 @@ def test_adopting_into_a_table_merges_new_columns_and_refuses_other_types(
     got = lethe.Table.adopt(uri, f"s3://{bucket}/raw/x/", partitioning=None)
     assert isinstance(got, lethe.Table)
     assert got.schema.names[-1] == "country"
-    assert [h.operation for h in got.history()[:2]] == ["adopt", "schema"]
+    # issue 38 item 4: the new column and the batch that brings it are one version
+    assert [h.operation for h in got.history()[:2]] == ["adopt", "append"]
+    assert got.version == t.version + 1 and got.manifest.operation.params["schema_add"] == 1
     rows = got.scan().sort_by("id")
     assert rows["country"].to_pylist() == [None] * 5 + ["PT"] * 5
     bad = day_rows(2, 5).set_column(2, "customer_id", pa.array(["x"] * 5))

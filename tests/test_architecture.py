@@ -340,6 +340,7 @@ def test_every_commit_is_one_of_the_change_kinds(table_uri: str) -> None:
         "UpdateSchema",
         "MergeSchema",
         "RecordSchema",
+        "Compose",  # a transaction: updates of the other kinds as one commit
     }
     for kind in changes.KINDS:  # frozen values with requirements and a pure apply
         assert dataclasses.is_dataclass(kind) and kind.__dataclass_params__.frozen  # type: ignore[attr-defined]
@@ -360,6 +361,12 @@ def test_every_commit_is_one_of_the_change_kinds(table_uri: str) -> None:
     with pytest.raises(TypeError, match="not a change kind"):
         t.catalog.commit_change(Direct(Sneaky()))  # type: ignore[arg-type]
     assert lethe.Table.open(table_uri).version == 1  # nothing committed
+    with pytest.raises(TypeError, match="not a change kind"):  # nor hidden in a transaction
+        t.catalog.commit_change(Direct(changes.Compose((Sneaky(),))))  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="not a change kind"):  # nor a transaction nested
+        inner = changes.Compose((changes.UpgradeFormat(),))
+        t.catalog.commit_change(Direct(changes.Compose((inner,))))
+    assert lethe.Table.open(table_uri).version == 1
 
     writers = [
         f"{p.relative_to(LIB).as_posix()}:{n.lineno}"

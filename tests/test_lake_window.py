@@ -23,7 +23,7 @@ N = 1200
 
 
 def _table(uri: str) -> lethe.Table:
-    t = lethe.Table.create(uri, SCHEMA, key="id", gc_grace="2s", row_group_bytes=4 << 10)
+    t = lethe.Table.create(uri, SCHEMA, key="id", gc_grace="60s", row_group_bytes=4 << 10)
     for f in range(FILES):
         ids = np.arange(f * N, (f + 1) * N, dtype=np.int64)
         t.append(

@@ -44,7 +44,7 @@ PROBE = (
 
 
 def story(uri: str) -> lethe.Table:
-    t = lethe.Table.create(uri, EVENTS, key="id", gc_grace="2s", row_group_bytes=1 << 10)
+    t = lethe.Table.create(uri, EVENTS, key="id", gc_grace="60s", row_group_bytes=1 << 10)
     t.append(events(0, 300))
     t.append(events(300, 300))
     t.delete([("customer_id", "in", list(range(20, 60)))], request_id="logical-1")

@@ -107,7 +107,7 @@ class Seams(RuleBasedStateMachine):
             schema,
             key="id",
             s3=self.s3,
-            gc_grace="1s",
+            gc_grace="1h",  # GC runs at a clock 8 days on; a short grace races a loaded machine
             row_group_bytes=512,
         )
         self.cols: dict[int, list[str]] = {
@@ -340,7 +340,7 @@ class Seams(RuleBasedStateMachine):
             self.window_run()
         for which in self.which_tables():
             uri = self.t_uri if which == "t" else self.a_uri
-            # the grace is each table's own (1 s; 7 d for the adopted one): the clock is past it
+            # the grace is each table's own (1 h; 7 d for the adopted one): the clock is past it
             collect(uri, retention=retention, erasure_grace="0s", now=later(8 * 24), s3=self.s3)
         self.expire()
 

@@ -24,13 +24,13 @@ from lethe import errors, iceberg
 from lethe.audit.evidence import gather
 from lethe.audit.receipts import ErasureReceipt, audit, receipt
 from lethe.catalog.changes import (
+    AddFiles,
     DropIndex,
-    MergeSchema,
     SetProperties,
     UpdateSchema,
     UpgradeFormat,
 )
-from lethe.catalog.commit import Catalog, CommitOutcome, Direct, RetryPolicy
+from lethe.catalog.commit import Catalog, Change, CommitOutcome, Direct, RetryPolicy
 from lethe.catalog.context import TableContext
 from lethe.catalog.evolution import (
     SchemaMode,
@@ -38,7 +38,6 @@ from lethe.catalog.evolution import (
     check_create,
     conform,
     describe_changes,
-    merge_plan,
     renamed,
 )
 from lethe.catalog.grace import parse_duration
@@ -53,13 +52,14 @@ from lethe.catalog.manifest import (
 from lethe.catalog.schemas import Evolution
 from lethe.catalog.snapshot import Snapshot
 from lethe.catalog.tables import create_table
+from lethe.catalog.transaction import Staged, Step, Totals, Transaction
 from lethe.catalog.transforms.schema import aliases
 from lethe.erasure.deletes import BatchDeleteResult, DeleteRequest, DeleteResult, delete_batch
 from lethe.erasure.erase import EraseResult, erase, purge
 from lethe.erasure.retention import RetentionSweepResult, RowRetention, check_retention
 from lethe.erasure.retention import sweep as retention_sweep
 from lethe.index.commits import FilesAdded, add_files, declare_index
-from lethe.index.core import initial_indexes
+from lethe.index.core import initial_indexes, maintain
 from lethe.maintenance.clustering import ClusterSpec, cluster_order, cluster_properties
 from lethe.maintenance.compaction import CompactionOptions, CompactionResult, RunTasks, compact
 from lethe.progress import Progress
@@ -270,18 +270,22 @@ class Table:
         self._m = outcome.manifest if outcome.manifest is not None else outcome.base
 
     # --- writes ------------------------------------------------------------------------------
-    def _conform(self, data: Any, mode: SchemaMode = "strict") -> pa.Table | pa.RecordBatchReader:
+    def _conform(
+        self, data: Any, mode: SchemaMode = "strict", snap: Snapshot | None = None
+    ) -> pa.Table | pa.RecordBatchReader:
+        snap = snap or self._m
         if isinstance(data, pa.Table | pa.RecordBatch | pa.RecordBatchReader):
-            data = renamed(data, aliases(self._m))  # an earlier name is its column's alias
-        return conform(data, self.schema, mode)
+            data = renamed(data, aliases(snap))  # an earlier name is its column's alias
+        return conform(data, snap.arrow_schema(), mode)
 
-    def write_options(self) -> WriteOptions:
-        p = self._m.properties
+    def write_options(self, snap: Snapshot | None = None) -> WriteOptions:
+        snap = snap or self._m
+        p = snap.properties
         return WriteOptions(
             key=p.key,
             target_file_bytes=p.target_file_bytes,
             row_group_bytes=p.row_group_bytes,
-            schema_id=self._m.current_schema_id or None,
+            schema_id=snap.current_schema_id or None,
         )
 
     def write_data_files(self, data: Any, *, progress: Progress | None = None) -> list[DataFile]:
@@ -314,39 +318,124 @@ class Table:
             GraceExpired: the files took longer than the table's GC grace rule allows to
                 commit (they are removed again; append anew).
         """
-        before = self.store.stats.snapshot()
-        if schema_mode == "merge":  # an old name is its column's alias (Iceberg's mapping)
-            data = self._merge_schema(data)
+        tx = self.transaction()
+        tx.name = "append"
+        tx.append(data, schema_mode=schema_mode, progress=progress)
+        return tx.commit()  # type: ignore[no-any-return]
+
+    # --- transactions (lethe.catalog.transaction) ----------------------------------------------
+    def transaction(self) -> Transaction:
+        """Changes committed together as one version (PyIceberg's ``Transaction``): leaving
+        the ``with`` block commits them once, an error in it commits nothing
+        (:mod:`lethe.catalog.transaction`)::
+
+            with t.transaction() as tx:
+                tx.update_schema().add_column("country", pa.string())
+                tx.append(rows)                 # written under the evolved schema
+                tx.set_properties(uploads_evolve=True)
+
+        ``tx.append(data, schema_mode=...)``, ``tx.update_schema()`` and
+        ``tx.set_properties(...)`` are taken; deletes are refused (they read the committed
+        rows). The handle moves to the version committed."""
+        return Transaction(self._append_step, self._commit, self._forget, self._index_for)
+
+    def _index_for(
+        self, snap: Snapshot, files: Sequence[DataFile], values: Any = None
+    ) -> tuple[dict[str, IndexRun], list[Any], list[str]]:
+        """The index upkeep of ``files`` added to ``snap`` (:func:`lethe.index.core.maintain`)."""
+        return maintain(self.store, self._catalog.prefix, snap, files, values=values)
+
+    def _forget(self, keys: Sequence[str]) -> None:
+        """Delete uncommitted objects (table-relative keys; best effort: GC removes the rest)."""
+        if not keys:
+            return
+        try:
+            self.store.delete_many([self._catalog.key(k) for k in keys])
+        except errors.LetheError as e:
+            log.warning("could not remove %d uncommitted objects (%s); GC will", len(keys), e)
+
+    def _append_step(self, data: Any, mode: SchemaMode, progress: Progress | None) -> Step:
+        """The step of a transaction that writes ``data`` as files and adds them: in strict
+        mode under this handle's schema (files keep the schema id they were written under),
+        after a schema change of the same transaction (a merge's included) under the schema
+        that change made, on the snapshot the commit lands on. A stream is read once: a
+        second preparation (another commit changed the schema first) fails cleanly."""
+        handle = self._m
+        if isinstance(data, pa.RecordBatch):
+            data = pa.Table.from_batches([data])
+        stream = isinstance(data, pa.RecordBatchReader)
+        used = False
+
+        def step(mid: Snapshot, evolved: bool) -> Staged:
+            nonlocal used
+            if used and stream:
+                raise errors.CommitConflict(
+                    "another commit changed the table's schema while this append's stream was "
+                    "written; a stream is read once: nothing was committed, append it again"
+                )
+            used = True
+            return self._write_step(data, mid if evolved else handle, mid, mode, progress)
+
+        return step
+
+    def _write_step(
+        self, data: Any, snap: Snapshot, mid: Snapshot, mode: SchemaMode, progress: Progress | None
+    ) -> Staged:
         written_at = time.time()
-        data = self._conform(data, schema_mode)
-        spec = ClusterSpec.of(self._m.properties)
+        data = self._conform(data, mode, snap)
+        spec = ClusterSpec.of(mid.properties)
         if spec is not None and isinstance(data, pa.Table) and data.num_rows > 1:
             data = data.take(pa.array(cluster_order(data, spec)))
+        prefix, schema = self._catalog.prefix, snap.arrow_schema()
+        opts = self.write_options(snap)
         files = write_files(
-            self.store,
-            self._catalog.prefix,
-            data,
-            self.schema,
-            self.write_options(),
-            progress=progress,
-            task="append",
+            self.store, prefix, data, schema, opts, progress=progress, task="append"
         )
+        renewable = isinstance(data, pa.Table)
         if not files:
-            return CommitResult(self.version, 0, 0, 0, self.store.stats.snapshot() - before)
+            return Staged(None, renewable=renewable)
+        rows = sum(f.rows for f in files)
         # the files hold the table's rows in order: their index entries need no read-back
-        values = None
-        if isinstance(data, pa.Table) and data.num_rows == sum(f.rows for f in files):
-            values = {c: data.column(c) for c in self.indexes}
-        added = add_files(self.context, files, written_at=written_at, own=True, index_values=values)
-        return self._added(added, before)
+        values = None  # (when written under the schema the indexes name their columns in)
+        same = snap.manifest.schema_b64 == mid.manifest.schema_b64
+        if isinstance(data, pa.Table) and data.num_rows == rows and same:
+            values = {c.column: data.column(c.column) for c in mid.indexes}
+        runs, merges, pieces = self._index_for(mid, files, values)
+        op = Operation(kind="append", rows_added=rows, files_added=len(files))
+        return Staged(
+            AddFiles(tuple(files), op, runs, tuple(merges)),
+            written=(*(f.path for f in files), *pieces),
+            written_at=written_at,
+            renewable=renewable,
+            rows=rows,
+            files=len(files),
+        )
+
+    def _commit(
+        self,
+        change: Change[Any],
+        *,
+        before: IOCounters | None = None,
+        added: tuple[int, int] = (0, 0),
+    ) -> CommitResult:
+        """Commit ``change`` through the one loop, move the handle to the version it made,
+        and say what it did (``added``: files and rows of a change that adds them; a
+        transaction counts its own)."""
+        before = before or self.store.stats.snapshot()
+        outcome = self._catalog.commit_change(change)
+        self._adopt(outcome)
+        files, rows = added
+        if isinstance(outcome.detail, Totals):
+            files, rows = outcome.detail.files, outcome.detail.rows
+        landed = outcome.manifest is not None
+        io = self.store.stats.snapshot() - before
+        if not landed:
+            files = rows = 0
+        return CommitResult(self.version, files, rows, outcome.attempts, io, committed=landed)
 
     def discard(self, files: Iterable[DataFile]) -> None:
         """Delete uncommitted data files (best effort: GC removes what is left)."""
-        keys = [self._catalog.key(f.path) for f in files]
-        try:
-            self.store.delete_many(keys)
-        except errors.LetheError as e:
-            log.warning("could not remove %d uncommitted files (%s); GC will", len(keys), e)
+        self._forget([f.path for f in files])
 
     def _written_at(self, files: Sequence[DataFile]) -> float:
         """When the oldest of ``files`` was uploaded (:meth:`TableContext.written_at`)."""
@@ -563,18 +652,7 @@ class Table:
         returns the commit (``files_added`` 0), or this version with ``committed=False`` when
         there is nothing to do (also when another process upgraded it first).
         Any other commit upgrades a format-1 table as well."""
-        before = self.store.stats.snapshot()
-
-        outcome = self._catalog.commit_change(Direct(UpgradeFormat()))
-        self._adopt(outcome)
-        return CommitResult(
-            self.version,
-            0,
-            0,
-            outcome.attempts,
-            self.store.stats.snapshot() - before,
-            committed=outcome.manifest is not None,
-        )
+        return self._commit(Direct(UpgradeFormat()))
 
     def publish_iceberg(
         self, *, format_version: Literal[2, 3] | None = None, progress: Progress | None = None
@@ -604,21 +682,9 @@ class Table:
         (:mod:`lethe.catalog.evolution`)."""
         return SchemaUpdate(self._evolve)
 
-    def _merge_schema(self, data: Any) -> Any:
-        """Evolve the latest schema to take ``data`` (planned on the base it commits on:
-        :class:`~lethe.catalog.changes.MergeSchema`), move there, rename old names in ``data``."""
-        if isinstance(data, pa.Table | pa.RecordBatch | pa.RecordBatchReader):
-            self._adopt(self._catalog.commit_change(Direct(MergeSchema(data.schema))))
-        return merge_plan(data, self._m)[0]  # the evolution is in: old names renamed
-
     def _evolve(self, changes: tuple[Evolution, ...]) -> CommitResult:
-        before = self.store.stats.snapshot()
         op = Operation(kind="schema", params=describe_changes(changes))
-        outcome = self._catalog.commit_change(Direct(UpdateSchema(changes, op)))
-        self._adopt(outcome)
-        return CommitResult(
-            self.version, 0, 0, outcome.attempts, self.store.stats.snapshot() - before
-        )
+        return self._commit(Direct(UpdateSchema(changes, op)))
 
     @property
     def schema_history(self) -> list[tuple[int, pa.Schema]]:
@@ -633,16 +699,11 @@ class Table:
         Raises:
             InvalidRequest: a fixed or unknown property, or a bad value.
         """
-        before = self.store.stats.snapshot()
         change = SetProperties(
             changes, Operation(kind="properties", params={"changed": len(changes)})
         )
         change.properties(self._m.properties)  # refuse early, before any I/O
-        outcome = self._catalog.commit_change(Direct(change))
-        self._adopt(outcome)
-        return CommitResult(
-            self.version, 0, 0, outcome.attempts, self.store.stats.snapshot() - before
-        )
+        return self._commit(Direct(change))
 
     @property
     def retention(self) -> RowRetention | None:
@@ -727,11 +788,7 @@ class Table:
         Raises:
             InvalidRequest: ``column`` is not indexed.
         """
-        before = self.store.stats.snapshot()
-        outcome = self._catalog.commit_change(Direct(DropIndex(column)))
-        self._adopt(outcome)
-        io = self.store.stats.snapshot() - before
-        return CommitResult(self.version, 0, 0, outcome.attempts, io)
+        return self._commit(Direct(DropIndex(column)))
 
     def erasure_status(
         self, request_id: str, *, audit_values: Sequence[Any] | None = None

@@ -29,13 +29,15 @@ from lethe.adopt.names import check_readable, describe_file, logical, physical_n
 from lethe.adopt.plan import AdoptPlan, ColumnPlan, file_plan, history_plan, union_schema
 from lethe.adopt.source import HistoryObject, SourceFile, SourceListing
 from lethe.catalog.changes import AdoptFiles
-from lethe.catalog.commit import Catalog, Direct
+from lethe.catalog.commit import Catalog
 from lethe.catalog.context import TableContext
+from lethe.catalog.evolution import plan_merge
 from lethe.catalog.manifest import DataFile, Operation, TableProperties
 from lethe.catalog.partitions import PARTITION_META, partition_stats
-from lethe.catalog.schemas import Add
+from lethe.catalog.schemas import Add, Evolution, same_type
 from lethe.catalog.snapshot import Snapshot
-from lethe.catalog.tables import create_table, evolve_schema
+from lethe.catalog.tables import create_table
+from lethe.catalog.transaction import Staged
 from lethe.dv import store as dvstore
 from lethe.erasure.ownership import (
     Ledger,
@@ -48,9 +50,8 @@ from lethe.erasure.ownership import (
     legacy_entries,
     release,
 )
-from lethe.index.commits import declare_index
+from lethe.index.commits import declare_index, transaction
 from lethe.index.core import initial_indexes, maintain
-from lethe.ingest.fit import same_type
 from lethe.progress import Progress, Tracker, track
 from lethe.storage.store import S3Store, parse_s3_uri
 
@@ -340,8 +341,8 @@ def adopt(catalog: Catalog, source: str, opts: AdoptOptions) -> Snapshot | Adopt
         table = _create(catalog, schema, key, opts)
         table = _commit_new(table, footers, listing, opts, (fmt, source), before, tracker)
     else:
-        table = _evolve(table, additions, opts.indexes)
-        table = _commit_all(table, footers, listing, opts, (fmt, source), tracker)
+        table, evolution, late = _evolve(table, additions, opts.indexes)
+        table = _commit_all(table, footers, listing, opts, (fmt, source), tracker, evolution, late)
     tracker.finish()
     log.info(
         "adopted %s files (%s bytes) in %s commits in %.2fs",
@@ -442,17 +443,47 @@ def _check_plan(
 
 def _evolve(
     table: TableContext, additions: Sequence[pa.Field], indexes: Sequence[str]
-) -> TableContext:
-    """An existing table's new columns (one schema commit, lethe.catalog.evolution rules) and
-    indexes; the table after them."""
-    if additions:
-        evolve_schema(table.catalog, tuple(Add(f.name, f.type, None) for f in additions))
-        table = table.latest()
+) -> tuple[TableContext, tuple[Evolution, ...], list[str]]:
+    """An existing table's new columns (the schema changes that join the first batch's
+    commit: one version, lethe.catalog.evolution rules) and indexes: those on columns it has
+    declared now (the table after them returned), those on new columns returned (declared
+    after the first batch)."""
+    evolution = _evolution(table, additions)
+    late = [c for c in indexes if table.snapshot.index(c) is None and c not in table.schema.names]
     for col in indexes:
-        if table.snapshot.index(col) is None:
-            table = table.latest()
-            table = table.at(declare_index(table, col))
-    return table
+        if table.snapshot.index(col) is None and col not in late:
+            table = _declare(table, col)
+    return table, evolution, late
+
+
+def _declare(table: TableContext, column: str) -> TableContext:
+    """The table (at its latest version) after declaring an index on ``column``."""
+    table = table.latest()
+    return table.at(declare_index(table, column))
+
+
+def _evolution(table: TableContext, additions: Sequence[pa.Field]) -> tuple[Evolution, ...]:
+    """The schema changes that add ``additions`` to the table: the one fold
+    (:func:`~lethe.catalog.evolution.plan_merge`), so its rules hold (a name an earlier
+    column had is refused, large types added as their plain ones).
+
+    Raises:
+        SchemaMismatch: a new column is an earlier name of a table column (adopted files
+            are read by their own names: it would not be read).
+    """
+    if not additions:
+        return ()
+    required = [f for f in table.schema if not f.nullable]
+    plan = plan_merge(pa.schema([*required, *additions]), table.snapshot)
+    added = {c.name for c in plan.changes if isinstance(c, Add)}
+    lost = [f.name for f in additions if f.name not in added]
+    if lost or len(added) != len(plan.changes):
+        raise errors.SchemaMismatch(
+            f"columns {lost} of the files to adopt are earlier names of table columns: "
+            "adopted files are read by their own names, so their values would not be read "
+            "(rename the columns back, or adopt into a new table)"
+        )
+    return plan.changes
 
 
 def _commit_all(
@@ -462,18 +493,25 @@ def _commit_all(
     opts: AdoptOptions,
     what: tuple[str, str],
     tracker: Tracker,
+    evolution: Sequence[Evolution] = (),
+    late: Sequence[str] = (),
     start: int = 0,
 ) -> TableContext:
     """Commit ``footers`` in batches of ``opts.batch_files`` from batch number ``start``
-    (``what``: the source's format and URI), counting the files committed; the table after."""
+    (``what``: the source's format and URI), counting the files committed; the first batch
+    with the schema changes ``evolution`` (one commit), then the indexes ``late`` on the
+    columns it added. Returns the table after."""
     size = opts.batch_files
     fmt, source = what
     for n in range(start, -(-len(footers) // size)):
         history = listing.history if n == 0 and opts.take_ownership else ()
         batch = footers[n * size : (n + 1) * size]
         table = commit_batch(table, batch, fmt=fmt, own=opts.take_ownership, number=n,
-                             history=history, source=source)  # fmt: skip
+                             history=history, source=source,
+                             evolve=evolution if n == start else ())  # fmt: skip
         tracker.advance(len(batch))
+        for col in late if n == start else ():  # an index on a column the batch added
+            table = _declare(table, col)
     return table
 
 
@@ -533,10 +571,10 @@ def _create(catalog: Catalog, schema: pa.Schema, key: str, opts: AdoptOptions) -
     )
 
 
-def data_file(ft: Footer, table: TableContext, own: bool) -> DataFile:
-    """The manifest entry of one adopted file (its stats from the footer, partition values as
-    constant-column stats)."""
-    groups, cols = describe_file(ft, table.schema, table.key)
+def data_file(ft: Footer, snap: Snapshot, own: bool) -> DataFile:
+    """The manifest entry of one adopted file, described under ``snap``'s schema (its stats
+    from the footer, partition values as constant-column stats)."""
+    groups, cols = describe_file(ft, snap.arrow_schema(), snap.key)
     # a partition column the file holds itself is read from the file
     part = {k: v for k, v in ft.source.partition.items() if k not in ft.schema.names}
     return DataFile(
@@ -547,7 +585,7 @@ def data_file(ft: Footer, table: TableContext, own: bool) -> DataFile:
         row_groups=groups,
         columns=cols | partition_stats(part, ft.metadata.num_rows),
         added_version=0,
-        schema_id=table.snapshot.current_schema_id or None,
+        schema_id=snap.current_schema_id or None,
         partition=part,
         owned=own,
         mapped=True if ft.physical else None,
@@ -563,8 +601,11 @@ def commit_batch(
     number: int = 0,
     history: Sequence[SourceFile | HistoryObject] = (),
     source: str = "",
+    evolve: Sequence[Evolution] = (),
 ) -> TableContext:
-    """Commit one batch of adopted files (one ``adopt`` commit), with DVs for the rows the
+    """Commit one batch of adopted files (one ``adopt`` commit; with ``evolve``, the schema
+    changes that make the table take them join it: one version, a transaction at the
+    catalog level, :func:`lethe.index.commits.transaction`), with DVs for the rows the
     source had deleted and the index runs of the declared indexes. The batch's objects (and
     ``history``: a source's earlier snapshots and metadata, taken as owned and superseded)
     are claimed first (ownership markers) and recorded in the commit's ledger
@@ -573,51 +614,70 @@ def commit_batch(
     me = TableRef(uri=table.uri, uuid=table.snapshot.table_uuid)
     claim(table.store, me, [ft.source.uri for ft in batch], own)
     claim(table.store, me, [h.uri for h in history], True)
-    ledger_key, ledger, merged = ledger_for_commit(
-        table.store,
-        table.prefix,
-        table.snapshot,
-        Ledger(
-            table_uuid=me.uuid,
-            at=datetime.now(UTC),
-            source=source,
-            owned=own,
-            objects=(
-                *legacy_entries(table.snapshot, live=True),  # a table from before ledgers
-                *(LedgerEntry(path=ft.source.uri, etag=ft.etag, size=ft.size) for ft in batch),
-                *(
-                    LedgerEntry(path=h.uri, etag=h.etag, size=h.size, kind="history")
-                    for h in history
+    tx = transaction(table, "adopt")
+    if evolve:
+        tx.update_schema().extend(evolve)  # staged in the transaction
+    batch_of = BatchOf(table, me, tuple(batch), fmt, own, number, tuple(history), source)
+    tx.stage(lambda snap, _: batch_of.staged(snap, written_at))
+    return table.at(tx.commit())
+
+
+@dataclass(frozen=True, slots=True)
+class BatchOf:
+    """One batch of adopted files, staged on the snapshot a transaction gives it."""
+
+    table: TableContext
+    me: TableRef
+    batch: tuple[Footer, ...]
+    fmt: str
+    own: bool
+    number: int
+    history: tuple[SourceFile | HistoryObject, ...]
+    source: str
+
+    def staged(self, snap: Snapshot, written_at: float) -> Staged:
+        """The batch's ``adopt`` update on ``snap``: its ledger, DVs and index runs written
+        (removed again when the commit does not land)."""
+        table, batch, history = self.table, self.batch, self.history
+        ledger_key, ledger, merged = ledger_for_commit(
+            table.store,
+            table.prefix,
+            snap,
+            Ledger(
+                table_uuid=self.me.uuid,
+                at=datetime.now(UTC),
+                source=self.source,
+                owned=self.own,
+                objects=(
+                    *legacy_entries(snap, live=True),  # a table from before ledgers
+                    *(LedgerEntry(path=ft.source.uri, etag=ft.etag, size=ft.size) for ft in batch),
+                    *(
+                        LedgerEntry(path=h.uri, etag=h.etag, size=h.size, kind="history")
+                        for h in history
+                    ),
                 ),
             ),
-        ),
-    )
-    files = [data_file(ft, table, own) for ft in batch]
-    deleted = {ft.source.uri: BitMap64(ft.source.deleted) for ft in batch if ft.source.deleted}
-    containers: tuple[str, ...] = ()
-    if deleted:
-        refs = dvstore.write_dvs(table.store, table.prefix, deleted)
-        files = [f.model_copy(update={"dv": refs.get(f.path)}) for f in files]
-        containers = tuple({table.key_of(r.container) for r in refs.values() if r.container})
-    runs, merges, pieces = maintain(table.store, table.prefix, table.snapshot, files)
-    op = Operation(
-        kind="adopt",
-        rows_added=sum(f.rows for f in files),
-        rows_deleted=sum(len(b) for b in deleted.values()),
-        files_added=len(files),
-        params={
-            "format": fmt,
-            "batch": number,
-            "bytes": sum(f.size for f in files),
-            **({"history": len(history)} if history else {}),
-        },
-    )
-    outcome = table.catalog.commit_change(
-        Direct(
-            AdoptFiles(tuple(files), op, runs, tuple(merges), ledger, len(history), merged),
-            written_at,
-            owned=(*containers, *pieces, ledger_key),
-            name="adopt",
         )
-    )
-    return table.at(outcome)
+        files = [data_file(ft, snap, self.own) for ft in batch]
+        deleted = {ft.source.uri: BitMap64(ft.source.deleted) for ft in batch if ft.source.deleted}
+        containers: tuple[str, ...] = ()
+        if deleted:
+            refs = dvstore.write_dvs(table.store, table.prefix, deleted)
+            files = [f.model_copy(update={"dv": refs.get(f.path)}) for f in files]
+            containers = tuple({table.key_of(r.container) for r in refs.values() if r.container})
+        runs, merges, pieces = maintain(table.store, table.prefix, snap, files)
+        op = Operation(
+            kind="adopt",
+            rows_added=sum(f.rows for f in files),
+            rows_deleted=sum(len(b) for b in deleted.values()),
+            files_added=len(files),
+            params={
+                "format": self.fmt,
+                "batch": self.number,
+                "bytes": sum(f.size for f in files),
+                **({"history": len(history)} if history else {}),
+            },
+        )
+        update = AdoptFiles(tuple(files), op, runs, tuple(merges), ledger, len(history), merged)
+        written = (*containers, *pieces, ledger_key)
+        return Staged(update, written, written_at, rows=op.rows_added, files=len(files))

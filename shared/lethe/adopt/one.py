@@ -14,8 +14,8 @@ from lethe.adopt.footers import read_footers
 from lethe.adopt.hive import hive_values, typed_value
 from lethe.adopt.source import SourceFile
 from lethe.catalog.context import HasContext, TableContext, context_of
+from lethe.catalog.schemas import same_type
 from lethe.erasure.ownership import was_adopted
-from lethe.ingest.fit import same_type
 
 __all__ = ["AdoptedObject", "adopt_object"]
 

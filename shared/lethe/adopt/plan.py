@@ -15,8 +15,8 @@ from lethe import errors
 from lethe.adopt.footers import Footer
 from lethe.adopt.source import HistoryObject, SourceListing
 from lethe.catalog.partitions import PARTITION_META
+from lethe.catalog.schemas import same_type
 from lethe.catalog.values import JsonScalar
-from lethe.ingest.fit import same_type
 
 __all__ = [
     "AdoptPlan",

@@ -35,7 +35,7 @@ from typing import Any, ClassVar, Protocol, TypeAlias
 from pydantic import ValidationError
 
 from lethe import errors
-from lethe.catalog.evolution import describe_changes, merge_changes, renamed
+from lethe.catalog.evolution import describe_changes, plan_merge
 from lethe.catalog.manifest import (
     DataFile,
     DVRef,
@@ -71,7 +71,6 @@ from lethe.catalog.transforms import (
     without_dead_runs,
 )
 from lethe.catalog.transforms.schema import (
-    aliases,
     apply_schema,
     check_view_promotions,
     record_schema,
@@ -83,6 +82,7 @@ __all__ = [
     "AddFiles",
     "AdoptFiles",
     "ArchiveErasures",
+    "Compose",
     "DeclareIndex",
     "DropIndex",
     "ExpireRows",
@@ -94,6 +94,7 @@ __all__ = [
     "ReplaceFiles",
     "RequestAbsent",
     "Requirement",
+    "SchemaIs",
     "SetDVs",
     "SetProperties",
     "SpliceFiles",
@@ -101,6 +102,7 @@ __all__ = [
     "Update",
     "UpdateSchema",
     "UpgradeFormat",
+    "as_base",
     "unmet",
 ]
 
@@ -138,7 +140,22 @@ class PiecesPresent:
     paths: tuple[str, ...]
 
 
-Requirement: TypeAlias = FileLive | FileHasDV | RequestAbsent | PiecesPresent
+@dataclass(frozen=True, slots=True)
+class SchemaIs:
+    """The base's current schema is ``schema_id`` and its history's newest is ``last_id``:
+    what a preparation that wrote files under a schema it is about to commit planned on (a
+    concurrent schema commit would give that schema another id)."""
+
+    schema_id: int
+    last_id: int
+
+    @staticmethod
+    def of(base: Snapshot) -> SchemaIs:
+        ids = [sid for sid, _ in base.schema_history()]
+        return SchemaIs(base.current_schema_id, max(ids, default=0))
+
+
+Requirement: TypeAlias = FileLive | FileHasDV | RequestAbsent | PiecesPresent | SchemaIs
 
 
 def unmet(base: Snapshot, requirements: Iterable[Requirement]) -> str | None:
@@ -159,6 +176,9 @@ def unmet(base: Snapshot, requirements: Iterable[Requirement]) -> str | None:
         elif isinstance(r, RequestAbsent):
             if base.find_request(r.id_hash) is not None:
                 return "a request with the same id landed"
+        elif isinstance(r, SchemaIs):
+            if SchemaIs.of(base) != r:
+                return "the schema changed (another commit evolved it)"
         else:
             pieces = piece_paths(base) if pieces is None else pieces
             if any(p not in pieces for p in r.paths):
@@ -564,7 +584,7 @@ class MergeSchema:
     plan made against each base the loop applies it to: a column under an earlier name of a
     table column is that column (the name mapping's alias, so a rename that landed after
     the writer opened its handle is followed), new columns are added and narrower table
-    types widened (:func:`lethe.catalog.evolution.merge_changes`). A no-op when the base takes the
+    types widened (:func:`lethe.catalog.evolution.plan_merge`). A no-op when the base takes the
     shape as it is; :class:`~lethe.errors.SchemaMismatch` when it cannot."""
 
     what: ClassVar[str] = "update schema"
@@ -574,8 +594,7 @@ class MergeSchema:
         return ()
 
     def apply(self, base: Snapshot) -> Snapshot | None:
-        shape = renamed(self.shape, aliases(base))
-        changes = merge_changes(shape, base.arrow_schema())
+        changes = plan_merge(self.shape, base).changes
         if not changes:
             return None
         op = Operation(kind="schema", params=describe_changes(changes))
@@ -608,6 +627,59 @@ def _with_pieces(
     return nxt
 
 
+@dataclass(frozen=True, slots=True)
+class Compose:
+    """Updates of the other kinds made one commit (a transaction, PyIceberg's model): each
+    applies to what the ones before it made, and the result is one new version whose
+    operation is the last step's, with the counts of every step and the others' params
+    (``<kind>_<param>``). ``pin``: the schema the steps were prepared on (files written under
+    a schema an earlier step makes). Each step's requirements hold on the base (and on what
+    the steps before it made: else :class:`~lethe.errors.CommitConflict`)."""
+
+    what: ClassVar[str] = "transaction"
+    steps: tuple[Update, ...]
+    pin: SchemaIs | None = None
+
+    def requirements(self) -> tuple[Requirement, ...]:
+        own = (self.pin,) if self.pin is not None else ()
+        return (*own, *(r for s in self.steps for r in s.requirements()))
+
+    def apply(self, base: Snapshot) -> Snapshot | None:
+        cur: Snapshot | None = None
+        ops: list[Operation] = []
+        for step in self.steps:
+            if not isinstance(step, KINDS) or isinstance(step, Compose):
+                raise TypeError(f"{type(step).__name__} is not a change kind a Compose takes")
+            at = base if cur is None else as_base(cur, base)
+            if cur is not None and (why := unmet(at, step.requirements())) is not None:
+                raise errors.CommitConflict(f"a transaction's {step.what} conflicts: {why}")
+            nxt = step.apply(at)
+            if nxt is not None:
+                cur = nxt
+                ops.append(nxt.operation)
+        if cur is None or len(ops) == 1:
+            return cur
+        return cur.evolve(operation=_combined(ops))
+
+
+def as_base(nxt: Snapshot, base: Snapshot) -> Snapshot:
+    """``nxt`` (version N+1 over ``base``) as a base for the next step of one commit: the
+    next step makes version N+1 again, holding both."""
+    return nxt.evolve(version=base.version, previous=base.previous)
+
+
+def _combined(ops: Sequence[Operation]) -> Operation:
+    last = ops[-1]
+    params: dict[str, Any] = {"steps": len(ops)}
+    for op in ops[:-1]:
+        params.update({f"{op.kind}_{k}": v for k, v in op.params.items()})
+    params.update(last.params)
+    counts = ("rows_added", "rows_deleted", "rows_erased", "files_added", "files_removed")
+    return last.model_copy(
+        update={"params": params, **{c: sum(getattr(o, c) for o in ops) for c in counts}}
+    )
+
+
 #: Every update kind; :meth:`lethe.catalog.commit.Catalog.commit_change` commits no other.
 KINDS: tuple[type, ...] = (
     AddFiles,
@@ -624,4 +696,5 @@ KINDS: tuple[type, ...] = (
     UpdateSchema,
     MergeSchema,
     RecordSchema,
+    Compose,
 )

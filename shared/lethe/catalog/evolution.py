@@ -13,6 +13,7 @@ The rules are :func:`lethe.catalog.schemas.evolve`'s; the commit is
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Literal, TypeAlias
 
@@ -26,21 +27,25 @@ from lethe.catalog.schemas import (
     MakeOptional,
     Rename,
     Widen,
+    as_table_types,
+    evolve,
+    fits,
     is_widening,
     same_but_nullability,
     schema_diff,
 )
 from lethe.catalog.snapshot import Snapshot
-from lethe.catalog.transforms.schema import aliases
+from lethe.catalog.transforms.schema import aliases, past_names, pinned_columns
 
 __all__ = [
+    "MergePlan",
     "SchemaMode",
     "SchemaUpdate",
     "check_create",
     "conform",
     "describe_changes",
     "merge_changes",
-    "merge_plan",
+    "plan_merge",
     "renamed",
 ]
 
@@ -125,7 +130,7 @@ def merge_changes(got: pa.Schema, table: pa.Schema) -> tuple[Evolution, ...]:
             out.append(Add(f.name, f.type))
             continue
         t = table.field(i).type
-        if f.type.equals(t) or is_widening(f.type, t):
+        if fits(f.type, t):
             continue
         if is_widening(t, f.type):
             out.append(Widen(f.name, f.type))
@@ -170,14 +175,70 @@ def renamed(data: Any, alias: Mapping[str, str]) -> Any:
     return data.rename_columns(names)
 
 
-def merge_plan(data: Any, snapshot: Snapshot) -> tuple[Any, tuple[Evolution, ...]]:
-    """``data`` for a merge into ``snapshot``'s table: columns under an earlier name of a
-    table column renamed to its current name (the name mapping's alias), and the
-    evolutions that make the table take it (:func:`merge_changes`)."""
-    data = renamed(data, aliases(snapshot))
-    if not isinstance(data, pa.Table | pa.RecordBatch | pa.RecordBatchReader):
-        return data, ()
-    return data, merge_changes(data.schema, snapshot.arrow_schema())
+@dataclass(frozen=True, slots=True)
+class MergePlan:
+    """What it takes a table to take inputs of some shapes (:func:`plan_merge`).
+
+    ``changes``: the schema evolutions, in order; ``schema``: the table's current schema
+    after them (field ids as the commit assigns them); ``shapes``: each input's schema under
+    the table's names (an earlier name of a column is that column) and the table's types
+    where they are the same (:func:`~lethe.catalog.schemas.as_table_types`); ``alias``:
+    earlier names -> current names on the snapshot planned against."""
+
+    changes: tuple[Evolution, ...]
+    schema: pa.Schema
+    shapes: tuple[pa.Schema, ...]
+    alias: Mapping[str, str]
+
+
+def plan_merge(
+    inputs: pa.Schema | Sequence[pa.Schema],
+    snapshot: Snapshot,
+    *,
+    labels: Sequence[str] | None = None,
+) -> MergePlan:
+    """The one fold of input schemas into schema changes (union by name: new columns added,
+    narrower table types widened by the one promotion rule, anything else refused), planned
+    against ``snapshot``: the snapshot the changes commit on, so a column renamed after a
+    writer opened its handle is found under its new name (issue 35 item 10). Every caller
+    that evolves a table for data (``append(schema_mode="merge")``, ``lethe append
+    --evolve``, ``register_parquet``, the ingest job, adoption) plans here.
+
+    Raises:
+        SchemaMismatch: every input (named by ``labels``) that no allowed evolution
+            reconciles, and why; nothing is planned.
+    """
+    schemas = [inputs] if isinstance(inputs, pa.Schema) else list(inputs)
+    alias = aliases(snapshot)
+    working, last = snapshot.arrow_schema(), snapshot.manifest.column_id_high
+    rules = {
+        "key": snapshot.key,
+        "pinned": pinned_columns(snapshot),
+        "indexed": [ix.column for ix in snapshot.indexes],
+        "past_names": past_names(snapshot),
+    }
+    changes: list[Evolution] = []
+    shapes: list[pa.Schema] = []
+    problems: list[str] = []
+    for i, s in enumerate(schemas):
+        try:
+            got = as_table_types(renamed(s, alias), working)
+            mine = merge_changes(got, working)
+            working, last, _ = evolve(working, last, mine, **rules)  # type: ignore[arg-type]
+        except errors.InvalidRequest as e:  # SchemaMismatch, SchemaEvolutionError
+            problems.append(f"{labels[i]}: {e}" if labels else str(e))
+            shapes.append(s)
+            continue
+        changes.extend(mine)
+        shapes.append(got)
+    if len(problems) == 1 and len(schemas) == 1 and not labels:
+        raise errors.SchemaMismatch(problems[0])
+    if problems:
+        raise errors.SchemaMismatch(
+            f"{len(problems)} of {len(schemas)} inputs cannot merge into the table schema; "
+            "nothing was changed:\n  " + "\n  ".join(problems)
+        )
+    return MergePlan(tuple(changes), working, tuple(shapes), alias)
 
 
 def _fit(t: pa.Table, schema: pa.Schema) -> pa.Table:
@@ -207,7 +268,7 @@ def conform(
         data = pa.Table.from_batches([data])
     if isinstance(data, pa.Table):
         if mode == "merge":
-            merge_changes(data.schema, schema)  # refuses what cannot fit
+            _evolved_for(data.schema, schema)
             data = _fit(data, schema)
         names = set(data.column_names)
         if names == set(schema.names) and data.column_names != schema.names:
@@ -229,7 +290,7 @@ def conform(
         return data.replace_schema_metadata(schema.metadata)
     if isinstance(data, pa.RecordBatchReader):
         if mode == "merge" and not data.schema.equals(schema, check_metadata=False):
-            merge_changes(data.schema, schema)
+            _evolved_for(data.schema, schema)
             return _fitted_reader(data, schema)
         if not data.schema.equals(schema, check_metadata=False) and not same_but_nullability(
             data.schema, schema
@@ -239,6 +300,17 @@ def conform(
     raise errors.InvalidRequest(
         f"append takes a pyarrow Table, RecordBatch or RecordBatchReader, not {type(data).__name__}"
     )
+
+
+def _evolved_for(got: pa.Schema, schema: pa.Schema) -> None:
+    """Refuse data of schema ``got`` that ``schema`` does not take as it is (a column it
+    lacks would be dropped, a type it does not fit narrowed): the table evolves first."""
+    more = merge_changes(as_table_types(got, schema), schema)
+    if more:
+        raise errors.SchemaMismatch(
+            f"data needs schema changes the table does not have ({describe_changes(more)}): "
+            "plan them first (plan_merge); nothing is dropped or narrowed"
+        )
 
 
 def _fitted_reader(r: pa.RecordBatchReader, schema: pa.Schema) -> pa.RecordBatchReader:

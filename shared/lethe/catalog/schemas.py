@@ -47,14 +47,17 @@ __all__ = [
     "Rename",
     "Widen",
     "aliases",
+    "as_table_types",
     "evolve",
     "field_id",
     "file_field",
+    "fits",
     "has_ids",
     "initial_default",
     "is_widening",
     "max_id",
     "projection",
+    "same_type",
     "v3_promotions",
     "widen_comparable",
     "with_ids",
@@ -260,6 +263,73 @@ def is_widening(old: pa.DataType, new: pa.DataType) -> bool:
     if pa.types.is_date32(old) and pa.types.is_timestamp(new):
         return new.unit in ("us", "ns")
     return False
+
+
+_EQUIVALENT = (
+    (pa.string(), pa.large_string()),
+    (pa.binary(), pa.large_binary()),
+)
+_UTC = {"UTC", "Etc/UTC", "+00:00", "Z"}
+_UNITS = {"s": 0, "ms": 1, "us": 2, "ns": 3}
+
+
+def same_type(a: pa.DataType, b: pa.DataType) -> bool:
+    """The same type for Lethe's purposes: equal, ``string``/``large_string`` (and binary), or
+    zoned timestamps of one unit whose zones both spell UTC.
+
+    >>> same_type(pa.string(), pa.large_string()), same_type(pa.int32(), pa.int64())
+    (True, False)
+    """
+    if a.equals(b):
+        return True
+    for x, y in _EQUIVALENT:
+        if (a.equals(x) and b.equals(y)) or (a.equals(y) and b.equals(x)):
+            return True
+    if pa.types.is_timestamp(a) and pa.types.is_timestamp(b) and a.unit == b.unit:
+        return (a.tz is None and b.tz is None) or (a.tz in _UTC and b.tz in _UTC)
+    return False
+
+
+def fits(got: pa.DataType, want: pa.DataType) -> bool:
+    """Whether values of type ``got`` (data offered to a table) are values of the table's
+    type ``want`` exactly: the one promotion rule (:func:`is_widening`, Iceberg's) applied to
+    data, after what only changes a value's representation: :func:`same_type`, a dictionary
+    of a fitting type, an all-null column, a coarser timestamp unit. Nothing else: an int
+    is not a float (cast it before offering it), an unsigned int is not a signed one.
+
+    >>> fits(pa.int32(), pa.int64()), fits(pa.int64(), pa.int32()), fits(pa.int32(), pa.float64())
+    (True, False, False)
+    >>> fits(pa.dictionary(pa.int32(), pa.large_string()), pa.string())
+    True
+    """
+    if same_type(got, want) or pa.types.is_null(got):
+        return True
+    if pa.types.is_dictionary(got):
+        return fits(got.value_type, want)
+    if pa.types.is_timestamp(got) and pa.types.is_timestamp(want):
+        zones_agree = (got.tz is None) == (want.tz is None)
+        return zones_agree and _UNITS[got.unit] <= _UNITS[want.unit]
+    return is_widening(got, want)
+
+
+def as_table_types(file_schema: pa.Schema, schema: pa.Schema) -> pa.Schema:
+    """``file_schema`` with each type Lethe treats as the table's (:func:`same_type`)
+    replaced by the table's, and a column the table lacks of a large string or binary type
+    as ``string``/``binary`` (what a merge adds; polars writes large types).
+
+    >>> got = pa.schema([("s", pa.large_string()), ("new", pa.large_string())])
+    >>> as_table_types(got, pa.schema([("s", pa.string())])).types
+    [DataType(string), DataType(string)]
+    """
+    out = []
+    for f in file_schema:
+        i = schema.get_field_index(f.name)
+        if i < 0:
+            t = next((x for x, y in _EQUIVALENT if f.type.equals(y)), None)
+        else:
+            t = schema.field(i).type if same_type(f.type, schema.field(i).type) else None
+        out.append(f.with_type(t) if t is not None else f)
+    return pa.schema(out, metadata=file_schema.metadata)
 
 
 V3_PROMOTION_RULE = (

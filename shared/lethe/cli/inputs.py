@@ -21,15 +21,14 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 
 from lethe import errors
-from lethe.catalog.evolution import conform, merge_changes, renamed
-from lethe.catalog.schemas import Evolution, evolve
-from lethe.catalog.transforms.schema import aliases
+from lethe.catalog.evolution import plan_merge, renamed
 from lethe.ingest.conform import Conformed, reasons_of
-from lethe.ingest.fit import as_table_types, fit, schema_problems
+from lethe.ingest.fit import fit, schema_problems
 from lethe.ingest.inputs import Format, detect_format, list_inputs
 from lethe.ingest.readers import (
     Opener,
@@ -39,7 +38,7 @@ from lethe.ingest.readers import (
     read_json,
 )
 from lethe.storage.store import S3Store, parse_s3_uri
-from lethe.table import Table
+from lethe.table import CommitResult, Table
 
 __all__ = ["Source", "fitted_batches", "list_sources", "summarize_rejects"]
 
@@ -239,50 +238,36 @@ def _first_line(e: BaseException) -> str:
     return text.splitlines()[0][:200] if text else type(e).__name__
 
 
-def merged_batches(sources: Sequence[Source], t: Table) -> pa.RecordBatchReader:
-    """``--schema-mode merge``: the table evolved (one schema commit) so that every Parquet
-    file fits (union by name: new columns added, safe widening), then every row as the
-    evolved schema. Every file is checked before anything is committed; what no allowed
-    evolution reconciles raises :class:`~lethe.errors.SchemaMismatch` listing each file.
+def merged_append(sources: Sequence[Source], t: Table, progress: Any = None) -> CommitResult:
+    """``--schema-mode merge``: every Parquet file appended with the table evolved to take it
+    (union by name: new columns added, safe widening; :func:`~lethe.catalog.evolution.plan_merge`),
+    all in one commit (a transaction: each file's plan made on the version it commits on).
+    Every file is checked before anything is written; what no allowed evolution reconciles
+    raises :class:`~lethe.errors.SchemaMismatch` listing each file. Local files are read
+    whole (re-read if another commit changed the schema first); S3 objects stream.
     """
     untyped = [s.uri for s in sources if s.format != "parquet"]
     if untyped:
         raise errors.InvalidRequest(
             f"--schema-mode merge takes Parquet files (CSV and JSON types are guessed): {untyped[:3]}"
         )
-    working, last = t.schema, t.manifest.manifest.column_id_high
-    alias = aliases(t.manifest)  # an earlier name of a column is that column
-    changes: list[Evolution] = []
-    problems: list[str] = []
+    shapes = []
     for s in sources:
         with s.open() as f:
-            got = as_table_types(renamed(open_parquet(f, s.uri).schema_arrow, alias), working)
-        try:
-            mine = merge_changes(got, working)
-        except errors.SchemaMismatch as e:
-            problems.append(f"{s.uri}: {e}")
-            continue
-        working, last, _ = evolve(working, last, mine, key=t.key)
-        changes.extend(mine)
-    if problems:
-        raise errors.SchemaMismatch(
-            f"{len(problems)} of {len(sources)} input files cannot merge into the table "
-            "schema; nothing was changed:\n  " + "\n  ".join(problems)
-        )
-    if changes:
-        t.update_schema().extend(changes).commit()
-    schema = t.schema
+            shapes.append(open_parquet(f, s.uri).schema_arrow)
+    plan_merge(shapes, t.manifest, labels=[s.uri for s in sources])  # refuses before any write
+    tx = t.transaction()
+    for s, shape in zip(sources, shapes, strict=True):
+        data: Any = _parquet_stream(s, shape)
+        if not s.uri.startswith("s3://"):
+            data = data.read_all()
+        tx.append(data, schema_mode="merge", progress=progress)
+    return tx.commit()  # type: ignore[no-any-return]
 
+
+def _parquet_stream(s: Source, shape: pa.Schema) -> pa.RecordBatchReader:
     def batches() -> Iterator[pa.RecordBatch]:
-        for s in sources:
-            with s.open() as f:
-                for b in open_parquet(f, s.uri).iter_batches(
-                    batch_size=BATCH_ROWS, use_threads=False
-                ):
-                    tb = renamed(pa.Table.from_batches([b]), alias)
-                    tb = tb.cast(as_table_types(tb.schema, schema))
-                    got = conform(tb, schema, "merge")
-                    assert isinstance(got, pa.Table)
-                    yield from got.to_batches()
+        with s.open() as f:
+            yield from open_parquet(f, s.uri).iter_batches(batch_size=BATCH_ROWS, use_threads=False)
 
-    return pa.RecordBatchReader.from_batches(schema, batches())
+    return pa.RecordBatchReader.from_batches(shape, batches())

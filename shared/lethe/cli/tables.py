@@ -64,18 +64,18 @@ def _window(arg: str | None) -> str | tuple[str, str] | None:
 
 def cmd_append(a: argparse.Namespace) -> int:
     from lethe.catalog.transforms.schema import aliases
-    from lethe.cli.inputs import fitted_batches, list_sources, merged_batches
+    from lethe.cli.inputs import fitted_batches, list_sources, merged_append
     from lethe.table import Table
 
     t = Table.open(a.uri)
     sources = list_sources(a.file)
-    if a.schema_mode == "merge":  # evolves the table first (a schema commit of its own)
-        reader = merged_batches(sources, t)
+    if a.schema_mode == "merge":  # the schema changes and the rows in one commit
+        r = merged_append(sources, t, a.progress)
     else:
         reader = fitted_batches(sources, t.schema, aliases(t.manifest))
-    # local files are read whole (progress then knows the total); S3 inputs stream
-    local = not any(s.uri.startswith("s3://") for s in sources)
-    r = t.append(reader.read_all() if local else reader, progress=a.progress)
+        # local files are read whole (progress then knows the total); S3 inputs stream
+        local = not any(s.uri.startswith("s3://") for s in sources)
+        r = t.append(reader.read_all() if local else reader, progress=a.progress)
     print(
         f"appended {r.rows_added} rows in {r.files_added} files -> version {r.version} ({r.io.describe()})"
     )

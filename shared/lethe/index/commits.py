@@ -4,10 +4,14 @@ returning what they committed (the :class:`~lethe.Table` façade adopts it):
 * :func:`add_files`: data files written already, committed with their index entries
   (append, registration, ingest jobs, :meth:`lethe.Table.commit_files`);
 * :func:`declare_index`: a new index, backfilled from the live files
-  (:meth:`lethe.Table.create_index`, adoption's ``indexes=``)."""
+  (:meth:`lethe.Table.create_index`, adoption's ``indexes=``);
+* :func:`transaction`: several changes as one commit for library code (a registration or an
+  adoption batch with the schema changes it needs: :mod:`lethe.catalog.transaction`), whose
+  ``commit()`` returns the :class:`~lethe.catalog.commit.CommitOutcome`."""
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -20,11 +24,15 @@ from lethe.catalog.changes import AddFiles, DeclareIndex
 from lethe.catalog.commit import CommitOutcome, Direct
 from lethe.catalog.context import TableContext
 from lethe.catalog.manifest import DataFile, IndexRun, Operation, request_hash
+from lethe.catalog.snapshot import Snapshot
+from lethe.catalog.transaction import Step, Transaction
 from lethe.catalog.transforms import check_indexable
 from lethe.index.core import build_run, entries_of, maintain
 from lethe.progress import Progress
 
-__all__ = ["FilesAdded", "add_files", "declare_index"]
+__all__ = ["FilesAdded", "add_files", "declare_index", "transaction"]
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,3 +126,37 @@ def declare_index(
             owned=tuple(p.path for r in runs for p in r.pieces),
         )
     )
+
+
+def transaction(ctx: TableContext, name: str) -> Transaction:
+    """A transaction on ``ctx``'s table for library code: steps it stages
+    (:meth:`~lethe.catalog.transaction.Transaction.stage`), files it adds with their index
+    entries (:meth:`~lethe.catalog.transaction.Transaction.add_files`), schema updates and
+    properties, committed once through ``ctx.catalog`` (one version, or none). Its
+    ``commit()`` returns the :class:`~lethe.catalog.commit.CommitOutcome` (``detail``: the
+    :class:`~lethe.catalog.transaction.Totals` staged): the caller moves on with
+    ``ctx.at(outcome)``, the façade adopts it. Appending data is the façade's
+    (:meth:`lethe.Table.transaction`): refused here."""
+
+    def no_append(data: Any, mode: Any, progress: Any) -> Step:
+        raise errors.InvalidRequest(
+            "a library transaction stages steps and adds written files; append data "
+            "through lethe.Table.transaction()"
+        )
+
+    def discard(keys: Sequence[str]) -> None:
+        if not keys:
+            return
+        try:
+            ctx.store.delete_many([ctx.key_of(k) for k in keys])
+        except errors.LetheError as e:
+            log.warning("could not remove %d uncommitted objects (%s); GC will", len(keys), e)
+
+    def index(
+        snap: Snapshot, files: Sequence[DataFile]
+    ) -> tuple[Mapping[str, IndexRun], Sequence[Any], Sequence[str]]:
+        return maintain(ctx.store, ctx.prefix, snap, files)
+
+    tx = Transaction(no_append, ctx.catalog.commit_change, discard, index)
+    tx.name = name
+    return tx

@@ -7,9 +7,11 @@ differs. Nothing in between: a column the table lacks is never dropped, a value 
 narrowed, a type is never guessed down. Two kinds of input:
 
 * **typed** (Parquet, Arrow): the file's types are what its writer declared. A type other than
-  the table's fits only as a lossless widening (``int32`` -> ``int64``, ``float`` ->
-  ``double``, ``date`` -> ``timestamp``, a finer timestamp unit, a wider decimal, ``string`` <->
-  ``large_string``, a dictionary of the table's type, an all-null column).
+  the table's fits only by the one promotion rule (:func:`lethe.catalog.schemas.fits`:
+  ``int32`` -> ``int64``, ``float`` -> ``double``, ``date`` -> ``timestamp``, a wider decimal,
+  Iceberg's promotions; and a finer timestamp unit, ``string`` <-> ``large_string``, a
+  dictionary of the table's type, an all-null column). An int is not a float: an ``int32``
+  column offered to a ``double`` one is refused (cast it first).
 * **untyped** (CSV, JSON lines): the reader only guessed the types; every value is converted to
   the table's type with a checked cast, and the values that do not convert are counted per
   column (row numbers, never values: they may be keys of people).
@@ -33,93 +35,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lethe import errors
+from lethe.catalog.schemas import fits
 from lethe.ingest.conform import arrow_value, cast_slice, convert_values
 
-__all__ = ["as_table_types", "fit", "same_type", "schema_problems", "widens"]
-
-_EQUIVALENT = (
-    (pa.string(), pa.large_string()),
-    (pa.binary(), pa.large_binary()),
-)
-_UTC = {"UTC", "Etc/UTC", "+00:00", "Z"}
-_UNITS = {"s": 0, "ms": 1, "us": 2, "ns": 3}
-
-
-def same_type(a: pa.DataType, b: pa.DataType) -> bool:
-    """The same type for Lethe's purposes: equal, ``string``/``large_string`` (and binary), or
-    zoned timestamps of one unit whose zones both spell UTC.
-
-    >>> same_type(pa.string(), pa.large_string()), same_type(pa.int32(), pa.int64())
-    (True, False)
-    """
-    if a.equals(b):
-        return True
-    for x, y in _EQUIVALENT:
-        if (a.equals(x) and b.equals(y)) or (a.equals(y) and b.equals(x)):
-            return True
-    if pa.types.is_timestamp(a) and pa.types.is_timestamp(b) and a.unit == b.unit:
-        return (a.tz is None and b.tz is None) or (a.tz in _UTC and b.tz in _UTC)
-    return False
-
-
-def _int_range(t: pa.DataType) -> tuple[int, int]:
-    bits = t.bit_width
-    if pa.types.is_signed_integer(t):
-        return -(1 << (bits - 1)), (1 << (bits - 1)) - 1
-    return 0, (1 << bits) - 1
-
-
-def as_table_types(file_schema: pa.Schema, schema: pa.Schema) -> pa.Schema:
-    """``file_schema`` with each type Lethe treats as the table's (``string`` and
-    ``large_string``, UTC spellings) replaced by the table's, and a column the table lacks
-    of a large string or binary type as ``string``/``binary`` (what a merge adds; polars
-    writes large types), for :func:`lethe.catalog.evolution.merge_changes`.
-
-    >>> got = pa.schema([("s", pa.large_string()), ("new", pa.large_string())])
-    >>> as_table_types(got, pa.schema([("s", pa.string())])).types
-    [DataType(string), DataType(string)]
-    """
-    out = []
-    for f in file_schema:
-        i = schema.get_field_index(f.name)
-        if i < 0:
-            t = next((x for x, y in _EQUIVALENT if f.type.equals(y)), None)
-        else:
-            t = schema.field(i).type if same_type(f.type, schema.field(i).type) else None
-        out.append(f.with_type(t) if t is not None else f)
-    return pa.schema(out)
-
-
-def widens(got: pa.DataType, want: pa.DataType) -> bool:
-    """Every value of ``got`` is exactly a value of ``want`` (a lossless widening).
-
-    >>> widens(pa.int32(), pa.int64()), widens(pa.int64(), pa.int32())
-    (True, False)
-    >>> widens(pa.int32(), pa.float64()), widens(pa.int64(), pa.float64())
-    (True, False)
-    """
-    if same_type(got, want) or pa.types.is_null(got):
-        return True
-    if pa.types.is_dictionary(got):
-        return widens(got.value_type, want)
-    if pa.types.is_integer(got) and pa.types.is_integer(want):
-        lo, hi = _int_range(got)
-        wlo, whi = _int_range(want)
-        return wlo <= lo and hi <= whi
-    if pa.types.is_integer(got) and pa.types.is_floating(want):
-        mantissa = {16: 11, 32: 24, 64: 53}[want.bit_width]
-        lo, hi = _int_range(got)
-        return max(abs(lo), hi) <= 1 << mantissa
-    if pa.types.is_floating(got) and pa.types.is_floating(want):
-        return bool(got.bit_width <= want.bit_width)
-    if pa.types.is_decimal(got) and pa.types.is_decimal(want):
-        return bool(got.scale == want.scale and got.precision <= want.precision)
-    if pa.types.is_date(got) and pa.types.is_timestamp(want):
-        return want.tz is None
-    if pa.types.is_timestamp(got) and pa.types.is_timestamp(want):
-        zones_agree = (got.tz is None) == (want.tz is None)
-        return zones_agree and _UNITS[got.unit] <= _UNITS[want.unit]
-    return False
+__all__ = ["fit", "schema_problems"]
 
 
 def schema_problems(got: pa.Schema, want: pa.Schema, *, typed: bool = True) -> list[str]:
@@ -142,9 +61,9 @@ def schema_problems(got: pa.Schema, want: pa.Schema, *, typed: bool = True) -> l
         return problems
     for f in want:
         g = have.get(f.name)
-        if g is None or widens(g.type, f.type):
+        if g is None or fits(g.type, f.type):
             continue
-        why = "a narrowing" if widens(f.type, g.type) else "not a lossless widening"
+        why = "a narrowing" if fits(f.type, g.type) else "not a promotion: cast it first"
         problems.append(f"column {f.name!r} is {g.type}, the table has {f.type} ({why})")
     return problems
 

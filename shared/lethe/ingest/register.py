@@ -13,13 +13,16 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from lethe import errors
+from lethe.catalog.changes import AddFiles
 from lethe.catalog.context import HasContext, TableContext, context_of
 from lethe.catalog.evolution import SchemaMode
-from lethe.catalog.manifest import DataFile, request_hash
-from lethe.index.commits import add_files
+from lethe.catalog.manifest import DataFile, Operation, request_hash
+from lethe.catalog.snapshot import Snapshot
+from lethe.catalog.transaction import FileMaker, Staged, Step, Totals, TransactionChange
+from lethe.index.commits import transaction
 from lethe.ingest.conform import short
 from lethe.ingest.inputs import upload_request_id
-from lethe.ingest.shapes import check_file_schema, registered_schema
+from lethe.ingest.shapes import check_file_schema, registered_schema, schema_steps
 from lethe.reading.reader import FileHandle
 from lethe.storage.store import S3Store
 from lethe.writing.writer import describe, new_data_path
@@ -150,23 +153,52 @@ def _register(
         if schema_mode == "strict":  # an empty file evolves nothing, but still must fit
             check_file_schema(file_schema, md, table.schema)
         return RegisterResult(None, False, None, 0, 0, 0, time.perf_counter() - t0)
-    table, sid, schema = registered_schema(table, file_schema, md, schema_mode)
-    groups, cols = describe(md, schema, table.key)  # before the copy: nothing to undo
+    steps = schema_steps(file_schema, md, schema_mode)
+    probe = DataFile(path="", size=size, etag="", rows=md.num_rows, row_groups=(), added_version=0)
+    # checked on this snapshot before the copy: a refusal has nothing to undo
+    check = _add_step(probe, md, file_schema, schema_mode, rid)
+
+    def checked(snap: Snapshot, _: bool) -> Staged:
+        made = check(snap)
+        return Staged(AddFiles(tuple(made[0]), made[1]) if made is not None else None)
+
+    TransactionChange((*steps, checked)).prepare(table.snapshot)
     rel = new_data_path()
     written_at = time.time()  # before the copy: the GC grace clock of the new object
     new_etag = _copy_into(table, src, key, table.key_of(rel), etag)
-    df = DataFile(
-        path=rel,
-        size=size,
-        etag=new_etag,
-        rows=md.num_rows,
-        row_groups=groups,
-        columns=cols,
-        added_version=0,
-        sorted_by_key=_declared_sorted(md, table.key, table.schema.field(table.key).type, groups),
-        schema_id=sid or None,  # its names and types are this schema's
-    )
-    return _commit(table, df, request_id=rid, written_at=written_at, t0=t0)
+    df = probe.model_copy(update={"path": rel, "etag": new_etag})
+    add = _add_step(df, md, file_schema, schema_mode, rid)
+    return _commit(table, steps, df, add, rid, (written_at, t0))
+
+
+def _add_step(
+    df: DataFile, md: pq.FileMetaData, file_schema: pa.Schema, mode: SchemaMode, rid: str
+) -> FileMaker:
+    """The registered file as the snapshot it is given describes it: under the schema it is
+    registered under (:func:`registered_schema`), with the upload's request id."""
+
+    def add(snap: Snapshot) -> tuple[Sequence[DataFile], Operation]:
+        sid, schema = registered_schema(snap, file_schema, md, mode)
+        groups, cols = describe(md, schema, snap.key)
+        key_type = snap.arrow_schema().field(snap.key).type
+        f = df.model_copy(
+            update={
+                "row_groups": groups,
+                "columns": cols,
+                "sorted_by_key": _declared_sorted(md, snap.key, key_type, groups),
+                "schema_id": sid or None,  # its names and types are this schema's
+            }
+        )
+        op = Operation(
+            kind="register",
+            rows_added=f.rows,
+            files_added=1,
+            request_id_hash=request_hash(rid),
+            params={"bytes": f.size, "row_groups": len(groups)},
+        )
+        return [f], op
+
+    return add
 
 
 def _pinned(src: S3Store, key: str, etag: str | None, size: int | None) -> tuple[str, int]:
@@ -202,33 +234,44 @@ def _copy_into(table: TableContext, src: S3Store, key: str, dst: str, etag: str)
 
 
 def _commit(
-    table: TableContext, df: DataFile, *, request_id: str, written_at: float, t0: float
+    table: TableContext,
+    steps: Sequence[Step],
+    df: DataFile,
+    add: FileMaker,
+    rid: str,
+    t: tuple[float, float],
 ) -> RegisterResult:
-    """Commit the copied file with the upload's request id (the copy is removed if it is not
-    committed, e.g. when a redelivered twin committed first)."""
-    res = add_files(
-        table,
-        [df],
-        kind="register",
-        params={"bytes": df.size, "row_groups": len(df.row_groups)},
-        request_id=request_id,
-        written_at=written_at,
-        own=True,
-    )
-    if res.files_added == 0:  # a redelivered twin committed first
-        return RegisterResult(res.version, True, None, df.rows, 0, 0, time.perf_counter() - t0)
+    """Commit the copied file with the upload's request id and the schema changes it needs,
+    as one version (a transaction at the catalog level: :func:`lethe.index.commits.transaction`);
+    the copy is removed if it is not committed, e.g. when a redelivered twin committed first."""
+    tx = transaction(table, "register")
+    for step in steps:
+        tx.stage(step)
+    tx.add_files(add)
+    written_at, t0 = t
+    path = df.path
+    outcome = tx.commit(owned=(path,), written_at=written_at)
+    snap = outcome.manifest or outcome.base
+    added = outcome.detail.files if isinstance(outcome.detail, Totals) else 0
+    if outcome.manifest is None or added == 0:  # a redelivered twin committed first
+        twin = snap.find_request(request_hash(rid))
+        version = twin.version if twin is not None else snap.version
+        rows = twin.rows if twin is not None else 0
+        return RegisterResult(version, True, None, rows, 0, 0, time.perf_counter() - t0)
+    got = snap.file(path)
+    assert got is not None
     log.info(
         "registered %s rows in %s row groups at version %s",
-        df.rows,
-        len(df.row_groups),
-        res.version,
+        got.rows,
+        len(got.row_groups),
+        snap.version,
     )
     return RegisterResult(
-        res.version,
+        snap.version,
         False,
-        df.path,
-        df.rows,
-        df.size,
-        len(df.row_groups),
+        got.path,
+        got.rows,
+        got.size,
+        len(got.row_groups),
         time.perf_counter() - t0,
     )

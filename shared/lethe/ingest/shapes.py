@@ -4,10 +4,10 @@
 A registered file is never rewritten, so it is read by the names and types of the schema
 of the history it is registered under (:mod:`lethe.reading.scan`, by field id from there). In
 ``strict`` mode that is the current schema, which the file must match
-(:func:`check_file_schema`). In ``merge`` mode the table first takes
-the file's new columns and wider types (:func:`lethe.catalog.evolution.merge_changes`, one schema
-commit; anything else refused with every differing column listed), then the file is
-registered under the newest schema it matches exactly (an old-shape file under its old
+(:func:`check_file_schema`). In ``merge`` mode the table takes the file's new columns and
+wider types (:func:`lethe.catalog.evolution.plan_merge`; anything else refused with every
+differing column listed) in the registration's own commit (:func:`schema_steps`, a
+transaction), and the file is registered under the newest schema it matches exactly (an old-shape file under its old
 schema, renamed columns included); a file matching none (a subset of the columns, some of
 them narrower than the table's) gets its own shape recorded in the history
 (:class:`~lethe.catalog.changes.RecordSchema`: the current ids, the file's names and types, never
@@ -35,15 +35,16 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from lethe import errors
-from lethe.catalog.changes import RecordSchema
-from lethe.catalog.commit import Direct
+from lethe.catalog.changes import MergeSchema, RecordSchema, UpdateSchema
 from lethe.catalog.context import HasContext, TableContext, context_of
-from lethe.catalog.evolution import SchemaMode, merge_changes, renamed
+from lethe.catalog.evolution import SchemaMode, describe_changes, plan_merge, renamed
 from lethe.catalog.manifest import Operation
-from lethe.catalog.schemas import Evolution, evolve, field_id
-from lethe.catalog.tables import evolve_schema
+from lethe.catalog.schemas import as_table_types, field_id, fits, same_type
+from lethe.catalog.snapshot import Snapshot
+from lethe.catalog.transaction import Staged, Step
 from lethe.catalog.transforms.schema import aliases
-from lethe.ingest.fit import as_table_types, same_type, schema_problems, widens
+from lethe.index.commits import transaction
+from lethe.ingest.fit import schema_problems
 from lethe.ingest.inputs import InputObject
 from lethe.ingest.readers import S3ObjectFile, open_parquet
 from lethe.storage.store import S3Store
@@ -54,6 +55,7 @@ __all__ = [
     "evolve_for_inputs",
     "file_shape",
     "registered_schema",
+    "schema_steps",
 ]
 
 log = logging.getLogger(__name__)
@@ -152,51 +154,69 @@ def check_file_ids(file_schema: pa.Schema, schema: pa.Schema) -> None:
         )
 
 
-def registered_schema(
-    table: TableContext, file_schema: pa.Schema, md: pq.FileMetaData, mode: SchemaMode
-) -> tuple[TableContext, int, pa.Schema]:
-    """The id and schema the file is registered under (its statistics are described by
-    it), after evolving the table in ``merge`` mode; with the table after those commits. A column of the file under an earlier
-    name of a current column is that column (the name mapping's alias).
+def schema_steps(file_schema: pa.Schema, md: pq.FileMetaData, mode: SchemaMode) -> list[Step]:
+    """The transaction steps that make a table take a Parquet file registered as it is, each
+    planned on the snapshot the commit lands on (:mod:`lethe.catalog.transaction`): in
+    ``merge`` mode the schema evolved for the file (:func:`~lethe.catalog.evolution.plan_merge`;
+    checked first: a refusal changes nothing), then the file's shape recorded when no schema
+    of the history is it (:class:`~lethe.catalog.changes.RecordSchema`). A column of the file
+    under an earlier name of a current column is that column (the name mapping's alias).
+    ``strict``: none (the file must match the current schema: :func:`registered_schema`).
 
     Raises:
-        SchemaMismatch: strict: the file differs from the current schema; merge: a column
-            no allowed evolution reconciles (every one listed), a required column missing,
-            or nullable in the file without statistics proving it has no nulls; either:
-            field ids in the file that name other columns.
+        InvalidRequest: an unknown mode.
     """
     if mode == "strict":
-        check_file_schema(file_schema, md, table.schema)
-        check_file_ids(file_schema, table.schema)
-        return table, table.snapshot.current_schema_id, table.schema
+        return []
     if mode != "merge":
         raise errors.InvalidRequest(f"schema_mode must be 'strict' or 'merge', not {mode!r}")
-    named = renamed(file_schema, aliases(table.snapshot))
-    changes = merge_changes(as_table_types(named, table.schema), table.schema)
-    # checked before the table changes: a refusal leaves it as it was
-    evolved, _, _ = evolve(
-        table.schema, table.snapshot.manifest.column_id_high, changes, key=table.key
-    )
-    check_file_ids(named, evolved)
-    known = pa.schema([f for f in file_schema if f.name in table.schema.names])
-    check_file_schema(known, md, file_shape(known, table.schema))
-    if changes:
-        table = table.at(evolve_schema(table.catalog, tuple(changes)))
-    for sid, s in reversed(table.snapshot.schema_history()):
+
+    def evolve_for_file(snap: Snapshot, _: bool) -> Staged:
+        plan = plan_merge(file_schema, snap)
+        check_file_ids(plan.shapes[0], plan.schema)
+        schema = snap.arrow_schema()
+        known = pa.schema([f for f in file_schema if f.name in schema.names])
+        check_file_schema(known, md, file_shape(known, schema))
+        op = Operation(kind="schema", params=describe_changes(plan.changes))
+        return Staged(UpdateSchema(plan.changes, op) if plan.changes else None)
+
+    def record_shape(snap: Snapshot, _: bool) -> Staged:
+        if any(_matches(file_schema, md, s) for _, s in snap.schema_history()):
+            return Staged(None)
+        schema = snap.arrow_schema()
+        shape = file_shape(renamed(file_schema, aliases(snap)), schema)
+        shape = pa.schema(
+            [g.with_name(f.name) for f, g in zip(file_schema, shape, strict=True)],
+            metadata=shape.metadata,
+        )
+        check_file_schema(file_schema, md, shape)
+        log.info("recording the file's shape in the schema history (%s columns)", len(shape))
+        return Staged(RecordSchema(shape, Operation(kind="schema", params={"recorded": 1})))
+
+    return [evolve_for_file, record_shape]
+
+
+def registered_schema(
+    snap: Snapshot, file_schema: pa.Schema, md: pq.FileMetaData, mode: SchemaMode
+) -> tuple[int, pa.Schema]:
+    """The id and schema of ``snap`` the file is registered under (its statistics are
+    described by it): strict: the current schema, which the file must match; merge (after
+    :func:`schema_steps`): the newest schema of the history the file matches.
+
+    Raises:
+        SchemaMismatch: the file differs from the current schema (strict), or field ids
+            in the file name other columns.
+    """
+    if mode == "strict":
+        check_file_schema(file_schema, md, snap.arrow_schema())
+        check_file_ids(file_schema, snap.arrow_schema())
+        return snap.current_schema_id, snap.arrow_schema()
+    for sid, s in reversed(snap.schema_history()):
         if _matches(file_schema, md, s):
-            return table, sid, s
-    shape = file_shape(named, table.schema)
-    shape = pa.schema(
-        [g.with_name(f.name) for f, g in zip(file_schema, shape, strict=True)],
-        metadata=shape.metadata,
+            return sid, s
+    raise errors.SchemaMismatch(  # pragma: no cover - schema_steps recorded its shape
+        "the file matches no schema of the table's history"
     )
-    check_file_schema(file_schema, md, shape)
-    op = Operation(kind="schema", params={"recorded": 1})
-    table = table.at(table.catalog.commit_change(Direct(RecordSchema(shape, op))))
-    history = table.snapshot.schema_history()
-    sid = next(i for i, s in reversed(history) if s.equals(shape, check_metadata=True))
-    log.info("recorded the file's shape as schema %s (%s columns)", sid, len(shape))
-    return table, sid, shape
 
 
 def _typed_problems(got: pa.Schema, schema: pa.Schema) -> list[str]:
@@ -207,7 +227,7 @@ def _typed_problems(got: pa.Schema, schema: pa.Schema) -> list[str]:
     out = [f"unknown columns {extra}"] if extra else []
     for g in got:
         i = schema.get_field_index(g.name)
-        if i >= 0 and not widens(g.type, schema.field(i).type):
+        if i >= 0 and not fits(g.type, schema.field(i).type):
             out.append(f"column {g.name!r} is {g.type}, the table has {schema.field(i).type}")
     return out
 
@@ -217,9 +237,10 @@ def evolve_for_inputs(
 ) -> int:
     """Check the Parquet inputs of an ingest job against the table before anything is read
     (their footers only): without ``evolve_``, an input with a column the table lacks or a
-    type that does not widen into the table's is refused; with it, the table evolves once
-    to take them all (union by name, :func:`merge_changes`). CSV and JSON types are guessed,
-    so their rows are checked as they are converted. Returns the schema changes committed.
+    type that does not fit the table's (:func:`lethe.catalog.schemas.fits`) is refused; with
+    it, the table evolves once to take them all (:func:`~lethe.catalog.evolution.plan_merge`,
+    one commit planned on the version it lands on). CSV and JSON types are guessed, so their
+    rows are checked as they are converted. Returns the schema changes committed.
 
     The check reads ``target``'s snapshot (a :class:`~lethe.Table` or its context); a handle
     is not moved (refresh it to write under the evolved schema).
@@ -228,17 +249,16 @@ def evolve_for_inputs(
         SchemaMismatch: listing every input and every differing column (nothing changed).
     """
     table = context_of(target)
-    working, last = table.schema, table.snapshot.manifest.column_id_high
-    alias = aliases(table.snapshot)
-    changes: list[Evolution] = []
+    schema, alias = table.schema, aliases(table.snapshot)
     problems: list[str] = []
+    shapes: list[tuple[str, pa.Schema]] = []
     stores: dict[str, S3Store] = {}
     for o in objects:
         if o.format != "parquet":
             continue
         store = stores.setdefault(o.bucket, S3Store(o.bucket, client=table.store.client))
         got = open_parquet(S3ObjectFile(store, o.key, o.etag, o.size, chunk=1 << 20), o.uri)
-        got_schema = as_table_types(got.schema_arrow, working)
+        got_schema = as_table_types(got.schema_arrow, schema)
         old = [
             f"column {n!r} is the earlier name of {alias[n]!r}"
             for n in got_schema.names
@@ -247,26 +267,34 @@ def evolve_for_inputs(
         if old:  # the job reads by the current names: refused, not read as a new column
             problems.append(f"{o.uri}: " + "; ".join(old) + " (register_parquet maps it)")
             continue
-        mine = _typed_problems(got_schema, working)
-        if not mine:
-            continue
-        if not evolve_:
+        mine = _typed_problems(got_schema, schema)
+        if mine and not evolve_:
             problems.append(f"{o.uri}: " + "; ".join(mine))
-            continue
-        try:
-            more = merge_changes(got_schema, working)
+        elif mine:
+            shapes.append((o.uri, got_schema))
+    if not problems and shapes:
+        try:  # every input checked together, on the target's snapshot
+            plan = plan_merge([s for _, s in shapes], table.snapshot, labels=[u for u, _ in shapes])
         except errors.SchemaMismatch as e:
-            problems.append(f"{o.uri}: {e}")
-            continue
-        working, last, _ = evolve(working, last, more, key=table.key)
-        changes.extend(more)
+            problems.extend(str(e).split("\n  ")[1:])
     if problems:
         hint = "" if evolve_ else " (--evolve lets new columns and widenings evolve the table)"
         raise errors.SchemaMismatch(
             f"{len(problems)} input file(s) do not fit the table schema{hint}; nothing was "
             "ingested:\n  " + "\n  ".join(problems)
         )
-    if changes:
-        evolve_schema(table.catalog, tuple(changes))
-        log.info("evolved the schema for the inputs: %s changes", len(changes))
-    return len(changes)
+    if not shapes:
+        return 0
+    tx = transaction(table, "schema")  # planned again on the version it commits on
+    for _, shape in shapes:
+        tx.stage(_merge_step(shape))
+    tx.commit()
+    log.info("evolved the schema for the inputs: %s changes", len(plan.changes))
+    return len(plan.changes)
+
+
+def _merge_step(shape: pa.Schema) -> Step:
+    def merge(snap: Snapshot, evolved: bool) -> Staged:
+        return Staged(MergeSchema(shape))
+
+    return merge
