@@ -46,7 +46,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from bench.common import measure, mib, moto_process, new_bucket
+from bench.common import body_size, measure, mib, moto_process, new_bucket
 from bench.floor import Floor, file_floor
 from devtools.local.server import LocalAws
 from lethe.catalog.manifest import DataFile
@@ -210,24 +210,6 @@ class Meter:
         return sum(self.up.values()) + sum(self.down.values())
 
 
-def _body_len(body: Any) -> int:
-    if body is None:
-        return 0
-    if isinstance(body, str):
-        return len(body.encode())
-    if isinstance(body, (bytes, bytearray)):
-        return len(body)
-    if isinstance(body, memoryview):
-        return body.nbytes
-    try:  # a seekable file-like body
-        pos = body.tell()
-        end = body.seek(0, os.SEEK_END)
-        body.seek(pos)
-        return int(end - pos)
-    except (AttributeError, OSError, ValueError):
-        return 0
-
-
 @contextmanager
 def metered(client: Any, meter: Meter) -> Iterator[Meter]:
     """Hook ``client``: uploads (PutObject, UploadPart bodies) and downloads (GetObject
@@ -235,7 +217,7 @@ def metered(client: Any, meter: Meter) -> Iterator[Meter]:
     uid = uuid.uuid4().hex
 
     def upload(params: dict[str, Any], **_: Any) -> None:
-        meter.add(meter.up, str(params.get("Key", "")), _body_len(params.get("Body")))
+        meter.add(meter.up, str(params.get("Key", "")), body_size(params.get("Body")))
 
     def get_key(params: dict[str, Any], context: dict[str, Any], **_: Any) -> None:
         context["lethe_bench_key"] = str(params.get("Key", ""))

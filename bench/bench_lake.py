@@ -55,7 +55,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from bench.common import measure, mib, moto_process, new_bucket
+from bench.common import body_size, measure, mib, moto_process, new_bucket
 from bench.floor import Floor, file_floor
 from lethe.lake import ForgetRequest, Lake
 from lethe.storage.store import make_s3_client
@@ -142,22 +142,6 @@ class Meter:
         return ", ".join(f"{k} {mib(v)} / {self.by_req.get(k, 0)}" for k, v in top if v)
 
 
-def _len(body: Any) -> int:
-    if body is None:
-        return 0
-    if isinstance(body, bytes | bytearray):
-        return len(body)
-    if isinstance(body, str):
-        return len(body.encode())
-    try:
-        pos = body.tell()
-        end = body.seek(0, os.SEEK_END)
-        body.seek(pos)
-        return int(end - pos)
-    except (AttributeError, OSError, ValueError):
-        return 0
-
-
 @contextmanager
 def metered(client: Any) -> Iterator[Meter]:
     m = Meter()
@@ -171,7 +155,7 @@ def metered(client: Any) -> Iterator[Meter]:
         name = model.name
         with m.lock:
             if name in ("PutObject", "UploadPart"):
-                n = _len(params.get("body"))
+                n = body_size(params.get("body"))
                 m.puts += 1
                 m.up += n
                 m.add(context.get("bench_key", ""), n, "PUT" if name == "PutObject" else "PART")

@@ -7,6 +7,11 @@ fetches only the pages holding erased rows (and the chunks re-encoded whole) and
 chained stages when a short new range sits between long copies; the requests of both are
 printed (the chain adds a few).
 
+Then (issue 37 item 2) one customer erased from a one-window clustered table (one file,
+``LETHE_BENCH_SPLICE_CLUSTERED_FILES`` appends of 20,000 events, 160: ~150 MiB, laid out by
+``Table.compact``): the fraction of the table moved (target <= 2%) and how often each
+fallback reason occurred (target: none on files Lethe wrote), with the rows read back.
+
 Reports bytes downloaded / uploaded / copied server-side, client CPU seconds and wall time
 for both, in one run, with moto's server in its own process (so client CPU is ours). Target
 (DESIGN §8): bytes moved <= 1.1 x (row group + index region + footer) (+ up to 5 MiB when a
@@ -17,6 +22,7 @@ from __future__ import annotations
 
 import gc
 import os
+from collections.abc import Mapping
 from functools import partial
 
 import numpy as np
@@ -25,9 +31,11 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from bench.common import Measured, measure, mib, moto_process, new_bucket
+from devtools.local.server import LocalAws
 from lethe.dv.store import load
 from lethe.erasure.erase import splice_file
 from lethe.parquet.footer import index_region, parse_tail
+from lethe.storage.store import make_s3_client
 from lethe.table import Table
 from lethe.writing.writer import WriteOptions, write_files
 
@@ -120,7 +128,53 @@ def run(size_mib: int | None = None) -> dict[str, float]:
             "rewrite_wall": rw.wall,
         }
         out |= page_level(uri, rows)
+        out |= clustered_customer(aws)
     return out
+
+
+def fallback_line(counts: Mapping[str, int]) -> str:
+    """Fallbacks by reason next to their target."""
+    got = "; ".join(f"{n}x {why}" for why, n in sorted(counts.items())) or "none"
+    return f"fallbacks by reason: {got} (target: none on files Lethe wrote)"
+
+
+def clustered_customer(aws: LocalAws) -> dict[str, float]:
+    """The median customer erased from a one-window clustered table (one file)."""
+    from bench.bench_erasure_lake import Events, Scale, build, choose, drop
+
+    files = int(os.environ.get("LETHE_BENCH_SPLICE_CLUSTERED_FILES", "160"))
+    events = Events(Scale(files=files, rows=20_000, window_hours=1 << 20, subjects=1 << 30))
+    [victim] = choose(events)["erase the median customer"]
+    client = make_s3_client()
+    b = build(aws, client, events, clustered=True)
+    t = b.table
+    try:
+        [f] = t.manifest.files
+        before = pq.read_table(pa.BufferReader(t.store.get(t.key_of(f.path)).body))
+        gc.collect()
+        m = measure(lambda: t.erase([("customer_id", "=", int(victim))], request_id="bench"))
+        r = m.result
+        moved = r.bytes_downloaded + r.bytes_uploaded
+        t.refresh()
+        [g] = t.manifest.files
+        after = pq.read_table(pa.BufferReader(t.store.get(t.key_of(g.path)).body))
+        want = before.filter(pc.not_equal(before["customer_id"], int(victim)))
+        print(
+            f"one customer ({r.rows_erased:,} rows) of a one-window clustered table "
+            f"({mib(f.size)}, {len(f.row_groups)} row groups): down {mib(r.bytes_downloaded)}, "
+            f"up {mib(r.bytes_uploaded)}, copied {mib(r.bytes_copied)}, client CPU {m.cpu:.2f}s; "
+            f"{r.io.describe()}"
+        )
+        pct = 100 * moved / f.size
+        print(
+            f"  moved {mib(moved)} = {pct:.1f}% of the table (target <= 2%) -> "
+            f"{'OK' if pct <= 2 else 'OVER'}; level {r.granularity[0].level}; "
+            f"reads back as the table minus the customer: {after.equals(want)}"
+        )
+        print(f"  {fallback_line(r.fallbacks)}")
+        return {"clustered_pct": pct, "clustered_fallbacks": float(sum(r.fallbacks.values()))}
+    finally:
+        drop(client, b.bucket)
 
 
 def _splice_row(label: str, m: Measured) -> str:
@@ -164,9 +218,7 @@ def page_level(uri: str, rows: int) -> dict[str, float]:
         print(_splice_row("page level", pg))
         print(f"  requests: row-group splice {rg.result.io.describe()}")
         print(f"            page level       {pg.result.io.describe()}")
-        reasons = sorted({g.reason for g in pg.result.fates if g.reason})
-        if reasons:
-            print(f"  reasons: {reasons}")
+        print(f"  {fallback_line(dict(pg.result.granularity.fallbacks))}")
         moved = pg.result.bytes_downloaded + pg.result.bytes_uploaded
         moved_rg = rg.result.bytes_downloaded + rg.result.bytes_uploaded
         if name == "1 row":

@@ -154,3 +154,22 @@ def copy_prefix(src: Any, dst: Any, bucket: str, prefix: str) -> int:
             dst.put_object(Bucket=bucket, Key=o["Key"], Body=body)
             n += len(body)
     return n
+
+
+def body_size(body: Any) -> int:
+    """Bytes in a body boto3 sends or receives (bytes, str, a view, a seekable file)."""
+    if body is None:
+        return 0
+    if isinstance(body, str):
+        return len(body.encode())
+    if isinstance(body, (bytes, bytearray)):
+        return len(body)
+    if isinstance(body, memoryview):
+        return body.nbytes
+    try:  # a seekable file-like body
+        pos = body.tell()
+        end = body.seek(0, os.SEEK_END)
+        body.seek(pos)
+        return int(end - pos)
+    except (AttributeError, OSError, ValueError):
+        return 0

@@ -22,7 +22,7 @@ import aws_cdk as cdk
 from cdk_nag import AwsSolutionsChecks
 
 from infra import constants as c
-from infra.config import ConfigError, LetheConfig
+from infra.config import ConfigError, LetheConfig, parse_context
 from infra.stack import LetheStack
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -73,16 +73,6 @@ def build_app(
     return app, stack
 
 
-def _parse_context(pairs: list[str]) -> dict[str, object]:
-    context: dict[str, object] = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep:
-            raise ConfigError(f"-c expects key=value, got {pair!r}")
-        context[key] = value
-    return context
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m infra.app", description="Synthesize Lethe.")
     parser.add_argument("-c", "--context", action="append", default=[], metavar="KEY=VALUE")
@@ -97,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     try:
         app, _ = build_app(
-            context=_parse_context(args.context), outdir=args.output, nag=not args.no_nag
+            context=parse_context(args.context), outdir=args.output, nag=not args.no_nag
         )
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal, TypeVar, cast
 
@@ -140,6 +140,17 @@ class AdoptConfig:
                 ):
                     raise ValueError(f"{a.uri} and {b.uri} overlap: give each its own prefix")
         return out
+
+
+def parse_context(pairs: Sequence[str]) -> dict[str, object]:
+    """``-c key=value`` arguments as a CDK context mapping (values stay strings)."""
+    context: dict[str, object] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep:
+            raise ConfigError(f"-c expects key=value, got {pair!r}")
+        context[key] = value
+    return context
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
-__all__ = ["LOCAL_JAVA_OPTIONS", "build_session", "uses_local_master"]
+__all__ = ["LOCAL_JAVA_OPTIONS", "build_session", "own_session", "uses_local_master"]
 
 LOCAL_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 _PASS_ENV = ("AWS_ENDPOINT_URL", "AWS_REGION", "AWS_DEFAULT_REGION")
@@ -82,3 +83,18 @@ def build_session(
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
     return spark
+
+
+@contextmanager
+def own_session() -> Iterator[None]:
+    """On leaving the block, stop the Spark session the block started, if it started one: a
+    session active before it (a test's, a caller's, spark-submit's) is left running."""
+    from pyspark.sql import SparkSession
+
+    had_session = SparkSession.getActiveSession() is not None
+    try:
+        yield
+    finally:
+        active = SparkSession.getActiveSession()
+        if active is not None and not had_session:
+            active.stop()

@@ -22,10 +22,10 @@ from collections.abc import Sequence
 from typing import Any
 
 try:
-    from spark_jobs._session import build_session
+    from spark_jobs._session import build_session, own_session
 except ImportError:  # run as a script from a checkout: python spark_jobs/adopt.py
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    from spark_jobs._session import build_session
+    from spark_jobs._session import build_session, own_session
 
 from lethe.adopt.core import AdoptOptions
 from lethe.adopt.footers import Footer, footer_of
@@ -118,15 +118,8 @@ def main(argv: list[str] | None = None) -> int:
         indexes=tuple(args.index or ()),
         batch_files=args.batch_files,
     )
-    from pyspark.sql import SparkSession
-
-    had_session = SparkSession.getActiveSession() is not None
-    try:
+    with own_session():
         t = run_adopt(args.table, args.source, opts, tasks=args.tasks, master=args.master)
-    finally:
-        active = SparkSession.getActiveSession()
-        if active is not None and not had_session:  # stop only a session started here
-            active.stop()
     print(f"adopted in place into {t.uri}: version {t.version}, {len(t.manifest.files)} files")
     return 0
 

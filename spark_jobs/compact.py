@@ -21,10 +21,10 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 try:
-    from spark_jobs._session import build_session
+    from spark_jobs._session import build_session, own_session
 except ImportError:  # run as a script from a checkout: python spark_jobs/compact.py
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    from spark_jobs._session import build_session
+    from spark_jobs._session import build_session, own_session
 
 import lethe
 from lethe.catalog.manifest import DataFile
@@ -130,10 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
     p.add_argument("--master", default=None, help="Spark master when not run by spark-submit")
     args = p.parse_args(argv)
-    from pyspark.sql import SparkSession
-
-    had_session = SparkSession.getActiveSession() is not None
-    try:
+    with own_session():
         result = run_compaction(
             args.table,
             args.min_deleted_fraction,
@@ -144,10 +141,6 @@ def main(argv: list[str] | None = None) -> int:
             master=args.master,
             cluster=False if args.no_cluster else None,
         )
-    finally:
-        active = SparkSession.getActiveSession()
-        if active is not None and not had_session:  # stop only a session started here
-            active.stop()
     print(result.describe())
     return 0
 

@@ -21,10 +21,10 @@ import sys
 from typing import Any
 
 try:
-    from spark_jobs._session import build_session
+    from spark_jobs._session import build_session, own_session
 except ImportError:  # run as a script from a checkout: python spark_jobs/index.py
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    from spark_jobs._session import build_session
+    from spark_jobs._session import build_session, own_session
 
 import lethe
 from lethe.catalog.manifest import DataFile, IndexRun
@@ -92,15 +92,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--tasks", type=int, default=8, help="Spark tasks (sorted runs) to write")
     p.add_argument("--master", default=None, help="Spark master when not run by spark-submit")
     args = p.parse_args(argv)
-    from pyspark.sql import SparkSession
-
-    had_session = SparkSession.getActiveSession() is not None
-    try:
+    with own_session():
         result = run_index(args.table, args.column, tasks=args.tasks, master=args.master)
-    finally:
-        active = SparkSession.getActiveSession()
-        if active is not None and not had_session:  # stop only a session started here
-            active.stop()
     print(f"index on {args.column!r} committed as version {result.version}")
     return 0
 

@@ -45,10 +45,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 try:
-    from spark_jobs._session import build_session
+    from spark_jobs._session import build_session, own_session
 except ImportError:  # run as a script from a checkout: python spark_jobs/ingest.py
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    from spark_jobs._session import build_session
+    from spark_jobs._session import build_session, own_session
 
 import pyarrow as pa
 
@@ -434,11 +434,8 @@ def main(argv: list[str] | None = None) -> int:
         "first); without it they are refused",
     )
     args = p.parse_args(argv)
-    from pyspark.sql import SparkSession
-
-    had_session = SparkSession.getActiveSession() is not None
-    spark = build_session("lethe-ingest", master=args.master)
-    try:
+    with own_session():
+        spark = build_session("lethe-ingest", master=args.master)
         report = run_ingest(
             args.table,
             args.input,
@@ -450,9 +447,6 @@ def main(argv: list[str] | None = None) -> int:
             row_group_bytes=args.row_group_bytes,
             evolve=args.evolve,
         )
-    finally:
-        if not had_session:  # stop only a session started here
-            spark.stop()
     if args.json:
         d = asdict(report)
         d.pop("data_files")

@@ -12,7 +12,9 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-__all__ = ["InjectedFault", "fail_requests_after", "on_request"]
+import pytest
+
+__all__ = ["Crash", "InjectedFault", "crash_in", "fail_requests_after", "on_request"]
 
 WRITES = ("PutObject", "UploadPart", "UploadPartCopy")
 
@@ -55,3 +57,21 @@ def fail_requests_after(client: Any, n: int, ops: Sequence[str] = WRITES) -> Ite
 
     with on_request(client, ops, hook):
         yield passed
+
+
+class Crash(BaseException):
+    """A process dying inside a call: no ``except Exception`` of the library catches it."""
+
+
+@contextmanager
+def crash_in(monkeypatch: pytest.MonkeyPatch, owner: Any, name: str) -> Iterator[None]:
+    """Inside the block, ``owner.name`` raises :class:`Crash`, and the block must end by it
+    (as :func:`pytest.raises`); after the block, ``owner.name`` is itself again."""
+
+    def crash(*a: Any, **kw: Any) -> Any:
+        raise Crash
+
+    with monkeypatch.context() as m:
+        m.setattr(owner, name, crash)
+        with pytest.raises(Crash):
+            yield

@@ -27,6 +27,7 @@ from lethe.adopt.hive import hive_values, is_data_object
 from lethe.audit.verify import verify
 from lethe.gc import collect
 from lethe.storage.store import S3Store
+from tests.engines import iceberg_view
 
 DAYS = ("2026-01-01", "2026-01-02", "2026-01-03")
 
@@ -330,7 +331,6 @@ def test_iceberg_view_has_an_identity_spec_and_pyiceberg_reads_dt(
     aws: Any, s3: Any, bucket: str, tmp_path: Any, format_version: int
 ) -> None:
     from pyiceberg.expressions import EqualTo
-    from pyiceberg.table import StaticTable
 
     from lethe.iceberg import publish
 
@@ -342,13 +342,7 @@ def test_iceberg_view_has_an_identity_spec_and_pyiceberg_reads_dt(
     assert isinstance(t, lethe.Table)
     t.delete([("customer_id", "=", 7)])  # a DV on adopted files: the view must keep it
     r = publish(t.catalog, t.manifest, format_version=format_version)  # type: ignore[arg-type]
-    props = {
-        "s3.endpoint": aws.endpoint,
-        "s3.access-key-id": "testing",
-        "s3.secret-access-key": "testing",
-        "s3.region": "us-east-1",
-    }
-    st = StaticTable.from_metadata(r.uri, properties=props)
+    st = iceberg_view(aws, r.uri)
     spec = st.spec()
     assert [(f.name, str(f.transform)) for f in spec.fields] == [("dt", "identity")]
     got = st.scan().to_arrow()

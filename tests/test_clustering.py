@@ -28,6 +28,7 @@ from lethe.maintenance.clustering import (
     window_ids,
 )
 from lethe.maintenance.compaction import CompactionOptions, run_rewrite_task
+from tests.engines import iceberg_view
 
 SMALL = {"target_file_bytes": 200_000, "row_group_bytes": 40_000}
 HOUR_US = 3_600_000_000
@@ -38,11 +39,16 @@ def rows(t: lethe.Table) -> Counter[tuple[Any, ...]]:
     return Counter(zip(*(s.column(n).to_pylist() for n in s.column_names), strict=True))
 
 
+def clustered(table_uri: str, **extra: Any) -> lethe.Table:
+    """A table clustered by customer in 1-hour windows, small files; ``extra`` properties."""
+    return lethe.Table.create(
+        table_uri, EVENTS, key="id", cluster_by="customer_id", cluster_window="1h", **SMALL, **extra
+    )
+
+
 @pytest.fixture
 def table(table_uri: str) -> lethe.Table:
-    t = lethe.Table.create(
-        table_uri, EVENTS, key="id", cluster_by="customer_id", cluster_window="1h", **SMALL
-    )
+    t = clustered(table_uri)
     for start in (0, 10_000, 20_000):  # time-ordered appends, each spanning ~3 hours
         t.append(events(start, 10_000, customers=50))
     return t
@@ -220,19 +226,9 @@ def test_cluster_can_be_turned_off_per_run_and_is_refused_without_cluster_by(
 
 
 def test_the_iceberg_view_publishes_the_sort_order(table: lethe.Table, aws: Any) -> None:
-    from pyiceberg.table import StaticTable
-
     table.compact()
     uri = table.publish_iceberg()
-    view = StaticTable.from_metadata(
-        uri,
-        properties={
-            "s3.endpoint": aws.endpoint,
-            "s3.access-key-id": "testing",
-            "s3.secret-access-key": "testing",
-            "s3.region": "us-east-1",
-        },
-    )
+    view = iceberg_view(aws, uri)
     order = view.sort_order()
     assert order.order_id == SORT_ORDER_ID
     (field,) = order.fields
@@ -307,15 +303,7 @@ def test_subject_cuts_never_split_a_subject_nor_a_window(
 
 
 def test_files_hold_a_bounded_number_of_subjects(table_uri: str) -> None:
-    t = lethe.Table.create(
-        table_uri,
-        EVENTS,
-        key="id",
-        cluster_by="customer_id",
-        cluster_window="1h",
-        cluster_file_subjects=10,
-        **SMALL,
-    )
+    t = clustered(table_uri, cluster_file_subjects=10)
     for start in (0, 10_000):
         t.append(events(start, 10_000, customers=50))
     before = rows(t)
@@ -342,15 +330,7 @@ def test_a_spliced_clustered_file_stays_clustered(table: lethe.Table) -> None:
 
 
 def test_compaction_drops_the_index_runs_of_the_files_it_replaced(table_uri: str) -> None:
-    t = lethe.Table.create(
-        table_uri,
-        EVENTS,
-        key="id",
-        cluster_by="customer_id",
-        cluster_window="1h",
-        indexes=("customer_id",),
-        **SMALL,
-    )
+    t = clustered(table_uri, indexes=("customer_id",))
     for start in (0, 10_000, 20_000):
         t.append(events(start, 10_000, customers=50))
     ix = t.manifest.index("customer_id")

@@ -237,8 +237,18 @@ def test_erase_reports_page_level_granularity(big: lethe.Table) -> None:
     assert verify(lethe.Table.open(big.uri)).ok
 
 
-def test_erase_reports_row_group_fallback(big: lethe.Table) -> None:
+def test_erase_counts_fallbacks_by_reason(big: lethe.Table) -> None:
+    """Issue 37 item 2: a row in every chunk's first, dictionary-encoded page is spliced
+    page by page (its pages re-encoded against their own dictionary; before: the groups fell
+    back to the row-group splice), with no fallback to count; a splice with page level off
+    counts its reason once per edited group."""
     r = big.erase([("id", "=", 5)], request_id="dict")  # in every chunk's dictionary
     [g] = r.granularity
-    assert g.level == "row_group" and g.reasons, g
+    assert (g.level, g.reasons, g.fallbacks, r.fallbacks) == ("page", (), (), {}), g
     check_file(big, {5}, 20_000)
+    t = lethe.Table.open(big.uri)
+    t.delete([("id", "in", [7, 19_000])])
+    [f] = t.manifest.files
+    s = splice_file(t.context, f, range(len(f.row_groups)), page_level=False)
+    assert s.granularity.level == "row_group"
+    assert s.granularity.fallbacks == (("page level off", 2),), s.granularity

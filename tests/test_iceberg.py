@@ -18,19 +18,11 @@ from lethe.iceberg import avro, publish
 from lethe.iceberg.mapping import iceberg_schema
 from lethe.table import Table
 from tests.conftest import EVENTS, events
-
-
-def _props(aws: Any) -> dict[str, str]:
-    return {
-        "s3.endpoint": aws.endpoint,
-        "s3.access-key-id": "testing",
-        "s3.secret-access-key": "testing",
-        "s3.region": "us-east-1",
-    }
+from tests.engines import iceberg_view
 
 
 def view(aws: Any, uri: str) -> StaticTable:
-    return StaticTable.from_metadata(uri, properties=_props(aws))
+    return iceberg_view(aws, uri)
 
 
 def _sorted(t: pa.Table) -> pa.Table:

@@ -13,6 +13,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from faults import crash_in
 
 import lethe
 from lethe import errors
@@ -250,16 +251,8 @@ def test_crash_before_any_table_then_redelivery(
 ) -> None:
     lake, uris = lake3
 
-    class Crash(BaseException):
-        pass
-
-    def crash(*a: Any, **kw: Any) -> Any:
-        raise Crash
-
-    with monkeypatch.context() as m:
-        m.setattr(Lake, "_apply", crash)
-        with pytest.raises(Crash):
-            lake.forget("customer", [PERSON], request_id=SECRET_ID, mode="logical")
+    with crash_in(monkeypatch, Lake, "_apply"):
+        lake.forget("customer", [PERSON], request_id=SECRET_ID, mode="logical")
     assert lake.erasure_status(SECRET_ID).state == "recorded"
     versions = {u: lethe.Table.open(u).version for u in uris}
     r = lake.forget("customer", [PERSON], request_id=SECRET_ID, mode="logical")  # redelivery
@@ -372,16 +365,8 @@ def test_values_left_by_a_crash_before_recording_are_swept(
 ) -> None:
     lake, _ = lake3
 
-    class Crash(BaseException):
-        pass
-
-    def crash(*a: Any, **kw: Any) -> Any:
-        raise Crash
-
-    with monkeypatch.context() as m:
-        m.setattr(Lake, "_record", crash)
-        with pytest.raises(Crash):
-            lake.forget("customer", [PERSON], request_id=SECRET_ID, mode="logical")
+    with crash_in(monkeypatch, Lake, "_record"):
+        lake.forget("customer", [PERSON], request_id=SECRET_ID, mode="logical")
     # the values are written only once a recorded request names their object (issue 35
     # item 5): a crash before recording leaves none
     assert values_objects(lake, s3) == [] and lake.refresh().requests == ()

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pytest
+from faults import crash_in
 
 import lethe
 from lethe.gc import collect
@@ -153,16 +154,8 @@ def test_archive_keeps_unfinished_and_adopts_a_crashed_archive(
     lake.forget("customer", [1], request_id="erase-1")
     lake.forget("customer", [2], request_id="logical-2", mode="logical")
 
-    class Crash(BaseException):
-        pass
-
-    def crash(*a: Any, **kw: Any) -> Any:
-        raise Crash
-
-    with monkeypatch.context() as m:
-        m.setattr(Lake, "_update", crash)
-        with pytest.raises(Crash):
-            lake.archive(older_than=timedelta(0))
+    with crash_in(monkeypatch, Lake, "_update"):
+        lake.archive(older_than=timedelta(0))
     assert len(lake.refresh().requests) == 2  # the archive object is written, not adopted
     assert lake.archive(older_than=timedelta(0)) == 1  # the next call adopts it
     doc = lake.refresh()

@@ -149,6 +149,15 @@ def test_all_deleted_shares_no_buffer() -> None:
 ROWS = 60_000
 
 
+def one_file_table(uri: str) -> lethe.Table:
+    """``events(0, ROWS)`` in one file of several row groups (about 150 kB each)."""
+    t = lethe.Table.create(
+        uri, EVENTS, key="id", target_file_bytes=64 << 20, row_group_bytes=150_000
+    )
+    t.append(events(0, ROWS))
+    return t
+
+
 @settings(
     max_examples=12,
     deadline=None,
@@ -156,14 +165,7 @@ ROWS = 60_000
 )
 @given(data=st.data())
 def test_scan_after_random_deletes_equals_plain_table(bucket: str, data: st.DataObject) -> None:
-    t = lethe.Table.create(
-        f"s3://{bucket}/t{uuid.uuid4().hex[:8]}",
-        EVENTS,
-        key="id",
-        target_file_bytes=64 << 20,
-        row_group_bytes=150_000,
-    )
-    t.append(events(0, ROWS))
+    t = one_file_table(f"s3://{bucket}/t{uuid.uuid4().hex[:8]}")
     (f,) = t.manifest.files
     sizes = [rg.rows for rg in f.row_groups]
     assert len(sizes) >= 3
@@ -187,15 +189,7 @@ def test_scan_after_random_deletes_equals_plain_table(bucket: str, data: st.Data
 
 @pytest.fixture
 def sparse_table(bucket: str) -> Any:
-    t = lethe.Table.create(
-        f"s3://{bucket}/sparse",
-        EVENTS,
-        key="id",
-        target_file_bytes=64 << 20,
-        row_group_bytes=150_000,
-    )
-    t.append(events(0, ROWS))
-    return t
+    return one_file_table(f"s3://{bucket}/sparse")
 
 
 def test_sparse_deletes_scan_as_slices_and_filtered_scans_agree(sparse_table: Any) -> None:

@@ -19,6 +19,7 @@ import lethe
 from lethe import errors
 from lethe.catalog.manifest import decode_manifest, encode_manifest
 from lethe.catalog.schemas import FIELD_ID, field_id
+from tests.engines import iceberg_view
 
 SCHEMA = pa.schema(
     [
@@ -573,14 +574,6 @@ def test_the_cli_refuses_a_new_shape_then_merges_it(
 
 
 def test_the_iceberg_view_follows_every_schema(aws: Any, table_uri: str) -> None:
-    from pyiceberg.table import StaticTable
-
-    props = {
-        "s3.endpoint": aws.endpoint,
-        "s3.access-key-id": "testing",
-        "s3.secret-access-key": "testing",
-        "s3.region": "us-east-1",
-    }
     t = lethe.Table.create(table_uri, SCHEMA, key="id")
     t.append(rows(0, 10))
     v1, uri1 = t.version, t.publish_iceberg()
@@ -597,7 +590,7 @@ def test_the_iceberg_view_follows_every_schema(aws: Any, table_uri: str) -> None
     t.append(new, schema_mode="merge")
     t.delete([("id", "=", 2)])
     uri2 = t.publish_iceberg()
-    view = StaticTable.from_metadata(uri2, properties=props)
+    view = iceberg_view(aws, uri2)
     md = view.metadata
     assert md.current_schema_id == 1 and [s.schema_id for s in md.schemas] == [0, 1]
     assert {s.snapshot_id: s.schema_id for s in md.snapshots}[v1] == 0
@@ -616,7 +609,7 @@ def test_the_iceberg_view_follows_every_schema(aws: Any, table_uri: str) -> None
     assert [r["country"] for r in got][-3:] == ["NL", None, "DE"] and len(got) == 12
     old = view.scan(snapshot_id=v1).to_arrow()
     assert old.column_names == SCHEMA.names and old.num_rows == 10
-    assert StaticTable.from_metadata(uri1, properties=props).metadata.current_schema_id == 0
+    assert iceberg_view(aws, uri1).metadata.current_schema_id == 0
 
 
 def test_verify_deep_and_register_after_evolution(table_uri: str, s3: Any) -> None:
@@ -705,7 +698,6 @@ def test_files_without_ids_map_by_name_through_the_history(
 ) -> None:
     """Files another writer made without field ids (and Lethe's before ids existed) read
     by the names of the schema they were registered under, in Lethe and in the Iceberg view."""
-    from pyiceberg.table import StaticTable
 
     from lethe.ingest.register import register_parquet
 
@@ -723,13 +715,7 @@ def test_files_without_ids_map_by_name_through_the_history(
         u.drop_column("legacy")
     got = by_id(lethe.Table.open(table_uri).scan(["id", "amount", "body"]))
     assert got == [{"id": i, "amount": i / 2, "body": f"p{i}"} for i in range(6)]
-    props = {
-        "s3.endpoint": aws.endpoint,
-        "s3.access-key-id": "testing",
-        "s3.secret-access-key": "testing",
-        "s3.region": "us-east-1",
-    }
-    view = StaticTable.from_metadata(t.publish_iceberg(), properties=props)
+    view = iceberg_view(aws, t.publish_iceberg())
     seen = sorted(
         view.scan(selected_fields=("id", "amount", "body")).to_arrow().to_pylist(),
         key=lambda r: r["id"],

@@ -16,6 +16,7 @@ import lethe
 from lethe import errors
 from lethe.catalog.schemas import field_id
 from lethe.ingest.register import register_parquet
+from tests.engines import iceberg_view
 
 
 def _put(s3: Any, bucket: str, key: str, t: pa.Table) -> None:
@@ -140,18 +141,6 @@ def test_register_merge_refuses_what_cannot_merge_listing_every_column(
     assert len(t.schema_history) == 1 and "country" not in t.schema.names  # nothing evolved
 
 
-def _view(aws: Any, metadata_uri: str) -> Any:
-    from pyiceberg.table import StaticTable
-
-    props = {
-        "s3.endpoint": aws.endpoint,
-        "s3.access-key-id": "testing",
-        "s3.secret-access-key": "testing",
-        "s3.region": "us-east-1",
-    }
-    return StaticTable.from_metadata(metadata_uri, properties=props)
-
-
 def _published(capsys: pytest.CaptureFixture[str]) -> str:
     out = capsys.readouterr().out
     return next(w for w in out.split() if w.startswith("s3://") and w.endswith(".json"))
@@ -191,7 +180,7 @@ def test_the_done_when_scenario_from_the_cli(
     assert main(["verify", table_uri, "--deep"]) == 0
     capsys.readouterr()
     assert main(["iceberg", "publish", table_uri]) == 0
-    view = _view(aws, _published(capsys))
+    view = iceberg_view(aws, _published(capsys))
     got = sorted(view.scan().to_arrow().to_pylist(), key=lambda r: r["id"])
     assert got == want and got[-1]["country"] is None
     assert {r["id"]: r["customer_id"] for r in got}[22] == 2**40
@@ -203,7 +192,7 @@ def test_the_done_when_scenario_from_the_cli(
         lethe.Table.open(table_uri, version=v_old).scan()
     )
     assert before.num_rows == 21
-    assert _view(aws, uri_old).metadata.current_schema_id == 0
+    assert iceberg_view(aws, uri_old).metadata.current_schema_id == 0
     # no row of the erased person is left in any data file of the table
     assert lethe.Table.open(table_uri).scan(filters=[("id", "in", sorted(gone))]).num_rows == 0
 
@@ -278,7 +267,7 @@ ENGINES = ("pyiceberg", "polars", "daft")
 
 
 def _engine_rows(engine: str, aws: Any, metadata_uri: str) -> list[dict[str, Any]]:
-    view = _view(aws, metadata_uri)
+    view = iceberg_view(aws, metadata_uri)
     if engine == "pyiceberg":
         got = view.scan().to_arrow()
     elif engine == "polars":

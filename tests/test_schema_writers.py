@@ -37,6 +37,7 @@ from lethe.audit.verify import verify
 from lethe.catalog.schemas import FIELD_ID, field_id
 from lethe.gc import collect
 from lethe.ingest.register import register_parquet
+from tests.engines import iceberg_view
 
 CUSTOMER = 4242  # the person erased: rows in files of every writer and both shapes
 SCHEMA0 = pa.schema(
@@ -198,7 +199,7 @@ def erase_and_check(lake: Lake, aws: Any, monkeypatch: pytest.MonkeyPatch) -> No
         )
         for o in listed.get("Contents", []):
             t.store.client.delete_object(Bucket=t.store.bucket, Key=o["Key"])
-        view = _view(aws, t.publish_iceberg(format_version=fv))
+        view = iceberg_view(aws, t.publish_iceberg(format_version=fv))
         assert view.metadata.format_version == fv
         mapping = json.loads(view.metadata.properties["schema.name-mapping.default"])
         assert {e["field-id"]: e["names"] for e in mapping} == {
@@ -216,7 +217,7 @@ def erase_and_check(lake: Lake, aws: Any, monkeypatch: pytest.MonkeyPatch) -> No
 
     with pytest.raises(DaftCoreException, match="carries no parquet field IDs"):
         daft.read_iceberg(
-            _view(aws, t.publish_iceberg(format_version=2)), io_config=_daft_io(aws)
+            iceberg_view(aws, t.publish_iceberg(format_version=2)), io_config=_daft_io(aws)
         ).to_arrow()
     # GC past the grace; then no object of the bucket holds the customer's values
     collect(
@@ -243,18 +244,6 @@ def _daft_io(aws: Any) -> Any:
             region_name="us-east-1",
         )
     )
-
-
-def _view(aws: Any, metadata_uri: str) -> Any:
-    from pyiceberg.table import StaticTable
-
-    props = {
-        "s3.endpoint": aws.endpoint,
-        "s3.access-key-id": "testing",
-        "s3.secret-access-key": "testing",
-        "s3.region": "us-east-1",
-    }
-    return StaticTable.from_metadata(metadata_uri, properties=props)
 
 
 def test_every_writer_with_and_without_ids_under_both_schemas_erased_and_read_back(

@@ -531,24 +531,11 @@ class LocalRuntime:
         )
 
     # ------------------------------------------------------------------ GC
-    def run_gc(
-        self,
-        *,
-        dry_run: bool = False,
-        name: str | None = None,
-        timeout: float = 600,
-        **fields: Any,
-    ) -> GcRun:
-        """Run the GC state machine once (on moto's interpreter) and read its report.
-
-        Args:
-            dry_run: report only.
-            name: execution name (default ``gc-<time>-<random>``).
-            timeout: seconds to wait for the execution.
-            **fields: more input for the Plan step (``table``, ``retention``, ``grace``,
-                ``erasure_grace``), overriding the functions' settings for this run.
-        """
-        return self.gc.run(dry_run=dry_run, name=name, timeout=timeout, **fields)
+    def run_gc(self, **options: Any) -> GcRun:
+        """Run the GC state machine once (on moto's interpreter) and read its report; the
+        options (``dry_run``, ``name``, ``timeout``, the Plan step's input) are those of
+        :meth:`LocalWorkflow.run`."""
+        return self.gc.run(**options)
 
     # ------------------------------------------------------------------ serve
     def run_forever(self, *, poll: float = 0.5) -> None:
@@ -577,13 +564,12 @@ class LocalRuntime:
 
 # --- command line ------------------------------------------------------------------------------------
 def _parse_context(pairs: Sequence[str]) -> dict[str, object]:
-    out: dict[str, object] = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep:
-            raise SystemExit(f"-c expects key=value, got {pair!r}")
-        out[key] = value
-    return out
+    from infra.config import ConfigError, parse_context
+
+    try:
+        return parse_context(pairs)  # type: ignore[no-any-return]
+    except ConfigError as e:
+        raise SystemExit(str(e)) from None
 
 
 def main(argv: Sequence[str] | None = None) -> int:

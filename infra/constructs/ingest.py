@@ -32,7 +32,7 @@ from infra import constants as c
 from infra.constructs._nag import acknowledge, arn_ref
 from infra.constructs.queues import grant_send, queue_encryption
 from infra.constructs.runtime import LambdaRuntime, LetheFunction
-from infra.constructs.storage import TableStorage
+from infra.constructs.storage import TableStorage, private_bucket
 
 EMR_WRITE_KEYS = (
     c.DATA_PREFIX + "*",
@@ -98,28 +98,16 @@ class Ingest(Construct):
         stack = cdk.Stack.of(self)
 
         # ---------------------------------------------------------------- artifacts
-        self.artifacts = s3.Bucket(
+        self.artifacts = private_bucket(
             self,
             "Artifacts",
-            encryption=s3.BucketEncryption.KMS
-            if encryption_key
-            else s3.BucketEncryption.S3_MANAGED,
             encryption_key=encryption_key,
-            bucket_key_enabled=True if encryption_key else None,
-            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
-            enforce_ssl=True,
-            object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
-            server_access_logs_bucket=storage.access_logs,
-            server_access_logs_prefix="artifacts-bucket/" if storage.access_logs else None,
+            access_logs=storage.access_logs,
+            access_log_prefix="artifacts-bucket/",
+            unlogged="Server access logging was switched off by the operator; this bucket "
+            "holds only code (job scripts and the job archive), no table data.",
             removal_policy=cdk.RemovalPolicy.DESTROY,
         )
-        if storage.access_logs is None:
-            acknowledge(
-                self.artifacts,
-                "AwsSolutions-S1",
-                "Server access logging was switched off by the operator; this bucket holds "
-                "only code (job scripts and the job archive), no table data.",
-            )
         entry_points = spark_entry_points(spark_jobs_dir)
         if entry_points:
             s3deploy.BucketDeployment(

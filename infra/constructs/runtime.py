@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
+from typing import NotRequired, TypedDict, Unpack
 
 import aws_cdk as cdk
 from aws_cdk import aws_iam as iam
@@ -61,6 +62,20 @@ def retention(days: int) -> logs.RetentionDays:
     return logs.RetentionDays[name]
 
 
+class FunctionSpec(TypedDict):
+    """What differs from one function to the next (the runtime gives the rest)."""
+
+    handler: str
+    service: str
+    description: str
+    timeout: cdk.Duration
+    memory_mb: int
+    environment: Mapping[str, str]
+    reserved_concurrency: NotRequired[int | None]
+    dead_letter_queue: NotRequired[sqs.IQueue | None]
+    retry_attempts: NotRequired[int | None]
+
+
 class LetheFunction(Construct):
     """One function with its own role and log group.
 
@@ -76,17 +91,10 @@ class LetheFunction(Construct):
         construct_id: str,
         *,
         runtime: LambdaRuntime,
-        handler: str,
-        service: str,
-        description: str,
-        timeout: cdk.Duration,
-        memory_mb: int,
-        environment: Mapping[str, str],
-        reserved_concurrency: int | None = None,
-        dead_letter_queue: sqs.IQueue | None = None,
-        retry_attempts: int | None = None,
+        **spec: Unpack[FunctionSpec],
     ) -> None:
         super().__init__(scope, construct_id)
+        service, description = spec["service"], spec["description"]
         self.log_group = logs.LogGroup(
             self,
             "Logs",
@@ -115,7 +123,7 @@ class LetheFunction(Construct):
             # text could name a key of a person, and X-Ray keeps it for 30 days.
             "POWERTOOLS_TRACER_CAPTURE_RESPONSE": "false",
             "POWERTOOLS_TRACER_CAPTURE_ERROR": "false",
-            **environment,
+            **spec["environment"],
         }
         self.function = lambda_.Function(
             self,
@@ -123,19 +131,19 @@ class LetheFunction(Construct):
             description=description,
             runtime=RUNTIME,
             architecture=ARCHITECTURE,
-            handler=handler,
+            handler=spec["handler"],
             code=runtime.code,
             layers=runtime.layers,
-            timeout=timeout,
-            memory_size=memory_mb,
+            timeout=spec["timeout"],
+            memory_size=spec["memory_mb"],
             environment=env,  # URIs, ARNs and limits only: the default Lambda key suffices
             role=self.role,
             log_group=self.log_group,
             logging_format=lambda_.LoggingFormat.JSON,
             tracing=lambda_.Tracing.ACTIVE,
-            reserved_concurrent_executions=reserved_concurrency,
-            dead_letter_queue=dead_letter_queue,
-            retry_attempts=retry_attempts,
+            reserved_concurrent_executions=spec.get("reserved_concurrency"),
+            dead_letter_queue=spec.get("dead_letter_queue"),
+            retry_attempts=spec.get("retry_attempts"),
             recursive_loop=lambda_.RecursiveLoop.TERMINATE,
         )
         acknowledge(
@@ -177,57 +185,32 @@ class LambdaRuntime(Construct):
                     f"{built.relative_to(ROOT)} is missing: run `make layer` "
                     "(python -m layers.build) before synthesizing"
                 )
+        contents = (
+            (
+                "Dependencies",
+                deps_zip,
+                "Lethe runtime dependencies (pyarrow, pyroaring, pydantic, Powertools, boto3) "
+                f"from uv.lock, for python{c.LAMBDA_PYTHON_VERSION} {c.LAMBDA_WHEEL_PLATFORM}",
+            ),
+            ("Library", lib_zip, "The lethe library (shared/lethe)"),
+        )
         self.layers = [
             lambda_.LayerVersion(
                 self,
-                "Dependencies",
-                code=lambda_.Code.from_asset(str(deps_zip)),
+                name,
+                code=lambda_.Code.from_asset(str(built)),
                 compatible_runtimes=[RUNTIME],
                 compatible_architectures=[ARCHITECTURE],
-                description="Lethe runtime dependencies (pyarrow, pyroaring, pydantic, "
-                "Powertools, boto3) from uv.lock, for "
-                f"python{c.LAMBDA_PYTHON_VERSION} {c.LAMBDA_WHEEL_PLATFORM}",
-            ),
-            lambda_.LayerVersion(
-                self,
-                "Library",
-                code=lambda_.Code.from_asset(str(lib_zip)),
-                compatible_runtimes=[RUNTIME],
-                compatible_architectures=[ARCHITECTURE],
-                description="The lethe library (shared/lethe)",
-            ),
+                description=description,
+            )
+            for name, built, description in contents
         ]
         self.code = lambda_.Code.from_asset(
             str(ROOT / c.FUNCTIONS_DIR), exclude=list(c.ASSET_EXCLUDES)
         )
 
     def function(
-        self,
-        scope: Construct,
-        construct_id: str,
-        *,
-        handler: str,
-        service: str,
-        description: str,
-        timeout: cdk.Duration,
-        memory_mb: int,
-        environment: Mapping[str, str],
-        reserved_concurrency: int | None = None,
-        dead_letter_queue: sqs.IQueue | None = None,
-        retry_attempts: int | None = None,
+        self, scope: Construct, construct_id: str, **spec: Unpack[FunctionSpec]
     ) -> LetheFunction:
         """A function under ``scope`` with this runtime's layers, code and defaults."""
-        return LetheFunction(
-            scope,
-            construct_id,
-            runtime=self,
-            handler=handler,
-            service=service,
-            description=description,
-            timeout=timeout,
-            memory_mb=memory_mb,
-            environment=environment,
-            reserved_concurrency=reserved_concurrency,
-            dead_letter_queue=dead_letter_queue,
-            retry_attempts=retry_attempts,
-        )
+        return LetheFunction(scope, construct_id, runtime=self, **spec)

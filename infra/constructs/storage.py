@@ -16,6 +16,7 @@ deletes the noncurrent versions of erased objects right away; erasure completes 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import aws_cdk as cdk
 from aws_cdk import aws_iam as iam
@@ -29,6 +30,39 @@ from infra.constructs._nag import acknowledge, arn_ref
 READ_ACTIONS = ("s3:GetObject",)  # also covers HeadObject and ranged GETs
 PUT_ACTIONS = ("s3:PutObject",)  # also covers CreateMultipartUpload, UploadPart(Copy), Complete
 MULTIPART_CLEANUP_ACTIONS = ("s3:AbortMultipartUpload", "s3:ListMultipartUploadParts")
+
+
+def private_bucket(
+    scope: Construct,
+    construct_id: str,
+    *,
+    encryption_key: kms.IKey | None,
+    access_logs: s3.IBucket | None,
+    access_log_prefix: str | None,
+    unlogged: str | None = None,
+    **props: Any,
+) -> s3.Bucket:
+    """A bucket reached only over TLS and through IAM: encrypted (with ``encryption_key``, else
+    S3-managed keys), no public access, objects owned by the bucket owner, server access logs
+    to ``access_logs`` under ``access_log_prefix`` when there is a log bucket; when there is
+    none, ``unlogged`` says why that is acceptable (cdk-nag's S1 finding). ``props`` are the
+    bucket's own settings (removal policy, lifecycle, versioning)."""
+    bucket = s3.Bucket(
+        scope,
+        construct_id,
+        encryption=s3.BucketEncryption.KMS if encryption_key else s3.BucketEncryption.S3_MANAGED,
+        encryption_key=encryption_key,
+        bucket_key_enabled=True if encryption_key else None,
+        block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
+        enforce_ssl=True,
+        object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
+        server_access_logs_bucket=access_logs,
+        server_access_logs_prefix=access_log_prefix if access_logs else None,
+        **props,
+    )
+    if access_logs is None and unlogged:
+        acknowledge(bucket, "AwsSolutions-S1", unlogged)
+    return bucket
 
 
 class TableStorage(Construct):
@@ -64,13 +98,12 @@ class TableStorage(Construct):
         if access_logs:
             # Server access logs may only go to an SSE-S3 bucket (S3 log delivery cannot use
             # a customer key); log lines name object keys, which are UUIDs, never row values.
-            self.access_logs = s3.Bucket(
+            self.access_logs = private_bucket(
                 self,
                 "AccessLogs",
-                encryption=s3.BucketEncryption.S3_MANAGED,
-                block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
-                enforce_ssl=True,
-                object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
+                encryption_key=None,
+                access_logs=None,
+                access_log_prefix=None,
                 lifecycle_rules=[
                     s3.LifecycleRule(
                         id="expire-access-logs",
@@ -106,31 +139,19 @@ class TableStorage(Construct):
                 )
             )
 
-        self.bucket = s3.Bucket(
+        self.bucket = private_bucket(
             self,
             "Bucket",
-            encryption=s3.BucketEncryption.KMS
-            if encryption_key
-            else s3.BucketEncryption.S3_MANAGED,
             encryption_key=encryption_key,
-            bucket_key_enabled=True if encryption_key else None,
-            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
-            enforce_ssl=True,
+            access_logs=self.access_logs,
+            access_log_prefix="table-bucket/",
+            unlogged="Server access logging was switched off by the operator (context "
+            f"{c.CTX_ACCESS_LOGS}=false); CloudTrail data events can replace it.",
             minimum_tls_version=1.2,
-            object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
             versioned=versioned,
             lifecycle_rules=lifecycle,
-            server_access_logs_bucket=self.access_logs,
-            server_access_logs_prefix="table-bucket/" if self.access_logs else None,
             removal_policy=cdk.RemovalPolicy.RETAIN,
         )
-        if self.access_logs is None:
-            acknowledge(
-                self.bucket,
-                "AwsSolutions-S1",
-                "Server access logging was switched off by the operator (context "
-                f"{c.CTX_ACCESS_LOGS}=false); CloudTrail data events can replace it.",
-            )
         self.table_uri = f"s3://{self.bucket.bucket_name}/{table_prefix}"
 
     # ------------------------------------------------------------------ ARNs and grant helpers

@@ -14,24 +14,16 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 from deltalake import DeltaTable, write_deltalake
-from pyiceberg.catalog.glue import GlueCatalog
-from pyiceberg.table import StaticTable
 
 import lethe
 from lethe.iceberg import publish
-
-
-def _props(aws: Any) -> dict[str, str]:
-    return {
-        "s3.endpoint": aws.endpoint,
-        "s3.access-key-id": "testing",
-        "s3.secret-access-key": "testing",
-        "s3.region": "us-east-1",
-        "glue.endpoint": aws.endpoint,
-        "glue.region": "us-east-1",
-        "glue.access-key-id": "testing",
-        "glue.secret-access-key": "testing",
-    }
+from tests.engines import (
+    GLUE_PARQUET_SD,
+    delta_options,
+    glue_catalog,
+    glue_database,
+    iceberg_view,
+)
 
 
 def _data(start: int, n: int) -> pa.Table:
@@ -46,8 +38,7 @@ def _data(start: int, n: int) -> pa.Table:
 
 
 def test_adopt_an_iceberg_table_in_place(aws: Any, s3: Any, bucket: str) -> None:
-    cat = GlueCatalog("c", warehouse=f"s3://{bucket}/warehouse", **_props(aws))
-    cat.create_namespace_if_not_exists("db")
+    cat = glue_catalog(aws, bucket)
     ice = cat.create_table(f"db.t{uuid.uuid4().hex[:6]}", schema=_data(0, 1).schema)
     with ice.update_spec() as u:
         u.add_identity("dt")
@@ -69,14 +60,7 @@ def test_adopt_an_iceberg_table_in_place(aws: Any, s3: Any, bucket: str) -> None
 
 
 def test_adopt_a_partitioned_delta_table_and_read_its_view(aws: Any, s3: Any, bucket: str) -> None:
-    so = {
-        "AWS_ENDPOINT_URL": aws.endpoint,
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_REGION": "us-east-1",
-        "AWS_ALLOW_HTTP": "true",
-        "AWS_S3_ALLOW_UNSAFE_RENAME": "true",
-    }
+    so = delta_options(aws)
     src = f"s3://{bucket}/delta/events"
     write_deltalake(src, _data(0, 120), partition_by=["dt"], storage_options=so)
     DeltaTable(src, storage_options=so).delete("id < 6")
@@ -90,7 +74,7 @@ def test_adopt_a_partitioned_delta_table_and_read_its_view(aws: Any, s3: Any, bu
     assert got["dt"].to_pylist() == [dt.date(2026, 1, 1 + i % 3) for i in range(6, 120)]
     assert t.scan(filters=[("dt", "=", dt.date(2026, 1, 2))]).num_rows == 38
     r = publish(t.catalog, t.manifest, format_version=3)
-    view = StaticTable.from_metadata(r.uri, properties=_props(aws)).scan().to_arrow()
+    view = iceberg_view(aws, r.uri).scan().to_arrow()
     assert sorted(zip(view["id"].to_pylist(), view["dt"].to_pylist(), strict=True)) == sorted(
         zip(got["id"].to_pylist(), got["dt"].to_pylist(), strict=True)
     )
@@ -98,14 +82,7 @@ def test_adopt_a_partitioned_delta_table_and_read_its_view(aws: Any, s3: Any, bu
 
 @pytest.mark.parametrize("fmt", ["delta"])
 def test_source_format_may_be_given(aws: Any, s3: Any, bucket: str, fmt: str) -> None:
-    so = {
-        "AWS_ENDPOINT_URL": aws.endpoint,
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_REGION": "us-east-1",
-        "AWS_ALLOW_HTTP": "true",
-        "AWS_S3_ALLOW_UNSAFE_RENAME": "true",
-    }
+    so = delta_options(aws)
     src = f"s3://{bucket}/d2"
     write_deltalake(src, _data(0, 10), storage_options=so)
     plan = lethe.Table.adopt(
@@ -120,15 +97,7 @@ def test_adopt_a_glue_table_with_typed_partitions(aws: Any, s3: Any, bucket: str
     import pyarrow.parquet as pq
 
     glue = aws.client("glue")
-    db = f"db_{uuid.uuid4().hex[:8]}"
-    glue.create_database(DatabaseInput={"Name": db})
-    sd = {
-        "InputFormat": "org.apache.hadoop.hive.ql.io.parquet.MapredParquetInputFormat",
-        "OutputFormat": "org.apache.hadoop.hive.ql.io.parquet.MapredParquetOutputFormat",
-        "SerdeInfo": {
-            "SerializationLibrary": "org.apache.hadoop.hive.ql.io.parquet.serde.ParquetHiveSerDe"
-        },
-    }
+    db = glue_database(glue)
     cols = [{"Name": "id", "Type": "bigint"}, {"Name": "customer_id", "Type": "int"}]
     glue.create_table(
         DatabaseName=db,
@@ -136,7 +105,11 @@ def test_adopt_a_glue_table_with_typed_partitions(aws: Any, s3: Any, bucket: str
             "Name": "events",
             "TableType": "EXTERNAL_TABLE",
             "Parameters": {"classification": "parquet"},
-            "StorageDescriptor": {**sd, "Columns": cols, "Location": f"s3://{bucket}/raw/g"},
+            "StorageDescriptor": {
+                **GLUE_PARQUET_SD,
+                "Columns": cols,
+                "Location": f"s3://{bucket}/raw/g",
+            },
             "PartitionKeys": [{"Name": "dt", "Type": "date"}],
         },
     )
@@ -150,7 +123,10 @@ def test_adopt_a_glue_table_with_typed_partitions(aws: Any, s3: Any, bucket: str
             TableName="events",
             PartitionInput={
                 "Values": [day],
-                "StorageDescriptor": {**sd, "Location": f"s3://{bucket}/raw/g/dt={day}/"},
+                "StorageDescriptor": {
+                    **GLUE_PARQUET_SD,
+                    "Location": f"s3://{bucket}/raw/g/dt={day}/",
+                },
             },
         )
     t = lethe.Table.adopt(f"s3://{bucket}/tables/g", f"glue://{db}/events", key="id", glue=glue)

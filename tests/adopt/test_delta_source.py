@@ -34,17 +34,7 @@ from lethe.adopt.delta_format import DELTA_DV_MAGIC, decode_bitmap_array, z85_en
 from lethe.adopt.source import SourceListing
 from lethe.catalog.values import from_json
 from lethe.storage.store import S3Store
-
-
-def _so(aws: Any) -> dict[str, str]:
-    return {
-        "AWS_ENDPOINT_URL": aws.endpoint,
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_REGION": "us-east-1",
-        "AWS_ALLOW_HTTP": "true",
-        "AWS_S3_ALLOW_UNSAFE_RENAME": "true",
-    }
+from tests.engines import delta_options
 
 
 def _data(start: int, n: int) -> pa.Table:
@@ -117,7 +107,7 @@ def _check(
 
 def test_partitioned_appends_delete_overwrite_checkpoint(aws: Any, s3: Any, bucket: str) -> None:
     uri = f"s3://{bucket}/delta/t{uuid.uuid4().hex[:6]}"
-    so = _so(aws)
+    so = delta_options(aws)
     write_deltalake(uri, _data(0, 100), partition_by=["region", "day"], storage_options=so)
     write_deltalake(
         uri, _data(100, 50), partition_by=["region", "day"], storage_options=so, mode="append"
@@ -177,8 +167,10 @@ def test_typed_partition_values(aws: Any, s3: Any, bucket: str) -> None:
             "d": pa.array([Decimal("1.25")] * n, pa.decimal128(5, 2)),
         }
     )
-    write_deltalake(uri, t, partition_by=["ts", "flag", "k", "d"], storage_options=_so(aws))
-    dt = DeltaTable(uri, storage_options=_so(aws))
+    write_deltalake(
+        uri, t, partition_by=["ts", "flag", "k", "d"], storage_options=delta_options(aws)
+    )
+    dt = DeltaTable(uri, storage_options=delta_options(aws))
     listing = list_delta(S3Store(bucket, client=s3), uri)
     assert listing.partition_schema is not None
     assert listing.partition_schema.field("ts").type == pa.timestamp("us", tz="UTC")
@@ -196,7 +188,7 @@ def test_column_mapping_names(aws: Any, s3: Any, bucket: str) -> None:
     its 1.6 reader returns the mapped columns as nulls: values are checked against what was
     written, files and row counts against delta-rs."""
     uri = f"s3://{bucket}/delta/cm{uuid.uuid4().hex[:6]}"
-    so = _so(aws)
+    so = delta_options(aws)
     write_deltalake(
         uri,
         _data(0, 40),
@@ -221,7 +213,7 @@ def test_multi_part_checkpoint(aws: Any, s3: Any, bucket: str) -> None:
     """delta-rs writes single-file checkpoints; its checkpoint's rows are split here into the
     protocol's multi-part naming (``<v>.checkpoint.<i>.<n>.parquet``)."""
     uri = f"s3://{bucket}/delta/mp{uuid.uuid4().hex[:6]}"
-    so = _so(aws)
+    so = delta_options(aws)
     for i in range(4):
         mode = "append" if i else "error"
         write_deltalake(
@@ -277,7 +269,7 @@ def _commit(s3: Any, uri: str, version: int, actions: list[dict[str, Any]]) -> N
 
 def test_deletion_vectors_built_to_the_protocol(aws: Any, s3: Any, bucket: str) -> None:
     uri = f"s3://{bucket}/delta/dv{uuid.uuid4().hex[:6]}"
-    so = _so(aws)
+    so = delta_options(aws)
     write_deltalake(
         uri,
         _data(0, 300),
@@ -370,7 +362,7 @@ def test_deletion_vectors_built_to_the_protocol(aws: Any, s3: Any, bucket: str) 
 
 def test_unknown_features_are_refused(aws: Any, s3: Any, bucket: str) -> None:
     uri = f"s3://{bucket}/delta/f{uuid.uuid4().hex[:6]}"
-    write_deltalake(uri, _data(0, 10), storage_options=_so(aws))
+    write_deltalake(uri, _data(0, 10), storage_options=delta_options(aws))
     _commit(
         s3,
         uri,

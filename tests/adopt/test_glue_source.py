@@ -5,7 +5,6 @@ locations in ``key=value`` naming and not, markers Spark and Hadoop leave beside
 from __future__ import annotations
 
 import io
-import uuid
 from typing import Any
 
 import pyarrow as pa
@@ -19,14 +18,8 @@ from lethe.iceberg.glue import register
 from lethe.storage.store import S3Store
 from lethe.table import Table
 from tests.conftest import events
+from tests.engines import GLUE_PARQUET_SD, glue_database
 
-PARQUET_SD = {
-    "InputFormat": "org.apache.hadoop.hive.ql.io.parquet.MapredParquetInputFormat",
-    "OutputFormat": "org.apache.hadoop.hive.ql.io.parquet.MapredParquetOutputFormat",
-    "SerdeInfo": {
-        "SerializationLibrary": "org.apache.hadoop.hive.ql.io.parquet.serde.ParquetHiveSerDe"
-    },
-}
 COLUMNS = [
     {"Name": "id", "Type": "bigint"},
     {"Name": "amount", "Type": "decimal(10,2)"},
@@ -61,14 +54,8 @@ def glue(aws: Any) -> Any:
     return aws.client("glue")
 
 
-def _db(glue: Any) -> str:
-    name = f"db_{uuid.uuid4().hex[:8]}"
-    glue.create_database(DatabaseInput={"Name": name})
-    return name
-
-
 def test_partitioned_table_with_own_locations(s3: Any, bucket: str, glue: Any) -> None:
-    db = _db(glue)
+    db = glue_database(glue)
     root = f"s3://{bucket}/raw/events"
     glue.create_table(
         DatabaseName=db,
@@ -76,7 +63,7 @@ def test_partitioned_table_with_own_locations(s3: Any, bucket: str, glue: Any) -
             "Name": "events",
             "TableType": "EXTERNAL_TABLE",
             "Parameters": {"classification": "parquet"},
-            "StorageDescriptor": {**PARQUET_SD, "Columns": COLUMNS, "Location": root},
+            "StorageDescriptor": {**GLUE_PARQUET_SD, "Columns": COLUMNS, "Location": root},
             "PartitionKeys": KEYS,
         },
     )
@@ -98,7 +85,7 @@ def test_partitioned_table_with_own_locations(s3: Any, bucket: str, glue: Any) -
             TableName="events",
             PartitionInput={
                 "Values": list(values),
-                "StorageDescriptor": {**PARQUET_SD, "Location": f"s3://{bucket}/{prefix}/"},
+                "StorageDescriptor": {**GLUE_PARQUET_SD, "Location": f"s3://{bucket}/{prefix}/"},
             },
         )
     _put(
@@ -137,7 +124,7 @@ def test_partitioned_table_with_own_locations(s3: Any, bucket: str, glue: Any) -
 
 
 def test_unpartitioned_and_refusals(s3: Any, bucket: str, glue: Any) -> None:
-    db = _db(glue)
+    db = glue_database(glue)
     _put(s3, bucket, "raw/flat/a.parquet", _parquet(0, 10))
     _put(s3, bucket, "raw/flat/b.parquet", _parquet(10, 10))
     _put(s3, bucket, "raw/flat/_SUCCESS", b"")
@@ -146,7 +133,7 @@ def test_unpartitioned_and_refusals(s3: Any, bucket: str, glue: Any) -> None:
         TableInput={
             "Name": "flat",
             "StorageDescriptor": {
-                **PARQUET_SD,
+                **GLUE_PARQUET_SD,
                 "Columns": COLUMNS,
                 "Location": f"s3://{bucket}/raw/flat/",
             },
@@ -183,7 +170,7 @@ def test_unpartitioned_and_refusals(s3: Any, bucket: str, glue: Any) -> None:
         TableInput={
             "Name": "odd",
             "StorageDescriptor": {
-                **PARQUET_SD,
+                **GLUE_PARQUET_SD,
                 "Columns": [{"Name": "u", "Type": "uniontype<int,string>"}],
                 "Location": f"s3://{bucket}/raw/flat/",
             },
@@ -200,7 +187,7 @@ def test_iceberg_table_in_glue_delegates(s3: Any, bucket: str, glue: Any, table_
     t.append(events(0, 500))
     t.delete([("id", "<", 10)])
     uri = t.publish_iceberg()
-    db = _db(glue)
+    db = glue_database(glue)
     register(glue, database=db, table="ev", metadata_uri=uri)
     store = S3Store(bucket, client=s3)
     via_glue = list_glue(store, glue, db, "ev")

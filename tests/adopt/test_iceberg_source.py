@@ -49,26 +49,12 @@ from lethe.adopt.source import SourceListing
 from lethe.storage.store import S3Store
 from lethe.table import Table
 from tests.conftest import events
-
-
-def _props(aws: Any) -> dict[str, str]:
-    return {
-        "s3.endpoint": aws.endpoint,
-        "s3.access-key-id": "testing",
-        "s3.secret-access-key": "testing",
-        "s3.region": "us-east-1",
-        "glue.endpoint": aws.endpoint,
-        "glue.region": "us-east-1",
-        "glue.access-key-id": "testing",
-        "glue.secret-access-key": "testing",
-    }
+from tests.engines import glue_catalog, iceberg_view
 
 
 @pytest.fixture
 def catalog(aws: Any, bucket: str) -> GlueCatalog:
-    cat = GlueCatalog("c", warehouse=f"s3://{bucket}/warehouse", **_props(aws))
-    cat.create_namespace_if_not_exists("db")
-    return cat
+    return glue_catalog(aws, bucket)
 
 
 def _data(start: int, n: int) -> pa.Table:
@@ -377,7 +363,7 @@ def test_lethe_view_deletion_vectors_and_position_files(
     lt.delete([("customer_id", "=", 7)])
     uri = lt.publish_iceberg(format_version=fv)  # type: ignore[arg-type]
     listing = list_iceberg(S3Store(bucket, client=s3), uri)
-    st = StaticTable.from_metadata(uri, properties=_props(aws))
+    st = iceberg_view(aws, uri)
     want = st.scan().to_arrow()
     assert want.num_rows == lt.scan().num_rows
     assert listing.deleted_rows == 4_000 - want.num_rows > 0

@@ -18,8 +18,6 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 from deltalake import write_deltalake
-from pyiceberg.catalog.glue import GlueCatalog
-from pyiceberg.table import StaticTable
 
 import lethe
 from lethe.audit.verify import verify
@@ -27,30 +25,7 @@ from lethe.catalog.schemas import ALIASES
 from lethe.gc import collect
 from lethe.iceberg import publish
 from lethe.maintenance.compaction import CompactionOptions
-
-
-def _so(aws: Any) -> dict[str, str]:
-    return {
-        "AWS_ENDPOINT_URL": aws.endpoint,
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_REGION": "us-east-1",
-        "AWS_ALLOW_HTTP": "true",
-        "AWS_S3_ALLOW_UNSAFE_RENAME": "true",
-    }
-
-
-def _props(aws: Any) -> dict[str, str]:
-    return {
-        "s3.endpoint": aws.endpoint,
-        "s3.access-key-id": "testing",
-        "s3.secret-access-key": "testing",
-        "s3.region": "us-east-1",
-        "glue.endpoint": aws.endpoint,
-        "glue.region": "us-east-1",
-        "glue.access-key-id": "testing",
-        "glue.secret-access-key": "testing",
-    }
+from tests.engines import delta_options, glue_catalog, iceberg_view
 
 
 def _data(start: int, n: int) -> pa.Table:
@@ -121,10 +96,10 @@ def test_a_delta_table_with_column_mapping_is_adopted_read_and_erased(
     src = f"s3://{bucket}/delta/mapped{uuid.uuid4().hex[:6]}"
     written = pa.concat_tables([_data(0, 60), _data(60, 60)])
     write_deltalake(
-        src, _data(0, 60), storage_options=_so(aws),
+        src, _data(0, 60), storage_options=delta_options(aws),
         configuration={"delta.columnMapping.mode": "name"},
     )  # fmt: skip
-    write_deltalake(src, _data(60, 60), storage_options=_so(aws), mode="append")
+    write_deltalake(src, _data(60, 60), storage_options=delta_options(aws), mode="append")
     # the files name their columns physically (delta-rs 1.6 reads them back as nulls)
     key = next(
         o["Key"]
@@ -141,7 +116,7 @@ def test_a_delta_table_with_column_mapping_is_adopted_read_and_erased(
     assert _rows(t.scan()) == _rows(written)
     assert all(t.manifest.files[0].columns[c].min is not None for c in ("id", "note"))
     r = publish(t.catalog, t.manifest, format_version=3)
-    st = StaticTable.from_metadata(r.uri, properties=_props(aws))
+    st = iceberg_view(aws, r.uri)
     assert _rows(st.scan().to_arrow()) == _rows(written)
     # the view's name mapping carries the physical names (for engines reading files by name)
     mapping = {
@@ -165,15 +140,14 @@ def test_a_delta_table_with_column_mapping_is_adopted_read_and_erased(
     assert t.scan(filters=[("note", "=", left["note"][9].as_py())]).num_rows == 1
     assert verify(t, deep=True).ok
     r = publish(t.catalog, t.manifest, format_version=3)
-    st = StaticTable.from_metadata(r.uri, properties=_props(aws))
+    st = iceberg_view(aws, r.uri)
     assert _rows(st.scan().to_arrow()) == _rows(want)
 
 
 def test_an_iceberg_table_with_a_renamed_column_is_adopted_read_and_erased(
     aws: Any, s3: Any, bucket: str
 ) -> None:
-    cat = GlueCatalog("c", warehouse=f"s3://{bucket}/warehouse", **_props(aws))
-    cat.create_namespace_if_not_exists("db")
+    cat = glue_catalog(aws, bucket)
     ice = cat.create_table(f"db.r{uuid.uuid4().hex[:6]}", schema=_data(0, 1).schema)
     ice.append(_data(0, 80))
     with ice.update_schema() as u:
@@ -219,8 +193,8 @@ def test_a_second_mapped_delta_table_adopted_into_the_table_reads_by_field_id(
     table: its files are read by their ids; the first table's names are the aliases."""
     cfg = {"delta.columnMapping.mode": "name"}
     one, two = (f"s3://{bucket}/delta/{n}{uuid.uuid4().hex[:6]}" for n in ("a", "b"))
-    write_deltalake(one, _data(0, 30), storage_options=_so(aws), configuration=cfg)
-    write_deltalake(two, _data(30, 30), storage_options=_so(aws), configuration=cfg)
+    write_deltalake(one, _data(0, 30), storage_options=delta_options(aws), configuration=cfg)
+    write_deltalake(two, _data(30, 30), storage_options=delta_options(aws), configuration=cfg)
     uri = f"s3://{bucket}/tables/two"
     lethe.Table.adopt(uri, one + "/", key="id")
     t = lethe.Table.adopt(uri, two + "/", key="id")
@@ -262,6 +236,6 @@ def test_files_without_field_ids_are_read_by_their_physical_names(
     assert all(f.mapped for f in t.manifest.files)
     assert _rows(t.scan()) == _rows(_data(0, 90))
     r = publish(t.catalog, t.manifest, format_version=2)
-    st = StaticTable.from_metadata(r.uri, properties=_props(aws))
+    st = iceberg_view(aws, r.uri)
     assert _rows(st.scan().to_arrow()) == _rows(_data(0, 90))  # by the name mapping
     _erase_and_audit(s3, bucket, uri, _data(0, 90))

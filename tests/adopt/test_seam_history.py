@@ -23,37 +23,12 @@ from pyiceberg.catalog.glue import GlueCatalog
 import lethe
 from lethe.erasure.ownership import superseded_external
 from lethe.gc import collect
-
-
-def _ice_props(aws: Any) -> dict[str, str]:
-    return {
-        "s3.endpoint": aws.endpoint,
-        "s3.access-key-id": "testing",
-        "s3.secret-access-key": "testing",
-        "s3.region": "us-east-1",
-        "glue.endpoint": aws.endpoint,
-        "glue.region": "us-east-1",
-        "glue.access-key-id": "testing",
-        "glue.secret-access-key": "testing",
-    }
-
-
-def _delta_so(aws: Any) -> dict[str, str]:
-    return {
-        "AWS_ENDPOINT_URL": aws.endpoint,
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_REGION": "us-east-1",
-        "AWS_ALLOW_HTTP": "true",
-        "AWS_S3_ALLOW_UNSAFE_RENAME": "true",
-    }
+from tests.engines import delta_options, glue_catalog
 
 
 @pytest.fixture
 def catalog(aws: Any, bucket: str) -> GlueCatalog:
-    cat = GlueCatalog("c", warehouse=f"s3://{bucket}/warehouse", **_ice_props(aws))
-    cat.create_namespace_if_not_exists("db")
-    return cat
+    return glue_catalog(aws, bucket)
 
 
 def _data(start: int, n: int) -> pa.Table:
@@ -124,7 +99,7 @@ def test_seam08_delta_log_and_removed_files_are_planned_taken_and_retired(
     and the files a delete replaced are listed by the dry run, taken by the adoption and
     deleted by GC after the grace."""
     src = f"s3://{bucket}/delta/t{uuid.uuid4().hex[:6]}"
-    so = _delta_so(aws)
+    so = delta_options(aws)
     write_deltalake(src, _data(0, 100), storage_options=so)
     write_deltalake(src, _data(100, 50), storage_options=so, mode="append")
     d = DeltaTable(src, storage_options=so)
@@ -156,7 +131,7 @@ def test_seam08_a_history_added_later_is_taken_by_the_next_adopt(
     """issue 35 item 8: re-adopting a Delta table that went on (new commits) takes the new log
     objects too, and never the ones it took before."""
     src = f"s3://{bucket}/delta/t{uuid.uuid4().hex[:6]}"
-    so = _delta_so(aws)
+    so = delta_options(aws)
     write_deltalake(src, _data(0, 50), storage_options=so)
     uri = f"s3://{bucket}/tables/d2"
     t = lethe.Table.adopt(uri, src, key="id")

@@ -20,15 +20,7 @@ from lethe.iceberg import avro as iavro
 from lethe.iceberg import publish
 from lethe.iceberg.publish import PublishResult
 from lethe.maintenance.compaction import CompactionOptions
-
-
-def _props(aws: Any) -> dict[str, str]:
-    return {
-        "s3.endpoint": aws.endpoint,
-        "s3.access-key-id": "testing",
-        "s3.secret-access-key": "testing",
-        "s3.region": "us-east-1",
-    }
+from tests.engines import iceberg_view
 
 
 def _rows(t: pa.Table) -> list[tuple[Any, ...]]:
@@ -41,9 +33,8 @@ def _check_view(aws: Any, s3: Any, bucket: str, t: lethe.Table, r: PublishResult
     files that can hold the day. Returns the spec ids of the manifest list."""
     import polars as pl
     from pyiceberg.expressions import EqualTo
-    from pyiceberg.table import StaticTable
 
-    st = StaticTable.from_metadata(r.uri, properties=_props(aws))
+    st = iceberg_view(aws, r.uri)
     want = t.scan()
     assert _rows(st.scan().to_arrow()) == _rows(want)
     assert _rows(pl.scan_iceberg(st).collect().to_arrow()) == _rows(want)

@@ -12,6 +12,7 @@ from conftest import EVENTS, events
 
 import lethe
 from devtools.local.events import LambdaContext, sqs_event
+from tests.functions.handler_logs import handler_logs
 
 
 @pytest.fixture(autouse=True)
@@ -22,26 +23,10 @@ def _powertools_env(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture
 def logs(capsys: pytest.CaptureFixture[str]) -> Callable[[], str]:
-    """The handler's log lines of this test (its Powertools handler writes to this stdout)."""
-    import sys
-
+    """The handler's log lines of this test."""
     from functions.delete_requests import handler as h
 
-    class Stdout:  # whatever sys.stdout is when a line is written (capsys swaps it per phase)
-        def write(self, s: str) -> int:
-            return sys.stdout.write(s)
-
-        def flush(self) -> None:
-            sys.stdout.flush()
-
-    # not setStream: it flushes the previous test's (closed) capture first
-    h.logger.registered_handler.stream = Stdout()  # type: ignore[attr-defined]
-
-    def read() -> str:
-        got = capsys.readouterr()
-        return got.out + got.err
-
-    return read
+    return handler_logs(capsys, h)
 
 
 @pytest.fixture

@@ -17,6 +17,7 @@ import pytest
 import lethe
 from devtools.local.events import LambdaContext, sqs_event
 from lethe.gc import collect
+from tests.functions.handler_logs import handler_logs
 
 PERSON = 7919
 SECRET_ID = "gdpr-secret-5e11"
@@ -31,24 +32,10 @@ def _powertools_env(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture
 def logs(capsys: pytest.CaptureFixture[str]) -> Callable[[], str]:
-    import sys
-
+    """The handler's log lines of this test."""
     from functions.delete_requests import handler as h
 
-    class Stdout:
-        def write(self, s: str) -> int:
-            return sys.stdout.write(s)
-
-        def flush(self) -> None:
-            sys.stdout.flush()
-
-    h.logger.registered_handler.stream = Stdout()  # type: ignore[attr-defined]
-
-    def read() -> str:
-        got = capsys.readouterr()
-        return got.out + got.err
-
-    return read
+    return handler_logs(capsys, h)
 
 
 def new_queue(aws: Any) -> tuple[Any, str, str]:
@@ -105,6 +92,16 @@ def _with_settings(monkeypatch: pytest.MonkeyPatch, env: dict[str, str]) -> Any:
     return h
 
 
+def _lake_handler(
+    aws: Any, monkeypatch: pytest.MonkeyPatch, lk: lethe.Lake
+) -> tuple[tuple[Any, str, str], str, Any]:
+    """A request queue, a splice queue's URL, and the handler set to the lake and that queue."""
+    requests = new_queue(aws)
+    _, splice_url, _ = new_queue(aws)
+    env = {"LETHE_LAKE_URI": lk.uri, "LETHE_SPLICE_QUEUE_URL": splice_url}
+    return requests, splice_url, _with_settings(monkeypatch, env)
+
+
 def test_one_message_every_table_one_receipt(
     lake: tuple[lethe.Lake, list[str]],
     aws: Any,
@@ -112,11 +109,7 @@ def test_one_message_every_table_one_receipt(
     logs: Callable[[], str],
 ) -> None:
     lk, uris = lake
-    sqs, url, arn = new_queue(aws)
-    _, splice_url, _ = new_queue(aws)
-    h = _with_settings(
-        monkeypatch, {"LETHE_LAKE_URI": lk.uri, "LETHE_SPLICE_QUEUE_URL": splice_url}
-    )
+    (sqs, url, arn), splice_url, h = _lake_handler(aws, monkeypatch, lk)
     good = {"request_id": SECRET_ID, "subject": "customer", "values": [PERSON], "mode": "erase"}
     bodies = {
         "good": good,
@@ -242,11 +235,7 @@ def test_windowed_lake_defers_splices_and_publishes_its_backlog(
 ) -> None:
     lk, uris = lake
     lk.set_erasure_window(timedelta(seconds=2))
-    sqs, url, arn = new_queue(aws)
-    _, splice_url, _ = new_queue(aws)
-    h = _with_settings(
-        monkeypatch, {"LETHE_LAKE_URI": lk.uri, "LETHE_SPLICE_QUEUE_URL": splice_url}
-    )
+    (sqs, url, arn), splice_url, h = _lake_handler(aws, monkeypatch, lk)
     body = {"request_id": SECRET_ID, "subject": "customer", "values": [PERSON], "mode": "erase"}
     sqs.send_message(QueueUrl=url, MessageBody=json.dumps(body))
     received = receive(sqs, url, 1)

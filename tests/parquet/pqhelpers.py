@@ -157,6 +157,20 @@ def datafusion_context() -> Any:
     return datafusion.SessionContext(config)
 
 
+def write_datafusion(path: Path, table: pa.Table, **options: Any) -> Path:
+    """Write ``table`` as DataFusion (arrow-rs) does, bloom filters on, into one file at
+    ``path`` (``options``: more ``datafusion.ParquetWriterOptions``); the file written."""
+    import datafusion
+
+    datafusion.SessionContext().from_arrow(table).write_parquet_with_options(
+        str(path),
+        datafusion.ParquetWriterOptions(
+            bloom_filter_on_write=True, allow_single_file_parallelism=False, **options
+        ),
+    )
+    return next(path.glob("*.parquet")) if path.is_dir() else path
+
+
 def read_datafusion(path: Path, where: str | None = None) -> pa.Table:
     """Read with DataFusion (page index, bloom filters and pushdown on)."""
     ctx = datafusion_context()

@@ -24,6 +24,10 @@ MODULES = [
     "pages",
     "chunkmeta",
     "chunkvalues",
+    "fates",
+    "bloom",
+    "sbbf",
+    "dictpages",
 ]
 
 

@@ -25,6 +25,7 @@ from pqhelpers import (
     read_pyarrow,
     same_rows,
     spark_session,
+    write_datafusion,
 )
 from test_pq_partial import spliced, table
 
@@ -83,23 +84,15 @@ def test_datafusion_files_erase_page_by_page(
 
 def datafusion_file(tmp_path: Path, version: str, dictionary: bool) -> bytes:
     """``table(12_000)`` as DataFusion writes it: 4,000-row groups, small pages, blooms."""
-    import datafusion
-
-    path = tmp_path / "df.parquet"
-    datafusion.SessionContext().from_arrow(table(12_000)).write_parquet_with_options(
-        str(path),
-        datafusion.ParquetWriterOptions(
-            max_row_group_size=4000,
-            data_pagesize_limit=4096,
-            data_page_row_count_limit=1000,
-            writer_version=version,
-            dictionary_enabled=dictionary,
-            bloom_filter_on_write=True,
-            allow_single_file_parallelism=False,
-        ),
+    path = write_datafusion(
+        tmp_path / "df.parquet",
+        table(12_000),
+        max_row_group_size=4000,
+        data_pagesize_limit=4096,
+        data_page_row_count_limit=1000,
+        writer_version=version,
+        dictionary_enabled=dictionary,
     )
-    if path.is_dir():
-        path = next(path.glob("*.parquet"))
     data = path.read_bytes()
     assert "datafusion" in (footer_of(data).metadata.created_by or "")
     return data
@@ -116,23 +109,15 @@ def test_boolean_bloom_filters_of_arrow_rs_are_rebuilt_without_the_erased_value(
 ) -> None:
     """arrow-rs fills bloom filters of BOOLEAN columns, which pyarrow refuses to build: erasing
     the one False of a group leaves a filter that holds True alone, at both granularities."""
-    import datafusion
-
     n = 12_000
     t = pa.table({"id": list(range(n)), "flag": [i != 5000 for i in range(n)]})
-    path = tmp_path / "b.parquet"
-    datafusion.SessionContext().from_arrow(t).write_parquet_with_options(
-        str(path),
-        datafusion.ParquetWriterOptions(
-            max_row_group_size=4000,
-            data_pagesize_limit=1024,
-            data_page_row_count_limit=500,
-            bloom_filter_on_write=True,
-            allow_single_file_parallelism=False,
-        ),
+    path = write_datafusion(
+        tmp_path / "b.parquet",
+        t,
+        max_row_group_size=4000,
+        data_pagesize_limit=1024,
+        data_page_row_count_limit=500,
     )
-    if path.is_dir():
-        path = next(path.glob("*.parquet"))
     data = path.read_bytes()
     old = _bloom_of(data, 1, 1)
     # the same hash input as arrow-rs: its filter is reproduced byte for byte

@@ -18,7 +18,14 @@ import pyarrow.parquet as pq
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pqhelpers import expected, footer_of, read_pyarrow, write
-from test_pq_partial import LAYOUTS, assert_dictionary_pages_first, plan_pages, table
+from test_pq_partial import (
+    LAYOUTS,
+    assert_dictionary_pages_first,
+    assert_victims_gone,
+    cases,
+    plan_pages,
+    table,
+)
 
 from lethe.parquet.enums import Encoding, PageType
 from lethe.parquet.footer import (
@@ -183,53 +190,43 @@ def test_dictionary_fallback_keeps_the_dictionary_or_takes_the_chunk_whole() -> 
         assert stats_of(new, 1) == stats_of(dense, 1)
 
 
-def test_dictionary_stays_when_the_erased_values_remain() -> None:
-    """Erased rows in the last dictionary-encoded pages: when every value of the replaced
-    pages is a value of a kept dictionary-encoded page, the dictionary page and the other
-    pages are copied and the replaced pages re-encoded PLAIN, after the dictionary-encoded
-    ones as a writer's fallback puts them (encoding_stats and encodings say so); a chunk
-    whose erased value occurs nowhere else is re-encoded whole, and so is one where a PLAIN
-    page would come before dictionary-encoded pages (Spark's vectorized reader misreads it)."""
+def test_dictionary_pages_reencoded_against_their_own_dictionary() -> None:
+    """Issue 37 item 2: erased rows in dictionary-encoded pages re-encode those pages only,
+    against the chunk's own dictionary: the dictionary page is copied when every entry is
+    still used, the chunk stays dictionary-encoded (no PLAIN page, encoding_stats and
+    encodings unchanged), wherever the pages lie (before: a PLAIN page re-encoding, or the
+    whole chunk when a PLAIN page would precede dictionary-encoded ones)."""
     t = table(12_000)
     kw = {"row_group_size": 4000, "write_page_index": True, "data_page_size": 1024}
     data = write(t, compression="none", use_dictionary=["small", "name"], **kw)
-    erase = {1: [3990, 3999]}
-    new, plan, _, _ = sparse(data, erase)
-    fate = plan.groups[1]
-    assert fate.level == "page"
-    assert "erased rows in dictionary-encoded pages" in (fate.reason or "")  # name only
-    want = expected(t, data, erase)
-    assert read_pyarrow(new).equals(want)
-    old_meta, new_meta = footer_of(data).metadata, footer_of(new).metadata
-    j = [c.meta_data.path_in_schema[0] for c in old_meta.row_groups[1].columns].index("small")
-    occ, ncc = old_meta.row_groups[1].columns[j], new_meta.row_groups[1].columns[j]
-    old_pages = walk_pages(data, 0, chunk_range(occ))
-    new_pages = walk_pages(new, 0, chunk_range(ncc))
-    assert old_pages[0].header.type == new_pages[0].header.type == PageType.DICTIONARY_PAGE
-    d_old, d_new = old_pages[0], new_pages[0]
-    assert data[d_old.offset : d_old.end] == new[d_new.offset : d_new.end]
-    assert any(
-        isinstance(s, Copy) and s.start == d_old.offset and s.end >= d_old.end
-        for s in plan.segments
-    )
-    encs = [p.header.encoding for p in new_pages if p.header.is_data]
-    assert Encoding.PLAIN in encs and Encoding.RLE_DICTIONARY in encs
-    assert encs == sorted(encs, key=lambda e: e != Encoding.RLE_DICTIONARY)  # PLAIN last
-    stats = {(s.page_type, s.encoding): s.count for s in ncc.meta_data.encoding_stats or []}
-    assert stats[(PageType.DATA_PAGE, Encoding.PLAIN)] == encs.count(Encoding.PLAIN)
-    assert stats[(PageType.DATA_PAGE, Encoding.RLE_DICTIONARY)] == encs.count(
-        Encoding.RLE_DICTIONARY
-    )
-    assert Encoding.PLAIN in ncc.meta_data.encodings
-    dense = apply_segments(plan_pages(data, erase, page_level=False).segments, data)
-    assert stats_of(new, 1) == stats_of(dense, 1)
-    assert fate.reason is not None and fate.reason.startswith("2 of ")  # name, float score
-    for v in (4000 + 3990, 4000 + 3999):
-        assert f"person-{t['id'][v].as_py():09d}".encode() not in new
-    # row 5 lies in the first data page: a PLAIN page there would precede dictionary pages
-    new, plan, _, _ = sparse(data, {1: [5]})
-    assert "a plain page would precede dictionary-encoded pages" in (plan.groups[1].reason or "")
-    assert read_pyarrow(new).equals(expected(t, data, {1: [5]}))
+    for erase in ({1: [3990, 3999]}, {1: [5]}):
+        new, plan, _, _ = sparse(data, erase)
+        fate = plan.groups[1]
+        assert fate.level == "page"
+        assert "dictionary" not in (fate.reason or "")
+        assert read_pyarrow(new).equals(expected(t, data, erase))
+        old_meta, new_meta = footer_of(data).metadata, footer_of(new).metadata
+        names = [c.meta_data.path_in_schema[0] for c in old_meta.row_groups[1].columns]
+        j = names.index("small")
+        occ, ncc = old_meta.row_groups[1].columns[j], new_meta.row_groups[1].columns[j]
+        old_pages = walk_pages(data, 0, chunk_range(occ))
+        new_pages = walk_pages(new, 0, chunk_range(ncc))
+        assert old_pages[0].header.type == new_pages[0].header.type == PageType.DICTIONARY_PAGE
+        d_old = old_pages[0]
+        assert any(
+            isinstance(s, Copy) and s.start <= d_old.offset and s.end >= d_old.end
+            for s in plan.segments
+        )
+        encs = {p.header.encoding for p in new_pages if p.header.is_data}
+        assert encs == {Encoding.RLE_DICTIONARY}
+        assert ncc.meta_data.encodings == occ.meta_data.encodings
+        stats = {(s.page_type, s.encoding): s.count for s in ncc.meta_data.encoding_stats or []}
+        assert stats[(PageType.DATA_PAGE, Encoding.RLE_DICTIONARY)] == len(new_pages) - 1
+        dense = apply_segments(plan_pages(data, erase, page_level=False).segments, data)
+        assert stats_of(new, 1) == stats_of(dense, 1)
+        for v in erase[1]:
+            assert f"person-{t['id'][4000 + v].as_py():09d}".encode() not in new
+        assert_dictionary_pages_first(new)
 
 
 @st.composite
@@ -323,11 +320,7 @@ def test_no_trace_anywhere() -> None:
         new, plan, _, _ = sparse(data, {1: [v - 4000 for v in victims]})
         if layout.startswith("plain"):
             assert plan.groups[1].level == "page", plan.groups[1]
-        for v in victims:
-            name = f"person-{ids[v]:09d}".encode()
-            assert name in data
-            assert name not in new, (layout, v)
-            assert int(ids[v]).to_bytes(8, "little") not in new, (layout, v)
+        assert_victims_gone(data, new, ids, victims, layout)
         # bloom filters hold hashes: each is the one built from the remaining values alone
         erase = {1: [v - 4000 for v in victims]}
         dense = apply_segments(plan_pages(data, erase, page_level=False).segments, data)
@@ -342,29 +335,6 @@ def test_no_trace_anywhere() -> None:
                 ours = new[a.bloom_filter_offset :][: a.bloom_filter_length or 0]
                 theirs = dense[b.bloom_filter_offset :][: b.bloom_filter_length or 0]
                 assert ours and ours == theirs, layout
-
-
-@st.composite
-def cases(draw: st.DrawFn) -> tuple[pa.Table, dict[str, Any], dict[int, list[int]]]:
-    n = draw(st.integers(50, 6000))
-    t = table(n, draw(st.integers(0, 2**16)))
-    layout = dict(LAYOUTS[draw(st.sampled_from(sorted(LAYOUTS)))])
-    layout.pop("bloom_filter_options", None)
-    rgs = draw(st.sampled_from([n, max(1, n // 2), max(1, n // 3)]))
-    kwargs = layout | {
-        "row_group_size": rgs,
-        "write_page_index": True,
-        "write_batch_size": 64,
-        "data_page_size": draw(st.sampled_from([512, 2048, 8192])),
-        "bloom_filter_options": {"id": {"ndv": 1000}} if draw(st.booleans()) else None,
-    }
-    groups = -(-n // rgs)
-    erase: dict[int, list[int]] = {}
-    for g in draw(st.sets(st.integers(0, groups - 1), min_size=1)):
-        size = min(rgs, n - g * rgs)
-        most = draw(st.sampled_from([1, 3, 10, size]))
-        erase[g] = sorted(draw(st.sets(st.integers(0, size - 1), min_size=1, max_size=most)))
-    return t, kwargs, erase
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])

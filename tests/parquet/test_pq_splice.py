@@ -26,6 +26,7 @@ from pqhelpers import (
     rich_table,
     same_rows,
     write,
+    write_datafusion,
 )
 
 from lethe.errors import InvalidRequest, SpliceRefused, UnsupportedFile
@@ -580,20 +581,8 @@ def test_bloom_filters_without_length() -> None:
 
 # --- files with interleaved bloom filters (arrow-rs / DataFusion layout) -------------------
 def test_bloom_filters_between_row_groups_are_cut_out(tmp_path: Path) -> None:
-    import datafusion
-
     table = pa.table({"id": list(range(30000)), "s": [f"v{i}" for i in range(30000)]})
-    path = tmp_path / "df.parquet"
-    datafusion.SessionContext().from_arrow(table).write_parquet_with_options(
-        str(path),
-        datafusion.ParquetWriterOptions(
-            max_row_group_size=10000,
-            bloom_filter_on_write=True,
-            allow_single_file_parallelism=False,
-        ),
-    )
-    if path.is_dir():
-        path = next(path.glob("*.parquet"))
+    path = write_datafusion(tmp_path / "df.parquet", table, max_row_group_size=10000)
     data = path.read_bytes()
     footer = footer_of(data)
     ranges = row_group_ranges(footer.metadata)

@@ -25,6 +25,7 @@ from pqhelpers import (
     read_pyarrow,
     same_rows,
     spark_session,
+    write_datafusion,
 )
 
 from lethe.errors import SpliceRefused
@@ -153,23 +154,11 @@ def test_polars_files_splice(tmp_path: Path, options: dict[str, Any]) -> None:
 
 # --- DataFusion (arrow-rs) ----------------------------------------------------------------------
 def test_datafusion_files_splice(tmp_path: Path) -> None:
-    import datafusion
-
     n = 12000
     table = pa.table(
         {"id": list(range(n)), "s": [f"v{i}" for i in range(n)], "x": [i % 7 for i in range(n)]}
     )
-    path = tmp_path / "df.parquet"
-    datafusion.SessionContext().from_arrow(table).write_parquet_with_options(
-        str(path),
-        datafusion.ParquetWriterOptions(
-            max_row_group_size=4000,
-            bloom_filter_on_write=True,
-            allow_single_file_parallelism=False,
-        ),
-    )
-    if path.is_dir():
-        path = next(path.glob("*.parquet"))
+    path = write_datafusion(tmp_path / "df.parquet", table, max_row_group_size=4000)
     data = path.read_bytes()
     assert "datafusion" in (footer_of(data).metadata.created_by or "")
     check_splices(data, tmp_path)

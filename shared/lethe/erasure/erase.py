@@ -58,6 +58,7 @@ from lethe.parquet.costs import (
     page_level_hopeless,
     plan_upload,
 )
+from lethe.parquet.fates import FileGranularity, granularity, merged
 from lethe.parquet.footer import ByteRange, Footer, index_region, row_group_range
 from lethe.parquet.pages import Ranges, count, runs
 from lethe.parquet.partial import page_ranges
@@ -103,28 +104,7 @@ class SpliceResult:
     @property
     def granularity(self) -> FileGranularity:
         """How the file's edited groups were rewritten, and why any fell back."""
-        kept = [g for g in self.fates if g.edited and g.level is not None]
-        levels = {g.level for g in kept}
-        level: str = (
-            "page" if levels == {"page"} else "row_group" if levels <= {"row_group"} else "mixed"
-        )
-        reasons = tuple(dict.fromkeys(g.reason for g in kept if g.reason is not None))
-        return FileGranularity(self.old.path, level, reasons)
-
-
-@dataclass(frozen=True, slots=True)
-class FileGranularity:
-    """How a spliced file's edited row groups were rewritten.
-
-    ``level`` is ``"page"`` when every edited group that keeps rows was rewritten page by
-    page (unchanged pages copied), ``"row_group"`` when each was re-encoded whole (or
-    every row of the edited groups went), ``"mixed"`` otherwise; ``reasons`` are the
-    distinct reasons for falling back (and for chunks re-encoded whole), never a value.
-    """
-
-    path: str
-    level: str
-    reasons: tuple[str, ...]
+        return granularity(self.old.path, self.fates)
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,6 +133,11 @@ class EraseResult:
     granularity: tuple[FileGranularity, ...] = ()
     #: the last snapshot this call committed (None: none), for the caller's handle to adopt
     snapshot: Snapshot | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def fallbacks(self) -> dict[str, int]:
+        """How often each fallback reason occurred (issue 37 item 2; never a value)."""
+        return merged(self.granularity)
 
 
 def _erased(
@@ -244,7 +229,10 @@ def _fates(fates: tuple[GroupFate, ...], choice: LevelChoice) -> tuple[GroupFate
     if choice.level == "page":
         return fates
     why = choice.reason or f"{choice.level.replace('_', '-')} predicted cheaper than page level"
-    return tuple(dataclasses.replace(g, reason=why) if g.level == "row_group" else g for g in fates)
+    return tuple(
+        dataclasses.replace(g, reason=why, fallbacks=(why,)) if g.level == "row_group" else g
+        for g in fates
+    )
 
 
 def _held(fetch: Fetcher) -> list[tuple[int, int]]:

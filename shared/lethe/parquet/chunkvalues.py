@@ -2,10 +2,9 @@
 its rebuilt bloom filter, and whether its dictionary page may stay although pages holding
 erased rows were dictionary-encoded (:mod:`lethe.parquet.partial` reads such chunks whole).
 
-- *Bloom filter*: built from the remaining values with the original's size and
-  parameters by a one-column pyarrow writer. The filter hashes the values alone (xxhash64
-  of their plain encoding), so the pages of that file are written plain, uncompressed,
-  without statistics or page index; the filter is the one a rewrite of the chunk builds.
+- *Bloom filter*: built from the remaining values at the original's size
+  (:mod:`lethe.parquet.bloom`): xxHash64 of each value's plain encoding in a split-block
+  bitset of as many bytes as the original's.
 - *Dictionary*: it stays when no entry of it is a value of erased rows only. For a writer
   whose every dictionary entry is a value of a dictionary-encoded page (Arrow C++, see
   :mod:`lethe.parquet.partial`), the entries are the values of the chunk's
@@ -29,15 +28,13 @@ True
 
 from __future__ import annotations
 
-import io
 from collections.abc import Collection, Sequence
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
-from lethe.parquet.bloom import bloomable, written_bloom
+from lethe.parquet.bloom import bloom_filter
 from lethe.parquet.chunkmeta import WholeChunk
 from lethe.parquet.footer import Page
 from lethe.parquet.model import FileMetaData
@@ -108,28 +105,18 @@ def rebuilt_bloom(
     meta: FileMetaData, k: int, j: int, pages: Sequence[Page], kept: pa.Table, size: int
 ) -> bytes:
     """The bloom filter (header and bitset) of chunk ``j`` of group ``k`` holding the
-    values of ``kept`` alone, the same ``size`` as the original's.
+    values of ``kept`` alone, the same ``size`` as the original's (issue 37 item 2: fewer
+    values only lower its false-positive rate; see :mod:`lethe.parquet.bloom`).
 
     Raises:
-        WholeChunk: The rebuilt filter differs in size.
-        SpliceRefused: pyarrow cannot write the values.
+        WholeChunk: No common header and bitset make ``size``.
+        SpliceRefused: The values' plain bytes are not known.
     """
-    spec = column_spec(meta, k, j, pages, size)
-    options = spec.writer_options() | {
-        "use_dictionary": False,
-        "column_encoding": None,
-        "compression": "none",
-        "write_statistics": False,
-        "write_page_index": False,
-        "write_page_checksum": False,
-    }
-    kept = pa.table([bloomable(c) for c in kept.columns], names=kept.column_names)
-
-    def write(buf: io.BytesIO) -> None:
-        with pq.ParquetWriter(buf, kept.schema, **options) as writer:
-            writer.write_table(kept, row_group_size=max(1, kept.num_rows))
-
-    got = written_bloom(write, size, f"rebuild a bloom filter of row group {k}")
+    elem = meta.leaves()[j][1]
+    if elem.type is None:
+        raise WholeChunk("a column without a physical type")
+    options = column_spec(meta, k, j, pages, None).writer_options()
+    got = bloom_filter(kept.column(0), size, elem.type, elem.type_length, options)
     if got is None:
-        raise WholeChunk("the rebuilt bloom filter differs in size")
+        raise WholeChunk("a bloom filter of another header shape")
     return got

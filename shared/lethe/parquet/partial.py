@@ -19,23 +19,20 @@ Per column chunk (every chunk holds every erased row):
   statistics (no erased row ever contributed to them).
 - *Bloom filter*: a chunk with a bloom filter is fetched whole, since the filter is rebuilt
   from all its remaining values (no bit of an erased value may survive); its pages are
-  still kept or re-encoded as above. The filter is taken from a one-column plain,
-  uncompressed re-encoding of the remaining values with the original's size and
-  parameters (the filter hashes the values alone, so it is the one a rewrite builds).
+  still kept or re-encoded as above. The filter is rebuilt at the original's size
+  (:mod:`lethe.parquet.bloom`; fewer values only lower its false-positive rate).
 - *Dictionary*: when only pages past an Arrow writer's dictionary fallback (PLAIN) hold
   erased rows, the dictionary page is kept: every entry of it is a value of a kept
   dictionary-encoded page. When a dictionary-encoded page holds an erased row (or the
   writer is not known to reference every entry from a dictionary-encoded page), the chunk
-  is fetched whole and its dictionary page still kept when no entry can be a value of
-  erased rows alone (:func:`~lethe.parquet.chunkvalues.dictionary_stays`); the replaced
-  dictionary-encoded pages are then re-encoded PLAIN (Parquet's dictionary fallback;
-  ``encoding_stats`` and ``encodings`` say so), but only when no kept dictionary-encoded
-  page follows them: Spark's vectorized reader misaligns rows when a chunk returns to its
-  dictionary after a PLAIN page (writers only ever fall back), so such a chunk is
-  re-encoded whole.
-- *Whole chunk*: otherwise a chunk whose dictionary may hold an erased value is decoded
-  and re-encoded whole (that column only, its dictionary rebuilt), as is a floating-point
-  one, or one whose statistics cannot be proven (below).
+  is fetched whole; the replaced dictionary-encoded pages are re-encoded against the
+  chunk's own dictionary (so the chunk stays dictionary-encoded, issue 37 item 2) and the
+  dictionary page is scrubbed of every entry no remaining row references
+  (:mod:`lethe.parquet.pageruns`, :mod:`lethe.parquet.dictpages`).
+- *Whole chunk*: a floating-point chunk with erased rows in dictionary-encoded pages is
+  decoded and re-encoded whole (that column only, its dictionary rebuilt), as is one whose
+  statistics cannot be proven (below); each such chunk is a counted fallback
+  (``GroupRewrite.fallbacks``).
 - *Chunk statistics*: ``null_count`` drops by the erased nulls and ``distinct_count`` is
   dropped. ``min``/``max`` stay when the chunk was read whole and every erased value is
   also a remaining one (the set of values is unchanged), or when every erased value lies
@@ -63,26 +60,22 @@ re-encoding that changes a page's type or encoding, or nothing left to copy.
 
 from __future__ import annotations
 
-import dataclasses
-import io
+import contextlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from lethe.errors import SpliceRefused
 from lethe.parquet.chunkmeta import PageFallback as _Fallback
 from lethe.parquet.chunkmeta import WholeChunk as _Whole
 from lethe.parquet.chunkmeta import encoding_stats, encodings, size_statistics, statistics
-from lethe.parquet.chunkvalues import dictionary_stays, lost_values, rebuilt_bloom
+from lethe.parquet.chunkvalues import lost_values, rebuilt_bloom
 from lethe.parquet.enums import (
     CC,
     CMD,
     OI,
     RG,
-    Encoding,
     PageType,
     PhysicalType,
     Repetition,
@@ -106,34 +99,34 @@ from lethe.parquet.offsets import (
 )
 from lethe.parquet.pageentries import NewPage as _NewPage
 from lethe.parquet.pageentries import ci_entries as _ci_entries
-from lethe.parquet.pageentries import conformed as _conformed
 from lethe.parquet.pageentries import index_lists as _index_lists
 from lethe.parquet.pageentries import rebuilt_indexes as _page_index
+from lethe.parquet.pageruns import (
+    ChunkPlan,
+    Context,
+    dictionary_target,
+    index_structs,
+    reencode_runs,
+    scrubbed,
+)
 from lethe.parquet.pages import (
     ChunkLayout,
     Ranges,
-    chunk_file,
     chunk_layout,
-    chunk_schema,
     count,
-    decode_chunk,
-    intersect,
 )
 from lethe.parquet.reencode import (
     GroupRewrite,
-    WriteSpec,
     check_column,
     column_spec,
     compare_chunk,
     natural_schema,
     write_rows,
 )
-from lethe.parquet.segments import Bytes, Copy, Extent, NeedBytes, Segment, Source
-from lethe.parquet.thrift import Struct, ThriftList, TType, decode, encode
+from lethe.parquet.segments import Bytes, Copy, NeedBytes, Segment, Source
+from lethe.parquet.thrift import Struct, ThriftList, TType, encode
 
 __all__ = ["ChunkPlan", "page_ranges", "plan_group", "rewrite_pages"]
-
-_DICT_ENCODINGS = frozenset({Encoding.PLAIN_DICTIONARY, Encoding.RLE_DICTIONARY})
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,71 +141,7 @@ class _Chunk:
     whole: str | None  # why the chunk was re-encoded whole; None when page-level
 
 
-@dataclass(frozen=True, slots=True)
-class ChunkPlan:
-    """What page level does to one column chunk of an edited group.
-
-    Attributes:
-        column: Leaf index of the chunk.
-        layout: Its pages, from the OffsetIndex.
-        runs: Runs ``[first page, end page)`` of consecutive pages holding erased rows.
-        whole: Why the chunk is re-encoded whole, None when only ``runs`` are.
-        bloom: Whether the chunk's bloom filter is rebuilt from its remaining values (the
-            whole chunk is read, only ``runs`` are re-encoded).
-        live: Set when the chunk's dictionary stays only if no entry of it is a value of
-            erased rows alone (the whole chunk is read to tell; dictionary-encoded pages
-            holding erased rows are re-encoded PLAIN): why the chunk is re-encoded whole
-            when it is not so.
-    """
-
-    column: int
-    layout: ChunkLayout
-    runs: tuple[tuple[int, int], ...]
-    whole: str | None
-    bloom: bool = False
-    live: str | None = None
-
-    def ranges(self, cc: ColumnChunk) -> list[ByteRange]:
-        """The bytes of the original this chunk's rewrite reads."""
-        if self.whole is not None or self.bloom or self.live is not None:
-            return [chunk_range(cc)]
-        pages = self.layout.pages
-        return [
-            ByteRange(pages[a].offset, pages[b - 1].offset + pages[b - 1].size)
-            for a, b in self.runs
-        ]
-
-    @property
-    def keeps_data_page(self) -> bool:
-        """Whether a data page of the chunk holds no erased row (and may be copied)."""
-        return self.whole is None and sum(b - a for a, b in self.runs) < len(self.layout.pages)
-
-    @property
-    def copies(self) -> bool:
-        """Whether some of the chunk's bytes stay (an unchanged page or its dictionary)."""
-        hit = sum(b - a for a, b in self.runs)
-        return self.whole is None and (
-            hit < len(self.layout.pages) or self.layout.dictionary is not None
-        )
-
-
 # --- the plan, from the footer and the offset indexes -----------------------------------
-def _index_structs(cc: ColumnChunk, source: Source) -> tuple[Struct, Struct | None]:
-    """The chunk's OffsetIndex and ColumnIndex (None when it has none)."""
-    oo, ol = cc.offset_index_offset, cc.offset_index_length
-    if oo is None or ol is None:
-        raise _Fallback("a chunk has no offset index")
-    if not source.has(oo, ol):
-        raise _Fallback("an offset index was not fetched")
-    oi = decode(source.read(oo, ol))
-    co, cl = cc.column_index_offset, cc.column_index_length
-    if co is None or cl is None:
-        return oi, None
-    if not source.has(co, cl):
-        raise _Fallback("a column index was not fetched")
-    return oi, decode(source.read(co, cl))
-
-
 def _runs(layout: ChunkLayout, erased: Ranges) -> tuple[tuple[int, int], ...]:
     """Runs ``[first page, end page)`` of consecutive pages that hold an erased row."""
     out: list[tuple[int, int]] = []
@@ -251,7 +180,7 @@ def _check_group(meta: FileMetaData, k: int, erased: Ranges) -> None:
 def _chunk_plan(meta: FileMetaData, k: int, j: int, erased: Ranges, source: Source) -> ChunkPlan:
     rg = meta.row_groups[k]
     cc = rg.columns[j]
-    oi_struct, _ = _index_structs(cc, source)
+    oi_struct, _ = index_structs(cc, source)
     layout = chunk_layout(rg, j, read_offset_index(encode(oi_struct)))
     runs = _runs(layout, erased)
     hit = [layout.pages[i] for a, b in runs for i in range(a, b)]
@@ -316,154 +245,8 @@ def _coalesce(ranges: Iterable[ByteRange]) -> tuple[ByteRange, ...]:
     return tuple(out)
 
 
-# --- shared context -----------------------------------------------------------------------
-@dataclass(frozen=True, slots=True)
-class _Context:
-    """What every chunk of the group shares."""
-
-    meta: FileMetaData
-    k: int
-    erased: Ranges
-    source: Source
-    schema: pa.Schema
-    bloom_bytes: Mapping[int, int]
-
-    def keep_mask(self, first: int, end: int) -> pa.Array:
-        """For rows ``[first, end)`` of the group, whether each one stays."""
-        mask = [True] * (end - first)
-        for s, e in intersect(self.erased, ((first, end),)):
-            mask[s - first : e - first] = [False] * (e - s)
-        return pa.array(mask, type=pa.bool_())
-
-    def decode(
-        self, j: int, dictionary: bytes | None, raws: Sequence[bytes], rows: Sequence[int]
-    ) -> pa.Array:
-        """Pages of chunk ``j`` decoded as the column's natural Arrow type."""
-        cc = self.meta.row_groups[self.k].columns[j]
-        file = chunk_file(chunk_schema(self.meta, j), cc, dictionary, raws, rows)
-        values = decode_chunk(file).combine_chunks()
-        t = self.schema.field(j).type
-        try:
-            return values.cast(t) if values.type != t else values
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
-            raise _Fallback("decoded pages do not fit the file's schema") from e
-
-
-# --- re-encoding runs of pages ----------------------------------------------------------
-def _write_runs(spec: WriteSpec, schema: pa.Schema, tables: Sequence[pa.Table], k: int) -> bytes:
-    """One temporary file, one row group per run (``write_rows`` for several groups)."""
-    buf = io.BytesIO()
-    try:
-        with pq.ParquetWriter(buf, schema, **spec.writer_options()) as writer:
-            for t in tables:
-                writer.write_table(t, row_group_size=t.num_rows)
-    except (pa.ArrowException, ValueError, TypeError) as e:
-        raise SpliceRefused(f"pyarrow cannot re-encode pages of row group {k}: {e}") from e
-    return buf.getvalue()
-
-
-def _new_pages(
-    data: bytes,
-    cc: ColumnChunk,
-    allowed: frozenset[int],
-    types: frozenset[int],
-    like: Mapping[int, int],
-) -> list[_NewPage]:
-    """The data pages of a temporary file's chunk ``cc``, as new bytes (their ColumnIndex
-    entries in the lists ``like`` describes: see :func:`_conformed`)."""
-    pages = list(walk_pages(data, 0, chunk_range(cc)))
-    if any(not p.header.is_data for p in pages):
-        raise _Whole("re-encoded pages need a dictionary")
-    oi_struct, ci_struct = _index_structs(cc, Source([Extent(0, data)]))
-    unenc = oi_struct.get(OI.UNENCODED_BYTE_ARRAY_DATA_BYTES)
-    unencoded = unenc.items if isinstance(unenc, ThriftList) else None
-    cis = _conformed(ci_struct, [p.header.num_values or 0 for p in pages], like)
-    out = []
-    for i, p in enumerate(pages):
-        if p.header.type not in types or p.header.encoding not in allowed:
-            raise _Fallback("re-encoding changes a page's type or encoding")
-        n = p.header.num_values
-        assert n is not None
-        u = unencoded[i] if unencoded is not None else None
-        out.append(_NewPage(Bytes(data[p.offset : p.end]), p, n, cis[i], u))
-    return out
-
-
-def _fetched_pages(ctx: _Context, plan: ChunkPlan, a: int, b: int) -> list[Page]:
-    """Pages ``[a, b)`` of a chunk, their headers read and checked against the OffsetIndex."""
-    out = []
-    for span in plan.layout.pages[a:b]:
-        raw = ctx.source.read(span.offset, span.size)
-        h, at = read_page_header(raw, 0)
-        if not h.is_data or at + h.compressed_page_size != span.size:
-            raise _Fallback("a chunk's pages disagree with its offset index")
-        if h.num_values != span.rows:
-            raise _Fallback("a page's values are not its rows")
-        if h.encoding in _DICT_ENCODINGS and plan.live is None:
-            raise _Whole("erased rows in dictionary-encoded pages")
-        out.append(Page(span.offset, h, at))
-    return out
-
-
-@dataclass(frozen=True, slots=True)
-class _Replaced:
-    """The pages of a chunk's runs re-encoded: the new pages per run, the pages they
-    replace and the erased values."""
-
-    new: list[list[_NewPage]]
-    old: list[Page]
-    gone: pa.Array
-
-
-def _reencode_runs(ctx: _Context, plan: ChunkPlan, full: pa.Array | None) -> _Replaced:
-    """The runs of ``plan`` re-encoded (decoded from their pages, or sliced from ``full``,
-    the chunk's values); dictionary-encoded pages are re-encoded PLAIN."""
-    j = plan.column
-    pages = plan.layout.pages
-    old: list[Page] = []
-    kept: list[pa.Table] = []
-    gone: list[pa.Array] = []
-    name = ctx.schema.field(j).name
-    for a, b in plan.runs:
-        run = _fetched_pages(ctx, plan, a, b)
-        old.extend(run)
-        raws = [ctx.source.read(p.offset, p.end - p.offset) for p in run]
-        first, end = pages[a].first_row, pages[b - 1].end_row
-        values = (
-            full.slice(first, end - first)
-            if full is not None
-            else ctx.decode(j, None, raws, [s.rows for s in pages[a:b]])
-        )
-        mask = ctx.keep_mask(pages[a].first_row, pages[b - 1].end_row)
-        gone.append(values.filter(pc.invert(mask)))
-        kept.append(pa.table({name: values.filter(mask)}, schema=pa.schema([ctx.schema.field(j)])))
-    spec = column_spec(ctx.meta, ctx.k, j, old, None)
-    allowed = frozenset(p.header.encoding for p in old if p.header.encoding is not None)
-    if allowed & _DICT_ENCODINGS:
-        spec = dataclasses.replace(spec, use_dictionary=(), column_encoding={})
-        allowed = (allowed - _DICT_ENCODINGS) | {Encoding.PLAIN}
-    one = pa.schema([ctx.schema.field(j)])
-    tables = [t for t in kept if t.num_rows]
-    tmp = _write_runs(spec, one, tables, ctx.k) if tables else b""
-    tgroups = parse_tail(tmp, len(tmp)).metadata if tables else None
-    if tgroups is not None:
-        check_column(ctx.meta, j, tgroups)
-    types = frozenset(p.header.type for p in old)
-    _, ci = _index_structs(ctx.meta.row_groups[ctx.k].columns[j], ctx.source)
-    like = {fid: len(v.items) // len(pages) for fid, v in _index_lists(ci).items()}
-    new: list[list[_NewPage]] = []
-    t = 0
-    for table in kept:
-        if table.num_rows and tgroups is not None:
-            new.append(_new_pages(tmp, tgroups.row_groups[t].columns[0], allowed, types, like))
-            t += 1
-        else:
-            new.append([])
-    return _Replaced(new, old, pa.concat_arrays(gone))
-
-
 # --- one chunk --------------------------------------------------------------------------
-def _page_chunk(ctx: _Context, plan: ChunkPlan, pos: int) -> _Chunk:
+def _page_chunk(ctx: Context, plan: ChunkPlan, pos: int) -> _Chunk:
     """Chunk ``plan.column`` page-level, laid out from ``pos``.
 
     Long: one pass over the chunk's pages, copies and new ones, then its metadata.
@@ -473,15 +256,14 @@ def _page_chunk(ctx: _Context, plan: ChunkPlan, pos: int) -> _Chunk:
     """
     j = plan.column
     cc = ctx.meta.row_groups[ctx.k].columns[j]
-    oi, ci = _index_structs(cc, ctx.source)
+    oi, ci = index_structs(cc, ctx.source)
     spans = plan.layout.pages
     cis = _ci_entries(ci, len(spans))
     unenc = oi.get(OI.UNENCODED_BYTE_ARRAY_DATA_BYTES)
     unencoded = unenc.items if isinstance(unenc, ThriftList) else None
     full = _remaining(ctx, j) if plan.bloom or plan.live is not None else None
-    if full is not None and plan.live is not None:
-        _check_dictionary(ctx, plan, *full)
-    rep = _reencode_runs(ctx, plan, full[1] if full is not None else None)
+    target = dictionary_target(ctx, plan, full[0]) if full is not None else None
+    rep = reencode_runs(ctx, plan, full[1] if full is not None else None, target)
     pages: list[_NewPage] = []
     at = 0
     for (a, b), run in zip(plan.runs, rep.new, strict=True):
@@ -512,9 +294,16 @@ def _page_chunk(ctx: _Context, plan: ChunkPlan, pos: int) -> _Chunk:
     body: list[Segment] = []
     start = pos
     d = plan.layout.dictionary
+    dict_size = 0  # change of the dictionary page's uncompressed size, header included
     if d is not None:
-        body.append(Copy(d.start, d.end))
-        pos += d.length
+        scrub = scrubbed(ctx, plan, full[0], target, rep) if target and full else None
+        body.append(Copy(d.start, d.end) if scrub is None else Bytes(scrub))
+        pos += d.length if scrub is None else len(scrub)
+        if scrub is not None and full is not None:
+            h, at = read_page_header(scrub, 0)
+            old = full[0][0]
+            dict_size = at + h.uncompressed_page_size
+            dict_size -= old.header_length + old.header.uncompressed_page_size
     offsets = []
     for p in pages:
         offsets.append(pos)
@@ -522,9 +311,8 @@ def _page_chunk(ctx: _Context, plan: ChunkPlan, pos: int) -> _Chunk:
         pos += p.content.length
     oi_raw, ci_raw = _page_index(pages, offsets, oi, ci)
     added = [p.header for run in rep.new for p in run if p.header is not None]
-    size = sum(p.header_length + p.header.uncompressed_page_size for p in added) - sum(
-        p.header_length + p.header.uncompressed_page_size for p in rep.old
-    )
+    size = dict_size + sum(p.header_length + p.header.uncompressed_page_size for p in added)
+    size -= sum(p.header_length + p.header.uncompressed_page_size for p in rep.old)
     values = sum(p.header.num_values or 0 for p in added) - sum(
         p.header.num_values or 0 for p in rep.old
     )
@@ -549,7 +337,7 @@ def _page_chunk(ctx: _Context, plan: ChunkPlan, pos: int) -> _Chunk:
     return _Chunk(tuple(body), s, oi_raw, ci_raw, bloom, None)
 
 
-def _remaining(ctx: _Context, j: int) -> tuple[Sequence[Page], pa.Array]:
+def _remaining(ctx: Context, j: int) -> tuple[Sequence[Page], pa.Array]:
     """All pages of chunk ``j`` and all its values (decoded, erased rows included)."""
     rg = ctx.meta.row_groups[ctx.k]
     cc = rg.columns[j]
@@ -569,35 +357,14 @@ def _remaining(ctx: _Context, j: int) -> tuple[Sequence[Page], pa.Array]:
     return pages, values
 
 
-def _kept(ctx: _Context, j: int, values: pa.Array) -> pa.Table:
+def _kept(ctx: Context, j: int, values: pa.Array) -> pa.Table:
     """The remaining rows of chunk ``j`` of all its ``values``."""
     field = ctx.schema.field(j)
     mask = ctx.keep_mask(0, len(values))
     return pa.table({field.name: values.filter(mask)}, schema=pa.schema([field]))
 
 
-def _check_dictionary(
-    ctx: _Context, plan: ChunkPlan, pages: Sequence[Page], values: pa.Array
-) -> None:
-    """Raises :class:`_Whole` unless the dictionary of chunk ``plan.column`` may stay."""
-    data = [p for p in pages if p.header.is_data]
-    spans = plan.layout.pages
-    if len(data) != len(spans):
-        raise _Fallback("a chunk's pages disagree with its offset index")
-    dict_pages = [p.header.encoding in _DICT_ENCODINGS for p in data]
-    replaced = {i for a, b in plan.runs for i in range(a, b)}
-    first = min((i for i in replaced if dict_pages[i]), default=len(data))
-    if any(d and i not in replaced for i, d in enumerate(dict_pages) if i > first):
-        # PLAIN pages only ever follow dictionary-encoded ones (a writer's fallback); Spark's
-        # vectorized reader misaligns rows of a chunk that goes back to the dictionary
-        raise _Whole("a plain page would precede dictionary-encoded pages")
-    rows = [(sp.first_row, sp.end_row) for sp in spans]
-    keep = ctx.keep_mask(0, len(values))
-    if not dictionary_stays(values, keep, rows, dict_pages, replaced, _arrow_fallback(ctx.meta)):
-        raise _Whole(plan.live or "erased rows in dictionary-encoded pages")
-
-
-def _whole_chunk(ctx: _Context, j: int, pos: int, why: str) -> _Chunk:
+def _whole_chunk(ctx: Context, j: int, pos: int, why: str) -> _Chunk:
     """Chunk ``j`` decoded, stripped of the erased rows and re-encoded whole (that column
     only, as its writer encoded it), moved to ``pos``."""
     cc = ctx.meta.row_groups[ctx.k].columns[j]
@@ -614,12 +381,17 @@ def _whole_chunk(ctx: _Context, j: int, pos: int, why: str) -> _Chunk:
     move = shifted(tr, pos)
     oi = _piece(tmp, tcc.offset_index_offset, tcc.offset_index_length)
     tmd = tcc.meta_data
+    bloom = _piece(tmp, tmd.bloom_filter_offset, tmd.bloom_filter_length)
+    size = ctx.bloom_bytes.get(j)
+    if bloom is not None and size is not None:
+        with contextlib.suppress(_Whole, SpliceRefused):  # at its size, else pyarrow's
+            bloom = rebuilt_bloom(ctx.meta, ctx.k, j, pages, kept, size)
     return _Chunk(
         (Bytes(tmp[tr.start : tr.end]),),
         shift_column(tcc.struct, move),
         shift_offset_index(oi, move) if oi is not None else None,
         _piece(tmp, tcc.column_index_offset, tcc.column_index_length),
-        _piece(tmp, tmd.bloom_filter_offset, tmd.bloom_filter_length),
+        bloom,
         why,
     )
 
@@ -666,7 +438,7 @@ def rewrite_pages(
         ]
         if missing:
             raise NeedBytes(missing)
-        ctx = _Context(meta, k, erased, source, natural_schema(meta), bloom_bytes)
+        ctx = Context(meta, k, erased, source, natural_schema(meta), bloom_bytes)
         return _assemble(ctx, plans)
     except _Fallback as e:
         return str(e)
@@ -686,7 +458,7 @@ def _whole_chunks(chunks: Sequence[_Chunk]) -> str | None:
     return f"{len(whole)} of {len(chunks)} chunks re-encoded whole ({why})"
 
 
-def _assemble(ctx: _Context, plans: Sequence[ChunkPlan]) -> GroupRewrite:
+def _assemble(ctx: Context, plans: Sequence[ChunkPlan]) -> GroupRewrite:
     rg = ctx.meta.row_groups[ctx.k]
     base = min(chunk_range(cc).start for cc in rg.columns)
     pos = base
@@ -730,4 +502,5 @@ def _assemble(ctx: _Context, plans: Sequence[ChunkPlan]) -> GroupRewrite:
         tuple(c.offset_index for c in chunks),
         level="page",
         reason=_whole_chunks(chunks),
+        fallbacks=tuple(c.whole for c in chunks if c.whole is not None),
     )

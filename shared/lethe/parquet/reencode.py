@@ -125,8 +125,9 @@ class WriteSpec:
         decimal_as_int: Whether decimals are stored as INT32/INT64.
         time_utc: The ``isAdjustedToUTC`` of TIME columns (at most one value).
         shapes: Each chunk's shape, in leaf order (the re-encoding is compared with them).
-        bool_blooms: Length of the bloom filter of each BOOLEAN chunk that has one, by leaf
-            index: pyarrow writes none, so they are built apart (:mod:`lethe.parquet.bloom`).
+        bool_blooms: Length of the bloom filter of each BOOLEAN or flat chunk that has one, by
+            leaf index: built apart at that size (:mod:`lethe.parquet.bloom`; pyarrow writes
+            none for BOOLEAN and sizes the others by the distinct values it sees).
     """
 
     compression: Mapping[str, str]
@@ -247,10 +248,11 @@ def write_spec(
             statistics.append(name)
         if cc.column_index_offset is not None or cc.offset_index_offset is not None:
             page_index = True
-        if m.bloom_filter_offset is not None and elem.type == PhysicalType.BOOLEAN:
-            bool_blooms[j] = bloom_bytes[j]
-        elif m.bloom_filter_offset is not None:
-            blooms[name] = _bloom_options(bloom_bytes[j])
+        if m.bloom_filter_offset is not None:
+            if elem.type != PhysicalType.BOOLEAN:
+                blooms[name] = _bloom_options(bloom_bytes[j])
+            if elem.type == PhysicalType.BOOLEAN or len(path) == 1:
+                bool_blooms[j] = bloom_bytes[j]  # rebuilt at its size (issue 37 item 2)
         int96 |= elem.type == PhysicalType.INT96
         decimal_as_int |= _decimal_as_int(elem)
         time_utc |= _time_utc(elem)
@@ -408,6 +410,7 @@ class GroupRewrite:
             (:func:`~lethe.parquet.partial.rewrite_pages`).
         reason: Why a re-encoding is not page-level, or which chunks of a page-level
             rewrite were re-encoded whole; None when there is nothing to say.
+        fallbacks: The same, one entry per fallback (the group's, or each whole chunk's).
     """
 
     body: tuple[Segment, ...]
@@ -419,6 +422,7 @@ class GroupRewrite:
     offset_indexes: tuple[bytes | None, ...]
     level: Granularity = "row_group"
     reason: str | None = None
+    fallbacks: tuple[str, ...] = ()
 
     @property
     def length(self) -> int:
@@ -499,11 +503,14 @@ def reencode_group(
 def _with_bool_blooms(
     meta: FileMetaData, k: int, spec: WriteSpec, table: pa.Table, rec: GroupRewrite
 ) -> GroupRewrite:
-    """``rec`` with the bloom filters of its BOOLEAN chunks (see :mod:`lethe.parquet.bloom`),
-    referenced from their chunks as the original's were.
+    """``rec`` with the bloom filters of its BOOLEAN chunks and flat columns rebuilt at the
+    original's size (see :mod:`lethe.parquet.bloom`; pyarrow sizes a filter by the distinct
+    values it sees), referenced from their chunks as the original's were. A flat column's
+    filter that cannot be rebuilt so keeps pyarrow's.
 
     Raises:
-        SpliceRefused: A nested BOOLEAN column has one, or pyarrow sizes it otherwise.
+        SpliceRefused: A nested BOOLEAN column has one, or a BOOLEAN filter's size has no
+            common header and bitset.
     """
     if not spec.bool_blooms:
         return rec
@@ -511,10 +518,24 @@ def _with_bool_blooms(
     cols = struct_list(rec.row_group, RG.COLUMNS)
     leaves = meta.leaves()
     for j, size in spec.bool_blooms.items():
-        path = leaves[j][0]
+        path, elem = leaves[j][0], leaves[j][1]
+        boolean = elem.type == PhysicalType.BOOLEAN
         if len(path) != 1:
             raise SpliceRefused(f"nested BOOLEAN column {'.'.join(path)!r} has a bloom filter")
-        raw = bloom_filter(table.column(path[0]), size)
+        try:
+            raw = bloom_filter(
+                table.column(path[0]),
+                size,
+                PhysicalType.BOOLEAN if elem.type is None else elem.type,
+                elem.type_length,
+                spec.writer_options(),
+            )
+        except SpliceRefused:
+            if boolean:
+                raise
+            raw = None
+        if raw is None and not boolean:
+            continue  # pyarrow's filter stays
         if raw is None:
             raise SpliceRefused(f"column {path[0]!r}: a rebuilt bloom filter differs in size")
         blooms[j] = raw

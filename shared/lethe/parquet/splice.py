@@ -173,6 +173,8 @@ class GroupFate:
             (only pages holding erased rows) or ``"row_group"``; None otherwise.
         reason: Why an edited group fell back to the row-group splice, or which chunks of a
             page-level one were re-encoded whole (never a value of the file).
+        fallbacks: Each fallback of the group, countable (issue 37 item 2): the reason it
+            fell back to the row-group splice, or one reason per chunk re-encoded whole.
     """
 
     index: int
@@ -182,6 +184,7 @@ class GroupFate:
     edited: bool
     level: Granularity | None = None
     reason: str | None = None
+    fallbacks: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -428,7 +431,7 @@ def _rewrite(
         reason = paged
     data = e.data if e.data is not None else source.read(r.start, r.length)
     full = reencode_group(meta, g, _keep(meta, g, e, data), data, r.start, blooms)
-    return dataclasses.replace(full, reason=reason)
+    return dataclasses.replace(full, reason=reason, fallbacks=(reason,))
 
 
 def rewrite_groups(
@@ -668,10 +671,11 @@ def rebuild_groups(
         rec = rewrites.get(g)
         level: Granularity | None = None
         reason = None
+        whys: tuple[str, ...] = ()
         if rec is not None:
             gs, own = _place_rewrite(located, rg, g, ng, rec, area.placed[g])
             entries.extend(own)
-            rows_after, level, reason = rec.num_rows, rec.level, rec.reason
+            rows_after, level, reason, whys = rec.num_rows, rec.level, rec.reason, rec.fallbacks
         else:
             gs = _move_group(rg, located.ranges[g], area.move)
             rows_after = rg.num_rows
@@ -680,7 +684,7 @@ def rebuild_groups(
         else:
             gs = gs.without(RG.ORDINAL)
         structs.append(gs)
-        fates.append(GroupFate(g, ng, rg.num_rows, rows_after, g in rewrites, level, reason))
+        fates.append(GroupFate(g, ng, rg.num_rows, rows_after, g in rewrites, level, reason, whys))
     return NewGroups(tuple(numbering), tuple(structs), tuple(fates), tuple(entries))
 
 

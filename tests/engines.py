@@ -1,0 +1,74 @@
+"""How other engines' clients reach moto's server in tests: PyIceberg (its S3 file IO and its
+Glue catalog) and delta-rs (its object-store options). One home for their settings, so a test
+names only what it does with them. The clients are imported when called: a test module that
+never uses them does not pay for the import."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+REGION = "us-east-1"
+
+
+def iceberg_props(aws: Any, *, glue: bool = False) -> dict[str, str]:
+    """PyIceberg's properties for moto's S3 (and, with ``glue``, its Glue catalog)."""
+    props = {
+        "s3.endpoint": aws.endpoint,
+        "s3.access-key-id": "testing",
+        "s3.secret-access-key": "testing",
+        "s3.region": REGION,
+    }
+    if glue:
+        props |= {
+            "glue.endpoint": aws.endpoint,
+            "glue.region": REGION,
+            "glue.access-key-id": "testing",
+            "glue.secret-access-key": "testing",
+        }
+    return props
+
+
+def iceberg_view(aws: Any, metadata_uri: str) -> Any:
+    """PyIceberg's ``StaticTable`` of the Iceberg metadata at ``metadata_uri``."""
+    from pyiceberg.table import StaticTable
+
+    return StaticTable.from_metadata(metadata_uri, properties=iceberg_props(aws))
+
+
+def glue_catalog(aws: Any, bucket: str) -> Any:
+    """PyIceberg's ``GlueCatalog`` on moto, warehouse in ``bucket``, namespace ``db`` made."""
+    from pyiceberg.catalog.glue import GlueCatalog
+
+    cat = GlueCatalog("c", warehouse=f"s3://{bucket}/warehouse", **iceberg_props(aws, glue=True))
+    cat.create_namespace_if_not_exists("db")
+    return cat
+
+
+def delta_options(aws: Any) -> dict[str, str]:
+    """delta-rs' ``storage_options`` for moto's S3 (plain HTTP, no locking provider)."""
+    return {
+        "AWS_ENDPOINT_URL": aws.endpoint,
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_REGION": REGION,
+        "AWS_ALLOW_HTTP": "true",
+        "AWS_S3_ALLOW_UNSAFE_RENAME": "true",
+    }
+
+
+# A Glue table's storage descriptor for Parquet files (what Athena and Spark write).
+GLUE_PARQUET_SD = {
+    "InputFormat": "org.apache.hadoop.hive.ql.io.parquet.MapredParquetInputFormat",
+    "OutputFormat": "org.apache.hadoop.hive.ql.io.parquet.MapredParquetOutputFormat",
+    "SerdeInfo": {
+        "SerializationLibrary": "org.apache.hadoop.hive.ql.io.parquet.serde.ParquetHiveSerDe"
+    },
+}
+
+
+def glue_database(glue: Any) -> str:
+    """A new Glue database (a fresh name) through the boto3 ``glue`` client."""
+    name = f"db_{uuid.uuid4().hex[:8]}"
+    glue.create_database(DatabaseInput={"Name": name})
+    return name
