@@ -27,7 +27,7 @@ except ImportError:  # run as a script from a checkout: python spark_jobs/adopt.
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     from spark_jobs._session import build_session, own_session
 
-from lethe.adopt.core import AdoptOptions, adopt
+from lethe.adopt.core import AdoptOptions
 from lethe.adopt.footers import Footer, footer_of
 from lethe.adopt.source import SourceFile
 from lethe.process import run_main
@@ -92,8 +92,8 @@ def run_adopt(
     the open table, or the plan with ``opts.dry_run``."""
     from dataclasses import replace
 
-    return adopt(
-        Table, table_uri, source, replace(opts, footers=spark_footers(tasks, spark, master))
+    return Table.adopt_with(
+        table_uri, source, replace(opts, footers=spark_footers(tasks, spark, master))
     )
 
 

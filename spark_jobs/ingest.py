@@ -130,7 +130,8 @@ def run_ingest(
             duplicate=earlier is not None,
             t0=t0,
         )
-    evolve_for_inputs(table, objects, evolve_=evolve)  # before Spark reads anything
+    if evolve_for_inputs(table, objects, evolve_=evolve):  # before Spark reads anything
+        table.refresh()  # onto the evolved schema: the files are written under it
     spark = spark or build_session("lethe-ingest")
     register_data_sources(spark)
     props = table.manifest.properties

@@ -433,7 +433,8 @@ def test_rows_a_source_deleted_become_dvs_in_the_adopting_commit(s3: Any, bucket
     store = S3Store(bucket)
     head = store.head("raw/d/a.parquet")
     sf = SourceFile(f"s3://{bucket}/raw/d/a.parquet", head.size, head.etag, {}, (0, 3, 9))
-    commit_batch(t, read_footers(t.store, [sf]), fmt="iceberg", own=True)
+    done = commit_batch(t.context, read_footers(t.store, [sf]), fmt="iceberg", own=True)
+    assert t.refresh().version == done.snapshot.version  # the table at the commit
     f = t.manifest.files[0]
     assert f.dv is not None and f.dv.cardinality == 3 and t.version == 1
     assert t.history()[0].operation == "adopt" and t.history()[0].rows_deleted == 3

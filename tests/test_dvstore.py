@@ -64,3 +64,30 @@ def test_many_dvs_of_one_container_load_with_one_get(table_uri: str) -> None:
     lying = {**refs, p0: r0.model_copy(update={"cardinality": r0.cardinality + 1})}
     with pytest.raises(errors.CorruptDeletionVector, match=f"DV of {p0}"):
         dvstore.load_many(t.store, prefix, lying)
+
+
+def test_the_scans_cache_reads_a_container_by_the_same_rule(table_uri: str) -> None:
+    """Issue 38 item 5: DV containers are read only through :mod:`lethe.dv.store`. The scans'
+    cache (:class:`~lethe.reading.scan.DVCache`) merged a container's blobs by its own rule
+    (gaps under 1 MiB: a sparse pick of a container in one GET, where :func:`load_many` reads
+    it blob by blob); both now read :func:`dvstore.spans`: the same GETs, the same DVs."""
+    from lethe.reading.scan import DVCache
+
+    t = lethe.Table.create(table_uri, EVENTS, key="id")
+    for i in range(20):
+        t.append(events(i * 100, 100))
+    t.delete([("id", "in", [i * 100 + i for i in range(20)])])
+    files = sorted(t.manifest.files, key=lambda f: f.dv.offset if f.dv else 0)
+    prefix = t.catalog.prefix
+    for pick in (files, [files[0], files[-1]]):
+        before = t.store.stats.snapshot()
+        cache = DVCache(t.store, prefix)
+        cache.prefetch(pick)
+        got = {f.path: cache.bitmap(f) for f in pick}
+        cached = (t.store.stats.snapshot() - before).total_requests
+        before = t.store.stats.snapshot()
+        many = dvstore.load_many(t.store, prefix, {f.path: f.dv for f in pick})
+        assert (t.store.stats.snapshot() - before).total_requests == cached
+        assert got == many
+        assert cached == len(dvstore.spans({f.path: f.dv for f in pick if f.dv}))
+    assert cached == 2  # the sparse pick: blob by blob

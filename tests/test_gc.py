@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 import time
 import uuid
 from datetime import UTC, datetime, timedelta
@@ -10,6 +11,7 @@ from typing import Any
 
 import pytest
 from conftest import EVENTS, events
+from faults import on_request
 
 import lethe
 from lethe import errors
@@ -18,7 +20,7 @@ from lethe.catalog.changes import ReplaceFiles
 from lethe.catalog.commit import Direct
 from lethe.catalog.manifest import Operation, manifest_key, request_hash
 from lethe.erasure.deletes import DeleteRequest
-from lethe.gc import GcHooks, Retention, collect, parse_duration
+from lethe.gc import Retention, collect, parse_duration
 from lethe.storage.layout import is_manifest_key
 from lethe.storage.store import S3Store, parse_s3_uri
 
@@ -238,16 +240,34 @@ def test_age_retention_keeps_recent_versions(table_uri: str) -> None:
         lethe.Table.open(table_uri, version=t.version - 1)
 
 
+def _sweep_batch(params: dict[str, Any]) -> list[str]:
+    """The keys of a DeleteObjects request (``params``: the serialized request) that is a
+    sweep batch ([] for the manifests that the expire step deletes)."""
+    body = params["body"]
+    keys = re.findall(r"<Key>([^<]*)</Key>", body.decode() if isinstance(body, bytes) else body)
+    roots = [k for k in keys if "/manifest/" in k and is_manifest_key(k[k.index("manifest/") :])]
+    return [] if len(roots) == len(keys) else keys
+
+
 def test_commit_landing_after_listing_keeps_its_files(table_uri: str, s3: Any) -> None:
+    """A commit landing between GC's listing and its marking (injected on GC's own client:
+    at its first read after it listed) keeps its files."""
     t = lethe.Table.create(table_uri, EVENTS, key="id", gc_grace=GRACE)
     t.append(events(0, 50))
     files = t.write_data_files(events(50, 50))  # uploaded, not committed: an orphan now
     path = files[0].path
+    seen: list[str] = []
 
-    def commit() -> None:
-        t.commit_files(files)
+    def commit_after_listing(op: str, params: dict[str, Any]) -> None:
+        if op == "ListObjectsV2":
+            seen.append(op)
+        elif seen and "committed" not in seen:
+            seen.append("committed")
+            t.commit_files(files)  # t has a client of its own: this hook does not see it
 
-    rep = collect(table_uri, hooks=GcHooks(after_list=commit), now=soon())
+    with on_request(s3, ("ListObjectsV2", "GetObject", "HeadObject"), commit_after_listing):
+        rep = collect(table_uri, now=soon(), s3=s3)
+    assert "committed" in seen
     assert path in listing(s3, table_uri)
     assert rep.objects_deleted == 0
     assert lethe.Table.open(table_uri).scan().num_rows == 100
@@ -255,24 +275,32 @@ def test_commit_landing_after_listing_keeps_its_files(table_uri: str, s3: Any) -
 
 
 def test_commit_landing_between_mark_and_delete_is_spared(table_uri: str, s3: Any) -> None:
+    """A commit landing after the plan marked, before a sweep batch re-checks the head
+    (injected when the expire step lists the manifests: a run lists ``manifest/`` when it
+    plans, when it marks, when it expires, then in each sweep batch's re-check)."""
     t = lethe.Table.create(table_uri, EVENTS, key="id", gc_grace=GRACE)
     t.append(events(0, 50))
     files = t.write_data_files(events(50, 50))
     put(s3, table_uri, "data/2026/01/01/00/orphan.parquet")
     seen: list[list[str]] = []
+    manifest_listings: list[str] = []
 
-    def commit_now(index: int) -> None:
-        t.commit_files(files)  # lands after the plan marked, before the batch re-checks
+    def hook(op: str, params: dict[str, Any]) -> None:
+        prefix = str(params.get("query_string", {}).get("prefix", ""))
+        if op == "ListObjectsV2" and prefix.endswith("/manifest/"):
+            manifest_listings.append(prefix)
+            if len(manifest_listings) == 2:  # the expire step: after the plan, before sweeps
+                t.commit_files(files)
+        elif op == "DeleteObjects" and (keys := _sweep_batch(params)):
+            seen.append(keys)
 
-    def record(index: int, paths: Any) -> None:
-        seen.append(list(paths))
-
-    hooks = GcHooks(before_sweep=commit_now, before_delete=record)
-    rep = collect(table_uri, hooks=hooks, now=soon())
+    with on_request(s3, ("ListObjectsV2", "DeleteObjects"), hook):
+        rep = collect(table_uri, now=soon(), s3=s3)
+    assert len(manifest_listings) >= 4  # the sweep's re-check came after the commit
     after = listing(s3, table_uri)
     assert files[0].path in after  # re-checked against the new head right before deleting
     assert "data/2026/01/01/00/orphan.parquet" not in after
-    assert files[0].path not in seen[0] and rep.deleted["data"].objects == 1
+    assert t.key_of(files[0].path) not in seen[0] and rep.deleted["data"].objects == 1
     assert lethe.Table.open(table_uri).scan().num_rows == 100
 
 
@@ -329,21 +357,19 @@ def test_interrupted_sweep_rerun_reaches_the_same_end_state(table_uri: str, s3: 
     t = table_with_history(table_uri)
     for i in range(35):
         put(s3, table_uri, f"data/2026/01/01/00/orphan-{i:02d}.parquet")
-    calls: list[int] = []
+    batches: list[list[str]] = []
 
-    def crash_on_second(index: int, paths: Any) -> None:
-        calls.append(index)
-        if index == 1:
-            raise RuntimeError("Lambda timed out")
+    def crash_on_second(op: str, params: dict[str, Any]) -> None:
+        if keys := _sweep_batch(params):
+            batches.append(keys)
+            if len(batches) > 1:
+                raise RuntimeError("Lambda timed out")
 
-    with pytest.raises(RuntimeError):
-        collect(
-            table_uri,
-            retention="2v",
-            now=soon(),
-            batch_keys=10,
-            hooks=GcHooks(before_delete=crash_on_second),
-        )
+    with (
+        on_request(s3, ("DeleteObjects",), crash_on_second),
+        pytest.raises(errors.StoreError, match="Lambda timed out"),
+    ):
+        collect(table_uri, retention="2v", now=soon(), batch_keys=10, s3=s3)
     middle = listing(s3, table_uri)
     assert sum(p.startswith("data/2026/01/01/00/orphan-") for p in middle) == 25  # one batch done
     rep = collect(table_uri, retention="2v", now=soon(), batch_keys=10)

@@ -292,3 +292,18 @@ def test_register_foreign_parquet_from_duckdb_and_polars(
     assert got.equals(data)
     assert t.lookup(1500).num_rows == 1
     assert verify(t).ok
+
+
+def test_library_entry_points_take_a_context_and_leave_the_handle(
+    s3: Any, bucket: str, table_uri: str
+) -> None:
+    """Issue 38 item 2: registration and verify take a table's context (the façade is no
+    longer imported below it): given one, they return what they committed and move no
+    handle; given a :class:`lethe.Table`, the handle follows as it always did."""
+    t = lethe.Table.create(table_uri, EVENTS, key="id")
+    etag = upload(s3, bucket, "incoming/ctx.parquet", parquet_bytes(events(0, 100)))
+    r = register_parquet(t.context, "incoming/ctx.parquet", etag=etag, size=None)
+    assert (r.version, r.rows, t.version) == (1, 100, 0)  # the handle stays where it was
+    assert verify(t.context).version == 0 and verify(t.refresh().context).files_checked == 1
+    etag = upload(s3, bucket, "incoming/ctx2.parquet", parquet_bytes(events(100, 10)))
+    assert register_parquet(t, "incoming/ctx2.parquet", etag=etag).version == t.version == 2

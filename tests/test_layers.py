@@ -19,8 +19,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("catalog",),  # manifests, snapshots, schemas, changes, transforms, the commit loop
     ("dv", "writing"),  # deletion vectors; the one Parquet layout
     ("reading",),  # planning, pruning, pinned reads, the filter grammars
-    ("index", "ingest"),  # secondary indexes; files coming in
-    ("erasure", "maintenance"),  # rows leaving; compaction and clustering
+    ("index",),  # secondary indexes
+    ("ingest", "erasure", "maintenance"),  # files coming in; rows leaving; compaction
     ("iceberg",),  # the Iceberg view and Iceberg sources
     ("adopt", "gc"),  # tables adopted in place; garbage collection
     ("audit",),  # receipts, evidence, verify, the table report
@@ -33,10 +33,6 @@ TOP_LEVEL_MODULES = {"__init__", "table", "errors", "progress", "process", "spar
 # (importer package, imported package): the step that removes it.
 PENDING_EDGES: dict[tuple[str, str], str] = {
     ("reading", "index"): "reading.rows probes the index for lookups (the lookup path moves up)",
-    ("adopt", "table"): "adopt.rewrite builds a Table (adoption takes a TableContext)",
-    ("audit", "table"): "audit.verify takes a Table (verify takes a TableContext)",
-    ("gc", "table"): "gc.run/actions open a Table (GC takes a TableContext)",
-    ("ingest", "table"): "ingest.register/shapes take a Table (ingest takes a TableContext)",
 }
 # module: private names it imports from another module (the names become public or move).
 PENDING_PRIVATE: dict[str, set[str]] = {}

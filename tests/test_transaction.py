@@ -307,3 +307,27 @@ def test_a_transaction_is_one_version_or_none(
     landed = changed and not fail
     assert fresh.version == v + (1 if landed else 0)
     assert fresh.scan().num_rows == n + (added if landed else 0)
+
+
+def test_library_transactions_take_a_context_and_leave_the_handle(
+    table_uri: str, bucket: str, s3: Any
+) -> None:
+    """Issue 38 items 2+4 together: a registration with its schema change is one version
+    when given a table's context too (the transaction is made at the catalog level,
+    ``lethe.index.commits.transaction``, not through ``Table.transaction()``), and it moves
+    no handle; a library transaction adds written files and steps, never data."""
+    from lethe.index.commits import transaction
+    from lethe.ingest.register import register_parquet
+
+    t = _table(table_uri, s3)
+    v = t.version
+    buf = pa.BufferOutputStream()
+    pq.write_table(_rows(3, 2, country=["NL", "DE"]), buf)
+    s3.put_object(Bucket=bucket, Key="incoming/c.parquet", Body=buf.getvalue().to_pybytes())
+    r = register_parquet(t.context, "incoming/c.parquet", schema_mode="merge")
+    assert (r.version, r.rows, t.version) == (v + 1, 2, v)  # the handle stays where it was
+    fresh = lethe.Table.open(table_uri, s3=s3)
+    assert fresh.manifest.operation.kind == "register" and "country" in fresh.schema.names
+    with pytest.raises(errors.InvalidRequest, match=r"lethe\.Table\.transaction"):
+        transaction(t.context, "append").append(_rows(5, 1))
+    assert lethe.Table.open(table_uri, s3=s3).version == v + 1

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import logging
 import time
-import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -26,7 +25,6 @@ from lethe.audit.evidence import gather
 from lethe.audit.receipts import ErasureReceipt, audit, receipt
 from lethe.catalog.changes import (
     AddFiles,
-    DeclareIndex,
     DropIndex,
     SetProperties,
     UpdateSchema,
@@ -49,20 +47,20 @@ from lethe.catalog.manifest import (
     IndexRun,
     Operation,
     TableProperties,
-    initial_manifest,
     request_hash,
 )
 from lethe.catalog.schemas import Evolution
 from lethe.catalog.snapshot import Snapshot
+from lethe.catalog.tables import create_table
 from lethe.catalog.transaction import Staged, Step, Totals, Transaction
-from lethe.catalog.transforms import check_indexable
 from lethe.catalog.transforms.schema import aliases
 from lethe.dv.lineage import at_version
 from lethe.erasure.deletes import BatchDeleteResult, DeleteRequest, DeleteResult, delete_batch
 from lethe.erasure.erase import EraseResult, erase, purge
 from lethe.erasure.retention import RetentionSweepResult, RowRetention, check_retention
 from lethe.erasure.retention import sweep as retention_sweep
-from lethe.index.core import build_run, entries_of, initial_indexes, maintain
+from lethe.index.commits import FilesAdded, add_files, declare_index
+from lethe.index.core import initial_indexes, maintain
 from lethe.maintenance.clustering import ClusterSpec, cluster_order, cluster_properties
 from lethe.maintenance.compaction import CompactionOptions, CompactionResult, RunTasks, compact
 from lethe.progress import Progress
@@ -73,6 +71,7 @@ from lethe.storage.store import IOCounters, S3Store, parse_s3_uri
 from lethe.writing.writer import WriteOptions, write_files
 
 if TYPE_CHECKING:  # pragma: no cover
+    from lethe.adopt.core import AdoptOptions
     from lethe.adopt.plan import AdoptPlan
 
 log = logging.getLogger(__name__)
@@ -172,26 +171,20 @@ class Table:
             raise errors.InvalidRequest("gc_grace must be positive")
         store, prefix = _store_for(uri, s3)
         cat = Catalog(store, prefix, retry=retry)
-        m0 = initial_manifest(
-            table_uuid=uuid.uuid4().hex,
-            schema=schema,
-            properties=TableProperties(
-                key=key,
-                target_file_bytes=target_file_bytes,
-                row_group_bytes=row_group_bytes,
-                gc_grace_seconds=grace,
-                segment_target_files=segment_target_files,
-                dv_overlay_max=dv_overlay_max,
-                iceberg_view=iceberg_view,
-                iceberg_format_version=iceberg_format_version,
-                **clustering,  # type: ignore[arg-type]
-                retention_column=ttl[0],
-                retention_seconds=ttl[1],
-            ),
+        properties = TableProperties(
+            key=key,
+            target_file_bytes=target_file_bytes,
+            row_group_bytes=row_group_bytes,
+            gc_grace_seconds=grace,
+            segment_target_files=segment_target_files,
+            dv_overlay_max=dv_overlay_max,
+            iceberg_view=iceberg_view,
+            iceberg_format_version=iceberg_format_version,
+            **clustering,  # type: ignore[arg-type]
+            retention_column=ttl[0],
+            retention_seconds=ttl[1],
         )
-        if declared:
-            m0 = m0.model_copy(update={"indexes": declared})
-        snap = cat.create(m0)
+        snap = create_table(cat, schema, properties, indexes=declared)
         log.info("created table %s (key=%s)", cat.uri, key)
         return cls(cat, snap)
 
@@ -458,10 +451,9 @@ class Table:
         request_id: str | None = None,
         written_at: float | None = None,
         own: bool = False,
-        _io_before: IOCounters | None = None,
-        _index_values: Mapping[str, pa.ChunkedArray] | None = None,
     ) -> CommitResult:
-        """Commit already-written data files (used by append, ingest jobs and the trigger).
+        """Commit already-written data files (used by append, ingest jobs and the trigger;
+        :func:`lethe.index.commits.add_files`).
 
         ``written_at`` is the writer's ``time.time()`` before the first of ``files`` was
         uploaded; without it the files' ``LastModified`` is read (one HEAD per file). The
@@ -470,36 +462,24 @@ class Table:
         uncommitted copies: they are removed when the commit provably did not land, or when a
         redelivered twin (same ``request_id``) committed first; otherwise the caller decides.
         """
-        before = _io_before or self.store.stats.snapshot()
-        rid = request_hash(request_id) if request_id else None
-        rows = sum(f.rows for f in files)
-        op = Operation(
-            kind=kind,  # type: ignore[arg-type]
-            rows_added=rows,
-            files_added=len(files),
-            request_id_hash=rid,
-            params=params or {},
+        before = self.store.stats.snapshot()
+        added = add_files(
+            self.context,
+            files,
+            kind=kind,
+            params=params,
+            request_id=request_id,
+            written_at=written_at,
+            own=own,
         )
-        runs, merges, pieces = maintain(
-            self.store, self._catalog.prefix, self._m, files, values=_index_values
-        )
-        if written_at is None and files:
-            written_at = self._written_at(files)
-        res = self._commit(
-            Direct(
-                AddFiles(tuple(files), op, runs, tuple(merges)),
-                written_at,
-                owned=(*(f.path for f in files), *pieces) if own else tuple(pieces),
-                name=kind,
-            ),
-            before=before,
-            added=(len(files), rows),
-        )
-        if not res.committed:  # a twin with this request id committed first
-            twin = self._m.find_request(rid) if rid is not None else None
-            version = twin.version if twin is not None else self.version
-            return CommitResult(version, 0, 0, res.attempts, res.io)
-        return res
+        return self._added(added, before)
+
+    def _added(self, added: FilesAdded, before: IOCounters) -> CommitResult:
+        """Move to what :func:`~lethe.index.commits.add_files` committed; its result."""
+        self._adopt(added.outcome)
+        io = self.store.stats.snapshot() - before
+        attempts = added.outcome.attempts
+        return CommitResult(added.version, added.files_added, added.rows_added, attempts, io)
 
     # --- reads -------------------------------------------------------------------------------
     def _handle(self, f: DataFile, store: S3Store | None = None) -> FileHandle:
@@ -798,28 +778,10 @@ class Table:
         """
         before = self.store.stats.snapshot()
         self.refresh()
-        base = self._m
-        t = check_indexable(self.schema, column)
-        if base.index(column) is not None:
-            raise errors.InvalidRequest(f"column {column!r} is already indexed")
-        written_at = time.time()
-        files = list(base.files)
-        if build is None:
-            prefix = self._catalog.prefix
-            entries = entries_of(self.store, prefix, files, column, t, progress=progress, snap=base)
-            runs: Sequence[IndexRun] = [
-                build_run(self.store, self._catalog.prefix, column, entries)[0]
-            ]
-        else:
-            runs = build(files)
-        return self._commit(
-            Direct(
-                DeclareIndex(column, tuple(runs), base.version),
-                written_at,
-                owned=tuple(p.path for r in runs for p in r.pieces),
-            ),
-            before=before,
-        )
+        outcome = declare_index(self.context, column, build=build, progress=progress)
+        self._adopt(outcome)
+        io = self.store.stats.snapshot() - before
+        return CommitResult(self.version, 0, 0, outcome.attempts, io)
 
     def drop_index(self, column: str) -> CommitResult:
         """Drop the index on ``column`` (GC removes its pieces).
@@ -883,10 +845,22 @@ class Table:
         ``progress`` hears of each footer read (task ``"adopt footers"``) and each file
         committed (``"adopt"``).
         """
-        from lethe.adopt.core import AdoptOptions, adopt
+        from lethe.adopt.core import AdoptOptions
 
         opts = AdoptOptions(
             partitioning, schema, partition_types, key, take_ownership, tuple(indexes),
             dry_run, source_format, batch_files, s3, glue, progress=progress,
         )  # fmt: skip
-        return adopt(cls, uri, source, opts)
+        return cls.adopt_with(uri, source, opts)
+
+    @classmethod
+    def adopt_with(cls, uri: str, source: str, opts: AdoptOptions) -> Table | AdoptPlan:
+        """:meth:`adopt` with its options as one value (the CLI and ``spark_jobs/adopt.py``,
+        which reads the footers in Spark: ``AdoptOptions.footers``)."""
+        from lethe.adopt.core import adopt
+
+        store, prefix = _store_for(uri, opts.s3)
+        cat = Catalog(store, prefix)
+        cat.after_commit.append(_publish_view)  # adoption's commits publish the view too
+        got = adopt(cat, source, opts)
+        return got if not isinstance(got, Snapshot) else cls(cat, got)

@@ -17,7 +17,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
+from typing import Any, Literal
 
 import pyarrow as pa
 from pyroaring import BitMap64
@@ -29,10 +29,14 @@ from lethe.adopt.names import check_readable, describe_file, logical, physical_n
 from lethe.adopt.plan import AdoptPlan, ColumnPlan, file_plan, history_plan, union_schema
 from lethe.adopt.source import HistoryObject, SourceFile, SourceListing
 from lethe.catalog.changes import AdoptFiles
+from lethe.catalog.commit import Catalog
+from lethe.catalog.context import TableContext
 from lethe.catalog.evolution import plan_merge
-from lethe.catalog.manifest import DataFile, Operation
+from lethe.catalog.manifest import DataFile, Operation, TableProperties
 from lethe.catalog.partitions import PARTITION_META, partition_stats
 from lethe.catalog.schemas import Add, Evolution, same_type
+from lethe.catalog.snapshot import Snapshot
+from lethe.catalog.tables import create_table
 from lethe.catalog.transaction import Staged
 from lethe.dv import store as dvstore
 from lethe.erasure.ownership import (
@@ -46,55 +50,10 @@ from lethe.erasure.ownership import (
     legacy_entries,
     release,
 )
+from lethe.index.commits import declare_index, transaction
 from lethe.index.core import initial_indexes, maintain
 from lethe.progress import Progress, Tracker, track
 from lethe.storage.store import S3Store, parse_s3_uri
-
-if TYPE_CHECKING:  # pragma: no cover
-    from lethe.catalog.commit import Catalog
-    from lethe.catalog.snapshot import Snapshot
-
-
-class TableLike(Protocol):
-    """What adoption uses of a :class:`lethe.Table` (passed in: the table imports this)."""
-
-    @property
-    def store(self) -> S3Store: ...
-    @property
-    def manifest(self) -> Snapshot: ...
-    @property
-    def schema(self) -> pa.Schema: ...
-    @property
-    def key(self) -> str: ...
-    @property
-    def indexes(self) -> tuple[str, ...]: ...
-    @property
-    def catalog(self) -> Catalog: ...
-    def create_index(self, column: str) -> Any: ...
-    def key_of(self, rel: str) -> str: ...
-    def refresh(self) -> Any: ...
-    def update_schema(self) -> Any: ...
-    def transaction(self) -> Any: ...
-
-
-Table = TypeVar("Table", bound=TableLike, covariant=True)
-
-
-class TableClass(Protocol[Table]):
-    """:class:`lethe.Table` itself: its constructors."""
-
-    def __call__(self, catalog: Catalog, manifest: Snapshot) -> Table: ...
-    def open(self, uri: str, *, s3: Any | None = None) -> Table: ...
-    def create(
-        self,
-        uri: str,
-        schema: pa.Schema,
-        key: str = "id",
-        *,
-        s3: Any | None = None,
-        indexes: Sequence[str] = (),
-    ) -> Table: ...
-
 
 log = logging.getLogger(__name__)
 
@@ -188,14 +147,14 @@ def _glue_client() -> Any:
     return boto3.client("glue")
 
 
-def _open(cls: TableClass[Table], uri: str, s3: Any | None) -> Table | None:
+def _open(catalog: Catalog) -> TableContext | None:
     try:
-        return cls.open(uri, s3=s3)
+        return TableContext(catalog, catalog.current()[0])
     except errors.TableNotFound:
         return None
 
 
-def _pending(listing: SourceListing, table: TableLike | None) -> tuple[SourceListing, int, int]:
+def _pending(listing: SourceListing, table: TableContext | None) -> tuple[SourceListing, int, int]:
     """The listing without the files the table holds already (same path and ETag), nor those
     it adopted before and has superseded since (its ledger, :mod:`lethe.erasure.ownership`: an
     erasure's spliced originals stay in the bucket until GC); with how many of each.
@@ -205,8 +164,8 @@ def _pending(listing: SourceListing, table: TableLike | None) -> tuple[SourceLis
     """
     if table is None:
         return listing, 0, 0
-    ever = adopted_objects(table.store, table.catalog.prefix, table.manifest, legacy=True)
-    live = table.manifest.files_at([f.uri for f in listing.files])
+    ever = adopted_objects(table.store, table.prefix, table.snapshot, legacy=True)
+    live = table.snapshot.files_at([f.uri for f in listing.files])
     gone = {
         f.uri
         for f in listing.files
@@ -215,7 +174,7 @@ def _pending(listing: SourceListing, table: TableLike | None) -> tuple[SourceLis
     }
     history = tuple(h for h in listing.history if h.uri not in ever)
     listing = _with_files(listing, tuple(f for f in listing.files if f.uri not in gone), history)
-    live = table.manifest.files_at([f.uri for f in listing.files])
+    live = table.snapshot.files_at([f.uri for f in listing.files])
     changed = sorted(
         f.uri for f in listing.files if f.uri in live and f.etag and live[f.uri].etag != f.etag
     )
@@ -238,7 +197,10 @@ def _with_files(
 
 
 def _target_schema(
-    footers: Sequence[Footer], listing: SourceListing, opts: AdoptOptions, table: TableLike | None
+    footers: Sequence[Footer],
+    listing: SourceListing,
+    opts: AdoptOptions,
+    table: TableContext | None,
 ) -> tuple[pa.Schema, list[pa.Field]]:
     """The schema the files make, checked against the given one and the table's; and the
     columns to add to the table (nullable: the schema-evolution rule of a merge).
@@ -329,9 +291,10 @@ def plan_of(
     )
 
 
-def adopt(cls: TableClass[Table], uri: str, source: str, opts: AdoptOptions) -> Table | AdoptPlan:
-    """Adopt ``source`` into the table at ``uri`` (created when missing) as a ``cls``
-    (:class:`lethe.Table`, passed in: no import cycle); see :meth:`lethe.Table.adopt`.
+def adopt(catalog: Catalog, source: str, opts: AdoptOptions) -> Snapshot | AdoptPlan:
+    """Adopt ``source`` into the table of ``catalog`` (created when missing); returns the
+    snapshot the adoption ends at, or the plan (``opts.dry_run``). See
+    :meth:`lethe.Table.adopt`, which opens the catalog and adopts what this returns.
 
     The whole plan is checked before the first write (the key, the indexes, the key in every
     file, the partition types against the table's); an adoption into a new table that fails
@@ -339,9 +302,8 @@ def adopt(cls: TableClass[Table], uri: str, source: str, opts: AdoptOptions) -> 
     if opts.batch_files <= 0:
         raise errors.InvalidRequest("batch_files must be positive")
     t0 = time.perf_counter()
-    table = _open(cls, uri, opts.s3)
-    bucket, _ = parse_s3_uri(uri)
-    store = table.store if table is not None else S3Store(bucket, client=opts.s3)
+    table = _open(catalog)
+    store, uri = catalog.store, catalog.uri
     fmt = detect_format(source, store) if opts.source_format == "auto" else opts.source_format
     _check_partition_types(opts, table)
     try:
@@ -356,7 +318,7 @@ def adopt(cls: TableClass[Table], uri: str, source: str, opts: AdoptOptions) -> 
             "%s file(s) of %s were adopted and superseded since: not adopted again", gone, source
         )
     own = opts.take_ownership
-    uuid = table.manifest.table_uuid if table is not None else None
+    uuid = table.snapshot.table_uuid if table is not None else None
     if opts.footers is None:
         got = read_footers(store, listing.files, progress=opts.progress)
     else:
@@ -375,12 +337,12 @@ def adopt(cls: TableClass[Table], uri: str, source: str, opts: AdoptOptions) -> 
         return plan_of(uri, listing, footers, schema, done, own, gone)
     tracker = track(opts.progress, "adopt", total=len(footers), unit="files")
     if table is None:
-        before = {o.key for o in store.list(f"{parse_s3_uri(uri)[1]}/")}  # a new prefix: 1 LIST
-        table = _create(cls, uri, schema, key, opts, store)
-        _commit_new(table, footers, listing, opts, (fmt, source), before, tracker)
+        before = {o.key for o in store.list(f"{catalog.prefix}/")}  # a new prefix: 1 LIST
+        table = _create(catalog, schema, key, opts)
+        table = _commit_new(table, footers, listing, opts, (fmt, source), before, tracker)
     else:
-        evolution, late = _evolve(table, additions, opts.indexes)
-        _commit_all(table, footers, listing, opts, (fmt, source), tracker, evolution, late)
+        table, evolution, late = _evolve(table, additions, opts.indexes)
+        table = _commit_all(table, footers, listing, opts, (fmt, source), tracker, evolution, late)
     tracker.finish()
     log.info(
         "adopted %s files (%s bytes) in %s commits in %.2fs",
@@ -389,23 +351,23 @@ def adopt(cls: TableClass[Table], uri: str, source: str, opts: AdoptOptions) -> 
         -(-len(footers) // opts.batch_files),
         time.perf_counter() - t0,
     )
-    return table
+    return table.snapshot
 
 
 def _nothing_new(
     uri: str,
     source: str,
     fmt: str,
-    table: Table | None,
+    table: TableContext | None,
     listing: SourceListing,
     opts: AdoptOptions,
     done: int,
     gone: int,
     store: S3Store,
-) -> Table | AdoptPlan:
+) -> Snapshot | AdoptPlan:
     """No file to adopt: the plan, or the source's history not taken yet (one commit)."""
     own = opts.take_ownership
-    uuid = table.manifest.table_uuid if table is not None else None
+    uuid = table.snapshot.table_uuid if table is not None else None
     check_free(store, uuid, [h.uri for h in listing.history], own)
     if opts.dry_run:
         schema = table.schema if table else pa.schema([])
@@ -413,11 +375,11 @@ def _nothing_new(
     if table is None:
         raise errors.InvalidRequest(f"nothing to adopt at {source}")
     if listing.history and own:
-        commit_batch(table, [], fmt=fmt, own=own, history=listing.history, source=source)
-    return table
+        table = commit_batch(table, [], fmt=fmt, own=own, history=listing.history, source=source)
+    return table.snapshot
 
 
-def _check_partition_types(opts: AdoptOptions, table: TableLike | None) -> None:
+def _check_partition_types(opts: AdoptOptions, table: TableContext | None) -> None:
     """The partition types given agree with the table's types of those columns.
 
     Raises:
@@ -442,7 +404,7 @@ def _check_plan(
     footers: Sequence[Footer],
     listing: SourceListing,
     opts: AdoptOptions,
-    table: TableLike | None,
+    table: TableContext | None,
 ) -> str:
     """The table's key, once the plan is known to work: the key (required for a new table) and
     the indexes name columns, every file has the key column.
@@ -469,7 +431,7 @@ def _check_plan(
             f"key column {key!r} is not a column of the files to adopt; the columns are "
             f"{schema.names}"
         )
-    new = [c for c in opts.indexes if table is None or c not in table.indexes]
+    new = [c for c in opts.indexes if table is None or table.snapshot.index(c) is None]
     initial_indexes(schema, new)  # known, indexable, each once
     missing = [ft.source.uri for ft in footers if key not in ft.schema.names]
     if missing:
@@ -480,20 +442,27 @@ def _check_plan(
 
 
 def _evolve(
-    table: TableLike, additions: Sequence[pa.Field], indexes: Sequence[str]
-) -> tuple[tuple[Evolution, ...], list[str]]:
+    table: TableContext, additions: Sequence[pa.Field], indexes: Sequence[str]
+) -> tuple[TableContext, tuple[Evolution, ...], list[str]]:
     """An existing table's new columns (the schema changes that join the first batch's
     commit: one version, lethe.catalog.evolution rules) and indexes: those on columns it has
-    declared now, those on new columns returned (declared after the first batch)."""
+    declared now (the table after them returned), those on new columns returned (declared
+    after the first batch)."""
     evolution = _evolution(table, additions)
-    late = [c for c in indexes if c not in table.indexes and c not in table.schema.names]
+    late = [c for c in indexes if table.snapshot.index(c) is None and c not in table.schema.names]
     for col in indexes:
-        if col not in table.indexes and col not in late:
-            table.create_index(col)
-    return evolution, late
+        if table.snapshot.index(col) is None and col not in late:
+            table = _declare(table, col)
+    return table, evolution, late
 
 
-def _evolution(table: TableLike, additions: Sequence[pa.Field]) -> tuple[Evolution, ...]:
+def _declare(table: TableContext, column: str) -> TableContext:
+    """The table (at its latest version) after declaring an index on ``column``."""
+    table = table.latest()
+    return table.at(declare_index(table, column))
+
+
+def _evolution(table: TableContext, additions: Sequence[pa.Field]) -> tuple[Evolution, ...]:
     """The schema changes that add ``additions`` to the table: the one fold
     (:func:`~lethe.catalog.evolution.plan_merge`), so its rules hold (a name an earlier
     column had is refused, large types added as their plain ones).
@@ -505,7 +474,7 @@ def _evolution(table: TableLike, additions: Sequence[pa.Field]) -> tuple[Evoluti
     if not additions:
         return ()
     required = [f for f in table.schema if not f.nullable]
-    plan = plan_merge(pa.schema([*required, *additions]), table.manifest)
+    plan = plan_merge(pa.schema([*required, *additions]), table.snapshot)
     added = {c.name for c in plan.changes if isinstance(c, Add)}
     lost = [f.name for f in additions if f.name not in added]
     if lost or len(added) != len(plan.changes):
@@ -518,7 +487,7 @@ def _evolution(table: TableLike, additions: Sequence[pa.Field]) -> tuple[Evoluti
 
 
 def _commit_all(
-    table: TableLike,
+    table: TableContext,
     footers: Sequence[Footer],
     listing: SourceListing,
     opts: AdoptOptions,
@@ -527,57 +496,59 @@ def _commit_all(
     evolution: Sequence[Evolution] = (),
     late: Sequence[str] = (),
     start: int = 0,
-) -> None:
+) -> TableContext:
     """Commit ``footers`` in batches of ``opts.batch_files`` from batch number ``start``
     (``what``: the source's format and URI), counting the files committed; the first batch
     with the schema changes ``evolution`` (one commit), then the indexes ``late`` on the
-    columns it added."""
+    columns it added. Returns the table after."""
     size = opts.batch_files
     fmt, source = what
     for n in range(start, -(-len(footers) // size)):
         history = listing.history if n == 0 and opts.take_ownership else ()
         batch = footers[n * size : (n + 1) * size]
-        commit_batch(table, batch, fmt=fmt, own=opts.take_ownership, number=n, history=history,
-                     source=source, evolve=evolution if n == start else ())  # fmt: skip
+        table = commit_batch(table, batch, fmt=fmt, own=opts.take_ownership, number=n,
+                             history=history, source=source,
+                             evolve=evolution if n == start else ())  # fmt: skip
         tracker.advance(len(batch))
         for col in late if n == start else ():  # an index on a column the batch added
-            table.create_index(col)
+            table = _declare(table, col)
+    return table
 
 
 def _commit_new(
-    table: TableLike,
+    table: TableContext,
     footers: Sequence[Footer],
     listing: SourceListing,
     opts: AdoptOptions,
     what: tuple[str, str],
     before: set[str],
     tracker: Tracker,
-) -> None:
+) -> TableContext:
     """:func:`_commit_all` into the table this adoption created: when its first batch fails,
     the table and the claims are removed (:func:`_undo`), so nothing is left behind."""
     try:
-        _commit_all(table, footers[: opts.batch_files], listing, opts, what, tracker)
+        first = _commit_all(table, footers[: opts.batch_files], listing, opts, what, tracker)
     except BaseException:
         uris = [*(ft.source.uri for ft in footers[: opts.batch_files])]
         _undo(table, [*uris, *(h.uri for h in listing.history)], before)
         raise
-    _commit_all(table, footers, listing, opts, what, tracker, start=1)
+    return _commit_all(first, footers, listing, opts, what, tracker, start=1)
 
 
-def _undo(table: TableLike, claimed: Sequence[str], before: set[str]) -> None:
+def _undo(table: TableContext, claimed: Sequence[str], before: set[str]) -> None:
     """Remove a table created by an adoption that failed before its first commit: the
     ownership claims it made, then every object its prefix holds that was not there
     ``before`` (a source may lie under the table's prefix)."""
-    me = TableRef(uri=table.catalog.uri, uuid=table.manifest.table_uuid)
+    me = TableRef(uri=table.uri, uuid=table.snapshot.table_uuid)
     try:
         release(table.store, me, claimed)
-        keys = [o.key for o in table.store.list(f"{table.catalog.prefix}/")]
+        keys = [o.key for o in table.store.list(f"{table.prefix}/")]
         keys = [
             k for k in keys if k not in before and f"s3://{table.store.bucket}/{k}" not in claimed
         ]
         failed = table.store.delete_many(keys)
     except Exception:  # the error that made the undo is the one to raise
-        log.exception("could not remove the table %s of a failed adoption", table.catalog.uri)
+        log.exception("could not remove the table %s of a failed adoption", table.uri)
         return
     log.info(
         "removed the table %s of a failed adoption (%s objects; %s not deleted)",
@@ -587,20 +558,17 @@ def _undo(table: TableLike, claimed: Sequence[str], before: set[str]) -> None:
     )
 
 
-def _create(
-    cls: TableClass[Table], uri: str, schema: pa.Schema, key: str, opts: AdoptOptions,
-    store: S3Store,
-) -> Table:  # fmt: skip
-    """The new table, with its indexes, on ``store`` (its counters then cover the whole
-    adoption).
+def _create(catalog: Catalog, schema: pa.Schema, key: str, opts: AdoptOptions) -> TableContext:
+    """The new table with its indexes (:func:`~lethe.catalog.tables.create_table`, the table
+    defaults), on the catalog's store (its counters then cover the whole adoption).
 
     Raises:
-        TableExists: another process created a table at ``uri`` meanwhile.
+        TableExists: another process created a table at the catalog's URI meanwhile.
     """
-    from lethe.catalog.commit import Catalog
-
-    t = cls.create(uri, schema, key, s3=store.client, indexes=tuple(opts.indexes))
-    return cls(Catalog(store, t.catalog.prefix), t.manifest)
+    declared = initial_indexes(schema, tuple(opts.indexes))
+    return TableContext(
+        catalog, create_table(catalog, schema, TableProperties(key=key), indexes=declared)
+    )
 
 
 def data_file(ft: Footer, snap: Snapshot, own: bool) -> DataFile:
@@ -625,7 +593,7 @@ def data_file(ft: Footer, snap: Snapshot, own: bool) -> DataFile:
 
 
 def commit_batch(
-    table: TableLike,
+    table: TableContext,
     batch: Sequence[Footer],
     *,
     fmt: str,
@@ -634,31 +602,31 @@ def commit_batch(
     history: Sequence[SourceFile | HistoryObject] = (),
     source: str = "",
     evolve: Sequence[Evolution] = (),
-) -> None:
+) -> TableContext:
     """Commit one batch of adopted files (one ``adopt`` commit; with ``evolve``, the schema
-    changes that make the table take them join it: one version, a transaction), with DVs
-    for the rows the source had deleted and the index runs of the declared indexes. The
-    batch's objects (and ``history``: a source's earlier snapshots and metadata, taken as
-    owned and superseded) are claimed first (ownership markers) and recorded in the
-    commit's ledger (:mod:`lethe.erasure.ownership`)."""
+    changes that make the table take them join it: one version, a transaction at the
+    catalog level, :func:`lethe.index.commits.transaction`), with DVs for the rows the
+    source had deleted and the index runs of the declared indexes. The batch's objects (and
+    ``history``: a source's earlier snapshots and metadata, taken as owned and superseded)
+    are claimed first (ownership markers) and recorded in the commit's ledger
+    (:mod:`lethe.erasure.ownership`). Returns the table at the commit."""
     written_at = time.time()  # before the DV container and index pieces: the GC grace clock
-    me = TableRef(uri=table.catalog.uri, uuid=table.manifest.table_uuid)
+    me = TableRef(uri=table.uri, uuid=table.snapshot.table_uuid)
     claim(table.store, me, [ft.source.uri for ft in batch], own)
     claim(table.store, me, [h.uri for h in history], True)
-    tx = table.transaction()
-    tx.name = "adopt"
+    tx = transaction(table, "adopt")
     if evolve:
         tx.update_schema().extend(evolve)  # staged in the transaction
     batch_of = BatchOf(table, me, tuple(batch), fmt, own, number, tuple(history), source)
     tx.stage(lambda snap, _: batch_of.staged(snap, written_at))
-    tx.commit()
+    return table.at(tx.commit())
 
 
 @dataclass(frozen=True, slots=True)
 class BatchOf:
     """One batch of adopted files, staged on the snapshot a transaction gives it."""
 
-    table: TableLike
+    table: TableContext
     me: TableRef
     batch: tuple[Footer, ...]
     fmt: str
@@ -673,7 +641,7 @@ class BatchOf:
         table, batch, history = self.table, self.batch, self.history
         ledger_key, ledger, merged = ledger_for_commit(
             table.store,
-            table.catalog.prefix,
+            table.prefix,
             snap,
             Ledger(
                 table_uuid=self.me.uuid,
@@ -694,10 +662,10 @@ class BatchOf:
         deleted = {ft.source.uri: BitMap64(ft.source.deleted) for ft in batch if ft.source.deleted}
         containers: tuple[str, ...] = ()
         if deleted:
-            refs = dvstore.write_dvs(table.store, table.catalog.prefix, deleted)
+            refs = dvstore.write_dvs(table.store, table.prefix, deleted)
             files = [f.model_copy(update={"dv": refs.get(f.path)}) for f in files]
             containers = tuple({table.key_of(r.container) for r in refs.values() if r.container})
-        runs, merges, pieces = maintain(table.store, table.catalog.prefix, snap, files)
+        runs, merges, pieces = maintain(table.store, table.prefix, snap, files)
         op = Operation(
             kind="adopt",
             rows_added=sum(f.rows for f in files),

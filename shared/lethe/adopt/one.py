@@ -9,10 +9,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from lethe import errors
-from lethe.adopt.core import TableLike, commit_batch
+from lethe.adopt.core import commit_batch
 from lethe.adopt.footers import read_footers
 from lethe.adopt.hive import hive_values, typed_value
 from lethe.adopt.source import SourceFile
+from lethe.catalog.context import HasContext, TableContext, context_of
 from lethe.catalog.schemas import same_type
 from lethe.erasure.ownership import was_adopted
 
@@ -32,7 +33,7 @@ class AdoptedObject:
 
 
 def adopt_object(
-    table: TableLike,
+    target: TableContext | HasContext,
     bucket: str,
     key: str,
     *,
@@ -41,7 +42,9 @@ def adopt_object(
     prefix: str,
     take_ownership: bool = True,
 ) -> AdoptedObject:
-    """Adopt ``s3://bucket/key`` (under the Hive layout rooted at ``prefix``) into ``table``.
+    """Adopt ``s3://bucket/key`` (under the Hive layout rooted at ``prefix``) into the latest
+    version of ``target`` (a :class:`~lethe.Table` or its context: a long-lived handle, the
+    trigger's, is not moved; the result names the version).
 
     Raises:
         SchemaMismatch: a column the table does not have or types differently, a partition
@@ -50,16 +53,16 @@ def adopt_object(
     """
     uri = f"s3://{bucket}/{key}"
     etag = etag if etag.startswith('"') else f'"{etag}"'
-    table.refresh()  # a long-lived handle (the trigger's): index runs are made on the latest
-    had = table.manifest.files_at([uri]).get(uri)
+    table = context_of(target).latest()  # index runs are made on the latest
+    had = table.snapshot.files_at([uri]).get(uri)
     if had is not None:
         if had.etag != etag:
             raise errors.InvalidRequest(
                 f"{uri} was adopted under another ETag: objects are never overwritten in place"
             )
-        return AdoptedObject(uri, table.manifest.version, True, had.rows)
-    if was_adopted(table.store, table.catalog.prefix, table.manifest, uri, etag):
-        return AdoptedObject(uri, table.manifest.version, True, 0)  # superseded: never again
+        return AdoptedObject(uri, table.snapshot.version, True, had.rows)
+    if was_adopted(table.store, table.prefix, table.snapshot, uri, etag):
+        return AdoptedObject(uri, table.snapshot.version, True, 0)  # superseded: never again
     schema = table.schema
     part = {}
     for k, raw in hive_values(prefix, key).items():
@@ -82,5 +85,5 @@ def adopt_object(
         problems.append(f"the key column {table.key!r} is missing")
     if problems:
         raise errors.SchemaMismatch(f"{uri} does not fit the table: " + "; ".join(problems))
-    commit_batch(table, [ft], fmt="parquet", own=take_ownership)
-    return AdoptedObject(uri, table.manifest.version, False, ft.metadata.num_rows)
+    table = commit_batch(table, [ft], fmt="parquet", own=take_ownership)
+    return AdoptedObject(uri, table.snapshot.version, False, ft.metadata.num_rows)

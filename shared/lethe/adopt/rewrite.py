@@ -12,7 +12,6 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
@@ -20,6 +19,7 @@ from lethe.adopt.footers import read_footers
 from lethe.adopt.source import SourceFile
 from lethe.catalog.changes import ReplaceFiles
 from lethe.catalog.commit import Direct
+from lethe.catalog.context import HasContext, TableContext, context_of
 from lethe.catalog.manifest import DataFile, Operation
 from lethe.catalog.partitions import partition_stats
 from lethe.index.core import maintain
@@ -28,9 +28,6 @@ from lethe.reading.reader import FileHandle, read_row_group
 from lethe.reading.scan import Projections
 from lethe.storage.layout import is_external
 from lethe.writing.writer import WriteOptions, write_files
-
-if TYPE_CHECKING:  # pragma: no cover
-    from lethe.table import Table
 
 __all__ = ["RewriteResult", "rewrite_unready"]
 
@@ -47,8 +44,8 @@ class RewriteResult:
     skipped: int
 
 
-def _unready(table: Table) -> tuple[list[DataFile], int]:
-    adopted = [f for f in table.manifest.files if is_external(f.path)]
+def _unready(table: TableContext) -> tuple[list[DataFile], int]:
+    adopted = [f for f in table.snapshot.files if is_external(f.path)]
     footers = read_footers(
         table.store, [SourceFile(f.path, f.size, f.etag, f.partition) for f in adopted]
     )
@@ -57,8 +54,8 @@ def _unready(table: Table) -> tuple[list[DataFile], int]:
     return ok, len(marked) - len(ok)
 
 
-def _rows(table: Table, f: DataFile, columns: list[str]) -> Iterator[pa.RecordBatch]:
-    p = Projections(table.manifest).of(f)
+def _rows(table: TableContext, f: DataFile, columns: list[str]) -> Iterator[pa.RecordBatch]:
+    p = Projections(table.snapshot).of(f)
     h = FileHandle(table.store, f.path, f)
     tail = h.tail()
     p = p.within(tail.schema) if p is not None else p
@@ -68,24 +65,26 @@ def _rows(table: Table, f: DataFile, columns: list[str]) -> Iterator[pa.RecordBa
         yield from (p.apply(t, columns) if p is not None else t).to_batches()
 
 
-def rewrite_unready(table: Table) -> RewriteResult:
-    """Rewrite the unready adopted files of ``table`` (one ``compact`` commit)."""
+def rewrite_unready(target: TableContext | HasContext) -> RewriteResult:
+    """Rewrite the unready adopted files of ``target``'s snapshot (a :class:`~lethe.Table` or
+    its context; one ``compact`` commit, whose version the result names)."""
+    table = context_of(target)
     files, skipped = _unready(table)
     if not files:
         return RewriteResult(None, 0, 0, 0, skipped)
-    props = table.manifest.properties
+    props = table.snapshot.properties
     opts = WriteOptions(
         key=table.key,
         target_file_bytes=props.target_file_bytes,
         row_group_bytes=props.row_group_bytes,
-        schema_id=table.manifest.current_schema_id or None,
+        schema_id=table.snapshot.current_schema_id or None,
     )
     written_at = time.time()
     out: list[DataFile] = []
     for f in files:
         schema = pa.schema([c for c in table.schema if c.name not in f.partition])
         for new in write_files(
-            table.store, table.catalog.prefix, _rows(table, f, schema.names), schema, opts
+            table.store, table.prefix, _rows(table, f, schema.names), schema, opts
         ):
             out.append(
                 new.model_copy(
@@ -95,12 +94,10 @@ def rewrite_unready(table: Table) -> RewriteResult:
                     }
                 )
             )
-    runs, merges, pieces = maintain(table.store, table.catalog.prefix, table.manifest, out)
+    runs, merges, pieces = maintain(table.store, table.prefix, table.snapshot, out)
     del merges  # a rewrite adds runs only; merges come with the next append
     # one exit (tests/test_one_exit.py): the sources' entries leave the older runs
-    scrubbed, keys = scrub_rows(
-        table.store, table.catalog.prefix, table.manifest, {}, dropped=files
-    )
+    scrubbed, keys = scrub_rows(table.store, table.prefix, table.snapshot, {}, dropped=files)
     op = Operation(
         kind="compact",
         rows_added=sum(f.rows for f in out),
@@ -113,12 +110,11 @@ def rewrite_unready(table: Table) -> RewriteResult:
         dv_seen={f.path: None for f in files},
         added=tuple(out),
         operation=op,
-        plan_version=table.version,
+        plan_version=table.snapshot.version,
         runs=runs,
         pieces=scrubbed,
     )
     owned = (*(table.key_of(f.path) for f in out), *pieces, *keys)
     outcome = table.catalog.commit_change(Direct(update, written_at, owned=owned, name="rewrite"))
-    table._adopt(outcome)
     version = outcome.manifest.version if outcome.manifest is not None else None
     return RewriteResult(version, len(files), len(out), sum(f.size for f in out), skipped)

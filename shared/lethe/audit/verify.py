@@ -7,13 +7,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from lethe import errors
+from lethe.catalog.context import HasContext, TableContext, context_of
 from lethe.catalog.manifest import DataFile, SegmentSummary
 from lethe.catalog.snapshot import Snapshot
 from lethe.catalog.transforms import summarize
 from lethe.dv import store as dvstore
 from lethe.index.verify import check_indexes
+from lethe.reading.reader import FileHandle
 from lethe.reading.scan import Projections
-from lethe.table import Table
 
 __all__ = ["VerifyReport", "verify"]
 
@@ -33,7 +34,7 @@ class VerifyReport:
         return not self.problems
 
 
-def verify(table: Table, *, deep: bool = False) -> VerifyReport:
+def verify(table: TableContext | HasContext, *, deep: bool = False) -> VerifyReport:
     """Check the snapshot: data files exist with the recorded size and ETag, their footers
     agree with the manifest (rows, row groups), DV blobs decode with the recorded checksum
     and cardinality, and every deleted position is inside its file; index pieces exist with
@@ -41,18 +42,19 @@ def verify(table: Table, *, deep: bool = False) -> VerifyReport:
     entries against the covered files' rows (reads the indexed columns of those files).
 
     Example:
-        >>> verify(Table.open("s3://bucket/events"), deep=True).ok  # doctest: +SKIP
+        >>> verify(lethe.Table.open("s3://bucket/events"), deep=True).ok  # doctest: +SKIP
         True
     """
+    ctx = context_of(table)
     problems: list[str] = []
     dvs = 0
-    m = table.manifest
+    m = ctx.snapshot
     seg_problems, files = _check_segments(m)
     problems.extend(seg_problems)
     for f in files:
-        key = table.key_of(f.path)
+        key = ctx.key_of(f.path)
         try:
-            info = table.store.head(key)
+            info = ctx.store.head(key)
         except errors.NotFound:
             problems.append(f"{f.path}: missing")
             continue
@@ -62,7 +64,7 @@ def verify(table: Table, *, deep: bool = False) -> VerifyReport:
             )
             continue
         try:
-            md = table._handle(f).tail().arrow
+            md = FileHandle(ctx.store, key, f).tail().arrow
         except errors.LetheError as e:
             problems.append(f"{f.path}: footer unreadable: {e}")
             continue
@@ -77,13 +79,13 @@ def verify(table: Table, *, deep: bool = False) -> VerifyReport:
         if f.dv is not None:
             dvs += 1
             try:  # the blob's CRC and cardinality are checked against the manifest
-                bm = dvstore.load(table.store, table.catalog.prefix, f.dv)
+                bm = dvstore.load(ctx.store, ctx.prefix, f.dv)
             except errors.LetheError as e:
                 problems.append(f"{f.path}: DV unreadable: {e}")
                 continue
             if len(bm) and bm.max() >= f.rows:
                 problems.append(f"{f.path}: DV position {bm.max()} beyond the file's {f.rows} rows")
-    ix = check_indexes(table.store, table.catalog.prefix, m, files, deep=deep)
+    ix = check_indexes(ctx.store, ctx.prefix, m, files, deep=deep)
     problems.extend(ix.problems)
     return VerifyReport(
         m.version, len(files), dvs, tuple(problems), len(m.segments), ix.pieces, ix.entries

@@ -13,15 +13,16 @@ import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 import pyarrow as pa
 
-from lethe.catalog.commit import Catalog
+from lethe.catalog.commit import Catalog, CommitOutcome
 from lethe.catalog.manifest import DataFile
 from lethe.catalog.snapshot import Snapshot
 from lethe.storage.store import S3Store
 
-__all__ = ["TableContext"]
+__all__ = ["HasContext", "TableContext", "context_of"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +60,11 @@ class TableContext:
         """This context on the latest committed snapshot."""
         return TableContext(self.catalog, self.catalog.current()[0])
 
+    def at(self, outcome: CommitOutcome[Any]) -> TableContext:
+        """This table at what ``outcome`` committed (at the base it found when it had nothing
+        to do): how an operation moves on after a commit of its own."""
+        return TableContext(self.catalog, outcome.manifest or outcome.base)
+
     def written_at(self, files: Sequence[DataFile]) -> float:
         """When the oldest of ``files`` was uploaded, by its ``LastModified`` (for callers
         that did not note their clock before uploading; the GC grace clock)."""
@@ -70,3 +76,16 @@ class TableContext:
             i.last_modified.replace(microsecond=0).timestamp() for i in infos if i.last_modified
         ]
         return min(known, default=time.time())
+
+
+class HasContext(Protocol):
+    """Anything that names its table's context (the :class:`~lethe.Table` façade does): a
+    public entry point below the façade takes one without importing it."""
+
+    @property
+    def context(self) -> TableContext: ...
+
+
+def context_of(target: TableContext | HasContext) -> TableContext:
+    """``target`` itself, or the context it names."""
+    return target if isinstance(target, TableContext) else target.context

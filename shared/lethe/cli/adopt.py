@@ -46,7 +46,7 @@ def partition_types(items: list[str] | None) -> dict[str, pa.DataType]:
 
 
 def cmd_adopt(a: argparse.Namespace) -> int:
-    from lethe.adopt.core import AdoptOptions, adopt
+    from lethe.adopt.core import AdoptOptions
     from lethe.adopt.plan import AdoptPlan
     from lethe.adopt.rewrite import rewrite_unready
     from lethe.table import Table
@@ -64,7 +64,7 @@ def cmd_adopt(a: argparse.Namespace) -> int:
     )
     if a.emr_application:
         return _start_on_emr(a)
-    got = adopt(Table, a.uri, a.source, opts)
+    got = Table.adopt_with(a.uri, a.source, opts)
     if isinstance(got, AdoptPlan):
         print(got.to_json() if a.json else got.describe())
         return 0

@@ -26,9 +26,10 @@ lethe.errors.CorruptDeletionVector: DV of f: 2 positions, the manifest says 3
 from __future__ import annotations
 
 import base64
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from pyroaring import BitMap64
 
@@ -37,7 +38,18 @@ from lethe.catalog.manifest import DVRef
 from lethe.dv.blob import PuffinBlob, decode_dv, dv_crc, encode_dv, write_puffin
 from lethe.storage.layout import is_external, object_key, tombstone_key
 
-__all__ = ["blob_bytes", "checked", "load", "load_many", "write_container", "write_dvs"]
+__all__ = [
+    "Span",
+    "blob_bytes",
+    "checked",
+    "load",
+    "load_many",
+    "spans",
+    "write_container",
+    "write_dvs",
+]
+
+K = TypeVar("K", bound=Hashable)
 
 
 def blob_bytes(store: Any, prefix: str, ref: DVRef) -> bytes:
@@ -70,40 +82,86 @@ def load(store: Any, prefix: str, ref: DVRef | None, *, what: str = "DV") -> Bit
     return checked(blob_bytes(store, prefix, ref), ref, what=what)
 
 
-#: :func:`load_many` reads a container's blobs with one GET of their span when the span is
-#: at most this many bytes and at most :data:`DENSE_SPAN` times the blobs' own bytes
+#: A container's blobs are read with one GET of their span while the span is at most this
+#: many bytes and at most :data:`DENSE_SPAN` times the blobs' own bytes (:func:`spans`)
 SPAN_MAX_BYTES = 8 << 20
 DENSE_SPAN = 4
+
+
+@dataclass(frozen=True, slots=True)
+class Span(Generic[K]):
+    """One ranged GET ``[start, end)`` of a Puffin ``container``, holding the blobs of
+    ``names`` (:func:`spans`)."""
+
+    container: str
+    start: int
+    end: int
+    names: tuple[K, ...]
+
+    def read(self, store: Any, prefix: str) -> bytes:
+        """The span's bytes (one ranged GET through ``store``)."""
+        body: bytes = store.get(
+            object_key(prefix, self.container), start=self.start, end=self.end
+        ).body
+        return body
+
+    def blob(self, body: bytes, ref: DVRef) -> bytes:
+        """The bytes of ``ref``'s blob in ``body`` (what :meth:`read` returned)."""
+        at = ref.offset - self.start
+        return body[at : at + ref.length]
+
+
+def spans(refs: Mapping[K, DVRef]) -> list[Span[K]]:
+    """How the container blobs of ``refs`` are read (inline references are left out): per
+    container, blobs in offset order, each joining the span before it while the span stays
+    dense (at most :data:`SPAN_MAX_BYTES`, at most :data:`DENSE_SPAN` times the bytes of its
+    blobs), else starting a span of its own. A delete or a window's commit writes the DVs of
+    all its files in one container: reading them makes one GET, not one per file; a sparse
+    pick of a large container is read blob by blob. The one rule of every DV read
+    (:func:`load_many`, the scans' :class:`~lethe.reading.scan.DVCache`).
+
+    >>> r = lambda o: DVRef(container="c", offset=o, length=10, cardinality=1, crc32=0)
+    >>> [(s.start, s.end, s.names) for s in spans({"a": r(0), "b": r(10), "z": r(500)})]
+    [(0, 20, ('a', 'b')), (500, 510, ('z',))]
+    """
+    by_container: dict[str, list[tuple[int, int, K]]] = {}
+    for name, ref in refs.items():
+        if ref.inline is None and ref.container is not None:
+            by_container.setdefault(ref.container, []).append(
+                (ref.offset, ref.offset + ref.length, name)
+            )
+    out: list[Span[K]] = []
+    for container, blobs in by_container.items():
+        blobs.sort(key=lambda b: (b[0], b[1]))
+        start, end, own, names = blobs[0][0], blobs[0][1], blobs[0][1] - blobs[0][0], [blobs[0][2]]
+        for s, e, name in blobs[1:]:
+            wider, more = max(end, e), own + (e - s)
+            if wider - start <= min(SPAN_MAX_BYTES, DENSE_SPAN * more):
+                end, own = wider, more
+                names.append(name)
+                continue
+            out.append(Span(container, start, end, tuple(names)))
+            start, end, own, names = s, e, e - s, [name]
+        out.append(Span(container, start, end, tuple(names)))
+    return out
 
 
 def load_many(
     store: Any, prefix: str, refs: Mapping[str, DVRef | None], *, what: str = "DV"
 ) -> dict[str, BitMap64]:
-    """The checked DVs of ``refs`` (a name, say a file's path -> its reference), with one GET
-    per container when its wanted blobs lie close together (a delete or a window's commit
-    writes the DVs of all its files in one container; a splice of 500 files would otherwise
-    make 500 ranged GETs of it), else one ranged GET per blob."""
+    """The checked DVs of ``refs`` (a name, say a file's path -> its reference), their
+    container blobs read by :func:`spans` (one GET per dense span), each checked like
+    :func:`load`."""
     out = {name: BitMap64() for name, ref in refs.items() if ref is None}
-    by_container: dict[str, list[tuple[str, DVRef]]] = {}
-    for name, ref in refs.items():
-        if ref is None:
-            continue
+    present = {name: ref for name, ref in refs.items() if ref is not None}
+    for name, ref in present.items():
         if ref.inline is not None or ref.container is None:
             out[name] = load(store, prefix, ref, what=f"{what} of {name}")
-        else:
-            by_container.setdefault(ref.container, []).append((name, ref))
-    for container, wanted in by_container.items():
-        start = min(r.offset for _, r in wanted)
-        end = max(r.offset + r.length for _, r in wanted)
-        own = sum(r.length for _, r in wanted)
-        if len(wanted) == 1 or end - start > min(SPAN_MAX_BYTES, DENSE_SPAN * own):
-            for name, ref in wanted:
-                out[name] = load(store, prefix, ref, what=f"{what} of {name}")
-            continue
-        body = store.get(object_key(prefix, container), start=start, end=end).body
-        for name, ref in wanted:
-            at = ref.offset - start
-            out[name] = checked(body[at : at + ref.length], ref, what=f"{what} of {name}")
+    for span in spans(present):
+        body = span.read(store, prefix)
+        for name in span.names:
+            ref = present[name]
+            out[name] = checked(span.blob(body, ref), ref, what=f"{what} of {name}")
     return out
 
 

@@ -40,7 +40,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
-from typing import Any, Protocol
+from typing import Any
 
 import pyarrow as pa
 from pyroaring import BitMap64
@@ -48,7 +48,7 @@ from pyroaring import BitMap64
 from lethe import errors
 from lethe.catalog.changes import ExpireRows
 from lethe.catalog.commit import Prepared
-from lethe.catalog.context import TableContext
+from lethe.catalog.context import HasContext, TableContext, context_of
 from lethe.catalog.grace import format_duration, parse_duration
 from lethe.catalog.manifest import (
     DataFile,
@@ -398,17 +398,8 @@ class RetentionSweepResult:
         )
 
 
-class _HasContext(Protocol):
-    @property
-    def context(self) -> TableContext: ...
-
-
-def _context(target: TableContext | _HasContext) -> TableContext:
-    return target if isinstance(target, TableContext) else target.context
-
-
 def sweep(
-    target: TableContext | _HasContext,
+    target: TableContext | HasContext,
     *,
     now: datetime | None = None,
     dry_run: bool = False,
@@ -426,7 +417,7 @@ def sweep(
     Raises:
         InvalidRequest: the table declares no retention.
     """
-    ctx = _context(target).latest()
+    ctx = context_of(target).latest()
     keep = RowRetention.of(ctx.snapshot.properties)
     if keep is None:
         raise errors.InvalidRequest(

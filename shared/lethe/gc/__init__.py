@@ -65,7 +65,6 @@ from __future__ import annotations
 
 from lethe.catalog.grace import parse_duration
 from lethe.errors import GcConflict, GcError, GcRunNotFound
-from lethe.gc.actions import GcHooks
 from lethe.gc.areas import (
     KEPT_WORKSPACE_FILES,
     MANIFESTS,
@@ -141,7 +140,6 @@ __all__ = [
     "FailureRecord",
     "GcConflict",
     "GcError",
-    "GcHooks",
     "GcReport",
     "GcRunNotFound",
     "Marks",

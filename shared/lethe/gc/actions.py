@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import logging
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from lethe import errors
 from lethe.catalog.changes import ArchiveErasures
@@ -45,31 +44,25 @@ from lethe.gc.select import BATCH_KEYS, Marks, Selection, batches, candidates, e
 from lethe.gc.workspace import Workspace, decode
 from lethe.storage.store import S3Store, parse_s3_uri
 
-if TYPE_CHECKING:  # pragma: no cover
-    from lethe.table import Table
-
 log = logging.getLogger(__name__)
 
-__all__ = ["GcHooks", "abort", "expire", "open_catalog", "sweep", "write_plan"]
+__all__ = ["abort", "expire", "open_catalog", "sweep", "write_plan"]
 
 
-@dataclass(frozen=True, slots=True)
-class GcHooks:
-    """Test seams: ``after_list()`` runs between listing and marking; ``before_sweep(batch
-    index)`` when a sweep batch starts, before it re-checks the head; ``before_delete(batch
-    index, paths)`` right before the batch's DeleteObjects (raise to interrupt a run)."""
-
-    after_list: Callable[[], None] | None = None
-    before_sweep: Callable[[int], None] | None = None
-    before_delete: Callable[[int, Sequence[str]], None] | None = None
-
-
-def open_catalog(table_or_uri: Table | str, s3: Any | None = None) -> Catalog:
-    """The catalog of a table, or of ``s3://bucket/prefix``."""
+def open_catalog(table_or_uri: Any, s3: Any | None = None) -> Catalog:
+    """The catalog of ``s3://bucket/prefix``, or the one a table handle names (anything
+    with a ``catalog``: a :class:`~lethe.Table`, a :class:`~lethe.catalog.context.TableContext`)."""
     if isinstance(table_or_uri, str):
         bucket, prefix = parse_s3_uri(table_or_uri)
         return Catalog(S3Store(bucket, client=s3), prefix)
-    return table_or_uri.catalog
+    if isinstance(table_or_uri, Catalog):
+        return table_or_uri
+    catalog = getattr(table_or_uri, "catalog", None)
+    if not isinstance(catalog, Catalog):
+        raise errors.InvalidRequest(
+            f"GC takes a table or an s3://bucket/prefix URI, not {type(table_or_uri).__name__}"
+        )
+    return catalog
 
 
 # --- plan -----------------------------------------------------------------------------------
@@ -80,14 +73,11 @@ def write_plan(
     run_id: str,
     now: datetime,
     workspace: Workspace,
-    hooks: GcHooks | None,
     max_batches: int | None,
     batch_keys: int = BATCH_KEYS,
 ) -> PlanDocument:
     """List, mark, select; write the sweep batches and ``plan.json`` to ``workspace``."""
     listing = list_objects(catalog, (*SWEPT, WORKSPACE, MANIFESTS))
-    if hooks is not None and hooks.after_list is not None:
-        hooks.after_list()
     # after listing (see lethe.gc's docstring); an erasure older than its grace cuts the window
     marks = mark(catalog, opts.retention, now, erasure_grace=opts.erasure_grace)
     if not opts.dry_run:  # before any sweep: the kept versions stop naming what goes
@@ -229,12 +219,9 @@ def sweep(
     *,
     now: datetime,
     dry_run: bool,
-    hooks: GcHooks | None,
 ) -> StepResult:
     """Delete one batch, after re-checking each key's age and that no manifest committed
     since the plan references it."""
-    if hooks is not None and hooks.before_sweep is not None:
-        hooks.before_sweep(batch.index)
     fresh = newly_referenced(catalog, batch.table_uuid, batch.marked_through)
     grace = timedelta(seconds=batch.grace_seconds)
     erasure_grace = timedelta(seconds=batch.erasure_grace_seconds)
@@ -259,8 +246,6 @@ def sweep(
             skipped["young"] += 1  # the plan's clock was ahead, or the batch is not ours
         else:
             chosen.append(e)
-    if hooks is not None and hooks.before_delete is not None:
-        hooks.before_delete(batch.index, [e.path for e in chosen])
     failed: set[str] = set()
     if not dry_run and chosen:
         failed = {

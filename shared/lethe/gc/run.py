@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import logging
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from lethe.catalog.commit import Catalog
 from lethe.catalog.context import TableContext
 from lethe.erasure.retention import RetentionSweepResult, RowRetention
 from lethe.erasure.retention import sweep as retention_sweep
-from lethe.gc.actions import GcHooks, abort, expire, open_catalog, sweep, write_plan
+from lethe.gc.actions import abort, expire, open_catalog, sweep, write_plan
 from lethe.gc.areas import new_run_id
 from lethe.gc.models import BatchDocument, GcReport, PlanDocument, StepResult
 from lethe.gc.policy import (
@@ -26,16 +26,13 @@ from lethe.gc.select import BATCH_KEYS
 from lethe.gc.workspace import MemoryWorkspace, S3Workspace
 from lethe.progress import Progress, track
 
-if TYPE_CHECKING:  # pragma: no cover
-    from lethe.table import Table
-
 log = logging.getLogger(__name__)
 
 __all__ = ["collect", "sweep_retention"]
 
 
 def collect(
-    table_or_uri: Table | str,
+    table_or_uri: Any,
     *,
     retention: str | timedelta | Retention = DEFAULT_RETENTION,
     grace: str | timedelta | float | None = None,
@@ -44,7 +41,6 @@ def collect(
     versioned: bool | None = None,
     now: datetime | None = None,
     s3: Any | None = None,
-    hooks: GcHooks | None = None,
     batch_keys: int = BATCH_KEYS,
     progress: Progress | None = None,
 ) -> GcReport:
@@ -64,7 +60,6 @@ def collect(
         versioned: whether the bucket keeps object versions (None: ask the bucket).
         now: the time ages are measured against (tests); default: the clock.
         s3: a boto3 S3 client (default: one from the environment).
-        hooks: test seams (see :class:`GcHooks`).
         batch_keys: keys per DeleteObjects batch (at most 1,000).
         progress: hears of the plan (``"gc plan"``: the versions kept and marked) and of the
             sweep (``"gc sweep"``: candidate objects, batch by batch; :mod:`lethe.progress`).
@@ -96,11 +91,11 @@ def collect(
     ws = MemoryWorkspace()
     with track(progress, "gc plan", total=None, unit="versions") as planning:
         plan = write_plan(
-            catalog, opts, run_id=run_id, now=started, workspace=ws, hooks=hooks,
+            catalog, opts, run_id=run_id, now=started, workspace=ws,
             max_batches=None, batch_keys=batch_keys,
         )  # fmt: skip
         planning.advance(plan.kept_versions)
-    results = _apply(catalog, plan, ws, now=now, dry_run=dry_run, hooks=hooks, progress=progress)
+    results = _apply(catalog, plan, ws, now=now, dry_run=dry_run, progress=progress)
     report = build_report(catalog, plan, results, now=now or datetime.now(UTC), dry_run=dry_run)
     if not dry_run:
         S3Workspace(catalog, run_id).write("report.json", report)
@@ -141,7 +136,6 @@ def _apply(
     *,
     now: datetime | None,
     dry_run: bool,
-    hooks: GcHooks | None,
     progress: Progress | None = None,
 ) -> list[StepResult]:
     """Expire, sweep every batch, abort, purge; each step's clock is read when it starts."""
@@ -152,9 +146,7 @@ def _apply(
     total = sum(len(b.entries) for b in batches)
     with track(progress, "gc sweep", total=total, unit="objects") as sweeping:
         for batch in batches:
-            results.append(
-                sweep(catalog, batch, now=now or datetime.now(UTC), dry_run=dry_run, hooks=hooks)
-            )
+            results.append(sweep(catalog, batch, now=now or datetime.now(UTC), dry_run=dry_run))
             sweeping.advance(len(batch.entries))
     results.append(abort(catalog, plan, now=now or datetime.now(UTC), dry_run=dry_run))
     results.append(purge(catalog, plan, dry_run=dry_run))

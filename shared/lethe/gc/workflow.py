@@ -160,7 +160,6 @@ def plan_step(
         run_id=run_id,
         now=now,
         workspace=S3Workspace(catalog, run_id),
-        hooks=None,
         max_batches=MAX_BATCHES,
         batch_keys=batch_keys,
     )
@@ -207,7 +206,6 @@ def sweep_step(
         batch,
         now=now or datetime.now(UTC),
         dry_run=dry_run or batch.dry_run,
-        hooks=None,
     )
     S3Workspace(catalog, batch.run_id).write(f"sweep-{batch.index:04d}.json", result)
     return result

@@ -7,26 +7,25 @@ import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from lethe import errors
 from lethe.catalog.changes import AddFiles
+from lethe.catalog.context import HasContext, TableContext, context_of
 from lethe.catalog.evolution import SchemaMode
 from lethe.catalog.manifest import DataFile, Operation, request_hash
 from lethe.catalog.snapshot import Snapshot
-from lethe.catalog.transaction import FileMaker, Staged, Step, TransactionChange
+from lethe.catalog.transaction import FileMaker, Staged, Step, Totals, TransactionChange
+from lethe.index.commits import transaction
 from lethe.ingest.conform import short
 from lethe.ingest.inputs import upload_request_id
 from lethe.ingest.shapes import check_file_schema, registered_schema, schema_steps
 from lethe.reading.reader import FileHandle
 from lethe.storage.store import S3Store
 from lethe.writing.writer import describe, new_data_path
-
-if TYPE_CHECKING:  # pragma: no cover
-    from lethe.table import Table
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +73,7 @@ class RegisterResult:
 
 
 def register_parquet(
-    table: Table,
+    target: TableContext | HasContext,
     key: str,
     *,
     bucket: str | None = None,
@@ -93,7 +92,8 @@ def register_parquet(
     Files written by pyarrow, Spark, DuckDB or polars are accepted when their schema matches.
 
     Args:
-        table: The table handle (moves to the new version).
+        target: The table: a :class:`~lethe.Table` handle (moved to the latest version by
+            its ``refresh()``) or a :class:`~lethe.catalog.context.TableContext`.
         key: Object key of the upload.
         bucket: Its bucket (default: the table's bucket).
         etag: The ETag the event announced (default: HEAD the object).
@@ -113,14 +113,31 @@ def register_parquet(
         RegisterResult(version=12, duplicate=False, path='data/...', rows=1000, ...)
     """
     t0 = time.perf_counter()
+    r = _register(context_of(target), key, bucket, etag, size, request_id, schema_mode, t0)
+    refresh = getattr(target, "refresh", None)  # a handle follows, as it always did
+    if callable(refresh):
+        refresh()
+    return r
+
+
+def _register(
+    table: TableContext,
+    key: str,
+    bucket: str | None,
+    etag: str | None,
+    size: int | None,
+    request_id: str | None,
+    schema_mode: SchemaMode,
+    t0: float,
+) -> RegisterResult:
     bucket = bucket or table.store.bucket
     src = (
         table.store if bucket == table.store.bucket else S3Store(bucket, client=table.store.client)
     )
     etag, size = _pinned(src, key, etag, size)
     rid = request_id or upload_request_id(bucket, key, etag)
-    table.refresh()
-    earlier = table.manifest.find_request(request_hash(rid))
+    table = table.latest()
+    earlier = table.snapshot.find_request(request_hash(rid))
     if earlier is not None:
         log.info("upload already registered at version %s", earlier.version)
         return RegisterResult(
@@ -138,14 +155,14 @@ def register_parquet(
         return RegisterResult(None, False, None, 0, 0, 0, time.perf_counter() - t0)
     steps = schema_steps(file_schema, md, schema_mode)
     probe = DataFile(path="", size=size, etag="", rows=md.num_rows, row_groups=(), added_version=0)
-    # checked on this handle's snapshot before the copy: a refusal has nothing to undo
+    # checked on this snapshot before the copy: a refusal has nothing to undo
     check = _add_step(probe, md, file_schema, schema_mode, rid)
 
     def checked(snap: Snapshot, _: bool) -> Staged:
         made = check(snap)
         return Staged(AddFiles(tuple(made[0]), made[1]) if made is not None else None)
 
-    TransactionChange((*steps, checked)).prepare(table.manifest)
+    TransactionChange((*steps, checked)).prepare(table.snapshot)
     rel = new_data_path()
     written_at = time.time()  # before the copy: the GC grace clock of the new object
     new_etag = _copy_into(table, src, key, table.key_of(rel), etag)
@@ -210,15 +227,14 @@ def _footer(src: S3Store, key: str, etag: str, size: int) -> tuple[pq.FileMetaDa
         ) from e
 
 
-def _copy_into(table: Table, src: S3Store, key: str, dst: str, etag: str) -> str:
+def _copy_into(table: TableContext, src: S3Store, key: str, dst: str, etag: str) -> str:
     """Server-side copy of the upload (pinned to ``etag``) to ``dst``; the copy's ETag."""
-    if src is table.store:
-        return table.store.copy(key, dst, src_etag=etag)
-    return _copy_across(table.store, src.bucket, key, dst, etag)
+    source = key if src is table.store else f"s3://{src.bucket}/{key}"
+    return table.store.copy(source, dst, src_etag=etag)
 
 
 def _commit(
-    table: Table,
+    table: TableContext,
     steps: Sequence[Step],
     df: DataFile,
     add: FileMaker,
@@ -226,31 +242,32 @@ def _commit(
     t: tuple[float, float],
 ) -> RegisterResult:
     """Commit the copied file with the upload's request id and the schema changes it needs,
-    as one version (a transaction: :mod:`lethe.catalog.transaction`); the copy is removed if
-    it is not committed, e.g. when a redelivered twin committed first."""
-    tx = table.transaction()
-    tx.name = "register"
+    as one version (a transaction at the catalog level: :func:`lethe.index.commits.transaction`);
+    the copy is removed if it is not committed, e.g. when a redelivered twin committed first."""
+    tx = transaction(table, "register")
     for step in steps:
         tx.stage(step)
     tx.add_files(add)
     written_at, t0 = t
     path = df.path
-    res = tx.commit(owned=(path,), written_at=written_at)
-    if res.files_added == 0:  # a redelivered twin committed first
-        twin = table.manifest.find_request(request_hash(rid))
-        version = twin.version if twin is not None else res.version
+    outcome = tx.commit(owned=(path,), written_at=written_at)
+    snap = outcome.manifest or outcome.base
+    added = outcome.detail.files if isinstance(outcome.detail, Totals) else 0
+    if outcome.manifest is None or added == 0:  # a redelivered twin committed first
+        twin = snap.find_request(request_hash(rid))
+        version = twin.version if twin is not None else snap.version
         rows = twin.rows if twin is not None else 0
         return RegisterResult(version, True, None, rows, 0, 0, time.perf_counter() - t0)
-    got = table.manifest.file(path)
+    got = snap.file(path)
     assert got is not None
     log.info(
         "registered %s rows in %s row groups at version %s",
         got.rows,
         len(got.row_groups),
-        res.version,
+        snap.version,
     )
     return RegisterResult(
-        res.version,
+        snap.version,
         False,
         got.path,
         got.rows,
@@ -258,20 +275,3 @@ def _commit(
         len(got.row_groups),
         time.perf_counter() - t0,
     )
-
-
-def _copy_across(dst_store: S3Store, src_bucket: str, src_key: str, dst_key: str, etag: str) -> str:
-    from lethe.storage.store import translate_error
-
-    try:
-        r = dst_store.client.copy_object(
-            Bucket=dst_store.bucket,
-            Key=dst_key,
-            CopySource={"Bucket": src_bucket, "Key": src_key},
-            CopySourceIfMatch=etag,
-        )
-    except Exception as e:
-        dst_store.stats.record("copy")
-        raise translate_error(e, f"COPY s3://{src_bucket}/{src_key} -> {dst_key}") from e
-    dst_store.stats.record("copy")
-    return str(r["CopyObjectResult"]["ETag"])

@@ -30,26 +30,24 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from lethe import errors
 from lethe.catalog.changes import MergeSchema, RecordSchema, UpdateSchema
+from lethe.catalog.context import HasContext, TableContext, context_of
 from lethe.catalog.evolution import SchemaMode, describe_changes, plan_merge, renamed
 from lethe.catalog.manifest import Operation
 from lethe.catalog.schemas import as_table_types, field_id, fits, same_type
 from lethe.catalog.snapshot import Snapshot
 from lethe.catalog.transaction import Staged, Step
 from lethe.catalog.transforms.schema import aliases
+from lethe.index.commits import transaction
 from lethe.ingest.fit import schema_problems
 from lethe.ingest.inputs import InputObject
 from lethe.ingest.readers import S3ObjectFile, open_parquet
 from lethe.storage.store import S3Store
-
-if TYPE_CHECKING:  # pragma: no cover
-    from lethe.table import Table
 
 __all__ = [
     "check_file_ids",
@@ -234,7 +232,9 @@ def _typed_problems(got: pa.Schema, schema: pa.Schema) -> list[str]:
     return out
 
 
-def evolve_for_inputs(table: Table, objects: Sequence[InputObject], *, evolve_: bool) -> int:
+def evolve_for_inputs(
+    target: TableContext | HasContext, objects: Sequence[InputObject], *, evolve_: bool
+) -> int:
     """Check the Parquet inputs of an ingest job against the table before anything is read
     (their footers only): without ``evolve_``, an input with a column the table lacks or a
     type that does not fit the table's (:func:`lethe.catalog.schemas.fits`) is refused; with
@@ -242,10 +242,14 @@ def evolve_for_inputs(table: Table, objects: Sequence[InputObject], *, evolve_: 
     one commit planned on the version it lands on). CSV and JSON types are guessed, so their
     rows are checked as they are converted. Returns the schema changes committed.
 
+    The check reads ``target``'s snapshot (a :class:`~lethe.Table` or its context); a handle
+    is not moved (refresh it to write under the evolved schema).
+
     Raises:
         SchemaMismatch: listing every input and every differing column (nothing changed).
     """
-    schema, alias = table.schema, aliases(table.manifest)
+    table = context_of(target)
+    schema, alias = table.schema, aliases(table.snapshot)
     problems: list[str] = []
     shapes: list[tuple[str, pa.Schema]] = []
     stores: dict[str, S3Store] = {}
@@ -269,8 +273,8 @@ def evolve_for_inputs(table: Table, objects: Sequence[InputObject], *, evolve_: 
         elif mine:
             shapes.append((o.uri, got_schema))
     if not problems and shapes:
-        try:  # every input checked together, on this handle's snapshot
-            plan = plan_merge([s for _, s in shapes], table.manifest, labels=[u for u, _ in shapes])
+        try:  # every input checked together, on the target's snapshot
+            plan = plan_merge([s for _, s in shapes], table.snapshot, labels=[u for u, _ in shapes])
         except errors.SchemaMismatch as e:
             problems.extend(str(e).split("\n  ")[1:])
     if problems:
@@ -281,9 +285,10 @@ def evolve_for_inputs(table: Table, objects: Sequence[InputObject], *, evolve_: 
         )
     if not shapes:
         return 0
-    with table.transaction() as tx:  # planned again on the version it commits on
-        for _, shape in shapes:
-            tx.stage(_merge_step(shape))
+    tx = transaction(table, "schema")  # planned again on the version it commits on
+    for _, shape in shapes:
+        tx.stage(_merge_step(shape))
+    tx.commit()
     log.info("evolved the schema for the inputs: %s changes", len(plan.changes))
     return len(plan.changes)
 

@@ -77,6 +77,7 @@ from lethe.lake.results import (
 from lethe.lake.window import (
     ARCHIVE_AFTER,
     LakeBacklog,
+    LakeContext,
     WindowRun,
     archived,
     backlog,
@@ -192,6 +193,11 @@ class Lake:
     def _key(self, rel: str) -> str:
         return object_key(self.prefix, rel)
 
+    @property
+    def context(self) -> LakeContext:
+        """What the window run, the archive and the receipts take (:mod:`lethe.lake.window`)."""
+        return LakeContext(self.store, self.prefix, self.refresh, self._update, self.open_table)
+
     # --- the registry ------------------------------------------------------------------------
     @property
     def doc(self) -> LakeDoc:
@@ -246,14 +252,14 @@ class Lake:
         the others go on), then delete the values objects no pending request needs
         (:func:`lethe.lake.values.sweep`): the scheduled run is what removes those a killed
         call left."""
-        run = splice_window(self, now=now, max_bytes=max_bytes)
+        run = splice_window(self.context, now=now, max_bytes=max_bytes)
         return dataclasses.replace(run, values_deleted=self.sweep_values())
 
     def archive(self, *, older_than: timedelta = ARCHIVE_AFTER) -> int:
         """Move finished requests older than ``older_than`` out of ``lake.json`` into an
         immutable archive object (:func:`lethe.lake.window.archive`); receipts still find
         them. Returns how many moved."""
-        return archive_requests(self, older_than=older_than)
+        return archive_requests(self.context, older_than=older_than)
 
     def backlog(self) -> LakeBacklog:
         """Requests not done and the oldest one's age (what the overdue alarm watches)."""
@@ -682,7 +688,7 @@ class Lake:
         tracker = track(progress, "forget splices", total=len(hashes), unit="tables")
         for uri, ids in hashes.items():
             try:  # one table's trouble leaves its splices to the window run, not the others
-                t = current_table(self, uri)
+                t = current_table(self.context, uri)
                 complete, splices = process_erasures(t.context, ids, max_bytes=max_bytes)
             except errors.LetheError as e:
                 log.warning("lake %s: splices on %s wait (%s)", self.uri, uri, type(e).__name__)
@@ -741,7 +747,7 @@ class Lake:
         """
         h = request_hash(request_id)
         doc = self.refresh()
-        r = doc.request(h) or find_archived(self, doc, h)
+        r = doc.request(h) or find_archived(self.context, doc, h)
         if r is None:
             raise errors.InvalidRequest("the lake holds no request with that id")
         present = stored.present(self.store, self.prefix)
@@ -758,7 +764,7 @@ class Lake:
         doc = self.refresh()
         # archived requests are finished: read only when finished ones are asked for
         reqs = sorted(
-            (*doc.requests, *(() if pending else archived(self, doc))),
+            (*doc.requests, *(() if pending else archived(self.context, doc))),
             key=lambda r: r.requested_at,
         )
         if older_than is not None:

@@ -17,8 +17,8 @@
 * **Backlog.** :func:`backlog`: how many lake requests are not done and the oldest one's
   age, for the ``ErasureOverdue`` alarm (counts and seconds only).
 
-The functions take the :class:`lethe.lake.core.Lake` handle (typed structurally, so this
-module does not import it).
+The functions take a :class:`LakeContext`: the lake's store and prefix, how to read and change
+its registry and how to open one of its tables (:attr:`lethe.lake.core.Lake.context` makes it).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any, Protocol
+from typing import Any
 
 import lethe.lake.model as model
 import lethe.lake.values as values
@@ -38,6 +38,7 @@ from lethe.erasure.erase import process_erasures
 from lethe.lake.model import LakeArchive, LakeDoc, LakeRequest
 from lethe.lake.receipt import lake_receipts
 from lethe.parquet.costs import CostModel
+from lethe.storage.layout import object_key
 from lethe.storage.store import S3Store
 
 log = logging.getLogger(__name__)
@@ -45,6 +46,7 @@ log = logging.getLogger(__name__)
 __all__ = [
     "WINDOW_EVENT",
     "LakeBacklog",
+    "LakeContext",
     "TableWindowRun",
     "WindowRun",
     "archive",
@@ -71,20 +73,25 @@ OLDEST_METRIC = "OldestPendingLakeRequestAge"
 ARCHIVE_AFTER = timedelta(days=7)
 
 
-class _Lake(Protocol):
+@dataclass(frozen=True, slots=True)
+class LakeContext:
+    """What the window run, the archive and the receipts work with: the lake's ``store`` and
+    ``prefix``; ``refresh()`` reads the registry, ``update(change)`` changes it by
+    compare-and-swap, ``open_table(uri)`` opens one of its tables (a :class:`~lethe.Table`)."""
+
     store: S3Store
     prefix: str
+    refresh: Callable[[], LakeDoc]
+    update: Callable[[Callable[[LakeDoc], LakeDoc]], LakeDoc]
+    open_table: Callable[[str], Any]
 
     @property
-    def uri(self) -> str: ...
+    def uri(self) -> str:
+        return f"s3://{self.store.bucket}/{self.prefix}"
 
-    def _key(self, rel: str) -> str: ...
-
-    def refresh(self) -> LakeDoc: ...
-
-    def _update(self, change: Callable[[LakeDoc], LakeDoc]) -> LakeDoc: ...
-
-    def open_table(self, uri: str) -> Any: ...
+    def key(self, rel: str) -> str:
+        """The absolute key of a lake-relative path."""
+        return object_key(self.prefix, rel)
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,7 +143,7 @@ def due(r: LakeRequest, window_seconds: int, now: datetime) -> bool:
 
 
 def splice_due(
-    lake: _Lake, *, now: datetime | None = None, max_bytes: int | None = None
+    lake: LakeContext, *, now: datetime | None = None, max_bytes: int | None = None
 ) -> WindowRun:
     """Splice every file of the erase requests whose window closed by ``now``: per table,
     all of them in one :func:`~lethe.erasure.erase.process_erasures` (a file several requests share
@@ -165,7 +172,7 @@ def splice_due(
     return WindowRun(n_due, closes.total(), tuple(runs), closes=tuple(sorted(closes.items())))
 
 
-def current_table(lake: _Lake, uri: str) -> Any:
+def current_table(lake: LakeContext, uri: str) -> Any:
     """The table at ``uri`` at its newest landed version: a head lagging behind its newest
     manifest (a committer died between the two PUTs) is rolled forward first, one HEAD to
     find out (a normal state, not a conflict)."""
@@ -176,7 +183,9 @@ def current_table(lake: _Lake, uri: str) -> Any:
     return t
 
 
-def _run_table(lake: _Lake, uri: str, ids: Sequence[str], max_bytes: int | None) -> TableWindowRun:
+def _run_table(
+    lake: LakeContext, uri: str, ids: Sequence[str], max_bytes: int | None
+) -> TableWindowRun:
     """One table of a window run: its head rolled forward, its due erasures spliced."""
     try:
         t = current_table(lake, uri)
@@ -202,7 +211,7 @@ def _run_table(lake: _Lake, uri: str, ids: Sequence[str], max_bytes: int | None)
 
 
 def archive(
-    lake: _Lake, *, older_than: timedelta = ARCHIVE_AFTER, now: datetime | None = None
+    lake: LakeContext, *, older_than: timedelta = ARCHIVE_AFTER, now: datetime | None = None
 ) -> int:
     """Move the finished requests recorded more than ``older_than`` ago into the next
     archive object, and drop them from ``lake.json``. Returns how many moved (0: none, or
@@ -211,7 +220,7 @@ def archive(
     now = now or datetime.now(UTC)
     doc = lake.refresh()
     number = doc.archived
-    key = lake._key(model.archive_key(number))
+    key = lake.key(model.archive_key(number))
     try:
         moved = _read_archive(lake, key).requests  # left by a crash, or a racing call's
     except errors.NotFound:
@@ -232,12 +241,12 @@ def archive(
         except errors.PreconditionFailed:
             return 0  # another call wrote this archive first; it drops its requests
     ids = [r.id_hash for r in moved]
-    lake._update(lambda d: model.archive(d, number, ids))
+    lake.update(lambda d: model.archive(d, number, ids))
     log.info("lake %s: archived %d finished request(s) (archive %d)", lake.uri, len(ids), number)
     return len(ids)
 
 
-def _read_archive(lake: _Lake, key: str) -> LakeArchive:
+def _read_archive(lake: LakeContext, key: str) -> LakeArchive:
     body = lake.store.get(key).body
     try:
         return LakeArchive.model_validate_json(body)
@@ -247,18 +256,18 @@ def _read_archive(lake: _Lake, key: str) -> LakeArchive:
         ) from None
 
 
-def archived(lake: _Lake, doc: LakeDoc) -> list[LakeRequest]:
+def archived(lake: LakeContext, doc: LakeDoc) -> list[LakeRequest]:
     """Every archived request, oldest archive first."""
     out: list[LakeRequest] = []
     for n in range(doc.archived):
-        out.extend(_read_archive(lake, lake._key(model.archive_key(n))).requests)
+        out.extend(_read_archive(lake, lake.key(model.archive_key(n))).requests)
     return out
 
 
-def find_archived(lake: _Lake, doc: LakeDoc, id_hash: str) -> LakeRequest | None:
+def find_archived(lake: LakeContext, doc: LakeDoc, id_hash: str) -> LakeRequest | None:
     """The archived request ``id_hash`` (newest archive first), or None."""
     for n in reversed(range(doc.archived)):
-        a = _read_archive(lake, lake._key(model.archive_key(n)))
+        a = _read_archive(lake, lake.key(model.archive_key(n)))
         hit = next((r for r in a.requests if r.id_hash == id_hash), None)
         if hit is not None:
             return hit

@@ -24,7 +24,7 @@ from lethe.dv import store as dvstore
 from lethe.reading.filters import Dnf
 from lethe.reading.reader import FileHandle, read_row_group
 from lethe.storage.layout import object_key
-from lethe.storage.objects import coalesce, io_pool
+from lethe.storage.objects import io_pool
 from lethe.storage.store import S3Store
 
 __all__ = ["DVCache", "Projections", "candidate_files", "plan", "plan_files", "reader_of"]
@@ -242,10 +242,10 @@ class DVCache:
 
     :meth:`prefetch` starts the loads of the files a read will open on the I/O pool, so a
     DV's GET overlaps the data's instead of following it (on S3, one round trip less for a
-    lookup or a scan of a file with deletes); blobs of one container closer than
-    :data:`~lethe.storage.objects.COALESCE_GAP` come in one ranged GET (a delete writes the DVs of
-    every file it touches into one container). Files not prefetched load on first use, in
-    the caller's thread.
+    lookup or a scan of a file with deletes); blobs of one container come in one ranged GET
+    per dense span (:func:`lethe.dv.store.spans`, the rule of every DV read: a delete writes
+    the DVs of every file it touches into one container). Files not prefetched load on first
+    use, in the caller's thread.
     """
 
     def __init__(self, store: S3Store, prefix: str) -> None:
@@ -254,39 +254,30 @@ class DVCache:
         self._lock = threading.Lock()
 
     def prefetch(self, files: Iterable[DataFile]) -> None:
-        """Start loading the DVs of ``files`` (those that have one) in the background."""
-        blobs: dict[str, list[tuple[int, int, DataFile, Future[Any]]]] = {}
-        inline: list[tuple[DataFile, Future[Any]]] = []
+        """Start loading the DVs of ``files`` (those that have one) in the background, the
+        blobs of a container by :func:`lethe.dv.store.spans` (one GET per dense span)."""
+        todo: dict[tuple[Any, ...], tuple[DataFile, Future[Any]]] = {}
         with self._lock:
             for f in files:
                 if f.dv is None or _key(f) in self._loads:
                     continue
                 fut: Future[Any] = Future()
                 self._loads[_key(f)] = fut
-                if f.dv.inline is not None or f.dv.container is None:
-                    inline.append((f, fut))
-                else:
-                    at = (f.dv.offset, f.dv.offset + f.dv.length, f, fut)
-                    blobs.setdefault(f.dv.container, []).append(at)
-        for one in inline:
-            io_pool().submit(_settle, [one], self._load)
-        for container, group in blobs.items():
-            group.sort(key=lambda b: b[0])
-            i = 0
-            for s, e in coalesce([(b[0], b[1]) for b in group]):  # sorted, like the group
-                mine = []
-                while i < len(group) and group[i][0] < e:
-                    mine.append((group[i][2], group[i][3]))
-                    i += 1
-                io_pool().submit(self._load_span, container, s, e, mine)
+                todo[_key(f)] = (f, fut)
+        for f, fut in todo.values():
+            assert f.dv is not None
+            if f.dv.inline is not None or f.dv.container is None:
+                io_pool().submit(_settle, [(f, fut)], self._load)
+        refs = {k: f.dv for k, (f, _) in todo.items() if f.dv is not None}
+        for span in dvstore.spans(refs):
+            io_pool().submit(self._load_span, span, [todo[k] for k in span.names])
 
     def _load_span(
-        self, container: str, start: int, end: int, files: list[tuple[DataFile, Future[Any]]]
+        self, span: dvstore.Span[tuple[Any, ...]], files: list[tuple[DataFile, Future[Any]]]
     ) -> None:
-        """One ranged GET of ``[start, end)`` of ``container``; each file's DV decoded from it."""
+        """One ranged GET of ``span``; each file's DV decoded from it."""
         try:
-            key = object_key(self._prefix, container)
-            data = self._store.get(key, start=start, end=end).body
+            data = span.read(self._store, self._prefix)
         except BaseException as e:
             for _, fut in files:
                 fut.set_exception(e)
@@ -294,8 +285,7 @@ class DVCache:
 
         def decode(f: DataFile) -> Any:
             assert f.dv is not None
-            at = f.dv.offset - start
-            return _decoded(f, data[at : at + f.dv.length])
+            return _decoded(f, span.blob(data, f.dv))
 
         _settle(files, decode)
 
