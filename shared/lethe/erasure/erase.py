@@ -47,6 +47,7 @@ from lethe.dv import store as dvstore
 from lethe.dv.blob import keep_mask, rebase_positions
 from lethe.dv.remap import targets_of
 from lethe.erasure.deletes import DeleteRequest, delete_batch
+from lethe.erasure.erased import erased_positions
 from lethe.erasure.ownership import check_erasable, check_owned
 from lethe.erasure.splice_io import Fetcher, read_footer, upload
 from lethe.index.core import spliced_origin
@@ -575,18 +576,18 @@ def splice_all(
 ) -> tuple[list[SpliceResult], BaseException | None]:
     """Splice each file of ``work`` (:data:`SPLICE_WORKERS` at a time); the splices that
     succeeded, and the first failure (a failed splice leaves nothing behind)."""
+    out: list[SpliceResult] = []
+    failure: BaseException | None = None
+    try:  # the erased rows only: rows a plain delete hid stay, under the new DV (issue 39)
+        dvs = erased_positions(ctx, [f for f, _ in work])
+    except Exception as e:
+        return [], e
     if len(work) == 1:
         f, groups = work[0]
         try:
-            return [splice_file(ctx, f, groups, model=model)], None
+            return [splice_file(ctx, f, groups, dv=dvs[f.path], model=model)], None
         except Exception as e:
             return [], e
-    out: list[SpliceResult] = []
-    failure: BaseException | None = None
-    try:
-        dvs = dvstore.load_many(ctx.store, ctx.prefix, {f.path: f.dv for f, _ in work})
-    except Exception as e:
-        return [], e
     with ThreadPoolExecutor(max_workers=min(SPLICE_WORKERS, len(work))) as pool:
         futures = [
             pool.submit(splice_file, ctx, f, groups, dv=dvs[f.path], model=model)
