@@ -40,7 +40,7 @@ def test_spark_reads_a_table_with_deletes_erasures_and_renames(table_uri: str, s
     assert got == {i: f"payload-{i}" for i in range(20) if i % 100 not in (3, 4, 5)}
 
     old = spark.read.format("lethe").option("version", str(v1)).load(table_uri)
-    assert "payload" in old.columns and old.count() == 1_500
+    assert "payload" in old.columns and old.count() == 1_485  # minus the erased (issue 39)
 
     some = (
         spark.read.format("lethe")

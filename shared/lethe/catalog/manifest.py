@@ -220,10 +220,15 @@ class RequestRecord(_Frozen):
 
 
 class ErasureTarget(_Frozen):
-    """Row groups of one data file that still hold (logically deleted) rows to erase."""
+    """Row groups of one data file that still hold (logically deleted) rows to erase, and
+    ``positions``, the erased positions of the file (base64 portable Roaring): the splice
+    removes those, and rows a plain delete hid stay (issue 39). Empty: unknown (a target
+    moved by a compaction or a partial splice, or written before issue 39); the splice then
+    removes every hidden row of the groups."""
 
     path: str
     row_groups: tuple[int, ...]
+    positions: str = Field(default="", exclude_if=lambda v: not v)
 
 
 class ErasureRecord(_Frozen):
@@ -611,10 +616,11 @@ def encode_manifest(m: Manifest) -> bytes:
     without indexes writes no ``indexes`` field, so readers that predate them still read it;
     a table with a schema history is written as format 3 (:data:`EVOLVED_FORMAT_VERSION`),
     one without as format 2, so unevolved tables stay readable by a Lethe that predates it;
-    one with a lineage (:class:`LineageRef`) as format 4."""
+    one with a lineage (:class:`LineageRef`) or erasure targets with positions as format 4."""
     if m.segmented and m.evolved and m.format_version < EVOLVED_FORMAT_VERSION:
         m = m.model_copy(update={"format_version": EVOLVED_FORMAT_VERSION})
-    if m.segmented and m.lineage is not None:  # an older Lethe refuses it by its version
+    positions = any(t.positions for e in m.erasures for t in e.targets)
+    if m.segmented and (m.lineage is not None or positions):  # an older Lethe refuses it
         m = m.model_copy(update={"format_version": LINEAGE_FORMAT_VERSION})
     drop = {"inline_files"} if m.segmented else {"segments"}
     if not m.indexes:

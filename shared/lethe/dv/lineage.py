@@ -26,10 +26,11 @@ from lethe.catalog.lineage import Lineage, LineageEntry, decode_lineage, encode_
 from lethe.catalog.manifest import DataFile, DVRef, LineageRef
 from lethe.catalog.snapshot import Snapshot
 from lethe.dv import store as dvstore
-from lethe.dv.blob import dv_crc, encode_dv, rebase_positions
+from lethe.dv.blob import b64_of, bitmap_of, dv_crc, encode_dv, rebase_positions
 
 __all__ = [
     "at_version",
+    "b64_of",
     "bitmap_of",
     "extended",
     "load",
@@ -40,15 +41,6 @@ __all__ = [
     "through",
     "write",
 ]
-
-
-def bitmap_of(b64: str) -> BitMap64:
-    """A base64 portable Roaring bitmap (empty string: empty)."""
-    return BitMap64.deserialize(base64.b64decode(b64)) if b64 else BitMap64()
-
-
-def _b64(bm: BitMap64) -> str:
-    return base64.b64encode(bm.serialize()).decode("ascii") if bm else ""
 
 
 def origin_of(positions: BitMap64, removed: BitMap64) -> BitMap64:
@@ -88,8 +80,10 @@ def extended(
             e = entries[p]
             r = bitmap_of(e.removed)
             gone = r | origin_of(removed, r)
-            entries[p] = LineageEntry(path=p, version=version, removed=_b64(gone), file=newfile)
-        entries[old] = LineageEntry(path=old, version=version, removed=_b64(removed), file=newfile)
+            entries[p] = LineageEntry(path=p, version=version, removed=b64_of(gone), file=newfile)
+        entries[old] = LineageEntry(
+            path=old, version=version, removed=b64_of(removed), file=newfile
+        )
     ordered = tuple(entries[p] for p in sorted(entries))
     return Lineage(table_uuid=table_uuid, version=version, entries=ordered)
 
