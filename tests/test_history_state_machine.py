@@ -8,8 +8,9 @@ Invariants, for every version the table still has:
 * never a row of a customer erased after it (but for a version from before a compaction
   that preceded the erasure: its files were not spliced, it shows the rows until GC cuts it
   after the erasure grace, docs/format.md §6b);
-* every row of its model that was neither erased nor deleted since (a splice removes the
-  deleted rows of the groups it rewrites, docs/format.md §6b);
+* every row of its model that was neither erased nor purged since: a splice removes only
+  the erased rows, so a row deleted (not erased) after it still reads in it; a purge erases
+  the rows deleted before it (docs/format.md §6b);
 * exactly its model when nothing was erased or purged since.
 
 After each GC run: every erasure's receipt is ``complete`` and a byte audit of the whole
@@ -71,6 +72,7 @@ class History(RuleBasedStateMachine):
         self.erased: list[tuple[int, int]] = []  # (version of the erase, customer)
         self.spliced_at: list[int] = []  # versions whose commit removed rows physically
         self.deleted_at: dict[int, int] = {}  # id -> version that deleted it
+        self.purged_at: list[int] = []  # versions of purges that removed rows
         self.requests: list[str] = []
         self.extra = 0
         self.compacted_at: list[int] = []
@@ -131,6 +133,7 @@ class History(RuleBasedStateMachine):
         self._commit()
         if r.rows_erased:
             self.spliced_at.append(self.t.version)
+            self.purged_at.append(self.t.version)
 
     @rule()
     def compact(self) -> None:
@@ -194,9 +197,13 @@ class History(RuleBasedStateMachine):
                 and (at <= self.collected_at or not any(v < k < at for k in self.compacted_at))
             }
             assert not any(self.customer[i] in erased_later for i in ids), v
-            deleted_later = {i for i, at in self.deleted_at.items() if at > v}
+            purged_later = {
+                i
+                for i, at in self.deleted_at.items()
+                if at > v and any(p >= at for p in self.purged_at)
+            }
             kept = {i for i in model if self.customer[i] not in erased_later}
-            assert kept - deleted_later <= ids, (v, len(kept - deleted_later - ids))
+            assert kept - purged_later <= ids, (v, len(kept - purged_later - ids))
             if not any(at > v for at in self.spliced_at):
                 assert ids == model, v
 
