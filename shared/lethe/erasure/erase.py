@@ -262,8 +262,7 @@ def splice_file(
     page_level: bool = True,
     model: CostModel = DEFAULT_MODEL,
 ) -> SpliceResult:
-    """Physically remove the rows ``dv`` names (the erased ones, :func:`erased_positions`;
-    default every row ``f``'s DV hides) of the given row groups.
+    """Physically remove the rows ``dv`` names (default: all ``f``'s DV hides) of the groups.
 
     Inside each edited group only the pages holding deleted rows are rewritten where that
     can be proven exact (``page_level``, see :mod:`lethe.parquet.partial`); the result's
