@@ -34,7 +34,7 @@ from lethe.catalog.manifest import (
 )
 from lethe.catalog.snapshot import Snapshot
 from lethe.dv import store as dvstore
-from lethe.dv.remap import group_rows, targets_of
+from lethe.dv.remap import targets_of
 from lethe.index.core import IndexPlan, index_plans, row_groups_of, usable
 from lethe.index.erase import scrub_rows
 from lethe.reading.filters import Dnf, normalize
@@ -241,9 +241,10 @@ def _scrub(
 ) -> tuple[dict[str, tuple[IndexPiece, ...]], list[str]]:
     """The index pieces naming the rows the erase requests' splices remove, rewritten
     without them (:mod:`lethe.index.erase`): the erased rows (``physical``: request -> file
-    -> positions) and the rows ``hidden`` (file -> its DV) already hides in the row groups
-    they touch (a splice removes every deleted row of a group it edits). A request that is
-    exactly "indexed column in values" also drops every entry of those values."""
+    -> positions). Rows a plain delete hid in the same groups stay (a splice removes only
+    the erased rows, issue 39: :mod:`lethe.erasure.erased`), and so do their entries. A
+    request that is exactly "indexed column in values" also drops every entry of those
+    values."""
     if not base.indexes:
         return {}, []
     found: dict[str, BitMap64] = {}
@@ -258,8 +259,6 @@ def _scrub(
             rows = pinned_rows.setdefault(u[0].column, {})
             for path, bm in per_file.items():
                 rows.setdefault(path, BitMap64()).update(bm)
-    for t in targets_of(base, found):
-        found[t.path] |= group_rows(base.file(t.path), hidden(t.path), t.row_groups)
     return scrub_rows(ctx.store, ctx.prefix, base, found, pinned, pinned_rows)
 
 
