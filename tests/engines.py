@@ -72,3 +72,19 @@ def glue_database(glue: Any) -> str:
     name = f"db_{uuid.uuid4().hex[:8]}"
     glue.create_database(DatabaseInput={"Name": name})
     return name
+
+
+def glue_parquet_table(
+    glue: Any, db: str, columns: list[dict[str, str]], location: str, keys: list[dict[str, str]]
+) -> None:
+    """An external Parquet table ``events`` in Glue database ``db``, partitioned by ``keys``."""
+    glue.create_table(
+        DatabaseName=db,
+        TableInput={
+            "Name": "events",
+            "TableType": "EXTERNAL_TABLE",
+            "Parameters": {"classification": "parquet"},
+            "StorageDescriptor": {**GLUE_PARQUET_SD, "Columns": columns, "Location": location},
+            "PartitionKeys": keys,
+        },
+    )
