@@ -15,6 +15,7 @@ from typing import Any
 import duckdb
 import numpy as np
 import polars as pl
+import pqhelpers
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -24,7 +25,6 @@ from hypothesis import strategies as st
 from pqhelpers import (
     expected,
     footer_of,
-    plan_erase,
     read_datafusion,
     read_duckdb,
     read_pyarrow,
@@ -50,7 +50,7 @@ def plan_pages(
     data: bytes, erase: Mapping[int, Iterable[int]], *, page_level: bool = True
 ) -> SplicePlan:
     """A splice removing rows by position within their group, erased positions given."""
-    return plan_erase(data, erase, with_runs=True, page_level=page_level)
+    return pqhelpers.plan_erase(data, erase, with_runs=True, page_level=page_level)
 
 
 def assert_victims_gone(
