@@ -5,8 +5,14 @@ never uses them does not pay for the import."""
 
 from __future__ import annotations
 
+import datetime as dt
 import uuid
+from collections.abc import Callable
 from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pytest
 
 REGION = "us-east-1"
 
@@ -43,6 +49,21 @@ def glue_catalog(aws: Any, bucket: str) -> Any:
     cat = GlueCatalog("c", warehouse=f"s3://{bucket}/warehouse", **iceberg_props(aws, glue=True))
     cat.create_namespace_if_not_exists("db")
     return cat
+
+
+@pytest.fixture
+def catalog(aws: Any, bucket: str) -> Any:
+    """:func:`glue_catalog` as a fixture (a test module binds it: ``catalog = engines.catalog``)."""
+    return glue_catalog(aws, bucket)
+
+
+def dated_rows(start: int, n: int, **more: Callable[[np.ndarray], Any]) -> pa.Table:
+    """Rows ``id`` ``start..start+n`` and ``dt`` (one of three days by id), then a column per
+    ``more`` computed from the ids."""
+    ids = np.arange(start, start + n, dtype=np.int64)
+    days = [dt.date(2026, 1, 1 + int(i) % 3) for i in ids]
+    columns = {"id": pa.array(ids), "dt": pa.array(days)}
+    return pa.table({**columns, **{name: pa.array(f(ids)) for name, f in more.items()}})
 
 
 def delta_options(aws: Any) -> dict[str, str]:
