@@ -357,14 +357,20 @@ class SplicedFile:
 class SpliceFiles:
     """Spliced files replacing their sources, in one commit: each source must still be live
     with the DV its new DV was mapped from; pending erasures of the sources move to the new
-    files or are met; each new file takes its source's place (its segment)."""
+    files or are met; each new file takes its source's place (its segment). ``pieces``: the
+    index pieces scrubbed of the removed rows (all must still be referenced; the old ones
+    join the superseded lists of the erasures served)."""
 
     what: ClassVar[str] = "splice"
     files: tuple[SplicedFile, ...]
     operation: Operation
+    pieces: Mapping[str, tuple[IndexPiece, ...]] = field(default_factory=dict)
 
     def requirements(self) -> tuple[Requirement, ...]:
-        return tuple(FileHasDV(f.old, f.expected) for f in self.files)
+        return (
+            *(FileHasDV(f.old, f.expected) for f in self.files),
+            *((PiecesPresent(tuple(self.pieces)),) if self.pieces else ()),
+        )
 
     def apply(self, base: Snapshot) -> Snapshot | None:
         olds = [f.old for f in self.files]
@@ -380,11 +386,13 @@ class SpliceFiles:
                 set(f.spliced),
                 base.version + 1,
                 seg.path if seg is not None else None,
+                tuple(self.pieces),
             )
         sources = base.files_at(olds)
         added = [_same_schema(f.new, sources.get(f.old)) for f in self.files if f.new is not None]
         places = {f.new.path: f.old for f in self.files if f.new is not None}
-        return apply_replace(base, olds, added, self.operation, erasures=erasures, places=places)
+        nxt = apply_replace(base, olds, added, self.operation, erasures=erasures, places=places)
+        return _with_pieces(nxt, self.pieces) if self.pieces and nxt is not None else nxt
 
 
 @dataclass(frozen=True, slots=True)

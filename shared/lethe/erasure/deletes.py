@@ -239,11 +239,12 @@ def _scrub(
     physical: Mapping[int, dict[str, BitMap64]],
     hidden: Callable[[str], BitMap64],
 ) -> tuple[dict[str, tuple[IndexPiece, ...]], list[str]]:
-    """The index pieces naming the rows the erase requests' splices remove, rewritten
-    without them (:mod:`lethe.index.erase`): the erased rows (``physical``: request -> file
-    -> positions) and the rows ``hidden`` (file -> its DV) already hides in the row groups
-    they touch (a splice removes every deleted row of a group it edits). A request that is
-    exactly "indexed column in values" also drops every entry of those values."""
+    """The index entries an erase request pins, dropped now (:mod:`lethe.index.erase`): a
+    request that is exactly "indexed column in values" drops every entry of those values.
+    Nothing is read: the entries of the other rows its splices remove (``physical``:
+    request -> file -> positions, and the rows ``hidden`` (file -> its DV) already hides in
+    the row groups they touch) go with the splices' commit, from the values the splices
+    read (issue 37 item 3: each data file read once)."""
     if not base.indexes:
         return {}, []
     found: dict[str, BitMap64] = {}
@@ -260,7 +261,9 @@ def _scrub(
                 rows.setdefault(path, BitMap64()).update(bm)
     for t in targets_of(base, found):
         found[t.path] |= group_rows(base.file(t.path), hidden(t.path), t.row_groups)
-    return scrub_rows(ctx.store, ctx.prefix, base, found, pinned, pinned_rows)
+    if not pinned:
+        return {}, []
+    return scrub_rows(ctx.store, ctx.prefix, base, found, pinned, pinned_rows, read=False)
 
 
 def older_copies(ctx: TableContext, base: Snapshot) -> bool:

@@ -48,8 +48,8 @@ from lethe.dv.remap import targets_of
 from lethe.erasure.deletes import DeleteRequest, delete_batch
 from lethe.erasure.ownership import check_erasable, check_owned
 from lethe.erasure.splice_io import Fetcher, read_footer, upload
+from lethe.erasure.upkeep import removed_values, scrub_spliced
 from lethe.index.core import spliced_origin
-from lethe.index.erase import scrub_rows
 from lethe.parquet.costs import (
     DEFAULT_MODEL,
     CostModel,
@@ -100,6 +100,7 @@ class SpliceResult:
     io: IOCounters
     written_at: float | None = None  # time.time() before ``new`` was uploaded (GC grace clock)
     choice: LevelChoice | None = None  # the level chosen by predicted cost, and the predictions
+    values: dict[str, frozenset[Any]] = field(default_factory=dict)  # indexed values removed
 
     @property
     def granularity(self) -> FileGranularity:
@@ -259,6 +260,7 @@ def splice_file(
     dv: BitMap64 | None = None,
     page_level: bool = True,
     model: CostModel = DEFAULT_MODEL,
+    index: bool = True,
 ) -> SpliceResult:
     """Physically remove every deleted row (per ``f``'s DV) of the given row groups.
 
@@ -270,6 +272,8 @@ def splice_file(
 
     Writes the new object under a new key and returns its manifest entry (not committed;
     an adopted file's partition values and names kept). A failed upload leaves nothing.
+    ``index``: the removed rows' indexed values, read from the bytes the splice holds, ride
+    along for the commit's index scrub (issue 37 item 3: a purge reads each file once).
     """
     check_owned([f], "a splice")
     store = ctx.store.child()
@@ -287,9 +291,11 @@ def splice_file(
     edits = {k: GroupEdit(erased=e) for k, e in erased.items()}
     plan = _plan(fetch, footer, edits, choice.level == "page")
     fates = _fates(plan.groups, choice)
+    vals = removed_values(store, ctx.snapshot, f, fetch, removed) if index else {}
     io0 = store.stats.snapshot()
     if all(g.rows_after == 0 for g in plan.groups):
-        return SpliceResult(f, None, removed, fates, 0, 0, 0, store.stats.snapshot(), None, choice)
+        done = store.stats.snapshot()
+        return SpliceResult(f, None, removed, fates, 0, 0, 0, done, None, choice, vals)
     new_key = ctx.key_of(new_path := new_data_path())
     rewrite = choice.level == "rewrite"
     parts = plan_upload(plan.segments, f.size, model=model, fetched=_held(fetch), rewrite=rewrite)
@@ -330,6 +336,7 @@ def splice_file(
         total,
         written_at,
         choice,
+        vals,
     )
 
 
@@ -373,6 +380,7 @@ class _SpliceChange:
         }
         rebased = {p: bm for p, bm in rebased.items() if len(bm)}
         refs = dvstore.write_dvs(store, prefix, rebased) if rebased else {}
+        pieces, piece_keys = scrub_spliced(store, prefix, base, live)
         files = tuple(
             SplicedFile(
                 s.old.path,
@@ -389,13 +397,16 @@ class _SpliceChange:
             files_removed=len(files),
             files_added=sum(1 for f in files if f.new is not None),
             files_touched=len(files),
-            params={"row_groups_spliced": sum(len(f.spliced) for f in files)},
+            params={
+                "row_groups_spliced": sum(len(f.spliced) for f in files),
+                "index_pieces_scrubbed": len(pieces),
+            },
         )
         stamps = [s.written_at for s in live if s.written_at is not None]
         return Prepared(
-            SpliceFiles(files, op),
+            SpliceFiles(files, op, pieces),
             live,
-            written=tuple(sorted({r.container for r in refs.values() if r.container})),
+            written=(*sorted({r.container for r in refs.values() if r.container}), *piece_keys),
             written_at=min(stamps) if stamps else None,
         )
 
@@ -679,9 +690,9 @@ class _Recorded:
 @dataclass(frozen=True, slots=True)
 class _PurgeRecord:
     """The erasure record of a purge as a change: ``prepare`` finds every row group holding a
-    hidden row (or the record an earlier call with this id committed) and scrubs the index
-    entries of every hidden row in one pass (the splices will remove them all); the old
-    pieces join the record's ``superseded``."""
+    hidden row (or the record an earlier call with this id committed). The index entries of
+    the hidden rows are scrubbed by the splices' commits, from the values the splices read
+    (issue 37 item 3: no data file read twice); the old pieces join ``superseded`` there."""
 
     ctx: TableContext
     id_hash: str
@@ -700,8 +711,6 @@ class _PurgeRecord:
         targets = targets_of(base, hidden)
         if not targets:
             return Prepared(None, _Recorded(None, duplicate=False))
-        written_at = time.time()  # before the pieces' PUTs: the GC grace clock
-        pieces, keys = scrub_rows(store, prefix, base, hidden)
         record = RequestRecord(
             id_hash=h,
             version=0,
@@ -710,24 +719,15 @@ class _PurgeRecord:
             rows=sum(len(bm) for bm in hidden.values()),
             files_touched=len(targets),
         )
-        erasure = ErasureRecord(
-            id_hash=h, deleted_version=0, targets=targets, superseded=tuple(pieces)
-        )
+        erasure = ErasureRecord(id_hash=h, deleted_version=0, targets=targets)
         op = Operation(
             kind="purge",
             files_touched=len(targets),
             request_id_hash=h,
-            params={"hidden_rows": record.rows, "index_pieces_scrubbed": len(pieces)},
+            params={"hidden_rows": record.rows},
         )
-
-        update = SetDVs({}, {}, op, (record,), (erasure,), pieces)
-        return Prepared(
-            update,
-            _Recorded(None, duplicate=False),
-            written=tuple(keys),
-            written_at=written_at if keys else None,
-            renewable=True,
-        )
+        update = SetDVs({}, {}, op, (record,), (erasure,))
+        return Prepared(update, _Recorded(None, duplicate=False))
 
 
 def record_purge(

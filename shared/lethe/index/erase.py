@@ -47,6 +47,8 @@ __all__ = [
     "Erased",
     "ErasedRows",
     "erased_entries",
+    "file_values",
+    "known_entries",
     "scrub",
     "scrub_rows",
 ]
@@ -81,12 +83,15 @@ def erased_entries(
     found: Mapping[str, BitMap64],
     pinned: Mapping[str, Iterable[Any]] | None = None,
     pinned_rows: Mapping[str, Mapping[str, BitMap64]] | None = None,
+    *,
+    read: bool = True,
 ) -> ErasedRows:
     """Per index of ``m``: the entries erasing the rows ``found`` (file -> physical positions)
     removes, read from the indexed columns' pages holding those rows; ``pinned``: column ->
     values a request named the person by, and ``pinned_rows``: column -> file -> the
     positions that request matched (their values are among ``pinned``: not read again; an
-    erase by the indexed column reads no page at all unless older hidden rows go too)."""
+    erase by the indexed column reads no page at all unless older hidden rows go too);
+    ``read`` False: only what is known (the splice that removes the rows hands the rest)."""
     out = {ix.column: Erased() for ix in m.indexes}
     if not out:
         return ErasedRows(out)
@@ -94,7 +99,6 @@ def erased_entries(
         if col in out:
             out[col].every.update(vals)
             out[col].values.update(vals)
-    schema = m.arrow_schema()
     cols = list(out)
     projections = Projections(m)
     files: list[DataFile] = []
@@ -106,22 +110,61 @@ def erased_entries(
         ipath, ipos = index_path(f), origin_positions(f, bm)
         for c in cols:
             out[c].rows.setdefault(ipath, BitMap64()).update(ipos)
-        need = _unknown(cols, path, bm, pinned_rows or {})
+        need = _unknown(cols, path, bm, pinned_rows or {}) if read else {}
         if not need:
             continue
         h = FileHandle(store, object_key(prefix, path), f)
-        want, at = list(need), BitMap64.union(*need.values())
-        p = projections.of(f)  # a file of an older schema: its own names, by field id
-        p = p.within(h.tail().schema) if p is not None and f.file_names else p
-        got = (
-            read_positions(h, want, at)
-            if p is None
-            else p.apply(read_positions(h, p.file_columns(want), at), want)
-        )
-        for c in need:
-            t = schema.field(c).type
-            uniq = pc.unique(got.column(c).drop_null().cast(t))
-            out[c].values.update(from_json(to_json(s), t) for s in uniq)
+        at = BitMap64.union(*need.values())
+        for c, vals in file_values(h, m, list(need), at, projections).items():
+            out[c].values.update(vals)
+    return ErasedRows(out, tuple(files))
+
+
+def file_values(
+    h: FileHandle,
+    m: Snapshot,
+    columns: list[str],
+    at: BitMap64,
+    projections: Projections | None = None,
+) -> dict[str, set[Any]]:
+    """Per column of ``m``'s schema, the distinct non-null values (comparable form) of the
+    file ``h`` at the physical positions ``at``: only the pages holding them are read,
+    through ``h`` (a splice hands a handle over the bytes it holds: issue 37 item 3)."""
+    f, schema = h.file, m.arrow_schema()
+    p = (projections or Projections(m)).of(f)  # an older schema's file: its names, by id
+    p = p.within(h.tail().schema) if p is not None and f.file_names else p
+    got = (
+        read_positions(h, columns, at)
+        if p is None
+        else p.apply(read_positions(h, p.file_columns(columns), at), columns)
+    )
+    out: dict[str, set[Any]] = {}
+    for c in columns:
+        t = schema.field(c).type
+        uniq = pc.unique(got.column(c).drop_null().cast(t))
+        out[c] = {from_json(to_json(s), t) for s in uniq}
+    return out
+
+
+def known_entries(
+    m: Snapshot, found: Mapping[str, BitMap64], values: Mapping[str, Iterable[Any]]
+) -> ErasedRows:
+    """:func:`erased_entries` when the values are known already (a splice decoded them:
+    issue 37 item 3): ``values`` is indexed column -> the values of the rows ``found``
+    (file -> physical positions) holds. Reads nothing."""
+    out = {ix.column: Erased() for ix in m.indexes}
+    files: list[DataFile] = []
+    for path in sorted(found):
+        f, bm = m.file(path), found[path]
+        if f is None or not bm:
+            continue
+        files.append(f)
+        ipath, ipos = index_path(f), origin_positions(f, bm)
+        for e in out.values():
+            e.rows.setdefault(ipath, BitMap64()).update(ipos)
+    for c, vals in values.items():
+        if c in out:
+            out[c].values.update(vals)
     return ErasedRows(out, tuple(files))
 
 
@@ -303,15 +346,18 @@ def scrub_rows(
     pinned: Mapping[str, Iterable[Any]] | None = None,
     pinned_rows: Mapping[str, Mapping[str, BitMap64]] | None = None,
     dropped: Iterable[DataFile] = (),
+    *,
+    read: bool = True,
 ) -> tuple[dict[str, tuple[IndexPiece, ...]], list[str]]:
     """:func:`scrub` for the rows ``found`` (file -> physical positions) that splices are
     about to remove, and for the files ``dropped`` whole, in one pass over the pieces
     whatever the number of files (the values of every file in ``found`` are read first,
-    then each piece that can hold one is read once; a dropped file is never read)."""
+    then each piece that can hold one is read once; a dropped file is never read; ``read``
+    False: only the ``pinned`` values, no data file read)."""
     whole = tuple(dropped)
     if not m.indexes or not (any(found.values()) or whole):
         return {}, []
-    erased = erased_entries(store, prefix, m, found, pinned, pinned_rows)
+    erased = erased_entries(store, prefix, m, found, pinned, pinned_rows, read=read)
     if not erased and not whole:
         return {}, []
     return scrub(store, prefix, m, erased, Dropped.of(m, whole) if whole else None)
