@@ -252,6 +252,34 @@ def _plan(
     return splice(footer, edits, fetch.extents, page_level=page_level)
 
 
+def _entry(
+    ctx: TableContext, f: DataFile, plan: SplicePlan, path: str, etag: str, removed: BitMap64
+) -> DataFile:
+    """The manifest entry of the spliced copy of ``f`` uploaded at ``path``."""
+    md = pq.read_metadata(
+        pa.BufferReader(plan.footer.raw + len(plan.footer.raw).to_bytes(4, "little") + b"PAR1")
+    )
+    groups, cols = describe_named(md, ctx.schema, ctx.key, mapped=bool(f.mapped))
+    cols |= partition_stats(f.partition, md.num_rows)
+    return DataFile(
+        path=path,
+        size=plan.size,
+        etag=etag,
+        rows=md.num_rows,
+        row_groups=groups,
+        columns=cols,
+        added_version=0,
+        sorted_by_key=f.sorted_by_key,
+        sort_order_id=f.sort_order_id,  # removing rows keeps the order (a clustered file)
+        partition=f.partition,
+        mapped=f.mapped,
+        # the index keeps answering for it through the file it was spliced from
+        index_origin=spliced_origin(f, removed)
+        if f.index_origin is not None or ctx.snapshot.indexes
+        else None,
+    )
+
+
 def splice_file(
     ctx: TableContext,
     f: DataFile,
@@ -301,28 +329,7 @@ def splice_file(
     parts = plan_upload(plan.segments, f.size, model=model, fetched=_held(fetch), rewrite=rewrite)
     written_at = time.time()
     etag = upload(store, fetch, new_key, parts, f.etag, ctx.key_of)
-    md = pq.read_metadata(
-        pa.BufferReader(plan.footer.raw + len(plan.footer.raw).to_bytes(4, "little") + b"PAR1")
-    )
-    groups, cols = describe_named(md, ctx.schema, ctx.key, mapped=bool(f.mapped))
-    cols |= partition_stats(f.partition, md.num_rows)
-    new = DataFile(
-        path=new_path,
-        size=plan.size,
-        etag=etag,
-        rows=md.num_rows,
-        row_groups=groups,
-        columns=cols,
-        added_version=0,
-        sorted_by_key=f.sorted_by_key,
-        sort_order_id=f.sort_order_id,  # removing rows keeps the order (a clustered file)
-        partition=f.partition,
-        mapped=f.mapped,
-        # the index keeps answering for it through the file it was spliced from
-        index_origin=spliced_origin(f, removed)
-        if f.index_origin is not None or ctx.snapshot.indexes
-        else None,
-    )
+    new = _entry(ctx, f, plan, new_path, etag, removed)
     d = store.stats.snapshot() - io0
     total = store.stats.snapshot()
     return SpliceResult(
