@@ -29,32 +29,56 @@ GONE = 17  # customer 17: 1% of the rows, in every row group
 
 
 @contextmanager
-def data_gets(client: Any) -> Iterator[list[tuple[str, int, int]]]:
-    """The GETs of data files ``client`` sends inside the block: (path, start, end)."""
+def data_gets(client: Any, under: str = "/data/") -> Iterator[list[tuple[str, int, int]]]:
+    """The GETs of objects ``under`` (data files) that ``client`` sends inside the block:
+    (path, start, end)."""
     got: list[tuple[str, int, int]] = []
 
     def hook(op: str, params: dict[str, Any]) -> None:
         path = str(params.get("url_path", ""))
-        if "/data/" not in path:
+        if under not in path:
             return
-        rng = (params.get("headers") or {}).get("Range", "")
-        m = re.fullmatch(r"bytes=(\d+)-(\d*)", str(rng))
-        start, end = (int(m.group(1)), int(m.group(2) or -1) + 1) if m else (0, -1)
-        got.append((path, start, end))
+        rng = str((params.get("headers") or {}).get("Range", ""))
+        m = re.fullmatch(r"bytes=(\d*)-(\d*)", rng)
+        if m is None:  # the whole object
+            got.append((path, 0, -1))
+        elif not m.group(1):  # a suffix: the last n bytes
+            got.append((path, -int(m.group(2)), 0))
+        else:
+            got.append((path, int(m.group(1)), int(m.group(2) or -1) + 1))
 
     with on_request(client, ("GetObject",), hook):
         yield got
 
 
-def overlaps(gets: list[tuple[str, int, int]]) -> list[str]:
-    """The data files of which some byte was fetched twice (a whole-object GET: end -1)."""
-    out: list[str] = []
+def spans(gets: list[tuple[str, int, int]], t: lethe.Table) -> dict[str, list[tuple[int, int]]]:
+    """Per object, the ``[start, end)`` of each GET (a whole-object GET: end -1; a suffix
+    of n bytes: start -n)."""
     by_path: dict[str, list[tuple[int, int]]] = {}
     for p, s, e in gets:
+        if s < 0:
+            size = t.store.head(p[1:]).size
+            s, e = size + s, size
         by_path.setdefault(p, []).append((s, e if e >= 0 else 1 << 62))
-    for p, spans in by_path.items():
-        spans.sort()
-        if any(b[0] < a[1] for a, b in pairwise(spans)):
+    return by_path
+
+
+def again(gets: list[tuple[str, int, int]], before: list[tuple[str, int, int]], t: Any) -> int:
+    """How many of ``gets`` fetch a byte that ``before`` fetched already."""
+    old = spans(before, t)
+    return sum(
+        any(s < e0 and s0 < e for s0, e0 in old.get(p, []))
+        for p, got in spans(gets, t).items()
+        for s, e in got
+    )
+
+
+def overlaps(gets: list[tuple[str, int, int]], t: lethe.Table) -> list[str]:
+    """The objects of which some byte was fetched twice."""
+    out: list[str] = []
+    for p, spans_of in spans(gets, t).items():
+        spans_of.sort()
+        if any(b[0] < a[1] for a, b in pairwise(spans_of)):
             out.append(p)
     return out
 
@@ -87,15 +111,19 @@ def table(uri: str, s3: Any, indexed: bool) -> lethe.Table:
 
 def test_a_purge_fetches_no_byte_of_a_data_file_twice(bucket: str, s3: Any) -> None:
     """Before the fix the purge's record read the indexed column's pages of every hidden row
-    (``read_positions``) and the splices fetched them again."""
+    (``read_positions``) and the splices fetched them again; and the scrub GET whole every
+    index piece the delete's probe had just read (now kept: ``lethe.index.core.PROBED``)."""
     t = table(f"s3://{bucket}/tables/indexed", s3, indexed=True)
-    assert t.delete([("customer_id", "=", GONE)]).rows_deleted == 2 * N // 100
+    with data_gets(s3, "/index/") as probed:
+        assert t.delete([("customer_id", "=", GONE)]).rows_deleted == 2 * N // 100
     touched = {f.path for f in t.manifest.files if f.dv is not None}
-    with data_gets(s3) as gets:
+    with data_gets(s3) as gets, data_gets(s3, "/index/") as scrubbed:
         r = t.purge(request_id="purge-17")
     assert r.complete and r.rows_erased == 2 * N // 100 and r.files_spliced > 1
     assert {p.split("/data/", 1)[1] for p, _, _ in gets} <= {p[len("data/") :] for p in touched}
-    assert overlaps(gets) == []  # each touched file's ranges read once
+    assert overlaps(gets, t) == []  # each touched file's ranges read once
+    assert probed and again(scrubbed, probed, t) == 0  # the probe's pieces: not read again
+    assert overlaps(scrubbed, t) == []
     t.refresh()
     have = entries(t)
     assert GONE not in have["value"].to_pylist() and have.num_rows == 2 * N * 99 // 100

@@ -23,7 +23,6 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 from pyroaring import BitMap64
 
 from lethe.catalog.manifest import DataFile, IndexPiece, IndexRun
@@ -35,6 +34,7 @@ from lethe.index.core import (
     origin_positions,
     origin_removed,
     piece_may_hold,
+    read_entries,
     write_pieces,
 )
 from lethe.reading.reader import FileHandle, read_positions
@@ -327,7 +327,7 @@ def scrub(
                 if not (by_value or by_file):
                     continue
                 key = object_key(prefix, piece.path)
-                entries = pq.read_table(pa.BufferReader(store.get(key, etag=piece.etag).body))
+                entries = read_entries(store, key, piece)  # what a probe read: not again
                 doomed = _doomed(entries, e, value_set, live, dead if by_file else frozenset())
                 if not doomed.any():
                     continue
