@@ -319,7 +319,7 @@ def splice_file(
     edits = {k: GroupEdit(erased=e) for k, e in erased.items()}
     plan = _plan(fetch, footer, edits, choice.level == "page")
     fates = _fates(plan.groups, choice)
-    vals = removed_values(store, ctx.snapshot, f, fetch, removed) if index else {}
+    vals = removed_values(store, ctx.snapshot, f, fetch, footer, removed) if index else {}
     io0 = store.stats.snapshot()
     if all(g.rows_after == 0 for g in plan.groups):
         done = store.stats.snapshot()

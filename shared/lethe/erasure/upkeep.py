@@ -19,7 +19,8 @@ from lethe.catalog.manifest import DataFile, IndexPiece
 from lethe.catalog.snapshot import Snapshot
 from lethe.erasure.splice_io import Fetcher
 from lethe.index.erase import file_values, known_entries, scrub
-from lethe.reading.reader import FileHandle
+from lethe.parquet.footer import Footer, index_region
+from lethe.reading.reader import FileHandle, PageIndex, Tail
 from lethe.storage.store import S3Store
 
 __all__ = ["removed_values", "scrub_spliced"]
@@ -46,22 +47,31 @@ class _Held:
 
 
 class _HeldHandle(FileHandle):
-    """A :class:`~lethe.reading.reader.FileHandle` reading through a splice's fetcher."""
+    """A :class:`~lethe.reading.reader.FileHandle` reading through a splice's fetcher, its
+    page index from the footer the splice parsed (not parsed again)."""
 
-    def __init__(self, store: S3Store, f: DataFile, fetch: Fetcher) -> None:
+    def __init__(self, store: S3Store, f: DataFile, fetch: Fetcher, footer: Footer) -> None:
         super().__init__(store, fetch.source.key, f)
         self.object = _Held(fetch, f.size)  # type: ignore[assignment]
+        self.fetch, self.footer = fetch, footer
+
+    def _load_page_index(self, tail: Tail) -> PageIndex:
+        span = index_region(self.footer)
+        if span is None:
+            return PageIndex(None, 0, b"")
+        return PageIndex(self.footer, span.start, self.fetch.get(span.start, span.end))
 
 
 def removed_values(
-    store: S3Store, m: Snapshot, f: DataFile, fetch: Fetcher, removed: BitMap64
+    store: S3Store, m: Snapshot, f: DataFile, fetch: Fetcher, footer: Footer, removed: BitMap64
 ) -> dict[str, frozenset[Any]]:
     """Per index of ``m``, the values of ``f``'s rows at ``removed`` (comparable form),
-    read from what ``fetch`` holds (never a value logged)."""
+    read from what ``fetch`` holds, ``footer`` the file's as the splice parsed it (never a
+    value logged)."""
     if not m.indexes or not removed:
         return {}
     cols = [ix.column for ix in m.indexes]
-    got = file_values(_HeldHandle(store, f, fetch), m, cols, removed)
+    got = file_values(_HeldHandle(store, f, fetch, footer), m, cols, removed)
     return {c: frozenset(v) for c, v in got.items()}
 
 
