@@ -22,9 +22,9 @@ from typing import Any
 STEPS = (
     ("lethe.erasure.deletes", "index_plans"),  # a delete planned from the index (probe)
     ("lethe.erasure.deletes", "scrub_rows"),  # a delete's scrub (an erase's pinned values)
-    ("lethe.erasure.erase", "scrub_rows"),  # a purge's record scrub (before issue 37 item 3)
+    # the splices' commit scrubbing the pieces (before issue 37 item 3: the purge's record)
+    ("lethe.erasure.erase", "scrub_rows"),
     ("lethe.erasure.erase", "removed_values"),  # a splice reading the removed rows' values
-    ("lethe.erasure.erase", "scrub_spliced"),  # the splices' commit scrubbing the pieces
 )
 
 

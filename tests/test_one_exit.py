@@ -8,9 +8,9 @@ The ways today, by the change kinds that take rows or files out (``lethe.catalog
 =====================  ============================  ===========================================
 way                    module                        change kind
 =====================  ============================  ===========================================
-delete, erase          ``lethe/erasure/deletes.py``          ``SetDVs`` (erasures scrub at the DV stage)
-purge                  ``lethe/erasure/erase.py``            ``SetDVs`` (a purge record, scrubbed)
-erase / TTL / window   ``lethe/erasure/erase.py``            ``SpliceFiles`` (rows scrubbed before)
+delete, erase          ``lethe/erasure/deletes.py``          ``SetDVs`` (values an erase pins scrubbed)
+purge                  ``lethe/erasure/erase.py``            ``SetDVs`` (a purge record: the splices scrub)
+erase / TTL / window   ``lethe/erasure/erase.py``            ``SpliceFiles`` (the splice's values, 37.3)
 TTL drop               ``lethe/erasure/retention.py``        ``ExpireRows`` (dropped files scrubbed)
 compaction, cluster    ``lethe/maintenance/compaction.py``       ``ReplaceFiles`` (sources scrubbed)
 adopt rewrite          ``lethe/adopt/rewrite.py``    ``ReplaceFiles`` (sources scrubbed)

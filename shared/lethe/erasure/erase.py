@@ -48,8 +48,9 @@ from lethe.dv.remap import targets_of
 from lethe.erasure.deletes import DeleteRequest, delete_batch
 from lethe.erasure.ownership import check_erasable, check_owned
 from lethe.erasure.splice_io import Fetcher, read_footer, upload
-from lethe.erasure.upkeep import removed_values, scrub_spliced
+from lethe.erasure.upkeep import removed_values, spliced_rows
 from lethe.index.core import spliced_origin
+from lethe.index.erase import scrub_rows
 from lethe.parquet.costs import (
     DEFAULT_MODEL,
     CostModel,
@@ -387,7 +388,8 @@ class _SpliceChange:
         }
         rebased = {p: bm for p, bm in rebased.items() if len(bm)}
         refs = dvstore.write_dvs(store, prefix, rebased) if rebased else {}
-        pieces, piece_keys = scrub_spliced(store, prefix, base, live)
+        found, values = spliced_rows(live)  # the values the splices read: no file read again
+        pieces, piece_keys = scrub_rows(store, prefix, base, found, values=values)
         files = tuple(
             SplicedFile(
                 s.old.path,

@@ -5,7 +5,8 @@ file in its :class:`~lethe.erasure.splice_io.Fetcher`. :func:`removed_values` re
 indexed columns' values of the removed rows through a handle over those bytes: a page the
 splice holds is not fetched again; only what it never read (a row group that leaves whole)
 is fetched, ranged to the indexed columns' pages. The splices' commit then scrubs the pieces
-with those values (:func:`scrub_spliced`): no data file is read for the index.
+with those values (:func:`spliced_rows` into :func:`lethe.index.erase.scrub_rows`): no data
+file is read for the index.
 """
 
 from __future__ import annotations
@@ -15,15 +16,15 @@ from typing import Any, Protocol
 
 from pyroaring import BitMap64
 
-from lethe.catalog.manifest import DataFile, IndexPiece
+from lethe.catalog.manifest import DataFile
 from lethe.catalog.snapshot import Snapshot
 from lethe.erasure.splice_io import Fetcher
-from lethe.index.erase import file_values, known_entries, scrub
+from lethe.index.erase import file_values
 from lethe.parquet.footer import Footer, index_region
 from lethe.reading.reader import FileHandle, PageIndex, Tail
 from lethe.storage.store import S3Store
 
-__all__ = ["removed_values", "scrub_spliced"]
+__all__ = ["removed_values", "spliced_rows"]
 
 
 class _Held:
@@ -86,19 +87,15 @@ class Spliced(Protocol):
     def values(self) -> dict[str, frozenset[Any]]: ...
 
 
-def scrub_spliced(
-    store: S3Store, prefix: str, base: Snapshot, splices: Iterable[Spliced]
-) -> tuple[dict[str, tuple[IndexPiece, ...]], list[str]]:
-    """The index pieces of ``base`` naming a row the ``splices`` removed, rewritten without
-    those entries (:func:`lethe.index.erase.scrub`, one pass over the pieces for every
-    splice), from the values the splices handed: no data file is read."""
-    if not base.indexes:
-        return {}, []
+def spliced_rows(
+    splices: Iterable[Spliced],
+) -> tuple[dict[str, BitMap64], dict[str, set[Any]]]:
+    """What the ``splices`` removed, for :func:`lethe.index.erase.scrub_rows`: file ->
+    positions, and indexed column -> the values the splices read of those rows."""
     found: dict[str, BitMap64] = {}
     values: dict[str, set[Any]] = {}
     for s in splices:
         found[s.old.path] = s.removed
         for c, v in s.values.items():
             values.setdefault(c, set()).update(v)
-    erased = known_entries(base, found, values)
-    return scrub(store, prefix, base, erased) if erased else ({}, [])
+    return found, values

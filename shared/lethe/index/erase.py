@@ -348,16 +348,23 @@ def scrub_rows(
     dropped: Iterable[DataFile] = (),
     *,
     read: bool = True,
+    values: Mapping[str, Iterable[Any]] | None = None,
 ) -> tuple[dict[str, tuple[IndexPiece, ...]], list[str]]:
     """:func:`scrub` for the rows ``found`` (file -> physical positions) that splices are
     about to remove, and for the files ``dropped`` whole, in one pass over the pieces
     whatever the number of files (the values of every file in ``found`` are read first,
     then each piece that can hold one is read once; a dropped file is never read; ``read``
-    False: only the ``pinned`` values, no data file read)."""
+    False: only the ``pinned`` values, no data file read; ``values``: indexed column -> the
+    values of the rows ``found``, known already (a splice decoded them: nothing read, issue
+    37 item 3))."""
     whole = tuple(dropped)
     if not m.indexes or not (any(found.values()) or whole):
         return {}, []
-    erased = erased_entries(store, prefix, m, found, pinned, pinned_rows, read=read)
+    erased = (
+        known_entries(m, found, values)
+        if values is not None
+        else erased_entries(store, prefix, m, found, pinned, pinned_rows, read=read)
+    )
     if not erased and not whole:
         return {}, []
     return scrub(store, prefix, m, erased, Dropped.of(m, whole) if whole else None)
