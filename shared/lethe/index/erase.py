@@ -1,15 +1,16 @@
 """Erasure reaches the index (DESIGN §6b, docs/format.md §3c), whatever the erase's filter.
 
-At an erase's DV stage the physical positions of the erased rows are known per file. The
-indexed columns' values of exactly those positions are read (only the pages holding them,
-:func:`lethe.reading.reader.read_positions`), and every piece whose ``[min, max]`` can hold one of
-those values is rewritten without the entries that name an erased row. Other rows sharing a
-value stay indexed. Entries of such a value that point nowhere live (a file compacted away,
-a row a splice already removed) go too: after the erase no referenced index object holds an
-erased value except for rows still live in the table. A filter that is exactly "indexed
-column in V" also drops every entry of V (what a request naming the person by that column
-asks). The old pieces join the erasure's ``superseded``: GC treats them like spliced-away
-data files.
+The splices of an erase or a purge remove known physical positions per file, and hand the
+indexed columns' values of exactly those rows, read from the bytes they hold
+(:mod:`lethe.erasure.upkeep`, issue 37 item 3); their commit rewrites every piece whose
+``[min, max]`` can hold one of those values without the entries that name a removed row.
+Other rows sharing a value stay indexed. Entries of such a value that point nowhere live (a
+file compacted away, a row a splice already removed) go too: after the erase no referenced
+index object holds an erased value except for rows still live in the table. Where no splice
+holds the rows, their values are read here (only the pages holding them,
+:func:`lethe.reading.reader.read_positions`), and files leaving whole are scrubbed from
+their statistics without a read (:class:`Dropped`). The old pieces join the erasure's
+``superseded``: GC treats them like spliced-away data files.
 """
 
 from __future__ import annotations
@@ -83,15 +84,12 @@ def erased_entries(
     found: Mapping[str, BitMap64],
     pinned: Mapping[str, Iterable[Any]] | None = None,
     pinned_rows: Mapping[str, Mapping[str, BitMap64]] | None = None,
-    *,
-    read: bool = True,
 ) -> ErasedRows:
     """Per index of ``m``: the entries erasing the rows ``found`` (file -> physical positions)
     removes, read from the indexed columns' pages holding those rows; ``pinned``: column ->
     values a request named the person by, and ``pinned_rows``: column -> file -> the
     positions that request matched (their values are among ``pinned``: not read again; an
-    erase by the indexed column reads no page at all unless older hidden rows go too);
-    ``read`` False: only what is known (the splice that removes the rows hands the rest)."""
+    erase by the indexed column reads no page at all unless older hidden rows go too)."""
     out = {ix.column: Erased() for ix in m.indexes}
     if not out:
         return ErasedRows(out)
@@ -110,7 +108,7 @@ def erased_entries(
         ipath, ipos = index_path(f), origin_positions(f, bm)
         for c in cols:
             out[c].rows.setdefault(ipath, BitMap64()).update(ipos)
-        need = _unknown(cols, path, bm, pinned_rows or {}) if read else {}
+        need = _unknown(cols, path, bm, pinned_rows or {})
         if not need:
             continue
         h = FileHandle(store, object_key(prefix, path), f)
@@ -347,23 +345,21 @@ def scrub_rows(
     pinned_rows: Mapping[str, Mapping[str, BitMap64]] | None = None,
     dropped: Iterable[DataFile] = (),
     *,
-    read: bool = True,
     values: Mapping[str, Iterable[Any]] | None = None,
 ) -> tuple[dict[str, tuple[IndexPiece, ...]], list[str]]:
-    """:func:`scrub` for the rows ``found`` (file -> physical positions) that splices are
-    about to remove, and for the files ``dropped`` whole, in one pass over the pieces
-    whatever the number of files (the values of every file in ``found`` are read first,
-    then each piece that can hold one is read once; a dropped file is never read; ``read``
-    False: only the ``pinned`` values, no data file read; ``values``: indexed column -> the
-    values of the rows ``found``, known already (a splice decoded them: nothing read, issue
-    37 item 3))."""
+    """:func:`scrub` for the rows ``found`` (file -> physical positions) that splices
+    remove, and for the files ``dropped`` whole, in one pass over the pieces whatever the
+    number of files (the values of every file in ``found`` are read first, then each piece
+    that can hold one is read once; a dropped file is never read). ``values``: indexed
+    column -> the values of the rows ``found``, known already (the splices read them from
+    the bytes they hold: no data file read here, issue 37 item 3)."""
     whole = tuple(dropped)
     if not m.indexes or not (any(found.values()) or whole):
         return {}, []
     erased = (
         known_entries(m, found, values)
         if values is not None
-        else erased_entries(store, prefix, m, found, pinned, pinned_rows, read=read)
+        else erased_entries(store, prefix, m, found, pinned, pinned_rows)
     )
     if not erased and not whole:
         return {}, []
