@@ -23,6 +23,7 @@ BENCHES = [
     "bench_adopt",
     "bench_engines",
     "bench_startup",
+    "bench_history",
 ]
 
 

@@ -290,11 +290,20 @@ def _check_adopt_context(obj: dict[str, Any], session: DocSession) -> None:
     assert config.adopt is not None and config.adopt.prefixes
 
 
+def _check_lineage(obj: dict[str, Any], s: DocSession) -> None:
+    """docs/format.md §6b: the lineage object, its removed positions a Roaring bitmap."""
+    from lethe.catalog.lineage import Lineage
+
+    lin = Lineage.model_validate(obj)
+    assert [sorted(BitMap64.deserialize(base64.b64decode(e.removed))) for e in lin.entries] == [[3]]
+
+
 JSON_MODELS: dict[tuple[str, str], Callable[[dict[str, Any], DocSession], object]] = {
     ("docs/format.md", "lethe.head"): _check_head,
     ("docs/format.md", "lethe.segment"): lambda obj, s: mf.Segment.model_validate(obj),
     ("docs/format.md", "column"): lambda obj, s: mf.ColumnIndex.model_validate(obj),
     ("docs/format.md", "index_origin"): _check_index_origin,
+    ("docs/format.md", "lethe.lineage"): _check_lineage,
     ("README.md", "request_id"): _check_lake_message,
     ("README.md", "lethe:lake"): _check_lake_context,
     ("README.md", "lethe:adopt"): _check_adopt_context,

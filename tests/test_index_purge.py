@@ -98,16 +98,46 @@ def test_purge_scrubs_the_index_and_gc_completes_it(table_uri: str, s3: Any) -> 
     assert customer_rows(t, 18) == [i for i in range(2000) if i % 100 == 18]
 
 
-def test_an_erase_scrubs_the_deleted_rows_its_splices_remove(table_uri: str) -> None:
-    """A splice removes every deleted row of the groups it edits: an erase next to a
-    deleted row scrubs that row's entries too."""
+def test_an_erase_removes_only_its_rows_and_the_deleted_ones_keep_their_entries(
+    table_uri: str,
+) -> None:
+    """Issue 39: a splice removes only the erased rows. Row 117 (deleted, not erased) in
+    the group the erase of 118 edits stays in the new file under its DV, versions from
+    before its delete still read it, and its index entry stays (it names a row that is
+    there); a purge then removes it and scrubs its entries."""
     t = deleted(table_uri)
+    before_delete = t.version - 1
     r = t.erase([("id", "=", 118)], request_id="e-118")  # 117 sits in the same group
-    assert r.complete
+    assert r.complete and r.rows_erased == 1
     t.refresh()
-    removed = sum(len(origin_removed(f)) for f in t.manifest.files)
-    assert removed >= 2
-    assert entries(t)["value"].to_pylist().count(GONE) == 20 - (removed - 1)
+    assert sum(len(origin_removed(f)) for f in t.manifest.files) == 1
+    values = entries(t)["value"].to_pylist()
+    assert values.count(GONE) == 20 and values.count(18) == 19
+    assert verify(t, deep=True).ok
+    old = lethe.Table.open(table_uri, version=before_delete).scan(["id"])["id"].to_pylist()
+    assert 117 in old and 118 not in old and len(old) == 1_999
+    assert t.purge(request_id="p").rows_erased == 20
+    t.refresh()
+    assert GONE not in entries(t)["value"].to_pylist()
+    assert verify(t, deep=True).ok
+    old = lethe.Table.open(table_uri, version=before_delete).scan(["id"])["id"].to_pylist()
+    assert 117 not in old and len(old) == 2_000 - 21  # a purge erases the deleted rows
+
+
+def test_an_erase_removes_the_persons_rows_a_plain_delete_hid_before(table_uri: str) -> None:
+    """Issue 39: the splice removes the erased positions, hidden before the erase or not: a
+    person partly deleted first, then erased, leaves no row in any file (the positions come
+    from what the erase matched, not from the DV its commit added)."""
+    t = deleted(table_uri)
+    assert t.delete([("id", "in", [18, 118])]).rows_deleted == 2  # customer 18, partly
+    r = t.erase([("customer_id", "=", 18)], request_id="e-18")
+    assert r.complete and r.rows_erased == 20
+    t.refresh()
+    for f in t.manifest.files:
+        got = pq.read_table(pa.BufferReader(t.store.get(t.key_of(f.path)).body))
+        assert 18 not in got["customer_id"].to_pylist(), f.path
+    assert sum(len(origin_removed(f)) for f in t.manifest.files) == 20
+    assert entries(t)["value"].to_pylist().count(GONE) == 20  # deleted, not erased: kept
     assert verify(t, deep=True).ok
 
 

@@ -184,14 +184,15 @@ def test_the_done_when_scenario_from_the_cli(
     got = sorted(view.scan().to_arrow().to_pylist(), key=lambda r: r["id"])
     assert got == want and got[-1]["country"] is None
     assert {r["id"]: r["customer_id"] for r in got}[22] == 2**40
-    # the snapshot before the evolution: its own schema and rows, as Lethe's time travel
-    # reads them (its files go with GC's version retention, not with the erase)
+    # the snapshot before the evolution: its own schema. The view's old snapshot names the
+    # original files until GC maps that version (docs/format.md §6b); Lethe's time travel
+    # reads it through the splice, minus the erased person (issue 39)
     before = view.scan(snapshot_id=v_old).to_arrow()
     assert before.column_names == SCHEMA.names
-    assert sorted(before.to_pylist(), key=lambda r: r["id"]) == by_id(
-        lethe.Table.open(table_uri, version=v_old).scan()
-    )
     assert before.num_rows == 21
+    mapped = by_id(lethe.Table.open(table_uri, version=v_old).scan())
+    assert [r for r in by_id(before) if r["id"] not in gone] == mapped
+    assert [r["id"] for r in mapped] == [i for i in range(21) if i not in gone]
     assert iceberg_view(aws, uri_old).metadata.current_schema_id == 0
     # no row of the erased person is left in any data file of the table
     assert lethe.Table.open(table_uri).scan(filters=[("id", "in", sorted(gone))]).num_rows == 0

@@ -54,6 +54,7 @@ from lethe.catalog.snapshot import Snapshot
 from lethe.catalog.tables import create_table
 from lethe.catalog.transaction import Staged, Step, Totals, Transaction
 from lethe.catalog.transforms.schema import aliases
+from lethe.dv.lineage import at_version
 from lethe.erasure.deletes import BatchDeleteResult, DeleteRequest, DeleteResult, delete_batch
 from lethe.erasure.erase import EraseResult, erase, purge
 from lethe.erasure.retention import RetentionSweepResult, RowRetention, check_retention
@@ -205,7 +206,7 @@ class Table:
         """
         store, prefix = _store_for(uri, s3)
         cat = Catalog(store, prefix, retry=retry)
-        return cls(cat, cat.snapshot_at(version))
+        return cls(cat, at_version(cat, version))
 
     # --- properties --------------------------------------------------------------------------
     @property
@@ -538,7 +539,7 @@ class Table:
             filters = parse_dnf(filters)
         snap = self
         if version is not None and version != self.version:
-            snap = Table(self._catalog, self._catalog.snapshot_at(version))
+            snap = Table(self._catalog, at_version(self._catalog, version))
         reader = snap.to_batches(columns, filters)
 
         def at_least_one() -> Iterator[pa.RecordBatch]:  # pl.from_arrow needs one batch

@@ -80,7 +80,7 @@ def _chain(catalog: Catalog) -> tuple[Snapshot, ...]:
     out = [m]
     while m.previous is not None:
         try:
-            m = catalog.read_manifest(m.previous)
+            m = catalog.read_manifest(m.previous, fresh=True)  # GC may have mapped it
         except errors.SnapshotNotFound:
             break
         out.append(m)

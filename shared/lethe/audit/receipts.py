@@ -131,6 +131,8 @@ class ErasureReceipt(_Frozen):
     blocking: tuple[str, ...] = ()
     evidence: tuple[EvidenceObject, ...] = ()
     audit: AuditResult | None = None
+    # retained versions from before the splice that read through it (issue 39)
+    mapped_versions: tuple[int, ...] = ()
 
     @property
     def complete(self) -> bool:
@@ -159,6 +161,9 @@ class ErasureReceipt(_Frozen):
             lines.append(f"  removed    {_t(self.removed_at)}  v{self.removed_version}")
         if self.completed_at is not None:
             lines.append(f"  complete   {_t(self.completed_at)}  GC run {self.completed_run}")
+        if self.mapped_versions:
+            vs = ", ".join(f"v{v}" for v in self.mapped_versions)
+            lines.append(f"  history    {vs} kept, read without the rows")
         for b in self.blocking:
             lines.append(f"  not complete yet: {b}")
         for e in self.evidence:
@@ -217,13 +222,17 @@ def _splices(records: Sequence[tuple[Snapshot, ErasureRecord]]) -> list[SpliceEv
 
 
 def _evidence(ev: Evidence, rec: ErasureRecord) -> list[EvidenceObject]:
-    """The superseded files and segments, and the manifests from before the splice."""
+    """The superseded files and segments, and the manifests from before the splice (but
+    those GC wrote anew with their files mapped, which name none of the rows: issue 39)."""
     gone = ev.deletions()
     paths = list(rec.superseded)
     if rec.spliced_version is not None:
         cut = rec.spliced_version
+        mapped = {m.version for m in ev.chain if m.operation.params.get("mapped") is True}
         older = {
-            p for p in (*ev.present, *ev.remnants, *gone) if (manifest_version(p) or cut) < cut
+            p
+            for p in (*ev.present, *ev.remnants, *gone)
+            if (v := manifest_version(p) or cut) < cut and not (v in mapped and p in ev.present)
         }
         paths += sorted(older, key=lambda p: manifest_version(p) or 0)
     out = []
@@ -311,6 +320,7 @@ def receipt(
         removed_at=removed.created_at if removed else None,
         completed_at=marker.completed_at if marker and state == "complete" else None,
         completed_run=marker.run_id if marker and state == "complete" else None,
+        mapped_versions=marker.mapped_versions if marker and state == "complete" else (),
         blocking=blocking,
         evidence=evidence,
         **base,

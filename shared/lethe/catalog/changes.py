@@ -44,6 +44,7 @@ from lethe.catalog.manifest import (
     IndexPiece,
     IndexRun,
     LedgerRef,
+    LineageRef,
     Operation,
     RequestRecord,
     TableProperties,
@@ -62,6 +63,7 @@ from lethe.catalog.transforms import (
     piece_paths,
     replace_pieces,
     spliced_erasures,
+    superseding,
     undeclare,
     update_erasures,
     upgrade,
@@ -88,6 +90,7 @@ __all__ = [
     "ExpireRows",
     "FileHasDV",
     "FileLive",
+    "LineageIs",
     "MergeSchema",
     "PiecesPresent",
     "RecordSchema",
@@ -141,6 +144,13 @@ class PiecesPresent:
 
 
 @dataclass(frozen=True, slots=True)
+class LineageIs:
+    """The base's lineage is ``ref`` (None: none): a preparation extended it (issue 39)."""
+
+    ref: LineageRef | None
+
+
+@dataclass(frozen=True, slots=True)
 class SchemaIs:
     """The base's current schema is ``schema_id`` and its history's newest is ``last_id``:
     what a preparation that wrote files under a schema it is about to commit planned on (a
@@ -155,7 +165,7 @@ class SchemaIs:
         return SchemaIs(base.current_schema_id, max(ids, default=0))
 
 
-Requirement: TypeAlias = FileLive | FileHasDV | RequestAbsent | PiecesPresent | SchemaIs
+Requirement: TypeAlias = FileLive | FileHasDV | RequestAbsent | PiecesPresent | SchemaIs | LineageIs
 
 
 def unmet(base: Snapshot, requirements: Iterable[Requirement]) -> str | None:
@@ -176,6 +186,9 @@ def unmet(base: Snapshot, requirements: Iterable[Requirement]) -> str | None:
         elif isinstance(r, RequestAbsent):
             if base.find_request(r.id_hash) is not None:
                 return "a request with the same id landed"
+        elif isinstance(r, LineageIs):
+            if base.manifest.lineage != r.ref:
+                return "another splice extended the lineage"
         elif isinstance(r, SchemaIs):
             if SchemaIs.of(base) != r:
                 return "the schema changed (another commit evolved it)"
@@ -364,13 +377,16 @@ class SpliceFiles:
     what: ClassVar[str] = "splice"
     files: tuple[SplicedFile, ...]
     operation: Operation
+    # the lineage extended with these splices (issue 39), and the base's it extends
+    lineage: LineageRef | None = None
+    lineage_base: LineageRef | None = None
     pieces: Mapping[str, tuple[IndexPiece, ...]] = field(default_factory=dict)
 
     def requirements(self) -> tuple[Requirement, ...]:
-        return (
-            *(FileHasDV(f.old, f.expected) for f in self.files),
-            *((PiecesPresent(tuple(self.pieces)),) if self.pieces else ()),
-        )
+        files = tuple(FileHasDV(f.old, f.expected) for f in self.files)
+        lin = (LineageIs(self.lineage_base),) if self.lineage is not None else ()
+        pieces = (PiecesPresent(tuple(self.pieces)),) if self.pieces else ()
+        return (*files, *lin, *pieces)
 
     def apply(self, base: Snapshot) -> Snapshot | None:
         olds = [f.old for f in self.files]
@@ -391,8 +407,12 @@ class SpliceFiles:
         sources = base.files_at(olds)
         added = [_same_schema(f.new, sources.get(f.old)) for f in self.files if f.new is not None]
         places = {f.new.path: f.old for f in self.files if f.new is not None}
+        if self.lineage is not None and self.lineage_base is not None:
+            # the replaced lineage object holds the statistics of the files spliced now
+            erasures = superseding(base.erasures, erasures, self.lineage_base.path)
         nxt = apply_replace(base, olds, added, self.operation, erasures=erasures, places=places)
-        return _with_pieces(nxt, self.pieces) if self.pieces and nxt is not None else nxt
+        nxt = nxt.evolve(lineage=self.lineage) if self.lineage is not None else nxt
+        return _with_pieces(nxt, self.pieces) if self.pieces else nxt
 
 
 @dataclass(frozen=True, slots=True)
@@ -508,6 +528,9 @@ class ExpireRows:
     request: RequestRecord
     erasure: ErasureRecord
     pieces: Mapping[str, tuple[IndexPiece, ...]] = field(default_factory=dict)
+    # the lineage extended with the dropped files (issue 39), and the base's it extends
+    lineage: LineageRef | None = None
+    lineage_base: LineageRef | None = None
 
     def requirements(self) -> tuple[Requirement, ...]:
         return (
@@ -516,6 +539,7 @@ class ExpireRows:
             *(FileHasDV(p, dv) for p, dv in self.unioned_with.items()),
             *(FileLive(t.path) for t in self.erasure.targets),
             *((PiecesPresent(tuple(self.pieces)),) if self.pieces else ()),
+            *((LineageIs(self.lineage_base),) if self.lineage is not None else ()),
         )
 
     def apply(self, base: Snapshot) -> Snapshot | None:
@@ -530,6 +554,8 @@ class ExpireRows:
         # the runs that covered only dropped files leave with them: their pieces held the
         # dropped rows' values, so the erasure is complete only once they are gone too
         gone.extend(x for x in dead_run_pieces(base, self.dropped) if x not in gone)
+        if self.lineage is not None and self.lineage_base is not None:
+            gone.append(self.lineage_base.path)  # it describes files dropped now
         upd: dict[str, Any] = {"deleted_version": v, "superseded": tuple(gone)}
         if not self.erasure.targets:
             upd |= {"state": "spliced", "spliced_version": v}
@@ -543,7 +569,8 @@ class ExpireRows:
             dv_updates=self.refs,
             erasures=(*erasures, mine),
         )
-        return without_dead_runs(_with_pieces(nxt, self.pieces))
+        out = without_dead_runs(_with_pieces(nxt, self.pieces))
+        return out.evolve(lineage=self.lineage) if self.lineage is not None else out
 
 
 @dataclass(frozen=True, slots=True)

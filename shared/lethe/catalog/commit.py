@@ -332,10 +332,11 @@ class Catalog:
             ) from e
         return decode_head(r.body, where=f"{self.uri}/{HEAD_KEY}"), r.etag
 
-    def read_manifest(self, version: int) -> Snapshot:
-        """Version ``version`` (a snapshot reading its segments through :attr:`segments`)."""
+    def read_manifest(self, version: int, *, fresh: bool = False) -> Snapshot:
+        """Version ``version`` (a snapshot reading its segments through :attr:`segments`);
+        ``fresh``: read it again (GC may have written an old version anew, issue 39)."""
         with self._lock:
-            m = self._cache.get(version)
+            m = None if fresh else self._cache.get(version)
             if m is not None:
                 self._cache.move_to_end(version)
                 return m
@@ -354,6 +355,16 @@ class Catalog:
             while len(self._cache) > 64:
                 self._cache.popitem(last=False)
         return m
+
+    def rewrite_version(self, snap: Snapshot) -> None:
+        """PUT ``snap``'s root over its version's (GC only: a version kept through a later
+        erasure, its files mapped through the lineage, issue 39; never the head)."""
+        head, _ = self.read_head()
+        if snap.version >= head.version or snap.pending_segments():
+            raise errors.InvalidRequest(f"version {snap.version} cannot be rewritten")
+        self.store.put(self.key(manifest_key(snap.version)), encode_manifest(snap.manifest))
+        with self._lock:
+            self._cache[snap.version] = snap
 
     def _missing_message(self, version: int) -> str:
         oldest = self.oldest_version()

@@ -39,6 +39,7 @@ __all__ = [
     "EVOLVED_FORMAT_VERSION",
     "FORMAT",
     "FORMAT_VERSION",
+    "LINEAGE_FORMAT_VERSION",
     "SEGMENT_FORMAT",
     "ColumnIndex",
     "ColumnStats",
@@ -49,6 +50,7 @@ __all__ = [
     "IndexPiece",
     "IndexRun",
     "LedgerRef",
+    "LineageRef",
     "Manifest",
     "Operation",
     "OverlayDV",
@@ -76,7 +78,8 @@ __all__ = [
 FORMAT: Final = "lethe.catalog.manifest"
 FORMAT_VERSION: Final = 2  # what this Lethe writes for a table whose schema never changed
 EVOLVED_FORMAT_VERSION: Final = 3  # ... and for one with a schema history (field ids, schemas)
-READABLE_VERSIONS: Final = (1, 2, 3)
+LINEAGE_FORMAT_VERSION: Final = 4  # ... and for one whose splices recorded a lineage (issue 39)
+READABLE_VERSIONS: Final = (1, 2, 3, 4)
 SEGMENT_FORMAT: Final = "lethe.segment"
 
 
@@ -217,10 +220,15 @@ class RequestRecord(_Frozen):
 
 
 class ErasureTarget(_Frozen):
-    """Row groups of one data file that still hold (logically deleted) rows to erase."""
+    """Row groups of one data file that still hold (logically deleted) rows to erase, and
+    ``positions``, the erased positions of the file (base64 portable Roaring): the splice
+    removes those, and rows a plain delete hid stay (issue 39). Empty: unknown (a target
+    moved by a compaction or a partial splice, or written before issue 39); the splice then
+    removes every hidden row of the groups."""
 
     path: str
     row_groups: tuple[int, ...]
+    positions: str = Field(default="", exclude_if=lambda v: not v)
 
 
 class ErasureRecord(_Frozen):
@@ -427,13 +435,24 @@ class LedgerRef(_Frozen):
     objects: int = Field(ge=0)
 
 
+class LineageRef(_Frozen):
+    """The table's lineage object (:mod:`lethe.catalog.lineage`, docs/format.md §6b): where
+    the rows of every file a splice replaced went, so that versions from before the splice
+    read through it. ``newest``: the newest splice commit it records (a version at or after
+    it needs none of it); ``entries``: how many files it maps."""
+
+    path: str  # table-relative: manifest/segments/lineage-<uuid>.json.gz
+    newest: int = Field(ge=0)
+    entries: int = Field(ge=0)
+
+
 class Manifest(_Frozen):
     """One immutable table snapshot (``manifest/vNNNNNNNN.json``); see the module docstring."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
 
     format: Literal["lethe.catalog.manifest"] = FORMAT
-    format_version: Literal[1, 2, 3] = FORMAT_VERSION
+    format_version: Literal[1, 2, 3, 4] = FORMAT_VERSION
     layout: Literal["inline", "segmented"] = "segmented"
     table_uuid: str
     version: int = Field(ge=0)
@@ -456,6 +475,8 @@ class Manifest(_Frozen):
     schemas: tuple[SchemaVersion, ...] = Field(default=(), exclude_if=lambda v: not v)
     current_schema_id: int = Field(default=0, ge=0, exclude_if=lambda v: v == 0)
     last_column_id: int | None = Field(default=None, exclude_if=lambda v: v is None)
+    # the splices' lineage (issue 39): absent until a splice records one (then format 4)
+    lineage: LineageRef | None = Field(default=None, exclude_if=lambda v: v is None)
 
     @model_validator(mode="before")
     @classmethod
@@ -594,9 +615,13 @@ def encode_manifest(m: Manifest) -> bytes:
     """The root's JSON (a segmented manifest's segments are separate objects). A table
     without indexes writes no ``indexes`` field, so readers that predate them still read it;
     a table with a schema history is written as format 3 (:data:`EVOLVED_FORMAT_VERSION`),
-    one without as format 2, so unevolved tables stay readable by a Lethe that predates it."""
+    one without as format 2, so unevolved tables stay readable by a Lethe that predates it;
+    one with a lineage (:class:`LineageRef`) or erasure targets with positions as format 4."""
     if m.segmented and m.evolved and m.format_version < EVOLVED_FORMAT_VERSION:
         m = m.model_copy(update={"format_version": EVOLVED_FORMAT_VERSION})
+    positions = any(t.positions for e in m.erasures for t in e.targets)
+    if m.segmented and (m.lineage is not None or positions):  # an older Lethe refuses it
+        m = m.model_copy(update={"format_version": LINEAGE_FORMAT_VERSION})
     drop = {"inline_files"} if m.segmented else {"segments"}
     if not m.indexes:
         drop.add("indexes")

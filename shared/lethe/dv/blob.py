@@ -40,6 +40,7 @@ Example:
 from __future__ import annotations
 
 import array
+import base64
 import json
 import struct
 import zlib
@@ -61,7 +62,9 @@ __all__ = [
     "BlobLocation",
     "BlobMetadata",
     "PuffinBlob",
+    "b64_of",
     "bitmap_from_positions",
+    "bitmap_of",
     "decode_dv",
     "deletion_vector_blob",
     "dv_crc",
@@ -666,3 +669,13 @@ def map_positions(bm: BitMap64, mapping: npt.ArrayLike) -> BitMap64:
     if len(out) != new.size:
         raise errors.InvalidRequest("position mapping sends two deleted rows to the same new row")
     return out
+
+
+def bitmap_of(b64: str) -> BitMap64:
+    """A base64 portable Roaring bitmap (empty string: empty)."""
+    return BitMap64.deserialize(base64.b64decode(b64)) if b64 else BitMap64()
+
+
+def b64_of(bm: BitMap64) -> str:
+    """The base64 portable Roaring bitmap of ``bm`` (empty: the empty string)."""
+    return base64.b64encode(bm.serialize()).decode("ascii") if bm else ""

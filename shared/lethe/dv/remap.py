@@ -20,7 +20,7 @@ from pyroaring import BitMap64
 from lethe import errors
 from lethe.catalog.manifest import DataFile, ErasureTarget
 from lethe.catalog.snapshot import Snapshot
-from lethe.dv.blob import bitmap_from_positions, rebase_positions
+from lethe.dv.blob import b64_of, bitmap_from_positions, rebase_positions
 
 __all__ = [
     "group_rows",
@@ -133,7 +133,8 @@ def group_rows(f: DataFile | None, bm: BitMap64, row_groups: Sequence[int]) -> B
 
 
 def targets_of(base: Snapshot, found: Mapping[str, BitMap64]) -> tuple[ErasureTarget, ...]:
-    """Row groups (by index) of each file that hold the given positions."""
+    """Row groups (by index) of each file that hold the given positions, and the positions
+    (what the erasure's splice removes, :mod:`lethe.erasure.erased`)."""
     out = []
     for path in sorted(found):
         f = base.file(path)
@@ -142,5 +143,6 @@ def targets_of(base: Snapshot, found: Mapping[str, BitMap64]) -> tuple[ErasureTa
         bounds = np.cumsum([0, *(rg.rows for rg in f.row_groups)])
         pos = np.fromiter(found[path], dtype=np.int64, count=len(found[path]))
         rgs = np.unique(np.searchsorted(bounds, pos, side="right") - 1)
-        out.append(ErasureTarget(path=path, row_groups=tuple(int(x) for x in rgs)))
+        rg = tuple(int(x) for x in rgs)
+        out.append(ErasureTarget(path=path, row_groups=rg, positions=b64_of(found[path])))
     return tuple(out)

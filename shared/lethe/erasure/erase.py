@@ -42,10 +42,12 @@ from lethe.catalog.manifest import (
 )
 from lethe.catalog.partitions import partition_stats
 from lethe.catalog.snapshot import Snapshot
+from lethe.dv import lineage
 from lethe.dv import store as dvstore
 from lethe.dv.blob import keep_mask, rebase_positions
 from lethe.dv.remap import targets_of
 from lethe.erasure.deletes import DeleteRequest, delete_batch
+from lethe.erasure.erased import erased_positions
 from lethe.erasure.ownership import check_erasable, check_owned
 from lethe.erasure.splice_io import Fetcher, read_footer, upload
 from lethe.erasure.upkeep import removed_values, spliced_rows
@@ -291,7 +293,7 @@ def splice_file(
     model: CostModel = DEFAULT_MODEL,
     index: bool = True,
 ) -> SpliceResult:
-    """Physically remove every deleted row (per ``f``'s DV) of the given row groups.
+    """Physically remove the rows ``dv`` names (default: all ``f``'s DV hides) of the groups.
 
     Inside each edited group only the pages holding deleted rows are rewritten where that
     can be proven exact (``page_level``, see :mod:`lethe.parquet.partial`); the result's
@@ -388,6 +390,7 @@ class _SpliceChange:
         }
         rebased = {p: bm for p, bm in rebased.items() if len(bm)}
         refs = dvstore.write_dvs(store, prefix, rebased) if rebased else {}
+        lin = lineage.record(store, prefix, base, [(s.old.path, s.new, s.removed) for s in live])
         found, values = spliced_rows(live)  # the values the splices read: no file read again
         pieces, piece_keys = scrub_rows(store, prefix, base, found, values=values)
         files = tuple(
@@ -412,10 +415,11 @@ class _SpliceChange:
             },
         )
         stamps = [s.written_at for s in live if s.written_at is not None]
+        written = sorted({r.container for r in refs.values() if r.container} | {lin.path})
         return Prepared(
-            SpliceFiles(files, op, pieces),
+            SpliceFiles(files, op, lin, base.manifest.lineage, pieces),
             live,
-            written=(*sorted({r.container for r in refs.values() if r.container}), *piece_keys),
+            written=(*written, *piece_keys),
             written_at=min(stamps) if stamps else None,
         )
 
@@ -592,18 +596,18 @@ def splice_all(
 ) -> tuple[list[SpliceResult], BaseException | None]:
     """Splice each file of ``work`` (:data:`SPLICE_WORKERS` at a time); the splices that
     succeeded, and the first failure (a failed splice leaves nothing behind)."""
+    out: list[SpliceResult] = []
+    failure: BaseException | None = None
+    try:  # the erased rows only: rows a plain delete hid stay, under the new DV (issue 39)
+        dvs = erased_positions(ctx, [f for f, _ in work])
+    except Exception as e:
+        return [], e
     if len(work) == 1:
         f, groups = work[0]
         try:
-            return [splice_file(ctx, f, groups, model=model)], None
+            return [splice_file(ctx, f, groups, dv=dvs[f.path], model=model)], None
         except Exception as e:
             return [], e
-    out: list[SpliceResult] = []
-    failure: BaseException | None = None
-    try:
-        dvs = dvstore.load_many(ctx.store, ctx.prefix, {f.path: f.dv for f, _ in work})
-    except Exception as e:
-        return [], e
     with ThreadPoolExecutor(max_workers=min(SPLICE_WORKERS, len(work))) as pool:
         futures = [
             pool.submit(splice_file, ctx, f, groups, dv=dvs[f.path], model=model)

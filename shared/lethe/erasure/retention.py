@@ -60,6 +60,7 @@ from lethe.catalog.manifest import (
 )
 from lethe.catalog.snapshot import Snapshot
 from lethe.catalog.values import from_json
+from lethe.dv import lineage
 from lethe.dv import store as dvstore
 from lethe.dv.remap import group_rows, targets_of
 from lethe.erasure.deletes import locate
@@ -288,6 +289,12 @@ class _ExpireChange:
         }
         # one exit (lethe.exits): the dropped files' entries leave the index as well
         pieces, piece_keys = scrub_rows(store, prefix, base, gone, dropped=sel.dropped)
+        # versions from before the sweep read the dropped files as gone (issue 39)
+        lin = (
+            lineage.record(store, prefix, base, [(f.path, None, BitMap64()) for f in sel.dropped])
+            if sel.dropped
+            else None
+        )
         update = ExpireRows(
             dropped=tuple(f.path for f in sel.dropped),
             refs=refs,
@@ -305,12 +312,19 @@ class _ExpireChange:
                 id_hash=self.id_hash, deleted_version=0, targets=targets, superseded=tuple(pieces)
             ),
             pieces=pieces,
+            lineage=lin,
+            lineage_base=base.manifest.lineage,
         )
+        mine = (lin.path,) if lin is not None else ()
         return Prepared(
             update,
             _Found(sel),
-            written=(*sorted({r.container for r in refs.values() if r.container}), *piece_keys),
-            written_at=written_at if refs or piece_keys else None,
+            written=(
+                *sorted({r.container for r in refs.values() if r.container}),
+                *piece_keys,
+                *mine,
+            ),
+            written_at=written_at if refs or piece_keys or mine else None,
             renewable=True,
         )
 

@@ -10,8 +10,9 @@ per step, see ``functions/gc_steps/handler.py``), does the same thing with the s
    and/or version count; the head is always kept). Every data file and DV container those
    manifests reference is marked. Listing *before* marking is what makes a commit that lands
    during GC safe: its files are either marked, or younger than the grace period;
-   An erasure whose splice commit is older than the erasure grace cuts the window there,
-   whatever the retention: the versions from before it still hold the erased rows;
+   An erasure whose splice commit is older than the erasure grace makes what it superseded
+   go whatever the retention: the versions from before it are written anew through the
+   lineage (issue 39, :mod:`lethe.gc.history`), or cut off where they cannot be;
 3. **select**: an unmarked object older than the grace period is a candidate. A file
    superseded by an erasure splice (``ErasureRecord.superseded``), or referenced only by
    versions an erasure cut off, was committed once, so no uncommitted writer can still

@@ -80,6 +80,8 @@ def write_plan(
     listing = list_objects(catalog, (*SWEPT, WORKSPACE, MANIFESTS))
     # after listing (see lethe.gc's docstring); an erasure older than its grace cuts the window
     marks = mark(catalog, opts.retention, now, erasure_grace=opts.erasure_grace)
+    if not opts.dry_run:  # before any sweep: the kept versions stop naming what goes
+        rewrite_mapped(catalog, marks)
     listing = [*listing, *external_superseded(catalog, marks, listing)]  # adopted originals
     # the table's grace binds its writers (lethe.catalog.grace): a shorter one asked for is refused
     opts = floor_grace(opts, marks.gc_grace)
@@ -179,10 +181,24 @@ def _plan_document(
         batches=batches,
         truncated=truncated,
         erasures=sel.erasures,
+        mapped_versions=tuple(sorted(marks.mapped)),
     )
 
 
 # --- the destructive steps ------------------------------------------------------------------
+def rewrite_mapped(catalog: Catalog, marks: Marks) -> int:
+    """Write anew the roots of the versions kept through an erasure whose mapped root
+    differs from the stored one (issue 39, :mod:`lethe.gc.history`); returns how many."""
+    n = 0
+    for v, snap in sorted(marks.mapped.items()):
+        if snap.manifest != catalog.read_manifest(v).manifest:
+            catalog.rewrite_version(snap)
+            n += 1
+    if n:
+        log.info("%s: %d version(s) kept through erasures were mapped", catalog.uri, n)
+    return n
+
+
 def _stats(entries: Iterable[tuple[Category, int]]) -> dict[Category, CategoryStats]:
     out: dict[Category, CategoryStats] = {}
     for cat, size in entries:

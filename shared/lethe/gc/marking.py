@@ -22,6 +22,7 @@ from lethe.catalog.snapshot import Snapshot
 from lethe.erasure.ownership import deletable, superseded_external
 from lethe.errors import GcConflict
 from lethe.gc.areas import manifest_version
+from lethe.gc.history import History
 from lethe.gc.policy import Retention, as_utc, is_old
 from lethe.gc.select import Listed, Marks
 from lethe.storage.store import S3Store
@@ -149,6 +150,7 @@ class _Walk:
         self.created: dict[int, datetime] = {}
         self.erasures: dict[str, ErasureRecord] = {}
         self.memo: dict[str, frozenset[str]] = {}
+        self.history: History | None = None
 
     def check(self, m: Snapshot) -> None:
         if m.table_uuid != self.table_uuid:
@@ -159,7 +161,10 @@ class _Walk:
 
     def take(self, m: Snapshot) -> None:
         self.check(m)
-        self.refs.update(references(m, self.memo))
+        refs = references(m, self.memo)
+        self.refs.update(refs)
+        if self.history is not None:
+            self.history.saw(m.version, refs)
         self.created[m.version] = m.created_at
         for e in m.erasures:  # newest manifest first: its state of each erasure wins
             if e.id_hash not in self.erasures:
@@ -182,11 +187,13 @@ def mark(
 ) -> Marks:
     """Read the head (now), its landed successors and the retention window of its chain.
 
-    With ``erasure_grace``, an erasure whose splice commit is older than it cuts the window:
-    the splice commit is the oldest version kept, whatever ``retention`` says (the versions
-    before it still hold the erased rows: time travel to them is what an erasure ends).
-    Objects only those cut-off versions reference are ``released`` (they go with the
-    erasure, after its grace)."""
+    With ``erasure_grace``, an erasure whose splice commit is older than it makes what it
+    superseded go, whatever ``retention`` says: the retained versions before the splice
+    commit are kept when they read through the lineage (:mod:`lethe.gc.history`, issue 39:
+    ``mapped``, their roots as GC writes them anew) and the window is cut at the first one
+    that cannot (it may still hold the erased rows). Objects only the cut-off versions (or
+    the mapped versions' old roots) reference are ``released`` (they go with the erasure,
+    after its grace)."""
     head, _ = catalog.read_head()
     top = catalog.read_manifest(head.version)
     w = _Walk(catalog, top.table_uuid)
@@ -201,6 +208,8 @@ def mark(
     for m in reversed(successors):
         w.take(m)
     w.take(top)
+    # readers of every version use the newest lineage only (issue 39): older roots' go
+    w.refs.update(m.manifest.lineage.path for m in (top, *successors) if m.manifest.lineage)
     cuts = _cuts(w.erasures.values(), head.version) if erasure_grace is not None else frozenset()
 
     def cut_at(m: Snapshot) -> bool:
@@ -208,16 +217,26 @@ def mark(
             m.created_at, now, erasure_grace or timedelta(0), s3_time=False
         )
 
+    w.history = History(catalog, top)
+    w.history.saw(top.version, w.refs)
     kept = [top.version]
     cut = cut_at(top)
+    mapping = True  # versions before a cut are kept when they read through the lineage
     for got in _window(catalog, top, retention, now, workers):
-        if cut:
+        mapped = w.history.map(got, w.erasures.values()) if cut and mapping else None
+        if cut and mapped is None:
+            mapping = False
             w.release(got)
             continue
-        w.take(got)
+        if mapped is not None:
+            w.history.mapped[got.version] = mapped
+            w.release(got)
+        w.take(mapped or got)
         kept.append(got.version)
-        cut = cut_at(got)
-    w.refs |= _view_references(catalog, kept)
+        cut = cut or cut_at(got)
+    # the Iceberg view keeps no snapshot of a mapped version (its manifests name the
+    # replaced files and their statistics: docs/format.md §6b)
+    w.refs |= _view_references(catalog, [v for v in kept if v not in w.history.mapped])
     return Marks(
         table_uuid=w.table_uuid,
         head_version=head.version,
@@ -228,8 +247,15 @@ def mark(
         erasures=tuple(w.erasures.values()),
         gc_grace=timedelta(seconds=max(m.properties.gc_grace_seconds for m in (*successors, top))),
         released=frozenset(w.released - w.refs),
-        cut_at=w.created[kept[-1]] if cut else None,
+        cut_at=w.created[_cut_version(kept, cuts, w.created)] if cut else None,
+        mapped=dict(w.history.mapped),
     )
+
+
+def _cut_version(kept: list[int], cuts: frozenset[int], created: dict[int, datetime]) -> int:
+    """The splice commit that cut the window: the oldest kept version that is one (what
+    only the versions behind it referenced ages from it)."""
+    return min((v for v in kept if v in cuts), default=kept[-1])
 
 
 def _window(

@@ -160,6 +160,8 @@ class PlanDocument(_Frozen):
     batches: tuple[str, ...] = ()
     truncated: bool = False
     erasures: tuple[ErasurePlan, ...] = ()
+    # versions from before a splice kept through it (read through the lineage, issue 39)
+    mapped_versions: tuple[int, ...] = Field(default=(), exclude_if=lambda v: not v)
 
 
 class PlanState(_Frozen):
@@ -315,6 +317,8 @@ class ErasureMarker(_Frozen):
     # the erasure record, superseded paths inline: the archive receipts read once GC's
     # expire step dropped the record from the root (None: a marker written before that)
     record: ErasureRecord | None = Field(default=None, exclude_if=lambda v: v is None)
+    # the retained versions from before its splice that read through it (issue 39)
+    mapped_versions: tuple[int, ...] = Field(default=(), exclude_if=lambda v: not v)
 
 
 class FailureRecord(_Frozen):

@@ -163,7 +163,8 @@ def _status(
     if complete:
         completed_at, completed_run = now, plan.run_id
         if not dry_run and e.spliced_version is not None:
-            completed_at, completed_run = _mark_complete(catalog, e, now, plan.run_id)
+            mapped = tuple(v for v in plan.mapped_versions if v < e.spliced_version)
+            completed_at, completed_run = _mark_complete(catalog, e, now, plan.run_id, mapped)
     return ErasureStatus(
         id_hash=e.id_hash,
         state=e.state,
@@ -187,7 +188,8 @@ def _blocking(
     if e.state != "spliced" or e.spliced_version is None:
         return ["its rows are not spliced out yet (erasure pending)"]
     blocking: list[str] = []
-    older = [v for v in left.manifests if v < e.spliced_version]
+    mapped = set(plan.mapped_versions)  # they read through the lineage (issue 39)
+    older = [v for v in left.manifests if v < e.spliced_version and v not in mapped]
     if older:
         blocking.append(
             f"{len(older)} manifest(s) from before the splice (v{older[0]}..v{older[-1]}) "
@@ -223,7 +225,7 @@ def _capped(keys: Mapping[Category, list[str]]) -> tuple[dict[Category, tuple[st
 
 
 def _mark_complete(
-    catalog: Catalog, e: ErasurePlan, now: datetime, run_id: str
+    catalog: Catalog, e: ErasurePlan, now: datetime, run_id: str, mapped: tuple[int, ...] = ()
 ) -> tuple[datetime, str]:
     """Write the erasure's completion marker once (create-only); return the first time."""
     assert e.spliced_version is not None
@@ -241,6 +243,7 @@ def _mark_complete(
         completed_at=now,
         run_id=run_id,
         record=record,
+        mapped_versions=mapped,
     )
     try:
         catalog.store.put(key, marker.model_dump_json().encode(), if_none_match=True)

@@ -17,8 +17,9 @@ request, the plan records what may still hold its rows (:class:`~lethe.gc.models
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Any
 
 from lethe.catalog.manifest import ErasureRecord
 from lethe.gc.areas import (
@@ -77,6 +78,8 @@ class Marks:
     # time of the splice commit that cut them off: they go with the erasure
     released: frozenset[str] = frozenset()
     cut_at: datetime | None = None
+    # versions kept through an erasure (issue 39): their roots as GC writes them anew
+    mapped: Mapping[int, Any] = field(default_factory=dict)
 
     @property
     def oldest_kept(self) -> int:

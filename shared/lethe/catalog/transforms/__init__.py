@@ -14,6 +14,7 @@ from lethe.catalog.transforms.erasures import (
     archive_erasures,
     externalize_superseded,
     spliced_erasures,
+    superseding,
     update_erasures,
     with_erasures,
 )
@@ -54,6 +55,7 @@ __all__ = [
     "replace_pieces",
     "spliced_erasures",
     "summarize",
+    "superseding",
     "undeclare",
     "update_erasures",
     "upgrade",

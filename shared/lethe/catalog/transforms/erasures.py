@@ -20,6 +20,7 @@ __all__ = [
     "archive_erasures",
     "externalize_superseded",
     "spliced_erasures",
+    "superseding",
     "update_erasures",
     "with_erasures",
 ]
@@ -62,6 +63,20 @@ def spliced_erasures(
             upd.update(state="spliced", spliced_version=version)
         out.append(e.model_copy(update=upd))
     return tuple(out)
+
+
+def superseding(
+    before: Sequence[ErasureRecord], after: Sequence[ErasureRecord], path: str
+) -> tuple[ErasureRecord, ...]:
+    """``after`` with ``path`` superseded by every record a commit advanced (whose
+    superseded objects grew since ``before``)."""
+    had = {e.id_hash: len(e.superseded) for e in before}
+    return tuple(
+        e.model_copy(update={"superseded": (*e.superseded, path)})
+        if len(e.superseded) > had.get(e.id_hash, 0) and path not in e.superseded
+        else e
+        for e in after
+    )
 
 
 def update_erasures(
