@@ -31,6 +31,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from bench.common import Measured, measure, mib, moto_process, new_bucket
+from bench.floor import file_floor
 from devtools.local.server import LocalAws
 from lethe.dv.store import load
 from lethe.erasure.erase import splice_file
@@ -150,7 +151,10 @@ def clustered_customer(aws: LocalAws) -> dict[str, float]:
     t = b.table
     try:
         [f] = t.manifest.files
-        before = pq.read_table(pa.BufferReader(t.store.get(t.key_of(f.path)).body))
+        body = t.store.get(t.key_of(f.path)).body
+        before = pq.read_table(pa.BufferReader(body))
+        removed = np.asarray(pc.equal(before["customer_id"], int(victim)), dtype=bool)
+        fl = file_floor(body, removed)  # issue 37 item 1: the physical floor of this erase
         gc.collect()
         m = measure(lambda: t.erase([("customer_id", "=", int(victim))], request_id="bench"))
         r = m.result
@@ -171,8 +175,19 @@ def clustered_customer(aws: LocalAws) -> dict[str, float]:
             f"{'OK' if pct <= 2 else 'OVER'}; level {r.granularity[0].level}; "
             f"reads back as the table minus the customer: {after.equals(want)}"
         )
+        print(
+            f"  floor (bench/floor.py): down {mib(fl.down)}, up {mib(fl.up)} = "
+            f"{100 * fl.moved / f.size:.1f}% of the table, {fl.requests} requests, CPU "
+            f"{fl.cpu:.2f}s; Lethe/floor: bytes {moved / max(fl.moved, 1):.2f}x, requests "
+            f"{r.io.total_requests / max(fl.requests, 1):.2f}x (whole erase), CPU "
+            f"{m.cpu / max(fl.cpu, 1e-9):.2f}x"
+        )
         print(f"  {fallback_line(r.fallbacks)}")
-        return {"clustered_pct": pct, "clustered_fallbacks": float(sum(r.fallbacks.values()))}
+        return {
+            "clustered_pct": pct,
+            "clustered_floor_pct": 100 * fl.moved / f.size,
+            "clustered_fallbacks": float(sum(r.fallbacks.values())),
+        }
     finally:
         drop(client, b.bucket)
 
