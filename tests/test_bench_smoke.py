@@ -68,7 +68,10 @@ def test_erasure_lake_bench_prints_every_target(
     assert [f.name for f in out["plain"]] == ops
     assert [f.name for f in out["clustered"]] == [ops[0], *ops[2:]]
     rows = out["targets"]
-    assert len(rows) == 4 + 2 + 3 + 1  # the last: the purge's wall against one splice at a time
+    # issue 26's rows, issue 37 item 3's two purges, the last: the purge's wall against one
+    # splice at a time
+    assert len(rows) == 4 + 2 + 2 + 3 + 1
+    assert sum("issue 37 item 3" in label for label, _, _ in rows) == 2
     for label, now, verdict in rows:
         assert verdict in ("met", "not met")
         assert label in printed and now in printed
@@ -81,6 +84,8 @@ def test_erasure_lake_bench_prints_every_target(
         assert f.floor.down == f.cow.down and f.floor.up < f.floor.down
         assert f.floor.requests == 2 * f.cow.files
     assert "the physical floor" in printed
+    for f in out["plain"]:  # issue 37 item 3: the index upkeep of each operation, metered
+        assert 0 < f.index_bytes < f.moved and 0 < f.index_cpu < f.cpu, f.name
     for f in [*out["plain"], *out["clustered"]]:
         # the botocore hooks see every byte the store counts (metadata vs data is theirs)
         assert f.metered == f.moved, f.name

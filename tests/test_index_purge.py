@@ -143,14 +143,16 @@ def test_an_erase_removes_the_persons_rows_a_plain_delete_hid_before(table_uri: 
 
 def test_deep_verify_flags_entries_of_rows_a_splice_removed(table_uri: str) -> None:
     """A splice without the scrub (purge before the fix: the library's splice and commit
-    called directly) leaves entries naming removed rows: readers skip them, verify flags
-    them by count, never by value."""
+    called directly, the splice handing no values: ``index=False``, issue 37 item 3) leaves
+    entries naming removed rows: readers skip them, verify flags them by count, never by
+    value."""
     t = deleted(table_uri)
     hit = [f for f in t.manifest.files if f.dv is not None][:2]
     for f in hit:
         groups = range(len(f.row_groups))
         commit_splice(
-            t.context, splice_file(t.context, f, [g for g in groups if _holds_dv(t, f, g)])
+            t.context,
+            splice_file(t.context, f, [g for g in groups if _holds_dv(t, f, g)], index=False),
         )
     t.refresh()
     assert customer_rows(t, GONE) == []  # readers drop them

@@ -446,7 +446,9 @@ def test_seam04_05_a_kill_at_any_write_then_redelivery_tells_the_truth(
         for uri in uris:
             scan = lethe.Table.open(uri).scan(filters=[("customer_id", "=", PERSON)])
             assert scan.num_rows == 0, n
-    assert kills >= 10  # the registry twice, the values, and each table's commit objects (13)
+    # the registry twice, the values, and each table's DV, manifest and head (9: the index
+    # pieces and their superseded list are written by the splices' commit, issue 37 item 3)
+    assert kills >= 9
 
 
 def test_seam07_a_lagging_head_does_not_stop_a_redelivered_forget(bucket: str, s3: Any) -> None:

@@ -370,7 +370,9 @@ class SplicedFile:
 class SpliceFiles:
     """Spliced files replacing their sources, in one commit: each source must still be live
     with the DV its new DV was mapped from; pending erasures of the sources move to the new
-    files or are met; each new file takes its source's place (its segment)."""
+    files or are met; each new file takes its source's place (its segment). ``pieces``: the
+    index pieces scrubbed of the removed rows (all must still be referenced; the old ones
+    join the superseded lists of the erasures served)."""
 
     what: ClassVar[str] = "splice"
     files: tuple[SplicedFile, ...]
@@ -378,10 +380,13 @@ class SpliceFiles:
     # the lineage extended with these splices (issue 39), and the base's it extends
     lineage: LineageRef | None = None
     lineage_base: LineageRef | None = None
+    pieces: Mapping[str, tuple[IndexPiece, ...]] = field(default_factory=dict)
 
     def requirements(self) -> tuple[Requirement, ...]:
         files = tuple(FileHasDV(f.old, f.expected) for f in self.files)
-        return (*files, LineageIs(self.lineage_base)) if self.lineage is not None else files
+        lin = (LineageIs(self.lineage_base),) if self.lineage is not None else ()
+        pieces = (PiecesPresent(tuple(self.pieces)),) if self.pieces else ()
+        return (*files, *lin, *pieces)
 
     def apply(self, base: Snapshot) -> Snapshot | None:
         olds = [f.old for f in self.files]
@@ -397,6 +402,7 @@ class SpliceFiles:
                 set(f.spliced),
                 base.version + 1,
                 seg.path if seg is not None else None,
+                tuple(self.pieces),
             )
         sources = base.files_at(olds)
         added = [_same_schema(f.new, sources.get(f.old)) for f in self.files if f.new is not None]
@@ -405,7 +411,8 @@ class SpliceFiles:
             # the replaced lineage object holds the statistics of the files spliced now
             erasures = superseding(base.erasures, erasures, self.lineage_base.path)
         nxt = apply_replace(base, olds, added, self.operation, erasures=erasures, places=places)
-        return nxt.evolve(lineage=self.lineage) if self.lineage is not None else nxt
+        nxt = nxt.evolve(lineage=self.lineage) if self.lineage is not None else nxt
+        return _with_pieces(nxt, self.pieces) if self.pieces else nxt
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
@@ -27,7 +27,6 @@ from lethe.catalog.context import TableContext
 from lethe.catalog.manifest import (
     ErasureRecord,
     ErasureTarget,
-    IndexPiece,
     Operation,
     RequestRecord,
     request_hash,
@@ -35,8 +34,7 @@ from lethe.catalog.manifest import (
 from lethe.catalog.snapshot import Snapshot
 from lethe.dv import store as dvstore
 from lethe.dv.remap import targets_of
-from lethe.index.core import IndexPlan, index_plans, row_groups_of, usable
-from lethe.index.erase import scrub_rows
+from lethe.index.core import IndexPlan, index_plans, row_groups_of
 from lethe.reading.filters import Dnf, normalize
 from lethe.reading.reader import FileHandle, iter_row_groups
 from lethe.reading.scan import DVCache, candidate_files, plan_files, reader_of
@@ -231,37 +229,6 @@ def _index_items(
     return items
 
 
-def _scrub(
-    ctx: TableContext,
-    base: Snapshot,
-    requests: Sequence[DeleteRequest],
-    dnfs: Sequence[Dnf],
-    physical: Mapping[int, dict[str, BitMap64]],
-    hidden: Callable[[str], BitMap64],
-) -> tuple[dict[str, tuple[IndexPiece, ...]], list[str]]:
-    """The index pieces naming the rows the erase requests' splices remove, rewritten
-    without them (:mod:`lethe.index.erase`): the erased rows (``physical``: request -> file
-    -> positions). Rows a plain delete hid in the same groups stay (a splice removes only
-    the erased rows, issue 39: :mod:`lethe.erasure.erased`), and so do their entries. A
-    request that is exactly "indexed column in values" also drops every entry of those
-    values."""
-    if not base.indexes:
-        return {}, []
-    found: dict[str, BitMap64] = {}
-    pinned: dict[str, set[Any]] = {}
-    pinned_rows: dict[str, dict[str, BitMap64]] = {}  # their values are among pinned
-    for i, per_file in physical.items():
-        for path, bm in per_file.items():
-            found.setdefault(path, BitMap64()).update(bm)
-        u = usable(base, dnfs[i]) if requests[i].erase else None
-        if u is not None and u[2]:
-            pinned.setdefault(u[0].column, set()).update(u[1])
-            rows = pinned_rows.setdefault(u[0].column, {})
-            for path, bm in per_file.items():
-                rows.setdefault(path, BitMap64()).update(bm)
-    return scrub_rows(ctx.store, ctx.prefix, base, found, pinned, pinned_rows)
-
-
 def older_copies(ctx: TableContext, base: Snapshot) -> bool:
     """Whether rows may still be held outside ``base``'s live files: by a data object under
     ``data/`` that is not live (superseded by a splice, a purge, a compaction or a TTL
@@ -378,15 +345,11 @@ class _DeleteChange:
             for i in live
             if hashes[i] is not None
         ]
-        pieces, piece_keys = (
-            _scrub(ctx, base, requests, self.dnfs, physical, current_dv) if targets else ({}, [])
-        )
         erasures = [
             ErasureRecord(
                 id_hash=hashes[i],  # type: ignore[arg-type]
                 deleted_version=0,
-                targets=t,
-                superseded=tuple(pieces),  # old index objects naming the person
+                targets=t,  # the splices' commit scrubs the index (issue 37 item 3)
             )
             for i, t in targets.items()
         ]
@@ -398,14 +361,11 @@ class _DeleteChange:
             request_id_hash=None,
             params={"requests": len(live)},
         )
-        update = SetDVs(refs, snap_dv, op, tuple(records), tuple(erasures), pieces)
+        update = SetDVs(refs, snap_dv, op, tuple(records), tuple(erasures))
         return Prepared(
             update,
             result,
-            written=(
-                *sorted({r.container for r in refs.values() if r.container}),
-                *piece_keys,
-            ),
+            written=tuple(sorted({r.container for r in refs.values() if r.container})),
             written_at=written_at if refs else None,
             renewable=True,  # past the grace, a new container is cheap
         )

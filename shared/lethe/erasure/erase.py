@@ -50,6 +50,7 @@ from lethe.erasure.deletes import DeleteRequest, delete_batch
 from lethe.erasure.erased import erased_positions
 from lethe.erasure.ownership import check_erasable, check_owned
 from lethe.erasure.splice_io import Fetcher, read_footer, upload
+from lethe.erasure.upkeep import removed_values, spliced_rows
 from lethe.index.core import spliced_origin
 from lethe.index.erase import scrub_rows
 from lethe.parquet.costs import (
@@ -102,6 +103,7 @@ class SpliceResult:
     io: IOCounters
     written_at: float | None = None  # time.time() before ``new`` was uploaded (GC grace clock)
     choice: LevelChoice | None = None  # the level chosen by predicted cost, and the predictions
+    values: dict[str, frozenset[Any]] = field(default_factory=dict)  # indexed values removed
 
     @property
     def granularity(self) -> FileGranularity:
@@ -253,6 +255,34 @@ def _plan(
     return splice(footer, edits, fetch.extents, page_level=page_level)
 
 
+def _entry(
+    ctx: TableContext, f: DataFile, plan: SplicePlan, path: str, etag: str, removed: BitMap64
+) -> DataFile:
+    """The manifest entry of the spliced copy of ``f`` uploaded at ``path``."""
+    md = pq.read_metadata(
+        pa.BufferReader(plan.footer.raw + len(plan.footer.raw).to_bytes(4, "little") + b"PAR1")
+    )
+    groups, cols = describe_named(md, ctx.schema, ctx.key, mapped=bool(f.mapped))
+    cols |= partition_stats(f.partition, md.num_rows)
+    return DataFile(
+        path=path,
+        size=plan.size,
+        etag=etag,
+        rows=md.num_rows,
+        row_groups=groups,
+        columns=cols,
+        added_version=0,
+        sorted_by_key=f.sorted_by_key,
+        sort_order_id=f.sort_order_id,  # removing rows keeps the order (a clustered file)
+        partition=f.partition,
+        mapped=f.mapped,
+        # the index keeps answering for it through the file it was spliced from
+        index_origin=spliced_origin(f, removed)
+        if f.index_origin is not None or ctx.snapshot.indexes
+        else None,
+    )
+
+
 def splice_file(
     ctx: TableContext,
     f: DataFile,
@@ -261,6 +291,7 @@ def splice_file(
     dv: BitMap64 | None = None,
     page_level: bool = True,
     model: CostModel = DEFAULT_MODEL,
+    index: bool = True,
 ) -> SpliceResult:
     """Physically remove the rows ``dv`` names (default: all ``f``'s DV hides) of the groups.
 
@@ -272,6 +303,8 @@ def splice_file(
 
     Writes the new object under a new key and returns its manifest entry (not committed;
     an adopted file's partition values and names kept). A failed upload leaves nothing.
+    ``index``: the removed rows' indexed values, read from the bytes the splice holds, ride
+    along for the commit's index scrub (issue 37 item 3: a purge reads each file once).
     """
     check_owned([f], "a splice")
     store = ctx.store.child()
@@ -289,36 +322,17 @@ def splice_file(
     edits = {k: GroupEdit(erased=e) for k, e in erased.items()}
     plan = _plan(fetch, footer, edits, choice.level == "page")
     fates = _fates(plan.groups, choice)
+    vals = removed_values(store, ctx.snapshot, f, fetch, footer, removed) if index else {}
     io0 = store.stats.snapshot()
     if all(g.rows_after == 0 for g in plan.groups):
-        return SpliceResult(f, None, removed, fates, 0, 0, 0, store.stats.snapshot(), None, choice)
+        done = store.stats.snapshot()
+        return SpliceResult(f, None, removed, fates, 0, 0, 0, done, None, choice, vals)
     new_key = ctx.key_of(new_path := new_data_path())
     rewrite = choice.level == "rewrite"
     parts = plan_upload(plan.segments, f.size, model=model, fetched=_held(fetch), rewrite=rewrite)
     written_at = time.time()
     etag = upload(store, fetch, new_key, parts, f.etag, ctx.key_of)
-    md = pq.read_metadata(
-        pa.BufferReader(plan.footer.raw + len(plan.footer.raw).to_bytes(4, "little") + b"PAR1")
-    )
-    groups, cols = describe_named(md, ctx.schema, ctx.key, mapped=bool(f.mapped))
-    cols |= partition_stats(f.partition, md.num_rows)
-    new = DataFile(
-        path=new_path,
-        size=plan.size,
-        etag=etag,
-        rows=md.num_rows,
-        row_groups=groups,
-        columns=cols,
-        added_version=0,
-        sorted_by_key=f.sorted_by_key,
-        sort_order_id=f.sort_order_id,  # removing rows keeps the order (a clustered file)
-        partition=f.partition,
-        mapped=f.mapped,
-        # the index keeps answering for it through the file it was spliced from
-        index_origin=spliced_origin(f, removed)
-        if f.index_origin is not None or ctx.snapshot.indexes
-        else None,
-    )
+    new = _entry(ctx, f, plan, new_path, etag, removed)
     d = store.stats.snapshot() - io0
     total = store.stats.snapshot()
     return SpliceResult(
@@ -332,6 +346,7 @@ def splice_file(
         total,
         written_at,
         choice,
+        vals,
     )
 
 
@@ -376,6 +391,8 @@ class _SpliceChange:
         rebased = {p: bm for p, bm in rebased.items() if len(bm)}
         refs = dvstore.write_dvs(store, prefix, rebased) if rebased else {}
         lin = lineage.record(store, prefix, base, [(s.old.path, s.new, s.removed) for s in live])
+        found, values = spliced_rows(live)  # the values the splices read: no file read again
+        pieces, piece_keys = scrub_rows(store, prefix, base, found, values=values)
         files = tuple(
             SplicedFile(
                 s.old.path,
@@ -392,14 +409,17 @@ class _SpliceChange:
             files_removed=len(files),
             files_added=sum(1 for f in files if f.new is not None),
             files_touched=len(files),
-            params={"row_groups_spliced": sum(len(f.spliced) for f in files)},
+            params={
+                "row_groups_spliced": sum(len(f.spliced) for f in files),
+                "index_pieces_scrubbed": len(pieces),
+            },
         )
         stamps = [s.written_at for s in live if s.written_at is not None]
         written = sorted({r.container for r in refs.values() if r.container} | {lin.path})
         return Prepared(
-            SpliceFiles(files, op, lin, base.manifest.lineage),
+            SpliceFiles(files, op, lin, base.manifest.lineage, pieces),
             live,
-            written=tuple(written),
+            written=(*written, *piece_keys),
             written_at=min(stamps) if stamps else None,
         )
 
@@ -683,9 +703,9 @@ class _Recorded:
 @dataclass(frozen=True, slots=True)
 class _PurgeRecord:
     """The erasure record of a purge as a change: ``prepare`` finds every row group holding a
-    hidden row (or the record an earlier call with this id committed) and scrubs the index
-    entries of every hidden row in one pass (the splices will remove them all); the old
-    pieces join the record's ``superseded``."""
+    hidden row (or the record an earlier call with this id committed). The index entries of
+    the hidden rows are scrubbed by the splices' commits, from the values the splices read
+    (issue 37 item 3: no data file read twice); the old pieces join ``superseded`` there."""
 
     ctx: TableContext
     id_hash: str
@@ -704,8 +724,6 @@ class _PurgeRecord:
         targets = targets_of(base, hidden)
         if not targets:
             return Prepared(None, _Recorded(None, duplicate=False))
-        written_at = time.time()  # before the pieces' PUTs: the GC grace clock
-        pieces, keys = scrub_rows(store, prefix, base, hidden)
         record = RequestRecord(
             id_hash=h,
             version=0,
@@ -714,24 +732,15 @@ class _PurgeRecord:
             rows=sum(len(bm) for bm in hidden.values()),
             files_touched=len(targets),
         )
-        erasure = ErasureRecord(
-            id_hash=h, deleted_version=0, targets=targets, superseded=tuple(pieces)
-        )
+        erasure = ErasureRecord(id_hash=h, deleted_version=0, targets=targets)
         op = Operation(
             kind="purge",
             files_touched=len(targets),
             request_id_hash=h,
-            params={"hidden_rows": record.rows, "index_pieces_scrubbed": len(pieces)},
+            params={"hidden_rows": record.rows},
         )
-
-        update = SetDVs({}, {}, op, (record,), (erasure,), pieces)
-        return Prepared(
-            update,
-            _Recorded(None, duplicate=False),
-            written=tuple(keys),
-            written_at=written_at if keys else None,
-            renewable=True,
-        )
+        update = SetDVs({}, {}, op, (record,), (erasure,))
+        return Prepared(update, _Recorded(None, duplicate=False))
 
 
 def record_purge(

@@ -28,7 +28,7 @@ import bisect
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, TypeAlias
 
 import numpy as np
 import numpy.typing as npt
@@ -56,7 +56,7 @@ from lethe.index.pieces import piece_key as _key
 from lethe.index.pieces import with_file_dictionary as _with_file_dictionary
 from lethe.progress import Progress, track
 from lethe.reading.filters import Dnf
-from lethe.reading.reader import FileHandle, SparseFile, read_row_group
+from lethe.reading.reader import FileHandle, LruCache, SparseFile, read_row_group
 from lethe.reading.scan import candidate_files, plan_files, reader_of
 from lethe.storage.layout import INDEX_PREFIX, object_key
 from lethe.storage.objects import io_pool
@@ -67,6 +67,7 @@ __all__ = [
     "INDEX_PREFIX",
     "MAX_RUNS",
     "PIECE_ENTRIES",
+    "PROBED",
     "IndexPlan",
     "Merge",
     "backfill_task",
@@ -89,6 +90,7 @@ __all__ = [
     "piece_paths",
     "plan_merges",
     "probe",
+    "read_entries",
     "row_groups_of",
     "runs_for_files",
     "spliced_origin",
@@ -225,11 +227,44 @@ def _span(c: Any) -> tuple[int, int]:
     return int(s), int(s + c.total_compressed_size)
 
 
+_Probed: TypeAlias = tuple[tuple[int, bytes], ...]  # (offset, bytes) of what was read
+
+#: The bytes of the pieces this process probed, keyed by (bucket, key, ETag): a piece is
+#: immutable, so the scrub that follows a delete's probe reads them from here
+#: (:func:`read_entries`; issue 37 item 3: a purge's index upkeep reads each piece once).
+PROBED: LruCache[_Probed] = LruCache(
+    256, max_bytes=64 << 20, weigh=lambda v: sum(len(d) for _, d in v)
+)
+_MAGIC = b"PAR1"
+
+
+def read_entries(store: S3Store, key: str, piece: IndexPiece) -> pa.Table:
+    """Every entry of ``piece`` (at ``key``): from what a probe of this process read of it
+    (:data:`PROBED`), only the gaps fetched (pinned ranged GETs); else one pinned GET."""
+    held = PROBED.get((store.bucket, key, piece.etag))
+    if held is None:
+        return pq.read_table(pa.BufferReader(store.get(key, etag=piece.etag).body))
+    buf = bytearray(piece.size)
+    buf[: len(_MAGIC)] = _MAGIC  # the format's leading magic: known, not read
+    have = [(0, len(_MAGIC))]
+    for start, data in held:
+        buf[start : start + len(data)] = data
+        have.append((start, start + len(data)))
+    at = 0
+    for s, e in sorted(have):
+        if s > at:
+            buf[at:s] = store.get(key, etag=piece.etag, start=at, end=s).body
+        at = max(at, e)
+    if at < piece.size:
+        buf[at:] = store.get(key, etag=piece.etag, start=at, end=piece.size).body
+    return pq.read_table(pa.BufferReader(bytes(buf)))
+
+
 def _read_piece(
     store: S3Store, prefix: str, piece: IndexPiece, t: pa.DataType, wanted: Sequence[Any]
 ) -> list[pa.Table]:
     """The row groups of one piece whose statistics can hold one of ``wanted`` (sorted,
-    comparable form), decoded."""
+    comparable form), decoded (the bytes read kept in :data:`PROBED`)."""
     key = _key(store, prefix, piece.path)
     n = min(piece.size, PROBE_TAIL)
     data = store.get(key, etag=piece.etag, suffix=n).body
@@ -247,6 +282,7 @@ def _read_piece(
         piece.size, lambda s, e: store.get(key, etag=piece.etag, start=s, end=e).body
     )
     sparse.add(piece.size - n, data)
+    held: list[tuple[int, bytes]] = [(piece.size - n, data)]
     pf = pq.ParquetFile(pa.PythonFile(sparse, mode="r"), metadata=md, pre_buffer=False)
     out: list[pa.Table] = []
     for rg in range(md.num_row_groups):
@@ -263,8 +299,10 @@ def _read_piece(
         spans = [_span(g.column(i)) for i in range(g.num_columns)]
         start, end = min(a for a, _ in spans), max(b for _, b in spans)
         if start < piece.size - n:  # not already in the tail
-            sparse.add(start, store.get(key, etag=piece.etag, start=start, end=end).body)
+            held.append((start, store.get(key, etag=piece.etag, start=start, end=end).body))
+            sparse.add(*held[-1])
         out.append(pf.read_row_group(rg, use_threads=False))
+    PROBED.put((store.bucket, key, piece.etag), tuple(held))
     return out
 
 

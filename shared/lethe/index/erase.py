@@ -1,15 +1,16 @@
 """Erasure reaches the index (DESIGN §6b, docs/format.md §3c), whatever the erase's filter.
 
-At an erase's DV stage the physical positions of the erased rows are known per file. The
-indexed columns' values of exactly those positions are read (only the pages holding them,
-:func:`lethe.reading.reader.read_positions`), and every piece whose ``[min, max]`` can hold one of
-those values is rewritten without the entries that name an erased row. Other rows sharing a
-value stay indexed. Entries of such a value that point nowhere live (a file compacted away,
-a row a splice already removed) go too: after the erase no referenced index object holds an
-erased value except for rows still live in the table. A filter that is exactly "indexed
-column in V" also drops every entry of V (what a request naming the person by that column
-asks). The old pieces join the erasure's ``superseded``: GC treats them like spliced-away
-data files.
+The splices of an erase or a purge remove known physical positions per file, and hand the
+indexed columns' values of exactly those rows, read from the bytes they hold
+(:mod:`lethe.erasure.upkeep`, issue 37 item 3); their commit rewrites every piece whose
+``[min, max]`` can hold one of those values without the entries that name a removed row.
+Other rows sharing a value stay indexed. Entries of such a value that point nowhere live (a
+file compacted away, a row a splice already removed) go too: after the erase no referenced
+index object holds an erased value except for rows still live in the table. Where no splice
+holds the rows, their values are read here (only the pages holding them,
+:func:`lethe.reading.reader.read_positions`), and files leaving whole are scrubbed from
+their statistics without a read (:class:`Dropped`). The old pieces join the erasure's
+``superseded``: GC treats them like spliced-away data files.
 """
 
 from __future__ import annotations
@@ -23,7 +24,6 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 from pyroaring import BitMap64
 
 from lethe.catalog.manifest import DataFile, IndexPiece, IndexRun
@@ -35,6 +35,7 @@ from lethe.index.core import (
     origin_positions,
     origin_removed,
     piece_may_hold,
+    read_entries,
     write_pieces,
 )
 from lethe.reading.reader import FileHandle, read_positions
@@ -47,6 +48,8 @@ __all__ = [
     "Erased",
     "ErasedRows",
     "erased_entries",
+    "file_values",
+    "known_entries",
     "scrub",
     "scrub_rows",
 ]
@@ -94,7 +97,6 @@ def erased_entries(
         if col in out:
             out[col].every.update(vals)
             out[col].values.update(vals)
-    schema = m.arrow_schema()
     cols = list(out)
     projections = Projections(m)
     files: list[DataFile] = []
@@ -110,18 +112,57 @@ def erased_entries(
         if not need:
             continue
         h = FileHandle(store, object_key(prefix, path), f)
-        want, at = list(need), BitMap64.union(*need.values())
-        p = projections.of(f)  # a file of an older schema: its own names, by field id
-        p = p.within(h.tail().schema) if p is not None and f.file_names else p
-        got = (
-            read_positions(h, want, at)
-            if p is None
-            else p.apply(read_positions(h, p.file_columns(want), at), want)
-        )
-        for c in need:
-            t = schema.field(c).type
-            uniq = pc.unique(got.column(c).drop_null().cast(t))
-            out[c].values.update(from_json(to_json(s), t) for s in uniq)
+        at = BitMap64.union(*need.values())
+        for c, vals in file_values(h, m, list(need), at, projections).items():
+            out[c].values.update(vals)
+    return ErasedRows(out, tuple(files))
+
+
+def file_values(
+    h: FileHandle,
+    m: Snapshot,
+    columns: list[str],
+    at: BitMap64,
+    projections: Projections | None = None,
+) -> dict[str, set[Any]]:
+    """Per column of ``m``'s schema, the distinct non-null values (comparable form) of the
+    file ``h`` at the physical positions ``at``: only the pages holding them are read,
+    through ``h`` (a splice hands a handle over the bytes it holds: issue 37 item 3)."""
+    f, schema = h.file, m.arrow_schema()
+    p = (projections or Projections(m)).of(f)  # an older schema's file: its names, by id
+    p = p.within(h.tail().schema) if p is not None and f.file_names else p
+    got = (
+        read_positions(h, columns, at)
+        if p is None
+        else p.apply(read_positions(h, p.file_columns(columns), at), columns)
+    )
+    out: dict[str, set[Any]] = {}
+    for c in columns:
+        t = schema.field(c).type
+        uniq = pc.unique(got.column(c).drop_null().cast(t))
+        out[c] = {from_json(to_json(s), t) for s in uniq}
+    return out
+
+
+def known_entries(
+    m: Snapshot, found: Mapping[str, BitMap64], values: Mapping[str, Iterable[Any]]
+) -> ErasedRows:
+    """:func:`erased_entries` when the values are known already (a splice decoded them:
+    issue 37 item 3): ``values`` is indexed column -> the values of the rows ``found``
+    (file -> physical positions) holds. Reads nothing."""
+    out = {ix.column: Erased() for ix in m.indexes}
+    files: list[DataFile] = []
+    for path in sorted(found):
+        f, bm = m.file(path), found[path]
+        if f is None or not bm:
+            continue
+        files.append(f)
+        ipath, ipos = index_path(f), origin_positions(f, bm)
+        for e in out.values():
+            e.rows.setdefault(ipath, BitMap64()).update(ipos)
+    for c, vals in values.items():
+        if c in out:
+            out[c].values.update(vals)
     return ErasedRows(out, tuple(files))
 
 
@@ -284,7 +325,7 @@ def scrub(
                 if not (by_value or by_file):
                     continue
                 key = object_key(prefix, piece.path)
-                entries = pq.read_table(pa.BufferReader(store.get(key, etag=piece.etag).body))
+                entries = read_entries(store, key, piece)  # what a probe read: not again
                 doomed = _doomed(entries, e, value_set, live, dead if by_file else frozenset())
                 if not doomed.any():
                     continue
@@ -303,15 +344,23 @@ def scrub_rows(
     pinned: Mapping[str, Iterable[Any]] | None = None,
     pinned_rows: Mapping[str, Mapping[str, BitMap64]] | None = None,
     dropped: Iterable[DataFile] = (),
+    *,
+    values: Mapping[str, Iterable[Any]] | None = None,
 ) -> tuple[dict[str, tuple[IndexPiece, ...]], list[str]]:
-    """:func:`scrub` for the rows ``found`` (file -> physical positions) that splices are
-    about to remove, and for the files ``dropped`` whole, in one pass over the pieces
-    whatever the number of files (the values of every file in ``found`` are read first,
-    then each piece that can hold one is read once; a dropped file is never read)."""
+    """:func:`scrub` for the rows ``found`` (file -> physical positions) that splices
+    remove, and for the files ``dropped`` whole, in one pass over the pieces whatever the
+    number of files (the values of every file in ``found`` are read first, then each piece
+    that can hold one is read once; a dropped file is never read). ``values``: indexed
+    column -> the values of the rows ``found``, known already (the splices read them from
+    the bytes they hold: no data file read here, issue 37 item 3)."""
     whole = tuple(dropped)
     if not m.indexes or not (any(found.values()) or whole):
         return {}, []
-    erased = erased_entries(store, prefix, m, found, pinned, pinned_rows)
+    erased = (
+        known_entries(m, found, values)
+        if values is not None
+        else erased_entries(store, prefix, m, found, pinned, pinned_rows)
+    )
     if not erased and not whole:
         return {}, []
     return scrub(store, prefix, m, erased, Dropped.of(m, whole) if whole else None)

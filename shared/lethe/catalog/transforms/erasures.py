@@ -34,10 +34,12 @@ def spliced_erasures(
     spliced: set[int],
     version: int,
     segment: str | None = None,
+    also: Sequence[str] = (),
 ) -> tuple[ErasureRecord, ...]:
     """Targets on the spliced file: edited groups are done; others move to the new file.
     The old file (and ``segment``, the segment object whose entry describes it, stats of
-    the erased values included) join ``superseded``: GC must remove them."""
+    the erased values included, and ``also``: the index pieces the splice's commit
+    scrubbed) join ``superseded``: GC must remove them."""
     index = {g.index: g.new_index for g in fates}
     out = []
     for e in erasures:
@@ -54,7 +56,7 @@ def spliced_erasures(
             )
             if rest and new is not None:
                 targets.append(ErasureTarget(path=new, row_groups=rest))
-        gone = (old,) if segment is None else (old, segment)
+        gone = ((old,) if segment is None else (old, segment)) + tuple(also)
         superseded = (*e.superseded, *(g for g in gone if g not in e.superseded))
         upd: dict[str, Any] = {"targets": tuple(targets), "superseded": superseded}
         if not targets:
