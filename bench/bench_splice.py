@@ -32,6 +32,7 @@ import pyarrow.parquet as pq
 
 from bench.common import Measured, measure, mib, moto_process, new_bucket
 from bench.floor import file_floor
+from devtools.datagen import BLOB_SCHEMA, blob_rows
 from devtools.local.server import LocalAws
 from lethe.dv.store import load
 from lethe.erasure.erase import splice_file
@@ -40,17 +41,8 @@ from lethe.storage.store import make_s3_client
 from lethe.table import Table
 from lethe.writing.writer import WriteOptions, write_files
 
-SCHEMA = pa.schema([("id", pa.int64(), False), ("name", pa.string()), ("blob", pa.binary())])
-
-
-def data(start: int, n: int, width: int = 1000) -> pa.Table:
-    rng = np.random.default_rng(start)
-    raw = rng.integers(0, 256, n * width, dtype=np.uint8).tobytes()
-    offsets = pa.array(np.arange(0, (n + 1) * width, width, dtype=np.int32))
-    blob = pa.Array.from_buffers(pa.binary(), n, [None, offsets.buffers()[1], pa.py_buffer(raw)])
-    ids = np.arange(start, start + n, dtype=np.int64)
-    names = pc.binary_join_element_wise("name-", pa.array(ids).cast(pa.string()), "")
-    return pa.table({"id": ids, "name": names, "blob": blob}, schema=SCHEMA)
+SCHEMA = BLOB_SCHEMA
+data = blob_rows  # (start, n, width=1000): ids, names and random blobs
 
 
 def batches(total_rows: int, step: int = 16_384) -> pa.RecordBatchReader:

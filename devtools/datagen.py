@@ -9,7 +9,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-__all__ = ["SCHEMA", "generate"]
+__all__ = ["BLOB_SCHEMA", "SCHEMA", "blob_rows", "generate"]
 
 SCHEMA = pa.schema(
     [
@@ -56,3 +56,21 @@ def generate(
         },
         schema=SCHEMA,
     )
+
+
+BLOB_SCHEMA = pa.schema([("id", pa.int64(), False), ("name", pa.string()), ("blob", pa.binary())])
+
+
+def blob_rows(start: int, n: int, width: int = 1000, *, digits: int = 0) -> pa.Table:
+    """Rows of :data:`BLOB_SCHEMA`: ids ``start..start+n``, names ``name-<id>`` (the id
+    zero-padded to ``digits``) and ``width`` random bytes each, seeded by ``start``."""
+    rng = np.random.default_rng(start)
+    raw = rng.integers(0, 256, n * width, dtype=np.uint8).tobytes()
+    offsets = pa.array(np.arange(0, (n + 1) * width, width, dtype=np.int32))
+    blob = pa.Array.from_buffers(pa.binary(), n, [None, offsets.buffers()[1], pa.py_buffer(raw)])
+    ids = np.arange(start, start + n, dtype=np.int64)
+    number = pa.array(ids).cast(pa.string())
+    if digits:
+        number = pc.utf8_lpad(number, width=digits, padding="0")
+    names = pc.binary_join_element_wise("name-", number, "")
+    return pa.table({"id": ids, "name": names, "blob": blob}, schema=BLOB_SCHEMA)

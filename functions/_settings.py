@@ -135,6 +135,7 @@ RetentionRule = Annotated[
     lethe_gc.Retention, NoDecode, BeforeValidator(_lethe(lethe_gc.Retention.parse))
 ]
 TableUri = Annotated[str, BeforeValidator(_s3_uri("an s3:// URI like s3://bucket/prefix"))]
+LakeUri = Annotated[str | None, BeforeValidator(_s3_uri("an s3:// URI like s3://bucket/_lethe"))]
 JobScript = Annotated[str, BeforeValidator(_s3_uri("the s3:// URI of ingest.py"))]
 AdoptPrefixes = Annotated[tuple[tuple[str, str], ...], NoDecode, BeforeValidator(_lethe(_prefixes))]
 
@@ -230,9 +231,7 @@ class DeleteRequestsSettings(_Settings):
     what: ClassVar[str] = "delete requests settings"
 
     splice_queue_url: str | None = Field(None, validation_alias=_env("LETHE_SPLICE_QUEUE_URL"))
-    lake_uri: Annotated[
-        str | None, BeforeValidator(_s3_uri("an s3:// URI like s3://bucket/_lethe"))
-    ] = Field(None, validation_alias=_env("LETHE_LAKE_URI"))
+    lake_uri: LakeUri = Field(None, validation_alias=_env("LETHE_LAKE_URI"))
 
 
 class SpliceSettings(_Settings):
@@ -242,9 +241,7 @@ class SpliceSettings(_Settings):
 
     max_bytes: PositiveBytes = Field(64 << 20, validation_alias=_env("LETHE_SPLICE_MAX_BYTES"))
     queue_url: str | None = Field(None, validation_alias=_env("LETHE_SPLICE_QUEUE_URL"))
-    lake_uri: Annotated[
-        str | None, BeforeValidator(_s3_uri("an s3:// URI like s3://bucket/_lethe"))
-    ] = Field(None, validation_alias=_env("LETHE_LAKE_URI"))
+    lake_uri: LakeUri = Field(None, validation_alias=_env("LETHE_LAKE_URI"))
 
 
 class IngestTriggerSettings(_Settings):

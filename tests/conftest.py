@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import doctest
+import importlib
 import uuid
 from collections.abc import Iterator
 from typing import Any
 
 import pyarrow as pa
 import pytest
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, Phase, settings
+from hypothesis.stateful import RuleBasedStateMachine
 
 from devtools.local.server import LocalAws, start_moto
 
@@ -16,6 +19,35 @@ from devtools.local.server import LocalAws, start_moto
 # its too-slow health check are off; benchmarks measure time instead.
 settings.register_profile("lethe", deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("lethe")
+
+
+def assert_doctests(module: str) -> None:
+    """The examples in the docstrings of ``module`` (there are some) all pass."""
+    result = doctest.testmod(importlib.import_module(module), optionflags=doctest.ELLIPSIS)
+    assert result.attempted > 0
+    assert result.failed == 0
+
+
+def run_state_machine(
+    machine: type[RuleBasedStateMachine],
+    *,
+    examples: int,
+    steps: int,
+    random: bool,
+    shrink: bool = True,
+) -> None:
+    """Run a Hypothesis state machine: ``examples`` runs of up to ``steps`` steps each,
+    derandomized unless ``random``, every health check off, no shrinking unless ``shrink``."""
+    run = machine.TestCase
+    run.settings = settings(
+        max_examples=examples,
+        stateful_step_count=steps,
+        deadline=None,
+        derandomize=not random,
+        suppress_health_check=list(HealthCheck),
+        phases=[p for p in Phase if shrink or p not in (Phase.shrink, Phase.explain)],
+    )
+    run().runTest()
 
 
 @pytest.fixture(scope="session")

@@ -5,8 +5,14 @@ never uses them does not pay for the import."""
 
 from __future__ import annotations
 
+import datetime as dt
 import uuid
+from collections.abc import Callable
 from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pytest
 
 REGION = "us-east-1"
 
@@ -45,6 +51,21 @@ def glue_catalog(aws: Any, bucket: str) -> Any:
     return cat
 
 
+@pytest.fixture
+def catalog(aws: Any, bucket: str) -> Any:
+    """:func:`glue_catalog` as a fixture (a test module binds it: ``catalog = engines.catalog``)."""
+    return glue_catalog(aws, bucket)
+
+
+def dated_rows(start: int, n: int, **more: Callable[[np.ndarray], Any]) -> pa.Table:
+    """Rows ``id`` ``start..start+n`` and ``dt`` (one of three days by id), then a column per
+    ``more`` computed from the ids."""
+    ids = np.arange(start, start + n, dtype=np.int64)
+    days = [dt.date(2026, 1, 1 + int(i) % 3) for i in ids]
+    columns = {"id": pa.array(ids), "dt": pa.array(days)}
+    return pa.table({**columns, **{name: pa.array(f(ids)) for name, f in more.items()}})
+
+
 def delta_options(aws: Any) -> dict[str, str]:
     """delta-rs' ``storage_options`` for moto's S3 (plain HTTP, no locking provider)."""
     return {
@@ -72,3 +93,19 @@ def glue_database(glue: Any) -> str:
     name = f"db_{uuid.uuid4().hex[:8]}"
     glue.create_database(DatabaseInput={"Name": name})
     return name
+
+
+def glue_parquet_table(
+    glue: Any, db: str, columns: list[dict[str, str]], location: str, keys: list[dict[str, str]]
+) -> None:
+    """An external Parquet table ``events`` in Glue database ``db``, partitioned by ``keys``."""
+    glue.create_table(
+        DatabaseName=db,
+        TableInput={
+            "Name": "events",
+            "TableType": "EXTERNAL_TABLE",
+            "Parameters": {"classification": "parquet"},
+            "StorageDescriptor": {**GLUE_PARQUET_SD, "Columns": columns, "Location": location},
+            "PartitionKeys": keys,
+        },
+    )

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import doctest
-import importlib
-
 import pytest
+
+from tests.conftest import assert_doctests
 
 MODULES = [
     "adopt.source",
@@ -56,7 +55,4 @@ MODULES = [
 
 @pytest.mark.parametrize("name", MODULES)
 def test_docstring_examples(name: str) -> None:
-    module = importlib.import_module(f"lethe.{name}")
-    result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
-    assert result.attempted > 0
-    assert result.failed == 0
+    assert_doctests(f"lethe.{name}")

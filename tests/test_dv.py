@@ -436,6 +436,13 @@ def _with_footer(doc: object, *, flags: bytes = bytes(4), blobs: bytes = b"") ->
     return b"PFA1" + blobs + b"PFA1" + payload + struct.pack("<i", len(payload)) + flags + b"PFA1"
 
 
+def _blob(*, drop: str = "", **fields: object) -> dict[str, object]:
+    """A footer's blob entry (offset 4, length 0) with ``fields`` changed, ``drop`` left out."""
+    entry = {"type": "t", "fields": [], "snapshot-id": -1, "sequence-number": -1, "offset": 4}
+    entry = {**entry, "length": 0, **fields}
+    return {k: v for k, v in entry.items() if k != drop}
+
+
 @pytest.mark.parametrize(
     ("container", "message"),
     [
@@ -443,52 +450,9 @@ def _with_footer(doc: object, *, flags: bytes = bytes(4), blobs: bytes = b"") ->
         (_with_footer({"blobs": []}, flags=b"\x01\x00\x00\x00"), "compressed"),
         (b"PFA1PFA1{not json" + struct.pack("<i", 9) + bytes(4) + b"PFA1", "JSON"),
         (_with_footer({"blob": []}), "blobs"),
-        (
-            _with_footer(
-                {
-                    "blobs": [
-                        {
-                            "type": "t",
-                            "fields": [],
-                            "snapshot-id": -1,
-                            "sequence-number": -1,
-                            "offset": 4,
-                            "length": 9,
-                        }
-                    ]
-                },
-                blobs=b"12345",
-            ),
-            "outside",
-        ),
-        (
-            _with_footer(
-                {
-                    "blobs": [
-                        {"type": "t", "fields": [], "snapshot-id": -1, "offset": 4, "length": 0}
-                    ]
-                }
-            ),
-            "sequence-number",
-        ),
-        (
-            _with_footer(
-                {
-                    "blobs": [
-                        {
-                            "type": "t",
-                            "fields": [],
-                            "snapshot-id": -1,
-                            "sequence-number": -1,
-                            "offset": 4,
-                            "length": 0,
-                            "properties": {"a": 1},
-                        }
-                    ]
-                }
-            ),
-            "string",
-        ),
+        (_with_footer({"blobs": [_blob(length=9)]}, blobs=b"12345"), "outside"),
+        (_with_footer({"blobs": [_blob(drop="sequence-number")]}), "sequence-number"),
+        (_with_footer({"blobs": [_blob(properties={"a": 1})]}), "string"),
         (b"XXXX" + _with_footer({"blobs": []})[4:], "start with magic"),
         (b"PFA1" + struct.pack("<i", 2**30) + bytes(4) + b"PFA1", "does not fit"),
     ],

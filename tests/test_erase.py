@@ -7,13 +7,13 @@ import json
 import uuid
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from faults import fail_requests_after
 
 import lethe
+from devtools.datagen import BLOB_SCHEMA, blob_rows
 from lethe import errors
 from lethe.audit.verify import verify
 from lethe.erasure.erase import commit_splice, splice_file
@@ -21,16 +21,11 @@ from lethe.errors import StoreError
 from lethe.parquet.validate import validate
 from lethe.storage.store import MIN_PART_BYTES
 
-BLOBS = pa.schema([("id", pa.int64(), False), ("name", pa.string()), ("blob", pa.binary())])
+BLOBS = BLOB_SCHEMA
 
 
 def blobs(start: int, n: int, width: int = 1000) -> pa.Table:
-    rng = np.random.default_rng(start)
-    raw = rng.integers(0, 256, n * width, dtype=np.uint8).tobytes()
-    offsets = pa.array(np.arange(0, (n + 1) * width, width, dtype=np.int32))
-    data = pa.Array.from_buffers(pa.binary(), n, [None, offsets.buffers()[1], pa.py_buffer(raw)])
-    ids = np.arange(start, start + n, dtype=np.int64)
-    return pa.table({"id": ids, "name": [f"name-{i:08d}" for i in ids], "blob": data}, schema=BLOBS)
+    return blob_rows(start, n, width, digits=8)
 
 
 @pytest.fixture

@@ -31,7 +31,6 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
-from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
@@ -39,6 +38,7 @@ import lethe
 from devtools.audit import Needle, audit_bucket
 from lethe import errors
 from lethe.gc import collect
+from tests.conftest import run_state_machine
 
 EXAMPLES = int(os.environ.get("LETHE_HISTORY_EXAMPLES", "3"))
 STEPS = int(os.environ.get("LETHE_HISTORY_STEPS", "12"))
@@ -214,12 +214,4 @@ def test_history_state_machine(s3: Any, bucket: str) -> None:
     after it; after GC every receipt is complete and no byte of an erased person is left."""
     History.s3 = s3
     History.bucket = bucket
-    run = History.TestCase
-    run.settings = settings(
-        max_examples=EXAMPLES,
-        stateful_step_count=STEPS,
-        deadline=None,
-        derandomize=not RANDOM,
-        suppress_health_check=list(HealthCheck),
-    )
-    run().runTest()
+    run_state_machine(History, examples=EXAMPLES, steps=STEPS, random=RANDOM)

@@ -34,6 +34,16 @@ SCHEMA = pa.schema(
 )
 
 
+def evolve(u: Any) -> None:
+    """The common evolution: add ``country``, rename ``payload`` to ``body``, drop ``legacy``,
+    widen ``customer_id`` to int64 and ``amount`` to float64."""
+    u.add_column("country", pa.string())
+    u.rename_column("payload", "body")
+    u.drop_column("legacy")
+    u.widen_column("customer_id", pa.int64())
+    u.widen_column("amount", pa.float64())
+
+
 def rows(start: int, n: int) -> pa.Table:
     ids = list(range(start, start + n))
     return pa.table(
@@ -580,11 +590,7 @@ def test_the_iceberg_view_follows_every_schema(aws: Any, table_uri: str) -> None
     t.append(rows(0, 10))
     v1, uri1 = t.version, t.publish_iceberg()
     with t.update_schema() as u:
-        u.add_column("country", pa.string())
-        u.rename_column("payload", "body")
-        u.drop_column("legacy")
-        u.widen_column("customer_id", pa.int64())
-        u.widen_column("amount", pa.float64())
+        evolve(u)
     new = rows(10, 3).rename_columns(
         ["id", "customer_id", "amount", "body", "legacy", "day", "price"]
     )

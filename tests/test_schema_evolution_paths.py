@@ -10,7 +10,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from test_schema_evolution import SCHEMA, by_id, rows
+from test_schema_evolution import SCHEMA, by_id, evolve, rows
 
 import lethe
 from lethe import errors
@@ -244,11 +244,7 @@ def _evolved_view_table(table_uri: str, *, widen_day: bool, delete: bool = True)
     t = lethe.Table.create(table_uri, SCHEMA, key="id", row_group_bytes=256)
     t.append(rows(0, 30))
     with t.update_schema() as u:
-        u.add_column("country", pa.string())
-        u.rename_column("payload", "body")
-        u.drop_column("legacy")
-        u.widen_column("customer_id", pa.int64())
-        u.widen_column("amount", pa.float64())
+        evolve(u)
         u.widen_column("price", pa.decimal128(14, 2))
         if widen_day:
             u.widen_column("day", pa.timestamp("us"))

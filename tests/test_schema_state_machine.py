@@ -18,13 +18,7 @@ from lethe.audit.verify import verify
 from lethe.catalog.schemas import field_id
 
 WIDER = {"int32": "int64", "float32": "float64"}
-ARROW = {
-    "int32": pa.int32(),
-    "int64": pa.int64(),
-    "float32": pa.float32(),
-    "float64": pa.float64(),
-    "string": pa.string(),
-}
+ARROW = {name: getattr(pa, name)() for name in ("int32", "int64", "float32", "float64", "string")}
 INDEXED = 2  # the field id of the indexed column: renamed, never dropped or widened (refused)
 
 

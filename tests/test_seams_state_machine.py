@@ -36,7 +36,6 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from faults import InjectedFault, fail_requests_after
-from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
@@ -45,6 +44,7 @@ from devtools.audit import Needle, audit_bucket
 from lethe import errors
 from lethe.catalog.schemas import field_id
 from lethe.gc import collect
+from tests.conftest import run_state_machine
 
 #: issue 35 items whose fix is not on this branch: the combinations they break are skipped
 #: (``LETHE_SEAMS_KNOWN_OPEN=item1,item3`` overrides it, to try a fix or find a defect)
@@ -618,13 +618,4 @@ class Seams(RuleBasedStateMachine):
 def test_seams_state_machine(s3: Any) -> None:
     """issue 35: the features combined, against a model (see the module docstring)."""
     Seams.s3 = s3
-    run = Seams.TestCase
-    run.settings = settings(
-        max_examples=EXAMPLES,
-        stateful_step_count=STEPS,
-        deadline=None,
-        derandomize=not RANDOM,
-        suppress_health_check=list(HealthCheck),
-        phases=[p for p in Phase if SHRINK or p not in (Phase.shrink, Phase.explain)],
-    )
-    run().runTest()
+    run_state_machine(Seams, examples=EXAMPLES, steps=STEPS, random=RANDOM, shrink=SHRINK)

@@ -211,22 +211,11 @@ class LocalRuntime:
         self._stopped = False
         self._s3 = aws.client("s3")
         self._base_env = dict(os.environ)
-        self.events = EventSources(
-            sqs=aws.client("sqs"),
-            s3=self._s3,
-            template=self.template,
-            names=self.names,
-            visibility_timeout=settings.visibility_timeout,
-            echo=self.echo,
-        )
-        self.emr = LocalEmr(
-            emr=aws.client("emr-serverless"),
-            s3=self._s3,
-            template=self.template,
-            names=self.names,
-            log_dir=self.log_dir,
-            echo=self.echo,
-        )
+        # what the event sources and EMR read: the bucket, the template, its names, the echo
+        parts = {"s3": self._s3, "template": self.template, "names": self.names, "echo": self.echo}
+        sqs = aws.client("sqs")
+        self.events = EventSources(sqs=sqs, visibility_timeout=settings.visibility_timeout, **parts)
+        self.emr = LocalEmr(emr=aws.client("emr-serverless"), log_dir=self.log_dir, **parts)
         self.gc = LocalWorkflow(aws=aws, s3=self._s3, template=self.template, echo=self.echo)
 
     @property

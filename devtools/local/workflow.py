@@ -73,40 +73,23 @@ class LocalWorkflow:
     ) -> None:
         """Create the state machine (its functions share one environment: the variables of
         the functions its definition references) and read the schedule."""
-        self._create_state_machine(functions, base_env=base_env, code_root=code_root)
-        self._read_schedule()
-
-    def _create_state_machine(
-        self,
-        functions: Mapping[str, LocalFunction],
-        *,
-        base_env: Mapping[str, str],
-        code_root: Path,
-    ) -> None:
         machines = self.template.of_type("AWS::StepFunctions::StateMachine")
-        if not machines:
-            return
         if len(machines) > 1:
             raise LocalRunError("the local runtime runs one state machine; found several")
-        ((lid, props),) = machines.items()
-        referenced = {f for f in functions if f in json.dumps(props.get("DefinitionString"))}
-        env: dict[str, str] = {}
-        for f in sorted(referenced):
-            for k, v in functions[f].environment.items():
-                if env.get(k, v) != v:
-                    raise LocalRunError(
-                        f"GC functions disagree on {k}; the local runner shares one environment"
-                    )
-                env[k] = v
-        with environment({**base_env, "MOTO_PORT": str(self.aws.port)}):
-            self.state_machine = LocalStateMachine.from_template(
-                self.template.template,
-                aws=self.aws,
-                environment=env,
-                code_root=code_root,
+        for lid, props in machines.items():
+            env = _shared_environment(functions, json.dumps(props.get("DefinitionString")))
+            with environment({**base_env, "MOTO_PORT": str(self.aws.port)}):
+                self.state_machine = LocalStateMachine.from_template(
+                    self.template.template,
+                    aws=self.aws,
+                    environment=env,
+                    code_root=code_root,
+                )
+            arn = self.state_machine.arn
+            self.template.physical[lid] = Physical(
+                arn, {"Name": arn.rsplit(":", 1)[-1], "Arn": arn}
             )
-        arn = self.state_machine.arn
-        self.template.physical[lid] = Physical(arn, {"Name": arn.rsplit(":", 1)[-1], "Arn": arn})
+        self._read_schedule()
 
     def _read_schedule(self) -> None:
         for lid, props in self.template.of_type("AWS::Events::Rule").items():
@@ -183,3 +166,16 @@ class LocalWorkflow:
         except Exception:
             return None
         return GcReport.model_validate_json(body)
+
+
+def _shared_environment(functions: Mapping[str, LocalFunction], definition: str) -> dict[str, str]:
+    """The one environment of the functions ``definition`` references (they must agree)."""
+    env: dict[str, str] = {}
+    for f in sorted(f for f in functions if f in definition):
+        for k, v in functions[f].environment.items():
+            if env.get(k, v) != v:
+                raise LocalRunError(
+                    f"GC functions disagree on {k}; the local runner shares one environment"
+                )
+            env[k] = v
+    return env

@@ -33,8 +33,8 @@ value fails the function's initialization loudly (``_settings.SettingsError``, a
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
-from typing import Any, TypeVar
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar, cast
 
 from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.metrics import MetricUnit
@@ -106,6 +106,23 @@ class RunEvent(_Event):
 _E = TypeVar("_E", bound=_Event)
 
 
+_H = TypeVar("_H", bound=Callable[[dict[str, Any], Any], dict[str, Any]])
+
+
+def _entry(handler: _H) -> _H:
+    """A step's Powertools wrapping: Lambda context in the logs, a trace, metrics flushed."""
+    return cast(
+        _H,
+        logger.inject_lambda_context(tracer.capture_lambda_handler(metrics.log_metrics(handler))),
+    )
+
+
+def _run_step(event: dict[str, Any], step: str, run: Callable[..., StepResult]) -> dict[str, Any]:
+    """A step of one run (``expire``, ``abort``, ``purge``): ``run(table, run_id, dry_run=)``."""
+    e = _parse(RunEvent, event, step)
+    return _step_output(run(_table(e.table), e.run_id, dry_run=e.dry_run))
+
+
 def _parse(model: type[_E], event: Any, step: str) -> _E:
     # First thing in every step, so that a failing step still publishes a metric (and
     # Powertools has something to flush instead of warning about an empty metric set).
@@ -143,9 +160,7 @@ def _step_output(result: StepResult) -> dict[str, Any]:
     return result.summary()
 
 
-@logger.inject_lambda_context
-@tracer.capture_lambda_handler
-@metrics.log_metrics
+@_entry
 def retention(event: dict[str, Any], context: Any) -> dict[str, Any]:
     e = _parse(RetentionEvent, event, "retention")
     out = lethe_gc.retention_step(_table(e.table), dry_run=e.dry_run)
@@ -158,9 +173,7 @@ def retention(event: dict[str, Any], context: Any) -> dict[str, Any]:
     return out
 
 
-@logger.inject_lambda_context
-@tracer.capture_lambda_handler
-@metrics.log_metrics
+@_entry
 def plan(event: dict[str, Any], context: Any) -> dict[str, Any]:
     e = _parse(PlanEvent, event, "plan")
     st = lethe_gc.plan_step(
@@ -190,9 +203,7 @@ def plan(event: dict[str, Any], context: Any) -> dict[str, Any]:
     return st.model_dump(mode="json")
 
 
-@logger.inject_lambda_context
-@tracer.capture_lambda_handler
-@metrics.log_metrics
+@_entry
 def sweep(event: dict[str, Any], context: Any) -> dict[str, Any]:
     e = _parse(SweepEvent, event, "sweep")
     return {
@@ -201,33 +212,22 @@ def sweep(event: dict[str, Any], context: Any) -> dict[str, Any]:
     }
 
 
-@logger.inject_lambda_context
-@tracer.capture_lambda_handler
-@metrics.log_metrics
+@_entry
 def expire(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    e = _parse(RunEvent, event, "expire")
-    return _step_output(lethe_gc.expire_step(_table(e.table), e.run_id, dry_run=e.dry_run))
+    return _run_step(event, "expire", lethe_gc.expire_step)
 
 
-@logger.inject_lambda_context
-@tracer.capture_lambda_handler
-@metrics.log_metrics
+@_entry
 def abort(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    e = _parse(RunEvent, event, "abort")
-    return _step_output(lethe_gc.abort_step(_table(e.table), e.run_id, dry_run=e.dry_run))
+    return _run_step(event, "abort", lethe_gc.abort_step)
 
 
-@logger.inject_lambda_context
-@tracer.capture_lambda_handler
-@metrics.log_metrics
+@_entry
 def purge(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    e = _parse(RunEvent, event, "purge")
-    return _step_output(lethe_gc.purge_step(_table(e.table), e.run_id, dry_run=e.dry_run))
+    return _run_step(event, "purge", lethe_gc.purge_step)
 
 
-@logger.inject_lambda_context
-@tracer.capture_lambda_handler
-@metrics.log_metrics
+@_entry
 def report(event: dict[str, Any], context: Any) -> dict[str, Any]:
     e = _parse(RunEvent, event, "report")
     rep = lethe_gc.report_step(_table(e.table), e.run_id, dry_run=e.dry_run)
@@ -241,9 +241,7 @@ def report(event: dict[str, Any], context: Any) -> dict[str, Any]:
     return rep.summary()
 
 
-@logger.inject_lambda_context
-@tracer.capture_lambda_handler
-@metrics.log_metrics
+@_entry
 def record_failure(event: dict[str, Any], context: Any) -> dict[str, Any]:
     metrics.add_dimension(name="step", value="record_failure")
     metrics.add_metric(name="GcStepInvocations", unit=MetricUnit.Count, value=1)

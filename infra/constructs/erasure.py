@@ -34,6 +34,14 @@ COMMIT_KEYS = (
     c.HEAD_KEY,
     c.METADATA_PREFIX + "*",
 )
+DELETE_ABOUT = (
+    "Applies batches of delete requests as deletion vectors (one commit "
+    "per batch); forwards erasure requests to the splice queue."
+)
+SPLICE_ABOUT = (
+    "Physically erases rows by splicing row groups of one data file into "
+    "a new object (multipart upload with server-side copies), then commits."
+)
 
 
 class ErasureFunctions(Construct):
@@ -51,19 +59,13 @@ class ErasureFunctions(Construct):
         splice_max_bytes: int,
     ) -> None:
         super().__init__(scope, construct_id)
-        self.delete_handler: LetheFunction = runtime.function(
+        splice_url = queues.splice.queue.queue_url
+        self.delete_handler: LetheFunction = runtime.for_handler(
             self,
             "DeleteHandler",
-            handler=c.DELETE_HANDLER,
-            service=f"{c.SERVICE}-delete-requests",
-            description="Applies batches of delete requests as deletion vectors (one commit "
-            "per batch); forwards erasure requests to the splice queue.",
-            timeout=cdk.Duration.seconds(c.DELETE_TIMEOUT_SECONDS),
-            memory_mb=c.DELETE_MEMORY_MB,
-            environment={
-                c.ENV_TABLE_URI: storage.table_uri,
-                c.ENV_SPLICE_QUEUE_URL: queues.splice.queue.queue_url,
-            },
+            c.DELETE_HANDLER,
+            DELETE_ABOUT,
+            {c.ENV_TABLE_URI: storage.table_uri, c.ENV_SPLICE_QUEUE_URL: splice_url},
         )
         fn = self.delete_handler.function
         fn.add_event_source(
@@ -79,22 +81,14 @@ class ErasureFunctions(Construct):
         queues.splice.grant_send(fn)
 
         reserved = splice_concurrency or None
-        self.splice_worker: LetheFunction = runtime.function(
-            self,
-            "SpliceWorker",
-            handler=c.SPLICE_HANDLER,
-            service=f"{c.SERVICE}-splice",
-            description="Physically erases rows by splicing row groups of one data file into "
-            "a new object (multipart upload with server-side copies), then commits.",
-            timeout=cdk.Duration.seconds(c.SPLICE_TIMEOUT_SECONDS),
-            memory_mb=c.SPLICE_MEMORY_MB,
-            environment={
-                c.ENV_TABLE_URI: storage.table_uri,
-                c.ENV_SPLICE_MAX_BYTES: str(splice_max_bytes),
-                # the first job fans out to one job per group; a group re-enqueues its rest
-                c.ENV_SPLICE_QUEUE_URL: queues.splice.queue.queue_url,
-            },
-            reserved_concurrency=reserved,
+        env = {
+            c.ENV_TABLE_URI: storage.table_uri,
+            c.ENV_SPLICE_MAX_BYTES: str(splice_max_bytes),
+            # the first job fans out to one job per group; a group re-enqueues its rest
+            c.ENV_SPLICE_QUEUE_URL: splice_url,
+        }
+        self.splice_worker: LetheFunction = runtime.for_handler(
+            self, "SpliceWorker", c.SPLICE_HANDLER, SPLICE_ABOUT, env, reserved_concurrency=reserved
         )
         fn = self.splice_worker.function
         fn.add_event_source(

@@ -20,13 +20,12 @@ from aws_cdk import aws_glue as glue
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
-from aws_cdk import aws_s3_notifications as s3n
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from infra import constants as c
-from infra.constructs.queues import grant_send, queue_encryption
-from infra.constructs.runtime import LambdaRuntime, LetheFunction
+from infra.constructs.queues import queue_encryption
+from infra.constructs.runtime import LambdaRuntime, LetheFunction, ObjectCreated
 from infra.constructs.storage import TableStorage
 
 
@@ -38,6 +37,11 @@ def glue_table_name(table_prefix: str) -> str:
     """
     last = table_prefix.strip("/").rsplit("/", 1)[-1].lower()
     return re.sub(r"[^a-z0-9_]", "_", last) or "lethe_table"
+
+
+REGISTER_ABOUT = (
+    "Moves the Glue table of the table's Iceberg view to each newly published metadata file."
+)
 
 
 class IcebergCatalog(Construct):
@@ -72,32 +76,19 @@ class IcebergCatalog(Construct):
             ),
         )
         self.failures = sqs.Queue(self, "RegisterFailures", **queue_encryption(encryption_key))
-        self.register: LetheFunction = runtime.function(
-            self,
-            "Register",
-            handler=c.ICEBERG_GLUE_HANDLER,
-            service=f"{c.SERVICE}-iceberg-glue",
-            description="Moves the Glue table of the table's Iceberg view to each newly "
-            "published metadata file.",
-            timeout=cdk.Duration.seconds(c.ICEBERG_GLUE_TIMEOUT_SECONDS),
-            memory_mb=c.ICEBERG_GLUE_MEMORY_MB,
-            environment={
-                c.ENV_TABLE_URI: storage.table_uri,
-                c.ENV_GLUE_DATABASE: self.database_name,
-                c.ENV_GLUE_TABLE: self.table_name,
-            },
-            dead_letter_queue=self.failures,
-            retry_attempts=2,
+        env = {
+            c.ENV_TABLE_URI: storage.table_uri,
+            c.ENV_GLUE_DATABASE: self.database_name,
+            c.ENV_GLUE_TABLE: self.table_name,
+        }
+        metadata = s3.NotificationKeyFilter(
+            prefix=storage.key_pattern(c.METADATA_PREFIX), suffix=".metadata.json"
+        )
+        trigger = ObjectCreated(storage.bucket, metadata, self.failures, encryption_key)
+        self.register: LetheFunction = runtime.for_handler(
+            self, "Register", c.ICEBERG_GLUE_HANDLER, REGISTER_ABOUT, env, trigger=trigger
         )
         fn = self.register.function
-        grant_send(self.failures, fn, encryption_key)
-        storage.bucket.add_event_notification(
-            s3.EventType.OBJECT_CREATED,
-            s3n.LambdaDestination(fn),
-            s3.NotificationKeyFilter(
-                prefix=storage.key_pattern(c.METADATA_PREFIX), suffix=".metadata.json"
-            ),
-        )
         fn.add_to_role_policy(
             iam.PolicyStatement(
                 sid="RegisterIcebergView",

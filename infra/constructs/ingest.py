@@ -24,14 +24,13 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_s3_deployment as s3deploy
-from aws_cdk import aws_s3_notifications as s3n
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from infra import constants as c
 from infra.constructs._nag import acknowledge, arn_ref
-from infra.constructs.queues import grant_send, queue_encryption
-from infra.constructs.runtime import LambdaRuntime, LetheFunction
+from infra.constructs.queues import queue_encryption
+from infra.constructs.runtime import LambdaRuntime, LetheFunction, ObjectCreated
 from infra.constructs.storage import TableStorage, private_bucket
 
 EMR_WRITE_KEYS = (
@@ -68,6 +67,12 @@ def _asset_bucket_objects(stack: cdk.Stack) -> str:
     account = stack.account if not cdk.Token.is_unresolved(stack.account) else "<AWS::AccountId>"
     region = stack.region if concrete else "<AWS::Region>"
     return f"arn:{partition}:s3:::cdk-{qualifier}-assets-{account}-{region}/*"
+
+
+TRIGGER_ABOUT = (
+    "Registers an uploaded Parquet file in the table, or starts an EMR "
+    "Serverless ingest job for larger or non-Parquet uploads."
+)
 
 
 class Ingest(Construct):
@@ -197,35 +202,21 @@ class Ingest(Construct):
 
         # ---------------------------------------------------------------- trigger
         self.failures = sqs.Queue(self, "TriggerFailures", **queue_encryption(encryption_key))
-        self.trigger: LetheFunction = runtime.function(
-            self,
-            "Trigger",
-            handler=c.INGEST_HANDLER,
-            service=f"{c.SERVICE}-ingest",
-            description="Registers an uploaded Parquet file in the table, or starts an EMR "
-            "Serverless ingest job for larger or non-Parquet uploads.",
-            timeout=cdk.Duration.seconds(c.INGEST_TIMEOUT_SECONDS),
-            memory_mb=c.INGEST_MEMORY_MB,
-            environment={
-                c.ENV_TABLE_URI: storage.table_uri,
-                c.ENV_INCOMING_PREFIX: c.INCOMING_PREFIX,
-                c.ENV_DIRECT_REGISTER_MAX_BYTES: str(direct_register_max_bytes),
-                c.ENV_EMR_APPLICATION_ID: self.application.attr_application_id,
-                c.ENV_EMR_JOB_ROLE_ARN: self.job_role.role_arn,
-                c.ENV_EMR_ENTRY_POINT: self.entry_point_uri,
-                c.ENV_EMR_JOB_ARCHIVE: self.job_archive_uri,
-            },
-            dead_letter_queue=self.failures,  # S3 invokes asynchronously
-            retry_attempts=2,
+        env = {
+            c.ENV_TABLE_URI: storage.table_uri,
+            c.ENV_INCOMING_PREFIX: c.INCOMING_PREFIX,
+            c.ENV_DIRECT_REGISTER_MAX_BYTES: str(direct_register_max_bytes),
+            c.ENV_EMR_APPLICATION_ID: self.application.attr_application_id,
+            c.ENV_EMR_JOB_ROLE_ARN: self.job_role.role_arn,
+            c.ENV_EMR_ENTRY_POINT: self.entry_point_uri,
+            c.ENV_EMR_JOB_ARCHIVE: self.job_archive_uri,
+        }
+        incoming = s3.NotificationKeyFilter(prefix=c.INCOMING_PREFIX)
+        trigger = ObjectCreated(storage.bucket, incoming, self.failures, encryption_key)
+        self.trigger: LetheFunction = runtime.for_handler(
+            self, "Trigger", c.INGEST_HANDLER, TRIGGER_ABOUT, env, trigger=trigger
         )
         fn = self.trigger.function
-        # Function(dead_letter_queue=...) grants sqs:SendMessage but not the KMS side.
-        grant_send(self.failures, fn, encryption_key)
-        storage.bucket.add_event_notification(
-            s3.EventType.OBJECT_CREATED,
-            s3n.LambdaDestination(fn),
-            s3.NotificationKeyFilter(prefix=c.INCOMING_PREFIX),
-        )
         self._acknowledge_notifications_handler(stack)
         storage.grant_incoming_read(fn)
         storage.grant_table_read(fn)

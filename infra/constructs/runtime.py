@@ -9,23 +9,41 @@ explicit log group with a retention, arm64, active tracing, Powertools environme
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import NotRequired, TypedDict, Unpack
 
 import aws_cdk as cdk
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
+from aws_cdk import aws_s3 as s3
+from aws_cdk import aws_s3_notifications as s3n
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from infra import constants as c
 from infra.constructs._nag import acknowledge
+from infra.constructs.queues import grant_send
 
 ROOT = Path(__file__).resolve().parents[2]
 
 RUNTIME = lambda_.Runtime(f"python{c.LAMBDA_PYTHON_VERSION}", lambda_.RuntimeFamily.PYTHON)
 ARCHITECTURE = lambda_.Architecture.ARM_64
+
+
+# handler entry point -> (service name suffix, timeout in seconds, memory in MB)
+LIMITS: Mapping[str, tuple[str, int, int]] = {
+    c.DELETE_HANDLER: ("delete-requests", c.DELETE_TIMEOUT_SECONDS, c.DELETE_MEMORY_MB),
+    c.SPLICE_HANDLER: ("splice", c.SPLICE_TIMEOUT_SECONDS, c.SPLICE_MEMORY_MB),
+    c.INGEST_HANDLER: ("ingest", c.INGEST_TIMEOUT_SECONDS, c.INGEST_MEMORY_MB),
+    c.ICEBERG_GLUE_HANDLER: (
+        "iceberg-glue",
+        c.ICEBERG_GLUE_TIMEOUT_SECONDS,
+        c.ICEBERG_GLUE_MEMORY_MB,
+    ),
+}
 
 
 class LayerMissingError(RuntimeError):
@@ -74,6 +92,25 @@ class FunctionSpec(TypedDict):
     reserved_concurrency: NotRequired[int | None]
     dead_letter_queue: NotRequired[sqs.IQueue | None]
     retry_attempts: NotRequired[int | None]
+
+
+class FunctionExtras(TypedDict, total=False):
+    """The optional part of a :class:`FunctionSpec`."""
+
+    reserved_concurrency: int | None
+    dead_letter_queue: sqs.IQueue | None
+    retry_attempts: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectCreated:
+    """S3 ObjectCreated events under ``key_filter`` of ``bucket`` invoke a function;
+    ``failures`` is its dead-letter queue (encrypted with ``encryption_key``)."""
+
+    bucket: s3.IBucket
+    key_filter: s3.NotificationKeyFilter
+    failures: sqs.IQueue
+    encryption_key: kms.IKey | None
 
 
 class LetheFunction(Construct):
@@ -214,3 +251,42 @@ class LambdaRuntime(Construct):
     ) -> LetheFunction:
         """A function under ``scope`` with this runtime's layers, code and defaults."""
         return LetheFunction(scope, construct_id, runtime=self, **spec)
+
+    def for_handler(
+        self,
+        scope: Construct,
+        construct_id: str,
+        handler: str,
+        description: str,
+        environment: Mapping[str, str],
+        *,
+        trigger: ObjectCreated | None = None,
+        **extras: Unpack[FunctionExtras],
+    ) -> LetheFunction:
+        """:meth:`function` for one of the handlers in :data:`LIMITS`, with its service name,
+        timeout and memory; invoked by S3 on ObjectCreated if ``trigger`` is given.
+
+        S3 invokes asynchronously: two retries, then the trigger's dead-letter queue
+        (``Function(dead_letter_queue=...)`` grants sqs:SendMessage, not the KMS side).
+        """
+        service, timeout_seconds, memory_mb = LIMITS[handler]
+        if trigger is not None:
+            extras.update(dead_letter_queue=trigger.failures, retry_attempts=2)
+        made = self.function(
+            scope,
+            construct_id,
+            handler=handler,
+            service=f"{c.SERVICE}-{service}",
+            description=description,
+            timeout=cdk.Duration.seconds(timeout_seconds),
+            memory_mb=memory_mb,
+            environment=environment,
+            **extras,
+        )
+        if trigger is not None:
+            fn = made.function
+            grant_send(trigger.failures, fn, trigger.encryption_key)
+            trigger.bucket.add_event_notification(
+                s3.EventType.OBJECT_CREATED, s3n.LambdaDestination(fn), trigger.key_filter
+            )
+        return made

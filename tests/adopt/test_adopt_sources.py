@@ -22,6 +22,7 @@ from tests.engines import (
     delta_options,
     glue_catalog,
     glue_database,
+    glue_parquet_table,
     iceberg_view,
 )
 
@@ -99,20 +100,7 @@ def test_adopt_a_glue_table_with_typed_partitions(aws: Any, s3: Any, bucket: str
     glue = aws.client("glue")
     db = glue_database(glue)
     cols = [{"Name": "id", "Type": "bigint"}, {"Name": "customer_id", "Type": "int"}]
-    glue.create_table(
-        DatabaseName=db,
-        TableInput={
-            "Name": "events",
-            "TableType": "EXTERNAL_TABLE",
-            "Parameters": {"classification": "parquet"},
-            "StorageDescriptor": {
-                **GLUE_PARQUET_SD,
-                "Columns": cols,
-                "Location": f"s3://{bucket}/raw/g",
-            },
-            "PartitionKeys": [{"Name": "dt", "Type": "date"}],
-        },
-    )
+    glue_parquet_table(glue, db, cols, f"s3://{bucket}/raw/g", [{"Name": "dt", "Type": "date"}])
     for i, day in enumerate(("2026-01-01", "2026-01-02")):
         buf = io.BytesIO()
         pq.write_table(_data(i * 100, 100).drop_columns(["dt"]), buf)

@@ -18,7 +18,7 @@ from lethe.iceberg.glue import register
 from lethe.storage.store import S3Store
 from lethe.table import Table
 from tests.conftest import events
-from tests.engines import GLUE_PARQUET_SD, glue_database
+from tests.engines import GLUE_PARQUET_SD, glue_database, glue_parquet_table
 
 COLUMNS = [
     {"Name": "id", "Type": "bigint"},
@@ -57,16 +57,7 @@ def glue(aws: Any) -> Any:
 def test_partitioned_table_with_own_locations(s3: Any, bucket: str, glue: Any) -> None:
     db = glue_database(glue)
     root = f"s3://{bucket}/raw/events"
-    glue.create_table(
-        DatabaseName=db,
-        TableInput={
-            "Name": "events",
-            "TableType": "EXTERNAL_TABLE",
-            "Parameters": {"classification": "parquet"},
-            "StorageDescriptor": {**GLUE_PARQUET_SD, "Columns": COLUMNS, "Location": root},
-            "PartitionKeys": KEYS,
-        },
-    )
+    glue_parquet_table(glue, db, COLUMNS, root, KEYS)
     parts = {
         ("2026-01-01", "de"): "raw/events/dt=2026-01-01/country=de",  # Hive naming
         ("2026-01-02", "fr"): "raw/events/2026/01/02/fr",  # a location of its own

@@ -16,7 +16,6 @@ Fixtures:
 
 from __future__ import annotations
 
-import datetime as dt
 import io
 import time
 import uuid
@@ -48,24 +47,15 @@ from lethe.adopt.iceberg import list_iceberg
 from lethe.adopt.source import SourceListing
 from lethe.storage.store import S3Store
 from lethe.table import Table
+from tests import engines
 from tests.conftest import events
-from tests.engines import glue_catalog, iceberg_view
+from tests.engines import iceberg_view
 
-
-@pytest.fixture
-def catalog(aws: Any, bucket: str) -> GlueCatalog:
-    return glue_catalog(aws, bucket)
+catalog = engines.catalog  # the Glue catalog fixture
 
 
 def _data(start: int, n: int) -> pa.Table:
-    ids = np.arange(start, start + n, dtype=np.int64)
-    return pa.table(
-        {
-            "id": pa.array(ids),
-            "dt": pa.array([dt.date(2026, 1, 1 + int(i) % 3) for i in ids]),
-            "v": pa.array([f"v{i}" for i in ids]),
-        }
-    )
+    return engines.dated_rows(start, n, v=lambda ids: [f"v{i}" for i in ids])
 
 
 def _read(s3: Any, uri: str) -> pa.Table:

@@ -9,37 +9,26 @@ deltalake (delta-rs)."""
 
 from __future__ import annotations
 
-import datetime as dt
 import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pytest
 from deltalake import DeltaTable, write_deltalake
 from pyiceberg.catalog.glue import GlueCatalog
 
 import lethe
 from lethe.erasure.ownership import superseded_external
 from lethe.gc import collect
-from tests.engines import delta_options, glue_catalog
+from tests import engines
+from tests.engines import delta_options
 
-
-@pytest.fixture
-def catalog(aws: Any, bucket: str) -> GlueCatalog:
-    return glue_catalog(aws, bucket)
+catalog = engines.catalog  # the Glue catalog fixture
 
 
 def _data(start: int, n: int) -> pa.Table:
-    ids = np.arange(start, start + n, dtype=np.int64)
-    return pa.table(
-        {
-            "id": pa.array(ids),
-            "dt": pa.array([dt.date(2026, 1, 1 + int(i) % 3) for i in ids]),
-            "customer_id": pa.array((ids % 20).astype(np.int32)),
-        }
-    )
+    return engines.dated_rows(start, n, customer_id=lambda ids: (ids % 20).astype(np.int32))
 
 
 def _keys(s3: Any, bucket: str, prefix: str) -> set[str]:

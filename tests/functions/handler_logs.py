@@ -28,3 +28,21 @@ def handler_logs(capsys: pytest.CaptureFixture[str], handler: ModuleType) -> Cal
         return got.out + got.err
 
     return read
+
+
+# Fixtures of the delete-request handler's tests (test_delete_requests, test_lake_requests):
+# a test module imports them by name.
+
+
+@pytest.fixture(autouse=True)
+def delete_handler_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("POWERTOOLS_SERVICE_NAME", "lethe-delete-requests")
+    monkeypatch.setenv("POWERTOOLS_METRICS_NAMESPACE", "Lethe")
+
+
+@pytest.fixture
+def logs(capsys: pytest.CaptureFixture[str]) -> Callable[[], str]:
+    """The delete-request handler's log lines of this test."""
+    from functions.delete_requests import handler as h
+
+    return handler_logs(capsys, h)

@@ -12,41 +12,17 @@ from conftest import EVENTS, events
 
 import lethe
 from devtools.local.events import LambdaContext, sqs_event
-from tests.functions.handler_logs import handler_logs
+from tests.functions import handler_logs
+from tests.functions.queues import new_queue, receive
 
-
-@pytest.fixture(autouse=True)
-def _powertools_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("POWERTOOLS_SERVICE_NAME", "lethe-delete-requests")
-    monkeypatch.setenv("POWERTOOLS_METRICS_NAMESPACE", "Lethe")
-
-
-@pytest.fixture
-def logs(capsys: pytest.CaptureFixture[str]) -> Callable[[], str]:
-    """The handler's log lines of this test."""
-    from functions.delete_requests import handler as h
-
-    return handler_logs(capsys, h)
+# the delete-request handler's fixtures (autouse environment, log lines)
+delete_handler_env = handler_logs.delete_handler_env
+logs = handler_logs.logs
 
 
 @pytest.fixture
 def queue(aws: Any) -> tuple[Any, str, str]:
-    sqs = aws.client("sqs")
-    url = sqs.create_queue(QueueName=f"deletes-{uuid.uuid4().hex[:8]}")["QueueUrl"]
-    arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"][
-        "QueueArn"
-    ]
-    return sqs, url, arn
-
-
-def receive_all(sqs: Any, url: str, n: int) -> list[dict[str, Any]]:
-    got: list[dict[str, Any]] = []
-    while len(got) < n:
-        r = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=1)
-        got.extend(r.get("Messages", []))
-        if not r.get("Messages"):
-            break
-    return got
+    return new_queue(aws, "deletes")
 
 
 def msg(table: str, filters: Any, rid: str | None = None, mode: str = "logical") -> str:
@@ -159,7 +135,7 @@ def test_erase_mode_records_pending_erasure(table_uri: str, queue: Any) -> None:
     sqs.send_message(
         QueueUrl=url, MessageBody=msg(table_uri, [["id", "=", 42]], "erase-1", mode="erase")
     )
-    received = receive_all(sqs, url, 1)
+    received = receive(sqs, url, 1)
     resp = h.handler(sqs_event(received, queue_arn=arn), LambdaContext())
     assert resp["batchItemFailures"] == []
     t = lethe.Table.open(table_uri)
@@ -197,7 +173,7 @@ def test_an_all_bad_batch_is_reported_not_raised(table_uri: str, queue: Any) -> 
     sqs, url, arn = queue
     for body in ("not json", msg(table_uri, [["nope", "=", 1]]), msg(table_uri, "id = 1")):
         sqs.send_message(QueueUrl=url, MessageBody=body)
-    received = receive_all(sqs, url, 3)
+    received = receive(sqs, url, 3)
     assert len(received) == 3
     resp = h.handler(sqs_event(received, queue_arn=arn), LambdaContext())
     assert {f["itemIdentifier"] for f in resp["batchItemFailures"]} == {
@@ -223,7 +199,7 @@ def test_swapped_predicate_slots_never_echo_the_value(
     ]
     for body in bodies:
         sqs.send_message(QueueUrl=url, MessageBody=body)
-    received = receive_all(sqs, url, len(bodies))
+    received = receive(sqs, url, len(bodies))
     resp = h.handler(sqs_event(received, queue_arn=arn), LambdaContext())
     assert len(resp["batchItemFailures"]) == len(bodies)
     text = logs()
@@ -247,7 +223,7 @@ def test_a_request_id_names_one_request(
     ):
         sqs.send_message(QueueUrl=url, MessageBody=body)
         # FIFO-free queue: send one at a time so the order of receipt is the order sent
-    received = receive_all(sqs, url, 2)
+    received = receive(sqs, url, 2)
     by_body = {json.loads(m["Body"])["filters"][0][2]: m["MessageId"] for m in received}
     resp = h.handler(sqs_event(received, queue_arn=arn), LambdaContext())
     [failed] = [f["itemIdentifier"] for f in resp["batchItemFailures"]]
@@ -267,7 +243,7 @@ def test_a_request_id_names_one_request(
         msg(table_uri, [["id", "=", first]], "rid-A"),
     ):
         sqs.send_message(QueueUrl=url, MessageBody=body)
-    received = receive_all(sqs, url, 3)
+    received = receive(sqs, url, 3)
     resp = h.handler(sqs_event(received, queue_arn=arn), LambdaContext())
     failed_bodies = {
         m["Body"]

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import re
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from datetime import timedelta
 from typing import Any
@@ -17,50 +16,16 @@ import pytest
 import lethe
 from devtools.local.events import LambdaContext, sqs_event
 from lethe.gc import collect
-from tests.functions.handler_logs import handler_logs
+from tests.functions import handler_logs
+from tests.functions.queues import new_queue, receive
+
+# the delete-request handler's fixtures (autouse environment, log lines)
+delete_handler_env = handler_logs.delete_handler_env
+logs = handler_logs.logs
 
 PERSON = 7919
 SECRET_ID = "gdpr-secret-5e11"
 SCHEMA = pa.schema([("id", pa.int64(), False), ("customer_id", pa.int64())])
-
-
-@pytest.fixture(autouse=True)
-def _powertools_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("POWERTOOLS_SERVICE_NAME", "lethe-delete-requests")
-    monkeypatch.setenv("POWERTOOLS_METRICS_NAMESPACE", "Lethe")
-
-
-@pytest.fixture
-def logs(capsys: pytest.CaptureFixture[str]) -> Callable[[], str]:
-    """The handler's log lines of this test."""
-    from functions.delete_requests import handler as h
-
-    return handler_logs(capsys, h)
-
-
-def new_queue(aws: Any) -> tuple[Any, str, str]:
-    sqs = aws.client("sqs")
-    url = sqs.create_queue(QueueName=f"q-{uuid.uuid4().hex[:8]}")["QueueUrl"]
-    arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"][
-        "QueueArn"
-    ]
-    return sqs, url, arn
-
-
-def receive(sqs: Any, url: str, n: int) -> list[dict[str, Any]]:
-    got: list[dict[str, Any]] = []
-    while len(got) < n:
-        r = sqs.receive_message(
-            QueueUrl=url,
-            MaxNumberOfMessages=10,
-            WaitTimeSeconds=1,
-            MessageAttributeNames=["All"],
-            MessageSystemAttributeNames=["All"],
-        )
-        got.extend(r.get("Messages", []))
-        if not r.get("Messages"):
-            break
-    return got
 
 
 @pytest.fixture
@@ -131,7 +96,7 @@ def test_one_message_every_table_one_receipt(
             MessageBody=json.dumps(body),
             MessageAttributes={"name": {"DataType": "String", "StringValue": name}},
         )
-    received = receive(sqs, url, len(bodies))
+    received = receive(sqs, url, len(bodies), attributes=True)
     name_of = {m["MessageId"]: m["MessageAttributes"]["name"]["StringValue"] for m in received}
     versions = {u: lethe.Table.open(u).version for u in uris}
     resp = h.handler(sqs_event(received, queue_arn=arn), LambdaContext())
@@ -152,7 +117,7 @@ def test_one_message_every_table_one_receipt(
     assert receipt.state == "erasing" and len(receipt.tables) == 3
 
     # the splice jobs, one per table, then the worker and GC: one receipt, complete
-    jobs = receive(sqs, splice_url, 3)
+    jobs = receive(sqs, splice_url, 3, attributes=True)
     assert sorted(json.loads(j["Body"])["table"] for j in jobs) == sorted(uris)
     from functions.splice import handler as splice
 
@@ -188,7 +153,7 @@ def test_a_lake_message_without_a_lake_fails_with_a_reason(
     h = _with_settings(monkeypatch, {})
     body = {"request_id": SECRET_ID, "subject": "customer", "values": [PERSON]}
     sqs.send_message(QueueUrl=url, MessageBody=json.dumps(body))
-    received = receive(sqs, url, 1)
+    received = receive(sqs, url, 1, attributes=True)
     versions = {u: lethe.Table.open(u).version for u in uris}
     resp = h.handler(sqs_event(received, queue_arn=arn), LambdaContext())
     assert [f["itemIdentifier"] for f in resp["batchItemFailures"]] == [received[0]["MessageId"]]
@@ -238,12 +203,14 @@ def test_windowed_lake_defers_splices_and_publishes_its_backlog(
     (sqs, url, arn), splice_url, h = _lake_handler(aws, monkeypatch, lk)
     body = {"request_id": SECRET_ID, "subject": "customer", "values": [PERSON], "mode": "erase"}
     sqs.send_message(QueueUrl=url, MessageBody=json.dumps(body))
-    received = receive(sqs, url, 1)
+    received = receive(sqs, url, 1, attributes=True)
     logs()
     assert h.handler(sqs_event(received, queue_arn=arn), LambdaContext()) == {
         "batchItemFailures": []
     }
-    assert receive(sqs, splice_url, 1) == []  # the window run splices it, not a job now
+    assert (
+        receive(sqs, splice_url, 1, attributes=True) == []
+    )  # the window run splices it, not a job now
     (doc,) = [d for d in emf(logs()) if "PendingLakeRequests" in d]
     (directive,) = doc["_aws"]["CloudWatchMetrics"]
     assert directive["Namespace"] == "Lethe" and directive["Dimensions"] == [["service"]]

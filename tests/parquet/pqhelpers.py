@@ -29,6 +29,7 @@ from lethe.parquet.footer import (
     row_group_range,
     walk_pages,
 )
+from lethe.parquet.pages import runs
 from lethe.parquet.segments import Copy, Extent, apply_segments
 from lethe.parquet.splice import GroupEdit, SplicePlan, splice
 from lethe.parquet.thrift import decode, encode
@@ -58,8 +59,15 @@ def group_offsets(data: bytes) -> list[int]:
     return out
 
 
-def plan_erase(data: bytes, erase: Mapping[int, Iterable[int]]) -> SplicePlan:
-    """Plan a splice that removes rows by position within their group.
+def plan_erase(
+    data: bytes,
+    erase: Mapping[int, Iterable[int]],
+    *,
+    with_runs: bool = False,
+    page_level: bool = True,
+) -> SplicePlan:
+    """Plan a splice that removes rows by position within their group (``with_runs``: each
+    group's edit also names the erased runs, for the page-level splice).
 
     Only the bytes a real splice would fetch are handed over: the tail from the start of the
     index region (or the footer) and the edited groups.
@@ -72,10 +80,11 @@ def plan_erase(data: bytes, erase: Mapping[int, Iterable[int]]) -> SplicePlan:
         rng = row_group_range(footer.metadata.row_groups[g])
         raw = data[rng.start : rng.end]
         rows = decode_row_group(footer.metadata, g, raw)
-        drop = set(positions)
-        mask = pa.array([i not in drop for i in range(rows.num_rows)])
-        edits[g] = GroupEdit(raw, rows.filter(mask))
-    return splice(footer, edits, [Extent(tail_from, data[tail_from:])])
+        drop = sorted(set(positions))
+        dropped = set(drop)
+        keep = rows.filter(pa.array([i not in dropped for i in range(rows.num_rows)]))
+        edits[g] = GroupEdit(raw, keep, runs(drop)) if with_runs else GroupEdit(raw, keep)
+    return splice(footer, edits, [Extent(tail_from, data[tail_from:])], page_level=page_level)
 
 
 def assert_everything_round_trips(data: bytes) -> None:

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import doctest
-import importlib
-
 import pytest
+
+from tests.conftest import assert_doctests
 
 MODULES = [
     "thrift",
@@ -33,7 +32,4 @@ MODULES = [
 
 @pytest.mark.parametrize("name", MODULES)
 def test_docstring_examples(name: str) -> None:
-    module = importlib.import_module(f"lethe.parquet.{name}")
-    result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
-    assert result.attempted > 0
-    assert result.failed == 0
+    assert_doctests(f"lethe.parquet.{name}")

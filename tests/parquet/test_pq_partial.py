@@ -15,6 +15,7 @@ from typing import Any
 import duckdb
 import numpy as np
 import polars as pl
+import pqhelpers
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -32,19 +33,16 @@ from pqhelpers import (
     write,
 )
 
-from lethe.parquet.decode import decode_row_group
 from lethe.parquet.enums import Encoding
 from lethe.parquet.footer import (
     chunk_range,
-    index_region,
     read_column_index,
     read_offset_index,
     row_group_range,
     walk_pages,
 )
-from lethe.parquet.pages import runs
-from lethe.parquet.segments import Copy, Extent, apply_segments
-from lethe.parquet.splice import GroupEdit, SplicePlan, splice
+from lethe.parquet.segments import Copy, apply_segments
+from lethe.parquet.splice import SplicePlan
 from lethe.parquet.validate import validate
 
 
@@ -52,19 +50,7 @@ def plan_pages(
     data: bytes, erase: Mapping[int, Iterable[int]], *, page_level: bool = True
 ) -> SplicePlan:
     """A splice removing rows by position within their group, erased positions given."""
-    footer = footer_of(data)
-    region = index_region(footer)
-    tail_from = min(region.start if region else footer.start, footer.start)
-    edits = {}
-    for g, positions in erase.items():
-        rng = row_group_range(footer.metadata.row_groups[g])
-        raw = data[rng.start : rng.end]
-        rows = decode_row_group(footer.metadata, g, raw)
-        drop = sorted(set(positions))
-        mask = np.ones(rows.num_rows, dtype=bool)
-        mask[drop] = False
-        edits[g] = GroupEdit(raw, rows.filter(pa.array(mask)), runs(drop))
-    return splice(footer, edits, [Extent(tail_from, data[tail_from:])], page_level=page_level)
+    return pqhelpers.plan_erase(data, erase, with_runs=True, page_level=page_level)
 
 
 def assert_victims_gone(
