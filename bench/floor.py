@@ -4,8 +4,10 @@ Parquet files on S3, given which rows leave, the files' pages, and S3's multipar
 For one file:
 
 * **edited bytes**: every data page holding a removed row (found through the page index;
-  without one, the whole column chunk), and the tail (page indexes, footer), which changes
-  whenever a row leaves. A dictionary page stays: the kept values are all in it.
+  without one, the whole column chunk), the bloom filter of a touched column where a removed
+  value is in no kept row of the group (its bits would still answer "maybe" for the person),
+  and the tail (page indexes, footer), which changes whenever a row leaves. A dictionary
+  page stays: the kept values are all in it.
 * **parts**: the new object is assembled by multipart upload from *copy* parts (a range of
   the old object, copied server-side, no transfer) and *upload* parts; every part but the
   last is at least 5 MiB (:data:`MIN_PART`). Edited bytes must be uploaded; an upload part
@@ -35,9 +37,11 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from lethe.parquet.footer import chunk_range, footer_length, parse_tail, read_offset_index
@@ -172,7 +176,28 @@ def _edited(
                         edited += loc.compressed_page_size
                         shrink += loc.compressed_page_size * gone // max(1, hi - lo)
             touched.append((g, c, edited, whole.length, spans))
+        ranges.extend(_blooms(body, g, rows, rg))
     return ranges, tail_from, touched, shrink
+
+
+def _blooms(body: bytes, g: int, rows: np.ndarray, rg: Any) -> list[tuple[int, int]]:
+    """The bloom filters of row group ``g`` whose bits must change: those of the columns
+    where a removed value is in no kept row (its bits would still answer "maybe" for the
+    person); a filter of values all still present elsewhere may stay as it is."""
+    out: list[tuple[int, int]] = []
+    pf = None
+    for c, cc in enumerate(rg.columns):
+        md = cc.meta_data
+        off, n = md.bloom_filter_offset, md.bloom_filter_length
+        if off is None or not n:
+            continue
+        pf = pf or pq.ParquetFile(pa.BufferReader(body))
+        col = pf.read_row_group(g, columns=[pf.schema_arrow.names[c]]).column(0)
+        gone = pc.unique(col.filter(pa.array(rows)))
+        kept = col.filter(pa.array(~rows))
+        if not pc.all(pc.is_in(gone, value_set=pc.unique(kept))).as_py():
+            out.append((off, off + n))
+    return out
 
 
 def _cpu(body: bytes, removed: np.ndarray, touched: list[tuple]) -> float:

@@ -12,7 +12,8 @@ import pyarrow.parquet as pq
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bench.floor import MIN_PART, file_floor, plan_parts
+from bench.floor import MIN_PART, _blooms, _edited, file_floor, plan_parts
+from lethe.parquet.footer import footer_length, parse_tail
 
 
 def brute(size: int, must: Sequence[tuple[int, int]], min_part: int) -> int:
@@ -74,3 +75,33 @@ def test_a_real_file_floor_counts_only_the_pages_that_hold_a_removed_row() -> No
     assert f.requests >= 5 and f.cpu >= 0
     everything = file_floor(body, np.ones(n, bool))
     assert everything.down == len(body)  # every page edited: the floor is a rewrite
+
+
+def test_the_floor_counts_a_bloom_filter_whose_bits_must_change() -> None:
+    """A removed value kept nowhere else in its row group changes that column's bloom
+    filter: the floor uploads it; a removed value still present elsewhere leaves it."""
+    n = 400_000
+    t = pa.table({"id": np.arange(n), "c": np.arange(n) % 1_000})
+    sink = pa.BufferOutputStream()
+    pq.write_table(
+        t,
+        sink,
+        row_group_size=n,
+        data_page_size=64 << 10,
+        write_page_index=True,
+        compression="none",
+        bloom_filter_options={"id": {"ndv": n, "fpp": 0.01}, "c": {"ndv": 1_000, "fpp": 0.01}},
+    )
+    body = sink.getvalue().to_pybytes()
+    meta = pq.ParquetFile(pa.BufferReader(body)).metadata.row_group(0)
+    blooms = {meta.column(i).path_in_schema for i in range(2)}
+    assert blooms == {"id", "c"}
+    removed = np.zeros(n, bool)
+    removed[5] = True  # id 5 leaves (unique); c = 5 stays in 399 other rows
+    ranges, *_ = _edited(body, removed)
+    tail = body[-(1 << 20) :]
+    rg = parse_tail(tail[-footer_length(tail, len(body)) - 8 :], len(body)).metadata.row_groups[0]
+    got = _blooms(body, 0, removed, rg)
+    assert len(got) == 1 and set(got) <= set(ranges)
+    off = rg.columns[0].meta_data.bloom_filter_offset
+    assert got[0][0] == off  # the id column's filter, not c's
