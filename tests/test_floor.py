@@ -53,20 +53,26 @@ def test_the_plan_is_the_cheapest_split(
     assert up >= size - tail_from
 
 
-def test_a_real_file_floor_counts_only_the_pages_that_hold_a_removed_row() -> None:
-    n = 1_600_000
-    rng = np.random.default_rng(7)
-    t = pa.table({"id": np.arange(n), "v": rng.integers(0, 1 << 40, n)})
+def _parquet(t: pa.Table, blooms: dict[str, dict[str, float]] | None = None) -> bytes:
+    """``t`` as one row group of 64 KiB pages with a page index, uncompressed."""
     sink = pa.BufferOutputStream()
+    opts = {"bloom_filter_options": blooms} if blooms else {}
     pq.write_table(
         t,
         sink,
-        row_group_size=n,
+        row_group_size=t.num_rows,
         data_page_size=64 << 10,
         write_page_index=True,
         compression="none",
+        **opts,
     )
-    body = sink.getvalue().to_pybytes()
+    return sink.getvalue().to_pybytes()
+
+
+def test_a_real_file_floor_counts_only_the_pages_that_hold_a_removed_row() -> None:
+    n = 1_600_000
+    rng = np.random.default_rng(7)
+    body = _parquet(pa.table({"id": np.arange(n), "v": rng.integers(0, 1 << 40, n)}))
     assert len(body) > 2 * MIN_PART
     removed = np.zeros(n, bool)
     removed[n // 2] = True  # one row in the middle: one page per column, padded to 5 MiB
@@ -81,21 +87,10 @@ def test_the_floor_counts_a_bloom_filter_whose_bits_must_change() -> None:
     """A removed value kept nowhere else in its row group changes that column's bloom
     filter: the floor uploads it; a removed value still present elsewhere leaves it."""
     n = 400_000
-    t = pa.table({"id": np.arange(n), "c": np.arange(n) % 1_000})
-    sink = pa.BufferOutputStream()
-    pq.write_table(
-        t,
-        sink,
-        row_group_size=n,
-        data_page_size=64 << 10,
-        write_page_index=True,
-        compression="none",
-        bloom_filter_options={"id": {"ndv": n, "fpp": 0.01}, "c": {"ndv": 1_000, "fpp": 0.01}},
-    )
-    body = sink.getvalue().to_pybytes()
+    blooms = {"id": {"ndv": n, "fpp": 0.01}, "c": {"ndv": 1_000, "fpp": 0.01}}
+    body = _parquet(pa.table({"id": np.arange(n), "c": np.arange(n) % 1_000}), blooms)
     meta = pq.ParquetFile(pa.BufferReader(body)).metadata.row_group(0)
-    blooms = {meta.column(i).path_in_schema for i in range(2)}
-    assert blooms == {"id", "c"}
+    assert {meta.column(i).path_in_schema for i in range(2)} == set(blooms)
     removed = np.zeros(n, bool)
     removed[5] = True  # id 5 leaves (unique); c = 5 stays in 399 other rows
     ranges, *_ = _edited(body, removed)

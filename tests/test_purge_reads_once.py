@@ -15,12 +15,12 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 from conftest import EVENTS, events
 from faults import on_request
 
 import lethe
 from lethe.audit.verify import verify
+from tests.test_index_purge import entries
 
 # files past the reader's tail (256 KiB): a file read twice is not served by the tail cache
 SIZES = {"target_file_bytes": 700_000, "row_group_bytes": 120_000}
@@ -81,15 +81,6 @@ def overlaps(gets: list[tuple[str, int, int]], t: lethe.Table) -> list[str]:
         if any(b[0] < a[1] for a, b in pairwise(spans_of)):
             out.append(p)
     return out
-
-
-def entries(t: lethe.Table) -> pa.Table:
-    (ix,) = t.manifest.indexes
-    return pa.concat_tables(
-        pq.read_table(pa.BufferReader(t.store.get(t.key_of(p.path)).body))
-        for r in ix.runs
-        for p in r.pieces
-    )
 
 
 def rows(start: int, n: int) -> pa.Table:

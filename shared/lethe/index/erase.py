@@ -99,15 +99,9 @@ def erased_entries(
             out[col].values.update(vals)
     cols = list(out)
     projections = Projections(m)
-    files: list[DataFile] = []
-    for path in sorted(found):
-        f, bm = m.file(path), found[path]
-        if f is None or not bm:
-            continue
-        files.append(f)
-        ipath, ipos = index_path(f), origin_positions(f, bm)
-        for c in cols:
-            out[c].rows.setdefault(ipath, BitMap64()).update(ipos)
+    files = _note_rows(m, found, out)
+    for f in files:
+        path, bm = f.path, found[f.path]
         need = _unknown(cols, path, bm, pinned_rows or {})
         if not need:
             continue
@@ -116,6 +110,23 @@ def erased_entries(
         for c, vals in file_values(h, m, list(need), at, projections).items():
             out[c].values.update(vals)
     return ErasedRows(out, tuple(files))
+
+
+def _note_rows(
+    m: Snapshot, found: Mapping[str, BitMap64], out: Mapping[str, Erased]
+) -> list[DataFile]:
+    """Record in every column's ``out`` the index positions of the rows ``found`` (file ->
+    physical positions) names; the files of ``m`` holding some, in path order."""
+    files: list[DataFile] = []
+    for path in sorted(found):
+        f, bm = m.file(path), found[path]
+        if f is None or not bm:
+            continue
+        files.append(f)
+        ipath, ipos = index_path(f), origin_positions(f, bm)
+        for e in out.values():
+            e.rows.setdefault(ipath, BitMap64()).update(ipos)
+    return files
 
 
 def file_values(
@@ -151,15 +162,7 @@ def known_entries(
     issue 37 item 3): ``values`` is indexed column -> the values of the rows ``found``
     (file -> physical positions) holds. Reads nothing."""
     out = {ix.column: Erased() for ix in m.indexes}
-    files: list[DataFile] = []
-    for path in sorted(found):
-        f, bm = m.file(path), found[path]
-        if f is None or not bm:
-            continue
-        files.append(f)
-        ipath, ipos = index_path(f), origin_positions(f, bm)
-        for e in out.values():
-            e.rows.setdefault(ipath, BitMap64()).update(ipos)
+    files = _note_rows(m, found, out)
     for c, vals in values.items():
         if c in out:
             out[c].values.update(vals)
