@@ -174,6 +174,11 @@ class EvolvingTable(RuleBasedStateMachine):
         assert r.rows_deleted == len(hit)
         for k in hit:
             del self.rows[k]
+        if how == "erase":
+            # history survives erasure minus the person: every retained version reads without
+            # the erased rows (issue 39), other versions' rows untouched
+            for v, snap in self.snapshots.items():
+                self.snapshots[v] = [row for row in snap if row["id"] not in hit]
         self.committed()
 
     @rule()
