@@ -10,6 +10,7 @@ event) leaves the table as it is. Concurrent updates are serialized by Glue's ``
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any, Literal
 
 from botocore.exceptions import ClientError
@@ -26,6 +27,17 @@ Outcome = Literal["created", "updated", "unchanged"]
 
 def _code(e: ClientError) -> str:
     return str(e.response.get("Error", {}).get("Code", ""))
+
+
+def _raced(code: str, call: Callable[..., object], **kwargs: Any) -> bool:
+    """``call(**kwargs)``; True when Glue answered ``code``: another writer got there first."""
+    try:
+        call(**kwargs)
+    except ClientError as e:
+        if _code(e) == code:
+            return True
+        raise
+    return False
 
 
 def _table_input(name: str, location: str, params: dict[str, str]) -> dict[str, Any]:
@@ -56,14 +68,13 @@ def register(glue: Any, *, database: str, table: str, metadata_uri: str) -> Outc
             if _code(e) != "EntityNotFoundException":
                 raise
             params = {"table_type": "ICEBERG", "metadata_location": metadata_uri}
-            try:
-                glue.create_table(
-                    DatabaseName=database, TableInput=_table_input(table, location, params)
-                )
-            except ClientError as e2:
-                if _code(e2) == "AlreadyExistsException":
-                    continue
-                raise
+            if _raced(
+                "AlreadyExistsException",
+                glue.create_table,
+                DatabaseName=database,
+                TableInput=_table_input(table, location, params),
+            ):
+                continue
             log.info("registered %s.%s at version %s", database, table, version)
             return "created"
         params = dict(cur.get("Parameters") or {})
@@ -73,17 +84,15 @@ def register(glue: Any, *, database: str, table: str, metadata_uri: str) -> Outc
         params.update(table_type="ICEBERG", metadata_location=metadata_uri)
         if old:
             params["previous_metadata_location"] = old
-        kw: dict[str, Any] = {}
-        if cur.get("VersionId"):
-            kw["VersionId"] = cur["VersionId"]
-        try:
-            glue.update_table(
-                DatabaseName=database, TableInput=_table_input(table, location, params), **kw
-            )
-        except ClientError as e:
-            if _code(e) == "ConcurrentModificationException":
-                continue
-            raise
+        kw: dict[str, Any] = {"VersionId": cur["VersionId"]} if cur.get("VersionId") else {}
+        if _raced(
+            "ConcurrentModificationException",
+            glue.update_table,
+            DatabaseName=database,
+            TableInput=_table_input(table, location, params),
+            **kw,
+        ):
+            continue
         log.info("moved %s.%s to version %s", database, table, version)
         return "updated"
     raise errors.CommitConflict(f"Glue table {database}.{table}: concurrent updates kept winning")

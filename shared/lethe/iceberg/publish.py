@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -182,26 +182,33 @@ class _Publisher:
                 spec=part.spec,
                 bounded=part.bounded,
             )
-            body = avro.encode_manifest(
-                entries,
-                schema=schema,
-                content=ManifestContent.DATA,
-                format_version=self.fv,
-                spec=part.spec,
-            )
-            rel = part.key(u.data_key)
-            size = self.put_new(rel, body)
             out.append(
-                ListEntry.of(
-                    rel,
-                    size,
-                    entries,
-                    content="data",
-                    snapshot_id=u.summary.created_version,
-                    spec_id=part.spec_id,
-                )
+                self.manifest(part, u.data_key, entries, schema, "data", u.summary.created_version)
             )
         return out
+
+    def manifest(
+        self,
+        part: _Part,
+        plain_key: str,
+        entries: list[ManifestEntry],
+        schema: IcebergSchema,
+        content: Literal["data", "deletes"],
+        snapshot_id: int,
+    ) -> ListEntry:
+        """Store the manifest of ``part`` holding ``entries``; its manifest list entry."""
+        body = avro.encode_manifest(
+            entries,
+            schema=schema,
+            content=ManifestContent.DATA if content == "data" else ManifestContent.DELETES,
+            format_version=self.fv,
+            spec=part.spec,
+        )
+        rel = part.key(plain_key)
+        size = self.put_new(rel, body)
+        return ListEntry.of(
+            rel, size, entries, content=content, snapshot_id=snapshot_id, spec_id=part.spec_id
+        )
 
     def old_deletes(
         self, prev: dict[str, ListEntry], units: Iterable[SegmentUnit]
@@ -249,20 +256,7 @@ class _Publisher:
                     )
                 else:
                     entries.append(self.position_deletes(f, known, seq, part.spec))
-            body = avro.encode_manifest(
-                entries,
-                schema=schema,
-                content=ManifestContent.DELETES,
-                format_version=self.fv,
-                spec=part.spec,
-            )
-            rel = part.key(key)
-            size = self.put_new(rel, body)
-            out.append(
-                ListEntry.of(
-                    rel, size, entries, content="deletes", snapshot_id=seq, spec_id=part.spec_id
-                )
-            )
+            out.append(self.manifest(part, key, entries, schema, "deletes", seq))
         return out, len(with_dv), sum(f.dv.cardinality for f in with_dv if f.dv)
 
     def position_deletes(
