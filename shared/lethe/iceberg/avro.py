@@ -32,8 +32,8 @@ from pyiceberg.manifest import (
 )
 from pyiceberg.types import StructType
 
-from lethe.iceberg.mapping import FormatVersion, IcebergSchema
 from lethe.iceberg.partitioning import ViewSpec
+from lethe.iceberg.types import FormatVersion, IcebergSchema
 
 __all__ = ["decode_manifest", "decode_manifest_list", "encode_manifest", "encode_manifest_list"]
 

@@ -45,8 +45,6 @@ from lethe.iceberg.mapping import (
     HINT_KEY,
     POS_PATH_ID,
     POS_POS_ID,
-    FormatVersion,
-    IcebergSchema,
     ListEntry,
     SegmentUnit,
     assign_row_ids,
@@ -68,6 +66,7 @@ from lethe.iceberg.partitioning import (
     view_spec,
 )
 from lethe.iceberg.summary import snapshot_summary
+from lethe.iceberg.types import FormatVersion, IcebergSchema
 from lethe.progress import Progress, track
 from lethe.storage.layout import METADATA_PREFIX, manifest_key, object_key
 from lethe.storage.store import IOCounters, S3Store
