@@ -95,7 +95,8 @@ class PublishResult:
         return bool(self.written)
 
 
-def _pmap(fn: Callable[[_T], _R], items: Sequence[_T]) -> list[_R]:
+def pmap(fn: Callable[[_T], _R], items: Sequence[_T]) -> list[_R]:
+    """``[fn(x) for x in items]``, up to 8 at a time (each ``fn`` does its own requests)."""
     if len(items) <= 1:
         return [fn(x) for x in items]
     with ThreadPoolExecutor(max_workers=min(8, len(items))) as pool:
@@ -221,7 +222,7 @@ class _Publisher:
             if got and got[0] == "deletes" and _segment_id(got[1]) in ids:
                 paths.append(e.path)
         known: dict[str, Any] = {}
-        for body in _pmap(lambda p: self.store.get(self.key(p)).body, paths):
+        for body in pmap(lambda p: self.store.get(self.key(p)).body, paths):
             for me in avro.decode_manifest(body):
                 known[me.data_file.file_path] = me.data_file
         return known
@@ -300,7 +301,7 @@ class _Publisher:
                 out[c] = int(old.file_size_in_bytes)
             else:
                 todo.add(c)
-        heads = _pmap(lambda c: (c, self.store.head(self.key(c)).size), sorted(todo))
+        heads = pmap(lambda c: (c, self.store.head(self.key(c)).size), sorted(todo))
         out.update(heads)
         return out
 
@@ -513,7 +514,7 @@ def _new_manifests(
         new_data = dict(
             zip(
                 [u.data_key for u in need_data],
-                _pmap(
+                pmap(
                     tracker.each(lambda u: p.data_manifest(u, segs[u.summary.path], schema)),
                     need_data,
                 ),
@@ -523,7 +524,7 @@ def _new_manifests(
         new_del = dict(
             zip(
                 [u.delete_key for u in need_del],
-                _pmap(
+                pmap(
                     tracker.each(
                         lambda u: p.delete_manifest(
                             u, del_files[u.summary.path], schema, sizes, known
