@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -97,16 +97,18 @@ def write_plan(
     if versioned is None:
         versioned = catalog.store.versioning() in ("Enabled", "Suspended")
     chunks, truncated = batches(sel.sweep, batch_keys=batch_keys, max_batches=max_batches)
+    header = _header(catalog, opts, marks, run_id)
     written = [
-        workspace.write(f"batch-{i:04d}.json", _batch(catalog, opts, marks, run_id, i, chunk))
+        workspace.write(
+            f"batch-{i:04d}.json", BatchDocument(**header, index=i, entries=tuple(chunk))
+        )
         for i, chunk in enumerate(chunks)
     ]
     plan = _plan_document(
-        catalog,
+        header,
         opts,
         marks,
         sel,
-        run_id=run_id,
         now=now,
         versioned=versioned,
         candidates=candidates(chunks, expiring(listing, sel.expire_below)),
@@ -127,34 +129,25 @@ def write_plan(
     return plan
 
 
-def _batch(
-    catalog: Catalog,
-    opts: Options,
-    marks: Marks,
-    run_id: str,
-    index: int,
-    chunk: Sequence[BatchEntry],
-) -> BatchDocument:
-    return BatchDocument(
-        table=catalog.uri,
-        table_uuid=marks.table_uuid,
-        run_id=run_id,
-        index=index,
-        dry_run=opts.dry_run,
-        marked_through=marks.marked_through,
-        grace_seconds=opts.floor.total_seconds(),
-        erasure_grace_seconds=opts.erasure_grace.total_seconds(),
-        entries=tuple(chunk),
-    )
+def _header(catalog: Catalog, opts: Options, marks: Marks, run_id: str) -> dict[str, Any]:
+    """The :class:`~lethe.gc.models.RunHeader` fields the plan and its batches share."""
+    return {
+        "table": catalog.uri,
+        "table_uuid": marks.table_uuid,
+        "run_id": run_id,
+        "dry_run": opts.dry_run,
+        "marked_through": marks.marked_through,
+        "grace_seconds": opts.floor.total_seconds(),
+        "erasure_grace_seconds": opts.erasure_grace.total_seconds(),
+    }
 
 
 def _plan_document(
-    catalog: Catalog,
+    header: dict[str, Any],
     opts: Options,
     marks: Marks,
     sel: Selection,
     *,
-    run_id: str,
     now: datetime,
     versioned: bool,
     candidates: dict[Category, CategoryStats],
@@ -162,17 +155,11 @@ def _plan_document(
     truncated: bool,
 ) -> PlanDocument:
     return PlanDocument(
-        table=catalog.uri,
-        table_uuid=marks.table_uuid,
-        run_id=run_id,
+        **header,
         created_at=now,
-        dry_run=opts.dry_run,
         retention=str(opts.retention),
-        grace_seconds=opts.floor.total_seconds(),
-        erasure_grace_seconds=opts.erasure_grace.total_seconds(),
         versioned=versioned,
         head_version=marks.head_version,
-        marked_through=marks.marked_through,
         oldest_kept_version=marks.oldest_kept,
         kept_versions=len(marks.kept),
         expire_below=sel.expire_below,
