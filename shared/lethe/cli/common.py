@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from lethe import errors
@@ -21,6 +22,7 @@ __all__ = [
     "open_out",
     "out_format",
     "parse_where",
+    "print_receipts",
     "print_table",
     "read_schema_file",
     "write_rows",
@@ -182,6 +184,17 @@ def _json_value(v: Any) -> Any:
     if isinstance(v, dt.timedelta):
         return v.total_seconds()
     return str(v)
+
+
+def print_receipts(receipts: Sequence[Any], as_json: bool) -> None:
+    """Print receipts (a table's or a lake's): a JSON list, or each one described."""
+    if as_json:
+        print(json.dumps([r.model_dump(mode="json") for r in receipts], indent=2))
+        return
+    for r in receipts:
+        print(r.describe())
+    if not receipts:
+        print("no matching requests")
 
 
 def print_table(t: pa.Table, limit: int) -> None:

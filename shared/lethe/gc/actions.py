@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter, defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -233,12 +233,7 @@ def sweep(
             skipped["young"] += 1  # the plan's clock was ahead, or the batch is not ours
         else:
             chosen.append(e)
-    failed: set[str] = set()
-    if not dry_run and chosen:
-        failed = {
-            relative(catalog, k)
-            for k in catalog.store.delete_many(catalog.key(e.path) for e in chosen)
-        }
+    failed = _delete(catalog, [e.path for e in chosen], dry_run=dry_run)
     done = [e for e in chosen if e.path not in failed]
     if skipped["referenced"]:
         log.info(
@@ -258,6 +253,13 @@ def sweep(
     )
 
 
+def _delete(catalog: Catalog, paths: Sequence[str], *, dry_run: bool) -> set[str]:
+    """Delete the table-relative ``paths`` (nothing in a dry run); the paths that failed."""
+    if dry_run or not paths:
+        return set()
+    return {relative(catalog, k) for k in catalog.store.delete_many(catalog.key(p) for p in paths)}
+
+
 def expire(catalog: Catalog, plan: PlanDocument, *, dry_run: bool) -> StepResult:
     """Delete manifests older than the oldest kept version (never the head's); then commit
     the completed erasures out of the root (:func:`archive`)."""
@@ -272,12 +274,7 @@ def expire(catalog: Catalog, plan: PlanDocument, *, dry_run: bool) -> StepResult
         for o in list_objects(catalog, (MANIFESTS,))
         if (v := manifest_version(o.path)) is not None and v < below
     ]
-    failed: set[str] = set()
-    if not dry_run and doomed:
-        failed = {
-            relative(catalog, k)
-            for k in catalog.store.delete_many(catalog.key(o.path) for o in doomed)
-        }
+    failed = _delete(catalog, [o.path for o in doomed], dry_run=dry_run)
     done = [o for o in doomed if o.path not in failed]
     archived = archive(catalog, plan, dry_run=dry_run)
     return StepResult(

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -56,17 +56,7 @@ Category = Literal[
     "upload",
     "version",
 ]
-CATEGORIES: tuple[Category, ...] = (
-    "data",
-    "tombstone",
-    "staging",
-    "segment",
-    "iceberg",
-    "workspace",
-    "manifest",
-    "upload",
-    "version",
-)
+CATEGORIES: tuple[Category, ...] = get_args(Category)
 Step = Literal["sweep", "expire", "abort", "purge"]
 
 
