@@ -13,11 +13,14 @@ from lethe.reading.where import Dnf, and_dnf, parse_dnf
 if TYPE_CHECKING:  # pyarrow loads with the first command that reads or writes rows
     import pyarrow as pa
 
+    from lethe.ingest.inputs import Format
+
 __all__ = [
     "FORMATS",
     "add_at_version",
     "add_filters",
     "filters",
+    "local_format",
     "non_negative",
     "open_out",
     "out_format",
@@ -65,6 +68,18 @@ def filters(args: argparse.Namespace) -> Any:
     return None
 
 
+def local_format(path: str) -> Format:
+    """The format a local file's name says; InvalidRequest when it says none."""
+    from lethe.ingest.inputs import detect_format
+
+    fmt = detect_format(path)
+    if fmt is None:
+        raise errors.InvalidRequest(
+            f"cannot tell the format of {path} from its name; use .parquet, .csv or .jsonl"
+        )
+    return fmt
+
+
 def read_schema_file(path: str) -> pa.Schema:
     """The schema of a local Parquet, CSV or JSON-lines file (CSV and JSON types inferred as
     pyarrow infers them).
@@ -79,13 +94,7 @@ def read_schema_file(path: str) -> pa.Schema:
     import pyarrow.csv as pacsv
     import pyarrow.parquet as pq
 
-    from lethe.ingest.inputs import detect_format
-
-    fmt = detect_format(path)
-    if fmt is None:
-        raise errors.InvalidRequest(
-            f"cannot tell the format of {path} from its name; use .parquet, .csv or .jsonl"
-        )
+    fmt = local_format(path)
     if not Path(path).is_file():
         raise errors.InvalidRequest(f"no such file: {path}")
     try:
