@@ -25,6 +25,7 @@ from __future__ import annotations
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -362,10 +363,11 @@ def _entries(raw: bytes, n: int, physical: int, type_length: int | None) -> np.n
     w = type_length if physical == PhysicalType.FIXED_LEN_BYTE_ARRAY else _WIDTH.get(physical)
     if not w or w * n != len(raw):
         raise InvalidParquet("a dictionary page's entries do not fill it")
-    return np.frombuffer(raw, dtype=_KEYS.get(w) or np.dtype((np.void, w)))
+    dtype: np.dtype[Any] = _KEYS.get(w) or np.dtype((np.void, w))
+    return np.frombuffer(raw, dtype=dtype)
 
 
-_KEYS = {1: np.dtype("<u1"), 2: np.dtype("<u2"), 4: np.dtype("<u4"), 8: np.dtype("<u8")}
+_KEYS: dict[int, np.dtype[Any]] = {k: np.dtype(f"<u{k}") for k in (1, 2, 4, 8)}
 """Fixed widths read as unsigned integers (equal exactly when their bytes are; sorting and
 searching them is much faster than void records)."""
 
