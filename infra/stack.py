@@ -14,6 +14,7 @@ from infra.config import LetheConfig
 from infra.constructs import (
     AdoptedData,
     ErasureFunctions,
+    Foundation,
     GarbageCollection,
     IcebergCatalog,
     Ingest,
@@ -79,44 +80,13 @@ class LetheStack(cdk.Stack):
             log_level=config.log_level,
             log_retention_days=config.log_retention_days,
         )
-        self.erasure = ErasureFunctions(
-            self,
-            "Erasure",
-            runtime=self.runtime,
-            storage=self.storage,
-            queues=self.queues,
-            splice_concurrency=config.splice_concurrency,
-            splice_max_bytes=config.splice_max_bytes,
-        )
+        base = Foundation(config, self.runtime, self.storage)
+        self.erasure = ErasureFunctions(self, "Erasure", base=base, queues=self.queues)
         self.ingest = Ingest(
-            self,
-            "Ingest",
-            runtime=self.runtime,
-            storage=self.storage,
-            encryption_key=self.key,
-            direct_register_max_bytes=config.direct_register_max_bytes,
-            emr_max_vcpu=config.emr_max_vcpu,
-            emr_idle_timeout_minutes=config.emr_idle_timeout_minutes,
-            spark_jobs_dir=spark_jobs_dir or ROOT / c.SPARK_JOBS_DIR,
+            self, "Ingest", base=base, spark_jobs_dir=spark_jobs_dir or ROOT / c.SPARK_JOBS_DIR
         )
-        self.iceberg = IcebergCatalog(
-            self,
-            "Iceberg",
-            runtime=self.runtime,
-            storage=self.storage,
-            encryption_key=self.key,
-        )
-        self.gc = GarbageCollection(
-            self,
-            "Gc",
-            runtime=self.runtime,
-            storage=self.storage,
-            schedule=config.gc_schedule,
-            retention=config.gc_retention,
-            grace=config.gc_grace,
-            dry_run=config.gc_dry_run,
-            map_concurrency=config.gc_map_concurrency,
-        )
+        self.iceberg = IcebergCatalog(self, "Iceberg", base=base)
+        self.gc = GarbageCollection(self, "Gc", base=base)
         self.lake: LakeTables | None = None
         if config.lake is not None:
             self.lake = LakeTables(

@@ -1,6 +1,7 @@
 """One construct per concern; ``infra/stack.py`` composes them into ``LetheStack``."""
 
 from infra.constructs.adopt import AdoptedData
+from infra.constructs.base import Foundation
 from infra.constructs.erasure import ErasureFunctions
 from infra.constructs.gc import GarbageCollection
 from infra.constructs.iceberg import IcebergCatalog
@@ -14,6 +15,7 @@ from infra.constructs.storage import TableStorage
 __all__ = [
     "AdoptedData",
     "ErasureFunctions",
+    "Foundation",
     "GarbageCollection",
     "IcebergCatalog",
     "Ingest",

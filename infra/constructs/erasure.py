@@ -21,9 +21,9 @@ from aws_cdk import aws_lambda_event_sources as sources
 from constructs import Construct
 
 from infra import constants as c
+from infra.constructs.base import Foundation
 from infra.constructs.queues import RequestQueues
-from infra.constructs.runtime import LambdaRuntime, LetheFunction
-from infra.constructs.storage import TableStorage
+from infra.constructs.runtime import LetheFunction
 
 # committers also publish the table's Iceberg view when its iceberg_view property is set;
 # an erase on an indexed table writes the scrubbed index pieces (lethe.index.erase)
@@ -52,13 +52,11 @@ class ErasureFunctions(Construct):
         scope: Construct,
         construct_id: str,
         *,
-        runtime: LambdaRuntime,
-        storage: TableStorage,
+        base: Foundation,
         queues: RequestQueues,
-        splice_concurrency: int,
-        splice_max_bytes: int,
     ) -> None:
         super().__init__(scope, construct_id)
+        runtime, storage, config = base.runtime, base.storage, base.config
         splice_url = queues.splice.queue.queue_url
         self.delete_handler: LetheFunction = runtime.for_handler(
             self,
@@ -80,10 +78,10 @@ class ErasureFunctions(Construct):
         storage.grant_table_put(fn, *COMMIT_KEYS, sid="CommitDeletes")
         queues.splice.grant_send(fn)
 
-        reserved = splice_concurrency or None
+        reserved = config.splice_concurrency or None
         env = {
             c.ENV_TABLE_URI: storage.table_uri,
-            c.ENV_SPLICE_MAX_BYTES: str(splice_max_bytes),
+            c.ENV_SPLICE_MAX_BYTES: str(config.splice_max_bytes),
             # the first job fans out to one job per group; a group re-enqueues its rest
             c.ENV_SPLICE_QUEUE_URL: splice_url,
         }

@@ -46,7 +46,8 @@ from constructs import Construct
 
 from infra import constants as c
 from infra.constructs._nag import acknowledge, arn_ref
-from infra.constructs.runtime import LambdaRuntime, LetheFunction
+from infra.constructs.base import Foundation
+from infra.constructs.runtime import LetheFunction
 from infra.constructs.storage import TableStorage
 
 
@@ -142,24 +143,13 @@ class GarbageCollection(Construct):
         schedule: the EventBridge rule starting it.
     """
 
-    def __init__(
-        self,
-        scope: Construct,
-        construct_id: str,
-        *,
-        runtime: LambdaRuntime,
-        storage: TableStorage,
-        schedule: str,
-        retention: str,
-        grace: str,
-        dry_run: bool,
-        map_concurrency: int,
-    ) -> None:
+    def __init__(self, scope: Construct, construct_id: str, *, base: Foundation) -> None:
         super().__init__(scope, construct_id)
+        runtime, storage, config = base.runtime, base.storage, base.config
         environment = {
             c.ENV_TABLE_URI: storage.table_uri,
-            c.ENV_GC_RETENTION: retention,
-            c.ENV_GC_GRACE: grace,
+            c.ENV_GC_RETENTION: config.gc_retention,
+            c.ENV_GC_GRACE: config.gc_grace,
             c.ENV_GC_VERSIONED_BUCKET: "true" if storage.versioned else "false",
         }
         self.functions: dict[str, LetheFunction] = {}
@@ -177,16 +167,16 @@ class GarbageCollection(Construct):
             self._grant(storage, made, step)
             self.functions[step.name] = made
 
-        self.state_machine = self._workflow(map_concurrency)
+        self.state_machine = self._workflow(config.gc_map_concurrency)
         self.schedule = events.Rule(
             self,
             "Schedule",
             description="Starts Lethe's garbage collection",
-            schedule=events.Schedule.expression(schedule),
+            schedule=events.Schedule.expression(config.gc_schedule),
             targets=[
                 targets.SfnStateMachine(
                     self.state_machine,
-                    input=events.RuleTargetInput.from_object({"dry_run": dry_run}),
+                    input=events.RuleTargetInput.from_object({"dry_run": config.gc_dry_run}),
                     retry_attempts=2,
                 )
             ],

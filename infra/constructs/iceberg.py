@@ -18,15 +18,14 @@ import re
 import aws_cdk as cdk
 from aws_cdk import aws_glue as glue
 from aws_cdk import aws_iam as iam
-from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from infra import constants as c
+from infra.constructs.base import Foundation
 from infra.constructs.queues import queue_encryption
-from infra.constructs.runtime import LambdaRuntime, LetheFunction, ObjectCreated
-from infra.constructs.storage import TableStorage
+from infra.constructs.runtime import LetheFunction, ObjectCreated
 
 
 def glue_table_name(table_prefix: str) -> str:
@@ -53,16 +52,10 @@ class IcebergCatalog(Construct):
         failures: dead-letter queue of S3 events it could not handle.
     """
 
-    def __init__(
-        self,
-        scope: Construct,
-        construct_id: str,
-        *,
-        runtime: LambdaRuntime,
-        storage: TableStorage,
-        encryption_key: kms.IKey | None,
-    ) -> None:
+    def __init__(self, scope: Construct, construct_id: str, *, base: Foundation) -> None:
         super().__init__(scope, construct_id)
+        runtime, storage = base.runtime, base.storage
+        encryption_key = storage.encryption_key
         stack = cdk.Stack.of(self)
         self.database_name = c.GLUE_DATABASE
         self.table_name = glue_table_name(storage.table_prefix)

@@ -21,7 +21,6 @@ from pathlib import Path
 import aws_cdk as cdk
 from aws_cdk import aws_emrserverless as emr
 from aws_cdk import aws_iam as iam
-from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_s3_deployment as s3deploy
 from aws_cdk import aws_sqs as sqs
@@ -29,9 +28,10 @@ from constructs import Construct
 
 from infra import constants as c
 from infra.constructs._nag import acknowledge, arn_ref
+from infra.constructs.base import Foundation
 from infra.constructs.queues import queue_encryption
-from infra.constructs.runtime import LambdaRuntime, LetheFunction, ObjectCreated
-from infra.constructs.storage import TableStorage, private_bucket
+from infra.constructs.runtime import LetheFunction, ObjectCreated
+from infra.constructs.storage import private_bucket
 
 EMR_WRITE_KEYS = (
     c.DATA_PREFIX + "*",
@@ -87,19 +87,11 @@ class Ingest(Construct):
     """
 
     def __init__(
-        self,
-        scope: Construct,
-        construct_id: str,
-        *,
-        runtime: LambdaRuntime,
-        storage: TableStorage,
-        encryption_key: kms.IKey | None,
-        direct_register_max_bytes: int,
-        emr_max_vcpu: int,
-        emr_idle_timeout_minutes: int,
-        spark_jobs_dir: Path,
+        self, scope: Construct, construct_id: str, *, base: Foundation, spark_jobs_dir: Path
     ) -> None:
         super().__init__(scope, construct_id)
+        runtime, storage, config = base.runtime, base.storage, base.config
+        encryption_key = storage.encryption_key
         stack = cdk.Stack.of(self)
 
         # ---------------------------------------------------------------- artifacts
@@ -150,12 +142,12 @@ class Ingest(Construct):
                 enabled=True
             ),
             auto_stop_configuration=emr.CfnApplication.AutoStopConfigurationProperty(
-                enabled=True, idle_timeout_minutes=emr_idle_timeout_minutes
+                enabled=True, idle_timeout_minutes=config.emr_idle_timeout_minutes
             ),
             maximum_capacity=emr.CfnApplication.MaximumAllowedResourcesProperty(
-                cpu=f"{emr_max_vcpu} vCPU",
-                memory=f"{emr_max_vcpu * 4} GB",
-                disk=f"{emr_max_vcpu * 20} GB",
+                cpu=f"{config.emr_max_vcpu} vCPU",
+                memory=f"{config.emr_max_vcpu * 4} GB",
+                disk=f"{config.emr_max_vcpu * 20} GB",
             ),
         )
         application_arn = stack.format_arn(
@@ -205,7 +197,7 @@ class Ingest(Construct):
         env = {
             c.ENV_TABLE_URI: storage.table_uri,
             c.ENV_INCOMING_PREFIX: c.INCOMING_PREFIX,
-            c.ENV_DIRECT_REGISTER_MAX_BYTES: str(direct_register_max_bytes),
+            c.ENV_DIRECT_REGISTER_MAX_BYTES: str(config.direct_register_max_bytes),
             c.ENV_EMR_APPLICATION_ID: self.application.attr_application_id,
             c.ENV_EMR_JOB_ROLE_ARN: self.job_role.role_arn,
             c.ENV_EMR_ENTRY_POINT: self.entry_point_uri,
