@@ -16,16 +16,16 @@ import contextlib
 import importlib
 import time
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from devtools.local.common import ACCOUNT, REGION, SPARK_JOBS, LocalRunError, Names
+from devtools.local.common import ACCOUNT, REGION, SPARK_JOBS, LocalRunError
 from devtools.local.output import ROUTER, Sink, SinkStream, fd_redirect
-from devtools.local.template import Physical, StackTemplate
+from devtools.local.template import Parts, Physical
 
 __all__ = ["MOTO_EMR_RELEASE_LABEL", "JobRun", "LocalEmr"]
 
@@ -57,19 +57,8 @@ class LocalEmr:
         job_runs: the runs executed, in order.
     """
 
-    def __init__(
-        self,
-        *,
-        emr: Any,
-        s3: Any,
-        template: StackTemplate,
-        names: Names,
-        log_dir: Path,
-        echo: Callable[[str], None],
-    ) -> None:
-        self.template = template
-        self.names = names
-        self.echo = echo
+    def __init__(self, parts: Parts, *, emr: Any, log_dir: Path) -> None:
+        self.template, self.names, self.echo = parts.template, parts.names, parts.echo
         self.applications: dict[str, dict[str, str]] = {}
         self.job_runs: list[JobRun] = []
         self._jobs_seen: set[str] = set()
@@ -78,7 +67,7 @@ class LocalEmr:
         self._moto_patches: list[tuple[Any, str, Any]] = []
         self._own_spark: Any = None
         self._emr = emr
-        self._s3 = s3
+        self._s3 = parts.s3
 
     def patch_moto(self) -> None:
         """moto marks an EMR Serverless job run SUCCESS the moment it is started; make new

@@ -90,7 +90,7 @@ from devtools.local.output import ROUTER, Sink
 from devtools.local.server import LocalAws, start_moto
 from devtools.local.sqs import BatchOutcome, EventSources, Queue, SqsSource, failed_ids
 from devtools.local.stepfunctions import LocalStateMachine
-from devtools.local.template import Physical, StackTemplate, lid_of, load_template
+from devtools.local.template import Parts, Physical, StackTemplate, lid_of, load_template
 from devtools.local.workflow import GcRun, LocalWorkflow
 from lethe.process import run_main
 
@@ -211,12 +211,11 @@ class LocalRuntime:
         self._stopped = False
         self._s3 = aws.client("s3")
         self._base_env = dict(os.environ)
-        # what the event sources and EMR read: the bucket, the template, its names, the echo
-        parts = {"s3": self._s3, "template": self.template, "names": self.names, "echo": self.echo}
+        parts = Parts(self.template, self.names, self._s3, self.echo)
         sqs = aws.client("sqs")
-        self.events = EventSources(sqs=sqs, visibility_timeout=settings.visibility_timeout, **parts)
-        self.emr = LocalEmr(emr=aws.client("emr-serverless"), log_dir=self.log_dir, **parts)
-        self.gc = LocalWorkflow(aws=aws, s3=self._s3, template=self.template, echo=self.echo)
+        self.events = EventSources(parts, sqs=sqs, visibility_timeout=settings.visibility_timeout)
+        self.emr = LocalEmr(parts, emr=aws.client("emr-serverless"), log_dir=self.log_dir)
+        self.gc = LocalWorkflow(parts, aws=aws)
 
     @property
     def queues(self) -> dict[str, Queue]:

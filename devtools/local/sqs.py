@@ -16,15 +16,15 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote_plus
 
-from devtools.local.common import ACCOUNT, REGION, LocalRunError, Names
+from devtools.local.common import ACCOUNT, REGION, LocalRunError
 from devtools.local.events import sqs_event
 from devtools.local.functions import Invocation, LocalFunction, function_lid
-from devtools.local.template import Physical, StackTemplate, lid_of
+from devtools.local.template import Parts, Physical, lid_of
 
 __all__ = [
     "BatchOutcome",
@@ -146,20 +146,9 @@ class EventSources:
         skipped: logical id -> why it has no local counterpart.
     """
 
-    def __init__(
-        self,
-        *,
-        sqs: Any,
-        s3: Any,
-        template: StackTemplate,
-        names: Names,
-        visibility_timeout: int,
-        echo: Callable[[str], None],
-    ) -> None:
-        self.template = template
-        self.names = names
+    def __init__(self, parts: Parts, *, sqs: Any, visibility_timeout: int) -> None:
+        self.template, self.names, self.echo = parts.template, parts.names, parts.echo
         self.visibility_timeout = visibility_timeout
-        self.echo = echo
         self.queues: dict[str, Queue] = {}
         self.sqs_sources: list[SqsSource] = []
         self.s3_sources: list[S3Source] = []
@@ -169,7 +158,7 @@ class EventSources:
         self.functions: Mapping[str, LocalFunction] = {}
         self.buckets: Mapping[str, str] = {}
         self._sqs = sqs
-        self._s3 = s3
+        self._s3 = parts.s3
 
     # ------------------------------------------------------------------ creation
     def _new_queue(

@@ -23,7 +23,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from devtools.local.common import ACCOUNT, REGION, ROOT, SPARK_JOBS, STACK_NAME, LocalRunError
+from devtools.local.common import (
+    ACCOUNT,
+    REGION,
+    ROOT,
+    SPARK_JOBS,
+    STACK_NAME,
+    LocalRunError,
+    Names,
+)
 
 __all__ = [
     "Physical",
@@ -258,3 +266,14 @@ def lid_of(value: Any) -> str | None:
         if key == "Fn::GetAtt":
             return str(arg.split(".", 1)[0] if isinstance(arg, str) else arg[0])
     return None
+
+
+@dataclass(frozen=True, slots=True)
+class Parts:
+    """What the runtime's pieces (event sources, EMR, the GC workflow) work from: the stack
+    template, its local names, the S3 client and the echo of what happens."""
+
+    template: StackTemplate
+    names: Names
+    s3: Any
+    echo: Callable[[str], None]

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -18,7 +18,7 @@ from devtools.local.common import LocalRunError
 from devtools.local.functions import LocalFunction, environment
 from devtools.local.server import LocalAws
 from devtools.local.stepfunctions import ExecutionResult, LocalStateMachine
-from devtools.local.template import Physical, StackTemplate, lid_of
+from devtools.local.template import Parts, Physical, lid_of
 from lethe.gc.models import GcReport
 
 __all__ = ["GcRun", "LocalWorkflow"]
@@ -47,22 +47,14 @@ class LocalWorkflow:
         runs: the executions, in order.
     """
 
-    def __init__(
-        self,
-        *,
-        aws: LocalAws,
-        s3: Any,
-        template: StackTemplate,
-        echo: Callable[[str], None],
-    ) -> None:
+    def __init__(self, parts: Parts, *, aws: LocalAws) -> None:
         self.aws = aws
-        self.template = template
-        self.echo = echo
+        self.template, self.echo = parts.template, parts.echo
         self.state_machine: LocalStateMachine | None = None
         self.schedule_expression: str | None = None
         self.schedule_input: dict[str, Any] = {"dry_run": False}
         self.runs: list[GcRun] = []
-        self._s3 = s3
+        self._s3 = parts.s3
 
     def create(
         self,
