@@ -1,7 +1,7 @@
 """SQS delete requests -> deletion vectors (one commit per table per batch).
 
 Thin by design: parse and group with :func:`lethe.lake.requests.process_delete_messages`, report
-partial batch failures through Powertools' ``BatchProcessor``. Invalid messages fail alone
+partial batch failures through Powertools' ``BatchProcessor`` (``_observe.sqs_batch``). Invalid messages fail alone
 (with their reason in the log) and reach the DLQ after ``maxReceiveCount``; good messages
 commit once. ``mode="erase"`` requests are followed by splice jobs on the splice queue.
 With ``LETHE_LAKE_URI``, lake requests (``{"request_id", "subject", "values", "mode",
@@ -16,29 +16,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.metrics import MetricUnit
-from aws_lambda_powertools.utilities.batch import (
-    BatchProcessor,
-    EventType,
-    process_partial_response,
-)
 from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
-from _observe import publish_backlog
+from _observe import powertools, publish_backlog, sqs_batch
 from _settings import DeleteRequestsSettings as Settings
 from lethe import Lake, LakeRequestResult, Table
 from lethe.audit.evidence import erasure_backlog
 from lethe.erasure.jobs import SpliceJob, enqueue_erasures, send_jobs
 from lethe.lake.requests import MessageOutcome, process_delete_messages, sqs_sent_timestamp
 
-logger = Logger()
-tracer = Tracer()
-metrics = Metrics()
-# An all-bad batch is reported in batchItemFailures like any other failure: the invocation
-# itself succeeded (Powertools would raise BatchProcessingError and count a Lambda error).
-processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
+logger, tracer, metrics = powertools()
 
 
 SETTINGS = Settings.from_env()  # once, at cold start
@@ -142,9 +131,11 @@ def handler(event: dict[str, Any], context: Any) -> PartialItemFailureResponse:
             "tables": len({o.table for o in outcomes.values() if o.table}),
         },
     )
-    return process_partial_response(
-        event=event,
-        record_handler=lambda record: record_handler(record, outcomes),
-        processor=processor,
-        context=context,
+    # An all-bad batch is reported in batchItemFailures like any other failure: the invocation
+    # itself succeeded (Powertools would raise BatchProcessingError and count a Lambda error).
+    return sqs_batch(
+        event,
+        context,
+        lambda record: record_handler(record, outcomes),
+        raise_on_entire_batch_failure=False,
     )

@@ -29,11 +29,11 @@ from typing import Any, Literal
 from urllib.parse import unquote_plus
 
 import boto3
-from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.data_classes import S3Event
 from aws_lambda_powertools.utilities.data_classes.s3_event import S3EventRecord
 
+from _observe import powertools
 from _settings import IngestTriggerSettings as Settings
 from _settings import SettingsError
 from lethe import Table
@@ -58,9 +58,7 @@ __all__ = [
     "table",
 ]
 
-logger = Logger()
-tracer = Tracer()
-metrics = Metrics()
+logger, tracer, metrics = powertools()
 SETTINGS = Settings.from_env()  # once, at cold start; SettingsError names what is wrong
 EMR = boto3.client("emr-serverless")
 _table: Table | None = None

@@ -22,17 +22,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.metrics import MetricUnit
-from aws_lambda_powertools.utilities.batch import (
-    BatchProcessor,
-    EventType,
-    process_partial_response,
-)
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.parser import parse
 
-from _observe import publish_backlog
+from _observe import powertools, publish_backlog, sqs_batch
 from _settings import SpliceSettings as Settings
 from lethe import Lake, Table
 from lethe.audit.evidence import erasure_backlog
@@ -41,10 +35,7 @@ from lethe.erasure.groups import plan_groups, splice_group
 from lethe.erasure.jobs import SpliceJob, send_jobs
 from lethe.lake.window import WINDOW_EVENT
 
-logger = Logger()
-tracer = Tracer()
-metrics = Metrics()
-processor = BatchProcessor(event_type=EventType.SQS)
+logger, tracer, metrics = powertools()
 
 
 SETTINGS = Settings.from_env()  # once, at cold start
@@ -165,6 +156,4 @@ def handler(event: dict[str, Any], context: Any) -> Any:
     if all(event.get(k) == v for k, v in WINDOW_EVENT.items()):
         return window_run()
     metrics.add_metric("SpliceJobs", MetricUnit.Count, len(event.get("Records", [])))
-    return process_partial_response(
-        event=event, record_handler=record_handler, processor=processor, context=context
-    )
+    return sqs_batch(event, context, record_handler)
