@@ -221,14 +221,21 @@ def _fail_on(monkeypatch: pytest.MonkeyPatch, uri: str) -> None:
     monkeypatch.setattr(lethe.Table, "delete_batch", delete_batch)
 
 
+def _forget_with_a_table_down(
+    monkeypatch: pytest.MonkeyPatch, lake: Lake, uri: str, mode: str = "logical"
+) -> None:
+    """Forget PERSON while the table at ``uri`` refuses every commit: recorded, 1 of 3 not done."""
+    with monkeypatch.context() as m:
+        _fail_on(m, uri)
+        with pytest.raises(errors.RequestIncomplete, match="1 of 3"):
+            lake.forget("customer", [PERSON], request_id=SECRET_ID, mode=mode)
+
+
 def test_crash_after_recording_is_finished_by_resume(
     lake3: tuple[Lake, list[str]], s3: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     lake, uris = lake3
-    with monkeypatch.context() as m:
-        _fail_on(m, uris[1])
-        with pytest.raises(errors.RequestIncomplete, match="1 of 3"):
-            lake.forget("customer", [PERSON], request_id=SECRET_ID, mode="erase")
+    _forget_with_a_table_down(monkeypatch, lake, uris[1], mode="erase")
     receipt = lake.erasure_status(SECRET_ID)
     assert receipt.state == "recorded" and not receipt.done
     assert [t.state for t in receipt.tables] == ["removed", "pending", "removed"]
@@ -293,10 +300,7 @@ def test_new_column_on_a_committed_table_becomes_a_second_part(
     lake3: tuple[Lake, list[str]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     lake, uris = lake3
-    with monkeypatch.context() as m:
-        _fail_on(m, uris[2])
-        with pytest.raises(errors.RequestIncomplete):
-            lake.forget("customer", [PERSON], request_id=SECRET_ID, mode="logical")
+    _forget_with_a_table_down(monkeypatch, lake, uris[2])
     # the request is pending (tickets failed); orders committed it already
     lake.map_subject("customer", table=uris[0], column="id")  # a second identifier column
     lake.resume()

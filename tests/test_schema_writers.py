@@ -155,6 +155,18 @@ class Lake:
     def file(self, new: bool, payload: str = "payload") -> tuple[pa.Table, list[Row]]:
         return shape_rows(self.n, new=new, payload=payload)
 
+    def cli_evolve(self, name: str, payload: str) -> None:
+        """The new shape (``payload`` under that name) written by polars without ids and
+        appended with ``lethe append --evolve``."""
+        from lethe.cli import main
+
+        new, want = self.file(new=True, payload=payload)
+        write_polars(new, self.tmp / f"{name}.parquet", False)
+        assert main(["append", self.uri, str(self.tmp / f"{name}.parquet"), "--evolve"]) == 0
+        self.want.update({w["id"]: w for w in want})
+        self.n += 1
+        self.t = lethe.Table.open(self.uri)
+
     def rows(self) -> list[Row]:
         return [self.want[i] for i in sorted(self.want)]
 
@@ -268,12 +280,7 @@ def test_every_writer_with_and_without_ids_under_both_schemas_erased_and_read_ba
     lake.n += 1
     # schema 1: payload renamed to body; the CLI's --evolve adds country, widens customer_id
     lake.t.update_schema().rename_column("payload", "body").commit()
-    new, want = lake.file(new=True, payload="body")
-    write_polars(new, tmp_path / "cli-new.parquet", False)
-    assert main(["append", table_uri, str(tmp_path / "cli-new.parquet"), "--evolve"]) == 0
-    lake.want.update({w["id"]: w for w in want})
-    lake.n += 1
-    lake.t = lethe.Table.open(table_uri)
+    lake.cli_evolve("cli-new", payload="body")
     assert [(f.name, str(f.type), field_id(f)) for f in lake.t.schema] == [
         ("id", "int64", 1),
         ("customer_id", "int64", 2),
@@ -306,12 +313,7 @@ def test_every_writer_with_and_without_ids_under_both_schemas_erased_and_read_ba
     lake.t.append(old, schema_mode="merge")
     lake.want.update({w["id"]: w for w in want})
     lake.n += 1
-    new, want = lake.file(new=True, payload="payload")
-    write_polars(new, tmp_path / "cli-alias.parquet", False)
-    assert main(["append", table_uri, str(tmp_path / "cli-alias.parquet"), "--evolve"]) == 0
-    lake.want.update({w["id"]: w for w in want})
-    lake.n += 1
-    lake.t = lethe.Table.open(table_uri)
+    lake.cli_evolve("cli-alias", payload="payload")
     assert len(lake.t.schema_history) == 4  # nothing evolved for them
     capsys.readouterr()
     erase_and_check(lake, aws, monkeypatch)
