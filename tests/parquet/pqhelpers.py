@@ -198,6 +198,29 @@ def same_rows(a: pa.Table, b: pa.Table, key: str | None = None) -> bool:
     return x == y
 
 
+def assert_engines_read(
+    path: Path,
+    want: pa.Table,
+    key: str,
+    columns: list[str] | None = None,
+    *,
+    polars: bool = False,
+) -> None:
+    """DuckDB and DataFusion (and polars, if asked) read the file at ``path`` as ``want``'s
+    rows, sorted by ``key`` (only ``columns``, if given, on both sides)."""
+    import polars as pl
+
+    reads = {"duckdb": read_duckdb(path), "datafusion": read_datafusion(path)}
+    if polars:
+        reads["polars"] = pl.read_parquet(path).to_arrow()
+    for engine, got in reads.items():
+        if columns is not None:
+            got, exp = got.select(columns), want.select(columns)
+        else:
+            exp = want
+        assert same_rows(got, exp, key), engine
+
+
 def keep_where(table: pa.Table, predicate: Callable[[pa.Table], pa.Array]) -> pa.Table:
     """Rows of ``table`` where ``predicate`` holds."""
     return table.filter(predicate(table))

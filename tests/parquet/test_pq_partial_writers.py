@@ -13,17 +13,15 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-import polars as pl
 import pyarrow as pa
 import pytest
 from pqhelpers import (
+    assert_engines_read,
     erase,
     expected,
     footer_of,
     read_datafusion,
-    read_duckdb,
     read_pyarrow,
-    same_rows,
     spark_session,
     write_datafusion,
 )
@@ -46,9 +44,7 @@ def read_back_everywhere(
     assert read_pyarrow(new).equals(want)
     path = tmp_path / "spliced.parquet"
     path.write_bytes(new)
-    assert same_rows(read_duckdb(path), want, key)
-    assert same_rows(read_datafusion(path), want, key)
-    assert same_rows(pl.read_parquet(path).to_arrow(), want, key)
+    assert_engines_read(path, want, key, polars=True)
     before = read_pyarrow(data)[key].to_pylist()
     starts = [0]
     for rg in footer_of(data).metadata.row_groups:
