@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import doctest
 import importlib
+import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis.stateful import RuleBasedStateMachine
@@ -26,6 +28,36 @@ def assert_doctests(module: str) -> None:
     result = doctest.testmod(importlib.import_module(module), optionflags=doctest.ELLIPSIS)
     assert result.attempted > 0
     assert result.failed == 0
+
+
+def bucket_objects(s3: Any, bucket: str) -> Iterator[tuple[str, bytes, pa.Table | None]]:
+    """Every object of ``bucket``: its key, its body and, for a Parquet file, its rows."""
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket):
+        for o in page.get("Contents", []):
+            body = s3.get_object(Bucket=bucket, Key=o["Key"])["Body"].read()
+            parquet = body[:4] == b"PAR1" and body[-4:] == b"PAR1"
+            yield o["Key"], body, pq.read_table(pa.BufferReader(body)) if parquet else None
+
+
+def run_in_threads(*calls: Callable[[], object]) -> list[BaseException]:
+    """Start each call in its own thread, wait for all of them; what they raised."""
+    raised: list[BaseException] = []
+
+    def guarded(call: Callable[[], object]) -> Callable[[], None]:
+        def run() -> None:
+            try:
+                call()
+            except BaseException as e:
+                raised.append(e)
+
+        return run
+
+    threads = [threading.Thread(target=guarded(call)) for call in calls]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    return raised
 
 
 def run_state_machine(

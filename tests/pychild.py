@@ -16,7 +16,7 @@ import subprocess
 import sys
 from collections.abc import Mapping, Sequence
 
-__all__ = ["DONE", "explain", "ok", "run_python"]
+__all__ = ["DONE", "explain", "ok", "run_child", "run_python"]
 
 DONE = "__lethe_child_done__"
 
@@ -39,8 +39,21 @@ def run_python(
     timeout: float = 300,
 ) -> subprocess.CompletedProcess[str]:
     """``python [flags] -c code args...`` with the sentinel epilogue (see module doc)."""
+    argv = [sys.executable, *flags, "-c", code + "\n" + _EPILOGUE, *args]
+    return run_child(argv, env=env, cwd=cwd, timeout=timeout)
+
+
+def run_child(
+    argv: Sequence[str],
+    *,
+    env: Mapping[str, str] | None = None,
+    cwd: str | os.PathLike[str] | None = None,
+    timeout: float = 300,
+) -> subprocess.CompletedProcess[str]:
+    """``argv`` as a child process, its output captured as text, its status not checked
+    (no sentinel: for tests of how a child exits)."""
     return subprocess.run(
-        [sys.executable, *flags, "-c", code + "\n" + _EPILOGUE, *args],
+        list(argv),
         capture_output=True,
         text=True,
         timeout=timeout,

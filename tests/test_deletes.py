@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import threading
-from typing import Any
+from functools import partial
+from typing import Any, ClassVar
 
 import pyarrow as pa
 import pytest
-from conftest import EVENTS, events
-from hypothesis import HealthCheck, settings
+from conftest import EVENTS, events, run_in_threads, run_state_machine
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
@@ -106,22 +105,11 @@ def test_concurrent_deletes_on_one_file_merge(table_uri: str) -> None:
     t = lethe.Table.create(table_uri, EVENTS, key="id")
     t.append(events(0, 5_000))
     assert len(t.manifest.files) == 1
-    errs: list[BaseException] = []
 
     def work(i: int) -> None:
-        try:
-            lethe.Table.open(table_uri).delete(
-                [("id", "in", [i * 10, i * 10 + 1])], request_id=f"r{i}"
-            )
-        except BaseException as e:
-            errs.append(e)
+        lethe.Table.open(table_uri).delete([("id", "in", [i * 10, i * 10 + 1])], request_id=f"r{i}")
 
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join()
-    assert not errs
+    assert not run_in_threads(*(partial(work, i) for i in range(8)))
     final = lethe.Table.open(table_uri)
     assert final.version == 9
     f = final.manifest.files[0]
@@ -147,21 +135,21 @@ class TableModel(RuleBasedStateMachine):
     """Random append / delete / scan / time travel against a plain in-memory model."""
 
     uri: str
+    properties: ClassVar[dict[str, Any]] = {"target_file_bytes": 8_000, "row_group_bytes": 2_000}
 
-    @initialize()
-    def setup(self) -> None:
+    def start(self) -> None:
+        """A new table with this model's ``properties``, and an empty model of it."""
         import uuid
 
-        self.t = lethe.Table.create(
-            f"{self.uri}-{uuid.uuid4().hex[:8]}",
-            EVENTS,
-            key="id",
-            target_file_bytes=8_000,
-            row_group_bytes=2_000,
-        )
+        name = f"{self.uri}-{uuid.uuid4().hex[:8]}"
+        self.t = lethe.Table.create(name, EVENTS, key="id", **self.properties)
         self.model: dict[int, dict[str, Any]] = {}
         self.versions: dict[int, set[int]] = {0: set()}
         self.next_id = 0
+
+    @initialize()
+    def setup(self) -> None:
+        self.start()
 
     @rule(n=st.integers(1, 400))
     def append(self, n: int) -> None:
@@ -219,14 +207,7 @@ class TableModel(RuleBasedStateMachine):
 
 def test_state_machine(table_uri: str) -> None:
     TableModel.uri = table_uri
-    run = TableModel.TestCase
-    run.settings = settings(
-        max_examples=12,
-        stateful_step_count=10,
-        deadline=None,
-        suppress_health_check=list(HealthCheck),
-    )
-    run().runTest()
+    run_state_machine(TableModel, examples=12, steps=10, random=True)
 
 
 def test_schema_of_empty_result(table: lethe.Table) -> None:

@@ -8,11 +8,12 @@ import threading
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from typing import Any
 
 import pyarrow as pa
 import pytest
-from conftest import EVENTS, events
+from conftest import EVENTS, events, run_in_threads
 
 import lethe
 from lethe import errors
@@ -178,7 +179,6 @@ def test_gc_racing_slow_appenders_and_deleters_never_breaks_the_table(
     committed: set[int] = set(range(200))
     deleted: set[int] = set()
     refused = {"append": 0}
-    failures: list[BaseException] = []
 
     def appender(n: int) -> None:
         me = lethe.Table.open(table_uri)
@@ -214,22 +214,9 @@ def test_gc_racing_slow_appenders_and_deleters_never_breaks_the_table(
             collect(table_uri, retention="1v", erasure_grace="0s")
             time.sleep(0.2)
 
-    def guard(fn: Any, *a: Any) -> Any:
-        def run() -> None:
-            try:
-                fn(*a)
-            except BaseException as e:
-                failures.append(e)
-
-        return run
-
-    threads = [threading.Thread(target=guard(appender, i)) for i in range(3)]
-    threads += [threading.Thread(target=guard(deleter, i)) for i in range(2)]
-    threads.append(threading.Thread(target=guard(gc)))
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join()
+    failures = run_in_threads(
+        *(partial(appender, i) for i in range(3)), *(partial(deleter, i) for i in range(2)), gc
+    )
     assert not failures, failures
     head = lethe.Table.open(table_uri)
     assert verify(head).ok, verify(head).problems

@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 from faults import on_request
+from pychild import run_child
 from test_lake import PERSON, SECRET_ID, make_table
 
 import lethe
@@ -155,15 +156,7 @@ def _cli(*argv: str, sigint_at: int = 0) -> subprocess.CompletedProcess[str]:
         "PYTHONPATH": os.pathsep.join([str(ROOT / "shared"), str(ROOT)]),
         "LETHE_TEST_SIGINT_AT": str(sigint_at),
     }
-    return subprocess.run(
-        [sys.executable, "-c", CHILD, *argv],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=ROOT,
-        timeout=300,
-        check=False,
-    )
+    return run_child([sys.executable, "-c", CHILD, *argv], env=env, cwd=ROOT)
 
 
 @pytest.mark.parametrize("attempt", range(3))

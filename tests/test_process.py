@@ -18,6 +18,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 from conftest import events
+from pychild import run_child
 
 import lethe
 from lethe.process import EXIT_BROKEN_PIPE
@@ -31,15 +32,7 @@ def _child(code: str, *argv: str) -> subprocess.CompletedProcess[str]:
     """Run ``code`` with an atexit hook that reports whether interpreter teardown ran."""
     prelude = f"import atexit, runpy, sys\natexit.register(print, {TEARDOWN!r}, flush=True)\n"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "shared")])}
-    return subprocess.run(
-        [sys.executable, "-c", prelude + code, *argv],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env=env,
-        timeout=300,
-        check=False,
-    )
+    return run_child([sys.executable, "-c", prelude + code, *argv], env=env, cwd=ROOT)
 
 
 @pytest.mark.parametrize(
@@ -116,13 +109,8 @@ def cli_table(table_uri: str, tmp_path: Path) -> str:
 def test_cli_scan_exits_zero_every_time(cli_table: str) -> None:
     """The console script, as users run it, after pyarrow's thread pools did real work."""
     for _ in range(12):
-        proc = subprocess.run(
-            [LETHE, "scan", cli_table, "--where", "customer_id = 7", "--columns", "id"],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
+        argv = [LETHE, "scan", cli_table, "--where", "customer_id = 7", "--columns", "id"]
+        proc = run_child(argv, timeout=120)
         assert proc.returncode == 0, proc.stderr[-2000:]
         assert "(30 rows" in proc.stdout
 
@@ -142,8 +130,6 @@ def test_cli_closed_pipe_is_quiet(cli_table: str) -> None:
 
 def test_cli_missing_table_says_lethe_create(bucket: str) -> None:
     uri = f"s3://{bucket}/nothing-here"
-    proc = subprocess.run(
-        [LETHE, "scan", uri], capture_output=True, text=True, timeout=120, check=False
-    )
+    proc = run_child([LETHE, "scan", uri], timeout=120)
     assert proc.returncode == 2
     assert f"lethe create {uri}" in proc.stderr and "Table.create" not in proc.stderr

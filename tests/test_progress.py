@@ -254,16 +254,16 @@ def test_reporter_chooses_by_terminal_and_quiet() -> None:
 
 
 # --- the command line ------------------------------------------------------------------------
-def _files(tmp_path: Path) -> tuple[str, str]:
+@pytest.fixture
+def files(table_uri: str, tmp_path: Path) -> tuple[str, str]:
+    """Two Parquet files of events (2,000 and 1,000 rows); the table created (by the CLI) from
+    the first one's schema."""
     a, b = tmp_path / "a.parquet", tmp_path / "b.parquet"
     pq.write_table(events(0, 2_000), a)
     pq.write_table(events(2_000, 1_000), b)
-    return str(a), str(b)
-
-
-def _create(uri: str, schema_file: str) -> None:
-    args = ["create", uri, "--schema", schema_file, "--key", "id"]
+    args = ["create", table_uri, "--schema", str(a), "--key", "id"]
     assert main([*args, "--row-group-bytes", "4000", "--target-file-bytes", "12000"]) == 0
+    return str(a), str(b)
 
 
 def _last(err: str, task: str) -> str:
@@ -274,10 +274,9 @@ def _last(err: str, task: str) -> str:
 
 
 def test_cli_prints_plain_progress_lines_on_a_pipe(
-    table_uri: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    table_uri: str, files: tuple[str, str], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    a, b = _files(tmp_path)
-    _create(table_uri, a)
+    a, b = files
     capsys.readouterr()
     assert main(["append", table_uri, a]) == 0
     out, err = capsys.readouterr()
@@ -311,10 +310,9 @@ def test_cli_prints_plain_progress_lines_on_a_pipe(
 
 
 def test_cli_quiet_prints_nothing_on_stderr(
-    table_uri: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    table_uri: str, files: tuple[str, str], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    a, b = _files(tmp_path)
-    _create(table_uri, a)
+    a, b = files
     capsys.readouterr()
     assert main(["-q", "append", table_uri, a]) == 0
     assert main(["append", table_uri, b, "--quiet"]) == 0  # after the command's name too
@@ -361,9 +359,8 @@ def _run_on_a_terminal(args: list[str]) -> tuple[int, str, str]:
     return proc.returncode, out.decode(), screen.decode(errors="replace")
 
 
-def test_cli_draws_a_bar_on_a_terminal(table_uri: str, tmp_path: Path) -> None:
-    a, _ = _files(tmp_path)
-    _create(table_uri, a)
+def test_cli_draws_a_bar_on_a_terminal(table_uri: str, files: tuple[str, str]) -> None:
+    a, _ = files
     rc, out, screen = _run_on_a_terminal(["append", table_uri, a])
     assert rc == 0, screen
     assert "appended 2000 rows" in out and "\x1b" not in out  # stdout: the result, plain
@@ -388,10 +385,9 @@ def test_rich_is_imported_only_to_draw() -> None:
 
 
 def test_scan_output_stays_clean(
-    table_uri: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    table_uri: str, files: tuple[str, str], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    a, _ = _files(tmp_path)
-    _create(table_uri, a)
+    a, _ = files
     assert main(["append", table_uri, a]) == 0
     capsys.readouterr()
     assert main(["scan", table_uri, "--where", "id = 5", "--columns", "id"]) == 0

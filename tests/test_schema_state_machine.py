@@ -9,7 +9,7 @@ import uuid
 from typing import Any
 
 import pyarrow as pa
-from hypothesis import HealthCheck, settings
+from conftest import run_state_machine
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
@@ -212,11 +212,4 @@ class EvolvingTable(RuleBasedStateMachine):
 
 def test_schema_state_machine(table_uri: str) -> None:
     EvolvingTable.uri = table_uri
-    run = EvolvingTable.TestCase
-    run.settings = settings(
-        max_examples=10,
-        stateful_step_count=8,
-        deadline=None,
-        suppress_health_check=list(HealthCheck),
-    )
-    run().runTest()
+    run_state_machine(EvolvingTable, examples=10, steps=8, random=True)

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import threading
 import uuid
-from typing import Any
+from functools import partial
+from typing import Any, ClassVar
 
 import pytest
-from conftest import EVENTS, events
-from hypothesis import HealthCheck, settings
+from conftest import EVENTS, events, run_in_threads, run_state_machine
 from hypothesis import strategies as st
 from hypothesis.stateful import initialize, invariant, precondition, rule
 from test_deletes import TableModel
@@ -153,32 +153,22 @@ def test_racing_writers_on_small_segments_lose_nothing(table_uri: str) -> None:
     lethe.Table.create(
         table_uri, EVENTS, key="id", segment_target_files=3, dv_overlay_max=2, **TINY
     ).append(events(0, 4_000))
-    errs: list[BaseException] = []
     deleted: set[int] = set()
     lock = threading.Lock()
 
     def appender(i: int) -> None:
-        try:
-            lethe.Table.open(table_uri).append(events(10_000 + i * 100, 100))
-        except BaseException as e:  # pragma: no cover - reported below
-            errs.append(e)
+        lethe.Table.open(table_uri).append(events(10_000 + i * 100, 100))
 
     def deleter(i: int) -> None:
-        try:
-            ks = list(range(i * 200, i * 200 + 200, 9))
-            r = lethe.Table.open(table_uri).delete([("id", "in", ks)])
-            assert r.rows_deleted == len(ks)
-            with lock:
-                deleted.update(ks)
-        except BaseException as e:  # pragma: no cover - reported below
-            errs.append(e)
+        ks = list(range(i * 200, i * 200 + 200, 9))
+        r = lethe.Table.open(table_uri).delete([("id", "in", ks)])
+        assert r.rows_deleted == len(ks)
+        with lock:
+            deleted.update(ks)
 
-    threads = [threading.Thread(target=appender, args=(i,)) for i in range(8)]
-    threads += [threading.Thread(target=deleter, args=(i,)) for i in range(8)]
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join()
+    errs = run_in_threads(
+        *(partial(appender, i) for i in range(8)), *(partial(deleter, i) for i in range(8))
+    )
     assert not errs, errs
     t = lethe.Table.open(table_uri)
     want = (set(range(4_000)) - deleted) | {
@@ -193,19 +183,11 @@ class SegmentedModel(TableModel):
     """The table state machine on tiny segments and overlay (splits, merges and folds happen
     all the time), with erases, sometimes starting from a format-1 table."""
 
+    properties: ClassVar[dict[str, Any]] = {"segment_target_files": 2, "dv_overlay_max": 2, **TINY}
+
     @initialize(v1=st.booleans())
     def setup(self, v1: bool) -> None:  # type: ignore[override]
-        self.t = lethe.Table.create(
-            f"{self.uri}-{uuid.uuid4().hex[:8]}",
-            EVENTS,
-            key="id",
-            segment_target_files=2,
-            dv_overlay_max=2,
-            **TINY,
-        )
-        self.model: dict[int, dict[str, Any]] = {}
-        self.versions: dict[int, set[int]] = {0: set()}
-        self.next_id = 0
+        self.start()
         if v1:  # a table a format-1 writer left: two appends, inline
             self.append(300)
             self.append(300)
@@ -231,14 +213,7 @@ class SegmentedModel(TableModel):
 
 def test_segmented_state_machine(table_uri: str) -> None:
     SegmentedModel.uri = table_uri
-    run = SegmentedModel.TestCase
-    run.settings = settings(
-        max_examples=10,
-        stateful_step_count=10,
-        deadline=None,
-        suppress_health_check=list(HealthCheck),
-    )
-    run().runTest()
+    run_state_machine(SegmentedModel, examples=10, steps=10, random=True)
 
 
 def test_segment_objects_are_checked(table_uri: str) -> None:

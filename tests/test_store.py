@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import pytest
+from conftest import run_in_threads
 
 from lethe import errors
 from lethe.storage.store import MIN_PART_BYTES, S3Store, parse_s3_uri
@@ -260,10 +262,6 @@ def test_create_only_puts_of_one_key_race_to_exactly_one_winner(store: S3Store) 
             except errors.PreconditionFailed:
                 lost.append(i)
 
-        threads = [threading.Thread(target=put, args=(i,)) for i in range(8)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        assert not run_in_threads(*(partial(put, i) for i in range(8)))
         assert len(wins) == 1 and len(lost) == 7
         assert store.get(key).body[-1] == wins[0]  # and the object is the winner's

@@ -5,12 +5,13 @@ from __future__ import annotations
 import json
 import threading
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
-from conftest import EVENTS, events
+from conftest import EVENTS, events, run_in_threads
 
 import lethe
 from lethe import errors
@@ -242,23 +243,14 @@ def test_concurrent_appends(table_uri: str) -> None:
     """16 threads appending at once: every append visible exactly once, versions contiguous."""
     lethe.Table.create(table_uri, EVENTS, key="id")
     results: list[lethe.CommitResult] = []
-    errs: list[BaseException] = []
     lock = threading.Lock()
 
     def work(i: int) -> None:
-        try:
-            r = lethe.Table.open(table_uri).append(events(i * 100, 100))
-            with lock:
-                results.append(r)
-        except BaseException as e:
-            errs.append(e)
+        r = lethe.Table.open(table_uri).append(events(i * 100, 100))
+        with lock:
+            results.append(r)
 
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(16)]
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join()
-    assert not errs
+    assert not run_in_threads(*(partial(work, i) for i in range(16)))
     assert sorted(r.version for r in results) == list(range(1, 17))
     t = lethe.Table.open(table_uri)
     assert t.version == 16

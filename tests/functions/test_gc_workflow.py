@@ -9,7 +9,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 from conftest import EVENTS, events
@@ -46,6 +46,13 @@ from lethe.storage.store import parse_s3_uri
 
 STEPS = ("retention", "plan", "sweep", "expire", "abort", "purge", "report", "record_failure")
 HANDLERS = tuple(f"gc_steps.handler.{s}" for s in STEPS)
+_T = TypeVar("_T")
+
+
+def on_the_stack(test: _T) -> _T:
+    """A test that runs the synthesized stack's state machine: the CDK (slow), one xdist group."""
+    marked: _T = pytest.mark.cdk(pytest.mark.slow(pytest.mark.xdist_group("cdk")(test)))
+    return marked
 
 
 def base_env(**extra: str) -> dict[str, str]:
@@ -310,9 +317,7 @@ def machine(template: dict[str, Any], aws: LocalAws) -> Iterator[Any]:
         sm.close()
 
 
-@pytest.mark.cdk
-@pytest.mark.slow
-@pytest.mark.xdist_group("cdk")
+@on_the_stack
 def test_state_machine_end_to_end_versioned(machine: Any, s3: Any) -> None:
     bucket = versioned_bucket(s3)
     uri = f"s3://{bucket}/tables/main"
@@ -372,9 +377,7 @@ def test_state_machine_end_to_end_versioned(machine: Any, s3: Any) -> None:
         lethe.Table.open(uri, version=1)
 
 
-@pytest.mark.cdk
-@pytest.mark.slow
-@pytest.mark.xdist_group("cdk")
+@on_the_stack
 def test_state_machine_dry_run_deletes_nothing(machine: Any, table_uri: str, s3: Any) -> None:
     table_with_history(table_uri, gc_grace=QUICK)
     put(s3, table_uri, "data/orphan.parquet")
@@ -393,9 +396,7 @@ def test_state_machine_dry_run_deletes_nothing(machine: Any, table_uri: str, s3:
     assert run.output["report"]["deleted"]["data"]["objects"] == 2  # orphan + replaced file
 
 
-@pytest.mark.cdk
-@pytest.mark.slow
-@pytest.mark.xdist_group("cdk")
+@on_the_stack
 def test_state_machine_catches_a_failed_step_and_records_it(
     template: dict[str, Any], aws: LocalAws, table_uri: str, s3: Any
 ) -> None:
@@ -434,9 +435,7 @@ def test_state_machine_catches_a_failed_step_and_records_it(
     assert "replaced" in rec["cause"]
 
 
-@pytest.mark.cdk
-@pytest.mark.slow
-@pytest.mark.xdist_group("cdk")
+@on_the_stack
 def test_state_machine_retries_lambda_throttling(machine: Any, table_uri: str, s3: Any) -> None:
     lethe.Table.create(table_uri, EVENTS, key="id", gc_grace=GRACE).append(events(0, 10))
     sm = machine(table_uri)
@@ -451,9 +450,7 @@ def test_state_machine_retries_lambda_throttling(machine: Any, table_uri: str, s
     )
 
 
-@pytest.mark.cdk
-@pytest.mark.slow
-@pytest.mark.xdist_group("cdk")
+@on_the_stack
 def test_state_machine_sweeps_expired_rows_before_the_plan(
     machine: Any, table_uri: str, s3: Any
 ) -> None:
@@ -499,9 +496,7 @@ def test_state_machine_sweeps_expired_rows_before_the_plan(
     assert verify(t).ok
 
 
-@pytest.mark.cdk
-@pytest.mark.slow
-@pytest.mark.xdist_group("cdk")
+@on_the_stack
 def test_state_machine_records_a_failed_retention_sweep(
     template: dict[str, Any], aws: LocalAws, table_uri: str, s3: Any
 ) -> None:
