@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
-from conftest import events
+from conftest import bucket_objects, events
 from faults import InjectedFault, on_request
 from hypothesis import given
 from hypothesis import strategies as st
@@ -95,19 +95,13 @@ def audit_bucket(s3: Any, bucket: str, customer: int, payloads: list[bytes]) -> 
     decoded (any column ``customer_id`` equal to it), every object searched for the rows'
     payload bytes."""
     holders = []
-    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket):
-        for o in page.get("Contents", []):
-            body = s3.get_object(Bucket=bucket, Key=o["Key"])["Body"].read()
-            if body[:4] == b"PAR1" and body[-4:] == b"PAR1":
-                t = pq.read_table(pa.BufferReader(body))
-                if (
-                    "customer_id" in t.column_names
-                    and pc.any(pc.equal(t["customer_id"], customer)).as_py()
-                ):
-                    holders.append(o["Key"])
-                    continue
-            if any(p in body for p in payloads):
-                holders.append(o["Key"])
+    for key, body, t in bucket_objects(s3, bucket):
+        if (
+            t is not None
+            and "customer_id" in t.column_names
+            and pc.any(pc.equal(t["customer_id"], customer)).as_py()
+        ) or any(p in body for p in payloads):
+            holders.append(key)
     return holders
 
 

@@ -17,6 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
+from conftest import bucket_objects
 from deltalake import write_deltalake
 
 import lethe
@@ -50,17 +51,12 @@ def _holders(s3: Any, bucket: str, payloads: list[str]) -> list[str]:
     (any string column, whatever the files name it: they may be compressed), every object
     searched for the bytes."""
     out = []
-    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket):
-        for o in page.get("Contents", []):
-            body = s3.get_object(Bucket=bucket, Key=o["Key"])["Body"].read()
-            if body[:4] == b"PAR1" and body[-4:] == b"PAR1":
-                t = pq.read_table(pa.BufferReader(body))
-                cols = [c for c in t.columns if pa.types.is_string(c.type)]
-                if any(pc.any(pc.is_in(c, pa.array(payloads))).as_py() for c in cols):
-                    out.append(o["Key"])
-                    continue
-            if any(p.encode() in body for p in payloads):
-                out.append(o["Key"])
+    for key, body, t in bucket_objects(s3, bucket):
+        cols = [c for c in t.columns if pa.types.is_string(c.type)] if t is not None else []
+        if any(pc.any(pc.is_in(c, pa.array(payloads))).as_py() for c in cols) or any(
+            p.encode() in body for p in payloads
+        ):
+            out.append(key)
     return out
 
 
