@@ -61,12 +61,10 @@ class LakeConfig:
     @classmethod
     def parse(cls, raw: object) -> LakeConfig | None:
         """From a mapping or its JSON text; ``""``/``None``: no lake."""
-        if raw in ("", None, {}):
+        keys = ("uri", "tables", "adopted")
+        raw = _mapping(raw, keys, '{"uri": ..., "tables": [...], "adopted": [...]}')
+        if raw is None:
             return None
-        if isinstance(raw, str):
-            raw = json.loads(raw)
-        if not isinstance(raw, dict) or set(raw) - {"uri", "tables", "adopted"}:
-            raise ValueError('expected {"uri": ..., "tables": [...], "adopted": [...]}')
         tables = raw.get("tables") or []
         adopted = raw.get("adopted") or []
         if not isinstance(tables, list) or not tables or not isinstance(adopted, list):
@@ -76,15 +74,7 @@ class LakeConfig:
             tuple(S3Prefix.parse(t) for t in tables),
             tuple(S3Prefix.parse(a) for a in adopted),
         )
-        every = [out.lake, *out.tables, *out.adopted]
-        for i, a in enumerate(every):
-            for b in every[i + 1 :]:
-                if a.bucket == b.bucket and (
-                    a.prefix == b.prefix
-                    or f"{b.prefix}/".startswith(f"{a.prefix}/")
-                    or f"{a.prefix}/".startswith(f"{b.prefix}/")
-                ):
-                    raise ValueError(f"{a.uri} and {b.uri} overlap: give each its own prefix")
+        _refuse_overlaps([out.lake, *out.tables, *out.adopted])
         return out
 
     @property
@@ -116,12 +106,10 @@ class AdoptConfig:
     def parse(cls, raw: object) -> AdoptConfig | None:
         """From a mapping or its JSON text; ``""``/``None``: nothing adopted
         (tests/infra/test_infra_units.py shows what is refused)."""
-        if raw in ("", None, {}):
+        keys = ("prefixes", "inPlace", "ownership")
+        raw = _mapping(raw, keys, '{"prefixes": [...], "inPlace": bool, "ownership": bool}')
+        if raw is None:
             return None
-        if isinstance(raw, str):
-            raw = json.loads(raw)
-        if not isinstance(raw, dict) or set(raw) - {"prefixes", "inPlace", "ownership"}:
-            raise ValueError('expected {"prefixes": [...], "inPlace": bool, "ownership": bool}')
         prefixes = raw.get("prefixes") or []
         if not isinstance(prefixes, list):
             raise ValueError("prefixes: a list of s3://bucket/prefix URIs")
@@ -132,14 +120,31 @@ class AdoptConfig:
         )
         if not out.prefixes and not out.in_place:
             raise ValueError('nothing adopted: give "prefixes" or "inPlace": true')
-        for i, a in enumerate(out.prefixes):
-            for b in out.prefixes[i + 1 :]:
-                if a.bucket == b.bucket and (
-                    f"{b.prefix}/".startswith(f"{a.prefix}/")
-                    or f"{a.prefix}/".startswith(f"{b.prefix}/")
-                ):
-                    raise ValueError(f"{a.uri} and {b.uri} overlap: give each its own prefix")
+        _refuse_overlaps(out.prefixes)
         return out
+
+
+def _mapping(raw: object, keys: Sequence[str], expected: str) -> dict[str, object] | None:
+    """A context value given as a mapping or its JSON text, with no key but ``keys`` (else
+    ValueError: ``expected``); ``""``, ``None`` or ``{}``: None."""
+    if raw in ("", None, {}):
+        return None
+    if isinstance(raw, str):
+        raw = json.loads(raw)
+    if not isinstance(raw, dict) or set(raw) - set(keys):
+        raise ValueError(f"expected {expected}")
+    return raw
+
+
+def _refuse_overlaps(prefixes: Sequence[S3Prefix]) -> None:
+    """Raise ValueError if two of ``prefixes`` are the same or one lies under another."""
+    for i, a in enumerate(prefixes):
+        for b in prefixes[i + 1 :]:
+            if a.bucket == b.bucket and (
+                f"{b.prefix}/".startswith(f"{a.prefix}/")
+                or f"{a.prefix}/".startswith(f"{b.prefix}/")
+            ):
+                raise ValueError(f"{a.uri} and {b.uri} overlap: give each its own prefix")
 
 
 def parse_context(pairs: Sequence[str]) -> dict[str, object]:

@@ -89,17 +89,7 @@ class LetheStack(cdk.Stack):
         self.gc = GarbageCollection(self, "Gc", base=base)
         self.lake: LakeTables | None = None
         if config.lake is not None:
-            self.lake = LakeTables(
-                self,
-                "Lake",
-                lake=config.lake,
-                delete_handler=self.erasure.delete_handler,
-                splice_worker=self.erasure.splice_worker,
-                gc=self.gc,
-                gc_schedule=config.gc_schedule,
-                gc_dry_run=config.gc_dry_run,
-                window_schedule=config.erasure_window_schedule,
-            )
+            self.lake = LakeTables(self, "Lake", config=config, erasure=self.erasure, gc=self.gc)
         self.adopted: AdoptedData | None = None
         if config.adopt is not None:
             self.adopted = AdoptedData(
@@ -107,10 +97,8 @@ class LetheStack(cdk.Stack):
                 "Adopted",
                 adopt=config.adopt,
                 storage=self.storage,
-                trigger=self.ingest.trigger,
-                job_role=self.ingest.job_role,
-                delete_handler=self.erasure.delete_handler,
-                splice_worker=self.erasure.splice_worker,
+                ingest=self.ingest,
+                erasure=self.erasure,
                 gc=self.gc,
             )
         functions = {

@@ -37,9 +37,10 @@ from constructs import Construct
 from infra import constants as c
 from infra.config import AdoptConfig, S3Prefix
 from infra.constructs._nag import acknowledge, arn_ref
+from infra.constructs.erasure import ErasureFunctions
 from infra.constructs.gc import PLAN, PURGE, REPORT, RETENTION, SWEEP, GarbageCollection
+from infra.constructs.ingest import Ingest
 from infra.constructs.lake import PrefixGrants
-from infra.constructs.runtime import LetheFunction
 from infra.constructs.storage import READ_ACTIONS, TableStorage
 
 #: GC steps that read adopted files (plan: HEAD of superseded originals; retention: splices;
@@ -62,13 +63,13 @@ class AdoptedData(Construct):
         *,
         adopt: AdoptConfig,
         storage: TableStorage,
-        trigger: LetheFunction,
-        job_role: iam.IRole,
-        delete_handler: LetheFunction,
-        splice_worker: LetheFunction,
+        ingest: Ingest,
+        erasure: ErasureFunctions,
         gc: GarbageCollection,
     ) -> None:
         super().__init__(scope, construct_id)
+        trigger, job_role = ingest.trigger, ingest.job_role
+        delete_handler, splice_worker = erasure.delete_handler, erasure.splice_worker
         fn = trigger.function
         fn.add_environment(c.ENV_ADOPT_IN_PLACE, "true" if adopt.in_place else "false")
         fn.add_environment(c.ENV_ADOPT_OWNERSHIP, "true" if adopt.ownership else "false")

@@ -24,7 +24,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_s3_deployment as s3deploy
 from aws_cdk import aws_sqs as sqs
-from constructs import Construct
+from constructs import Construct, IConstruct
 
 from infra import constants as c
 from infra.constructs._nag import acknowledge, arn_ref
@@ -229,47 +229,54 @@ class Ingest(Construct):
     def _acknowledge_deployment_handler(self, stack: cdk.Stack, *, kms: bool) -> None:
         cfn_artifacts = self.artifacts.node.default_child
         assert isinstance(cfn_artifacts, cdk.CfnResource)
-        for child in stack.node.children:
-            if child.node.id.startswith("Custom::CDKBucketDeployment"):
-                acknowledge(
-                    child,
-                    "AwsSolutions-IAM4",
-                    "CDK's BucketDeployment handler (a deploy-time custom resource) uses "
-                    "AWSLambdaBasicExecutionRole for its own logs.",
-                    "Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/"
-                    "AWSLambdaBasicExecutionRole",
-                )
-                acknowledge(
-                    child,
-                    "AwsSolutions-L1",
-                    "CDK's BucketDeployment handler runtime is chosen by aws-cdk-lib and "
-                    "runs only at deploy time.",
-                )
-                acknowledge(
-                    child,
-                    "AwsSolutions-IAM5",
-                    "CDK's BucketDeployment handler copies the job scripts from the CDK asset "
-                    "bucket into the artifacts bucket (and prunes stale ones there): read on "
-                    "the asset bucket, read/write/delete on the artifacts bucket only - never "
-                    "on the table bucket, which is why the artifacts have their own bucket.",
-                    "Action::s3:GetBucket*",
-                    "Action::s3:GetObject*",
-                    "Action::s3:List*",
-                    "Action::s3:Abort*",
-                    "Action::s3:DeleteObject*",
-                    f"Resource::{arn_ref(cfn_artifacts, '/*')}",
-                    f"Resource::{_asset_bucket_objects(stack)}",
-                    *(["Action::kms:GenerateDataKey*", "Action::kms:ReEncrypt*"] if kms else []),
-                )
+        handlers = _cdk_handlers(
+            stack,
+            "Custom::CDKBucketDeployment",
+            "CDK's BucketDeployment handler (a deploy-time custom resource) uses "
+            "AWSLambdaBasicExecutionRole for its own logs.",
+        )
+        for child in handlers:
+            acknowledge(
+                child,
+                "AwsSolutions-L1",
+                "CDK's BucketDeployment handler runtime is chosen by aws-cdk-lib and "
+                "runs only at deploy time.",
+            )
+            acknowledge(
+                child,
+                "AwsSolutions-IAM5",
+                "CDK's BucketDeployment handler copies the job scripts from the CDK asset "
+                "bucket into the artifacts bucket (and prunes stale ones there): read on "
+                "the asset bucket, read/write/delete on the artifacts bucket only - never "
+                "on the table bucket, which is why the artifacts have their own bucket.",
+                "Action::s3:GetBucket*",
+                "Action::s3:GetObject*",
+                "Action::s3:List*",
+                "Action::s3:Abort*",
+                "Action::s3:DeleteObject*",
+                f"Resource::{arn_ref(cfn_artifacts, '/*')}",
+                f"Resource::{_asset_bucket_objects(stack)}",
+                *(["Action::kms:GenerateDataKey*", "Action::kms:ReEncrypt*"] if kms else []),
+            )
 
     def _acknowledge_notifications_handler(self, stack: cdk.Stack) -> None:
-        for child in stack.node.children:
-            if child.node.id.startswith("BucketNotificationsHandler"):
-                acknowledge(
-                    child,
-                    "AwsSolutions-IAM4",
-                    "CDK's bucket-notification custom resource uses "
-                    "AWSLambdaBasicExecutionRole for its own logs; it runs at deploy time.",
-                    "Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/"
-                    "AWSLambdaBasicExecutionRole",
-                )
+        _cdk_handlers(
+            stack,
+            "BucketNotificationsHandler",
+            "CDK's bucket-notification custom resource uses "
+            "AWSLambdaBasicExecutionRole for its own logs; it runs at deploy time.",
+        )
+
+
+def _cdk_handlers(stack: cdk.Stack, prefix: str, logs_reason: str) -> list[IConstruct]:
+    """The stack's CDK-provided handlers whose id starts with ``prefix``, their use of
+    AWSLambdaBasicExecutionRole (AwsSolutions-IAM4) acknowledged for ``logs_reason``."""
+    handlers = [child for child in stack.node.children if child.node.id.startswith(prefix)]
+    for handler in handlers:
+        acknowledge(
+            handler,
+            "AwsSolutions-IAM4",
+            logs_reason,
+            "Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole",
+        )
+    return handlers

@@ -30,10 +30,10 @@ from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from infra import constants as c
-from infra.config import LakeConfig, S3Prefix
+from infra.config import LetheConfig, S3Prefix
 from infra.constructs._nag import acknowledge
+from infra.constructs.erasure import ErasureFunctions
 from infra.constructs.gc import STEPS, GarbageCollection, grant_step
-from infra.constructs.runtime import LetheFunction
 from infra.constructs.storage import MULTIPART_CLEANUP_ACTIONS, PUT_ACTIONS, READ_ACTIONS
 
 
@@ -153,15 +153,15 @@ class LakeTables(Construct):
         scope: Construct,
         construct_id: str,
         *,
-        lake: LakeConfig,
-        delete_handler: LetheFunction,
-        splice_worker: LetheFunction,
+        config: LetheConfig,
+        erasure: ErasureFunctions,
         gc: GarbageCollection,
-        gc_schedule: str,
-        gc_dry_run: bool,
-        window_schedule: str,
     ) -> None:
         super().__init__(scope, construct_id)
+        lake = config.lake
+        if lake is None:
+            raise ValueError("LakeTables is for a lake's stack (context lethe:lake)")
+        delete_handler, splice_worker = erasure.delete_handler, erasure.splice_worker
         buckets = {
             name: s3.Bucket.from_bucket_name(self, f"Bucket{i}", name)
             for i, name in enumerate(lake.buckets)
@@ -219,7 +219,7 @@ class LakeTables(Construct):
             "ErasureWindow",
             description="Runs the lake's erasure window: splices the requests whose window "
             "closed (bounded per invocation) and archives finished requests",
-            schedule=events.Schedule.expression(window_schedule),
+            schedule=events.Schedule.expression(config.erasure_window_schedule),
             targets=[
                 targets.LambdaFunction(
                     splice_worker.function,
@@ -233,12 +233,12 @@ class LakeTables(Construct):
                 self,
                 f"GcSchedule{i}",
                 description=f"Starts Lethe's garbage collection on lake table {i}",
-                schedule=events.Schedule.expression(gc_schedule),
+                schedule=events.Schedule.expression(config.gc_schedule),
                 targets=[
                     targets.SfnStateMachine(
                         gc.state_machine,
                         input=events.RuleTargetInput.from_object(
-                            {"dry_run": gc_dry_run, "table": t.uri}
+                            {"dry_run": config.gc_dry_run, "table": t.uri}
                         ),
                         retry_attempts=2,
                     )
