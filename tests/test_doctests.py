@@ -1,4 +1,4 @@
-"""The examples in the docstrings of the library's pure modules run."""
+"""The examples in the docstrings of the library's pure modules (``lethe.parquet``'s too) run."""
 
 from __future__ import annotations
 
@@ -52,7 +52,30 @@ MODULES = [
     "catalog.grace",
 ]
 
+PARQUET = [
+    "thrift",
+    "enums",
+    "model",
+    "footer",
+    "offsets",
+    "segments",
+    "decode",
+    "reencode",
+    "region",
+    "splice",
+    "parts",
+    "costs",
+    "validate",
+    "pages",
+    "chunkmeta",
+    "chunkvalues",
+    "fates",
+    "bloom",
+    "sbbf",
+    "dictpages",
+]
 
-@pytest.mark.parametrize("name", MODULES)
+
+@pytest.mark.parametrize("name", [*MODULES, *(f"parquet.{m}" for m in PARQUET)])
 def test_docstring_examples(name: str) -> None:
     assert_doctests(f"lethe.{name}")
