@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import io
 from collections import Counter
-from typing import Any, Protocol
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -17,6 +17,7 @@ import pyarrow.parquet as pq
 
 from devtools.audit import Needle, audit_bucket
 from devtools.datagen import generate
+from devtools.narrator import Narrator
 from lethe.adopt.plan import AdoptPlan
 from lethe.catalog.manifest import request_hash
 from lethe.errors import InvalidRequest
@@ -30,18 +31,13 @@ DAYS = ("2026-01-01", "2026-01-02", "2026-01-03")
 REQUEST_ID = "demo-adopt-gdpr-1"  # hashed in everything printed
 
 
-class _Story(Protocol):
-    def step(self, title: str) -> None: ...
-    def say(self, msg: str) -> None: ...
-
-
 def _raw(s3: Any, bucket: str) -> list[str]:
     got = s3.list_objects_v2(Bucket=bucket, Prefix="raw/").get("Contents", [])
     return sorted(o["Key"] for o in got)
 
 
 def adopt_story(
-    story: _Story, s3: Any, *, rows: int, customers: int, bucket: str = BUCKET
+    story: Narrator, s3: Any, *, rows: int, customers: int, bucket: str = BUCKET
 ) -> dict[str, Any]:
     """Three daily files of ``rows`` rows under ``raw/events/dt=.../``; the dry run's
     readiness, the adoption in place, one customer erased, GC, the audit. Returns figures.

@@ -5,12 +5,13 @@ story's audit and GC stay about the main table."""
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
-from typing import Any, Protocol
+from typing import Any
 
 import pyarrow.compute as pc
 
 from devtools.audit import Needle
 from devtools.datagen import SCHEMA, generate
+from devtools.narrator import Narrator
 from lethe.catalog.grace import format_duration
 from lethe.gc import collect
 from lethe.lake import Lake
@@ -23,12 +24,7 @@ TABLES = ("orders", "events", "tickets")
 REQUEST_ID = "demo-lake-gdpr-1"  # hashed in everything printed
 
 
-class _Story(Protocol):
-    def step(self, title: str) -> None: ...
-    def say(self, msg: str) -> None: ...
-
-
-def lake_story(story: _Story, s3: Any, *, rows: int, customers: int) -> dict[str, Any]:
+def lake_story(story: Narrator, s3: Any, *, rows: int, customers: int) -> dict[str, Any]:
     """Three tables of ``rows`` rows (two files each, time-ordered, so the person is in every
     file), mapped to ``customer``; one erase request through the lake (hidden at once, spliced
     by the window run), the GC on each table, the receipt printed. Returns the figures."""

@@ -5,23 +5,19 @@ stay about the main table)."""
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
-from typing import Any, Protocol
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from devtools.datagen import SCHEMA, generate
+from devtools.narrator import Narrator
 from lethe.erasure.erase import EraseResult
 from lethe.table import Table
 
 __all__ = ["layout_for_forgetting", "row_ttl"]
 
 BUCKET = "lethe-demo-layout"
-
-
-class _Story(Protocol):
-    def step(self, title: str) -> None: ...
-    def say(self, msg: str) -> None: ...
 
 
 def _heaviest(t: pa.Table, rank: int) -> int:
@@ -31,7 +27,7 @@ def _heaviest(t: pa.Table, rank: int) -> int:
     return int(counts[rank]["values"])
 
 
-def _said(story: _Story, what: str, r: EraseResult, files: int, table_bytes: int) -> None:
+def _said(story: Narrator, what: str, r: EraseResult, files: int, table_bytes: int) -> None:
     moved = r.bytes_uploaded + r.bytes_downloaded
     story.say(
         f"{what}: {r.rows_erased:,} rows erased from {r.files_spliced + r.files_removed} of "
@@ -41,7 +37,7 @@ def _said(story: _Story, what: str, r: EraseResult, files: int, table_bytes: int
 
 
 def layout_for_forgetting(
-    story: _Story, s3: Any, *, appends: int, rows: int, customers: int
+    story: Narrator, s3: Any, *, appends: int, rows: int, customers: int
 ) -> dict[str, Any]:
     """Create a ``cluster_by`` table with daily windows, append ``appends`` time-ordered
     batches of ``rows`` rows, erase one customer, compact (the clustering), erase another;
@@ -92,7 +88,7 @@ def layout_for_forgetting(
     }
 
 
-def row_ttl(story: _Story, s3: Any, *, days: int, rows: int, customers: int) -> dict[str, Any]:
+def row_ttl(story: Narrator, s3: Any, *, days: int, rows: int, customers: int) -> dict[str, Any]:
     """A clustered table of ``days`` daily batches up to now with a 7-day row retention: the
     sweep drops the days past it whole (a metadata-only commit) and splices the day the
     cutoff cuts; its receipt is printed. Returns the figures."""
