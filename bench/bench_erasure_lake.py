@@ -729,18 +729,27 @@ def run(scale: Scale | None = None) -> dict[str, Any]:
         f"{int(counts[victims['erase the heaviest customer'][0]]):,} rows; a fresh table per "
         "operation; baseline: copy-on-write (CoW) of the touched files"
     )
-    plain: list[Figures] = []
-    clustered: list[Figures] = []
     with moto_process() as aws:
         client = make_s3_client()
-        for name, hit in victims.items():
-            plain.append(
-                operate(
-                    aws, client, events, name=name, clustered=False, victims=hit,
-                    purge="purge" in name, baseline=True,
-                )
-            )  # fmt: skip
-            print(f"  done: time-ordered, {name} ({plain[-1].wall:.1f}s)", flush=True)
+
+        def each(clustered: bool, *, skip: str = "") -> list[Figures]:
+            """Every operation but ``skip`` on a fresh table (time-ordered ones with the
+            copy-on-write baseline)."""
+            label = "clustered" if clustered else "time-ordered"
+            out: list[Figures] = []
+            for name, hit in victims.items():
+                if name == skip:
+                    continue
+                out.append(
+                    operate(
+                        aws, client, events, name=name, clustered=clustered, victims=hit,
+                        purge="purge" in name, baseline=not clustered,
+                    )
+                )  # fmt: skip
+                print(f"  done: {label}, {name} ({out[-1].wall:.1f}s)", flush=True)
+            return out
+
+        plain = each(clustered=False)
         import lethe.erasure.erase as erase_mod
 
         seq_name = "delete 0.1%, purge"
@@ -753,16 +762,7 @@ def run(scale: Scale | None = None) -> dict[str, Any]:
         finally:
             erase_mod.SPLICE_WORKERS = workers
         print(f"  done: time-ordered, {seq_name}, one splice at a time ({sequential.wall:.1f}s)")
-        for name, hit in victims.items():
-            if name == "erase the heaviest customer":
-                continue
-            clustered.append(
-                operate(
-                    aws, client, events, name=name, clustered=True, victims=hit,
-                    purge="purge" in name, baseline=False,
-                )
-            )  # fmt: skip
-            print(f"  done: clustered, {name} ({clustered[-1].wall:.1f}s)", flush=True)
+        clustered = each(clustered=True, skip="erase the heaviest customer")
     table_bytes = plain[0].table_bytes
     print(f"\ntime-ordered table: {mib(table_bytes)} in {plain[0].files_total} files")
     print_table(HEADER, figures_rows(plain))

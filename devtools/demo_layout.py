@@ -27,6 +27,20 @@ def _heaviest(t: pa.Table, rank: int) -> int:
     return int(counts[rank]["values"])
 
 
+def _daily_by_customer(s3: Any, name: str, **properties: Any) -> Table:
+    """The demo bucket's table ``name``, clustered by customer_id in daily windows."""
+    return Table.create(
+        f"s3://{BUCKET}/{name}",
+        SCHEMA,
+        key="id",
+        s3=s3,
+        cluster_by=("customer_id",),
+        cluster_window="1d",
+        row_group_bytes=1 << 20,
+        **properties,
+    )
+
+
 def _said(story: Narrator, what: str, r: EraseResult, files: int, table_bytes: int) -> None:
     moved = r.bytes_uploaded + r.bytes_downloaded
     story.say(
@@ -47,16 +61,11 @@ def layout_for_forgetting(
         "customers per file; an erase before and after the clustering compaction"
     )
     s3.create_bucket(Bucket=BUCKET)
-    t = Table.create(
-        f"s3://{BUCKET}/events",
-        SCHEMA,
-        key="id",
-        s3=s3,
-        cluster_by=("customer_id",),
-        cluster_window="1d",
+    t = _daily_by_customer(
+        s3,
+        "events",
         cluster_file_subjects=max(5, customers // 10),  # about 10 files a day
         target_file_bytes=64 << 20,
-        row_group_bytes=1 << 20,
         indexes=("customer_id",),
     )
     batches = [generate(b * rows, rows, customers=customers) for b in range(appends)]
@@ -93,16 +102,7 @@ def row_ttl(story: Narrator, s3: Any, *, days: int, rows: int, customers: int) -
     sweep drops the days past it whole (a metadata-only commit) and splices the day the
     cutoff cuts; its receipt is printed. Returns the figures."""
     story.step("row TTL: retention 7d on event_time, swept as a hard erasure, with a receipt")
-    t = Table.create(
-        f"s3://{BUCKET}/clicks",
-        SCHEMA,
-        key="id",
-        s3=s3,
-        cluster_by=("customer_id",),
-        cluster_window="1d",
-        retention=("event_time", "7d"),
-        row_group_bytes=1 << 20,
-    )
+    t = _daily_by_customer(s3, "clicks", retention=("event_time", "7d"))
     now = datetime.now(UTC)
     day0 = now.replace(hour=0, minute=0, second=0, microsecond=0) - timedelta(days=days - 1)
     for d in range(days):
