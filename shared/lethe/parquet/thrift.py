@@ -92,10 +92,8 @@ class Struct:
 
     def get(self, fid: int) -> Value | None:
         """The value of field ``fid``, or None when absent."""
-        for f in self.fields:
-            if f.id == fid:
-                return f.value
-        return None
+        f = self.field(fid)
+        return None if f is None else f.value
 
     def set(self, fid: int, ttype: TType, value: Value) -> Struct:
         """A copy with field ``fid`` set to ``value``.
