@@ -18,6 +18,7 @@ import datetime as dt
 import decimal
 import math
 import re
+from collections.abc import Callable
 from typing import Any
 
 import pyarrow as pa
@@ -362,6 +363,44 @@ def _exact_duration(value: Any, t: pa.DataType) -> int:
     return _int64(value if isinstance(value, int) else _in_unit(_ns(value), t), t)
 
 
+def _exact_bool(value: Any, t: pa.DataType) -> bool:
+    if not isinstance(value, bool):
+        raise NotExact(f"is {_kind(value)}, the column is bool")
+    return value
+
+
+def _exact_str(value: Any, t: pa.DataType) -> str:
+    if not isinstance(value, str):
+        raise NotExact(f"is {_kind(value)}, the column is {t}")
+    return value
+
+
+def _exact_bytes(value: Any, t: pa.DataType) -> bytes:
+    if isinstance(value, str):
+        value = value.encode()  # JSON has no bytes: a string stands for its UTF-8 bytes
+    if not isinstance(value, bytes | bytearray):
+        raise NotExact(f"is {_kind(value)}, the column is {t}")
+    if pa.types.is_fixed_size_binary(t) and len(value) != t.byte_width:
+        raise NotExact(f"is not {t.byte_width} bytes long, the column is {t}")
+    return bytes(value)
+
+
+# (the column types a test accepts, the conversion of a filter value for them)
+_EXACT: tuple[tuple[Callable[[pa.DataType], bool], Callable[[Any, pa.DataType], Any]], ...] = (
+    (pa.types.is_boolean, _exact_bool),
+    (pa.types.is_integer, _exact_int),
+    (pa.types.is_floating, _exact_float),
+    (pa.types.is_decimal, _exact_decimal),
+    (pa.types.is_string, _exact_str),
+    (pa.types.is_large_string, _exact_str),
+    (_is_binary, _exact_bytes),
+    (pa.types.is_timestamp, _exact_timestamp),
+    (pa.types.is_date, _exact_date),
+    (pa.types.is_time, _exact_time),
+    (pa.types.is_duration, _exact_duration),
+)
+
+
 def exact(value: Any, t: pa.DataType) -> Any:
     """The comparable form (as :func:`comparable`) of a filter value that denotes exactly one
     value of column type ``t``; :class:`NotExact` with the reason otherwise. Nothing is ever
@@ -376,36 +415,9 @@ def exact(value: Any, t: pa.DataType) -> Any:
     """
     if isinstance(value, pa.Scalar):
         value = value.as_py()
-    if pa.types.is_boolean(t):
-        if not isinstance(value, bool):
-            raise NotExact(f"is {_kind(value)}, the column is bool")
-        return value
-    if pa.types.is_integer(t):
-        return _exact_int(value, t)
-    if pa.types.is_floating(t):
-        return _exact_float(value, t)
-    if pa.types.is_decimal(t):
-        return _exact_decimal(value, t)
-    if pa.types.is_string(t) or pa.types.is_large_string(t):
-        if not isinstance(value, str):
-            raise NotExact(f"is {_kind(value)}, the column is {t}")
-        return value
-    if _is_binary(t):
-        if isinstance(value, str):
-            value = value.encode()  # JSON has no bytes: a string stands for its UTF-8 bytes
-        if not isinstance(value, bytes | bytearray):
-            raise NotExact(f"is {_kind(value)}, the column is {t}")
-        if pa.types.is_fixed_size_binary(t) and len(value) != t.byte_width:
-            raise NotExact(f"is not {t.byte_width} bytes long, the column is {t}")
-        return bytes(value)
-    if pa.types.is_timestamp(t):
-        return _exact_timestamp(value, t)
-    if pa.types.is_date(t):
-        return _exact_date(value, t)
-    if pa.types.is_time(t):
-        return _exact_time(value, t)
-    if pa.types.is_duration(t):
-        return _exact_duration(value, t)
+    for is_type, convert in _EXACT:
+        if is_type(t):
+            return convert(value, t)
     raise NotExact(f"cannot be compared: filters on {t} columns are not supported")
 
 

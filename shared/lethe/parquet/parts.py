@@ -161,8 +161,38 @@ class SinglePut(_Pieces):
         return 0
 
 
+class _PartSums:
+    """What a plan of multipart uploads moves, summed over its :meth:`every_part`."""
+
+    __slots__ = ()
+
+    def every_part(self) -> tuple[ChainPart, ...]:
+        """Every part of every upload of the plan."""
+        raise NotImplementedError
+
+    @property
+    def bytes_downloaded(self) -> int:
+        """Source bytes fetched by ranged GETs."""
+        return sum(p.bytes_downloaded for p in _uploads(self.every_part()))
+
+    @property
+    def bytes_copied(self) -> int:
+        """Bytes copied server-side (from the source, and from a chain's temporary objects)."""
+        return sum(p.size for p in self.every_part() if not isinstance(p, UploadPart))
+
+    @property
+    def ranged_gets(self) -> int:
+        """Number of ranged GETs."""
+        return sum(p.ranged_gets for p in _uploads(self.every_part()))
+
+    @property
+    def bytes_uploaded(self) -> int:
+        """Bytes sent from the client."""
+        return sum(p.size for p in _uploads(self.every_part()))
+
+
 @dataclass(frozen=True, slots=True)
-class MultipartPlan:
+class MultipartPlan(_PartSums):
     """A multipart upload: the parts in order.
 
     Attributes:
@@ -176,20 +206,8 @@ class MultipartPlan:
         """Size of the new object."""
         return sum(p.size for p in self.parts)
 
-    @property
-    def bytes_downloaded(self) -> int:
-        """Source bytes fetched by ranged GETs."""
-        return sum(p.bytes_downloaded for p in _uploads(self.parts))
-
-    @property
-    def bytes_copied(self) -> int:
-        """Source bytes copied server-side."""
-        return sum(p.size for p in self.parts if isinstance(p, CopyPart))
-
-    @property
-    def ranged_gets(self) -> int:
-        """Number of ranged GETs."""
-        return sum(p.ranged_gets for p in _uploads(self.parts))
+    def every_part(self) -> tuple[ChainPart, ...]:
+        return self.parts
 
 
 Plan: TypeAlias = SinglePut | MultipartPlan
@@ -437,7 +455,7 @@ ChainPart: TypeAlias = CopyPart | UploadPart | StageCopy
 
 
 @dataclass(frozen=True, slots=True)
-class ChainedPlan:
+class ChainedPlan(_PartSums):
     """The new object built by multipart uploads in stages.
 
     Every stage but the last uploads a temporary object; a stage may copy an earlier
@@ -456,28 +474,14 @@ class ChainedPlan:
         """Size of the new object."""
         return sum(p.size for p in self.stages[-1])
 
-    @property
-    def bytes_downloaded(self) -> int:
-        """Source bytes fetched by ranged GETs."""
-        return sum(p.bytes_downloaded for st in self.stages for p in _uploads(st))
-
-    @property
-    def bytes_copied(self) -> int:
-        """Bytes copied server-side (from the source and from temporary objects)."""
-        return sum(p.size for st in self.stages for p in st if not isinstance(p, UploadPart))
-
-    @property
-    def ranged_gets(self) -> int:
-        """Number of ranged GETs."""
-        return sum(p.ranged_gets for st in self.stages for p in _uploads(st))
+    def every_part(self) -> tuple[ChainPart, ...]:
+        return tuple(p for st in self.stages for p in st)
 
 
 def bytes_moved(plan: Plan | ChainedPlan) -> int:
     """Bytes a plan moves over the wire: downloaded plus uploaded."""
-    if isinstance(plan, SinglePut):
-        return plan.bytes_downloaded + plan.size
-    parts = plan.parts if isinstance(plan, MultipartPlan) else [p for s in plan.stages for p in s]
-    return plan.bytes_downloaded + sum(p.size for p in parts if isinstance(p, UploadPart))
+    up = plan.size if isinstance(plan, SinglePut) else plan.bytes_uploaded
+    return plan.bytes_downloaded + up
 
 
 _Item: TypeAlias = Copy | tuple[Piece, ...]
