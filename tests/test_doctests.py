@@ -10,7 +10,7 @@ MODULES = [
     "adopt.source",
     "adopt.objects",
     "adopt.iceberg",
-    "adopt.iceberg_types",
+    "iceberg.types",
     "adopt.names",
     "adopt.delta",
     "adopt.delta_format",

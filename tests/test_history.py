@@ -212,3 +212,53 @@ def test_index_lookups_on_an_old_version_stay_correct(table_uri: str) -> None:
     check()
     collect(t.uri, retention="30d", erasure_grace=0, now=datetime.now(UTC) + timedelta(hours=1))
     check()
+
+
+def test_a_bounded_erase_keeps_plain_deleted_rows_in_history(table_uri: str) -> None:
+    """Issue 39 known limit, closed: an erase bounded by ``max_bytes`` splices a file one row
+    group per call; the target's rest moves to the new file with its erased positions rebased
+    (it used to move without them, so the later splice removed every hidden row of those
+    groups, and versions from before a plain delete lost that row)."""
+    t = lethe.Table.create(table_uri, EVENTS, key="id", row_group_bytes=1024)
+    t.append(people(0, 200))
+    [f] = t.manifest.files
+    assert len(f.row_groups) >= 3
+    before = t.version
+    kept = [i for i in range(200) if i % 5 == 1][-1]  # a plain delete in a late row group
+    t.delete([("id", "=", kept)])
+    erased = {i for i in range(200) if i % 5 == 2}
+    r = t.erase([("customer_id", "=", 2)], request_id="slow-2", max_bytes=1)
+    rounds = 1
+    while not r.complete:
+        r = t.erase([("customer_id", "=", 2)], request_id="slow-2", max_bytes=1)
+        rounds += 1
+        assert rounds < 20
+    assert rounds >= 2
+    old = lethe.Table.open(t.uri, version=before)
+    assert ids(old.scan()) == sorted(set(range(200)) - erased)
+    assert kept in ids(old.scan())
+    assert ids(t.refresh().scan()) == sorted(set(range(200)) - erased - {kept})
+
+
+def test_a_compaction_keeps_the_positions_of_targets_on_other_files() -> None:
+    """Issue 39: compacting some files rebuilt every target of a pending erasure from its row
+    groups alone, so targets on files the compaction never touched lost their erased
+    positions (their later splice then removed every hidden row); they stay as they were."""
+    from pyroaring import BitMap64
+
+    from lethe.catalog.manifest import ErasureRecord, ErasureTarget
+    from lethe.catalog.transforms.erasures import update_erasures
+    from lethe.dv.blob import b64_of
+
+    erased = b64_of(BitMap64([130]))
+    other = ErasureTarget(path="data/b.parquet", row_groups=(1,), positions=erased)
+    e = ErasureRecord(
+        id_hash="h",
+        deleted_version=5,
+        targets=(ErasureTarget(path="data/a.parquet", row_groups=(0,)), other),
+    )
+    moved = {"data/a.parquet": [ErasureTarget(path="data/c.parquet", row_groups=(2,))]}
+    [after] = update_erasures([e], {"data/a.parquet"}, 4, moved, 6)
+    assert other in after.targets
+    assert {t.path for t in after.targets} == {"data/b.parquet", "data/c.parquet"}
+    assert "data/a.parquet" in after.superseded and after.state == "pending"

@@ -15,7 +15,7 @@ from pyiceberg.table import StaticTable
 
 from lethe import errors
 from lethe.iceberg import avro, publish
-from lethe.iceberg.mapping import iceberg_schema
+from lethe.iceberg.types import iceberg_schema
 from lethe.table import Table
 from tests.conftest import EVENTS, events
 from tests.engines import iceberg_view

@@ -56,6 +56,36 @@ def test_register_creates_then_moves_forward_only(aws: Any) -> None:
     assert t["StorageDescriptor"]["Location"] == "s3://b/tables/main"
 
 
+class _Racer:
+    """Moto's Glue client, with another writer registering ``first`` just before our
+    ``create_table``."""
+
+    def __init__(self, glue: Any, first: str) -> None:
+        self.glue, self.first, self.creates = glue, first, 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.glue, name)
+
+    def create_table(self, **kw: Any) -> Any:
+        self.creates += 1
+        register(self.glue, database=kw["DatabaseName"], table="main", metadata_uri=self.first)
+        return self.glue.create_table(**kw)
+
+
+def test_a_lost_create_race_reads_again_and_moves_forward(aws: Any) -> None:
+    """A writer that created the table first wins the create; ours reads it again and moves
+    it forward (issue 38: Glue's create and update share one write step)."""
+    glue = aws.client("glue")
+    glue.create_database(DatabaseInput={"Name": "lethe_race"})
+    uri = "s3://b/tables/main/metadata/v{}.metadata.json"
+    racer = _Racer(glue, uri.format(2))
+    got = register(racer, database="lethe_race", table="main", metadata_uri=uri.format(4))
+    params = glue.get_table(DatabaseName="lethe_race", Name="main")["Table"]["Parameters"]
+    assert (got, racer.creates) == ("updated", 1)
+    assert params["metadata_location"] == uri.format(4)
+    assert params["previous_metadata_location"] == uri.format(2)
+
+
 def test_handler_registers_metadata_files_and_ignores_the_rest(aws: Any, glue_handler: Any) -> None:
     Settings, SettingsError, handle = (
         glue_handler.Settings,

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pqhelpers import (
@@ -25,6 +26,7 @@ from test_pq_partial import plan_pages
 from test_pq_sparse import sparse
 
 from lethe.parquet.bloom import bloom_filter
+from lethe.parquet.chunkmeta import WholeChunk
 from lethe.parquet.dictpages import Dictionary, rle_decode, rle_encode
 from lethe.parquet.enums import Encoding, PageType, PhysicalType
 from lethe.parquet.footer import chunk_range, walk_pages
@@ -105,7 +107,8 @@ def test_dictionary_bloom_chunk_reencodes_only_the_touched_page(tmp_path: Path) 
     cc = footer_of(new).metadata.row_groups[0].columns[1]
     d = after[0]
     raw = new[d.data_offset : d.end]
-    entries = Dictionary.parse(d, raw, cc.meta_data.codec, PhysicalType.INT64, None).entries
+    parsed = Dictionary.parse(d, raw, cc.meta_data.codec, PhysicalType.INT64, None)
+    entries = [parsed.entries[i : i + 1].tobytes() for i in range(len(parsed.entries))]
     assert victim.to_bytes(8, "little", signed=True) not in entries
     kept = {int(v) for v in np.unique(np.delete(cust, rows))}
     assert {int.from_bytes(e, "little", signed=True) for e in entries} == kept
@@ -212,3 +215,34 @@ def test_bloom_filter_of_no_value_is_empty_at_its_size() -> None:
     original's size with no bit set (found by the splice-vs-rewrite property test)."""
     raw = bloom_filter(pa.array([None, None], pa.decimal128(9, 3)), 47, PhysicalType.INT32)
     assert raw is not None and len(raw) == 47 and not any(raw[-32:])
+
+
+@given(
+    mine=st.lists(st.binary(max_size=3), min_size=1, max_size=30),
+    fixed=st.booleans(),
+    data=st.data(),
+)
+def test_dictionary_mapping_finds_the_first_same_bytes(
+    mine: list[bytes], fixed: bool, data: st.DataObject
+) -> None:
+    """The vectorized mapping (issue 37 item 4) gives each entry of the other dictionary the
+    first index of the same bytes here, for byte arrays and fixed widths, and refuses an
+    entry that is not here."""
+    if fixed:
+        mine = [e.ljust(3, b"\0") for e in mine]
+        phys, arr = PhysicalType.FIXED_LEN_BYTE_ARRAY, np.frombuffer(b"".join(mine), "V3")
+    else:
+        phys, arr = PhysicalType.BYTE_ARRAY, np.array([*mine, b""], dtype=object)[:-1]
+    theirs = data.draw(st.lists(st.sampled_from(mine), max_size=20))
+    if fixed:
+        other = np.frombuffer(b"".join(theirs), "V3") if theirs else np.zeros(0, "V3")
+    else:
+        other = np.array([*theirs, b""], dtype=object)[:-1]
+    here = Dictionary(None, 0, phys, arr)  # type: ignore[arg-type]
+    got = here.mapping(Dictionary(None, 0, phys, other))  # type: ignore[arg-type]
+    assert got.tolist() == [mine.index(e) for e in theirs]
+    absent = b"\xff\xff\xff\xff"[: 3 if fixed else 4]
+    extra = np.frombuffer(absent, "V3") if fixed else np.array([absent, b""], dtype=object)[:1]
+    if absent not in mine:
+        with pytest.raises(WholeChunk):
+            here.mapping(Dictionary(None, 0, phys, extra))  # type: ignore[arg-type]

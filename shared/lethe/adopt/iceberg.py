@@ -59,12 +59,12 @@ from pyiceberg.transforms import IdentityTransform
 
 from lethe import errors
 from lethe.adopt.history import history_objects
-from lethe.adopt.iceberg_types import arrow_schema
 from lethe.adopt.objects import SourceObjects, s3_uri
 from lethe.adopt.source import HistoryObject, SourceFile, SourceListing
 from lethe.catalog.values import JsonScalar, to_json
 from lethe.dv.blob import decode_dv
 from lethe.iceberg.avro import decode_manifest, decode_manifest_list
+from lethe.iceberg.types import arrow_schema
 from lethe.storage.store import S3Store
 
 __all__ = ["applies", "list_iceberg", "newest_metadata", "resolve_metadata"]

@@ -35,7 +35,6 @@ from lethe.catalog.context import TableContext
 from lethe.catalog.manifest import (
     DataFile,
     ErasureRecord,
-    ErasureTarget,
     Operation,
     RequestRecord,
     request_hash,
@@ -47,7 +46,7 @@ from lethe.dv import store as dvstore
 from lethe.dv.blob import keep_mask, rebase_positions
 from lethe.dv.remap import targets_of
 from lethe.erasure.deletes import DeleteRequest, delete_batch
-from lethe.erasure.erased import erased_positions
+from lethe.erasure.erased import edited_groups, erased_positions, pending_paths, pending_targets
 from lethe.erasure.ownership import check_erasable, check_owned
 from lethe.erasure.splice_io import Fetcher, read_footer, upload
 from lethe.erasure.upkeep import removed_values, spliced_rows
@@ -449,16 +448,6 @@ def commit_splice(ctx: TableContext, s: SpliceResult) -> Snapshot:
 
 
 # --- erase -----------------------------------------------------------------------------------
-def pending_targets(m: Snapshot, id_hash: str | Collection[str]) -> tuple[ErasureTarget, ...]:
-    """The pending targets of one erasure (or of several: every one of them, in order)."""
-    wanted = {id_hash} if isinstance(id_hash, str) else set(id_hash)
-    out: list[ErasureTarget] = []
-    for e in m.erasures:
-        if e.id_hash in wanted and e.state == "pending":
-            out.extend(e.targets)
-    return tuple(out)
-
-
 def process_erasure(
     ctx: TableContext,
     id_hash: str,
@@ -505,7 +494,7 @@ def _process(
 ) -> tuple[bool, list[SpliceResult], Snapshot | None]:
     """:func:`process_erasure`, with the snapshot the last splice committed (None: none)."""
     m, _ = ctx.catalog.current()
-    pending = len({t.path for t in pending_targets(m, id_hash)})
+    pending = len(pending_paths(m, id_hash))
     with track(progress, task, total=pending, unit="files") as tracker:
         return _splice_pending(ctx, m, id_hash, max_bytes, tracker, model)
 
@@ -549,25 +538,19 @@ def _batch(
 ) -> list[tuple[DataFile, list[int]]]:
     """The files of one pass and their row groups: every pending erasure on a file rides
     along (one splice per file); within ``budget`` bytes of row groups, at least one."""
-    paths = list(dict.fromkeys(t.path for t in pending_targets(m, id_hash)))
-    paths = paths[:SPLICE_BATCH_FILES]
+    paths = pending_paths(m, id_hash)[:SPLICE_BATCH_FILES]
     live = m.files_at(paths)
     missing = [p for p in paths if p not in live]
     if missing:
         raise errors.CommitConflict(
             f"{len(missing)} erasure target(s) are not live in version {m.version}"
         )
-    groups: dict[str, set[int]] = {p: set() for p in paths}
-    for e in m.erasures:
-        if e.state == "pending":
-            for t in e.targets:
-                if t.path in groups:
-                    groups[t.path].update(t.row_groups)
+    groups = edited_groups(m, paths)
     work: list[tuple[DataFile, list[int]]] = []
     left = budget
     for p in paths:
         f, chosen = live[p], list[int]()
-        for g in sorted(groups[p]):
+        for g in groups.get(p, []):
             size = f.row_groups[g].length
             if left is not None and (chosen or work) and size > left:
                 break
@@ -584,7 +567,7 @@ def _batch(
                 left -= size
         if chosen:
             work.append((f, chosen))
-        if left is not None and (left <= 0 or len(chosen) < len(groups[p])):
+        if left is not None and (left <= 0 or len(chosen) < len(groups.get(p, []))):
             break
     return work
 

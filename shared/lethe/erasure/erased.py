@@ -10,20 +10,51 @@ before issue 39) every hidden row of the file's edited groups is removed, as bef
 conservative side loses history, never keeps a person.
 
 The rows left hidden stay in the new file under its DV (mapped through the splice).
+
+What the pending erasures name is read here too, for the serial splicer and the fanned-out
+groups alike: their targets, files and edited row groups.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Iterable, Sequence
 
 from pyroaring import BitMap64
 
 from lethe.catalog.context import TableContext
-from lethe.catalog.manifest import DataFile
+from lethe.catalog.manifest import DataFile, ErasureTarget
+from lethe.catalog.snapshot import Snapshot
 from lethe.dv import store as dvstore
 from lethe.dv.blob import bitmap_of
 
-__all__ = ["erased_positions"]
+__all__ = ["edited_groups", "erased_positions", "pending_paths", "pending_targets"]
+
+
+def pending_targets(m: Snapshot, id_hash: str | Collection[str]) -> tuple[ErasureTarget, ...]:
+    """The pending targets of one erasure (or of several: every one of them, in order)."""
+    wanted = {id_hash} if isinstance(id_hash, str) else set(id_hash)
+    out: list[ErasureTarget] = []
+    for e in m.erasures:
+        if e.id_hash in wanted and e.state == "pending":
+            out.extend(e.targets)
+    return tuple(out)
+
+
+def pending_paths(m: Snapshot, id_hash: str | Collection[str]) -> list[str]:
+    """The files :func:`pending_targets` names, each once, in order."""
+    return list(dict.fromkeys(t.path for t in pending_targets(m, id_hash)))
+
+
+def edited_groups(m: Snapshot, paths: Iterable[str]) -> dict[str, list[int]]:
+    """Per path (of those with any), the row groups to splice: every pending erasure on the
+    file rides along."""
+    groups: dict[str, set[int]] = {p: set() for p in paths}
+    for e in m.erasures:
+        if e.state == "pending":
+            for t in e.targets:
+                if t.path in groups:
+                    groups[t.path].update(t.row_groups)
+    return {p: sorted(g) for p, g in groups.items() if g}
 
 
 def erased_positions(ctx: TableContext, files: Sequence[DataFile]) -> dict[str, BitMap64]:

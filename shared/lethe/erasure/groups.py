@@ -30,7 +30,8 @@ from dataclasses import dataclass
 from lethe.catalog.context import TableContext
 from lethe.catalog.manifest import DataFile
 from lethe.catalog.snapshot import Snapshot
-from lethe.erasure.erase import SpliceResult, commit_splices, pending_targets, splice_all
+from lethe.erasure.erase import SpliceResult, commit_splices, splice_all
+from lethe.erasure.erased import edited_groups, pending_paths
 
 log = logging.getLogger(__name__)
 
@@ -58,28 +59,13 @@ def splice_cost(f: DataFile, row_groups: Iterable[int]) -> int:
     return 2 * edited + (data - edited) + 2 * meta
 
 
-def _edited_groups(m: Snapshot, paths: Iterable[str]) -> dict[str, list[int]]:
-    """Per path, the row groups to splice: every pending erasure on the file rides along."""
-    groups: dict[str, set[int]] = {p: set() for p in paths}
-    for e in m.erasures:
-        if e.state == "pending":
-            for t in e.targets:
-                if t.path in groups:
-                    groups[t.path].update(t.row_groups)
-    return {p: sorted(g) for p, g in groups.items() if g}
-
-
-def _pending_paths(m: Snapshot, id_hash: str) -> list[str]:
-    return list(dict.fromkeys(t.path for t in pending_targets(m, id_hash)))
-
-
 def plan_groups(m: Snapshot, id_hash: str, budget: int) -> list[tuple[str, ...]]:
     """The pending files of erasure ``id_hash`` in ``m``, cut into groups of whole files
     whose :func:`splice_cost` sums to at most ``budget`` (a file over it alone, logged),
     at most :data:`MAX_GROUP_FILES` each, in the record's order."""
-    paths = _pending_paths(m, id_hash)
+    paths = pending_paths(m, id_hash)
     live = m.files_at(paths)
-    edited = _edited_groups(m, [p for p in paths if p in live])
+    edited = edited_groups(m, [p for p in paths if p in live])
     out: list[tuple[str, ...]] = []
     cur: list[str] = []
     used = 0
@@ -127,7 +113,7 @@ def _take(
     else a prefix of the first file's row groups (at least one group, logged when it alone
     is over the budget)."""
     live = m.files_at(todo)
-    edited = _edited_groups(m, todo)
+    edited = edited_groups(m, todo)
     work: list[tuple[DataFile, list[int]]] = []
     used = 0
     for p in todo:
@@ -173,7 +159,7 @@ def splice_group(
     after version ``planned`` (where the groups were cut) join the group. A failed splice
     raises after the others are committed."""
     m, _ = ctx.catalog.current()
-    order = _pending_paths(m, id_hash)
+    order = pending_paths(m, id_hash)
     pending = set(order)
     live = m.files_at(list(files))
     replaced = sum(1 for p in files if p not in live)
@@ -201,7 +187,7 @@ def splice_group(
         if failure is not None:  # what did splice is committed; the rest stays pending
             raise failure
     m, _ = ctx.catalog.current()
-    pending = set(_pending_paths(m, id_hash))
+    pending = set(pending_paths(m, id_hash))
     carried = [s.new.path for s in splices if s.new is not None]
     remaining = tuple(p for p in dict.fromkeys([*files, *carried]) if p in pending)
     return GroupResult(splices, remaining, not pending, replaced, len(adopted))

@@ -32,8 +32,8 @@ from pyiceberg.manifest import (
 )
 from pyiceberg.types import StructType
 
-from lethe.iceberg.mapping import FormatVersion, IcebergSchema
 from lethe.iceberg.partitioning import ViewSpec
+from lethe.iceberg.types import FormatVersion, IcebergSchema
 
 __all__ = ["decode_manifest", "decode_manifest_list", "encode_manifest", "encode_manifest_list"]
 
@@ -100,6 +100,20 @@ def _entry_schema(format_version: FormatVersion, partition: StructType | None = 
     )
 
 
+def _encode(records: Sequence[Any], schema: Any, name: str, meta: dict[str, str]) -> bytes:
+    """One Avro object container of ``records`` (``name``: the record's Avro name)."""
+    out = _MemoryOutput(f"memory:{name}.avro")
+    with AvroOutputFile[Any](
+        output_file=out,
+        file_schema=schema,
+        record_schema=schema,
+        schema_name=name,
+        metadata=meta,
+    ) as w:
+        w.write_block(list(records))
+    return out.sink.value
+
+
 def encode_manifest(
     entries: Sequence[ManifestEntry],
     *,
@@ -111,8 +125,6 @@ def encode_manifest(
     """An Iceberg manifest (Avro object container) holding ``entries``, unpartitioned (spec
     0) or under the identity ``spec`` of adopted files, with the header metadata the spec
     asks for."""
-    file_schema = _entry_schema(format_version, spec.struct if spec else None)
-    out = _MemoryOutput("memory:manifest.avro")
     meta = {
         "schema": schema.schema.model_dump_json(),
         "schema-id": "0",
@@ -122,15 +134,8 @@ def encode_manifest(
         "content": "data" if content == ManifestContent.DATA else "deletes",
         "avro.codec": CODEC,
     }
-    with AvroOutputFile[ManifestEntry](
-        output_file=out,
-        file_schema=file_schema,
-        record_schema=file_schema,
-        schema_name="manifest_entry",
-        metadata=meta,
-    ) as w:
-        w.write_block(list(entries))
-    return out.sink.value
+    file_schema = _entry_schema(format_version, spec.struct if spec else None)
+    return _encode(entries, file_schema, "manifest_entry", meta)
 
 
 def encode_manifest_list(
@@ -143,8 +148,6 @@ def encode_manifest_list(
     format_version: FormatVersion,
 ) -> bytes:
     """A manifest list for one snapshot."""
-    schema = MANIFEST_LIST_FILE_SCHEMAS[format_version]
-    out = _MemoryOutput("memory:snap.avro")
     meta = {
         "snapshot-id": str(snapshot_id),
         "parent-snapshot-id": str(parent_snapshot_id) if parent_snapshot_id is not None else "null",
@@ -154,15 +157,7 @@ def encode_manifest_list(
     }
     if format_version >= 3 and first_row_id is not None:
         meta["first-row-id"] = str(first_row_id)
-    with AvroOutputFile[ManifestFile](
-        output_file=out,
-        file_schema=schema,
-        record_schema=schema,
-        schema_name="manifest_file",
-        metadata=meta,
-    ) as w:
-        w.write_block(list(manifests))
-    return out.sink.value
+    return _encode(manifests, MANIFEST_LIST_FILE_SCHEMAS[format_version], "manifest_file", meta)
 
 
 def _format_of(data: bytes) -> FormatVersion:

@@ -2,7 +2,7 @@
 (:mod:`lethe.catalog.schemas`), ``current-schema-id``, each snapshot's ``schema-id``, and a name
 mapping that knows every name a column had (files written without ids resolve by it).
 
-:func:`lethe.iceberg.mapping.iceberg_schema` converts the types (fresh ids in schema order,
+:func:`lethe.iceberg.types.iceberg_schema` converts the types (fresh ids in schema order,
 which are Lethe's ids of a table that never evolved); :func:`view_schema` puts Lethe's ids
 on them.
 """
@@ -26,7 +26,7 @@ from lethe.catalog.schemas import (
     v3_promotions,
 )
 from lethe.catalog.snapshot import Snapshot
-from lethe.iceberg.mapping import FormatVersion, IcebergSchema, iceberg_schema, schema_json
+from lethe.iceberg.types import FormatVersion, IcebergSchema, iceberg_schema, schema_json
 
 __all__ = ["view_schema", "with_history"]
 

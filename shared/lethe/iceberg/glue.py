@@ -28,6 +28,17 @@ def _code(e: ClientError) -> str:
     return str(e.response.get("Error", {}).get("Code", ""))
 
 
+def _current(glue: Any, database: str, table: str) -> dict[str, Any] | None:
+    """The Glue table, or None when there is none yet."""
+    try:
+        out: dict[str, Any] = glue.get_table(DatabaseName=database, Name=table)["Table"]
+    except ClientError as e:
+        if _code(e) == "EntityNotFoundException":
+            return None
+        raise
+    return out
+
+
 def _table_input(name: str, location: str, params: dict[str, str]) -> dict[str, Any]:
     return {
         "Name": name,
@@ -50,23 +61,8 @@ def register(glue: Any, *, database: str, table: str, metadata_uri: str) -> Outc
         raise errors.InvalidRequest(f"{metadata_uri} is not a metadata/vN.metadata.json file")
     location = metadata_uri.rsplit("/metadata/", 1)[0]
     for _ in range(5):
-        try:
-            cur = glue.get_table(DatabaseName=database, Name=table)["Table"]
-        except ClientError as e:
-            if _code(e) != "EntityNotFoundException":
-                raise
-            params = {"table_type": "ICEBERG", "metadata_location": metadata_uri}
-            try:
-                glue.create_table(
-                    DatabaseName=database, TableInput=_table_input(table, location, params)
-                )
-            except ClientError as e2:
-                if _code(e2) == "AlreadyExistsException":
-                    continue
-                raise
-            log.info("registered %s.%s at version %s", database, table, version)
-            return "created"
-        params = dict(cur.get("Parameters") or {})
+        cur = _current(glue, database, table)
+        params = dict((cur or {}).get("Parameters") or {})
         old = params.get("metadata_location")
         if old and (version_of_metadata(old) or -1) >= version:
             return "unchanged"
@@ -74,16 +70,18 @@ def register(glue: Any, *, database: str, table: str, metadata_uri: str) -> Outc
         if old:
             params["previous_metadata_location"] = old
         kw: dict[str, Any] = {}
-        if cur.get("VersionId"):
-            kw["VersionId"] = cur["VersionId"]
+        if cur is None:  # a writer that creates it first wins: read again
+            write, lost = glue.create_table, "AlreadyExistsException"
+        else:  # Glue's VersionId serializes updates
+            write, lost = glue.update_table, "ConcurrentModificationException"
+            kw = {"VersionId": cur["VersionId"]} if cur.get("VersionId") else {}
         try:
-            glue.update_table(
-                DatabaseName=database, TableInput=_table_input(table, location, params), **kw
-            )
+            write(DatabaseName=database, TableInput=_table_input(table, location, params), **kw)
         except ClientError as e:
-            if _code(e) == "ConcurrentModificationException":
+            if _code(e) == lost:
                 continue
             raise
-        log.info("moved %s.%s to version %s", database, table, version)
-        return "updated"
+        outcome: Outcome = "created" if cur is None else "updated"
+        log.info("Glue table %s.%s %s to version %s", database, table, outcome, version)
+        return outcome
     raise errors.CommitConflict(f"Glue table {database}.{table}: concurrent updates kept winning")

@@ -5,8 +5,8 @@ mapping (docs/format.md §10):
 
 * **ids**: Iceberg snapshot id = sequence number = Lethe version; a data file's data sequence
   number is its ``added_version``; field ids are assigned in schema order (top-level columns
-  ``1..n``, then nested ones), published with a name mapping because Lethe's Parquet files
-  carry no field ids.
+  ``1..n``, then nested ones, :mod:`lethe.iceberg.types`), published with a name mapping
+  because Lethe's Parquet files carry no field ids.
 * **manifests**: one data manifest per Lethe segment object, a pure function of that
   immutable object (so a later publish reuses it by name); the DVs of a segment's files go
   into a separate delete manifest named by the segment and a digest of its DV overlay, so a
@@ -22,18 +22,14 @@ mapping (docs/format.md §10):
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import json
-import math
 import re
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from decimal import Decimal
 from typing import Any, Final, Literal
 
-import pyarrow as pa
 from pyiceberg.conversions import to_bytes
 from pyiceberg.manifest import (
     DataFile as IcebergDataFile,
@@ -46,43 +42,23 @@ from pyiceberg.manifest import (
     ManifestEntryStatus,
     ManifestFile,
 )
-from pyiceberg.schema import Schema
-from pyiceberg.table.name_mapping import create_mapping_from_schema
-from pyiceberg.types import (
-    BinaryType,
-    BooleanType,
-    DateType,
-    DecimalType,
-    DoubleType,
-    FixedType,
-    FloatType,
-    IcebergType,
-    IntegerType,
-    ListType,
-    LongType,
-    MapType,
-    NestedField,
-    PrimitiveType,
-    StringType,
-    StructType,
-    TimestampNanoType,
-    TimestampType,
-    TimestamptzNanoType,
-    TimestamptzType,
-    TimeType,
-)
+from pyiceberg.types import LongType, NestedField, PrimitiveType
 
 from lethe import errors
 from lethe.catalog.manifest import DataFile, DVRef, SegmentSummary
 from lethe.catalog.snapshot import Snapshot
 from lethe.iceberg.partitioning import ViewSpec, partition_record, specs_json, view_spec
 from lethe.iceberg.sorting import sort_orders
+from lethe.iceberg.types import (
+    FormatVersion,
+    IcebergSchema,
+    bound_bytes,
+    schema_json,
+)
 from lethe.storage.layout import METADATA_PREFIX
 
 __all__ = [
     "HINT_KEY",
-    "FormatVersion",
-    "IcebergSchema",
     "ListEntry",
     "SegmentUnit",
     "assign_row_ids",
@@ -90,7 +66,6 @@ __all__ = [
     "data_manifest_key",
     "delete_manifest_key",
     "dv_entry",
-    "iceberg_schema",
     "manifest_list_key",
     "metadata_key",
     "new_metadata",
@@ -102,7 +77,6 @@ __all__ = [
     "version_of_metadata",
 ]
 
-FormatVersion = Literal[2, 3]
 HINT_KEY: Final = f"{METADATA_PREFIX}version-hint.text"
 POS_PATH_ID: Final = 2147483546  # file_path of position deletes (reserved field id)
 POS_POS_ID: Final = 2147483545  # pos of position deletes
@@ -181,170 +155,7 @@ def position_delete_key(data_path: str, dv: DVRef) -> str:
     return f"{METADATA_PREFIX}lethe-p-{hashlib.sha256(ident.encode()).hexdigest()[:32]}.parquet"
 
 
-# --- schema -----------------------------------------------------------------------------------
-@dataclass(frozen=True, slots=True)
-class IcebergSchema:
-    """A Lethe (Arrow) schema as Iceberg sees it."""
-
-    schema: Schema
-    name_mapping: str  # JSON for ``schema.name-mapping.default``
-    last_column_id: int
-
-    def field_id(self, column: str) -> int:
-        return self.schema.find_field(column).field_id
-
-
-_SUPPORTED = (
-    "bool, int8/16/32/64, float32/64, decimal128 (precision <= 38), string, binary, "
-    "fixed_size_binary, date32, time64[us], timestamp[us] (format 3 also timestamp[ns]), "
-    "and lists, structs and maps of these"
-)
-
-
-class _Ids:
-    def __init__(self) -> None:
-        self.last = 0
-
-    def next(self) -> int:
-        self.last += 1
-        return self.last
-
-
-def _refuse(path: str, t: pa.DataType, why: str = "") -> errors.IcebergUnsupported:
-    return errors.IcebergUnsupported(
-        f"column {path!r} has Arrow type {t}, which the Iceberg view cannot publish exactly"
-        f"{': ' + why if why else ''}. Supported: {_SUPPORTED}."
-    )
-
-
-def _primitive(path: str, t: pa.DataType, fv: FormatVersion) -> PrimitiveType:
-    if pa.types.is_boolean(t):
-        return BooleanType()
-    if pa.types.is_signed_integer(t):
-        return LongType() if t.bit_width == 64 else IntegerType()
-    if pa.types.is_unsigned_integer(t):
-        raise _refuse(path, t, "Iceberg has no unsigned integers")
-    if pa.types.is_float32(t):
-        return FloatType()
-    if pa.types.is_float64(t):
-        return DoubleType()
-    if pa.types.is_decimal128(t) and t.precision <= 38:
-        return DecimalType(t.precision, t.scale)
-    if pa.types.is_string(t) or pa.types.is_large_string(t):
-        return StringType()
-    if pa.types.is_binary(t) or pa.types.is_large_binary(t):
-        return BinaryType()
-    if pa.types.is_fixed_size_binary(t):
-        return FixedType(t.byte_width)
-    if pa.types.is_date32(t):
-        return DateType()
-    if pa.types.is_time64(t) and t.unit == "us":
-        return TimeType()
-    if pa.types.is_timestamp(t):
-        if t.unit == "us":
-            return TimestampType() if t.tz is None else TimestamptzType()
-        if t.unit == "ns" and fv >= 3:
-            return TimestampNanoType() if t.tz is None else TimestamptzNanoType()
-        raise _refuse(
-            path, t, f"Parquet stores {t.unit} timestamps in a unit Iceberg does not read"
-        )
-    raise _refuse(path, t)
-
-
-def _convert(path: str, t: pa.DataType, ids: _Ids, fv: FormatVersion) -> IcebergType:
-    if pa.types.is_struct(t):
-        fids = [ids.next() for _ in range(t.num_fields)]
-        return StructType(
-            *(
-                NestedField(
-                    fid,
-                    t.field(i).name,
-                    _convert(f"{path}.{t.field(i).name}", t.field(i).type, ids, fv),
-                    required=not t.field(i).nullable,
-                )
-                for i, fid in enumerate(fids)
-            )
-        )
-    if pa.types.is_list(t) or pa.types.is_large_list(t):
-        eid = ids.next()
-        return ListType(
-            eid,
-            _convert(f"{path}.element", t.value_type, ids, fv),
-            element_required=not t.value_field.nullable,
-        )
-    if pa.types.is_map(t):
-        kid, vid = ids.next(), ids.next()
-        return MapType(
-            kid,
-            _convert(f"{path}.key", t.key_type, ids, fv),
-            vid,
-            _convert(f"{path}.value", t.item_type, ids, fv),
-            value_required=not t.item_field.nullable,
-        )
-    return _primitive(path, t, fv)
-
-
-def iceberg_schema(arrow: pa.Schema, *, format_version: FormatVersion) -> IcebergSchema:
-    """The Iceberg schema (fresh field ids in order) and name mapping of a Lethe schema.
-
-    Raises:
-        IcebergUnsupported: a column's type has no exact Iceberg equivalent (unsigned integers,
-            float16, second/millisecond timestamps, dictionaries, ...): refused rather than
-            published wrong.
-
-    Example:
-        >>> s = iceberg_schema(pa.schema([("id", pa.int64(), False), ("n", pa.string())]), format_version=3)
-        >>> [(f.field_id, f.name, str(f.field_type), f.required) for f in s.schema.fields]
-        [(1, 'id', 'long', True), (2, 'n', 'string', False)]
-        >>> json.loads(s.name_mapping)
-        [{'names': ['id'], 'field-id': 1}, {'names': ['n'], 'field-id': 2}]
-    """
-    ids = _Ids()
-    top = [ids.next() for _ in arrow]
-    fields = [
-        NestedField(
-            fid, f.name, _convert(f.name, f.type, ids, format_version), required=not f.nullable
-        )
-        for fid, f in zip(top, arrow, strict=True)
-    ]
-    schema = Schema(*fields, schema_id=0)
-    mapping = create_mapping_from_schema(schema).model_dump_json()
-    return IcebergSchema(schema, mapping, ids.last)
-
-
-def schema_json(s: IcebergSchema) -> dict[str, Any]:
-    """The schema as table metadata carries it (``type: struct``, ``schema-id``, ``fields``)."""
-    out: dict[str, Any] = json.loads(s.schema.model_dump_json(by_alias=True, exclude_none=True))
-    return out
-
-
 # --- bounds -----------------------------------------------------------------------------------
-def _bound(t: IcebergType, v: Any) -> bytes | None:
-    """Iceberg's single-value serialization of a Lethe statistics value (JSON form,
-    docs/format.md §3), or None when it cannot be converted exactly."""
-    if v is None or isinstance(v, bool) != isinstance(t, BooleanType):
-        return None
-    try:
-        if isinstance(t, IntegerType | LongType | DateType | TimeType):
-            return to_bytes(t, int(v)) if isinstance(v, int) else None
-        if isinstance(t, TimestampType | TimestamptzType | TimestampNanoType | TimestamptzNanoType):
-            return to_bytes(t, int(v)) if isinstance(v, int) else None
-        if isinstance(t, FloatType | DoubleType):
-            f = float(v)
-            return None if math.isnan(f) else to_bytes(t, f)
-        if isinstance(t, DecimalType):
-            return to_bytes(t, Decimal(str(v)))
-        if isinstance(t, StringType):
-            return to_bytes(t, v) if isinstance(v, str) else None
-        if isinstance(t, BinaryType | FixedType):
-            return to_bytes(t, base64.b64decode(v)) if isinstance(v, str) else None
-        if isinstance(t, BooleanType):
-            return to_bytes(t, bool(v))
-    except (ValueError, TypeError, ArithmeticError):
-        return None
-    return None
-
-
 def _key_range(f: DataFile, key: str) -> tuple[Any, Any] | None:
     st = f.columns.get(key)
     if st is not None and st.min is not None and st.max is not None:
@@ -436,7 +247,7 @@ def data_manifest_entries(
         upper: dict[int, bytes] = {}
         rng = _key_range(f, key) if isinstance(key_type, PrimitiveType) else None
         if rng is not None:
-            lo, hi = _bound(key_type, rng[0]), _bound(key_type, rng[1])
+            lo, hi = bound_bytes(key_type, rng[0]), bound_bytes(key_type, rng[1])
             if lo is not None and hi is not None:
                 lower[key_field.field_id], upper[key_field.field_id] = lo, hi
         for c in bounded:
@@ -485,7 +296,7 @@ def _column_bounds(
     st = f.columns.get(field.name)
     if st is None or not isinstance(field.field_type, PrimitiveType):
         return
-    lo, hi = _bound(field.field_type, st.min), _bound(field.field_type, st.max)
+    lo, hi = bound_bytes(field.field_type, st.min), bound_bytes(field.field_type, st.max)
     if lo is not None and hi is not None:
         lower[field.field_id], upper[field.field_id] = lo, hi
 

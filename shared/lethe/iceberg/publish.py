@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -45,8 +45,6 @@ from lethe.iceberg.mapping import (
     HINT_KEY,
     POS_PATH_ID,
     POS_POS_ID,
-    FormatVersion,
-    IcebergSchema,
     ListEntry,
     SegmentUnit,
     assign_row_ids,
@@ -68,6 +66,7 @@ from lethe.iceberg.partitioning import (
     view_spec,
 )
 from lethe.iceberg.summary import snapshot_summary
+from lethe.iceberg.types import FormatVersion, IcebergSchema
 from lethe.progress import Progress, track
 from lethe.storage.layout import METADATA_PREFIX, manifest_key, object_key
 from lethe.storage.store import IOCounters, S3Store
@@ -96,7 +95,8 @@ class PublishResult:
         return bool(self.written)
 
 
-def _pmap(fn: Callable[[_T], _R], items: Sequence[_T]) -> list[_R]:
+def pmap(fn: Callable[[_T], _R], items: Sequence[_T]) -> list[_R]:
+    """``[fn(x) for x in items]``, up to 8 at a time (each ``fn`` does its own requests)."""
     if len(items) <= 1:
         return [fn(x) for x in items]
     with ThreadPoolExecutor(max_workers=min(8, len(items))) as pool:
@@ -182,26 +182,33 @@ class _Publisher:
                 spec=part.spec,
                 bounded=part.bounded,
             )
-            body = avro.encode_manifest(
-                entries,
-                schema=schema,
-                content=ManifestContent.DATA,
-                format_version=self.fv,
-                spec=part.spec,
-            )
-            rel = part.key(u.data_key)
-            size = self.put_new(rel, body)
             out.append(
-                ListEntry.of(
-                    rel,
-                    size,
-                    entries,
-                    content="data",
-                    snapshot_id=u.summary.created_version,
-                    spec_id=part.spec_id,
-                )
+                self.manifest(part, u.data_key, entries, schema, "data", u.summary.created_version)
             )
         return out
+
+    def manifest(
+        self,
+        part: _Part,
+        plain_key: str,
+        entries: list[ManifestEntry],
+        schema: IcebergSchema,
+        content: Literal["data", "deletes"],
+        snapshot_id: int,
+    ) -> ListEntry:
+        """Store the manifest of ``part`` holding ``entries``; its manifest list entry."""
+        body = avro.encode_manifest(
+            entries,
+            schema=schema,
+            content=ManifestContent.DATA if content == "data" else ManifestContent.DELETES,
+            format_version=self.fv,
+            spec=part.spec,
+        )
+        rel = part.key(plain_key)
+        size = self.put_new(rel, body)
+        return ListEntry.of(
+            rel, size, entries, content=content, snapshot_id=snapshot_id, spec_id=part.spec_id
+        )
 
     def old_deletes(
         self, prev: dict[str, ListEntry], units: Iterable[SegmentUnit]
@@ -215,7 +222,7 @@ class _Publisher:
             if got and got[0] == "deletes" and _segment_id(got[1]) in ids:
                 paths.append(e.path)
         known: dict[str, Any] = {}
-        for body in _pmap(lambda p: self.store.get(self.key(p)).body, paths):
+        for body in pmap(lambda p: self.store.get(self.key(p)).body, paths):
             for me in avro.decode_manifest(body):
                 known[me.data_file.file_path] = me.data_file
         return known
@@ -249,20 +256,7 @@ class _Publisher:
                     )
                 else:
                     entries.append(self.position_deletes(f, known, seq, part.spec))
-            body = avro.encode_manifest(
-                entries,
-                schema=schema,
-                content=ManifestContent.DELETES,
-                format_version=self.fv,
-                spec=part.spec,
-            )
-            rel = part.key(key)
-            size = self.put_new(rel, body)
-            out.append(
-                ListEntry.of(
-                    rel, size, entries, content="deletes", snapshot_id=seq, spec_id=part.spec_id
-                )
-            )
+            out.append(self.manifest(part, key, entries, schema, "deletes", seq))
         return out, len(with_dv), sum(f.dv.cardinality for f in with_dv if f.dv)
 
     def position_deletes(
@@ -307,7 +301,7 @@ class _Publisher:
                 out[c] = int(old.file_size_in_bytes)
             else:
                 todo.add(c)
-        heads = _pmap(lambda c: (c, self.store.head(self.key(c)).size), sorted(todo))
+        heads = pmap(lambda c: (c, self.store.head(self.key(c)).size), sorted(todo))
         out.update(heads)
         return out
 
@@ -520,7 +514,7 @@ def _new_manifests(
         new_data = dict(
             zip(
                 [u.data_key for u in need_data],
-                _pmap(
+                pmap(
                     tracker.each(lambda u: p.data_manifest(u, segs[u.summary.path], schema)),
                     need_data,
                 ),
@@ -530,7 +524,7 @@ def _new_manifests(
         new_del = dict(
             zip(
                 [u.delete_key for u in need_del],
-                _pmap(
+                pmap(
                     tracker.each(
                         lambda u: p.delete_manifest(
                             u, del_files[u.summary.path], schema, sizes, known

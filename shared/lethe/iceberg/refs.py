@@ -22,15 +22,14 @@ The view's objects are garbage like old Lethe manifests (DESIGN §6b). GC calls
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Collection, Iterable, Mapping
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import lethe.iceberg.avro as avro
 from lethe.catalog.commit import Catalog
 from lethe.iceberg.mapping import HINT_KEY, segment_stem, stem_of_manifest, version_of_metadata
-from lethe.iceberg.publish import read_hint
+from lethe.iceberg.publish import pmap, read_hint
 from lethe.storage.layout import METADATA_PREFIX, SEGMENT_PREFIX
 from lethe.storage.store import ObjectInfo
 
@@ -88,7 +87,7 @@ def references(
         return catalog.store.get(catalog.key(k)).body
 
     lists: set[str] = set()
-    for body in _pmap(load, sorted(wanted)):
+    for body in pmap(load, sorted(wanted)):
         meta: dict[str, Any] = json.loads(body)
         for s in meta.get("snapshots", []):
             if int(s["snapshot-id"]) in retained:
@@ -96,13 +95,13 @@ def references(
     lists = {k for k in lists if k in objs}
     keep |= lists
     manifests: set[str] = set()
-    for body in _pmap(load, sorted(lists)):
+    for body in pmap(load, sorted(lists)):
         manifests.update(rel(m.manifest_path) for m in avro.decode_manifest_list(body))
     manifests = {k for k in manifests if k in objs}
     keep |= manifests
     # format 2: position-delete files under metadata/ are listed by delete manifests
     deletes = [k for k in manifests if (s := stem_of_manifest(k)) and s[0] == "deletes"]
-    for body in _pmap(load, deletes):
+    for body in pmap(load, deletes):
         for e in avro.decode_manifest(body):
             p = rel(e.data_file.file_path)
             if p.startswith(METADATA_PREFIX):
@@ -118,10 +117,3 @@ def erasure_objects(refs: IcebergReferences, segments: Iterable[str]) -> tuple[s
     gone for an erasure to be complete, these must be gone too."""
     stems = {segment_stem(p) for p in segments if p.startswith(SEGMENT_PREFIX)}
     return tuple(sorted(k for k, s in refs.derived_from.items() if s in stems))
-
-
-def _pmap(fn: Callable[[str], bytes], items: list[str]) -> list[bytes]:
-    if len(items) <= 1:
-        return [fn(x) for x in items]
-    with ThreadPoolExecutor(max_workers=min(8, len(items))) as pool:
-        return list(pool.map(fn, items))

@@ -19,7 +19,14 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from lethe.catalog.manifest import DataFile, Manifest, Operation, TableProperties, schema_to_b64
+from lethe.catalog.manifest import (
+    DataFile,
+    Manifest,
+    Operation,
+    SchemaVersion,
+    TableProperties,
+    schema_to_b64,
+)
 from lethe.catalog.snapshot import Snapshot
 from lethe.maintenance.clustering import SORT_ORDER_ID, ClusterSpec, cluster_order, subject_cuts
 from lethe.reading.rows import batches
@@ -30,17 +37,26 @@ from lethe.writing.writer import WriteOptions, write_files
 __all__ = ["output_positions", "rewrite_clustered", "sources_snapshot"]
 
 
-def sources_snapshot(files: Sequence[DataFile], schema: pa.Schema, key: str) -> Snapshot:
-    """A snapshot of just ``files`` (with their DVs), to read them in file and row order."""
+def sources_snapshot(
+    files: Sequence[DataFile],
+    schema_b64: str,
+    properties: TableProperties,
+    schemas: Sequence[SchemaVersion] = (),
+    schema_id: int = 0,
+) -> Snapshot:
+    """A snapshot of just ``files`` (with their DVs), to read them in file and row order
+    (``schemas``/``schema_id``: the table's schema history, for files of older schemas)."""
     return Snapshot(
         Manifest(
             table_uuid="compaction",
             version=0,
             created_at=datetime.now(UTC),
             operation=Operation(kind="compact"),
-            schema_b64=schema_to_b64(schema),
-            properties=TableProperties(key=key),
+            schema_b64=schema_b64,
+            properties=properties,
             files=tuple(files),
+            schemas=tuple(schemas),
+            current_schema_id=schema_id,
         )
     )
 
@@ -84,7 +100,7 @@ def output_positions(
     landed in a clustering rewrite of them: ``at[q]`` is the group-output position of live
     row ``q``. Reads only the sort columns."""
     cols = pa.schema([schema.field(c) for c in spec.sort_columns])
-    snap = sources_snapshot(files, schema, key)
+    snap = sources_snapshot(files, schema_to_b64(schema), TableProperties(key=key))
     t = pa.Table.from_batches(list(batches(store, prefix, snap, cols, None)), schema=cols)
     order = cluster_order(t, spec)
     at = np.empty(order.size, np.int64)

@@ -33,7 +33,6 @@ import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
@@ -49,7 +48,6 @@ from lethe.catalog.manifest import (
     DVRef,
     ErasureTarget,
     IndexRun,
-    Manifest,
     Operation,
     SchemaVersion,
     TableProperties,
@@ -67,7 +65,7 @@ from lethe.dv.remap import (
 from lethe.index.core import catch_up, runs_for_files
 from lethe.index.erase import scrub_rows
 from lethe.maintenance.clustering import ClusterSpec, window_groups
-from lethe.maintenance.clustering_io import output_positions, rewrite_clustered
+from lethe.maintenance.clustering_io import output_positions, rewrite_clustered, sources_snapshot
 from lethe.progress import Progress, track
 from lethe.reading.rows import batches
 from lethe.storage.layout import object_key
@@ -409,18 +407,8 @@ def run_rewrite_task(task: RewriteTask, *, store: S3Store | None = None) -> list
     """
     bucket, prefix = parse_s3_uri(task.table_uri)
     store = store if store is not None and store.bucket == bucket else S3Store(bucket)
-    stub = Snapshot(
-        Manifest(
-            table_uuid="compaction",
-            version=0,
-            created_at=datetime.now(UTC),
-            operation=Operation(kind="compact"),
-            schema_b64=task.schema_b64,
-            properties=task.properties,
-            files=task.files,
-            schemas=task.schemas,
-            current_schema_id=task.schema_id,
-        )
+    stub = sources_snapshot(
+        task.files, task.schema_b64, task.properties, task.schemas, task.schema_id
     )
     schema = stub.arrow_schema()
     p = task.properties

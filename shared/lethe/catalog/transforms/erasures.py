@@ -8,8 +8,11 @@ by each record's ``superseded_refs``, so the root never grows with them. :func:`
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Mapping, Sequence
 from typing import Any
+
+from pyroaring import BitMap64
 
 from lethe.catalog.manifest import ErasureRecord, ErasureTarget, SupersededList
 from lethe.catalog.snapshot import Snapshot
@@ -55,7 +58,8 @@ def spliced_erasures(
                 i for i in (index.get(g) for g in t.row_groups if g not in spliced) if i is not None
             )
             if rest and new is not None:
-                targets.append(ErasureTarget(path=new, row_groups=rest))
+                moved = _moved_positions(t, fates, spliced)
+                targets.append(ErasureTarget(path=new, row_groups=rest, positions=moved))
         gone = ((old,) if segment is None else (old, segment)) + tuple(also)
         superseded = (*e.superseded, *(g for g in gone if g not in e.superseded))
         upd: dict[str, Any] = {"targets": tuple(targets), "superseded": superseded}
@@ -63,6 +67,30 @@ def spliced_erasures(
             upd.update(state="spliced", spliced_version=version)
         out.append(e.model_copy(update=upd))
     return tuple(out)
+
+
+def _moved_positions(t: ErasureTarget, fates: Sequence[GroupFate], spliced: set[int]) -> str:
+    """The erased positions of ``t`` in its groups a partial splice copied unchanged, at their
+    places in the new file (base64 portable Roaring; empty when ``t`` names none, so the
+    later splice falls back to every hidden row): the later splice of those groups then
+    removes only the erased rows, and history keeps the rows a plain delete hid (issue 39)."""
+    if not t.positions:
+        return ""
+    bm = BitMap64.deserialize(base64.b64decode(t.positions))
+    old_at, new_at, acc = {}, {}, 0
+    for g in sorted(fates, key=lambda g: g.index):
+        old_at[g.index], acc = acc, acc + g.rows_before
+    acc = 0
+    for g in sorted((g for g in fates if g.new_index is not None), key=lambda g: g.new_index or 0):
+        new_at[g.index], acc = acc, acc + g.rows_after
+    out = BitMap64()
+    for g in fates:
+        if g.index in spliced or g.index not in t.row_groups or g.index not in new_at:
+            continue
+        window = BitMap64()
+        window.add_range(old_at[g.index], old_at[g.index] + g.rows_before)
+        out |= (bm & window).shift(new_at[g.index] - old_at[g.index])
+    return base64.b64encode(out.serialize()).decode("ascii") if out else ""
 
 
 def superseding(
@@ -100,11 +128,12 @@ def update_erasures(
         if e.state != "pending" or not any(t.path in removed for t in e.targets):
             out.append(e)
             continue
+        kept: list[ErasureTarget] = []  # targets on other files keep their positions
         targets: dict[str, set[int]] = {}
         superseded = list(e.superseded)
         for t in e.targets:
             if t.path not in removed:
-                targets.setdefault(t.path, set()).update(t.row_groups)
+                kept.append(t)
                 continue
             for gone in (t.path, (segments or {}).get(t.path)):
                 if gone is not None and gone not in superseded:
@@ -112,8 +141,9 @@ def update_erasures(
             if e.deleted_version > plan_version:
                 for nt in moved.get(t.path, ()):
                     targets.setdefault(nt.path, set()).update(nt.row_groups)
-        new_targets = tuple(
-            ErasureTarget(path=p, row_groups=tuple(sorted(rgs))) for p, rgs in targets.items()
+        new_targets = (
+            *kept,
+            *(ErasureTarget(path=p, row_groups=tuple(sorted(rgs))) for p, rgs in targets.items()),
         )
         update: dict[str, Any] = {"targets": new_targets, "superseded": tuple(superseded)}
         if not new_targets:
