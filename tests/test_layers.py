@@ -102,3 +102,21 @@ def test_no_module_imports_another_modules_private_names() -> None:
     assert {k: v for k, v in new.items() if v} == {}
     gone = {k: sorted(v - found.get(k, set())) for k, v in PENDING_PRIVATE.items()}
     assert {k: v for k, v in gone.items() if v} == {}, "no longer imported: remove them"
+
+
+def test_the_flat_layouts_module_paths_still_import() -> None:
+    """Tools written against the flat layout (the peer bench does
+    ``from lethe.store import make_s3_client``) kept failing with ModuleNotFoundError after
+    the re-layout (issue 38 keeps the API): each old path is the module at its new place,
+    which keeps its own name and spec."""
+    import importlib
+
+    import lethe
+
+    for old, new in lethe._MOVED.items():
+        moved = importlib.import_module(old)
+        assert moved is importlib.import_module(new), old
+        assert moved.__spec__ is not None and moved.__spec__.name == new
+    from lethe.store import make_s3_client
+
+    assert make_s3_client.__module__ == "lethe.storage.store"

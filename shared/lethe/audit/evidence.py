@@ -69,10 +69,7 @@ class Evidence:
         return out
 
     def manifest(self, version: int) -> Snapshot | None:
-        for m in self.chain:
-            if m.version == version:
-                return m
-        return None
+        return next((m for m in self.chain if m.version == version), None)
 
 
 def _chain(catalog: Catalog) -> tuple[Snapshot, ...]:

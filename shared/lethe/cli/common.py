@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from lethe import errors
@@ -12,15 +13,19 @@ from lethe.reading.where import Dnf, and_dnf, parse_dnf
 if TYPE_CHECKING:  # pyarrow loads with the first command that reads or writes rows
     import pyarrow as pa
 
+    from lethe.ingest.inputs import Format
+
 __all__ = [
     "FORMATS",
     "add_at_version",
     "add_filters",
     "filters",
+    "local_format",
     "non_negative",
     "open_out",
     "out_format",
     "parse_where",
+    "print_receipts",
     "print_table",
     "read_schema_file",
     "write_rows",
@@ -63,6 +68,18 @@ def filters(args: argparse.Namespace) -> Any:
     return None
 
 
+def local_format(path: str) -> Format:
+    """The format a local file's name says; InvalidRequest when it says none."""
+    from lethe.ingest.inputs import detect_format
+
+    fmt = detect_format(path)
+    if fmt is None:
+        raise errors.InvalidRequest(
+            f"cannot tell the format of {path} from its name; use .parquet, .csv or .jsonl"
+        )
+    return fmt
+
+
 def read_schema_file(path: str) -> pa.Schema:
     """The schema of a local Parquet, CSV or JSON-lines file (CSV and JSON types inferred as
     pyarrow infers them).
@@ -77,13 +94,7 @@ def read_schema_file(path: str) -> pa.Schema:
     import pyarrow.csv as pacsv
     import pyarrow.parquet as pq
 
-    from lethe.ingest.inputs import detect_format
-
-    fmt = detect_format(path)
-    if fmt is None:
-        raise errors.InvalidRequest(
-            f"cannot tell the format of {path} from its name; use .parquet, .csv or .jsonl"
-        )
+    fmt = local_format(path)
     if not Path(path).is_file():
         raise errors.InvalidRequest(f"no such file: {path}")
     try:
@@ -182,6 +193,17 @@ def _json_value(v: Any) -> Any:
     if isinstance(v, dt.timedelta):
         return v.total_seconds()
     return str(v)
+
+
+def print_receipts(receipts: Sequence[Any], as_json: bool) -> None:
+    """Print receipts (a table's or a lake's): a JSON list, or each one described."""
+    if as_json:
+        print(json.dumps([r.model_dump(mode="json") for r in receipts], indent=2))
+        return
+    for r in receipts:
+        print(r.describe())
+    if not receipts:
+        print("no matching requests")
 
 
 def print_table(t: pa.Table, limit: int) -> None:

@@ -9,6 +9,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from lethe.cli.common import print_receipts
+
 if TYPE_CHECKING:  # the heavy modules load with the command that needs them
     from lethe.audit.receipts import ErasureReceipt
     from lethe.table import Table
@@ -82,13 +84,7 @@ def cmd_erasures(args: argparse.Namespace) -> int:
         limit = parse_duration(args.older_than).total_seconds() / 86400
         out = [r for r in out if (r.age_days(now) or 0.0) > limit]
         overdue = bool(out)
-    if args.json:
-        print(json.dumps([r.model_dump(mode="json") for r in out], indent=2))
-    else:
-        for r in out:
-            print(r.describe())
-        if not out:
-            print("no matching requests")
+    print_receipts(out, args.json)
     return 1 if overdue else 0
 
 

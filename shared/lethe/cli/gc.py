@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lethe.catalog.grace import DEFAULT_ERASURE_GRACE, DEFAULT_RETENTION
 
-__all__ = ["add_cli", "cli_command"]
+if TYPE_CHECKING:
+    from lethe.gc import GcReport
+
+__all__ = ["add_cli", "cli_command", "collect_with"]
 
 
 def add_cli(subparsers: Any) -> argparse.ArgumentParser:
@@ -68,19 +71,25 @@ def add_cli(subparsers: Any) -> argparse.ArgumentParser:
     return c
 
 
-def cli_command(args: argparse.Namespace) -> int:
-    """Run ``lethe gc`` with parsed arguments; exit status 1 if some deletion failed."""
+def collect_with(uri: str, args: argparse.Namespace) -> GcReport:
+    """:func:`lethe.gc.collect` of ``uri`` with the options of ``lethe gc`` (or ``lethe lake
+    gc``, which has no ``--versioned``: the bucket is asked)."""
     from lethe.gc import collect
 
-    report = collect(
-        args.uri,
+    return collect(
+        uri,
         retention=args.retention,
         grace=args.grace,
         erasure_grace=args.erasure_grace,
         dry_run=args.dry_run,
-        versioned=args.versioned,
+        versioned=getattr(args, "versioned", None),
         progress=args.progress,
     )
+
+
+def cli_command(args: argparse.Namespace) -> int:
+    """Run ``lethe gc`` with parsed arguments; exit status 1 if some deletion failed."""
+    report = collect_with(args.uri, args)
     if args.json:
         print(json.dumps(report.model_dump(mode="json"), indent=2))
     else:

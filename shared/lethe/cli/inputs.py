@@ -27,6 +27,7 @@ import pyarrow as pa
 
 from lethe import errors
 from lethe.catalog.evolution import plan_merge, renamed
+from lethe.cli.common import local_format
 from lethe.ingest.conform import Conformed, reasons_of
 from lethe.ingest.fit import fit, schema_problems
 from lethe.ingest.inputs import Format, detect_format, list_inputs
@@ -76,12 +77,7 @@ def _local(path: str) -> list[Source]:
         return out
     if not p.exists():
         raise errors.InvalidRequest(f"no such file: {path}")
-    fmt = detect_format(path)
-    if fmt is None:
-        raise errors.InvalidRequest(
-            f"cannot tell the format of {path} from its name; use .parquet, .csv or .jsonl"
-        )
-    return [Source(path, fmt, partial(_open_local, path))]
+    return [Source(path, local_format(path), partial(_open_local, path))]
 
 
 def list_sources(src: str) -> list[Source]:

@@ -34,6 +34,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from lethe.catalog.grace import DEFAULT_ERASURE_GRACE, DEFAULT_RETENTION
+from lethe.cli.common import print_receipts
 
 if TYPE_CHECKING:  # the lake loads with the command that needs it
     from lethe.lake.receipt import LakeReceipt
@@ -109,21 +110,14 @@ def _window_set(a: argparse.Namespace) -> int:
 def _gc(a: argparse.Namespace) -> int:
     """GC over every table of the lake (:func:`lethe.gc.collect` on each), then the lake's own
     leftovers: values objects no request names any more, finished requests archived."""
-    from lethe.gc import collect
+    from lethe.cli.gc import collect_with
     from lethe.lake import Lake
 
     lake = Lake.open(a.uri)
     failed = 0
     reports = {}
     for uri in lake.tables():
-        r = collect(
-            uri,
-            retention=a.retention,
-            grace=a.grace,
-            erasure_grace=a.erasure_grace,
-            dry_run=a.dry_run,
-            progress=a.progress,
-        )
+        r = collect_with(uri, a)
         failed += bool(r.failed)
         reports[uri] = r
         if not a.json:
@@ -280,13 +274,7 @@ def _erasures(a: argparse.Namespace) -> int:
             out = [r for r in out if not r.done]
     else:
         out = lake.erasures(pending=a.pending, older_than=older)
-    if a.json:
-        print(json.dumps([r.model_dump(mode="json") for r in out], indent=2))
-    else:
-        for r in out:
-            print(r.describe())
-        if not out:
-            print("no matching requests")
+    print_receipts(out, a.json)
     overdue = older is not None and any(not r.done for r in out)
     return 1 if overdue else 0
 

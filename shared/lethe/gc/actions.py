@@ -97,16 +97,18 @@ def write_plan(
     if versioned is None:
         versioned = catalog.store.versioning() in ("Enabled", "Suspended")
     chunks, truncated = batches(sel.sweep, batch_keys=batch_keys, max_batches=max_batches)
+    header = _header(catalog, opts, marks, run_id)
     written = [
-        workspace.write(f"batch-{i:04d}.json", _batch(catalog, opts, marks, run_id, i, chunk))
+        workspace.write(
+            f"batch-{i:04d}.json", BatchDocument(**header, index=i, entries=tuple(chunk))
+        )
         for i, chunk in enumerate(chunks)
     ]
     plan = _plan_document(
-        catalog,
+        header,
         opts,
         marks,
         sel,
-        run_id=run_id,
         now=now,
         versioned=versioned,
         candidates=candidates(chunks, expiring(listing, sel.expire_below)),
@@ -127,34 +129,25 @@ def write_plan(
     return plan
 
 
-def _batch(
-    catalog: Catalog,
-    opts: Options,
-    marks: Marks,
-    run_id: str,
-    index: int,
-    chunk: Sequence[BatchEntry],
-) -> BatchDocument:
-    return BatchDocument(
-        table=catalog.uri,
-        table_uuid=marks.table_uuid,
-        run_id=run_id,
-        index=index,
-        dry_run=opts.dry_run,
-        marked_through=marks.marked_through,
-        grace_seconds=opts.floor.total_seconds(),
-        erasure_grace_seconds=opts.erasure_grace.total_seconds(),
-        entries=tuple(chunk),
-    )
+def _header(catalog: Catalog, opts: Options, marks: Marks, run_id: str) -> dict[str, Any]:
+    """The :class:`~lethe.gc.models.RunHeader` fields the plan and its batches share."""
+    return {
+        "table": catalog.uri,
+        "table_uuid": marks.table_uuid,
+        "run_id": run_id,
+        "dry_run": opts.dry_run,
+        "marked_through": marks.marked_through,
+        "grace_seconds": opts.floor.total_seconds(),
+        "erasure_grace_seconds": opts.erasure_grace.total_seconds(),
+    }
 
 
 def _plan_document(
-    catalog: Catalog,
+    header: dict[str, Any],
     opts: Options,
     marks: Marks,
     sel: Selection,
     *,
-    run_id: str,
     now: datetime,
     versioned: bool,
     candidates: dict[Category, CategoryStats],
@@ -162,17 +155,11 @@ def _plan_document(
     truncated: bool,
 ) -> PlanDocument:
     return PlanDocument(
-        table=catalog.uri,
-        table_uuid=marks.table_uuid,
-        run_id=run_id,
+        **header,
         created_at=now,
-        dry_run=opts.dry_run,
         retention=str(opts.retention),
-        grace_seconds=opts.floor.total_seconds(),
-        erasure_grace_seconds=opts.erasure_grace.total_seconds(),
         versioned=versioned,
         head_version=marks.head_version,
-        marked_through=marks.marked_through,
         oldest_kept_version=marks.oldest_kept,
         kept_versions=len(marks.kept),
         expire_below=sel.expire_below,
@@ -246,12 +233,7 @@ def sweep(
             skipped["young"] += 1  # the plan's clock was ahead, or the batch is not ours
         else:
             chosen.append(e)
-    failed: set[str] = set()
-    if not dry_run and chosen:
-        failed = {
-            relative(catalog, k)
-            for k in catalog.store.delete_many(catalog.key(e.path) for e in chosen)
-        }
+    failed = _delete(catalog, [e.path for e in chosen], dry_run=dry_run)
     done = [e for e in chosen if e.path not in failed]
     if skipped["referenced"]:
         log.info(
@@ -271,6 +253,13 @@ def sweep(
     )
 
 
+def _delete(catalog: Catalog, paths: Sequence[str], *, dry_run: bool) -> set[str]:
+    """Delete the table-relative ``paths`` (nothing in a dry run); the paths that failed."""
+    if dry_run or not paths:
+        return set()
+    return {relative(catalog, k) for k in catalog.store.delete_many(catalog.key(p) for p in paths)}
+
+
 def expire(catalog: Catalog, plan: PlanDocument, *, dry_run: bool) -> StepResult:
     """Delete manifests older than the oldest kept version (never the head's); then commit
     the completed erasures out of the root (:func:`archive`)."""
@@ -285,12 +274,7 @@ def expire(catalog: Catalog, plan: PlanDocument, *, dry_run: bool) -> StepResult
         for o in list_objects(catalog, (MANIFESTS,))
         if (v := manifest_version(o.path)) is not None and v < below
     ]
-    failed: set[str] = set()
-    if not dry_run and doomed:
-        failed = {
-            relative(catalog, k)
-            for k in catalog.store.delete_many(catalog.key(o.path) for o in doomed)
-        }
+    failed = _delete(catalog, [o.path for o in doomed], dry_run=dry_run)
     done = [o for o in doomed if o.path not in failed]
     archived = archive(catalog, plan, dry_run=dry_run)
     return StepResult(

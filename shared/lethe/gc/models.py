@@ -18,9 +18,9 @@ Workspace layout (``<run id>`` is ``YYYYMMDDTHHMMSSZ-<8 hex>``)::
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -33,13 +33,16 @@ __all__ = [
     "BatchEntry",
     "Category",
     "CategoryStats",
+    "ErasureHead",
     "ErasurePlan",
     "ErasureStatus",
     "FailureRecord",
     "GcReport",
     "PlanDocument",
     "PlanState",
+    "RunHeader",
     "StepResult",
+    "carried",
 ]
 
 Category = Literal[
@@ -53,17 +56,7 @@ Category = Literal[
     "upload",
     "version",
 ]
-CATEGORIES: tuple[Category, ...] = (
-    "data",
-    "tombstone",
-    "staging",
-    "segment",
-    "iceberg",
-    "workspace",
-    "manifest",
-    "upload",
-    "version",
-)
+CATEGORIES: tuple[Category, ...] = get_args(Category)
 Step = Literal["sweep", "expire", "abort", "purge"]
 
 
@@ -79,6 +72,11 @@ class CategoryStats(_Frozen):
 
     def __add__(self, other: CategoryStats) -> CategoryStats:
         return CategoryStats(objects=self.objects + other.objects, bytes=self.bytes + other.bytes)
+
+
+def carried(src: BaseModel, fields: Iterable[str]) -> dict[str, Any]:
+    """``src``'s values of ``fields``: what a document made from another carries over."""
+    return {f: getattr(src, f) for f in fields}
 
 
 def add_stats(
@@ -103,22 +101,37 @@ class BatchEntry(_Frozen):
     erased_at: datetime | None = None
 
 
-class BatchDocument(_Frozen):
-    """``_gc/<run>/batch-NNNN.json``: at most 1,000 keys one Sweep invocation deletes."""
+class RunHeader(_Frozen):
+    """What a run's plan and each of its batches both state: the run and what it marked."""
 
-    kind: Literal["lethe.gc.batch"] = "lethe.gc.batch"
+    kind: str
     table: str
     table_uuid: str
     run_id: str
-    index: int = Field(ge=0)
     dry_run: bool
     marked_through: int
     grace_seconds: float = Field(ge=0)
     erasure_grace_seconds: float = Field(ge=0)
+
+
+class BatchDocument(RunHeader):
+    """``_gc/<run>/batch-NNNN.json``: at most 1,000 keys one Sweep invocation deletes."""
+
+    kind: Literal["lethe.gc.batch"] = "lethe.gc.batch"
+    index: int = Field(ge=0)
     entries: tuple[BatchEntry, ...]
 
 
-class ErasurePlan(_Frozen):
+class ErasureHead(_Frozen):
+    """An erasure request as the plan found it: the first fields of its plan and its status."""
+
+    id_hash: str
+    state: Literal["pending", "spliced"]
+    deleted_version: int
+    spliced_version: int | None = None
+
+
+class ErasurePlan(ErasureHead):
     """What must disappear before an erasure request is complete, as marked by the plan.
 
     ``blockers`` are the objects present at plan time that may hold the erased rows: the
@@ -126,10 +139,6 @@ class ErasurePlan(_Frozen):
     before the splice commit (an upload that never committed, a file replaced by a compaction).
     """
 
-    id_hash: str
-    state: Literal["pending", "spliced"]
-    deleted_version: int
-    spliced_version: int | None = None
     spliced_at: datetime | None = None
     superseded: tuple[str, ...] = ()
     blockers: tuple[str, ...] = ()
@@ -137,21 +146,14 @@ class ErasurePlan(_Frozen):
     previously_completed_run: str | None = None
 
 
-class PlanDocument(_Frozen):
+class PlanDocument(RunHeader):
     """``_gc/<run>/plan.json``: the marks of one run, read by every later step."""
 
     kind: Literal["lethe.gc.plan"] = "lethe.gc.plan"
-    table: str
-    table_uuid: str
-    run_id: str
     created_at: datetime
-    dry_run: bool
     retention: str
-    grace_seconds: float = Field(ge=0)
-    erasure_grace_seconds: float = Field(ge=0)
     versioned: bool
     head_version: int
-    marked_through: int
     oldest_kept_version: int
     kept_versions: int
     expire_below: int
@@ -175,6 +177,11 @@ class PlanState(_Frozen):
     candidates: Mapping[Category, CategoryStats] = Field(default_factory=dict)
     batches: tuple[str, ...] = ()
     truncated: bool = False
+
+    @classmethod
+    def of(cls, plan: PlanDocument) -> PlanState:
+        """The plan's fields the workflow carries."""
+        return cls(**carried(plan, cls.model_fields))
 
 
 class StepResult(_Frozen):
@@ -201,13 +208,9 @@ class StepResult(_Frozen):
         }
 
 
-class ErasureStatus(_Frozen):
+class ErasureStatus(ErasureHead):
     """Whether every object (and old manifest) that held an erasure request's rows is gone."""
 
-    id_hash: str
-    state: Literal["pending", "spliced"]
-    deleted_version: int
-    spliced_version: int | None = None
     complete: bool
     completed_at: datetime | None = None
     completed_run: str | None = None

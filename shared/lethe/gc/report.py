@@ -23,6 +23,7 @@ from lethe.gc.models import (
     CATEGORIES,
     Category,
     CategoryStats,
+    ErasureHead,
     ErasureMarker,
     ErasurePlan,
     ErasureStatus,
@@ -30,6 +31,7 @@ from lethe.gc.models import (
     PlanDocument,
     StepResult,
     add_stats,
+    carried,
 )
 from lethe.gc.present import holdings
 from lethe.gc.purge import versions_left
@@ -41,6 +43,20 @@ log = logging.getLogger(__name__)
 __all__ = ["REPORT_KEY_LIMIT", "build_report"]
 
 REPORT_KEY_LIMIT = 10_000
+# what the report states as its plan did: the run, its settings and what it kept
+_FROM_PLAN = (
+    "table",
+    "run_id",
+    "retention",
+    "grace_seconds",
+    "erasure_grace_seconds",
+    "versioned",
+    "head_version",
+    "oldest_kept_version",
+    "kept_versions",
+    "young",
+    "truncated",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,24 +97,14 @@ def build_report(
     ]
     kept_keys, keys_truncated = _capped(totals.keys)
     return GcReport(
-        table=plan.table,
-        run_id=plan.run_id,
+        **carried(plan, _FROM_PLAN),
         dry_run=dry_run,
         started_at=plan.created_at,
         finished_at=now,
-        retention=plan.retention,
-        grace_seconds=plan.grace_seconds,
-        erasure_grace_seconds=plan.erasure_grace_seconds,
-        versioned=plan.versioned,
-        head_version=plan.head_version,
-        oldest_kept_version=plan.oldest_kept_version,
-        kept_versions=plan.kept_versions,
         deleted=totals.deleted,
-        young=plan.young,
         keys=kept_keys,
         keys_truncated=keys_truncated,
         failed=tuple(totals.failed),
-        truncated=plan.truncated,
         erasures=tuple(statuses),
     )
 
@@ -147,15 +153,9 @@ def _status(
     dry_run: bool,
 ) -> ErasureStatus:
     """One erasure's status; the first time it is complete (not in a dry run), its marker."""
+    head = carried(e, ErasureHead.model_fields)
     if e.previously_completed_at is not None:
-        return ErasureStatus(
-            id_hash=e.id_hash,
-            state=e.state,
-            deleted_version=e.deleted_version,
-            spliced_version=e.spliced_version,
-            complete=True,
-            completed_at=e.previously_completed_at,
-        )
+        return ErasureStatus(**head, complete=True, completed_at=e.previously_completed_at)
     blocking = _blocking(plan, e, totals.versions_remaining, left)
     complete = not blocking
     completed_at: datetime | None = None
@@ -166,10 +166,7 @@ def _status(
             mapped = tuple(v for v in plan.mapped_versions if v < e.spliced_version)
             completed_at, completed_run = _mark_complete(catalog, e, now, plan.run_id, mapped)
     return ErasureStatus(
-        id_hash=e.id_hash,
-        state=e.state,
-        deleted_version=e.deleted_version,
-        spliced_version=e.spliced_version,
+        **head,
         complete=complete,
         completed_at=completed_at,
         completed_run=completed_run,

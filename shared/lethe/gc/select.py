@@ -32,7 +32,15 @@ from lethe.gc.areas import (
     released_segment,
     released_view_manifest,
 )
-from lethe.gc.models import CATEGORIES, BatchEntry, Category, CategoryStats, ErasurePlan
+from lethe.gc.models import (
+    CATEGORIES,
+    BatchEntry,
+    Category,
+    CategoryStats,
+    ErasureHead,
+    ErasurePlan,
+    carried,
+)
 from lethe.gc.policy import WORKSPACE_GRACE, is_old
 
 __all__ = [
@@ -267,15 +275,11 @@ def _erasure_plans(
             blockers = tuple(sorted(found))
         plans.append(
             ErasurePlan(
-                id_hash=e.id_hash,
-                state=e.state,
-                deleted_version=e.deleted_version,
-                spliced_version=e.spliced_version,
+                **carried(e, ErasureHead.model_fields),
                 spliced_at=at,
                 superseded=e.superseded,
                 blockers=blockers,
                 previously_completed_at=done_at,
-                previously_completed_run=None,
             )
         )
     return tuple(plans)

@@ -8,7 +8,7 @@ spelled once, here, since :func:`record_failure` tells the failed state from tha
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
@@ -163,16 +163,7 @@ def plan_step(
         max_batches=MAX_BATCHES,
         batch_keys=batch_keys,
     )
-    return PlanState(
-        table=plan.table,
-        run_id=run_id,
-        dry_run=plan.dry_run,
-        head_version=plan.head_version,
-        oldest_kept_version=plan.oldest_kept_version,
-        candidates=plan.candidates,
-        batches=plan.batches,
-        truncated=plan.truncated,
-    )
+    return PlanState.of(plan)
 
 
 def _load_batch(batch_uri: str, s3: Any | None) -> tuple[Catalog, BatchDocument]:
@@ -217,6 +208,20 @@ def _run(uri: str, run_id: str, s3: Any | None) -> tuple[Catalog, S3Workspace, P
     return catalog, ws, ws.read("plan.json", PlanDocument)
 
 
+def _step(
+    uri: str,
+    run_id: str,
+    s3: Any | None,
+    dry_run: bool,
+    act: Callable[[Catalog, PlanDocument, bool], StepResult],
+) -> StepResult:
+    """One destructive step on the run's plan (a dry run if either says so): ``<step>.json``."""
+    catalog, ws, plan = _run(uri, run_id, s3)
+    result = act(catalog, plan, dry_run or plan.dry_run)
+    ws.write(f"{result.step}.json", result)
+    return result
+
+
 def expire_step(
     uri: str, run_id: str, *, dry_run: bool = False, s3: Any | None = None
 ) -> StepResult:
@@ -226,10 +231,7 @@ def expire_step(
         >>> expire_step("s3://bucket/events", "20261122T030000Z-1a2b3c4d").deleted  # doctest: +SKIP
         {'manifest': CategoryStats(objects=12, bytes=48211)}
     """
-    catalog, ws, plan = _run(uri, run_id, s3)
-    result = expire(catalog, plan, dry_run=dry_run or plan.dry_run)
-    ws.write("expire.json", result)
-    return result
+    return _step(uri, run_id, s3, dry_run, lambda c, p, d: expire(c, p, dry_run=d))
 
 
 def abort_step(
@@ -246,10 +248,8 @@ def abort_step(
         >>> abort_step("s3://bucket/events", "20261122T030000Z-1a2b3c4d").keys  # doctest: +SKIP
         {'upload': ('data/2026/11/15/09/4f1c….parquet',)}
     """
-    catalog, ws, plan = _run(uri, run_id, s3)
-    result = abort(catalog, plan, now=now or datetime.now(UTC), dry_run=dry_run or plan.dry_run)
-    ws.write("abort.json", result)
-    return result
+    at = now or datetime.now(UTC)
+    return _step(uri, run_id, s3, dry_run, lambda c, p, d: abort(c, p, now=at, dry_run=d))
 
 
 def purge_step(
@@ -261,10 +261,7 @@ def purge_step(
         >>> purge_step("s3://bucket/events", "20261122T030000Z-1a2b3c4d").versions_remaining  # doctest: +SKIP
         {'5f0c…': 0}
     """
-    catalog, ws, plan = _run(uri, run_id, s3)
-    result = purge(catalog, plan, dry_run=dry_run or plan.dry_run)
-    ws.write("purge.json", result)
-    return result
+    return _step(uri, run_id, s3, dry_run, lambda c, p, d: purge(c, p, dry_run=d))
 
 
 def report_step(

@@ -19,7 +19,7 @@ from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from pydantic import (
     BaseModel,
@@ -110,14 +110,20 @@ def parse_message(
     >>> m.requested_at.isoformat()
     '2025-11-26T09:40:00+00:00'
     """
+    event = body.decode() if isinstance(body, bytes) else body
+    return _validated(DeleteRequestMessage, event, "delete request", sent_at)
+
+
+def _validated(model: type[_Msg], event: Any, what: str, sent_at: datetime | None) -> _Msg:
+    """``event`` (JSON text, or decoded) as a ``model`` message, dated ``sent_at`` when it
+    carries no ``requested_at``; a validation error is an InvalidRequest naming ``what``."""
     try:
-        event: Any = body.decode() if isinstance(body, bytes) else body
         if isinstance(event, str):
-            msg = DeleteRequestMessage.model_validate_json(event)
+            msg = model.model_validate_json(event)
         else:
-            msg = DeleteRequestMessage.model_validate(event)
+            msg = model.model_validate(event)
     except ValidationError as e:
-        raise _invalid(e, DeleteRequestMessage, "delete request") from None
+        raise _invalid(e, model, what) from None
     if msg.requested_at is None and sent_at is not None:
         msg = msg.model_copy(update={"requested_at": sent_at})
     return msg
@@ -157,6 +163,8 @@ def _invalid(e: ValidationError, model: type[BaseModel], what: str) -> errors.In
         return errors.InvalidRequest(f"message body is not valid JSON: {first['msg']}")
     return errors.InvalidRequest(f"invalid {what} ({where or 'body'}): {first['msg']}")
 
+
+_Msg = TypeVar("_Msg", DeleteRequestMessage, LakeRequestMessage)
 
 #: the largest body a message may have (SQS's own maximum message size, 1 MiB)
 MAX_BODY_BYTES = 1 << 20
@@ -227,17 +235,7 @@ def parse_any(
     decoded = _decode(event) if isinstance(event, str) else event
     if not (isinstance(decoded, dict) and "subject" in decoded and "table" not in decoded):
         return parse_message(event, sent_at=sent_at)
-    try:
-        msg = (
-            LakeRequestMessage.model_validate_json(event)
-            if isinstance(event, str)
-            else LakeRequestMessage.model_validate(event)
-        )
-    except ValidationError as e:
-        raise _invalid(e, LakeRequestMessage, "lake request") from None
-    if msg.requested_at is None and sent_at is not None:
-        msg = msg.model_copy(update={"requested_at": sent_at})
-    return msg
+    return _validated(LakeRequestMessage, event, "lake request", sent_at)
 
 
 def sqs_sent_timestamp(value: str | int | None) -> datetime | None:
