@@ -211,6 +211,11 @@ class _Reader:
                 raise self.fail("varint longer than 10 bytes")
 
     def zigzag(self, bits: int) -> int:
+        pos = self.pos
+        if pos < self.end and self.buf[pos] < 0x80:  # one byte: always in range
+            n = self.buf[pos]
+            self.pos = pos + 1
+            return (n >> 1) ^ -(n & 1)
         n = self.varint()
         v = (n >> 1) ^ -(n & 1)
         if not -(1 << (bits - 1)) <= v < (1 << (bits - 1)):
@@ -225,11 +230,17 @@ class _Reader:
         return bytes(b)
 
 
+_TYPES: tuple[TType | None, ...] = tuple(
+    TType(c) if c in TType._value2member_map_ else None for c in range(16)
+)
+"""Each compact type code (a nibble) as its :class:`TType`; None for an unknown code."""
+
+
 def _type(code: int, r: _Reader) -> TType:
-    try:
-        return TType(code)
-    except ValueError:
-        raise r.fail(f"unknown compact type {code}") from None
+    t = _TYPES[code] if 0 <= code < 16 else None
+    if t is None:
+        raise r.fail(f"unknown compact type {code}")
+    return t
 
 
 def _read_value(r: _Reader, t: TType, depth: int) -> Value:
@@ -287,8 +298,12 @@ def _read_struct(r: _Reader, depth: int) -> Struct:
         raise r.fail("nesting too deep")
     fields: list[Field] = []
     last = 0
+    buf, end = r.buf, r.end
     while True:
-        h = r.byte()
+        if r.pos >= end:
+            raise r.fail("unexpected end of data")
+        h = buf[r.pos]
+        r.pos += 1
         if h == 0:
             return Struct(tuple(fields))
         code = h & 0x0F
@@ -304,7 +319,9 @@ def _read_struct(r: _Reader, depth: int) -> Struct:
         if code == 1 or code == 2:
             fields.append(Field(fid, TType.BOOL, code == 1, long_form))
         else:
-            t = _type(code, r)
+            t = _TYPES[code]
+            if t is None:
+                raise r.fail(f"unknown compact type {code}")
             fields.append(Field(fid, t, _read_value(r, t, depth), long_form))
         last = fid
 
