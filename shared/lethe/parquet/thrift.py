@@ -92,8 +92,10 @@ class Struct:
 
     def get(self, fid: int) -> Value | None:
         """The value of field ``fid``, or None when absent."""
-        f = self.field(fid)
-        return None if f is None else f.value
+        for f in self.fields:
+            if f.id == fid:
+                return f.value
+        return None
 
     def set(self, fid: int, ttype: TType, value: Value) -> Struct:
         """A copy with field ``fid`` set to ``value``.
