@@ -344,8 +344,6 @@ def scrub_rows(
     prefix: str,
     m: Snapshot,
     found: Mapping[str, BitMap64],
-    pinned: Mapping[str, Iterable[Any]] | None = None,
-    pinned_rows: Mapping[str, Mapping[str, BitMap64]] | None = None,
     dropped: Iterable[DataFile] = (),
     *,
     values: Mapping[str, Iterable[Any]] | None = None,
@@ -362,7 +360,7 @@ def scrub_rows(
     erased = (
         known_entries(m, found, values)
         if values is not None
-        else erased_entries(store, prefix, m, found, pinned, pinned_rows)
+        else erased_entries(store, prefix, m, found)
     )
     if not erased and not whole:
         return {}, []
