@@ -18,7 +18,7 @@ lethe.parquet.model.InvalidParquet: malformed Parquet metadata: RowGroup.num_row
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, Self, TypeVar, overload
 
 from lethe.errors import UnsupportedFile
@@ -169,6 +169,27 @@ class _Field(Generic[_V]):
         return self if view is None else self.read(view.struct, self.fid, self.what)
 
 
+class _Memo(_Field[_V]):
+    """A :class:`_Field` read once per view, kept in the view's ``memo``: the views of a
+    footer's row groups and column chunks (a splice asks for them per row group, and each
+    read builds the whole list again: quadratic in the row groups, issue 37 item 4)."""
+
+    @overload
+    def __get__(self, view: None, owner: type[Any]) -> Self: ...
+
+    @overload
+    def __get__(self, view: _View, owner: type[Any]) -> _V: ...
+
+    def __get__(self, view: _View | None, owner: type[Any]) -> _V | Self:
+        if view is None:
+            return self
+        memo: dict[int, Any] = view.memo  # type: ignore[attr-defined]
+        got = memo.get(self.fid, memo)
+        if got is memo:
+            got = memo[self.fid] = self.read(view.struct, self.fid, self.what)
+        return got  # type: ignore[no-any-return]
+
+
 @dataclass(frozen=True, slots=True)
 class SchemaElement:
     """A view of a SchemaElement."""
@@ -298,9 +319,10 @@ class RowGroup:
     """A view of a RowGroup."""
 
     struct: Struct
+    memo: dict[int, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     #: The column chunks, in schema leaf order.
-    columns = _Field(RG.COLUMNS, _each(ColumnChunk))
+    columns = _Memo(RG.COLUMNS, _each(ColumnChunk))
     #: Rows in the group.
     num_rows = _Field(RG.NUM_ROWS, _int)
     #: Uncompressed size of the group's data.
@@ -318,15 +340,16 @@ class FileMetaData:
     """A view of a FileMetaData (the footer)."""
 
     struct: Struct
+    memo: dict[int, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     #: Format version (1 or 2).
     version = _Field(FMD.VERSION, _int)
     #: The flattened schema, root first.
-    schema = _Field(FMD.SCHEMA, _each(SchemaElement))
+    schema = _Memo(FMD.SCHEMA, _each(SchemaElement))
     #: Rows in the file.
     num_rows = _Field(FMD.NUM_ROWS, _int)
     #: The row groups, in file order of their metadata.
-    row_groups = _Field(FMD.ROW_GROUPS, _each(RowGroup))
+    row_groups = _Memo(FMD.ROW_GROUPS, _each(RowGroup))
 
     @property
     def key_value_metadata(self) -> dict[str, str | None]:
@@ -345,7 +368,10 @@ class FileMetaData:
         """Whether the file (plaintext footer mode) or any column is encrypted."""
         if self.struct.get(FMD.ENCRYPTION_ALGORITHM) is not None:
             return True
-        return any(c.encrypted for rg in self.row_groups for c in rg.columns)
+        got = self.memo.get(-1)
+        if got is None:
+            got = self.memo[-1] = any(c.encrypted for rg in self.row_groups for c in rg.columns)
+        return bool(got)
 
     def leaves(self) -> tuple[tuple[tuple[str, ...], SchemaElement, int, int], ...]:
         """The leaf columns in order: ``(path, element, max definition, max repetition)``."""
