@@ -374,7 +374,14 @@ class FileMetaData:
         return bool(got)
 
     def leaves(self) -> tuple[tuple[tuple[str, ...], SchemaElement, int, int], ...]:
-        """The leaf columns in order: ``(path, element, max definition, max repetition)``."""
+        """The leaf columns in order: ``(path, element, max definition, max repetition)``
+        (walked once per view)."""
+        got = self.memo.get(-2)
+        if got is None:
+            got = self.memo[-2] = self._leaves()
+        return got
+
+    def _leaves(self) -> tuple[tuple[tuple[str, ...], SchemaElement, int, int], ...]:
         schema = self.schema
         out: list[tuple[tuple[str, ...], SchemaElement, int, int]] = []
         pos = 1
