@@ -250,14 +250,33 @@ def read_entries(store: S3Store, key: str, piece: IndexPiece) -> pa.Table:
     for start, data in held:
         buf[start : start + len(data)] = data
         have.append((start, start + len(data)))
+    gaps: list[tuple[int, int]] = []
     at = 0
     for s, e in sorted(have):
         if s > at:
-            buf[at:s] = store.get(key, etag=piece.etag, start=at, end=s).body
+            gaps.append((at, s))
         at = max(at, e)
     if at < piece.size:
-        buf[at:] = store.get(key, etag=piece.etag, start=at, end=piece.size).body
+        gaps.append((at, piece.size))
+    for s, e in _coalesced(gaps):  # a held range between two gaps is read again (same ETag)
+        buf[s:e] = store.get(key, etag=piece.etag, start=s, end=e).body
     return pq.read_table(pa.BufferReader(bytes(buf)))
+
+
+GAP_GET: Final = 64 << 10
+"""Gaps of a piece closer than this are read by one GET (the bytes between them again): a
+scrub of a probed piece then takes one or two GETs, not one per row group (issue 37)."""
+
+
+def _coalesced(gaps: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+    """``gaps`` (sorted, disjoint) with those less than :data:`GAP_GET` apart merged."""
+    out: list[tuple[int, int]] = []
+    for s, e in gaps:
+        if out and s - out[-1][1] < GAP_GET:
+            out[-1] = (out[-1][0], e)
+        else:
+            out.append((s, e))
+    return out
 
 
 def _read_piece(
