@@ -303,7 +303,8 @@ def _read_piece(
     sparse.add(piece.size - n, data)
     held: list[tuple[int, bytes]] = [(piece.size - n, data)]
     pf = pq.ParquetFile(pa.PythonFile(sparse, mode="r"), metadata=md, pre_buffer=False)
-    out: list[pa.Table] = []
+    groups: list[int] = []
+    need: list[tuple[int, int]] = []
     for rg in range(md.num_row_groups):
         st = md.row_group(rg).column(0).statistics
         if st is not None and st.has_min_max:
@@ -317,10 +318,13 @@ def _read_piece(
         g = md.row_group(rg)
         spans = [_span(g.column(i)) for i in range(g.num_columns)]
         start, end = min(a for a, _ in spans), max(b for _, b in spans)
-        if start < piece.size - n:  # not already in the tail
-            held.append((start, store.get(key, etag=piece.etag, start=start, end=end).body))
-            sparse.add(*held[-1])
-        out.append(pf.read_row_group(rg, use_threads=False))
+        groups.append(rg)
+        if start < piece.size - n:  # not already in the tail (a group is read as one extent)
+            need.append((start, end))
+    for start, end in _coalesced(sorted(need)):  # neighbouring groups: one GET
+        held.append((start, store.get(key, etag=piece.etag, start=start, end=end).body))
+        sparse.add(*held[-1])
+    out = [pf.read_row_group(rg, use_threads=False) for rg in groups]
     PROBED.put((store.bucket, key, piece.etag), tuple(held))
     return out
 
