@@ -8,8 +8,9 @@ disjoint value ranges whose min/max the root records. A run covers the live file
 the unindexed way, so a writer that does not (yet) index its files stays correct.
 
 Lookup of a value: the root names the pieces whose ``[min, max]`` holds it (one per run);
-per piece one suffix GET of :data:`PROBE_TAIL` bytes gives the footer, then one ranged GET
-per row group whose statistics can hold the value (:data:`GROUP_ROWS` entries, ~30 KiB).
+per piece one suffix GET of :data:`PROBE_TAIL` bytes gives the footer, then ranged GETs of
+the row groups whose statistics can hold the value (:data:`GROUP_ROWS` entries, ~30 KiB;
+groups less than :data:`GAP_GET` apart by one GET).
 A piece holds at most :data:`PIECE_ENTRIES` entries, so its footer stays a few KiB: the
 cost of a probe depends on the number of runs, not on the table's size.
 
