@@ -147,3 +147,31 @@ def test_the_index_adds_no_data_file_get_to_an_erase(bucket: str, s3: Any) -> No
     plain, indexed_gets = seen
     assert len(indexed_gets) == len(plain)
     assert sum(e - s for _, s, e in indexed_gets) == sum(e - s for _, s, e in plain)
+
+
+def test_a_scrub_reads_the_rest_of_a_probed_piece_in_one_get(bucket: str, s3: Any) -> None:
+    """The delete's probe reads a piece's footer and the row groups that can hold the value
+    (each group by its own GET before), the scrub every gap around them (each by its own
+    GET: 6 GETs a piece on the lake bench); ranges closer than ``GAP_GET`` are now one GET
+    (issue 37: requests of the upkeep)."""
+    from lethe.index.core import GAP_GET
+
+    t = table(f"s3://{bucket}/tables/gaps", s3, indexed=True)
+    with data_gets(s3, "/index/") as probed:
+        t.delete([("customer_id", "in", [17, 60])])
+    with data_gets(s3, "/index/") as scrubbed:
+        r = t.purge(request_id="purge-gaps")
+    assert r.complete and r.rows_erased == 4 * N // 100
+    per_piece: dict[str, int] = {}
+    for p, _, _ in scrubbed:
+        per_piece[p] = per_piece.get(p, 0) + 1
+    probed_pieces = {p for p, _, _ in probed}
+    for p in probed_pieces:  # the footer, then the groups that can hold 17 or 60: one GET
+        assert sum(q == p for q, _, _ in probed) <= 2, p
+    assert per_piece and set(per_piece) <= probed_pieces
+    for p, n in per_piece.items():  # held ranges between gaps are small here: one GET
+        assert n == 1, (p, n, t.store.head(p[1:]).size, GAP_GET)
+    assert overlaps(scrubbed, t) == []
+    t.refresh()
+    assert t.scan(["id"], [("customer_id", "in", [17, 60])]).num_rows == 0
+    assert verify(t, deep=True).ok

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 import lethe
 from lethe import errors
+from lethe.catalog.evolution import SchemaUpdate
 from lethe.catalog.snapshot import Snapshot
 from lethe.catalog.transaction import Staged
 
@@ -125,6 +126,19 @@ def test_a_transaction_that_raises_commits_nothing_and_leaves_nothing(
     assert _data_objects(s3, table_uri) == objects  # nothing was written
     with pytest.raises(errors.InvalidRequest, match="committed already"):
         tx.append(_rows(9, 1))
+
+
+def test_a_schema_update_left_with_an_error_commits_nothing_and_closes() -> None:
+    """Issue 38 item 4: a schema update keeps the transaction's rule (one ``OneCommit``): a
+    ``with`` block that raises commits nothing, and the update cannot be committed later."""
+    committed: list[Any] = []
+    update = SchemaUpdate(committed.append)
+    with pytest.raises(RuntimeError, match="changed my mind"), update:
+        update.add_column("country", pa.string())
+        raise RuntimeError("changed my mind")
+    with pytest.raises(errors.InvalidRequest, match="committed already"):
+        update.commit()
+    assert committed == []
 
 
 def test_a_transaction_refuses_what_it_cannot_do_honestly(table_uri: str, s3: Any) -> None:

@@ -438,10 +438,6 @@ class Table:
         """Delete uncommitted data files (best effort: GC removes what is left)."""
         self._forget([f.path for f in files])
 
-    def _written_at(self, files: Sequence[DataFile]) -> float:
-        """When the oldest of ``files`` was uploaded (:meth:`TableContext.written_at`)."""
-        return self.context.written_at(files)
-
     def commit_files(
         self,
         files: Sequence[DataFile],

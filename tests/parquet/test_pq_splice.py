@@ -690,3 +690,30 @@ def test_the_phases_place_a_rewrite_that_copies_original_pages() -> None:
         (700, True),
         (1000, True),
     ]
+
+
+@pytest.mark.parametrize("g", [0, 1, 2])
+def test_refuses_an_index_structure_inside_row_group_data(g: int) -> None:
+    """A column index whose declared bytes lie inside any row group's data is refused (the
+    overlap check finds the group by binary search over the groups in file order, issue 37
+    item 4, instead of comparing every structure with every group)."""
+    from lethe.parquet.enums import CC
+    from lethe.parquet.model import FileMetaData
+    from lethe.parquet.thrift import ThriftList
+
+    data, _ = _plain_file()
+    inside = row_group_range(footer_of(data).metadata.row_groups[g]).start + 3
+
+    def misplaced(s: Any) -> Any:
+        meta = FileMetaData(s)
+        rg = meta.row_groups[-1]
+        cc = rg.columns[0].struct.set(CC.COLUMN_INDEX_OFFSET, TType.I64, inside)
+        cc = cc.set(CC.COLUMN_INDEX_LENGTH, TType.I32, 2)
+        cols = (cc, *(c.struct for c in rg.columns[1:]))
+        last = rg.struct.set(1, TType.LIST, ThriftList(TType.STRUCT, cols))
+        groups = (*(x.struct for x in meta.row_groups[:-1]), last)
+        return s.set(4, TType.LIST, ThriftList(TType.STRUCT, groups))
+
+    patched = _patched_footer(data, misplaced)
+    with pytest.raises(SpliceRefused, match="overlaps row group data"):
+        splice(patched, {0: _edit(data, 0)}, [Extent(0, data)])

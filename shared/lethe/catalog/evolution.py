@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, Literal, TypeAlias
+from typing import Any, Literal, Self, TypeAlias
 
 import pyarrow as pa
 
@@ -39,6 +39,7 @@ from lethe.catalog.transforms.schema import aliases, past_names, pinned_columns
 
 __all__ = [
     "MergePlan",
+    "OneCommit",
     "SchemaMode",
     "SchemaUpdate",
     "check_create",
@@ -52,9 +53,32 @@ __all__ = [
 SchemaMode: TypeAlias = Literal["strict", "merge"]
 
 
-class SchemaUpdate:
-    """Schema changes gathered, then committed once (:meth:`commit`, or leaving a ``with``
-    block without an error). Each method returns the builder, so calls chain."""
+class OneCommit:
+    """Changes gathered, then committed once: :meth:`commit`, or leaving a ``with`` block
+    without an error. Leaving it with an error commits nothing and closes the gatherer."""
+
+    _done: bool
+
+    def commit(self) -> Any:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if kind is None and not self._done:
+            self.commit()
+        self._done = True
+
+
+class SchemaUpdate(OneCommit):
+    """Schema changes gathered, then committed once (:class:`OneCommit`). Each method returns
+    the builder, so calls chain."""
 
     def __init__(self, commit: Callable[[tuple[Evolution, ...]], Any]) -> None:
         self._commit = commit
@@ -101,18 +125,6 @@ class SchemaUpdate:
             raise errors.InvalidRequest("this schema update was committed already")
         self._done = True
         return self._commit(tuple(self._changes))
-
-    def __enter__(self) -> SchemaUpdate:
-        return self
-
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        if kind is None and not self._done:
-            self.commit()
 
 
 def merge_changes(got: pa.Schema, table: pa.Schema) -> tuple[Evolution, ...]:

@@ -572,16 +572,10 @@ class Manifest(_Frozen):
 
     def index(self, column: str) -> ColumnIndex | None:
         """The declared index on ``column``, or None."""
-        for ix in self.indexes:
-            if ix.column == column:
-                return ix
-        return None
+        return next((ix for ix in self.indexes if ix.column == column), None)
 
     def find_request(self, id_hash: str) -> RequestRecord | None:
-        for r in self.requests:
-            if r.id_hash == id_hash:
-                return r
-        return None
+        return next((r for r in self.requests if r.id_hash == id_hash), None)
 
 
 class Head(_Frozen):

@@ -166,10 +166,6 @@ class Snapshot:
             return e
         return e.model_copy(update={"superseded": self.superseded_of(e)})
 
-    def resolved_erasures(self) -> tuple[ErasureRecord, ...]:
-        """Every erasure record, :meth:`resolved`."""
-        return tuple(self.resolved(e) for e in self.erasures)
-
     # --- the manifest's fields -----------------------------------------------------------------
     @property
     def format_version(self) -> int:

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from types import TracebackType
 from typing import Any
 
 from lethe import errors
@@ -39,7 +38,7 @@ from lethe.catalog.changes import (
     as_base,
 )
 from lethe.catalog.commit import Prepared
-from lethe.catalog.evolution import SchemaMode, SchemaUpdate, describe_changes
+from lethe.catalog.evolution import OneCommit, SchemaMode, SchemaUpdate, describe_changes
 from lethe.catalog.manifest import DataFile, IndexRun, Operation
 from lethe.catalog.snapshot import Snapshot
 from lethe.catalog.transforms import Merge
@@ -139,9 +138,9 @@ class TransactionChange:
         )
 
 
-class Transaction:
-    """Changes gathered, then committed once (:meth:`commit`, or leaving a ``with`` block
-    without an error). A useful, honest subset of PyIceberg's ``Transaction``: appends
+class Transaction(OneCommit):
+    """Changes gathered, then committed once (:class:`~lethe.catalog.evolution.OneCommit`).
+    A useful, honest subset of PyIceberg's ``Transaction``: appends
     (strict or merge), schema updates, table properties. Deletes, erasures and overwrites
     are refused: they read the rows they remove from the committed table, which a
     transaction's own appends are not yet part of.
@@ -253,16 +252,3 @@ class Transaction:
         change = TransactionChange(tuple(self._steps), self._discard, written_at, owned, self.name)
         self.result = self._commit(change)
         return self.result
-
-    def __enter__(self) -> Transaction:
-        return self
-
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        if kind is None and not self._done:
-            self.commit()
-        self._done = True

@@ -18,6 +18,7 @@ import datetime as dt
 import decimal
 import math
 import re
+from collections.abc import Callable
 from typing import Any
 
 import pyarrow as pa
@@ -36,31 +37,38 @@ __all__ = [
 ]
 
 
+_TEMPORAL = (pa.types.is_timestamp, pa.types.is_date, pa.types.is_time, pa.types.is_duration)
+_ORDERABLE = (
+    *_TEMPORAL,
+    pa.types.is_integer,
+    pa.types.is_floating,
+    pa.types.is_string,
+    pa.types.is_large_string,
+    pa.types.is_binary,
+    pa.types.is_large_binary,
+    pa.types.is_decimal,
+    pa.types.is_boolean,
+)
+
+
 def is_orderable(t: pa.DataType) -> bool:
     """Types whose min/max we record and prune on."""
-    return bool(
-        pa.types.is_integer(t)
-        or pa.types.is_floating(t)
-        or pa.types.is_string(t)
-        or pa.types.is_large_string(t)
-        or pa.types.is_binary(t)
-        or pa.types.is_large_binary(t)
-        or pa.types.is_timestamp(t)
-        or pa.types.is_date(t)
-        or pa.types.is_time(t)
-        or pa.types.is_decimal(t)
-        or pa.types.is_boolean(t)
-        or pa.types.is_duration(t)
-    )
+    return any(is_type(t) for is_type in _ORDERABLE)
 
 
 def _is_temporal(t: pa.DataType) -> bool:
+    return any(is_type(t) for is_type in _TEMPORAL)
+
+
+def _is_binary(t: pa.DataType) -> bool:
     return bool(
-        pa.types.is_timestamp(t)
-        or pa.types.is_date(t)
-        or pa.types.is_time(t)
-        or pa.types.is_duration(t)
+        pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_fixed_size_binary(t)
     )
+
+
+def _epoch(s: pa.Scalar) -> int:
+    """A temporal scalar's integer: days for date32, its unit since the epoch otherwise."""
+    return int(s.cast(pa.int32() if pa.types.is_date32(s.type) else pa.int64()).as_py())
 
 
 def to_json(s: pa.Scalar) -> JsonScalar:
@@ -69,14 +77,10 @@ def to_json(s: pa.Scalar) -> JsonScalar:
         return None
     t = s.type
     if _is_temporal(t):
-        return (
-            int(s.cast(pa.int64()).as_py())
-            if not pa.types.is_date32(t)
-            else int(s.cast(pa.int32()).as_py())
-        )
+        return _epoch(s)
     if pa.types.is_decimal(t):
         return str(s.as_py())
-    if pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_fixed_size_binary(t):
+    if _is_binary(t):
         return base64.b64encode(s.as_py()).decode("ascii")
     v = s.as_py()
     if isinstance(v, float) and v != v:  # NaN has no order
@@ -90,7 +94,7 @@ def from_json(v: JsonScalar, t: pa.DataType) -> Any:
         return None
     if pa.types.is_decimal(t):
         return decimal.Decimal(str(v))
-    if pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_fixed_size_binary(t):
+    if _is_binary(t):
         return base64.b64decode(str(v))
     return v
 
@@ -110,15 +114,10 @@ def comparable(value: Any, t: pa.DataType) -> Any:
                 value = dt.date.fromisoformat(value)
         if isinstance(value, pa.Scalar):
             value = value.as_py()
-        s = pa.scalar(value, type=t)
-        return (
-            int(s.cast(pa.int64()).as_py())
-            if not pa.types.is_date32(t)
-            else int(s.cast(pa.int32()).as_py())
-        )
+        return _epoch(pa.scalar(value, type=t))
     if pa.types.is_decimal(t):
         return decimal.Decimal(str(value))
-    if pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_fixed_size_binary(t):
+    if _is_binary(t):
         return bytes(value) if not isinstance(value, str) else value.encode()
     if pa.types.is_string(t) or pa.types.is_large_string(t):
         if not isinstance(value, str):
@@ -260,6 +259,24 @@ def _ns_from_iso(s: str, *, aware_column: bool) -> int:
     return seconds * 10**9 + int((frac or "").ljust(9, "0") or 0)
 
 
+def _ns(delta: dt.timedelta) -> int:
+    return (delta.days * 86_400 + delta.seconds) * 10**9 + delta.microseconds * 1000
+
+
+def _in_unit(ns: int, t: pa.DataType) -> int:
+    """Nanoseconds ``ns`` in the unit of column type ``t``, which must hold them exactly."""
+    per = _NS_PER_UNIT[t.unit]
+    if ns % per:
+        raise NotExact(f"is finer than the column's unit ({t.unit})")
+    return ns // per
+
+
+def _int64(n: int, t: pa.DataType) -> int:
+    if not -(1 << 63) <= n < (1 << 63):
+        raise NotExact(f"is out of range for {t}")
+    return n
+
+
 def _exact_timestamp(value: Any, t: pa.DataType) -> int:
     """Epoch in the column's unit; ints are taken as already in that unit."""
     aware = t.tz is not None
@@ -280,16 +297,10 @@ def _exact_timestamp(value: Any, t: pa.DataType) -> int:
                 else "is an aware datetime, the column's timestamps are naive"
             )
         naive = value.astimezone(dt.UTC).replace(tzinfo=None) if aware else value
-        delta = naive - _EPOCH
-        ns = (delta.days * 86_400 + delta.seconds) * 10**9 + delta.microseconds * 1000
+        ns = _ns(naive - _EPOCH)
     else:
         raise NotExact(f"is {_kind(value)}, the column is {t}")
-    if ns % per:
-        raise NotExact(f"is finer than the column's unit ({t.unit})")
-    n = ns // per
-    if not -(1 << 63) <= n < (1 << 63):
-        raise NotExact(f"is out of range for {t}")
-    return n
+    return _int64(_in_unit(ns, t), t)
 
 
 def _exact_date(value: Any, t: pa.DataType) -> int:
@@ -337,32 +348,57 @@ def _exact_time(value: Any, t: pa.DataType) -> int:
     elif isinstance(value, dt.time):
         if value.tzinfo is not None:
             raise NotExact("is a time with a zone, the column's times have none")
-        ns = (
-            value.hour * 3600 + value.minute * 60 + value.second
-        ) * 10**9 + value.microsecond * 1000
+        ns = _ns(dt.datetime.combine(_EPOCH, value) - _EPOCH)  # since midnight
     else:
         raise NotExact(f"is {_kind(value)}, the column is {t}")
-    if ns % per:
-        raise NotExact(f"is finer than the column's unit ({t.unit})")
+    n = _in_unit(ns, t)
     if not 0 <= ns < 86_400 * 10**9:
         raise NotExact("is outside one day")
-    return ns // per
+    return n
 
 
 def _exact_duration(value: Any, t: pa.DataType) -> int:
-    per = _NS_PER_UNIT[t.unit]
     if isinstance(value, bool) or not isinstance(value, int | dt.timedelta):
         raise NotExact(f"is {_kind(value)}; give an integer in {t.unit} or a timedelta")
-    if isinstance(value, int):
-        n = value
-    else:
-        ns = (value.days * 86_400 + value.seconds) * 10**9 + value.microseconds * 1000
-        if ns % per:
-            raise NotExact(f"is finer than the column's unit ({t.unit})")
-        n = ns // per
-    if not -(1 << 63) <= n < (1 << 63):
-        raise NotExact(f"is out of range for {t}")
-    return n
+    return _int64(value if isinstance(value, int) else _in_unit(_ns(value), t), t)
+
+
+def _exact_bool(value: Any, t: pa.DataType) -> bool:
+    if not isinstance(value, bool):
+        raise NotExact(f"is {_kind(value)}, the column is bool")
+    return value
+
+
+def _exact_str(value: Any, t: pa.DataType) -> str:
+    if not isinstance(value, str):
+        raise NotExact(f"is {_kind(value)}, the column is {t}")
+    return value
+
+
+def _exact_bytes(value: Any, t: pa.DataType) -> bytes:
+    if isinstance(value, str):
+        value = value.encode()  # JSON has no bytes: a string stands for its UTF-8 bytes
+    if not isinstance(value, bytes | bytearray):
+        raise NotExact(f"is {_kind(value)}, the column is {t}")
+    if pa.types.is_fixed_size_binary(t) and len(value) != t.byte_width:
+        raise NotExact(f"is not {t.byte_width} bytes long, the column is {t}")
+    return bytes(value)
+
+
+# (the column types a test accepts, the conversion of a filter value for them)
+_EXACT: tuple[tuple[Callable[[pa.DataType], bool], Callable[[Any, pa.DataType], Any]], ...] = (
+    (pa.types.is_boolean, _exact_bool),
+    (pa.types.is_integer, _exact_int),
+    (pa.types.is_floating, _exact_float),
+    (pa.types.is_decimal, _exact_decimal),
+    (pa.types.is_string, _exact_str),
+    (pa.types.is_large_string, _exact_str),
+    (_is_binary, _exact_bytes),
+    (pa.types.is_timestamp, _exact_timestamp),
+    (pa.types.is_date, _exact_date),
+    (pa.types.is_time, _exact_time),
+    (pa.types.is_duration, _exact_duration),
+)
 
 
 def exact(value: Any, t: pa.DataType) -> Any:
@@ -379,36 +415,9 @@ def exact(value: Any, t: pa.DataType) -> Any:
     """
     if isinstance(value, pa.Scalar):
         value = value.as_py()
-    if pa.types.is_boolean(t):
-        if not isinstance(value, bool):
-            raise NotExact(f"is {_kind(value)}, the column is bool")
-        return value
-    if pa.types.is_integer(t):
-        return _exact_int(value, t)
-    if pa.types.is_floating(t):
-        return _exact_float(value, t)
-    if pa.types.is_decimal(t):
-        return _exact_decimal(value, t)
-    if pa.types.is_string(t) or pa.types.is_large_string(t):
-        if not isinstance(value, str):
-            raise NotExact(f"is {_kind(value)}, the column is {t}")
-        return value
-    if pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_fixed_size_binary(t):
-        if isinstance(value, str):
-            value = value.encode()  # JSON has no bytes: a string stands for its UTF-8 bytes
-        if not isinstance(value, bytes | bytearray):
-            raise NotExact(f"is {_kind(value)}, the column is {t}")
-        if pa.types.is_fixed_size_binary(t) and len(value) != t.byte_width:
-            raise NotExact(f"is not {t.byte_width} bytes long, the column is {t}")
-        return bytes(value)
-    if pa.types.is_timestamp(t):
-        return _exact_timestamp(value, t)
-    if pa.types.is_date(t):
-        return _exact_date(value, t)
-    if pa.types.is_time(t):
-        return _exact_time(value, t)
-    if pa.types.is_duration(t):
-        return _exact_duration(value, t)
+    for is_type, convert in _EXACT:
+        if is_type(t):
+            return convert(value, t)
     raise NotExact(f"cannot be compared: filters on {t} columns are not supported")
 
 

@@ -7,7 +7,7 @@ a splice moves (:func:`splice_cost`: the edited row groups downloaded and re-upl
 rest of the file copied server-side, the footer and page index read and rewritten); each
 group goes back on the queue as its own job, so several invocations splice one erasure at
 once. A group's invocation (:func:`splice_group`) splices its files (a few at a time,
-:func:`lethe.erasure.erase.splice_file`) and commits them together
+:func:`lethe.erasure.splice_file.splice_file`) and commits them together
 (:func:`lethe.erasure.erase.commit_splices`: the catalog's one commit loop settles the races between
 groups). The erasure record turns ``spliced`` with the commit that removes its last target,
 whichever group lands last.

@@ -77,7 +77,7 @@ def removed_values(
 
 
 class Spliced(Protocol):
-    """What the scrub needs of a splice (:class:`~lethe.erasure.erase.SpliceResult`)."""
+    """What the scrub needs of a splice (:class:`~lethe.erasure.splice_file.SpliceResult`)."""
 
     @property
     def old(self) -> DataFile: ...

@@ -8,8 +8,9 @@ disjoint value ranges whose min/max the root records. A run covers the live file
 the unindexed way, so a writer that does not (yet) index its files stays correct.
 
 Lookup of a value: the root names the pieces whose ``[min, max]`` holds it (one per run);
-per piece one suffix GET of :data:`PROBE_TAIL` bytes gives the footer, then one ranged GET
-per row group whose statistics can hold the value (:data:`GROUP_ROWS` entries, ~30 KiB).
+per piece one suffix GET of :data:`PROBE_TAIL` bytes gives the footer, then ranged GETs of
+the row groups whose statistics can hold the value (:data:`GROUP_ROWS` entries, ~30 KiB;
+groups less than :data:`GAP_GET` apart by one GET).
 A piece holds at most :data:`PIECE_ENTRIES` entries, so its footer stays a few KiB: the
 cost of a probe depends on the number of runs, not on the table's size.
 
@@ -250,14 +251,33 @@ def read_entries(store: S3Store, key: str, piece: IndexPiece) -> pa.Table:
     for start, data in held:
         buf[start : start + len(data)] = data
         have.append((start, start + len(data)))
+    gaps: list[tuple[int, int]] = []
     at = 0
     for s, e in sorted(have):
         if s > at:
-            buf[at:s] = store.get(key, etag=piece.etag, start=at, end=s).body
+            gaps.append((at, s))
         at = max(at, e)
     if at < piece.size:
-        buf[at:] = store.get(key, etag=piece.etag, start=at, end=piece.size).body
+        gaps.append((at, piece.size))
+    for s, e in _coalesced(gaps):  # a held range between two gaps is read again (same ETag)
+        buf[s:e] = store.get(key, etag=piece.etag, start=s, end=e).body
     return pq.read_table(pa.BufferReader(bytes(buf)))
+
+
+GAP_GET: Final = 64 << 10
+"""Gaps of a piece closer than this are read by one GET (the bytes between them again): a
+scrub of a probed piece then takes one or two GETs, not one per row group (issue 37)."""
+
+
+def _coalesced(gaps: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+    """``gaps`` (sorted, disjoint) with those less than :data:`GAP_GET` apart merged."""
+    out: list[tuple[int, int]] = []
+    for s, e in gaps:
+        if out and s - out[-1][1] < GAP_GET:
+            out[-1] = (out[-1][0], e)
+        else:
+            out.append((s, e))
+    return out
 
 
 def _read_piece(
@@ -284,7 +304,8 @@ def _read_piece(
     sparse.add(piece.size - n, data)
     held: list[tuple[int, bytes]] = [(piece.size - n, data)]
     pf = pq.ParquetFile(pa.PythonFile(sparse, mode="r"), metadata=md, pre_buffer=False)
-    out: list[pa.Table] = []
+    groups: list[int] = []
+    need: list[tuple[int, int]] = []
     for rg in range(md.num_row_groups):
         st = md.row_group(rg).column(0).statistics
         if st is not None and st.has_min_max:
@@ -298,10 +319,13 @@ def _read_piece(
         g = md.row_group(rg)
         spans = [_span(g.column(i)) for i in range(g.num_columns)]
         start, end = min(a for a, _ in spans), max(b for _, b in spans)
-        if start < piece.size - n:  # not already in the tail
-            held.append((start, store.get(key, etag=piece.etag, start=start, end=end).body))
-            sparse.add(*held[-1])
-        out.append(pf.read_row_group(rg, use_threads=False))
+        groups.append(rg)
+        if start < piece.size - n:  # not already in the tail (a group is read as one extent)
+            need.append((start, end))
+    for start, end in _coalesced(sorted(need)):  # neighbouring groups: one GET
+        held.append((start, store.get(key, etag=piece.etag, start=start, end=end).body))
+        sparse.add(*held[-1])
+    out = [pf.read_row_group(rg, use_threads=False) for rg in groups]
     PROBED.put((store.bucket, key, piece.etag), tuple(held))
     return out
 

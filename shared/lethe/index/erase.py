@@ -58,12 +58,10 @@ __all__ = [
 @dataclass(slots=True)
 class Erased:
     """What an erasure removes from the index on one column: ``values`` (comparable form)
-    of the erased rows, ``rows`` (index path -> positions in the index's coordinates), and
-    ``every``: values whose every entry goes (the request pinned them)."""
+    of the erased rows and ``rows`` (index path -> positions in the index's coordinates)."""
 
     values: set[Any] = field(default_factory=set)
     rows: dict[str, BitMap64] = field(default_factory=dict)
-    every: set[Any] = field(default_factory=set)
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,32 +80,17 @@ def erased_entries(
     prefix: str,
     m: Snapshot,
     found: Mapping[str, BitMap64],
-    pinned: Mapping[str, Iterable[Any]] | None = None,
-    pinned_rows: Mapping[str, Mapping[str, BitMap64]] | None = None,
 ) -> ErasedRows:
     """Per index of ``m``: the entries erasing the rows ``found`` (file -> physical positions)
-    removes, read from the indexed columns' pages holding those rows; ``pinned``: column ->
-    values a request named the person by, and ``pinned_rows``: column -> file -> the
-    positions that request matched (their values are among ``pinned``: not read again; an
-    erase by the indexed column reads no page at all unless older hidden rows go too)."""
+    removes, read from the indexed columns' pages holding those rows."""
     out = {ix.column: Erased() for ix in m.indexes}
     if not out:
         return ErasedRows(out)
-    for col, vals in (pinned or {}).items():
-        if col in out:
-            out[col].every.update(vals)
-            out[col].values.update(vals)
-    cols = list(out)
     projections = Projections(m)
     files = _note_rows(m, found, out)
     for f in files:
-        path, bm = f.path, found[f.path]
-        need = _unknown(cols, path, bm, pinned_rows or {})
-        if not need:
-            continue
-        h = FileHandle(store, object_key(prefix, path), f)
-        at = BitMap64.union(*need.values())
-        for c, vals in file_values(h, m, list(need), at, projections).items():
+        h = FileHandle(store, object_key(prefix, f.path), f)
+        for c, vals in file_values(h, m, list(out), found[f.path], projections).items():
             out[c].values.update(vals)
     return ErasedRows(out, tuple(files))
 
@@ -169,19 +152,6 @@ def known_entries(
     return ErasedRows(out, tuple(files))
 
 
-def _unknown(
-    cols: Iterable[str], path: str, bm: BitMap64, pinned_rows: Mapping[str, Mapping[str, BitMap64]]
-) -> dict[str, BitMap64]:
-    """Per indexed column, the positions of ``bm`` whose value is not known already."""
-    need: dict[str, BitMap64] = {}
-    for c in cols:
-        known = pinned_rows.get(c, {}).get(path)
-        rest = bm - known if known is not None else bm
-        if rest:
-            need[c] = rest
-    return need
-
-
 class _Live:
     """Index paths of the live files of ``m`` with the origin positions already removed
     (loaded on first need: most entries of an erased value name a file the erase read)."""
@@ -204,7 +174,7 @@ def _doomed(
 ) -> np.ndarray:
     """The mask of the entries of one piece that go (per file named, not per entry: a
     purge hits many entries of few files): entries of an erased value naming a row no live
-    file holds, every entry of a pinned value, and every entry naming a ``dead`` path."""
+    file holds, and every entry naming a ``dead`` path."""
     out = np.zeros(entries.num_rows, dtype=bool)
     if dead:
         named = pa.array(sorted(dead), type=pa.string())
@@ -212,12 +182,9 @@ def _doomed(
         out |= gone.to_numpy(zero_copy_only=False)
     if not len(value_set):
         return out
-    t = value_set.type
     hit = pc.is_in(entries.column("value"), value_set=value_set).to_numpy(zero_copy_only=False)
     if not hit.any():
         return out
-    every = pa.array([exact_scalar(v, t).cast(t) for v in sorted(e.every)], type=t)
-    whole = pc.is_in(entries.column("value"), value_set=every).to_numpy(zero_copy_only=False)
     at = np.flatnonzero(hit)
     files = (
         pc.take(entries.column("file"), pa.array(at))
@@ -233,8 +200,7 @@ def _doomed(
             continue
         doomed = gone_pos | e.rows.get(str(p), BitMap64())
         out[at[mine]] |= np.isin(pos[mine], np.fromiter(doomed, np.int64, len(doomed)))
-    mask: np.ndarray = out | (hit & whole)
-    return mask
+    return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -344,8 +310,6 @@ def scrub_rows(
     prefix: str,
     m: Snapshot,
     found: Mapping[str, BitMap64],
-    pinned: Mapping[str, Iterable[Any]] | None = None,
-    pinned_rows: Mapping[str, Mapping[str, BitMap64]] | None = None,
     dropped: Iterable[DataFile] = (),
     *,
     values: Mapping[str, Iterable[Any]] | None = None,
@@ -362,7 +326,7 @@ def scrub_rows(
     erased = (
         known_entries(m, found, values)
         if values is not None
-        else erased_entries(store, prefix, m, found, pinned, pinned_rows)
+        else erased_entries(store, prefix, m, found)
     )
     if not erased and not whole:
         return {}, []

@@ -146,6 +146,17 @@ def _plain_hashes(
     return sbbf.xxhash64_fixed(np.frombuffer(body, dtype=np.uint8).reshape(len(values), width))
 
 
+# the Arrow types whose BYTE_ARRAY plain bytes are their values' bytes
+_BYTE_ARRAYS = (
+    pa.types.is_string,
+    pa.types.is_binary,
+    pa.types.is_large_string,
+    pa.types.is_large_binary,
+    pa.types.is_string_view,
+    pa.types.is_binary_view,
+)
+
+
 def value_hashes(
     values: pa.Array | pa.ChunkedArray,
     physical: int,
@@ -169,14 +180,7 @@ def value_hashes(
         return sbbf.xxhash64_fixed(bits.reshape(-1, 1))
     t = values.type
     if physical == PhysicalType.BYTE_ARRAY:
-        if not (
-            pa.types.is_string(t)
-            or pa.types.is_binary(t)
-            or pa.types.is_large_string(t)
-            or pa.types.is_large_binary(t)
-            or pa.types.is_string_view(t)
-            or pa.types.is_binary_view(t)
-        ):
+        if not any(is_type(t) for is_type in _BYTE_ARRAYS):
             raise SpliceRefused(f"the plain bytes of {t} byte arrays are not known")
         return _binary_hashes(values)
     if physical == PhysicalType.FIXED_LEN_BYTE_ARRAY and pa.types.is_fixed_size_binary(t):

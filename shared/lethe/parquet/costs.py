@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Literal
 
 from lethe.parquet.footer import ByteRange, Footer, read_offset_index, row_group_range
@@ -124,14 +124,7 @@ class Cost:
     stages: int = 0
 
     def __add__(self, o: Cost) -> Cost:
-        return Cost(
-            self.downloaded + o.downloaded,
-            self.uploaded + o.uploaded,
-            self.copied + o.copied,
-            self.requests + o.requests,
-            self.reencoded + o.reencoded,
-            self.stages + o.stages,
-        )
+        return Cost(*(getattr(self, f.name) + getattr(o, f.name) for f in fields(Cost)))
 
     @property
     def wire(self) -> int:

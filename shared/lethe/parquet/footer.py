@@ -19,9 +19,9 @@ for byte (:func:`check_roundtrip`). A row group's byte range follows one rule
 from __future__ import annotations
 
 import struct as _struct
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Literal, Protocol, TypeVar
 
 from lethe.errors import SpliceRefused, UnsupportedFile
 from lethe.parquet.enums import FMD
@@ -379,17 +379,33 @@ def index_region(footer: Footer) -> ByteRange | None:
     return ByteRange(min(s.offset for s in items), min(max(end, 0), footer.start))
 
 
+_V = TypeVar("_V")
+
+
+def _decode_at(data: bytes, offset: int, view: Callable[[Struct], _V], what: str) -> tuple[_V, int]:
+    """The struct at ``offset`` seen as ``view``, and the offset after it."""
+    try:
+        s, end = decode_prefix(data, offset)
+    except ThriftError as e:
+        raise InvalidParquet(f"no {what} at {offset}: {e}") from e
+    return view(s), end
+
+
+def _decode_whole(data: bytes, view: Callable[[Struct], _V], what: str) -> _V:
+    """``data``, exactly one struct, seen as ``view``."""
+    try:
+        return view(decode(data))
+    except ThriftError as e:
+        raise InvalidParquet(f"{what} does not decode: {e}") from e
+
+
 def read_page_header(data: bytes, offset: int) -> tuple[PageHeader, int]:
     """Decode the page header at ``offset``; returns it and the offset of the page data.
 
     Raises:
         InvalidParquet: The bytes there are not a page header.
     """
-    try:
-        s, end = decode_prefix(data, offset)
-    except ThriftError as e:
-        raise InvalidParquet(f"no page header at {offset}: {e}") from e
-    return PageHeader(s), end
+    return _decode_at(data, offset, PageHeader, "page header")
 
 
 def read_bloom_filter_header(data: bytes, offset: int) -> tuple[BloomFilterHeader, int]:
@@ -398,11 +414,7 @@ def read_bloom_filter_header(data: bytes, offset: int) -> tuple[BloomFilterHeade
     Raises:
         InvalidParquet: The bytes there are not a bloom filter header.
     """
-    try:
-        s, end = decode_prefix(data, offset)
-    except ThriftError as e:
-        raise InvalidParquet(f"no bloom filter header at {offset}: {e}") from e
-    return BloomFilterHeader(s), end
+    return _decode_at(data, offset, BloomFilterHeader, "bloom filter header")
 
 
 def read_offset_index(data: bytes) -> OffsetIndex:
@@ -411,10 +423,7 @@ def read_offset_index(data: bytes) -> OffsetIndex:
     Raises:
         InvalidParquet: The bytes are not exactly one OffsetIndex struct.
     """
-    try:
-        return OffsetIndex(decode(data))
-    except ThriftError as e:
-        raise InvalidParquet(f"offset index does not decode: {e}") from e
+    return _decode_whole(data, OffsetIndex, "offset index")
 
 
 def read_column_index(data: bytes) -> ColumnIndex:
@@ -423,10 +432,7 @@ def read_column_index(data: bytes) -> ColumnIndex:
     Raises:
         InvalidParquet: The bytes are not exactly one ColumnIndex struct.
     """
-    try:
-        return ColumnIndex(decode(data))
-    except ThriftError as e:
-        raise InvalidParquet(f"column index does not decode: {e}") from e
+    return _decode_whole(data, ColumnIndex, "column index")
 
 
 @dataclass(frozen=True, slots=True)

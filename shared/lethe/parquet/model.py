@@ -17,7 +17,9 @@ lethe.parquet.model.InvalidParquet: malformed Parquet metadata: RowGroup.num_row
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Generic, Protocol, Self, TypeVar, overload
 
 from lethe.errors import UnsupportedFile
 from lethe.parquet.enums import (
@@ -61,6 +63,9 @@ class InvalidParquet(UnsupportedFile):
 
 
 # --- typed access -------------------------------------------------------------------------
+_V = TypeVar("_V")
+
+
 def _bad(what: str) -> InvalidParquet:
     return InvalidParquet(f"malformed Parquet metadata: {what}")
 
@@ -126,6 +131,65 @@ def _str(b: bytes | None) -> str | None:
     return None if b is None else b.decode("utf-8", "replace")
 
 
+def _opt_str(s: Struct, fid: int, what: str) -> str | None:
+    return _str(_opt_bytes(s, fid, what))
+
+
+def _int_or_zero(s: Struct, fid: int, what: str) -> int:
+    return _opt_int(s, fid, what) or 0
+
+
+def _each(view: Callable[[Struct], _V]) -> Callable[[Struct, int, str], tuple[_V, ...]]:
+    """A reader of a list of structs, each seen as ``view``."""
+    return lambda s, fid, what: tuple(view(x) for x in _structs(s, fid, what))
+
+
+class _View(Protocol):
+    @property
+    def struct(self) -> Struct: ...
+
+
+class _Field(Generic[_V]):
+    """Field ``fid`` of the struct a view wraps, read and type-checked by ``read`` on each
+    access (an error names it ``View.attribute``)."""
+
+    def __init__(self, fid: int, read: Callable[[Struct, int, str], _V]) -> None:
+        self.fid, self.read, self.what = fid, read, ""
+
+    def __set_name__(self, owner: type[Any], name: str) -> None:
+        self.what = f"{owner.__name__}.{name}"
+
+    @overload
+    def __get__(self, view: None, owner: type[Any]) -> Self: ...
+
+    @overload
+    def __get__(self, view: _View, owner: type[Any]) -> _V: ...
+
+    def __get__(self, view: _View | None, owner: type[Any]) -> _V | Self:
+        return self if view is None else self.read(view.struct, self.fid, self.what)
+
+
+class _Memo(_Field[_V]):
+    """A :class:`_Field` read once per view, kept in the view's ``memo``: the views of a
+    footer's row groups and column chunks (a splice asks for them per row group, and each
+    read builds the whole list again: quadratic in the row groups, issue 37 item 4)."""
+
+    @overload
+    def __get__(self, view: None, owner: type[Any]) -> Self: ...
+
+    @overload
+    def __get__(self, view: _View, owner: type[Any]) -> _V: ...
+
+    def __get__(self, view: _View | None, owner: type[Any]) -> _V | Self:
+        if view is None:
+            return self
+        memo: dict[int, Any] = view.memo  # type: ignore[attr-defined]
+        got = memo.get(self.fid, memo)
+        if got is memo:
+            got = memo[self.fid] = self.read(view.struct, self.fid, self.what)
+        return got  # type: ignore[no-any-return]
+
+
 @dataclass(frozen=True, slots=True)
 class SchemaElement:
     """A view of a SchemaElement."""
@@ -137,50 +201,24 @@ class SchemaElement:
         """The element's name."""
         return _str(_opt_bytes(self.struct, SE.NAME, "SchemaElement.name")) or ""
 
-    @property
-    def type(self) -> int | None:
-        """The physical type (leaves only)."""
-        return _opt_int(self.struct, SE.TYPE, "SchemaElement.type")
-
-    @property
-    def type_length(self) -> int | None:
-        """Byte width of FIXED_LEN_BYTE_ARRAY."""
-        return _opt_int(self.struct, SE.TYPE_LENGTH, "SchemaElement.type_length")
-
-    @property
-    def repetition_type(self) -> int | None:
-        """REQUIRED, OPTIONAL or REPEATED (absent on some roots)."""
-        return _opt_int(self.struct, SE.REPETITION_TYPE, "SchemaElement.repetition_type")
-
-    @property
-    def num_children(self) -> int:
-        """Number of children (0 for a leaf)."""
-        return _opt_int(self.struct, SE.NUM_CHILDREN, "SchemaElement.num_children") or 0
-
-    @property
-    def converted_type(self) -> int | None:
-        """The legacy ConvertedType annotation."""
-        return _opt_int(self.struct, SE.CONVERTED_TYPE, "SchemaElement.converted_type")
-
-    @property
-    def scale(self) -> int | None:
-        """Decimal scale (legacy annotation)."""
-        return _opt_int(self.struct, SE.SCALE, "SchemaElement.scale")
-
-    @property
-    def precision(self) -> int | None:
-        """Decimal precision (legacy annotation)."""
-        return _opt_int(self.struct, SE.PRECISION, "SchemaElement.precision")
-
-    @property
-    def field_id(self) -> int | None:
-        """The field id, if any."""
-        return _opt_int(self.struct, SE.FIELD_ID, "SchemaElement.field_id")
-
-    @property
-    def logical_type(self) -> Struct | None:
-        """The LogicalType union, as a struct."""
-        return _opt_struct(self.struct, SE.LOGICAL_TYPE, "SchemaElement.logicalType")
+    #: The physical type (leaves only).
+    type = _Field(SE.TYPE, _opt_int)
+    #: Byte width of FIXED_LEN_BYTE_ARRAY.
+    type_length = _Field(SE.TYPE_LENGTH, _opt_int)
+    #: REQUIRED, OPTIONAL or REPEATED (absent on some roots).
+    repetition_type = _Field(SE.REPETITION_TYPE, _opt_int)
+    #: Number of children (0 for a leaf).
+    num_children = _Field(SE.NUM_CHILDREN, _int_or_zero)
+    #: The legacy ConvertedType annotation.
+    converted_type = _Field(SE.CONVERTED_TYPE, _opt_int)
+    #: Decimal scale (legacy annotation).
+    scale = _Field(SE.SCALE, _opt_int)
+    #: Decimal precision (legacy annotation).
+    precision = _Field(SE.PRECISION, _opt_int)
+    #: The field id, if any.
+    field_id = _Field(SE.FIELD_ID, _opt_int)
+    #: The LogicalType union, as a struct.
+    logical_type = _Field(SE.LOGICAL_TYPE, _opt_struct)
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,20 +227,12 @@ class PageEncodingStats:
 
     struct: Struct
 
-    @property
-    def page_type(self) -> int:
-        """The page type counted."""
-        return _int(self.struct, PES.PAGE_TYPE, "PageEncodingStats.page_type")
-
-    @property
-    def encoding(self) -> int:
-        """The encoding of those pages."""
-        return _int(self.struct, PES.ENCODING, "PageEncodingStats.encoding")
-
-    @property
-    def count(self) -> int:
-        """How many pages."""
-        return _int(self.struct, PES.COUNT, "PageEncodingStats.count")
+    #: The page type counted.
+    page_type = _Field(PES.PAGE_TYPE, _int)
+    #: The encoding of those pages.
+    encoding = _Field(PES.ENCODING, _int)
+    #: How many pages.
+    count = _Field(PES.COUNT, _int)
 
 
 @dataclass(frozen=True, slots=True)
@@ -211,15 +241,10 @@ class ColumnMetaData:
 
     struct: Struct
 
-    @property
-    def type(self) -> int:
-        """Physical type."""
-        return _int(self.struct, CMD.TYPE, "ColumnMetaData.type")
-
-    @property
-    def encodings(self) -> tuple[int, ...]:
-        """All encodings used in the chunk (data and levels)."""
-        return _ints(self.struct, CMD.ENCODINGS, "ColumnMetaData.encodings")
+    #: Physical type.
+    type = _Field(CMD.TYPE, _int)
+    #: All encodings used in the chunk (data and levels).
+    encodings = _Field(CMD.ENCODINGS, _ints)
 
     @property
     def path_in_schema(self) -> tuple[str, ...]:
@@ -228,63 +253,28 @@ class ColumnMetaData:
         items = () if lst is None else lst.items
         return tuple(x.decode("utf-8", "replace") for x in items if isinstance(x, bytes))
 
-    @property
-    def codec(self) -> int:
-        """Compression codec."""
-        return _int(self.struct, CMD.CODEC, "ColumnMetaData.codec")
-
-    @property
-    def num_values(self) -> int:
-        """Number of values, nulls included."""
-        return _int(self.struct, CMD.NUM_VALUES, "ColumnMetaData.num_values")
-
-    @property
-    def total_uncompressed_size(self) -> int:
-        """Uncompressed bytes of all pages, headers included."""
-        return _int(self.struct, CMD.TOTAL_UNCOMPRESSED_SIZE, "total_uncompressed_size")
-
-    @property
-    def total_compressed_size(self) -> int:
-        """Bytes of all pages in the file, headers included."""
-        return _int(self.struct, CMD.TOTAL_COMPRESSED_SIZE, "total_compressed_size")
-
-    @property
-    def data_page_offset(self) -> int:
-        """Offset of the first data page."""
-        return _int(self.struct, CMD.DATA_PAGE_OFFSET, "ColumnMetaData.data_page_offset")
-
-    @property
-    def index_page_offset(self) -> int | None:
-        """Offset of the (never written) index page."""
-        return _opt_int(self.struct, CMD.INDEX_PAGE_OFFSET, "index_page_offset")
-
-    @property
-    def dictionary_page_offset(self) -> int | None:
-        """Offset of the dictionary page, if any."""
-        return _opt_int(self.struct, CMD.DICTIONARY_PAGE_OFFSET, "dictionary_page_offset")
-
-    @property
-    def statistics(self) -> Struct | None:
-        """Chunk statistics."""
-        return _opt_struct(self.struct, CMD.STATISTICS, "ColumnMetaData.statistics")
-
-    @property
-    def encoding_stats(self) -> tuple[PageEncodingStats, ...]:
-        """Per page type and encoding counts, if written."""
-        return tuple(
-            PageEncodingStats(s)
-            for s in _structs(self.struct, CMD.ENCODING_STATS, "ColumnMetaData.encoding_stats")
-        )
-
-    @property
-    def bloom_filter_offset(self) -> int | None:
-        """Offset of the bloom filter header."""
-        return _opt_int(self.struct, CMD.BLOOM_FILTER_OFFSET, "bloom_filter_offset")
-
-    @property
-    def bloom_filter_length(self) -> int | None:
-        """Length of the bloom filter, header included (older writers omit it)."""
-        return _opt_int(self.struct, CMD.BLOOM_FILTER_LENGTH, "bloom_filter_length")
+    #: Compression codec.
+    codec = _Field(CMD.CODEC, _int)
+    #: Number of values, nulls included.
+    num_values = _Field(CMD.NUM_VALUES, _int)
+    #: Uncompressed bytes of all pages, headers included.
+    total_uncompressed_size = _Field(CMD.TOTAL_UNCOMPRESSED_SIZE, _int)
+    #: Bytes of all pages in the file, headers included.
+    total_compressed_size = _Field(CMD.TOTAL_COMPRESSED_SIZE, _int)
+    #: Offset of the first data page.
+    data_page_offset = _Field(CMD.DATA_PAGE_OFFSET, _int)
+    #: Offset of the (never written) index page.
+    index_page_offset = _Field(CMD.INDEX_PAGE_OFFSET, _opt_int)
+    #: Offset of the dictionary page, if any.
+    dictionary_page_offset = _Field(CMD.DICTIONARY_PAGE_OFFSET, _opt_int)
+    #: Chunk statistics.
+    statistics = _Field(CMD.STATISTICS, _opt_struct)
+    #: Per page type and encoding counts, if written.
+    encoding_stats = _Field(CMD.ENCODING_STATS, _each(PageEncodingStats))
+    #: Offset of the bloom filter header.
+    bloom_filter_offset = _Field(CMD.BLOOM_FILTER_OFFSET, _opt_int)
+    #: Length of the bloom filter, header included (older writers omit it).
+    bloom_filter_length = _Field(CMD.BLOOM_FILTER_LENGTH, _opt_int)
 
 
 @dataclass(frozen=True, slots=True)
@@ -293,15 +283,10 @@ class ColumnChunk:
 
     struct: Struct
 
-    @property
-    def file_path(self) -> str | None:
-        """Set when the chunk lives in another file."""
-        return _str(_opt_bytes(self.struct, CC.FILE_PATH, "ColumnChunk.file_path"))
-
-    @property
-    def file_offset(self) -> int:
-        """Deprecated; writers disagree on its meaning (0, chunk start or chunk end)."""
-        return _opt_int(self.struct, CC.FILE_OFFSET, "ColumnChunk.file_offset") or 0
+    #: Set when the chunk lives in another file.
+    file_path = _Field(CC.FILE_PATH, _opt_str)
+    #: Deprecated; writers disagree on its meaning (0, chunk start or chunk end).
+    file_offset = _Field(CC.FILE_OFFSET, _int_or_zero)
 
     @property
     def meta_data(self) -> ColumnMetaData:
@@ -311,25 +296,14 @@ class ColumnChunk:
             raise _bad("ColumnChunk.meta_data is missing")
         return ColumnMetaData(s)
 
-    @property
-    def offset_index_offset(self) -> int | None:
-        """Offset of the OffsetIndex."""
-        return _opt_int(self.struct, CC.OFFSET_INDEX_OFFSET, "offset_index_offset")
-
-    @property
-    def offset_index_length(self) -> int | None:
-        """Length of the OffsetIndex."""
-        return _opt_int(self.struct, CC.OFFSET_INDEX_LENGTH, "offset_index_length")
-
-    @property
-    def column_index_offset(self) -> int | None:
-        """Offset of the ColumnIndex."""
-        return _opt_int(self.struct, CC.COLUMN_INDEX_OFFSET, "column_index_offset")
-
-    @property
-    def column_index_length(self) -> int | None:
-        """Length of the ColumnIndex."""
-        return _opt_int(self.struct, CC.COLUMN_INDEX_LENGTH, "column_index_length")
+    #: Offset of the OffsetIndex.
+    offset_index_offset = _Field(CC.OFFSET_INDEX_OFFSET, _opt_int)
+    #: Length of the OffsetIndex.
+    offset_index_length = _Field(CC.OFFSET_INDEX_LENGTH, _opt_int)
+    #: Offset of the ColumnIndex.
+    column_index_offset = _Field(CC.COLUMN_INDEX_OFFSET, _opt_int)
+    #: Length of the ColumnIndex.
+    column_index_length = _Field(CC.COLUMN_INDEX_LENGTH, _opt_int)
 
     @property
     def encrypted(self) -> bool:
@@ -345,36 +319,20 @@ class RowGroup:
     """A view of a RowGroup."""
 
     struct: Struct
+    memo: dict[int, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
 
-    @property
-    def columns(self) -> tuple[ColumnChunk, ...]:
-        """The column chunks, in schema leaf order."""
-        return tuple(ColumnChunk(s) for s in _structs(self.struct, RG.COLUMNS, "RowGroup.columns"))
-
-    @property
-    def num_rows(self) -> int:
-        """Rows in the group."""
-        return _int(self.struct, RG.NUM_ROWS, "RowGroup.num_rows")
-
-    @property
-    def total_byte_size(self) -> int:
-        """Uncompressed size of the group's data."""
-        return _int(self.struct, RG.TOTAL_BYTE_SIZE, "RowGroup.total_byte_size")
-
-    @property
-    def file_offset(self) -> int | None:
-        """Declared start of the group (unreliable in files of old writers)."""
-        return _opt_int(self.struct, RG.FILE_OFFSET, "RowGroup.file_offset")
-
-    @property
-    def total_compressed_size(self) -> int | None:
-        """Compressed size of the group's chunks."""
-        return _opt_int(self.struct, RG.TOTAL_COMPRESSED_SIZE, "RowGroup.total_compressed_size")
-
-    @property
-    def ordinal(self) -> int | None:
-        """The group's position in the file, if written."""
-        return _opt_int(self.struct, RG.ORDINAL, "RowGroup.ordinal")
+    #: The column chunks, in schema leaf order.
+    columns = _Memo(RG.COLUMNS, _each(ColumnChunk))
+    #: Rows in the group.
+    num_rows = _Field(RG.NUM_ROWS, _int)
+    #: Uncompressed size of the group's data.
+    total_byte_size = _Field(RG.TOTAL_BYTE_SIZE, _int)
+    #: Declared start of the group (unreliable in files of old writers).
+    file_offset = _Field(RG.FILE_OFFSET, _opt_int)
+    #: Compressed size of the group's chunks.
+    total_compressed_size = _Field(RG.TOTAL_COMPRESSED_SIZE, _opt_int)
+    #: The group's position in the file, if written.
+    ordinal = _Field(RG.ORDINAL, _opt_int)
 
 
 @dataclass(frozen=True, slots=True)
@@ -382,30 +340,16 @@ class FileMetaData:
     """A view of a FileMetaData (the footer)."""
 
     struct: Struct
+    memo: dict[int, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
 
-    @property
-    def version(self) -> int:
-        """Format version (1 or 2)."""
-        return _int(self.struct, FMD.VERSION, "FileMetaData.version")
-
-    @property
-    def schema(self) -> tuple[SchemaElement, ...]:
-        """The flattened schema, root first."""
-        return tuple(
-            SchemaElement(s) for s in _structs(self.struct, FMD.SCHEMA, "FileMetaData.schema")
-        )
-
-    @property
-    def num_rows(self) -> int:
-        """Rows in the file."""
-        return _int(self.struct, FMD.NUM_ROWS, "FileMetaData.num_rows")
-
-    @property
-    def row_groups(self) -> tuple[RowGroup, ...]:
-        """The row groups, in file order of their metadata."""
-        return tuple(
-            RowGroup(s) for s in _structs(self.struct, FMD.ROW_GROUPS, "FileMetaData.row_groups")
-        )
+    #: Format version (1 or 2).
+    version = _Field(FMD.VERSION, _int)
+    #: The flattened schema, root first.
+    schema = _Memo(FMD.SCHEMA, _each(SchemaElement))
+    #: Rows in the file.
+    num_rows = _Field(FMD.NUM_ROWS, _int)
+    #: The row groups, in file order of their metadata.
+    row_groups = _Memo(FMD.ROW_GROUPS, _each(RowGroup))
 
     @property
     def key_value_metadata(self) -> dict[str, str | None]:
@@ -416,20 +360,28 @@ class FileMetaData:
             out[key] = _str(_opt_bytes(kv, 2, "KeyValue.value"))
         return out
 
-    @property
-    def created_by(self) -> str | None:
-        """The writer's identification string."""
-        return _str(_opt_bytes(self.struct, FMD.CREATED_BY, "FileMetaData.created_by"))
+    #: The writer's identification string.
+    created_by = _Field(FMD.CREATED_BY, _opt_str)
 
     @property
     def encrypted(self) -> bool:
         """Whether the file (plaintext footer mode) or any column is encrypted."""
         if self.struct.get(FMD.ENCRYPTION_ALGORITHM) is not None:
             return True
-        return any(c.encrypted for rg in self.row_groups for c in rg.columns)
+        got = self.memo.get(-1)
+        if got is None:
+            got = self.memo[-1] = any(c.encrypted for rg in self.row_groups for c in rg.columns)
+        return bool(got)
 
     def leaves(self) -> tuple[tuple[tuple[str, ...], SchemaElement, int, int], ...]:
-        """The leaf columns in order: ``(path, element, max definition, max repetition)``."""
+        """The leaf columns in order: ``(path, element, max definition, max repetition)``
+        (walked once per view)."""
+        got = self.memo.get(-2)
+        if got is None:
+            got = self.memo[-2] = self._leaves()
+        return got
+
+    def _leaves(self) -> tuple[tuple[tuple[str, ...], SchemaElement, int, int], ...]:
         schema = self.schema
         out: list[tuple[tuple[str, ...], SchemaElement, int, int]] = []
         pos = 1
@@ -462,25 +414,14 @@ class PageHeader:
 
     struct: Struct
 
-    @property
-    def type(self) -> int:
-        """The page type."""
-        return _int(self.struct, PH.TYPE, "PageHeader.type")
-
-    @property
-    def uncompressed_page_size(self) -> int:
-        """Uncompressed size, header excluded."""
-        return _int(self.struct, PH.UNCOMPRESSED_PAGE_SIZE, "uncompressed_page_size")
-
-    @property
-    def compressed_page_size(self) -> int:
-        """Size on disk, header excluded."""
-        return _int(self.struct, PH.COMPRESSED_PAGE_SIZE, "compressed_page_size")
-
-    @property
-    def crc(self) -> int | None:
-        """CRC-32 of the page data, if written."""
-        return _opt_int(self.struct, PH.CRC, "PageHeader.crc")
+    #: The page type.
+    type = _Field(PH.TYPE, _int)
+    #: Uncompressed size, header excluded.
+    uncompressed_page_size = _Field(PH.UNCOMPRESSED_PAGE_SIZE, _int)
+    #: Size on disk, header excluded.
+    compressed_page_size = _Field(PH.COMPRESSED_PAGE_SIZE, _int)
+    #: CRC-32 of the page data, if written.
+    crc = _Field(PH.CRC, _opt_int)
 
     def _sub(self, fid: int, what: str) -> Struct | None:
         return _opt_struct(self.struct, fid, what)
@@ -537,20 +478,12 @@ class PageLocation:
 
     struct: Struct
 
-    @property
-    def offset(self) -> int:
-        """Absolute offset of the page header in the file."""
-        return _int(self.struct, PL.OFFSET, "PageLocation.offset")
-
-    @property
-    def compressed_page_size(self) -> int:
-        """Page size in the file, header included."""
-        return _int(self.struct, PL.COMPRESSED_PAGE_SIZE, "PageLocation.compressed_page_size")
-
-    @property
-    def first_row_index(self) -> int:
-        """Index of the page's first row within its row group."""
-        return _int(self.struct, PL.FIRST_ROW_INDEX, "PageLocation.first_row_index")
+    #: Absolute offset of the page header in the file.
+    offset = _Field(PL.OFFSET, _int)
+    #: Page size in the file, header included.
+    compressed_page_size = _Field(PL.COMPRESSED_PAGE_SIZE, _int)
+    #: Index of the page's first row within its row group.
+    first_row_index = _Field(PL.FIRST_ROW_INDEX, _int)
 
 
 @dataclass(frozen=True, slots=True)
@@ -559,13 +492,8 @@ class OffsetIndex:
 
     struct: Struct
 
-    @property
-    def page_locations(self) -> tuple[PageLocation, ...]:
-        """One entry per data page."""
-        return tuple(
-            PageLocation(s)
-            for s in _structs(self.struct, OI.PAGE_LOCATIONS, "OffsetIndex.page_locations")
-        )
+    #: One entry per data page.
+    page_locations = _Field(OI.PAGE_LOCATIONS, _each(PageLocation))
 
 
 @dataclass(frozen=True, slots=True)
@@ -600,10 +528,8 @@ class BloomFilterHeader:
 
     struct: Struct
 
-    @property
-    def num_bytes(self) -> int:
-        """Size of the bitset that follows the header."""
-        return _int(self.struct, BFH.NUM_BYTES, "BloomFilterHeader.numBytes")
+    #: Size of the bitset that follows the header.
+    num_bytes = _Field(BFH.NUM_BYTES, _int)
 
     def _union_tag(self, fid: int, what: str) -> int | None:
         s = _opt_struct(self.struct, fid, what)

@@ -43,7 +43,8 @@ from dataclasses import dataclass
 from typing import TypeAlias
 
 from lethe.errors import SpliceRefused
-from lethe.parquet.segments import Bytes, Copy, Segment, normalize
+from lethe.parquet.footer import ByteRange
+from lethe.parquet.segments import Bytes, Copy, Segment, coalesce, normalize
 
 __all__ = [
     "ChainedPlan",
@@ -91,61 +92,21 @@ class PartLimits:
 
 
 @dataclass(frozen=True, slots=True)
-class Download:
-    """Source bytes ``[start, end)`` fetched by a ranged GET.
-
-    Attributes:
-        start: First source byte.
-        end: One past the last source byte.
-    """
-
-    start: int
-    end: int
-
-    @property
-    def length(self) -> int:
-        """Number of bytes."""
-        return self.end - self.start
+class Download(ByteRange):
+    """Source bytes ``[start, end)`` fetched by a ranged GET."""
 
 
 Piece: TypeAlias = Bytes | Download
 
 
 @dataclass(frozen=True, slots=True)
-class CopyPart:
-    """A part copied server-side (``UploadPartCopy``) from source ``[start, end)``.
-
-    Attributes:
-        start: First source byte.
-        end: One past the last source byte.
-    """
-
-    start: int
-    end: int
+class CopyPart(ByteRange):
+    """A part copied server-side (``UploadPartCopy``) from source ``[start, end)``."""
 
     @property
     def size(self) -> int:
         """Size of the part."""
-        return self.end - self.start
-
-
-@dataclass(frozen=True, slots=True)
-class UploadPart:
-    """A part uploaded from the client: new bytes and downloaded source ranges, in order.
-
-    Attributes:
-        pieces: The part's content, in order.
-    """
-
-    pieces: tuple[Piece, ...]
-
-    @property
-    def size(self) -> int:
-        """Size of the part."""
-        return sum(p.length for p in self.pieces)
-
-
-Part: TypeAlias = CopyPart | UploadPart
+        return self.length
 
 
 def _downloads(pieces: Iterable[Piece]) -> list[Download]:
@@ -153,18 +114,18 @@ def _downloads(pieces: Iterable[Piece]) -> list[Download]:
 
 
 @dataclass(frozen=True, slots=True)
-class SinglePut:
-    """The new object is small: download what is needed and PUT it whole.
+class _Pieces:
+    """New bytes and downloaded source ranges, in order, sent through the client.
 
     Attributes:
-        pieces: The object's content, in order.
+        pieces: The content, in order.
     """
 
     pieces: tuple[Piece, ...]
 
     @property
     def size(self) -> int:
-        """Size of the new object."""
+        """Number of bytes."""
         return sum(p.length for p in self.pieces)
 
     @property
@@ -173,18 +134,65 @@ class SinglePut:
         return sum(d.length for d in _downloads(self.pieces))
 
     @property
-    def bytes_copied(self) -> int:
-        """Source bytes copied server-side (none)."""
-        return 0
-
-    @property
     def ranged_gets(self) -> int:
         """Number of ranged GETs."""
         return len(_downloads(self.pieces))
 
 
 @dataclass(frozen=True, slots=True)
-class MultipartPlan:
+class UploadPart(_Pieces):
+    """A part uploaded from the client: new bytes and downloaded source ranges, in order."""
+
+
+Part: TypeAlias = CopyPart | UploadPart
+
+
+def _uploads(parts: Iterable[object]) -> list[UploadPart]:
+    return [p for p in parts if isinstance(p, UploadPart)]
+
+
+@dataclass(frozen=True, slots=True)
+class SinglePut(_Pieces):
+    """The new object is small: download what is needed and PUT it whole."""
+
+    @property
+    def bytes_copied(self) -> int:
+        """Source bytes copied server-side (none)."""
+        return 0
+
+
+class _PartSums:
+    """What a plan of multipart uploads moves, summed over its :meth:`every_part`."""
+
+    __slots__ = ()
+
+    def every_part(self) -> tuple[ChainPart, ...]:
+        """Every part of every upload of the plan."""
+        raise NotImplementedError
+
+    @property
+    def bytes_downloaded(self) -> int:
+        """Source bytes fetched by ranged GETs."""
+        return sum(p.bytes_downloaded for p in _uploads(self.every_part()))
+
+    @property
+    def bytes_copied(self) -> int:
+        """Bytes copied server-side (from the source, and from a chain's temporary objects)."""
+        return sum(p.size for p in self.every_part() if not isinstance(p, UploadPart))
+
+    @property
+    def ranged_gets(self) -> int:
+        """Number of ranged GETs."""
+        return sum(p.ranged_gets for p in _uploads(self.every_part()))
+
+    @property
+    def bytes_uploaded(self) -> int:
+        """Bytes sent from the client."""
+        return sum(p.size for p in _uploads(self.every_part()))
+
+
+@dataclass(frozen=True, slots=True)
+class MultipartPlan(_PartSums):
     """A multipart upload: the parts in order.
 
     Attributes:
@@ -198,22 +206,8 @@ class MultipartPlan:
         """Size of the new object."""
         return sum(p.size for p in self.parts)
 
-    @property
-    def bytes_downloaded(self) -> int:
-        """Source bytes fetched by ranged GETs."""
-        return sum(
-            d.length for p in self.parts if isinstance(p, UploadPart) for d in _downloads(p.pieces)
-        )
-
-    @property
-    def bytes_copied(self) -> int:
-        """Source bytes copied server-side."""
-        return sum(p.size for p in self.parts if isinstance(p, CopyPart))
-
-    @property
-    def ranged_gets(self) -> int:
-        """Number of ranged GETs."""
-        return sum(len(_downloads(p.pieces)) for p in self.parts if isinstance(p, UploadPart))
+    def every_part(self) -> tuple[ChainPart, ...]:
+        return self.parts
 
 
 Plan: TypeAlias = SinglePut | MultipartPlan
@@ -315,6 +309,15 @@ def _split(size: int, lim: PartLimits) -> list[int]:
     return [base + (1 if i < extra else 0) for i in range(k)]
 
 
+def _spans(start: int, size: int, lim: PartLimits) -> list[tuple[int, int]]:
+    """The ``[a, b)`` ranges ``size`` bytes from ``start`` are cut into (:func:`_split`)."""
+    out: list[tuple[int, int]] = []
+    for n in _split(size, lim):
+        out.append((start, start + n))
+        start += n
+    return out
+
+
 def _cut_pieces(pieces: list[Piece], sizes: list[int]) -> list[UploadPart]:
     parts: list[UploadPart] = []
     queue = list(pieces)
@@ -337,33 +340,21 @@ def _cut_pieces(pieces: list[Piece], sizes: list[int]) -> list[UploadPart]:
     return parts
 
 
-def _merge(pieces: Iterable[Piece]) -> list[Piece]:
-    out: list[Piece] = []
-    run: list[bytes] = []  # adjacent new bytes, joined once (pairwise joins are quadratic)
-
-    def flush() -> None:
-        if run:
-            out.append(Bytes(run[0] if len(run) == 1 else b"".join(run)))
-            run.clear()
-
-    for p in pieces:
-        if p.length == 0:
-            continue
-        if isinstance(p, Bytes):
-            run.append(p.data)
-            continue
-        flush()
-        prev = out[-1] if out else None
-        if isinstance(prev, Download) and prev.end == p.start:
-            out[-1] = Download(prev.start, p.end)
-        else:
-            out.append(p)
-    flush()
-    return out
-
-
 def _as_pieces(items: Iterable[Segment]) -> tuple[Piece, ...]:
-    return tuple(_merge(Download(s.start, s.end) if isinstance(s, Copy) else s for s in items))
+    return tuple(coalesce(Download(s.start, s.end) if isinstance(s, Copy) else s for s in items))
+
+
+def _normalized(segments: Iterable[Segment], source_size: int) -> tuple[Segment, ...]:
+    """The segments normalized, each copy checked against the source's size.
+
+    Raises:
+        ValueError: A copy reaches past ``source_size``.
+    """
+    items = normalize(segments)
+    for s in items:
+        if isinstance(s, Copy) and s.end > source_size:
+            raise ValueError(f"copy [{s.start}, {s.end}) past the source's {source_size} bytes")
+    return items
 
 
 def plan_parts(
@@ -386,10 +377,7 @@ def plan_parts(
         SpliceRefused: The object cannot be uploaded within the part limits.
     """
     lim = limits or PartLimits()
-    items = normalize(segments)
-    for s in items:
-        if isinstance(s, Copy) and s.end > source_size:
-            raise ValueError(f"copy [{s.start}, {s.end}) past the source's {source_size} bytes")
+    items = _normalized(segments, source_size)
     size = sum(s.length for s in items)
     single = SinglePut(_as_pieces(items))
     if source_size <= lim.min_copy_source or size < lim.min_part:
@@ -404,14 +392,11 @@ def plan_parts(
     def flush_copy() -> None:
         nonlocal pending
         if pending is not None and pending.length:
-            at = pending.start
-            for n in _split(pending.length, lim):
-                parts.append(CopyPart(at, at + n))
-                at += n
+            parts.extend(CopyPart(a, b) for a, b in _spans(pending.start, pending.length, lim))
         pending = None
 
     def flush_buffer() -> None:
-        merged = _merge(buffer)
+        merged = coalesce(buffer)
         buffer.clear()
         total = sum(p.length for p in merged)
         if total:
@@ -470,7 +455,7 @@ ChainPart: TypeAlias = CopyPart | UploadPart | StageCopy
 
 
 @dataclass(frozen=True, slots=True)
-class ChainedPlan:
+class ChainedPlan(_PartSums):
     """The new object built by multipart uploads in stages.
 
     Every stage but the last uploads a temporary object; a stage may copy an earlier
@@ -489,36 +474,14 @@ class ChainedPlan:
         """Size of the new object."""
         return sum(p.size for p in self.stages[-1])
 
-    @property
-    def bytes_downloaded(self) -> int:
-        """Source bytes fetched by ranged GETs."""
-        return sum(
-            d.length
-            for st in self.stages
-            for p in st
-            if isinstance(p, UploadPart)
-            for d in _downloads(p.pieces)
-        )
-
-    @property
-    def bytes_copied(self) -> int:
-        """Bytes copied server-side (from the source and from temporary objects)."""
-        return sum(p.size for st in self.stages for p in st if not isinstance(p, UploadPart))
-
-    @property
-    def ranged_gets(self) -> int:
-        """Number of ranged GETs."""
-        return sum(
-            len(_downloads(p.pieces)) for st in self.stages for p in st if isinstance(p, UploadPart)
-        )
+    def every_part(self) -> tuple[ChainPart, ...]:
+        return tuple(p for st in self.stages for p in st)
 
 
 def bytes_moved(plan: Plan | ChainedPlan) -> int:
     """Bytes a plan moves over the wire: downloaded plus uploaded."""
-    if isinstance(plan, SinglePut):
-        return plan.bytes_downloaded + plan.size
-    parts = plan.parts if isinstance(plan, MultipartPlan) else [p for s in plan.stages for p in s]
-    return plan.bytes_downloaded + sum(p.size for p in parts if isinstance(p, UploadPart))
+    up = plan.size if isinstance(plan, SinglePut) else plan.bytes_uploaded
+    return plan.bytes_downloaded + up
 
 
 _Item: TypeAlias = Copy | tuple[Piece, ...]
@@ -546,7 +509,7 @@ def _blocks(items: Sequence[Segment], keep: int | None) -> list[_Item]:
             last.append(piece)
         else:
             out.append([piece])
-    return [x if isinstance(x, Copy) else tuple(_merge(x)) for x in out]
+    return [x if isinstance(x, Copy) else tuple(coalesce(x)) for x in out]
 
 
 def _fill_head(items: list[_Item], mn: int) -> list[_Item]:
@@ -570,27 +533,17 @@ def _fill_head(items: list[_Item], mn: int) -> list[_Item]:
         head.append(Download(nxt.start, nxt.start + take))
         if take < nxt.length:
             rest.insert(0, Copy(nxt.start + take, nxt.end))
-    return [tuple(_merge(head)), *rest]
+    return [tuple(coalesce(head)), *rest]
 
 
 def _parts_of(it: _Item, lim: PartLimits) -> list[ChainPart]:
     if not isinstance(it, Copy):
         return list(_cut_pieces(list(it), _split(_length(it), lim)))
-    out: list[ChainPart] = []
-    at = it.start
-    for n in _split(it.length, lim):
-        out.append(CopyPart(at, at + n))
-        at += n
-    return out
+    return [CopyPart(a, b) for a, b in _spans(it.start, it.length, lim)]
 
 
 def _stage_copies(stage: int, size: int, lim: PartLimits) -> list[ChainPart]:
-    out: list[ChainPart] = []
-    at = 0
-    for n in _split(size, lim):
-        out.append(StageCopy(stage, at, at + n))
-        at += n
-    return out
+    return [StageCopy(stage, a, b) for a, b in _spans(0, size, lim)]
 
 
 def _chain_base(final: list[ChainPart], mn: int) -> ChainPart:
@@ -631,10 +584,7 @@ def plan_chained(
         SpliceRefused: A stage needs more parts than the limit.
     """
     lim = limits or PartLimits()
-    items = list(normalize(segments))
-    for s in items:
-        if isinstance(s, Copy) and s.end > source_size:
-            raise ValueError(f"copy [{s.start}, {s.end}) past the source's {source_size} bytes")
+    items = list(_normalized(segments, source_size))
     mn = lim.min_part
     blocks = _fill_head(_blocks(items, None if keep is None else max(mn, keep)), mn)
     stages: list[tuple[ChainPart, ...]] = []
@@ -682,10 +632,7 @@ def plan_download(
         SpliceRefused: The object cannot be uploaded within the part limits.
     """
     lim = limits or PartLimits()
-    items = normalize(segments)
-    for s in items:
-        if isinstance(s, Copy) and s.end > source_size:
-            raise ValueError(f"copy [{s.start}, {s.end}) past the source's {source_size} bytes")
+    items = _normalized(segments, source_size)
     pieces = _as_pieces(items)
     size = sum(p.length for p in pieces)
     if size <= max(part, lim.min_part) and size <= lim.max_put:

@@ -42,7 +42,7 @@ from lethe.parquet.bloom import BLOOM_FPP, bloom_filter, bloom_ndv
 from lethe.parquet.decode import wrap_file
 from lethe.parquet.enums import CC, CMD, FMD, RG, Codec, Encoding, PageType, PhysicalType
 from lethe.parquet.footer import Page, chunk_range, parse_tail, row_group_range, walk_pages
-from lethe.parquet.model import ColumnChunk, FileMetaData, SchemaElement
+from lethe.parquet.model import ColumnChunk, ColumnMetaData, FileMetaData, SchemaElement
 from lethe.parquet.offsets import set_int, struct_list, substruct, with_list
 from lethe.parquet.segments import Bytes, Segment
 from lethe.parquet.thrift import Struct, ThriftList, TType, encode
@@ -195,6 +195,16 @@ def _dotted_leaves(meta: FileMetaData, k: int) -> list[str]:
     return dotted
 
 
+def _codec(m: ColumnMetaData, path: tuple[str, ...], name: str) -> str:
+    """The pyarrow name of chunk ``m``'s codec, the chunk checked to be column ``path``."""
+    if m.path_in_schema != path:
+        raise SpliceRefused(f"chunk {m.path_in_schema} is out of schema order")
+    codec = _CODEC_NAMES.get(m.codec)
+    if codec is None:
+        raise SpliceRefused(f"column {name!r}: pyarrow cannot write codec {m.codec}")
+    return codec
+
+
 def write_spec(
     meta: FileMetaData, k: int, data: bytes, base: int, bloom_bytes: Mapping[int, int]
 ) -> WriteSpec:
@@ -229,12 +239,7 @@ def write_spec(
         zip(meta.leaves(), columns, dotted, strict=True)
     ):
         m = cc.meta_data
-        if m.path_in_schema != path:
-            raise SpliceRefused(f"chunk {m.path_in_schema} is out of schema order")
-        codec = _CODEC_NAMES.get(m.codec)
-        if codec is None:
-            raise SpliceRefused(f"column {name!r}: pyarrow cannot write codec {m.codec}")
-        compression[name] = codec
+        compression[name] = _codec(m, path, name)
         shape = chunk_shape(walk_pages(data, base, chunk_range(cc)))
         shapes.append(shape)
         page_types |= shape.page_types
@@ -291,11 +296,7 @@ def column_spec(
     name = ".".join(path)
     cc = meta.row_groups[k].columns[j]
     m = cc.meta_data
-    if m.path_in_schema != path:
-        raise SpliceRefused(f"chunk {m.path_in_schema} is out of schema order")
-    codec = _CODEC_NAMES.get(m.codec)
-    if codec is None:
-        raise SpliceRefused(f"column {name!r}: pyarrow cannot write codec {m.codec}")
+    codec = _codec(m, path, name)
     shape = chunk_shape(pages)
     if len(shape.page_types) != 1:
         raise SpliceRefused(f"column {name!r} mixes data page types")

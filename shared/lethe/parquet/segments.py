@@ -15,10 +15,11 @@ b'PAR1....abc'
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
-from typing import TypeAlias
+from dataclasses import dataclass, replace
+from typing import TypeAlias, TypeVar
 
 from lethe.errors import SpliceRefused
+from lethe.parquet.footer import ByteRange
 
 __all__ = [
     "Bytes",
@@ -28,31 +29,19 @@ __all__ = [
     "Segment",
     "Source",
     "apply_segments",
+    "coalesce",
     "normalize",
     "segments_size",
 ]
 
 
 @dataclass(frozen=True, slots=True)
-class Copy:
-    """Bytes ``[start, end)`` of the source object, unchanged.
-
-    Attributes:
-        start: First source byte.
-        end: One past the last source byte.
-    """
-
-    start: int
-    end: int
+class Copy(ByteRange):
+    """Bytes ``[start, end)`` of the source object, unchanged."""
 
     def __post_init__(self) -> None:
         if not 0 <= self.start <= self.end:
             raise ValueError(f"invalid copy range [{self.start}, {self.end})")
-
-    @property
-    def length(self) -> int:
-        """Number of bytes."""
-        return self.end - self.start
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,9 +68,12 @@ class Bytes:
 Segment: TypeAlias = Copy | Bytes
 
 
-def normalize(segments: Iterable[Segment]) -> tuple[Segment, ...]:
-    """Drop empty segments, merge adjacent new bytes and contiguous copies."""
-    out: list[Segment] = []
+_R = TypeVar("_R", bound=ByteRange)
+
+
+def coalesce(items: Iterable[Bytes | _R]) -> list[Bytes | _R]:
+    """Drop empty items, join adjacent new bytes and merge contiguous ranges of one kind."""
+    out: list[Bytes | _R] = []
     run: list[bytes] = []  # adjacent new bytes, joined once (pairwise joins are quadratic)
 
     def flush() -> None:
@@ -89,7 +81,7 @@ def normalize(segments: Iterable[Segment]) -> tuple[Segment, ...]:
             out.append(Bytes(run[0] if len(run) == 1 else b"".join(run)))
             run.clear()
 
-    for s in segments:
+    for s in items:
         if s.length == 0:
             continue
         if isinstance(s, Bytes):
@@ -97,12 +89,17 @@ def normalize(segments: Iterable[Segment]) -> tuple[Segment, ...]:
             continue
         flush()
         prev = out[-1] if out else None
-        if isinstance(prev, Copy) and prev.end == s.start:
-            out[-1] = Copy(prev.start, s.end)
+        if type(prev) is type(s) and not isinstance(prev, Bytes) and prev.end == s.start:
+            out[-1] = replace(prev, end=s.end)
         else:
             out.append(s)
     flush()
-    return tuple(out)
+    return out
+
+
+def normalize(segments: Iterable[Segment]) -> tuple[Segment, ...]:
+    """Drop empty segments, merge adjacent new bytes and contiguous copies."""
+    return tuple(coalesce(segments))
 
 
 def segments_size(segments: Iterable[Segment]) -> int:

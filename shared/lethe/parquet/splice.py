@@ -53,6 +53,7 @@ and new bytes; :mod:`lethe.parquet.parts` plans its upload. Nothing here does I/
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import itertools
 import struct as _struct
@@ -347,6 +348,8 @@ def _check_edits(
 def _measure(
     footer: Footer, s: IndexStructure, ranges: Sequence[ByteRange], source: Source
 ) -> StructureSpan:
+    """The span of index structure ``s``; ``ranges``: the row groups' ranges, in file order
+    (disjoint, so only the last one starting before the structure ends can overlap it)."""
     length = s.length
     if length is None:
         ext = source.extent_at(s.offset)
@@ -355,7 +358,8 @@ def _measure(
     r = ByteRange(s.offset, s.offset + length)
     if r.start < 4 or r.end > footer.start or length <= 0:
         raise SpliceRefused(f"{s.kind} of row group {s.row_group} lies outside the file")
-    if any(r.overlaps(x) for x in ranges):
+    j = bisect.bisect_left(ranges, r.end, key=lambda x: x.start) - 1
+    if j >= 0 and ranges[j].overlaps(r):
         raise SpliceRefused(f"{s.kind} of row group {s.row_group} overlaps row group data")
     return StructureSpan(s.kind, s.row_group, s.column, s.offset, length)
 
@@ -382,13 +386,14 @@ def locate(footer: Footer, edits: Mapping[int, GroupEdit], source: Source) -> Lo
         if ranges[a].end > ranges[b].start:
             raise SpliceRefused(f"row groups {a} and {b} overlap")
     data_end = max((r.end for r in ranges), default=4)
+    in_order = [ranges[g] for g in order]
     nxt = {a: ranges[b].start for a, b in itertools.pairwise(order)}
     return Located(
         footer.start,
         ranges,
         order,
         tuple(nxt.get(g, data_end) for g in range(len(ranges))),
-        tuple(_measure(footer, s, ranges, source) for s in index_structures(meta)),
+        tuple(_measure(footer, s, in_order, source) for s in index_structures(meta)),
     )
 
 

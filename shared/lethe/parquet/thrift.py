@@ -433,10 +433,11 @@ def _write_struct(out: bytearray, s: Struct) -> None:
     last = 0
     for f in s.fields:
         t = f.type
+        v = f.value
         if t == TType.BOOL or t == TType.BOOL_FALSE:
-            if not isinstance(f.value, bool):
+            if not isinstance(v, bool):
                 raise ThriftError(f"field {f.id}: bool value must be a bool")
-            code = 1 if f.value else 2
+            code = 1 if v else 2
         else:
             code = int(t)
         delta = f.id - last
@@ -445,9 +446,13 @@ def _write_struct(out: bytearray, s: Struct) -> None:
         else:
             out.append(code)
             _zigzag(out, f.id, 16)
-        if code > 2:
-            _write_value(out, t, f.value)
         last = f.id
+        if code <= 2:
+            continue
+        if (code == 5 or code == 6) and type(v) is int and -64 <= v < 64:
+            out.append(((v << 1) ^ (v >> 63)) & 0x7F)  # an i32/i64 of one zigzag byte
+        else:
+            _write_value(out, t, v)
     out.append(0)
 
 

@@ -135,28 +135,22 @@ class IOCounters:
             for op in ("put", "upload_part", "upload_part_copy", "complete_multipart", "copy")
         )
 
-    def __sub__(self, other: IOCounters) -> IOCounters:
-        ops = set(self.requests) | set(other.requests)
+    def _combine(self, other: IOCounters, sign: int) -> IOCounters:
+        ops = sorted(set(self.requests) | set(other.requests))
+        counts = {op: self.count(op) + sign * other.count(op) for op in ops}
         return IOCounters(
-            requests={
-                op: self.requests.get(op, 0) - other.requests.get(op, 0)
-                for op in sorted(ops)
-                if self.requests.get(op, 0) - other.requests.get(op, 0)
-            },
-            bytes_downloaded=self.bytes_downloaded - other.bytes_downloaded,
-            bytes_uploaded=self.bytes_uploaded - other.bytes_uploaded,
-            bytes_copied=self.bytes_copied - other.bytes_copied,
+            # a difference names only the requests that differ
+            requests={op: n for op, n in counts.items() if n or sign > 0},
+            bytes_downloaded=self.bytes_downloaded + sign * other.bytes_downloaded,
+            bytes_uploaded=self.bytes_uploaded + sign * other.bytes_uploaded,
+            bytes_copied=self.bytes_copied + sign * other.bytes_copied,
         )
 
+    def __sub__(self, other: IOCounters) -> IOCounters:
+        return self._combine(other, -1)
+
     def __add__(self, other: IOCounters) -> IOCounters:
-        c: Counter[str] = Counter(self.requests)
-        c.update(other.requests)
-        return IOCounters(
-            requests=dict(sorted(c.items())),
-            bytes_downloaded=self.bytes_downloaded + other.bytes_downloaded,
-            bytes_uploaded=self.bytes_uploaded + other.bytes_uploaded,
-            bytes_copied=self.bytes_copied + other.bytes_copied,
-        )
+        return self._combine(other, 1)
 
     def describe(self) -> str:
         ops = ", ".join(f"{k}={v}" for k, v in sorted(self.requests.items()))
@@ -290,8 +284,9 @@ class S3Store:
         return result
 
     def _pages(self, op: str, what: str, operation: str, **kw: Any) -> Iterator[Any]:
-        """The pages of a listing through boto3's paginator, one counted request a page."""
-        pages = iter(self.client.get_paginator(operation).paginate(**kw))  # type: ignore[call-overload]
+        """The pages of a listing of this bucket through boto3's paginator, one counted
+        request a page."""
+        pages = iter(self.client.get_paginator(operation).paginate(Bucket=self.bucket, **kw))  # type: ignore[call-overload]
         while True:
             try:
                 page = next(pages)  # the paginator sends the request for the next page
@@ -436,7 +431,6 @@ class S3Store:
             "list",
             f"LIST {self._url(prefix)}",
             "list_objects_v2",
-            Bucket=self.bucket,
             Prefix=prefix,
         ):
             for o in page.get("Contents", []):
@@ -491,21 +485,37 @@ class S3Store:
         )
         return str(r["UploadId"])
 
+    def _on_upload(
+        self,
+        op: str,
+        what: str,
+        request: Callable[..., _T],
+        key: str,
+        upload_id: str,
+        counted: Callable[[_T], Mapping[str, int]] | None = None,
+        **kw: Any,
+    ) -> _T:
+        """One request ``op`` on multipart upload ``upload_id`` of ``key`` (:meth:`_call`)."""
+        return self._call(
+            op,
+            f"{what} {self._url(key)}",
+            lambda: request(Bucket=self.bucket, Key=key, UploadId=upload_id, **kw),
+            counted=counted,
+        )
+
     def upload_part(
         self, key: str, upload_id: str, part_number: int, body: bytes | PartBody
     ) -> str:
-        r = self._call(
+        r = self._on_upload(
             "upload_part",
-            f"UploadPart {part_number} {self._url(key)}",
-            lambda: self.client.upload_part(
-                Bucket=self.bucket,
-                Key=key,
-                UploadId=upload_id,
-                PartNumber=part_number,
-                Body=body,  # type: ignore[arg-type]  # PartBody: a file object botocore reads
-                ChecksumCRC32=body.crc32_b64() if isinstance(body, PartBody) else crc32_b64(body),
-            ),
-            counted=lambda _: {"up": len(body)},
+            f"UploadPart {part_number}",
+            self.client.upload_part,
+            key,
+            upload_id,
+            lambda _: {"up": len(body)},
+            PartNumber=part_number,
+            Body=body,  # PartBody: a file object botocore reads
+            ChecksumCRC32=body.crc32_b64() if isinstance(body, PartBody) else crc32_b64(body),
         )
         return _etag(r["ETag"])
 
@@ -521,19 +531,17 @@ class S3Store:
         src_etag: str,
     ) -> str:
         """Copy ``[start, end)`` of ``src_key`` (pinned to ``src_etag``) as one part."""
-        r = self._call(
+        r = self._on_upload(
             "upload_part_copy",
-            f"UploadPartCopy {part_number} {self._url(key)}",
-            lambda: self.client.upload_part_copy(
-                Bucket=self.bucket,
-                Key=key,
-                UploadId=upload_id,
-                PartNumber=part_number,
-                CopySource=dict(zip(("Bucket", "Key"), self._at(src_key), strict=True)),  # type: ignore[arg-type]
-                CopySourceRange=f"bytes={start}-{end - 1}",
-                CopySourceIfMatch=src_etag,
-            ),
-            counted=lambda _: {"copied": end - start},
+            f"UploadPartCopy {part_number}",
+            self.client.upload_part_copy,
+            key,
+            upload_id,
+            lambda _: {"copied": end - start},
+            PartNumber=part_number,
+            CopySource=dict(zip(("Bucket", "Key"), self._at(src_key), strict=True)),
+            CopySourceRange=f"bytes={start}-{end - 1}",
+            CopySourceIfMatch=src_etag,
         )
         return _etag(r["CopyPartResult"]["ETag"])
 
@@ -545,30 +553,27 @@ class S3Store:
         *,
         if_none_match: bool = True,
     ) -> str:
-        kw: dict[str, Any] = {
-            "Bucket": self.bucket,
-            "Key": key,
-            "UploadId": upload_id,
-            "MultipartUpload": {"Parts": [{"PartNumber": n, "ETag": t} for n, t in parts]},
-        }
-        if if_none_match:
-            kw["IfNoneMatch"] = "*"
-        r = self._call(
+        kw: dict[str, Any] = {"IfNoneMatch": "*"} if if_none_match else {}
+        r = self._on_upload(
             "complete_multipart",
-            f"CompleteMultipartUpload {self._url(key)}",
-            lambda: self.client.complete_multipart_upload(**kw),
+            "CompleteMultipartUpload",
+            self.client.complete_multipart_upload,
+            key,
+            upload_id,
+            MultipartUpload={"Parts": [{"PartNumber": n, "ETag": t} for n, t in parts]},
+            **kw,
         )
         return _etag(r["ETag"])
 
     def abort_multipart(self, key: str, upload_id: str) -> None:
         """Abort an upload; an upload already gone (aborted or completed) is not an error."""
         with contextlib.suppress(errors.NotFound):
-            self._call(
+            self._on_upload(
                 "abort_multipart",
-                f"AbortMultipartUpload {self._url(key)}",
-                lambda: self.client.abort_multipart_upload(
-                    Bucket=self.bucket, Key=key, UploadId=upload_id
-                ),
+                "AbortMultipartUpload",
+                self.client.abort_multipart_upload,
+                key,
+                upload_id,
             )
 
     def list_multipart(self, prefix: str) -> builtins.list[MultipartUpload]:
@@ -578,7 +583,6 @@ class S3Store:
                 "list_multipart",
                 f"ListMultipartUploads {self._url(prefix)}",
                 "list_multipart_uploads",
-                Bucket=self.bucket,
                 Prefix=prefix,
             )
             for u in page.get("Uploads", [])
@@ -618,7 +622,6 @@ class S3Store:
             "list_versions",
             f"ListObjectVersions {self._url(prefix)}",
             "list_object_versions",
-            Bucket=self.bucket,
             Prefix=prefix,
         ):
             for marker, entries in ((False, "Versions"), (True, "DeleteMarkers")):
@@ -648,7 +651,6 @@ class S3Store:
                 "list_parts",
                 f"ListParts {self._url(key)}",
                 "list_parts",
-                Bucket=self.bucket,
                 Key=key,
                 UploadId=upload_id,
             )

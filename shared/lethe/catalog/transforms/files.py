@@ -303,13 +303,25 @@ def _successor(
     *,
     operation: Operation,
     now: datetime,
-    request: RequestRecord | None,
+    touched: tuple[int, int] | None = None,
     extra: Sequence[RequestRecord] = (),
     erasures: Sequence[ErasureRecord] | None = None,
 ) -> Snapshot:
+    """Snapshot N+1 of ``base`` with ``plan``'s segments; ``touched``: the ``(rows, files)``
+    the operation's request (if it names one) is recorded with."""
     requests = list(base.requests)
-    if request is not None:
-        requests.append(request)
+    if touched is not None and operation.request_id_hash is not None:
+        rows, files = touched
+        requests.append(
+            RequestRecord(
+                id_hash=operation.request_id_hash,
+                version=base.version + 1,
+                kind=operation.kind,
+                committed_at=now,
+                rows=rows,
+                files_touched=files,
+            )
+        )
     requests.extend(
         r.model_copy(update={"version": base.version + 1, "committed_at": now}) for r in extra
     )
@@ -339,21 +351,6 @@ def _successor(
     return base.successor(base.manifest.model_copy(update=update), pending)
 
 
-def _record(
-    operation: Operation, version: int, now: datetime, rows: int, files_touched: int
-) -> RequestRecord | None:
-    if operation.request_id_hash is None:
-        return None
-    return RequestRecord(
-        id_hash=operation.request_id_hash,
-        version=version,
-        kind=operation.kind,
-        committed_at=now,
-        rows=rows,
-        files_touched=files_touched,
-    )
-
-
 def upgrade(base: Snapshot, *, now: datetime | None = None) -> Snapshot:
     """Snapshot N+1 = N in format 2 (``lethe upgrade``; any commit on a v1 base does it too).
     A segmented base is returned as a no-op successor with its segments unchanged."""
@@ -363,7 +360,6 @@ def upgrade(base: Snapshot, *, now: datetime | None = None) -> Snapshot:
         _Plan(base),
         operation=Operation(kind="upgrade", params={"from_format": base.format_version}),
         now=now,
-        request=None,
     )
 
 
@@ -376,7 +372,7 @@ def apply_properties(
 ) -> Snapshot:
     """Snapshot N+1 = N with its table properties replaced (files and segments unchanged)."""
     now = now or datetime.now(UTC)
-    nxt = _successor(base, _Plan(base), operation=operation, now=now, request=None)
+    nxt = _successor(base, _Plan(base), operation=operation, now=now)
     return nxt.evolve(properties=properties)
 
 
@@ -390,8 +386,6 @@ def apply_append(
     """Snapshot N+1 = N plus ``new_files``. Appends never conflict."""
     now = now or datetime.now(UTC)
     added = [f.model_copy(update={"added_version": base.version + 1}) for f in new_files]
-    rows = sum(f.rows for f in added)
-    request = _record(operation, base.version + 1, now, rows, len(added))
     plan = _Plan(base)
     if added:
         # new files have fresh keys: check the segments they were seen in and the tail,
@@ -408,7 +402,8 @@ def apply_append(
             tail.changed = True
         else:
             plan.work.append(_Work(_new_id(), None, added, True))
-    return _successor(base, plan, operation=operation, now=now, request=request)
+    touched = (sum(f.rows for f in added), len(added))
+    return _successor(base, plan, operation=operation, now=now, touched=touched)
 
 
 def _no_duplicates(added: Sequence[DataFile], existing: set[str]) -> None:
@@ -444,15 +439,15 @@ def apply_dv_updates(
             for e in erasures
         )
         new_erasures = (*base.erasures, *new)
-    request = _record(operation, base.version + 1, now, operation.rows_deleted, len(updates))
     plan = _Plan(base)
     _set_dvs(plan, updates, base.version, "this delete touches")
+    touched = (operation.rows_deleted, len(updates))
     return _successor(
         base,
         plan,
         operation=operation,
         now=now,
-        request=request,
+        touched=touched,
         extra=requests,
         erasures=new_erasures,
     )
@@ -500,13 +495,6 @@ def apply_replace(
     removed_list = list(dict.fromkeys(removed))
     removed_set = set(removed_list)
     new = [f.model_copy(update={"added_version": base.version + 1}) for f in added]
-    request = _record(
-        operation,
-        base.version + 1,
-        now,
-        operation.rows_erased or operation.rows_deleted,
-        len(removed_set),
-    )
     plan = _Plan(base)
     where = plan.find(removed_set)
     _all_live(removed_set, where, base.version, "to replace")
@@ -525,12 +513,7 @@ def apply_replace(
         home.files.append(f)
     if dv_updates:
         _set_dvs(plan, dv_updates, base.version, "to update")
+    touched = (operation.rows_erased or operation.rows_deleted, len(removed_set))
     return _successor(
-        base,
-        plan,
-        operation=operation,
-        now=now,
-        request=request,
-        extra=requests,
-        erasures=erasures,
+        base, plan, operation=operation, now=now, touched=touched, extra=requests, erasures=erasures
     )
