@@ -354,9 +354,12 @@ def index_structures(meta: FileMetaData) -> tuple[IndexStructure, ...]:
     """Every bloom filter, column index and offset index the footer references.
 
     Returned in the order groups and columns appear; for each chunk: bloom filter, column
-    index, offset index.
+    index, offset index (walked once per footer view).
     """
-    return tuple(_iter_index(meta))
+    got = meta.memo.get(-3)
+    if got is None:
+        got = meta.memo[-3] = tuple(_iter_index(meta))
+    return got
 
 
 def index_region(footer: Footer) -> ByteRange | None:

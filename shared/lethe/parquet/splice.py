@@ -514,8 +514,10 @@ def _sort_structures(
     in_place: list[StructureSpan] = []
     relocated: list[tuple[StructureSpan, bool]] = []
     data_end = located.data_end
+    by_start = sorted(extents, key=lambda r: r.start)  # disjoint: one candidate per offset
     for st in located.structures:
-        inside = any(r.start <= st.offset < r.end for r in extents)
+        j = bisect.bisect_right(by_start, st.offset, key=lambda r: r.start) - 1
+        inside = j >= 0 and st.offset < by_start[j].end
         in_data = st.offset < data_end
         if st.row_group in rewrites:
             if in_data and not inside:
