@@ -57,7 +57,6 @@ from lethe import errors
 from lethe.catalog.commit import Catalog, RetryPolicy, update_object
 from lethe.catalog.manifest import request_hash
 from lethe.erasure.deletes import DeleteRequest
-from lethe.erasure.erase import process_erasures
 from lethe.lake.asks import (
     CONFLICT,
     Asked,
@@ -81,11 +80,12 @@ from lethe.lake.window import (
     WindowRun,
     archived,
     backlog,
-    current_table,
     find_archived,
+    splice_tables,
 )
 from lethe.lake.window import archive as archive_requests
 from lethe.lake.window import splice_due as splice_window
+from lethe.parquet.costs import DEFAULT_MODEL
 from lethe.progress import Progress, track
 from lethe.storage.layout import object_key
 from lethe.storage.store import S3Store, make_s3_client, parse_s3_uri
@@ -684,28 +684,10 @@ class Lake:
             for p in parts:
                 if h in erase and p.state == "committed" and p.id_hash is not None:
                     hashes[p.table].append(p.id_hash)
-        done: dict[str, tuple[bool, int, int | None]] = {}
-        tracker = track(progress, "forget splices", total=len(hashes), unit="tables")
-        for uri, ids in hashes.items():
-            try:  # one table's trouble leaves its splices to the window run, not the others
-                t = current_table(self.context, uri)
-                complete, splices = process_erasures(t.context, ids, max_bytes=max_bytes)
-            except errors.LetheError as e:
-                log.warning("lake %s: splices on %s wait (%s)", self.uri, uri, type(e).__name__)
-                done[uri] = (False, 0, None)
-                tracker.advance()
-                continue
-            done[uri] = (complete, len(splices), t.refresh().version if splices else None)
-            tracker.advance()
-            log.info(
-                "lake %s: %s spliced %d file(s) for %d request(s), complete=%s",
-                self.uri,
-                uri,
-                len(splices),
-                len(ids),
-                complete,
-            )
-        tracker.finish()
+        runs = splice_tables(
+            self.context, hashes, max_bytes=max_bytes, model=DEFAULT_MODEL, progress=progress
+        )
+        done = {r.table: (r.complete, r.files_spliced, r.version) for r in runs}
         return {
             h: [
                 dataclasses.replace(

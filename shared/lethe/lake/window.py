@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter, defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -38,6 +38,7 @@ from lethe.erasure.erase import process_erasures
 from lethe.lake.model import LakeArchive, LakeDoc, LakeRequest
 from lethe.lake.receipt import lake_receipts
 from lethe.parquet.costs import CostModel
+from lethe.progress import Progress, track
 from lethe.storage.layout import object_key
 from lethe.storage.store import S3Store
 
@@ -104,6 +105,7 @@ class TableWindowRun:
     commits: int
     complete: bool
     error: str | None = None  # why this table failed (the run went on to the others)
+    version: int | None = None  # the table's version after its splices (None: none ran)
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,8 +170,30 @@ def splice_due(
         for p in r.tables:
             if p.state == "committed" and p.id_hash is not None:
                 per_table[p.table].append(p.id_hash)
-    runs = [_run_table(lake, uri, ids, max_bytes) for uri, ids in per_table.items()]
+    runs = splice_tables(lake, per_table, max_bytes=max_bytes)
     return WindowRun(n_due, closes.total(), tuple(runs), closes=tuple(sorted(closes.items())))
+
+
+def splice_tables(
+    lake: LakeContext,
+    per_table: Mapping[str, Sequence[str]],
+    *,
+    max_bytes: int | None = None,
+    model: CostModel = WINDOW_MODEL,
+    progress: Progress | None = None,
+) -> list[TableWindowRun]:
+    """Splice the pending erasures of several tables (``per_table``: table URI -> erasure
+    id hashes), per table all of them in one :func:`~lethe.erasure.erase.process_erasures`
+    (a file several requests share is spliced once), within ``max_bytes`` per table. The one
+    orchestration of a window run and of ``Lake.forget`` splicing at once (issue 38 item 5);
+    a table that fails is reported with its reason and the others go on."""
+    tracker = track(progress, "forget splices", total=len(per_table), unit="tables")
+    runs = []
+    for uri, ids in per_table.items():
+        runs.append(_run_table(lake, uri, ids, max_bytes, model))
+        tracker.advance()
+    tracker.finish()
+    return runs
 
 
 def current_table(lake: LakeContext, uri: str) -> Any:
@@ -184,30 +208,35 @@ def current_table(lake: LakeContext, uri: str) -> Any:
 
 
 def _run_table(
-    lake: LakeContext, uri: str, ids: Sequence[str], max_bytes: int | None
+    lake: LakeContext, uri: str, ids: Sequence[str], max_bytes: int | None, model: CostModel
 ) -> TableWindowRun:
-    """One table of a window run: its head rolled forward, its due erasures spliced."""
+    """One table: its head rolled forward, the erasures ``ids`` spliced."""
     try:
         t = current_table(lake, uri)
         before = t.version
-        complete, splices = process_erasures(
-            t.context, ids, max_bytes=max_bytes, model=WINDOW_MODEL
-        )
-        commits = t.refresh().version - before if splices else 0
+        complete, splices = process_erasures(t.context, ids, max_bytes=max_bytes, model=model)
+        version = t.refresh().version if splices else None
     except errors.LetheError as e:
         why = f"{type(e).__name__}: {str(e)[:300]}"
-        log.error("lake %s: window run on %s failed (%s); the others go on", lake.uri, uri, why)
+        log.error("lake %s: splices on %s failed (%s); the others go on", lake.uri, uri, why)
         return TableWindowRun(uri, len(ids), 0, 0, False, error=why)
     log.info(
-        "lake %s: window run on %s: %d erasure(s), %d file(s) spliced in %d commit(s), complete=%s",
+        "lake %s: splices on %s: %d erasure(s), %d file(s) spliced in %d commit(s), complete=%s",
         lake.uri,
         uri,
         len(ids),
         len(splices),
-        commits,
+        version - before if version is not None else 0,
         complete,
     )
-    return TableWindowRun(uri, len(ids), len(splices), commits, complete)
+    return TableWindowRun(
+        uri,
+        len(ids),
+        len(splices),
+        version - before if version is not None else 0,
+        complete,
+        version=version,
+    )
 
 
 def archive(

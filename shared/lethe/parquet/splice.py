@@ -348,8 +348,7 @@ def _check_edits(
 def _measure(
     footer: Footer, s: IndexStructure, ranges: Sequence[ByteRange], source: Source
 ) -> StructureSpan:
-    """The span of index structure ``s``; ``ranges``: the row groups' ranges, in file order
-    (disjoint, so only the last one starting before the structure ends can overlap it)."""
+    """Where ``s`` lies; ``ranges`` (the groups', disjoint) in file order: one to check."""
     length = s.length
     if length is None:
         ext = source.extent_at(s.offset)
