@@ -95,11 +95,15 @@ def decode_row_group(meta: FileMetaData, rg_index: int, rg_bytes: bytes) -> pa.T
             f"row group {rg_index} spans {rng.length} bytes, {len(rg_bytes)} were given"
         )
     file = wrap_file(rg_bytes, _one_group_footer(meta, rg_index, keep_kv=True))
-    table = pq.ParquetFile(pa.BufferReader(file)).read()
+    # one thread: splices run several files at once already, and pyarrow's pool on top of
+    # them only adds hand-offs (issue 37 item 4: client CPU)
+    table = pq.ParquetFile(pa.BufferReader(file)).read(use_threads=False)
     if any(e.type == PhysicalType.INT96 for _, e, _, _ in meta.leaves()):
         # pyarrow decodes INT96 to nanoseconds and silently wraps outside 1677-2262: decode
         # again to microseconds (no overflow) and compare
-        coarse = pq.ParquetFile(pa.BufferReader(file), coerce_int96_timestamp_unit="us").read()
+        coarse = pq.ParquetFile(pa.BufferReader(file), coerce_int96_timestamp_unit="us").read(
+            use_threads=False
+        )
         for a, b in zip(_timestamp_leaves(table), _timestamp_leaves(coarse), strict=True):
             if not (_micros(a) == _micros(b)).all():
                 raise SpliceRefused(
