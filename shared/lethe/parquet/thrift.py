@@ -421,8 +421,12 @@ def _write_value(out: bytearray, t: TType | int, v: Value) -> None:
         else:
             out.append(0xF0 | v.elem_type)
             _varint(out, n)
-        for item in v.items:
-            _write_value(out, v.elem_type, item)
+        if v.elem_type == TType.STRUCT and all(type(x) is Struct for x in v.items):
+            for item in v.items:
+                _write_struct(out, item)  # type: ignore[arg-type]
+        else:
+            for item in v.items:
+                _write_value(out, v.elem_type, item)
     elif t == TType.MAP:
         if not isinstance(v, ThriftMap):
             raise ThriftError(f"map value must be a ThriftMap, not {type(v).__name__}")
@@ -442,26 +446,29 @@ def _write_value(out: bytearray, t: TType | int, v: Value) -> None:
 
 def _write_struct(out: bytearray, s: Struct) -> None:
     last = 0
-    for f in s.fields:
-        t = f.type
-        v = f.value
-        if t == TType.BOOL or t == TType.BOOL_FALSE:
+    for fid, t, v, long_form in s.fields:
+        if t == 1 or t == 2:  # BOOL, BOOL_FALSE
             if not isinstance(v, bool):
-                raise ThriftError(f"field {f.id}: bool value must be a bool")
+                raise ThriftError(f"field {fid}: bool value must be a bool")
             code = 1 if v else 2
         else:
             code = int(t)
-        delta = f.id - last
-        if 0 < delta <= 15 and not f.long_form:
+        delta = fid - last
+        if 0 < delta <= 15 and not long_form:
             out.append((delta << 4) | code)
         else:
             out.append(code)
-            _zigzag(out, f.id, 16)
-        last = f.id
+            _zigzag(out, fid, 16)
+        last = fid
         if code <= 2:
             continue
         if (code == 5 or code == 6) and type(v) is int and -64 <= v < 64:
             out.append(((v << 1) ^ (v >> 63)) & 0x7F)  # an i32/i64 of one zigzag byte
+        elif code == 12 and type(v) is Struct:
+            _write_struct(out, v)
+        elif code == 8 and type(v) is bytes:
+            _varint(out, len(v))
+            out += v
         else:
             _write_value(out, t, v)
     out.append(0)
