@@ -265,15 +265,18 @@ def test_seam05_the_window_run_removes_values_of_finished_requests(bucket: str, 
 def test_seam06_a_value_that_fits_no_column_is_refused_before_recording(
     bucket: str, s3: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Issue 35 item 6: ``customer abc`` for an int column is refused with the reason, exit 2
-    from the CLI, and nothing is recorded (no request, no values object)."""
+    """Issue 35 item 6: ``customer Zq-abc`` for an int column is refused with the reason, exit
+    2 from the CLI, and nothing is recorded (no request, no values object). The value holds
+    capitals: a random bucket name in the message (lowercase hex) cannot contain it (a run
+    failed when the bucket was b-93dabcaa1485 and the value was ``abc``)."""
     lake = _lake(bucket, s3, names=NAMES[:2])
+    bad = "Zq-abc"
     with pytest.raises(errors.InvalidRequest, match="customer_id") as e:
-        lake.forget("customer", ["abc"], request_id="bad-1")
-    assert "abc" not in str(e.value)
-    assert main(["lake", "forget", lake.uri, "customer", "abc", "--request-id", "bad-2"]) == 2
+        lake.forget("customer", [bad], request_id="bad-1")
+    assert bad not in str(e.value)
+    assert main(["lake", "forget", lake.uri, "customer", bad, "--request-id", "bad-2"]) == 2
     err = capsys.readouterr().err
-    assert "InvalidRequest" in err and "customer_id" in err and "abc" not in err
+    assert "InvalidRequest" in err and "customer_id" in err and bad not in err
     assert lake.refresh().requests == () and _values_versions(lake, s3) == []
     assert lake.forget("customer", [PERSON], request_id="good").complete  # ints still fit
 
