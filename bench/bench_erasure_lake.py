@@ -18,7 +18,7 @@ next to them, each "met" or "not met" (speed is judged by bytes, requests, commi
 client CPU; wall times are printed, never judged).
 
 Figures: files touched (files the operation replaced or removed) / total; bytes over the
-wire (down + up) and copied server-side (the store's :class:`lethe.storage.store.IOCounters`);
+wire (down + up) and copied server-side (the store's :class:`lethe.storage.counters.IOCounters`);
 requests; commits (version delta); metadata uploaded (PUT and part bodies to keys outside
 ``data/``, metered by a botocore hook on the client) vs the data bytes moved.
 

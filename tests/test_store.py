@@ -9,7 +9,8 @@ import pytest
 from conftest import run_in_threads
 
 from lethe import errors
-from lethe.storage.store import MIN_PART_BYTES, S3Store, parse_s3_uri
+from lethe.storage.multipart import MIN_PART_BYTES
+from lethe.storage.store import S3Store, parse_s3_uri
 
 
 @pytest.fixture

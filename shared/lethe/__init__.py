@@ -23,7 +23,8 @@ if TYPE_CHECKING:  # the names below load on first use: `import lethe` stays che
     from lethe.erasure.deletes import BatchDeleteResult, DeleteRequest, DeleteResult
     from lethe.lake import Lake, LakeReceipt, LakeRequestResult
     from lethe.progress import Progress, ProgressEvent
-    from lethe.storage.store import IOCounters, S3Store
+    from lethe.storage.counters import IOCounters
+    from lethe.storage.store import S3Store
     from lethe.table import CommitResult, SnapshotInfo, Table
 
 _LAZY = {
@@ -37,7 +38,7 @@ _LAZY = {
     "Progress": "lethe.progress",
     "ProgressEvent": "lethe.progress",
     "ErasureReceipt": "lethe.audit.receipts",
-    "IOCounters": "lethe.storage.store",
+    "IOCounters": "lethe.storage.counters",
     "S3Store": "lethe.storage.store",
     "CommitResult": "lethe.table",
     "SnapshotInfo": "lethe.table",

@@ -67,7 +67,8 @@ from lethe.progress import Progress
 from lethe.reading.filters import Dnf, normalize
 from lethe.reading.reader import FileHandle
 from lethe.reading.rows import batches, plan_rows
-from lethe.storage.store import IOCounters, S3Store, parse_s3_uri
+from lethe.storage.counters import IOCounters
+from lethe.storage.store import S3Store, parse_s3_uri
 from lethe.writing.writer import WriteOptions, write_files
 
 if TYPE_CHECKING:  # pragma: no cover

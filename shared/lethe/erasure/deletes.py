@@ -38,8 +38,8 @@ from lethe.index.core import IndexPlan, index_plans, row_groups_of
 from lethe.reading.filters import Dnf, normalize
 from lethe.reading.reader import FileHandle, iter_row_groups
 from lethe.reading.scan import DVCache, candidate_files, plan_files, reader_of
+from lethe.storage.counters import IOCounters
 from lethe.storage.layout import DATA_PREFIX, object_key
-from lethe.storage.store import IOCounters
 
 log = logging.getLogger(__name__)
 

@@ -50,7 +50,7 @@ from lethe.parquet.costs import (
 )
 from lethe.parquet.fates import FileGranularity, merged
 from lethe.progress import Progress, Tracker, track
-from lethe.storage.store import IOCounters
+from lethe.storage.counters import IOCounters
 
 log = logging.getLogger(__name__)
 

@@ -69,7 +69,7 @@ from lethe.index.erase import scrub_rows
 from lethe.progress import Progress
 from lethe.reading.filters import normalize
 from lethe.reading.scan import DVCache
-from lethe.storage.store import IOCounters
+from lethe.storage.counters import IOCounters
 
 log = logging.getLogger(__name__)
 

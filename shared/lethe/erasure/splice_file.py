@@ -48,7 +48,7 @@ from lethe.parquet.pages import Ranges, count, runs
 from lethe.parquet.partial import page_ranges
 from lethe.parquet.segments import NeedBytes, Source
 from lethe.parquet.splice import GroupEdit, GroupFate, SplicePlan, splice
-from lethe.storage.store import IOCounters
+from lethe.storage.counters import IOCounters
 from lethe.writing.mapped import describe_named
 from lethe.writing.writer import new_data_path
 

@@ -68,8 +68,9 @@ from lethe.iceberg.partitioning import (
 from lethe.iceberg.summary import snapshot_summary
 from lethe.iceberg.types import FormatVersion, IcebergSchema
 from lethe.progress import Progress, track
+from lethe.storage.counters import IOCounters
 from lethe.storage.layout import METADATA_PREFIX, manifest_key, object_key
-from lethe.storage.store import IOCounters, S3Store
+from lethe.storage.store import S3Store
 
 log = logging.getLogger(__name__)
 

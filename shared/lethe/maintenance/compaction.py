@@ -68,8 +68,9 @@ from lethe.maintenance.clustering import ClusterSpec, window_groups
 from lethe.maintenance.clustering_io import output_positions, rewrite_clustered, sources_snapshot
 from lethe.progress import Progress, track
 from lethe.reading.rows import batches
+from lethe.storage.counters import IOCounters
 from lethe.storage.layout import object_key
-from lethe.storage.store import IOCounters, S3Store, parse_s3_uri
+from lethe.storage.store import S3Store, parse_s3_uri
 from lethe.writing.writer import WriteOptions, write_files
 
 log = logging.getLogger(__name__)

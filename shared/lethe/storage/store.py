@@ -3,7 +3,7 @@
 It offers exactly the primitives the table format needs: create-only PUT (``If-None-Match:
 *``), compare-and-swap PUT (``If-Match``), ETag-pinned ranged GET, head, list, batch delete
 and the multipart primitives used by the row-group splice. botocore errors are translated
-here into :mod:`lethe.errors`; every request and every byte is counted in :class:`IOStats`.
+here into :mod:`lethe.errors`; every request and every byte is counted (:mod:`lethe.storage.counters`).
 
 Example:
     >>> store = S3Store.from_env()            # doctest: +SKIP
@@ -16,16 +16,15 @@ import base64
 import builtins
 import contextlib
 import os
-import threading
 import zlib
-from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from lethe import errors
+from lethe.storage.counters import IOCounters, IOStats
+from lethe.storage.multipart import MIN_PART_BYTES, MultipartWriter
 from lethe.storage.parts import PartBody
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -34,8 +33,8 @@ else:
     S3Client = Any
 
 __all__ = [
-    "MIN_PART_BYTES",
-    "IOCounters",
+    "MIN_PART_BYTES",  # re-exported: lethe.storage.multipart
+    "IOCounters",  # re-exported: lethe.storage.counters
     "IOStats",
     "MultipartUpload",
     "ObjectInfo",
@@ -43,10 +42,6 @@ __all__ = [
     "make_s3_client",
     "parse_s3_uri",
 ]
-
-MIN_PART_BYTES = 5 << 20
-MAX_PART_BYTES = 5 << 30
-MAX_PARTS = 10_000
 
 
 def parse_s3_uri(uri: str) -> tuple[str, str]:
@@ -109,81 +104,6 @@ class MultipartUpload:
     key: str
     upload_id: str
     initiated: datetime | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class IOCounters:
-    """Immutable snapshot of request and byte counters; subtract two to get a delta."""
-
-    requests: Mapping[str, int] = field(default_factory=dict)
-    bytes_downloaded: int = 0
-    bytes_uploaded: int = 0
-    bytes_copied: int = 0
-
-    @property
-    def total_requests(self) -> int:
-        return sum(self.requests.values())
-
-    def count(self, op: str) -> int:
-        return self.requests.get(op, 0)
-
-    @property
-    def puts(self) -> int:
-        """PUT-class writes: PutObject plus multipart part uploads and copies and completes."""
-        return sum(
-            self.requests.get(op, 0)
-            for op in ("put", "upload_part", "upload_part_copy", "complete_multipart", "copy")
-        )
-
-    def _combine(self, other: IOCounters, sign: int) -> IOCounters:
-        ops = sorted(set(self.requests) | set(other.requests))
-        counts = {op: self.count(op) + sign * other.count(op) for op in ops}
-        return IOCounters(
-            # a difference names only the requests that differ
-            requests={op: n for op, n in counts.items() if n or sign > 0},
-            bytes_downloaded=self.bytes_downloaded + sign * other.bytes_downloaded,
-            bytes_uploaded=self.bytes_uploaded + sign * other.bytes_uploaded,
-            bytes_copied=self.bytes_copied + sign * other.bytes_copied,
-        )
-
-    def __sub__(self, other: IOCounters) -> IOCounters:
-        return self._combine(other, -1)
-
-    def __add__(self, other: IOCounters) -> IOCounters:
-        return self._combine(other, 1)
-
-    def describe(self) -> str:
-        ops = ", ".join(f"{k}={v}" for k, v in sorted(self.requests.items()))
-        return (
-            f"{self.total_requests} requests ({ops}); "
-            f"down {self.bytes_downloaded:,} B, up {self.bytes_uploaded:,} B, "
-            f"copied server-side {self.bytes_copied:,} B"
-        )
-
-
-class IOStats:
-    """Thread-safe request and byte counters shared by everything using one store."""
-
-    def __init__(self, parent: IOStats | None = None) -> None:
-        self.parent = parent
-        self._lock = threading.Lock()
-        self._requests: Counter[str] = Counter()
-        self._down = 0
-        self._up = 0
-        self._copied = 0
-
-    def record(self, op: str, *, down: int = 0, up: int = 0, copied: int = 0) -> None:
-        with self._lock:
-            self._requests[op] += 1
-            self._down += down
-            self._up += up
-            self._copied += copied
-        if self.parent is not None:
-            self.parent.record(op, down=down, up=up, copied=copied)
-
-    def snapshot(self) -> IOCounters:
-        with self._lock:
-            return IOCounters(dict(self._requests), self._down, self._up, self._copied)
 
 
 _NOT_FOUND = {"NoSuchKey", "NotFound", "NoSuchBucket", "NoSuchUpload", "404"}
@@ -656,129 +576,3 @@ class S3Store:
             )
             for part in page.get("Parts", [])
         )
-
-
-class MultipartWriter:
-    """A binary file-like sink that streams to S3 with a multipart upload.
-
-    Writes are kept as they come (not copied, see :class:`PartBody`) until they make a part
-    of ``part_bytes``, which uploads on a background thread while the caller writes on (at
-    most ``in_flight`` parts at a time; a failed part surfaces at the next write or close).
-    Under one part, a single create-only PUT; a multipart upload completes create-only. On
-    any failure, or :meth:`abort`, the upload is aborted so that no orphaned parts remain.
-    """
-
-    def __init__(
-        self, store: S3Store, key: str, *, part_bytes: int = 8 << 20, in_flight: int = 2
-    ) -> None:
-        if part_bytes < MIN_PART_BYTES:
-            raise errors.InvalidRequest("part_bytes must be at least 5 MiB")
-        self.store = store
-        self.key = key
-        self.part_bytes = part_bytes
-        self.in_flight = max(1, in_flight)
-        self._chunks: builtins.list[bytes] = []
-        self._buffered = 0
-        self._upload_id: str | None = None
-        self._pool: ThreadPoolExecutor | None = None
-        self._running: deque[tuple[int, Future[str]]] = deque()
-        self._parts: builtins.list[tuple[int, str]] = []
-        self._pos = 0
-        self.closed = False
-        self.etag: str | None = None
-
-    def writable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return False
-
-    def readable(self) -> bool:
-        return False
-
-    def tell(self) -> int:
-        return self._pos
-
-    def flush(self) -> None:
-        return None
-
-    def write(self, data: bytes | bytearray | memoryview) -> int:
-        if self.closed:
-            raise ValueError("write to a closed MultipartWriter")
-        chunk = data if isinstance(data, bytes) else bytes(data)  # the caller may reuse its buffer
-        self._chunks.append(chunk)
-        self._buffered += len(chunk)
-        self._pos += len(chunk)
-        if self._buffered >= self.part_bytes:
-            try:
-                self._submit(self._take())
-            except BaseException:
-                self.abort()
-                raise
-        return len(chunk)
-
-    def _take(self) -> PartBody:
-        part, self._chunks, self._buffered = PartBody(self._chunks), [], 0
-        return part
-
-    def _submit(self, body: PartBody) -> None:
-        """Start uploading ``body`` as the next part, once fewer than ``in_flight`` run."""
-        if self._upload_id is None:
-            self._upload_id = self.store.create_multipart(self.key)
-            self._pool = ThreadPoolExecutor(self.in_flight, thread_name_prefix="lethe-upload")
-        assert self._pool is not None
-        while len(self._running) >= self.in_flight:
-            self._collect_oldest()
-        n = len(self._parts) + len(self._running) + 1
-        fut = self._pool.submit(self.store.upload_part, self.key, self._upload_id, n, body)
-        self._running.append((n, fut))
-
-    def _collect_oldest(self) -> None:
-        n, fut = self._running.popleft()
-        self._parts.append((n, fut.result()))
-
-    def close(self) -> None:
-        if self.closed:
-            return
-        try:
-            if self._upload_id is None:
-                self.etag = self.store.put(self.key, b"".join(self._chunks), if_none_match=True)
-            else:
-                if self._buffered:
-                    self._submit(self._take())
-                while self._running:
-                    self._collect_oldest()
-                self.etag = self.store.complete_multipart(self.key, self._upload_id, self._parts)
-                self._upload_id = None
-        except BaseException:
-            self.abort()
-            raise
-        finally:
-            self._shutdown()
-            self.closed = True
-
-    def abort(self) -> None:
-        self._shutdown()
-        if self._upload_id is not None:
-            self.store.abort_multipart(self.key, self._upload_id)
-            self._upload_id = None
-        self.closed = True
-
-    def _shutdown(self) -> None:
-        """Wait for the running parts (their outcome no longer matters), stop the pool."""
-        for _, fut in self._running:
-            fut.cancel()
-        if self._pool is not None:
-            self._pool.shutdown(wait=True)
-            self._pool = None
-        self._running.clear()
-        self._chunks, self._buffered = [], 0
-
-    def __enter__(self) -> MultipartWriter:
-        return self
-
-    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
-        if exc_type is None:
-            self.close()
-        else:
-            self.abort()
