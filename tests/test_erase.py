@@ -19,7 +19,7 @@ from lethe.audit.verify import verify
 from lethe.erasure.erase import commit_splice, splice_file
 from lethe.errors import StoreError
 from lethe.parquet.validate import validate
-from lethe.storage.multipart import MIN_PART_BYTES
+from lethe.storage.store import MIN_PART_BYTES
 
 BLOBS = BLOB_SCHEMA
 

@@ -109,7 +109,8 @@ def test_after_erase_by_key_and_gc_no_object_holds_the_value(table_uri: str, s3:
 
 
 def test_read_positions_reads_the_pages_of_the_rows(table_uri: str) -> None:
-    from lethe.reading.reader import FileHandle, read_positions
+    from lethe.reading.filtered import read_positions
+    from lethe.reading.reader import FileHandle
 
     t = lethe.Table.create(table_uri, EVENTS, key="id")
     t.append(events(0, 400_000))

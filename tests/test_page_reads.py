@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import lethe
-from lethe.reading import reader
+from lethe.reading import footers, reader
 from lethe.reading.filters import normalize
 from lethe.writing.writer import WriteOptions, write_files
 
@@ -281,8 +281,8 @@ def test_dvs_of_one_container_come_in_one_get(s3: Any, monkeypatch: pytest.Monke
 
 
 def test_page_index_cache_is_bounded() -> None:
-    assert doctest.testmod(reader).failed == 0
-    c = reader.LruCache[bytes](capacity=2, max_bytes=100, weigh=len)
+    assert doctest.testmod(footers).failed == 0
+    c = footers.LruCache[bytes](capacity=2, max_bytes=100, weigh=len)
     for i in range(5):
         c.put(("b", str(i), "e"), b"x" * 10)
     assert [c.get(("b", str(i), "e")) is not None for i in range(5)] == [

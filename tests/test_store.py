@@ -9,8 +9,7 @@ import pytest
 from conftest import run_in_threads
 
 from lethe import errors
-from lethe.storage.multipart import MIN_PART_BYTES
-from lethe.storage.store import S3Store, parse_s3_uri
+from lethe.storage.store import MIN_PART_BYTES, S3Store, parse_s3_uri
 
 
 @pytest.fixture
@@ -109,7 +108,9 @@ def test_multipart_writer_uploads_parts_behind_the_writes(store: S3Store) -> Non
 
 
 def test_part_body_reads_its_buffers_as_they_are() -> None:
-    from lethe.storage.store import PartBody, crc32_b64
+    from lethe.storage.wire import crc32_b64
+
+    from lethe.storage.parts import PartBody
 
     chunks = [b"abc", b"defgh", b"", b"ij"]
     body = PartBody(chunks)

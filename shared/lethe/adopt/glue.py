@@ -34,7 +34,8 @@ from lethe.adopt.iceberg import list_iceberg
 from lethe.adopt.objects import SourceObjects, s3_uri
 from lethe.adopt.source import SourceFile, SourceListing
 from lethe.catalog.values import JsonScalar
-from lethe.storage.store import S3Store, translate_error
+from lethe.storage.store import S3Store
+from lethe.storage.wire import translate_error
 
 __all__ = ["HIVE_NULL", "is_data_key", "list_glue"]
 

@@ -491,7 +491,7 @@ def index_plan(
 
 
 def hit_rows(hits: Mapping[str, BitMap64]) -> Any:
-    """A :class:`~lethe.reading.reader.RowFilter` ``rows`` callback: the hit positions of a file in
+    """A :class:`~lethe.reading.filtered.RowFilter` ``rows`` callback: the hit positions of a file in
     ``[start, start + n)`` as row ranges relative to ``start`` (None: file not indexed)."""
 
     def rows(f: DataFile, start: int, n: int) -> tuple[tuple[int, int], ...] | None:

@@ -8,7 +8,7 @@ Other rows sharing a value stay indexed. Entries of such a value that point nowh
 file compacted away, a row a splice already removed) go too: after the erase no referenced
 index object holds an erased value except for rows still live in the table. Where no splice
 holds the rows, their values are read here (only the pages holding them,
-:func:`lethe.reading.reader.read_positions`), and files leaving whole are scrubbed from
+:func:`lethe.reading.filtered.read_positions`), and files leaving whole are scrubbed from
 their statistics without a read (:class:`Dropped`). The old pieces join the erasure's
 ``superseded``: GC treats them like spliced-away data files.
 """
@@ -38,7 +38,8 @@ from lethe.index.core import (
     read_entries,
     write_pieces,
 )
-from lethe.reading.reader import FileHandle, read_positions
+from lethe.reading.filtered import read_positions
+from lethe.reading.reader import FileHandle
 from lethe.reading.scan import Projections
 from lethe.storage.layout import object_key
 from lethe.storage.store import S3Store

@@ -3,7 +3,7 @@
 A point lookup need not read whole column chunks: the OffsetIndex of a chunk says where each
 data page lies and which rows it holds (from ``first_row_index``), the ColumnIndex gives each
 page's min/max, null count and whether it holds only nulls. The caller (see
-:mod:`lethe.reading.reader`) picks the row ranges that can match from the ColumnIndex, fetches the
+:mod:`lethe.reading.filtered`) picks the row ranges that can match from the ColumnIndex, fetches the
 pages of each column that overlap them (page boundaries differ per column), and decodes
 them here: the chosen pages, after their dictionary page when any of them is
 dictionary-encoded, are wrapped as a minimal Parquet file of one column and one row group

@@ -17,8 +17,9 @@ import pyarrow as pa
 from lethe.catalog.schemas import Projection
 from lethe.catalog.snapshot import Snapshot
 from lethe.index.core import hit_rows, index_plan
+from lethe.reading.filtered import RowFilter, read_filtered
 from lethe.reading.filters import Dnf
-from lethe.reading.reader import FileHandle, RowFilter, iter_row_groups, read_filtered
+from lethe.reading.reader import FileHandle, iter_row_groups
 from lethe.reading.scan import DVCache, Projections, plan
 from lethe.storage.store import S3Store
 
@@ -31,7 +32,7 @@ def plan_rows(
     store: S3Store, prefix: str, snap: Snapshot, dnf: Dnf | None, *, physical: bool = False
 ) -> tuple[Planned, Callable[..., Any] | None]:
     """``(file, row group, first row position)`` that may hold rows matching ``dnf``, and the
-    :class:`~lethe.reading.reader.RowFilter` ``rows`` callback of an index's hits (None: no index
+    :class:`~lethe.reading.filtered.RowFilter` ``rows`` callback of an index's hits (None: no index
     served ``dnf``)."""
     via = index_plan(store, prefix, snap, dnf, physical=physical)
     if via is not None:

@@ -12,28 +12,33 @@ Example:
 
 from __future__ import annotations
 
-import base64
 import builtins
 import contextlib
 import os
-import zlib
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from lethe import errors
 from lethe.storage.counters import IOCounters, IOStats
-from lethe.storage.multipart import MIN_PART_BYTES, MultipartWriter
 from lethe.storage.parts import PartBody
+from lethe.storage.wire import GetResult, MultipartUpload, ObjectInfo, crc32_b64, translate_error
 
 if TYPE_CHECKING:  # pragma: no cover
     from mypy_boto3_s3 import S3Client
 else:
     S3Client = Any
 
+MIN_PART_BYTES = 5 << 20
+MAX_PART_BYTES = 5 << 30
+MAX_PARTS = 10_000
+
 __all__ = [
-    "MIN_PART_BYTES",  # re-exported: lethe.storage.multipart
+    "MIN_PART_BYTES",
+    "GetResult",  # re-exported (with the two below): lethe.storage.wire
     "IOCounters",  # re-exported: lethe.storage.counters
     "IOStats",
     "MultipartUpload",
@@ -82,74 +87,8 @@ def make_s3_client(*, max_pool_connections: int = 64) -> S3Client:
         ) from e
 
 
-@dataclass(frozen=True, slots=True)
-class ObjectInfo:
-    """What HEAD or LIST says of one object."""
-
-    key: str
-    size: int
-    etag: str
-    last_modified: datetime | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class GetResult:
-    body: bytes
-    etag: str
-    size: int  # size of the whole object (from Content-Range when ranged)
-
-
-@dataclass(frozen=True, slots=True)
-class MultipartUpload:
-    key: str
-    upload_id: str
-    initiated: datetime | None = None
-
-
-_NOT_FOUND = {"NoSuchKey", "NotFound", "NoSuchBucket", "NoSuchUpload", "404"}
-_PRECONDITION = {"PreconditionFailed", "412"}
-_CONFLICT = {"ConditionalRequestConflict", "OperationAborted", "409"}
-_THROTTLE = {"SlowDown", "Throttling", "ThrottlingException", "RequestLimitExceeded", "503"}
-
-
-def translate_error(e: Exception, what: str) -> errors.StoreError:
-    """Map a botocore error onto the typed store errors (callers ``raise ... from e``)."""
-    from botocore.exceptions import ClientError
-
-    if isinstance(e, ClientError):
-        code = str(e.response.get("Error", {}).get("Code", ""))
-        status = e.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
-        msg = f"{what}: {code or status} {e.response.get('Error', {}).get('Message', '')}".strip()
-        if code in _PRECONDITION or status == 412:
-            return errors.PreconditionFailed(msg)
-        if code in _CONFLICT or status == 409:
-            return errors.ConditionalRequestConflict(msg)
-        if code in _NOT_FOUND or status == 404:
-            return errors.NotFound(msg)
-        if code in {"AccessDenied", "403"} or status == 403:
-            return errors.AccessDenied(msg)
-        if code in _THROTTLE or status == 503:
-            return errors.Throttled(msg)
-        return errors.StoreError(msg)
-    return errors.StoreError(f"{what}: {type(e).__name__}: {e}")
-
-
 def _etag(value: Any) -> str:
     return str(value)
-
-
-def crc32_b64(body: bytes) -> str:
-    """The ``x-amz-checksum-crc32`` of ``body``: its CRC-32, big-endian, base64.
-
-    Every upload carries it (S3 refuses a body that does not match). Computed here with
-    zlib, which reads ``body`` in place and releases the GIL, rather than by botocore, which
-    copies the body through a file object first (and cannot see a :class:`PartBody`'s
-    buffers).
-
-    >>> crc32_b64(b"hello")
-    'NhCmhg=='
-    """
-    return base64.b64encode(zlib.crc32(body).to_bytes(4, "big")).decode("ascii")
 
 
 _T = TypeVar("_T")
@@ -348,10 +287,7 @@ class S3Store:
     def list(self, prefix: str) -> Iterator[ObjectInfo]:
         """Every object under ``prefix`` (paginated, one LIST request per 1,000 keys)."""
         for page in self._pages(
-            "list",
-            f"LIST {self._url(prefix)}",
-            "list_objects_v2",
-            Prefix=prefix,
+            "list", f"LIST {self._url(prefix)}", "list_objects_v2", Prefix=prefix
         ):
             for o in page.get("Contents", []):
                 yield ObjectInfo(o["Key"], int(o["Size"]), _etag(o["ETag"]), o.get("LastModified"))
@@ -576,3 +512,129 @@ class S3Store:
             )
             for part in page.get("Parts", [])
         )
+
+
+class MultipartWriter:
+    """A binary file-like sink that streams to S3 with a multipart upload.
+
+    Writes are kept as they come (not copied, see :class:`PartBody`) until they make a part
+    of ``part_bytes``, which uploads on a background thread while the caller writes on (at
+    most ``in_flight`` parts at a time; a failed part surfaces at the next write or close).
+    Under one part, a single create-only PUT; a multipart upload completes create-only. On
+    any failure, or :meth:`abort`, the upload is aborted so that no orphaned parts remain.
+    """
+
+    def __init__(
+        self, store: S3Store, key: str, *, part_bytes: int = 8 << 20, in_flight: int = 2
+    ) -> None:
+        if part_bytes < MIN_PART_BYTES:
+            raise errors.InvalidRequest("part_bytes must be at least 5 MiB")
+        self.store = store
+        self.key = key
+        self.part_bytes = part_bytes
+        self.in_flight = max(1, in_flight)
+        self._chunks: builtins.list[bytes] = []
+        self._buffered = 0
+        self._upload_id: str | None = None
+        self._pool: ThreadPoolExecutor | None = None
+        self._running: deque[tuple[int, Future[str]]] = deque()
+        self._parts: builtins.list[tuple[int, str]] = []
+        self._pos = 0
+        self.closed = False
+        self.etag: str | None = None
+
+    def writable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return False
+
+    def readable(self) -> bool:
+        return False
+
+    def tell(self) -> int:
+        return self._pos
+
+    def flush(self) -> None:
+        return None
+
+    def write(self, data: bytes | bytearray | memoryview) -> int:
+        if self.closed:
+            raise ValueError("write to a closed MultipartWriter")
+        chunk = data if isinstance(data, bytes) else bytes(data)  # the caller may reuse its buffer
+        self._chunks.append(chunk)
+        self._buffered += len(chunk)
+        self._pos += len(chunk)
+        if self._buffered >= self.part_bytes:
+            try:
+                self._submit(self._take())
+            except BaseException:
+                self.abort()
+                raise
+        return len(chunk)
+
+    def _take(self) -> PartBody:
+        part, self._chunks, self._buffered = PartBody(self._chunks), [], 0
+        return part
+
+    def _submit(self, body: PartBody) -> None:
+        """Start uploading ``body`` as the next part, once fewer than ``in_flight`` run."""
+        if self._upload_id is None:
+            self._upload_id = self.store.create_multipart(self.key)
+            self._pool = ThreadPoolExecutor(self.in_flight, thread_name_prefix="lethe-upload")
+        assert self._pool is not None
+        while len(self._running) >= self.in_flight:
+            self._collect_oldest()
+        n = len(self._parts) + len(self._running) + 1
+        fut = self._pool.submit(self.store.upload_part, self.key, self._upload_id, n, body)
+        self._running.append((n, fut))
+
+    def _collect_oldest(self) -> None:
+        n, fut = self._running.popleft()
+        self._parts.append((n, fut.result()))
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        try:
+            if self._upload_id is None:
+                self.etag = self.store.put(self.key, b"".join(self._chunks), if_none_match=True)
+            else:
+                if self._buffered:
+                    self._submit(self._take())
+                while self._running:
+                    self._collect_oldest()
+                self.etag = self.store.complete_multipart(self.key, self._upload_id, self._parts)
+                self._upload_id = None
+        except BaseException:
+            self.abort()
+            raise
+        finally:
+            self._shutdown()
+            self.closed = True
+
+    def abort(self) -> None:
+        self._shutdown()
+        if self._upload_id is not None:
+            self.store.abort_multipart(self.key, self._upload_id)
+            self._upload_id = None
+        self.closed = True
+
+    def _shutdown(self) -> None:
+        """Wait for the running parts (their outcome no longer matters), stop the pool."""
+        for _, fut in self._running:
+            fut.cancel()
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
+        self._running.clear()
+        self._chunks, self._buffered = [], 0
+
+    def __enter__(self) -> MultipartWriter:
+        return self
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            self.abort()
