@@ -12,10 +12,10 @@ Example:
 from __future__ import annotations
 
 import logging
-import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from functools import partial
 from typing import TYPE_CHECKING, Any, Literal
 
 import pyarrow as pa
@@ -23,50 +23,31 @@ import pyarrow as pa
 from lethe import errors, iceberg
 from lethe.audit.evidence import gather
 from lethe.audit.receipts import ErasureReceipt, audit, receipt
-from lethe.catalog.changes import (
-    AddFiles,
-    DropIndex,
-    SetProperties,
-    UpdateSchema,
-    UpgradeFormat,
-)
+from lethe.catalog.changes import DropIndex, SetProperties, UpdateSchema, UpgradeFormat
 from lethe.catalog.commit import Catalog, Change, CommitOutcome, Direct, RetryPolicy
 from lethe.catalog.context import TableContext
-from lethe.catalog.evolution import (
-    SchemaMode,
-    SchemaUpdate,
-    check_create,
-    conform,
-    describe_changes,
-    renamed,
-)
-from lethe.catalog.grace import parse_duration
+from lethe.catalog.evolution import SchemaMode, SchemaUpdate, check_create, describe_changes
 from lethe.catalog.history import SnapshotInfo, snapshot_history
-from lethe.catalog.manifest import (
-    DataFile,
-    IndexRun,
-    Operation,
-    TableProperties,
-    request_hash,
-)
+from lethe.catalog.manifest import DataFile, IndexRun, Operation, TableProperties, request_hash
 from lethe.catalog.schemas import Evolution
 from lethe.catalog.snapshot import Snapshot
+from lethe.catalog.spec import TableSpec
 from lethe.catalog.tables import create_table
-from lethe.catalog.transaction import Staged, Step, Totals, Transaction
-from lethe.catalog.transforms.schema import aliases
+from lethe.catalog.transaction import Step, Totals, Transaction
 from lethe.dv.lineage import at_version
 from lethe.erasure.deletes import BatchDeleteResult, DeleteRequest, DeleteResult, delete_batch
 from lethe.erasure.erase import EraseResult, erase, purge
 from lethe.erasure.retention import RetentionSweepResult, RowRetention, check_retention
 from lethe.erasure.retention import sweep as retention_sweep
-from lethe.index.commits import FilesAdded, add_files, declare_index
+from lethe.index.commits import add_files, declare_index
 from lethe.index.core import initial_indexes, maintain
-from lethe.maintenance.clustering import ClusterSpec, cluster_order, cluster_properties
+from lethe.maintenance.appends import append_step, conform_to, write_options
+from lethe.maintenance.clustering import cluster_properties
 from lethe.maintenance.compaction import CompactionOptions, CompactionResult, RunTasks, compact
 from lethe.progress import Progress
-from lethe.reading.filters import Dnf, normalize
+from lethe.reading.filters import Dnf
 from lethe.reading.reader import FileHandle
-from lethe.reading.rows import batches, plan_rows
+from lethe.reading.rows import arrow_reader, plan_rows, rows_reader
 from lethe.storage.counters import IOCounters
 from lethe.storage.store import S3Store, parse_s3_uri
 from lethe.writing.writer import WriteOptions, write_files
@@ -99,9 +80,23 @@ def _publish_view(catalog: Catalog, m: Snapshot) -> None:
     iceberg.publish(catalog, m, format_version=m.properties.iceberg_format_version)
 
 
-def _store_for(uri: str, s3: Any | None) -> tuple[S3Store, str]:
+def _catalog(uri: str, s3: Any | None, retry: RetryPolicy | None = None) -> Catalog:
+    """The catalog of the table at ``uri`` (``s3``: a boto3 client, else one from the
+    environment)."""
     bucket, prefix = parse_s3_uri(uri)
-    return S3Store(bucket, client=s3), prefix
+    return Catalog(S3Store(bucket, client=s3), prefix, retry=retry)
+
+
+def _properties(schema: pa.Schema, spec: TableSpec) -> tuple[TableProperties, Any]:
+    """The properties and the declared indexes of a new table of ``spec``, each keyword
+    checked by the module that owns its rule first (no I/O)."""
+    check_create(schema, spec.key, spec.sizes, spec.iceberg_format_version)
+    declared = initial_indexes(schema, spec.indexes)
+    clustering = cluster_properties(
+        schema, spec.cluster_by, spec.cluster_window, spec.cluster_file_subjects
+    )
+    ttl = check_retention(schema, *spec.retention) if spec.retention else (None, None)
+    return spec.properties(clustering, ttl), declared
 
 
 class Table:
@@ -158,33 +153,13 @@ class Table:
                 names an unknown or unsupported column (or one twice), or the clustering
                 names an unknown column or an ambiguous time column.
         """
-        check_create(
-            schema,
-            key,
-            (target_file_bytes, row_group_bytes, segment_target_files, dv_overlay_max),
-            iceberg_format_version,
-        )
-        declared = initial_indexes(schema, indexes)
-        clustering = cluster_properties(schema, cluster_by, cluster_window, cluster_file_subjects)
-        ttl = check_retention(schema, *retention) if retention is not None else (None, None)
-        grace = parse_duration(gc_grace).total_seconds()
-        if grace <= 0:
-            raise errors.InvalidRequest("gc_grace must be positive")
-        store, prefix = _store_for(uri, s3)
-        cat = Catalog(store, prefix, retry=retry)
-        properties = TableProperties(
-            key=key,
-            target_file_bytes=target_file_bytes,
-            row_group_bytes=row_group_bytes,
-            gc_grace_seconds=grace,
-            segment_target_files=segment_target_files,
-            dv_overlay_max=dv_overlay_max,
-            iceberg_view=iceberg_view,
-            iceberg_format_version=iceberg_format_version,
-            **clustering,  # type: ignore[arg-type]
-            retention_column=ttl[0],
-            retention_seconds=ttl[1],
-        )
+        spec = TableSpec(
+            key, target_file_bytes, row_group_bytes, gc_grace, segment_target_files,
+            dv_overlay_max, iceberg_view, iceberg_format_version, tuple(indexes), cluster_by,
+            cluster_window, cluster_file_subjects, retention,
+        )  # fmt: skip
+        properties, declared = _properties(schema, spec)
+        cat = _catalog(uri, s3, retry)
         snap = create_table(cat, schema, properties, indexes=declared)
         log.info("created table %s (key=%s)", cat.uri, key)
         return cls(cat, snap)
@@ -205,8 +180,7 @@ class Table:
             SnapshotNotFound: ``version`` was never committed or has expired.
             CorruptManifest: the head or manifest cannot be read as a Lethe manifest.
         """
-        store, prefix = _store_for(uri, s3)
-        cat = Catalog(store, prefix, retry=retry)
+        cat = _catalog(uri, s3, retry)
         return cls(cat, at_version(cat, version))
 
     # --- properties --------------------------------------------------------------------------
@@ -272,27 +246,12 @@ class Table:
         self._m = outcome.manifest if outcome.manifest is not None else outcome.base
 
     # --- writes ------------------------------------------------------------------------------
-    def _conform(
-        self, data: Any, mode: SchemaMode = "strict", snap: Snapshot | None = None
-    ) -> pa.Table | pa.RecordBatchReader:
-        snap = snap or self._m
-        if isinstance(data, pa.Table | pa.RecordBatch | pa.RecordBatchReader):
-            data = renamed(data, aliases(snap))  # an earlier name is its column's alias
-        return conform(data, snap.arrow_schema(), mode)
-
     def write_options(self, snap: Snapshot | None = None) -> WriteOptions:
-        snap = snap or self._m
-        p = snap.properties
-        return WriteOptions(
-            key=p.key,
-            target_file_bytes=p.target_file_bytes,
-            row_group_bytes=p.row_group_bytes,
-            schema_id=snap.current_schema_id or None,
-        )
+        return write_options(snap or self._m)
 
     def write_data_files(self, data: Any, *, progress: Progress | None = None) -> list[DataFile]:
         """Write ``data`` as data files (not yet committed; see :meth:`commit_files`)."""
-        conformed, opts = self._conform(data), self.write_options()
+        conformed, opts = conform_to(data, self._m), self.write_options()
         prefix = self._catalog.prefix
         return write_files(
             self.store, prefix, conformed, self.schema, opts, progress=progress, task="append"
@@ -339,13 +298,8 @@ class Table:
         ``tx.append(data, schema_mode=...)``, ``tx.update_schema()`` and
         ``tx.set_properties(...)`` are taken; deletes are refused (they read the committed
         rows). The handle moves to the version committed."""
-        return Transaction(self._append_step, self._commit, self._forget, self._index_for)
-
-    def _index_for(
-        self, snap: Snapshot, files: Sequence[DataFile], values: Any = None
-    ) -> tuple[dict[str, IndexRun], list[Any], list[str]]:
-        """The index upkeep of ``files`` added to ``snap`` (:func:`lethe.index.core.maintain`)."""
-        return maintain(self.store, self._catalog.prefix, snap, files, values=values)
+        index = partial(maintain, self.store, self._catalog.prefix)
+        return Transaction(self._append_step, self._commit, self._forget, index)
 
     def _forget(self, keys: Sequence[str]) -> None:
         """Delete uncommitted objects (table-relative keys; best effort: GC removes the rest)."""
@@ -357,83 +311,31 @@ class Table:
             log.warning("could not remove %d uncommitted objects (%s); GC will", len(keys), e)
 
     def _append_step(self, data: Any, mode: SchemaMode, progress: Progress | None) -> Step:
-        """The step of a transaction that writes ``data`` as files and adds them: in strict
-        mode under this handle's schema (files keep the schema id they were written under),
-        after a schema change of the same transaction (a merge's included) under the schema
-        that change made, on the snapshot the commit lands on. A stream is read once: a
-        second preparation (another commit changed the schema first) fails cleanly."""
-        handle = self._m
-        if isinstance(data, pa.RecordBatch):
-            data = pa.Table.from_batches([data])
-        stream = isinstance(data, pa.RecordBatchReader)
-        used = False
+        return append_step(self.context, data, mode, progress)
 
-        def step(mid: Snapshot, evolved: bool) -> Staged:
-            nonlocal used
-            if used and stream:
-                raise errors.CommitConflict(
-                    "another commit changed the table's schema while this append's stream was "
-                    "written; a stream is read once: nothing was committed, append it again"
-                )
-            used = True
-            return self._write_step(data, mid if evolved else handle, mid, mode, progress)
-
-        return step
-
-    def _write_step(
-        self, data: Any, snap: Snapshot, mid: Snapshot, mode: SchemaMode, progress: Progress | None
-    ) -> Staged:
-        written_at = time.time()
-        data = self._conform(data, mode, snap)
-        spec = ClusterSpec.of(mid.properties)
-        if spec is not None and isinstance(data, pa.Table) and data.num_rows > 1:
-            data = data.take(pa.array(cluster_order(data, spec)))
-        prefix, schema = self._catalog.prefix, snap.arrow_schema()
-        opts = self.write_options(snap)
-        files = write_files(
-            self.store, prefix, data, schema, opts, progress=progress, task="append"
-        )
-        renewable = isinstance(data, pa.Table)
-        if not files:
-            return Staged(None, renewable=renewable)
-        rows = sum(f.rows for f in files)
-        # the files hold the table's rows in order: their index entries need no read-back
-        values = None  # (when written under the schema the indexes name their columns in)
-        same = snap.manifest.schema_b64 == mid.manifest.schema_b64
-        if isinstance(data, pa.Table) and data.num_rows == rows and same:
-            values = {c.column: data.column(c.column) for c in mid.indexes}
-        runs, merges, pieces = self._index_for(mid, files, values)
-        op = Operation(kind="append", rows_added=rows, files_added=len(files))
-        return Staged(
-            AddFiles(tuple(files), op, runs, tuple(merges)),
-            written=(*(f.path for f in files), *pieces),
-            written_at=written_at,
-            renewable=renewable,
-            rows=rows,
-            files=len(files),
-        )
-
-    def _commit(
-        self,
-        change: Change[Any],
-        *,
-        before: IOCounters | None = None,
-        added: tuple[int, int] = (0, 0),
-    ) -> CommitResult:
+    def _commit(self, change: Change[Any]) -> CommitResult:
         """Commit ``change`` through the one loop, move the handle to the version it made,
-        and say what it did (``added``: files and rows of a change that adds them; a
-        transaction counts its own)."""
-        before = before or self.store.stats.snapshot()
+        and say what it did (a transaction counts its files and rows)."""
+        before = self.store.stats.snapshot()
         outcome = self._catalog.commit_change(change)
-        self._adopt(outcome)
-        files, rows = added
-        if isinstance(outcome.detail, Totals):
-            files, rows = outcome.detail.files, outcome.detail.rows
         landed = outcome.manifest is not None
+        t = outcome.detail if landed and isinstance(outcome.detail, Totals) else Totals()
+        return self._result(outcome, before, (t.files, t.rows), committed=landed)
+
+    def _result(
+        self,
+        outcome: CommitOutcome[Any],
+        before: IOCounters,
+        added: tuple[int, int] = (0, 0),
+        *,
+        version: int | None = None,
+        committed: bool = True,
+    ) -> CommitResult:
+        """Move to what ``outcome`` committed; what it did (``before``: the counters then)."""
+        self._adopt(outcome)
         io = self.store.stats.snapshot() - before
-        if not landed:
-            files = rows = 0
-        return CommitResult(self.version, files, rows, outcome.attempts, io, committed=landed)
+        v = self.version if version is None else version
+        return CommitResult(v, *added, outcome.attempts, io, committed=committed)
 
     def discard(self, files: Iterable[DataFile]) -> None:
         """Delete uncommitted data files (best effort: GC removes what is left)."""
@@ -469,14 +371,8 @@ class Table:
             written_at=written_at,
             own=own,
         )
-        return self._added(added, before)
-
-    def _added(self, added: FilesAdded, before: IOCounters) -> CommitResult:
-        """Move to what :func:`~lethe.index.commits.add_files` committed; its result."""
-        self._adopt(added.outcome)
-        io = self.store.stats.snapshot() - before
-        attempts = added.outcome.attempts
-        return CommitResult(added.version, added.files_added, added.rows_added, attempts, io)
+        counts = (added.files_added, added.rows_added)
+        return self._result(added.outcome, before, counts, version=added.version)
 
     # --- reads -------------------------------------------------------------------------------
     def _handle(self, f: DataFile, store: S3Store | None = None) -> FileHandle:
@@ -491,15 +387,6 @@ class Table:
             store or self.store, self._catalog.prefix, self._m, dnf, physical=physical
         )[0]
 
-    def _output_schema(self, columns: Sequence[str] | None) -> pa.Schema:
-        schema = self.schema
-        if columns is None:
-            return schema
-        bad = [c for c in columns if schema.get_field_index(c) < 0]
-        if bad:
-            raise errors.InvalidRequest(f"unknown columns {bad}; columns are {schema.names}")
-        return pa.schema([schema.field(c) for c in columns], metadata=schema.metadata)
-
     def to_batches(
         self, columns: Sequence[str] | None = None, filters: Any = None, *, page_index: bool = True
     ) -> pa.RecordBatchReader:
@@ -510,12 +397,7 @@ class Table:
         only the pages that can hold matching rows are read, through the files' page
         indexes (``page_index=False`` reads whole row groups, as before).
         """
-        out_schema = self._output_schema(columns)
-        dnf = normalize(filters, self.schema) if filters is not None else None
-        rows = batches(
-            self.store, self._catalog.prefix, self._m, out_schema, dnf, page_index=page_index
-        )
-        return pa.RecordBatchReader.from_batches(out_schema, rows)
+        return rows_reader(self.context, columns, filters, page_index=page_index)
 
     def to_arrow_reader(
         self,
@@ -530,31 +412,13 @@ class Table:
         ``--where`` text (:mod:`lethe.reading.where`). ``reader = t.to_arrow_reader(); duckdb.sql("select
         count(*) from reader")``; ``pl.from_arrow(t.to_arrow_reader(filters="amount > 10"))``.
         """
-        if isinstance(filters, str):
-            from lethe.reading.where import parse_dnf
-
-            filters = parse_dnf(filters)
-        snap = self
-        if version is not None and version != self.version:
-            snap = Table(self._catalog, at_version(self._catalog, version))
-        reader = snap.to_batches(columns, filters)
-
-        def at_least_one() -> Iterator[pa.RecordBatch]:  # pl.from_arrow needs one batch
-            seen = False
-            for b in reader:
-                seen = True
-                yield b
-            if not seen:
-                yield pa.RecordBatch.from_pylist([], schema=reader.schema)
-
-        return pa.RecordBatchReader.from_batches(reader.schema, at_least_one())
+        return arrow_reader(self.context, columns, filters, version)
 
     def scan(
         self, columns: Sequence[str] | None = None, filters: Any = None, *, page_index: bool = True
     ) -> pa.Table:
         """All rows of the snapshot (DVs applied) as one table; see :meth:`to_batches`."""
-        reader = self.to_batches(columns, filters, page_index=page_index)
-        return reader.read_all()
+        return self.to_batches(columns, filters, page_index=page_index).read_all()
 
     def lookup(
         self, key_value: Any, columns: Sequence[str] | None = None, *, page_index: bool = True
@@ -776,9 +640,7 @@ class Table:
         before = self.store.stats.snapshot()
         self.refresh()
         outcome = declare_index(self.context, column, build=build, progress=progress)
-        self._adopt(outcome)
-        io = self.store.stats.snapshot() - before
-        return CommitResult(self.version, 0, 0, outcome.attempts, io)
+        return self._result(outcome, before)
 
     def drop_index(self, column: str) -> CommitResult:
         """Drop the index on ``column`` (GC removes its pieces).
@@ -856,8 +718,7 @@ class Table:
         which reads the footers in Spark: ``AdoptOptions.footers``)."""
         from lethe.adopt.core import adopt
 
-        store, prefix = _store_for(uri, opts.s3)
-        cat = Catalog(store, prefix)
+        cat = _catalog(uri, opts.s3)
         cat.after_commit.append(_publish_view)  # adoption's commits publish the view too
         got = adopt(cat, source, opts)
         return got if not isinstance(got, Snapshot) else cls(cat, got)

@@ -2,28 +2,41 @@
 
 :func:`plan_rows` picks the row groups that may hold matching rows (through a secondary
 index when one serves the filter, else by the manifest's statistics, :func:`lethe.reading.scan.plan`);
-:func:`batches` reads them (only the needed column chunks, or pages with a selective
+:func:`batches` reads them (:func:`rows_reader` as a stream) (only the needed column chunks, or pages with a selective
 filter) with each file's DV applied, prefetching a few row groups ahead. Compaction reads
 its sources through the same path.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import pyarrow as pa
 
+from lethe import errors
+from lethe.catalog.context import TableContext
 from lethe.catalog.schemas import Projection
 from lethe.catalog.snapshot import Snapshot
+from lethe.dv.lineage import at_version
 from lethe.index.core import hit_rows, index_plan
 from lethe.reading.filtered import RowFilter, read_filtered
-from lethe.reading.filters import Dnf
+from lethe.reading.filters import Dnf, normalize
 from lethe.reading.reader import FileHandle, iter_row_groups
 from lethe.reading.scan import DVCache, Projections, plan
+from lethe.reading.where import parse_dnf
 from lethe.storage.store import S3Store
 
-__all__ = ["batches", "handles", "plan_rows", "read_planned", "units_of"]
+__all__ = [
+    "arrow_reader",
+    "batches",
+    "handles",
+    "plan_rows",
+    "projected",
+    "read_planned",
+    "rows_reader",
+    "units_of",
+]
 
 Planned = list[tuple[FileHandle, int, int]]
 
@@ -54,6 +67,59 @@ def batches(
     yield from read_planned(
         store, prefix, snap, items, out_schema, dnf, rows, page_index=page_index
     )
+
+
+def projected(schema: pa.Schema, columns: Sequence[str] | None) -> pa.Schema:
+    """``schema`` projected to ``columns`` (all when None).
+
+    Raises:
+        InvalidRequest: a column is not in ``schema``.
+    """
+    if columns is None:
+        return schema
+    bad = [c for c in columns if schema.get_field_index(c) < 0]
+    if bad:
+        raise errors.InvalidRequest(f"unknown columns {bad}; columns are {schema.names}")
+    return pa.schema([schema.field(c) for c in columns], metadata=schema.metadata)
+
+
+def rows_reader(
+    ctx: TableContext,
+    columns: Sequence[str] | None = None,
+    filters: Any = None,
+    *,
+    page_index: bool = True,
+) -> pa.RecordBatchReader:
+    """The rows of ``ctx``'s snapshot (DVs applied) projected to ``columns`` and matching
+    ``filters`` (DNF, :func:`lethe.reading.filters.normalize`), as a stream."""
+    schema = ctx.schema
+    out = projected(schema, columns)
+    dnf = normalize(filters, schema) if filters is not None else None
+    rows = batches(ctx.store, ctx.prefix, ctx.snapshot, out, dnf, page_index=page_index)
+    return pa.RecordBatchReader.from_batches(out, rows)
+
+
+def arrow_reader(
+    ctx: TableContext, columns: Sequence[str] | None, filters: Any, version: int | None
+) -> pa.RecordBatchReader:
+    """:func:`rows_reader` for other engines (``Table.to_arrow_reader``): ``filters`` may be
+    ``--where`` text (:mod:`lethe.reading.where`), ``version`` another snapshot of the
+    table, and the stream holds at least one batch (``pl.from_arrow`` needs one)."""
+    if isinstance(filters, str):
+        filters = parse_dnf(filters)
+    if version is not None and version != ctx.snapshot.version:
+        ctx = TableContext(ctx.catalog, at_version(ctx.catalog, version))
+    reader = rows_reader(ctx, columns, filters)
+
+    def at_least_one() -> Iterator[pa.RecordBatch]:
+        seen = False
+        for b in reader:
+            seen = True
+            yield b
+        if not seen:
+            yield pa.RecordBatch.from_pylist([], schema=reader.schema)
+
+    return pa.RecordBatchReader.from_batches(reader.schema, at_least_one())
 
 
 def units_of(items: Planned) -> list[tuple[str, int, int]]:
