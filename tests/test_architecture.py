@@ -198,8 +198,7 @@ SIZED = (LIB, ROOT / "functions")  # functions in both; modules in the library
 # Today's offenders, all in modules being split elsewhere (issue 11). The list only shrinks
 # and must become empty: an offender not on it fails, and so does an entry that is no longer
 # an offender (remove it when its split lands).
-# Known offenders awaiting the re-housing (issue 38: the façade's 51 methods split by concern).
-PENDING_SPLIT: frozenset[str] = frozenset({"shared/lethe/table.py"})
+PENDING_SPLIT: frozenset[str] = frozenset()
 
 
 def _functions(

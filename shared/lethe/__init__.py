@@ -20,12 +20,13 @@ from lethe import errors
 if TYPE_CHECKING:  # the names below load on first use: `import lethe` stays cheap
     from lethe.adopt.plan import AdoptPlan
     from lethe.audit.receipts import ErasureReceipt
+    from lethe.catalog.committed import CommitResult
     from lethe.erasure.deletes import BatchDeleteResult, DeleteRequest, DeleteResult
     from lethe.lake import Lake, LakeReceipt, LakeRequestResult
     from lethe.progress import Progress, ProgressEvent
     from lethe.storage.counters import IOCounters
     from lethe.storage.store import S3Store
-    from lethe.table import CommitResult, SnapshotInfo, Table
+    from lethe.table import SnapshotInfo, Table
 
 _LAZY = {
     "AdoptPlan": "lethe.adopt.plan",
@@ -40,7 +41,7 @@ _LAZY = {
     "ErasureReceipt": "lethe.audit.receipts",
     "IOCounters": "lethe.storage.counters",
     "S3Store": "lethe.storage.store",
-    "CommitResult": "lethe.table",
+    "CommitResult": "lethe.catalog.committed",
     "SnapshotInfo": "lethe.table",
     "Table": "lethe.table",
 }

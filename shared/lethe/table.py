@@ -1,6 +1,6 @@
-"""The public table API (DESIGN §9).
+"""The public table API (DESIGN §9): each method checks its arguments, hands them to a library
+function (a ``TableContext`` in, what it committed out) and moves the handle to that version.
 
-Example:
     >>> import pyarrow as pa, lethe                                     # doctest: +SKIP
     >>> schema = pa.schema([("id", pa.int64()), ("name", pa.string())]) # doctest: +SKIP
     >>> t = lethe.Table.create("s3://bucket/people", schema, key="id")  # doctest: +SKIP
@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from functools import partial
 from typing import TYPE_CHECKING, Any, Literal
@@ -21,14 +20,14 @@ from typing import TYPE_CHECKING, Any, Literal
 import pyarrow as pa
 
 from lethe import errors, iceberg
-from lethe.audit.evidence import gather
-from lethe.audit.receipts import ErasureReceipt, audit, receipt
+from lethe.audit.receipts import ErasureReceipt, request_receipt, retention_receipts
 from lethe.catalog.changes import DropIndex, SetProperties, UpdateSchema, UpgradeFormat
 from lethe.catalog.commit import Catalog, Change, CommitOutcome, Direct, RetryPolicy
+from lethe.catalog.committed import CommitResult
 from lethe.catalog.context import TableContext
 from lethe.catalog.evolution import SchemaMode, SchemaUpdate, check_create, describe_changes
 from lethe.catalog.history import SnapshotInfo, snapshot_history
-from lethe.catalog.manifest import DataFile, IndexRun, Operation, TableProperties, request_hash
+from lethe.catalog.manifest import ColumnIndex, DataFile, IndexRun, Operation, TableProperties
 from lethe.catalog.schemas import Evolution
 from lethe.catalog.snapshot import Snapshot
 from lethe.catalog.spec import TableSpec
@@ -41,7 +40,7 @@ from lethe.erasure.retention import RetentionSweepResult, RowRetention, check_re
 from lethe.erasure.retention import sweep as retention_sweep
 from lethe.index.commits import add_files, declare_index
 from lethe.index.core import initial_indexes, maintain
-from lethe.maintenance.appends import append_step, conform_to, write_options
+from lethe.maintenance.appends import append_step, write_data_files, write_options
 from lethe.maintenance.clustering import cluster_properties
 from lethe.maintenance.compaction import CompactionOptions, CompactionResult, RunTasks, compact
 from lethe.progress import Progress
@@ -50,7 +49,7 @@ from lethe.reading.reader import FileHandle
 from lethe.reading.rows import arrow_reader, plan_rows, rows_reader
 from lethe.storage.counters import IOCounters
 from lethe.storage.store import S3Store, parse_s3_uri
-from lethe.writing.writer import WriteOptions, write_files
+from lethe.writing.writer import WriteOptions
 
 if TYPE_CHECKING:  # pragma: no cover
     from lethe.adopt.core import AdoptOptions
@@ -61,33 +60,19 @@ log = logging.getLogger(__name__)
 __all__ = ["CommitResult", "SnapshotInfo", "Table"]
 
 
-@dataclass(frozen=True, slots=True)
-class CommitResult:
-    """What an append (or another file-adding commit) did."""
-
-    version: int
-    files_added: int
-    rows_added: int
-    attempts: int
-    io: IOCounters = field(default_factory=IOCounters)
-    committed: bool = True  # False: nothing to do (or another process had done it)
-
-
 def _publish_view(catalog: Catalog, m: Snapshot) -> None:
     """After-commit hook: publish the Iceberg view when the table asks for it."""
-    if not m.properties.iceberg_view:
-        return
-    iceberg.publish(catalog, m, format_version=m.properties.iceberg_format_version)
+    if m.properties.iceberg_view:
+        iceberg.publish(catalog, m, format_version=m.properties.iceberg_format_version)
 
 
 def _catalog(uri: str, s3: Any | None, retry: RetryPolicy | None = None) -> Catalog:
-    """The catalog of the table at ``uri`` (``s3``: a boto3 client, else one from the
-    environment)."""
+    """The catalog of the table at ``uri`` (``s3``: a boto3 client, else the environment's)."""
     bucket, prefix = parse_s3_uri(uri)
     return Catalog(S3Store(bucket, client=s3), prefix, retry=retry)
 
 
-def _properties(schema: pa.Schema, spec: TableSpec) -> tuple[TableProperties, Any]:
+def _checked(schema: pa.Schema, spec: TableSpec) -> tuple[TableProperties, tuple[ColumnIndex, ...]]:
     """The properties and the declared indexes of a new table of ``spec``, each keyword
     checked by the module that owns its rule first (no I/O)."""
     check_create(schema, spec.key, spec.sizes, spec.iceberg_format_version)
@@ -95,7 +80,7 @@ def _properties(schema: pa.Schema, spec: TableSpec) -> tuple[TableProperties, An
     clustering = cluster_properties(
         schema, spec.cluster_by, spec.cluster_window, spec.cluster_file_subjects
     )
-    ttl = check_retention(schema, *spec.retention) if spec.retention else (None, None)
+    ttl = check_retention(schema, *spec.retention) if spec.retention is not None else (None, None)
     return spec.properties(clustering, ttl), declared
 
 
@@ -133,32 +118,31 @@ class Table:
     ) -> Table:
         """Create an empty table at ``uri`` (``s3://bucket/prefix``) with a key column.
 
-        ``gc_grace`` (``"7d"``, ``"1h"``, seconds) is how long GC keeps objects no manifest
-        references yet; every writer commits within it or refuses (docs/format.md §9). It is
-        fixed for the life of the table. ``segment_target_files`` (file entries per manifest
-        segment) and ``dv_overlay_max`` (DV changes the root carries before folding them into
-        segments) tune the format-2 metadata (docs/format.md §3). With ``iceberg_view``,
-        every commit publishes the table's Iceberg view (:meth:`publish_iceberg`) in
-        ``iceberg_format_version``; a failed publish never fails the commit. ``indexes``
-        declares secondary indexes on erasure keys (see :meth:`create_index`).
-        ``cluster_by`` (subject columns) with ``cluster_window`` (``"1d"`` or ``("ts", "1d")``)
-        lays the table out for forgetting: compaction sorts each time window by the subject,
-        so one person's rows sit in one file per window (:mod:`lethe.maintenance.clustering`), of at most
-        ``cluster_file_subjects`` subjects.
-        ``retention=(column, "400d")`` declares a row TTL (see :meth:`set_retention`).
+        ``gc_grace`` (``"7d"``, ``"1h"``, seconds; fixed for the table's life) is how long GC
+        keeps objects no manifest references yet: every writer commits within it or refuses
+        (docs/format.md §9). ``segment_target_files`` (file entries per manifest segment) and
+        ``dv_overlay_max`` (DV changes the root carries before folding them into segments)
+        tune the format-2 metadata (§3). ``iceberg_view``: every commit publishes the Iceberg
+        view (:meth:`publish_iceberg`) in ``iceberg_format_version``, a failed publish never
+        failing the commit. ``indexes``: secondary indexes on erasure keys
+        (:meth:`create_index`). ``cluster_by`` (subject columns) with ``cluster_window``
+        (``"1d"`` or ``("ts", "1d")``): compaction sorts each time window by the subject, so
+        one person's rows sit in one file per window (:mod:`lethe.maintenance.clustering`),
+        of at most ``cluster_file_subjects`` subjects. ``retention=(column, "400d")``: a row
+        TTL (:meth:`set_retention`). The keywords travel on as one :class:`TableSpec`.
 
         Raises:
             TableExists: a table already lives at ``uri``.
-            InvalidRequest: ``key`` is not a column, sizes are not positive, or an index
-                names an unknown or unsupported column (or one twice), or the clustering
-                names an unknown column or an ambiguous time column.
+            InvalidRequest: ``key`` is not a column, sizes are not positive, an index names
+                an unknown or unsupported column (or one twice), or the clustering an
+                unknown column or an ambiguous time column.
         """
         spec = TableSpec(
             key, target_file_bytes, row_group_bytes, gc_grace, segment_target_files,
             dv_overlay_max, iceberg_view, iceberg_format_version, tuple(indexes), cluster_by,
             cluster_window, cluster_file_subjects, retention,
         )  # fmt: skip
-        properties, declared = _properties(schema, spec)
+        properties, declared = _checked(schema, spec)
         cat = _catalog(uri, s3, retry)
         snap = create_table(cat, schema, properties, indexes=declared)
         log.info("created table %s (key=%s)", cat.uri, key)
@@ -236,14 +220,9 @@ class Table:
     def _move_to(self, snap: Snapshot | None) -> None:
         """Move this handle to ``snap`` (a version an operation of this handle committed;
         None: it committed nothing, the handle stays)."""
-        if snap is None:
-            return
-        if snap.table_uuid != self._m.table_uuid:
+        if snap is not None and snap.table_uuid != self._m.table_uuid:
             raise errors.InvalidRequest("snapshot belongs to another table")
-        self._m = snap
-
-    def _adopt(self, outcome: CommitOutcome[Any]) -> None:
-        self._m = outcome.manifest if outcome.manifest is not None else outcome.base
+        self._m = snap or self._m
 
     # --- writes ------------------------------------------------------------------------------
     def write_options(self, snap: Snapshot | None = None) -> WriteOptions:
@@ -251,11 +230,7 @@ class Table:
 
     def write_data_files(self, data: Any, *, progress: Progress | None = None) -> list[DataFile]:
         """Write ``data`` as data files (not yet committed; see :meth:`commit_files`)."""
-        conformed, opts = conform_to(data, self._m), self.write_options()
-        prefix = self._catalog.prefix
-        return write_files(
-            self.store, prefix, conformed, self.schema, opts, progress=progress, task="append"
-        )
+        return write_data_files(self.context, data, progress)
 
     def append(
         self,
@@ -264,15 +239,12 @@ class Table:
         progress: Progress | None = None,
         schema_mode: SchemaMode = "strict",
     ) -> CommitResult:
-        """Append rows: write data files, then commit them by CAS (appends never conflict).
-
-        ``progress`` hears of the rows written (task ``"append"``; :mod:`lethe.progress`).
-        A table with ``cluster_by`` gets an in-memory table's rows sorted by time window
-        and subject first (:func:`lethe.maintenance.clustering.cluster_order`), so one person's rows of
-        a batch sit in few pages before compaction clusters the window.
-
+        """Append rows: write data files, then commit them by CAS (appends never conflict;
+        :mod:`lethe.maintenance.appends`). ``progress`` hears of the rows written (task
+        ``"append"``). With ``cluster_by``, an in-memory table's rows are sorted by time
+        window and subject first, so one person's rows of a batch sit in few pages.
         ``schema_mode="merge"``: columns the table lacks are added and narrower table types
-        widened first (a schema commit of its own, then the append's), anything else refused.
+        widened first, in the same commit; anything else refused.
 
         Raises:
             SchemaMismatch: the data does not fit (every differing column listed).
@@ -286,18 +258,16 @@ class Table:
 
     # --- transactions (lethe.catalog.transaction) ----------------------------------------------
     def transaction(self) -> Transaction:
-        """Changes committed together as one version (PyIceberg's ``Transaction``): leaving
-        the ``with`` block commits them once, an error in it commits nothing
-        (:mod:`lethe.catalog.transaction`)::
+        """Changes committed together as one version (PyIceberg's ``Transaction``,
+        :mod:`lethe.catalog.transaction`): leaving the ``with`` block commits them once, an
+        error in it commits nothing; appends, schema updates and properties are taken,
+        deletes refused (they read the committed rows). The handle moves to the version::
 
             with t.transaction() as tx:
                 tx.update_schema().add_column("country", pa.string())
                 tx.append(rows)                 # written under the evolved schema
                 tx.set_properties(uploads_evolve=True)
-
-        ``tx.append(data, schema_mode=...)``, ``tx.update_schema()`` and
-        ``tx.set_properties(...)`` are taken; deletes are refused (they read the committed
-        rows). The handle moves to the version committed."""
+        """
         index = partial(maintain, self.store, self._catalog.prefix)
         return Transaction(self._append_step, self._commit, self._forget, index)
 
@@ -332,7 +302,7 @@ class Table:
         committed: bool = True,
     ) -> CommitResult:
         """Move to what ``outcome`` committed; what it did (``before``: the counters then)."""
-        self._adopt(outcome)
+        self._m = outcome.manifest if outcome.manifest is not None else outcome.base
         io = self.store.stats.snapshot() - before
         v = self.version if version is None else version
         return CommitResult(v, *added, outcome.attempts, io, committed=committed)
@@ -351,16 +321,10 @@ class Table:
         written_at: float | None = None,
         own: bool = False,
     ) -> CommitResult:
-        """Commit already-written data files (used by append, ingest jobs and the trigger;
-        :func:`lethe.index.commits.add_files`).
-
-        ``written_at`` is the writer's ``time.time()`` before the first of ``files`` was
-        uploaded; without it the files' ``LastModified`` is read (one HEAD per file). The
-        commit is refused with :class:`~lethe.errors.GraceExpired` once the table's GC grace
-        rule says GC may have removed them. With ``own``, the files are the caller's
-        uncommitted copies: they are removed when the commit provably did not land, or when a
-        redelivered twin (same ``request_id``) committed first; otherwise the caller decides.
-        """
+        """Commit already-written data files (ingest jobs and the trigger): see
+        :func:`lethe.index.commits.add_files` for ``written_at`` (the GC grace clock) and
+        ``own`` (the caller's uncommitted copies, removed when the commit provably did not
+        land); otherwise the caller decides what happens to uncommitted files."""
         before = self.store.stats.snapshot()
         added = add_files(
             self.context,
@@ -390,28 +354,20 @@ class Table:
     def to_batches(
         self, columns: Sequence[str] | None = None, filters: Any = None, *, page_index: bool = True
     ) -> pa.RecordBatchReader:
-        """Stream the snapshot's rows (DVs applied), projected and filtered.
-
-        Only the needed column chunks of row groups that survive pruning are read, with
-        ETag-pinned ranged GETs, prefetched a few row groups ahead. With a selective filter
-        only the pages that can hold matching rows are read, through the files' page
-        indexes (``page_index=False`` reads whole row groups, as before).
-        """
+        """Stream the snapshot's rows (DVs applied), projected and filtered: only the needed
+        column chunks of row groups that survive pruning, by ETag-pinned ranged GETs
+        prefetched a few groups ahead; with a selective filter only the pages that can
+        match, through the page indexes (``page_index=False``: whole row groups)."""
         return rows_reader(self.context, columns, filters, page_index=page_index)
 
     def to_arrow_reader(
-        self,
-        columns: Sequence[str] | None = None,
-        filters: Any = None,
-        version: int | None = None,
+        self, columns: Sequence[str] | None = None, filters: Any = None, version: int | None = None
     ) -> pa.RecordBatchReader:
         """A streaming ``pyarrow.RecordBatchReader`` of a snapshot's rows, deletes applied:
-        the one-call door for DuckDB, Polars and anything else that takes Arrow streams.
-
-        ``version``: another snapshot (time travel); ``filters``: DNF as for :meth:`scan`, or
-        ``--where`` text (:mod:`lethe.reading.where`). ``reader = t.to_arrow_reader(); duckdb.sql("select
-        count(*) from reader")``; ``pl.from_arrow(t.to_arrow_reader(filters="amount > 10"))``.
-        """
+        the one-call door for DuckDB, Polars and other Arrow consumers. ``version``: time
+        travel; ``filters``: DNF as for :meth:`scan`, or ``--where`` text. ``reader =
+        t.to_arrow_reader(); duckdb.sql("select count(*) from reader")``;
+        ``pl.from_arrow(t.to_arrow_reader(filters="amount > 10"))``."""
         return arrow_reader(self.context, columns, filters, version)
 
     def scan(
@@ -423,21 +379,15 @@ class Table:
     def lookup(
         self, key_value: Any, columns: Sequence[str] | None = None, *, page_index: bool = True
     ) -> pa.Table:
-        """Rows whose key equals ``key_value``.
-
-        Files and row groups are pruned by the manifest's key stats, pages by the page
-        index: a warm snapshot reads the key's page, then the other columns' pages holding
-        the matching rows (two rounds of parallel ranged GETs, a few pages per column).
-        """
+        """Rows whose key equals ``key_value``: files and row groups pruned by the key
+        stats, pages by the page index (a warm snapshot reads the key's page, then the other
+        columns' pages holding the matches: two rounds of parallel ranged GETs)."""
         return self.scan(columns, [(self.key, "=", key_value)], page_index=page_index)
 
     def delete(self, filters: Any, *, request_id: str | None = None) -> DeleteResult:
-        """Delete the rows matching ``filters`` from the latest version (deletion vectors).
-
-        Commits with at most 3 PUTs (DV container, manifest, head); a delete that matches
-        nothing commits nothing; a ``request_id`` already committed returns the earlier
-        result without a new version. The handle moves to the new version.
-        """
+        """Delete the rows matching ``filters`` from the latest version (deletion vectors):
+        at most 3 PUTs (DV container, manifest, head); no match, no commit; a ``request_id``
+        already committed returns the earlier result. The handle moves to the new version."""
         r = self.delete_batch([DeleteRequest(filters, request_id)])
         one = r.results[0]
         if one.error is not None:
@@ -462,12 +412,10 @@ class Table:
         max_bytes: int | None = None,
         progress: Progress | None = None,
     ) -> EraseResult:
-        """Delete the matching rows, then remove them physically by row-group splices.
-
-        Returns the bytes copied server-side, uploaded and downloaded. ``max_bytes`` bounds
-        the row-group bytes spliced in this call (the rest stays pending, see
-        :func:`lethe.erasure.erase.process_erasure`). ``progress`` hears of each file spliced.
-        """
+        """Delete the matching rows, then remove them physically by row-group splices
+        (:func:`lethe.erasure.erase.erase`): bytes copied server-side, uploaded, downloaded.
+        ``max_bytes`` bounds the bytes spliced in this call (the rest stays pending).
+        ``progress`` hears of each file spliced."""
         r = erase(
             self.context, filters, request_id=request_id, max_bytes=max_bytes, progress=progress
         )
@@ -481,14 +429,10 @@ class Table:
         max_bytes: int | None = None,
         progress: Progress | None = None,
     ) -> EraseResult:
-        """Physically remove every row a deletion vector hides (what Databricks calls
-        ``REORG TABLE ... APPLY (PURGE)``), by row-group splices, with an erasure record.
-
-        ``max_bytes`` bounds the row-group bytes spliced in this call; ``complete`` says
-        whether anything is left; call again with the same ``request_id`` to go on (or let
-        the stack's splice worker do it: ``lethe purge --queue-url``). ``progress`` hears of
-        each file spliced.
-        """
+        """Physically remove every row a deletion vector hides (Databricks' ``REORG TABLE
+        ... APPLY (PURGE)``) by row-group splices, with an erasure record. ``max_bytes`` as
+        for :meth:`erase`; ``complete`` says whether anything is left: call again with the
+        same ``request_id`` (or ``lethe purge --queue-url``). ``progress`` as for erase."""
         r = purge(self.context, request_id=request_id, max_bytes=max_bytes, progress=progress)
         self._move_to(r.snapshot)
         return r
@@ -501,32 +445,26 @@ class Table:
         run_tasks: RunTasks | None = None,
         progress: Progress | None = None,
     ) -> CompactionResult:
-        """Rewrite files with many deleted rows, and small files, into fewer files (one
-        commit; concurrent deletes are mapped onto the outputs). ``run_tasks`` runs the
-        rewrite tasks elsewhere (``spark_jobs/compact.py``); see
-        :func:`lethe.maintenance.compaction.compact`. The handle moves to the new version."""
+        """Rewrite files with many deleted rows, and small files, into fewer files in one
+        commit (:func:`lethe.maintenance.compaction.compact`); ``run_tasks`` runs the
+        rewrites elsewhere (``spark_jobs/compact.py``). The handle moves to the new version."""
         r = compact(self.context, options, dry_run=dry_run, run_tasks=run_tasks, progress=progress)
         self._move_to(r.snapshot)
         return r
 
     def upgrade(self) -> CommitResult:
-        """Rewrite the latest manifest in format 2 (segmented) if it is still format 1;
-        returns the commit (``files_added`` 0), or this version with ``committed=False`` when
-        there is nothing to do (also when another process upgraded it first).
-        Any other commit upgrades a format-1 table as well."""
+        """Rewrite the latest manifest in format 2 (segmented) if it is still format 1 (as
+        any other commit does); ``committed=False`` when there is nothing to do."""
         return self._commit(Direct(UpgradeFormat()))
 
     def publish_iceberg(
         self, *, format_version: Literal[2, 3] | None = None, progress: Progress | None = None
     ) -> str:
         """Publish this handle's snapshot as an Apache Iceberg table; returns the URI of its
-        ``metadata/v<N>.metadata.json`` (docs/format.md §10).
-
-        Data files are this snapshot's own Parquet files and deletes its Puffin deletion
-        vectors (format 3, the default of the table's ``iceberg_format_version``), or
-        position-delete files written from them (``format_version=2``, for engines without
-        format 3). Publishing the same version again writes nothing; after a published
-        version, only what changed is written. ``progress`` hears of each manifest written.
+        ``metadata/v<N>.metadata.json`` (docs/format.md §10). Data files are the snapshot's
+        own, deletes its Puffin DVs (format 3, the default ``iceberg_format_version``) or
+        position-delete files (``format_version=2``). A version published again writes
+        nothing; after one, only what changed. ``progress`` hears of each manifest written.
 
         Raises:
             IcebergUnsupported: a column type has no exact Iceberg equivalent.
@@ -555,15 +493,14 @@ class Table:
 
     # --- table properties and row retention (lethe.erasure.retention) ------------------------------
     def set_properties(self, **changes: Any) -> CommitResult:
-        """Change table properties (fields of :class:`~lethe.catalog.manifest.TableProperties`) in
-        one commit, over the latest version; ``key`` and ``gc_grace_seconds`` are fixed.
+        """Change table properties (:class:`~lethe.catalog.manifest.TableProperties` fields)
+        in one commit over the latest version; ``key`` and ``gc_grace_seconds`` are fixed.
 
         Raises:
             InvalidRequest: a fixed or unknown property, or a bad value.
         """
-        change = SetProperties(
-            changes, Operation(kind="properties", params={"changed": len(changes)})
-        )
+        op = Operation(kind="properties", params={"changed": len(changes)})
+        change = SetProperties(changes, op)
         change.properties(self._m.properties)  # refuse early, before any I/O
         return self._commit(Direct(change))
 
@@ -576,8 +513,8 @@ class Table:
         self, column: str | None, keep: str | timedelta | float | None = None
     ) -> CommitResult:
         """Declare a row TTL: rows whose ``column`` (timestamp or date) is older than
-        ``keep`` (``"400d"``) are erased by :meth:`sweep_retention` (the GC workflow runs it on
-        its schedule). ``set_retention(None)`` clears it.
+        ``keep`` (``"400d"``) are erased by :meth:`sweep_retention` (the GC workflow's
+        schedule runs it); ``set_retention(None)`` clears it.
 
         Raises:
             InvalidRequest: not a timestamp or date column, or not a positive duration.
@@ -600,9 +537,8 @@ class Table:
         max_bytes: int | None = None,
         progress: Progress | None = None,
     ) -> RetentionSweepResult:
-        """Erase the rows past the table's retention (:func:`lethe.retention.sweep`; ``progress``
-        hears of each file spliced, task ``"retention"``); the handle moves to the last
-        version it committed."""
+        """Erase the rows past the table's retention (:func:`lethe.erasure.retention.sweep`;
+        ``progress``: task ``"retention"``); the handle moves to the last version committed."""
         r = retention_sweep(
             self.context, now=now, dry_run=dry_run, max_bytes=max_bytes, progress=progress
         )
@@ -611,9 +547,7 @@ class Table:
 
     def retention_receipts(self) -> list[ErasureReceipt]:
         """The receipt of every retention sweep the request log still holds, oldest first."""
-        ev = gather(self._catalog)
-        hashes = [r.id_hash for r in ev.head.requests if r.kind == "retention"]
-        return [receipt(ev, h) for h in hashes]
+        return retention_receipts(self._catalog)
 
     # --- secondary indexes (DESIGN §6b; lethe.index.core) ----------------------------------------
     @property
@@ -628,18 +562,16 @@ class Table:
         build: Callable[[list[DataFile]], Sequence[IndexRun]] | None = None,
         progress: Progress | None = None,
     ) -> CommitResult:
-        """Declare an index on ``column`` and backfill it from the live files: in process by
-        default (reads only that column's chunks), or by ``build`` (files -> runs written
-        already; ``spark_jobs/index.py`` spreads large tables over Spark tasks). Files
-        appended meanwhile are indexed by their own commits. ``progress`` hears of each
-        file read by the in-process backfill (task ``"index backfill"``).
+        """Declare an index on ``column`` and backfill it from the live files: in process
+        (that column's chunks; ``progress`` hears of each file, task ``"index backfill"``)
+        or by ``build`` (files -> runs written already; ``spark_jobs/index.py``). Files
+        appended meanwhile are indexed by their own commits.
 
         Raises:
             InvalidRequest: unknown or unsupported column, or already indexed.
         """
         before = self.store.stats.snapshot()
-        self.refresh()
-        outcome = declare_index(self.context, column, build=build, progress=progress)
+        outcome = declare_index(self.refresh().context, column, build=build, progress=progress)
         return self._result(outcome, before)
 
     def drop_index(self, column: str) -> CommitResult:
@@ -653,22 +585,16 @@ class Table:
     def erasure_status(
         self, request_id: str, *, audit_values: Sequence[Any] | None = None
     ) -> ErasureReceipt:
-        """The receipt of a delete or erase request: received, hidden, physically removed,
-        complete (GC), and the objects that held the rows (see :mod:`lethe.audit.receipts`).
-
-        Reconstructed from the manifests, GC's markers and reports; it names the request by
-        its hash only. ``audit_values``: key values to look for in the current objects (the
-        receipt holds counts and paths, never the values).
+        """The receipt of a delete or erase request (:mod:`lethe.audit.receipts`):
+        received, hidden, physically removed, complete (GC), the objects that held the rows.
+        Rebuilt from manifests, GC's markers and reports; it names the request by its hash.
+        ``audit_values``: key values to look for in the current objects (never kept).
 
         Example:
             >>> t.erasure_status("ticket-4711").state                 # doctest: +SKIP
             'complete'
         """
-        ev = gather(self._catalog)
-        found = None
-        if audit_values is not None:
-            found = audit(self._catalog, ev, self.key, list(audit_values))
-        return receipt(ev, request_hash(request_id), audit_result=found)
+        return request_receipt(self._catalog, self.key, request_id, audit_values)
 
     def history(self) -> list[SnapshotInfo]:
         """Snapshot infos from this handle's version back to the oldest retained one."""
@@ -697,12 +623,10 @@ class Table:
         """Adopt existing Parquet files in place, no copy (:mod:`lethe.adopt`): a Parquet
         prefix (Hive ``key=value/`` directories as partition columns, strings unless typed by
         ``schema``/``partition_types``), an Iceberg ``*.metadata.json``, a Delta table or
-        ``glue://db/table``. Creates the table (``key`` required) or adds to it; commits
-        ``batch_files`` files per commit, idempotent by path and ETag. ``take_ownership``:
-        erasure may rewrite the originals and GC delete them (else erase refuses).
-        ``dry_run`` returns the :class:`~lethe.adopt.AdoptPlan` (erasure readiness included).
-        ``progress`` hears of each footer read (task ``"adopt footers"``) and each file
-        committed (``"adopt"``).
+        ``glue://db/table``. Creates the table (``key`` required) or adds to it, ``batch_files``
+        files a commit, idempotent by path and ETag. ``take_ownership``: erasure may rewrite
+        the originals and GC delete them (else erase refuses). ``dry_run`` returns the
+        :class:`~lethe.adopt.AdoptPlan`. ``progress``: tasks ``"adopt footers"``, ``"adopt"``.
         """
         from lethe.adopt.core import AdoptOptions
 

@@ -30,9 +30,9 @@ from typing import Any, Literal
 import pyarrow.parquet as pq
 from pydantic import BaseModel, ConfigDict
 
-from lethe.audit.evidence import Deletion, Evidence
+from lethe.audit.evidence import Deletion, Evidence, gather
 from lethe.catalog.commit import Catalog
-from lethe.catalog.manifest import ErasureRecord, RequestRecord
+from lethe.catalog.manifest import ErasureRecord, RequestRecord, request_hash
 from lethe.catalog.snapshot import Snapshot
 from lethe.gc.areas import manifest_version
 from lethe.gc.marking import list_versions, relative
@@ -47,6 +47,8 @@ __all__ = [
     "audit",
     "known_requests",
     "receipt",
+    "request_receipt",
+    "retention_receipts",
 ]
 
 State = Literal["unknown", "received", "hidden", "erasing", "removed", "complete"]
@@ -418,3 +420,19 @@ def _old_versions(catalog: Catalog, ev: Evidence, prefixes: Sequence[str]) -> li
                 (keys[k], v.version_id) for v in vs if not v.is_latest and not v.is_delete_marker
             ]
     return sorted(out)
+
+
+def request_receipt(
+    catalog: Catalog, key: str, request_id: str, audit_values: Sequence[Any] | None = None
+) -> ErasureReceipt:
+    """The receipt of one request as the bucket shows it now (``Table.erasure_status``),
+    with ``audit_values`` (values of the ``key`` column) looked for in the current objects."""
+    ev = gather(catalog)
+    found = audit(catalog, ev, key, list(audit_values)) if audit_values is not None else None
+    return receipt(ev, request_hash(request_id), audit_result=found)
+
+
+def retention_receipts(catalog: Catalog) -> list[ErasureReceipt]:
+    """The receipt of every retention sweep the request log still holds, oldest first."""
+    ev = gather(catalog)
+    return [receipt(ev, r.id_hash) for r in ev.head.requests if r.kind == "retention"]

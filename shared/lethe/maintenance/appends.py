@@ -18,7 +18,7 @@ from lethe import errors
 from lethe.catalog.changes import AddFiles
 from lethe.catalog.context import TableContext
 from lethe.catalog.evolution import SchemaMode, conform, renamed
-from lethe.catalog.manifest import Operation
+from lethe.catalog.manifest import DataFile, Operation
 from lethe.catalog.snapshot import Snapshot
 from lethe.catalog.transaction import Staged, Step
 from lethe.catalog.transforms.schema import aliases
@@ -27,7 +27,7 @@ from lethe.maintenance.clustering import ClusterSpec, cluster_order
 from lethe.progress import Progress
 from lethe.writing.writer import WriteOptions, write_files
 
-__all__ = ["append_step", "conform_to", "write_options", "write_step"]
+__all__ = ["append_step", "conform_to", "write_data_files", "write_options", "write_step"]
 
 
 def conform_to(
@@ -48,6 +48,16 @@ def write_options(snap: Snapshot) -> WriteOptions:
         row_group_bytes=p.row_group_bytes,
         schema_id=snap.current_schema_id or None,
     )
+
+
+def write_data_files(
+    ctx: TableContext, data: Any, progress: Progress | None = None
+) -> list[DataFile]:
+    """``data`` written as data files of ``ctx``'s snapshot, not committed
+    (``Table.write_data_files``)."""
+    rows, snap = conform_to(data, ctx.snapshot), ctx.snapshot
+    schema, opts = snap.arrow_schema(), write_options(snap)
+    return write_files(ctx.store, ctx.prefix, rows, schema, opts, progress=progress, task="append")
 
 
 def append_step(ctx: TableContext, data: Any, mode: SchemaMode, progress: Progress | None) -> Step:
