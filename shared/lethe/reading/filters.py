@@ -51,14 +51,7 @@ class Predicate:
         if op == "not in":
             return ~f.isin(self.value)  # pyarrow's own semantics for "not in"
         v = self.value
-        return {
-            "=": f == v,
-            "!=": f != v,
-            "<": f < v,
-            "<=": f <= v,
-            ">": f > v,
-            ">=": f >= v,
-        }[op]
+        return {"=": f == v, "!=": f != v, "<": f < v, "<=": f <= v, ">": f > v, ">=": f >= v}[op]
 
     def may_match(self, stats: tuple[Any, Any, int | None] | None) -> bool:
         if stats is None:

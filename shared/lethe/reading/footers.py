@@ -27,16 +27,7 @@ log = logging.getLogger(__name__)
 
 V = TypeVar("V")
 
-__all__ = [
-    "MAX_INDEX_BYTES",
-    "PAGE_INDEXES",
-    "TAILS",
-    "LruCache",
-    "PageIndex",
-    "Tail",
-    "TailCache",
-    "load_page_index",
-]
+__all__ = ["TAILS", "LruCache", "PageIndex", "Tail", "TailCache", "load_page_index"]
 
 MAX_INDEX_BYTES = 16 << 20
 """A page index larger than this is not loaded (reads fall back to whole row groups)."""

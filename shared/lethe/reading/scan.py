@@ -156,12 +156,7 @@ def candidate_files(
 
 
 def plan(
-    store: S3Store,
-    prefix: str,
-    manifest: Snapshot,
-    dnf: Dnf | None,
-    *,
-    physical: bool = False,
+    store: S3Store, prefix: str, manifest: Snapshot, dnf: Dnf | None, *, physical: bool = False
 ) -> list[tuple[FileHandle, int, int]]:
     """``(file, row group, first row position)`` that may hold rows matching ``dnf``.
 

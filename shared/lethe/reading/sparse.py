@@ -7,17 +7,21 @@ import bisect
 import logging
 from collections.abc import Callable
 
+from lethe.storage.fileobj import FileObject
+
 log = logging.getLogger(__name__)
 
 __all__ = ["SparseFile"]
 
 
-class SparseFile:
+class SparseFile(FileObject):
     """A read-only file object over the ranges of one object already fetched.
 
     pyarrow reads column chunks from it; a read outside the fetched ranges falls back to a
     pinned ranged GET (counted, logged) so correctness never depends on the plan.
     """
+
+    READABLE = SEEKABLE = True
 
     def __init__(self, size: int, fetch: Callable[[int, int], bytes]) -> None:
         self._size = size
@@ -83,20 +87,8 @@ class SparseFile:
             self._pos = self._size + pos
         return self._pos
 
-    def tell(self) -> int:
-        return self._pos
-
     def size(self) -> int:
         return self._size
-
-    def seekable(self) -> bool:
-        return True
-
-    def readable(self) -> bool:
-        return True
-
-    def writable(self) -> bool:
-        return False
 
     def close(self) -> None:
         self.closed = True

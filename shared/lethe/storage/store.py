@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from lethe import errors
 from lethe.storage.counters import IOCounters, IOStats
+from lethe.storage.fileobj import FileObject
 from lethe.storage.parts import PartBody
 from lethe.storage.wire import GetResult, MultipartUpload, ObjectInfo, crc32_b64, translate_error
 
@@ -233,12 +234,7 @@ class S3Store:
         if if_none_match and if_match is not None:
             raise errors.InvalidRequest("put: if_none_match and if_match are exclusive")
         b, k = self._at(key)
-        kw: dict[str, Any] = {
-            "Bucket": b,
-            "Key": k,
-            "Body": body,
-            "ChecksumCRC32": crc32_b64(body),
-        }
+        kw: dict[str, Any] = {"Bucket": b, "Key": k, "Body": body, "ChecksumCRC32": crc32_b64(body)}
         if if_none_match:
             kw["IfNoneMatch"] = "*"
         if if_match is not None:
@@ -514,7 +510,7 @@ class S3Store:
         )
 
 
-class MultipartWriter:
+class MultipartWriter(FileObject):
     """A binary file-like sink that streams to S3 with a multipart upload.
 
     Writes are kept as they come (not copied, see :class:`PartBody`) until they make a part
@@ -523,6 +519,8 @@ class MultipartWriter:
     Under one part, a single create-only PUT; a multipart upload completes create-only. On
     any failure, or :meth:`abort`, the upload is aborted so that no orphaned parts remain.
     """
+
+    WRITABLE = True
 
     def __init__(
         self, store: S3Store, key: str, *, part_bytes: int = 8 << 20, in_flight: int = 2
@@ -542,18 +540,6 @@ class MultipartWriter:
         self._pos = 0
         self.closed = False
         self.etag: str | None = None
-
-    def writable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return False
-
-    def readable(self) -> bool:
-        return False
-
-    def tell(self) -> int:
-        return self._pos
 
     def flush(self) -> None:
         return None
