@@ -15,6 +15,7 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
+from hypothesis import strategies as st
 
 from lethe.parquet.decode import decode_row_group
 from lethe.parquet.footer import (
@@ -30,7 +31,7 @@ from lethe.parquet.footer import (
     walk_pages,
 )
 from lethe.parquet.pages import runs
-from lethe.parquet.segments import Copy, Extent, apply_segments
+from lethe.parquet.segments import Bytes, Copy, Extent, Segment, apply_segments
 from lethe.parquet.splice import GroupEdit, SplicePlan, splice
 from lethe.parquet.thrift import decode, encode
 
@@ -135,6 +136,33 @@ def expected(table: pa.Table, data: bytes, erase: Mapping[int, Iterable[int]]) -
     drop = {starts[g] + p for g, ps in erase.items() for p in ps}
     mask = pa.array([i not in drop for i in range(table.num_rows)])
     return table.filter(mask)
+
+
+def assert_rewrite_from_scratch(
+    table: pa.Table, data: bytes, erase: Mapping[int, Iterable[int]], new: bytes, **kwargs: Any
+) -> None:
+    """``new`` (``data`` spliced) holds the rows ``erase`` leaves, equal to those rows written
+    from scratch with the same writer options."""
+    want = expected(table, data, erase)
+    assert read_pyarrow(new).equals(want)
+    assert read_pyarrow(new).equals(read_pyarrow(write(want, **kwargs)))
+
+
+@st.composite
+def segment_layouts(
+    draw: st.DrawFn, sizes: tuple[int, int], most: int, copy_max: int, new_max: int
+) -> tuple[list[Segment], int]:
+    """A source size drawn from ``sizes`` and 1..``most`` segments over it: copies of up to
+    ``copy_max`` source bytes and runs of 1..``new_max`` new bytes."""
+    size = draw(st.integers(*sizes))
+    segs: list[Segment] = []
+    for _ in range(draw(st.integers(1, most))):
+        if draw(st.booleans()):
+            a = draw(st.integers(0, size - 1))
+            segs.append(Copy(a, draw(st.integers(a + 1, min(size, a + copy_max)))))
+        else:
+            segs.append(Bytes(bytes([draw(st.integers(0, 255))]) * draw(st.integers(1, new_max))))
+    return segs, size
 
 
 def read_pyarrow(data: bytes) -> pa.Table:
