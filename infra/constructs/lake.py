@@ -34,12 +34,26 @@ from infra.config import LetheConfig, S3Prefix
 from infra.constructs._nag import acknowledge
 from infra.constructs.erasure import ErasureFunctions
 from infra.constructs.gc import STEPS, GarbageCollection, grant_step
-from infra.constructs.storage import MULTIPART_CLEANUP_ACTIONS, PUT_ACTIONS, READ_ACTIONS
+from infra.constructs.storage import READ_ACTIONS, WriteGrants
 
 
-class PrefixGrants:
+class PrefixGrants(WriteGrants):
     """The grant helpers of :class:`~infra.constructs.storage.TableStorage`, for a prefix
     of a bucket the stack does not own (names only: ARNs are ``arn:<partition>:s3:::...``)."""
+
+    PUT_REASON = (
+        "Writes write-once objects under named sub-prefixes of one lake prefix ({relatives}); "
+        "keys are generated at run time."
+    )
+    ABORT_SID = "AbortOwnLakeUploads"
+    ABORT_REASON = (
+        "Aborts its own failed multipart uploads of new data files of a lake table; cannot "
+        "delete committed objects."
+    )
+    DELETE_REASON = (
+        "Removes objects of one lake prefix it found by listing it; scoped to {relatives} of "
+        "that prefix."
+    )
 
     def __init__(self, bucket: s3.IBucket, where: S3Prefix, *, tag: str) -> None:
         self.tag = tag  # appended to each statement id: one policy may name several prefixes
@@ -99,44 +113,6 @@ class PrefixGrants:
             "the registry); keys are only known at run time. No other prefix of the bucket.",
         )
         self.grant_list(grantee, sid="ListLakePrefix")
-
-    def grant_table_put(self, grantee: iam.IGrantable, *relatives: str, sid: str) -> None:
-        self._grant(
-            grantee,
-            actions=PUT_ACTIONS,
-            relatives=relatives,
-            sid=sid,
-            reason="Writes write-once objects under named sub-prefixes of one lake prefix "
-            f"({', '.join(relatives)}); keys are generated at run time.",
-        )
-
-    def grant_multipart_cleanup(self, grantee: iam.IGrantable, *relatives: str) -> None:
-        self._grant(
-            grantee,
-            actions=MULTIPART_CLEANUP_ACTIONS,
-            relatives=relatives,
-            sid="AbortOwnLakeUploads",
-            reason="Aborts its own failed multipart uploads of new data files of a lake table; "
-            "cannot delete committed objects.",
-        )
-
-    def grant_table_delete(
-        self,
-        grantee: iam.IGrantable,
-        *relatives: str,
-        actions: Sequence[str] = ("s3:DeleteObject",),
-        sid: str,
-        reason: str | None = None,
-    ) -> None:
-        self._grant(
-            grantee,
-            actions=actions,
-            relatives=relatives,
-            sid=sid,
-            reason=reason
-            or "Removes objects of one lake prefix it found by listing it; scoped to "
-            f"{', '.join(relatives)} of that prefix.",
-        )
 
 
 class LakeTables(Construct):

@@ -17,6 +17,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from hypothesis import strategies as st
 
+from lethe.parquet import sbbf
 from lethe.parquet.decode import decode_row_group
 from lethe.parquet.footer import (
     ByteRange,
@@ -318,16 +319,8 @@ _P3 = 0x165667B19E3779F9
 _P4 = 0x85EBCA77C2B2AE63
 _P5 = 0x27D4EB2F165667C5
 _M = (1 << 64) - 1
-_SALT = (
-    0x47B6137B,
-    0x44974D91,
-    0x8824AD5B,
-    0xA2B7289D,
-    0x705495C7,
-    0x2DF1424B,
-    0x9EFC4947,
-    0x5C6BFB31,
-)
+# the spec's eight salts, the library's (pyarrow-written filters probed here anchor them)
+_SALT = tuple(int(x) for x in sbbf._SALT)
 
 
 def _rotl(x: int, r: int) -> int:
