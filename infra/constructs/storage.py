@@ -66,16 +66,22 @@ def private_bucket(
     return bucket
 
 
-class WriteGrants:
-    """The write-side grants a table prefix gives (put, abort own uploads, delete), shared by
-    :class:`TableStorage` and the lake's :class:`~infra.constructs.lake.PrefixGrants`: each
-    says, in its ``*_REASON`` texts, what its wildcards cover, and implements ``_grant`` on
-    relatives of its prefix."""
+class TableGrants:
+    """The grants a table prefix gives (read and list, put, abort own uploads, delete), shared
+    by :class:`TableStorage` and the lake's :class:`~infra.constructs.lake.PrefixGrants`; each
+    says in its ``*_SID``/``*_REASON`` values what its statements and wildcards cover."""
 
+    READ_SID: str
+    READ_REASON: str
+    LIST_SID: str
     PUT_REASON: str  # formatted with {relatives}
     ABORT_SID: str
     ABORT_REASON: str
     DELETE_REASON: str  # formatted with {relatives}
+    encryption_key: kms.IKey | None = None  # the bucket's customer key, when there is one
+    tag = ""  # appended to each statement id (one policy may name several lake prefixes)
+    # each subclass has: bucket, table_prefix; _acknowledge(grantee, reason, wildcard keys)
+    # (the cdk-nag IAM5 findings of its ARNs) and grant_list(grantee, *, sid)
 
     def _grant(
         self,
@@ -86,16 +92,39 @@ class WriteGrants:
         sid: str,
         reason: str,
     ) -> None:
-        raise NotImplementedError
+        """Allow ``actions`` on ``relatives`` of the prefix and acknowledge their wildcards."""
+        keys = [f"{self.table_prefix}/{r}" for r in relatives]
+        grantee.grant_principal.add_to_principal_policy(
+            iam.PolicyStatement(
+                sid=sid + self.tag,
+                actions=list(actions),
+                resources=[self.bucket.arn_for_objects(k) for k in keys],
+            )
+        )
+        wildcards = [k for k in keys if "*" in k]
+        if wildcards:
+            self._acknowledge(grantee, reason, wildcards)
 
-    def _put_granted(self, grantee: iam.IGrantable) -> None:
-        """What a PUT needs besides the S3 actions (a KMS data key): nothing by default."""
+    def grant_table_read(self, grantee: iam.IGrantable) -> None:
+        """GET any object of the prefix (head, manifests, data, DVs, GC workspace) and list it."""
+        self._grant(
+            grantee,
+            actions=READ_ACTIONS,
+            relatives=["*"],
+            sid=self.READ_SID,
+            reason=self.READ_REASON,
+        )
+        self.grant_list(grantee, sid=self.LIST_SID)
+        if self.encryption_key:
+            self.encryption_key.grant_decrypt(grantee)
 
     def grant_table_put(self, grantee: iam.IGrantable, *relatives: str, sid: str) -> None:
         """PUT (incl. conditional and multipart PUTs) to the given sub-prefixes/keys."""
         reason = self.PUT_REASON.format(relatives=", ".join(relatives))
         self._grant(grantee, actions=PUT_ACTIONS, relatives=relatives, sid=sid, reason=reason)
-        self._put_granted(grantee)
+        if self.encryption_key:
+            # SSE-KMS PUTs need a data key; no ReEncrypt*/GenerateDataKey* wildcards.
+            self.encryption_key.grant(grantee, "kms:Decrypt", "kms:GenerateDataKey")
 
     def grant_multipart_cleanup(self, grantee: iam.IGrantable, *relatives: str) -> None:
         """Abort (and list the parts of) the caller's own multipart uploads under ``relatives``.
@@ -125,7 +154,7 @@ class WriteGrants:
         self._grant(grantee, actions=actions, relatives=relatives, sid=sid, reason=reason)
 
 
-class TableStorage(WriteGrants, Construct):
+class TableStorage(TableGrants, Construct):
     """Table bucket with SSE, TLS-only access, no public access and lifecycle hygiene.
 
     Attributes:
@@ -135,6 +164,12 @@ class TableStorage(WriteGrants, Construct):
         table_uri: ``s3://<bucket>/<table_prefix>``, what the functions open.
     """
 
+    READ_SID = "ReadTable"
+    READ_REASON = (
+        "Reads objects anywhere under the one table prefix; object keys (UUIDs, versions) are "
+        "only known at run time. No other prefix of the bucket."
+    )
+    LIST_SID = "ListTable"
     PUT_REASON = (
         "Writes write-once objects under named sub-prefixes of the table ({relatives}); keys "
         "are generated at run time."
@@ -231,34 +266,15 @@ class TableStorage(WriteGrants, Construct):
     def object_arns(self, *relatives: str) -> list[str]:
         return [self.bucket.arn_for_objects(self.key_pattern(r)) for r in relatives]
 
-    def _grant(
-        self,
-        grantee: iam.IGrantable,
-        *,
-        actions: Sequence[str],
-        relatives: Sequence[str],
-        sid: str,
-        reason: str,
-    ) -> None:
-        """Allow ``actions`` on the table's ``relatives`` and acknowledge their wildcards."""
-        keys = [self.key_pattern(r) for r in relatives]
-        grantee.grant_principal.add_to_principal_policy(
-            iam.PolicyStatement(
-                sid=sid,
-                actions=list(actions),
-                resources=[self.bucket.arn_for_objects(k) for k in keys],
-            )
+    def _acknowledge(self, grantee: iam.IGrantable, reason: str, keys: Sequence[str]) -> None:
+        cfn_bucket = self.bucket.node.default_child
+        assert isinstance(cfn_bucket, cdk.CfnResource)
+        acknowledge(
+            _policy_scope(grantee),
+            "AwsSolutions-IAM5",
+            reason,
+            *(f"Resource::{arn_ref(cfn_bucket, '/' + k)}" for k in keys),
         )
-        wildcards = [k for k in keys if "*" in k]
-        if wildcards:
-            cfn_bucket = self.bucket.node.default_child
-            assert isinstance(cfn_bucket, cdk.CfnResource)
-            acknowledge(
-                _policy_scope(grantee),
-                "AwsSolutions-IAM5",
-                reason,
-                *(f"Resource::{arn_ref(cfn_bucket, '/' + k)}" for k in wildcards),
-            )
 
     def grant_list(
         self,
@@ -285,25 +301,6 @@ class TableStorage(WriteGrants, Construct):
                 conditions={"StringLike": {"s3:prefix": prefixes}},
             )
         )
-
-    def grant_table_read(self, grantee: iam.IGrantable) -> None:
-        """GET any object of the table (head, manifests, data, DVs, GC workspace) and list it."""
-        self._grant(
-            grantee,
-            actions=READ_ACTIONS,
-            relatives=["*"],
-            sid="ReadTable",
-            reason="Reads objects anywhere under the one table prefix; object keys (UUIDs, "
-            "versions) are only known at run time. No other prefix of the bucket.",
-        )
-        self.grant_list(grantee, sid="ListTable")
-        if self.encryption_key:
-            self.encryption_key.grant_decrypt(grantee)
-
-    def _put_granted(self, grantee: iam.IGrantable) -> None:
-        if self.encryption_key:
-            # SSE-KMS PUTs need a data key; no ReEncrypt*/GenerateDataKey* wildcards.
-            self.encryption_key.grant(grantee, "kms:Decrypt", "kms:GenerateDataKey")
 
     def grant_incoming_read(self, grantee: iam.IGrantable) -> None:
         """GET uploads under ``incoming/`` (bucket root)."""
