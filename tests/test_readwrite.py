@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 import lethe
 from lethe.dv.rowdrop import drop_rows
-from lethe.reading.reader import SparseFile
+from lethe.reading.sparse import SparseFile
 from lethe.writing.writer import dictionary_columns
 
 
