@@ -478,7 +478,6 @@ def apply_replace(
     added: Iterable[DataFile],
     operation: Operation,
     *,
-    now: datetime | None = None,
     requests: Sequence[RequestRecord] = (),
     dv_updates: Mapping[str, DVRef] | None = None,
     erasures: Sequence[ErasureRecord] | None = None,
@@ -491,7 +490,6 @@ def apply_replace(
     ``erasures`` replaces the erasure records. An added file goes into the segment of the
     removed file ``places`` names for it (a splice's source), else of the first removed file.
     """
-    now = now or datetime.now(UTC)
     removed_list = list(dict.fromkeys(removed))
     removed_set = set(removed_list)
     new = [f.model_copy(update={"added_version": base.version + 1}) for f in added]
@@ -514,6 +512,7 @@ def apply_replace(
     if dv_updates:
         _set_dvs(plan, dv_updates, base.version, "to update")
     touched = (operation.rows_erased or operation.rows_deleted, len(removed_set))
+    now = datetime.now(UTC)
     return _successor(
         base, plan, operation=operation, now=now, touched=touched, extra=requests, erasures=erasures
     )
