@@ -61,6 +61,7 @@ __all__ = [  # the entries (lethe.catalog.entries) too: the format's names, in o
     "ColumnStats",
     "DVRef",
     "DataFile",
+    "Frozen",
     "Head",
     "IndexOrigin",
     "IndexPiece",
