@@ -28,7 +28,7 @@ from typing import Final, Literal
 from pydantic import Field, ValidationError
 
 from lethe import errors
-from lethe.catalog.manifest import DataFile, Frozen
+from lethe.catalog.entries import DataFile, Frozen
 from lethe.storage.layout import SEGMENT_PREFIX
 
 __all__ = [

@@ -61,7 +61,6 @@ __all__ = [  # the entries (lethe.catalog.entries) too: the format's names, in o
     "ColumnStats",
     "DVRef",
     "DataFile",
-    "Frozen",
     "Head",
     "IndexOrigin",
     "IndexPiece",
