@@ -143,9 +143,9 @@ def _rebuild(t: pa.DataType, kids: list[pa.Field]) -> pa.DataType:
     return pa.map_(kids[0], kids[1], keys_sorted=t.keys_sorted)
 
 
+@dataclass(slots=True)
 class _Ids:
-    def __init__(self, last: int) -> None:
-        self.last = last
+    last: int
 
     def take(self, existing: int | None) -> int:
         if existing is not None:
@@ -381,34 +381,25 @@ def evolve(
     property (not dropped, renamed nor widened); ``indexed``: columns an index uses (renamed
     and widened with the index, not dropped); ``past_names``: names the history gave its
     columns -> id, which no other column may take (file statistics are kept by name)."""
-    ev = _Evolving(schema, _Ids(last_id), key, pinned or {}, set(indexed), past_names or {})
+    fields = {f.name: f for f in schema}
+    ev = _Evolving(fields, _Ids(last_id), key, pinned or {}, set(indexed), past_names or {})
     for c in changes:
         ev.apply(c)
     new = pa.schema(list(ev.fields.values()), metadata=schema.metadata)
     return new, max(ev.ids.last, last_id), ev.renames
 
 
+@dataclass(slots=True)
 class _Evolving:
-    """The state of one :func:`evolve`: the columns by name, the renames so far."""
+    """The state of one :func:`evolve`: the columns by name, the rules, the renames so far."""
 
-    def __init__(
-        self,
-        schema: pa.Schema,
-        ids: _Ids,
-        key: str,
-        pinned: Mapping[str, str],
-        indexed: set[str],
-        past_names: Mapping[str, int],
-    ) -> None:
-        self.fields = {f.name: f for f in schema}
-        self.renames: dict[str, str] = {}
-        self.ids, self.key, self.pinned, self.ixed, self.past = (
-            ids,
-            key,
-            pinned,
-            indexed,
-            past_names,
-        )
+    fields: dict[str, pa.Field]
+    ids: _Ids
+    key: str
+    pinned: Mapping[str, str]
+    ixed: set[str]
+    past: Mapping[str, int]
+    renames: dict[str, str] = field(default_factory=dict)
 
     def existing(self, name: str) -> pa.Field:
         if name not in self.fields:

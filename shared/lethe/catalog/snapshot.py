@@ -312,18 +312,16 @@ class Snapshot:
             sid = self._source.where(p) if self._source is not None else None
             if sid is not None and sid in by_id:
                 hinted[p] = by_id[sid]
-        if hinted:
-            summaries = list({s.path: s for s in hinted.values()}.values())
+
+        def scan(summaries: Sequence[SegmentSummary], wanted: set[str]) -> None:
             for summ, seg in zip(summaries, self.segments_of(summaries), strict=True):
-                for f in seg.files:
-                    if f.path in todo:
-                        out[f.path] = summ
+                out.update((f.path, summ) for f in seg.files if f.path in wanted)
+
+        if hinted:
+            scan(list({s.path: s for s in hinted.values()}.values()), todo)
         rest = todo - out.keys()
         if rest and exhaustive:
-            for summ, seg in zip(self.segments, self.segments_of(self.segments), strict=True):
-                for f in seg.files:
-                    if f.path in rest:
-                        out[f.path] = summ
+            scan(self.segments, rest)
         return out
 
     def files_at(self, paths: Sequence[str]) -> dict[str, DataFile]:
@@ -342,15 +340,4 @@ class Snapshot:
 
     def file(self, path: str) -> DataFile | None:
         """The live file at ``path``, or None."""
-        if not self.segmented:
-            for f in self.manifest.inline_files:
-                if f.path == path:
-                    return f
-            return None
-        summ = self.locate([path]).get(path)
-        if summ is None:
-            return None
-        for f in self.segment_files(summ):
-            if f.path == path:
-                return f
-        return None  # pragma: no cover - locate found it there
+        return self.files_at([path]).get(path)
