@@ -47,7 +47,9 @@ from lethe.iceberg.mapping import (
     POS_POS_ID,
     ListEntry,
     SegmentUnit,
+    View,
     assign_row_ids,
+    check_format,
     data_manifest_entries,
     dv_entry,
     manifest_list_key,
@@ -115,11 +117,11 @@ def read_hint(store: S3Store, key: str) -> tuple[int | None, str | None]:
 
 class _Publisher:
     def __init__(
-        self, catalog: Catalog, m: Snapshot, fv: FormatVersion, progress: Progress | None = None
+        self, catalog: Catalog, m: Snapshot, view: View, progress: Progress | None = None
     ) -> None:
-        self.cat, self.m, self.fv, self.progress = catalog, m, fv, progress
+        self.cat, self.m, self.view, self.progress = catalog, m, view, progress
+        self.fv, self.location, self.schema = view.format_version, view.location, view.schema
         self.store: S3Store = catalog.store
-        self.location = catalog.uri.rstrip("/")
         self.written: list[str] = []
 
     def key(self, rel: str) -> str:
@@ -175,10 +177,8 @@ class _Publisher:
             entries = data_manifest_entries(
                 part.files,
                 summary=u.summary,
-                location=self.location,
-                schema=schema,
+                view=self.view,
                 key=self.m.key,
-                format_version=self.fv,
                 spec=part.spec,
                 bounded=part.bounded,
             )
@@ -402,45 +402,29 @@ def publish(
         raise errors.InvalidRequest("max_snapshots must be at least 1")
     started = time.time()
     before = catalog.store.stats.snapshot()
-    p = _Publisher(catalog, m, format_version, progress)
-    uri = f"{p.location}/{metadata_key(m.version)}"
-    units = segment_units(m)
     schema = current_schema(m, format_version)
+    view = View(catalog.uri.rstrip("/"), format_version, schema, max_snapshots)
+    p = _Publisher(catalog, m, view, progress)
+    units = segment_units(m)
     hint, etag = read_hint(p.store, p.key(HINT_KEY))
 
     def done(reused: int = 0) -> PublishResult:
+        uri = f"{p.location}/{metadata_key(m.version)}"
         return PublishResult(
             uri, m.version, tuple(p.written), reused, catalog.store.stats.snapshot() - before
         )
 
     if _already_published(p, m.version, hint, etag, format_version):
         return done()
-
     got = p.read_base(hint) if hint is not None and hint < m.version else None
     base, prev = got if got is not None else (None, {})
-    if base is not None and base.get("format-version") != format_version:
-        new_metadata(  # raises the clear error
-            base, m=m, location=p.location, format_version=format_version, schema=schema,
-            manifest_list="", summary={}, added_rows=0, base_uri=None,
-        )  # fmt: skip
-
-    new_data, new_del = _new_manifests(p, m, units, prev, schema, format_version)
+    check_format(base, view)
+    new_data, new_del = _new_manifests(p, units, prev)
     entries, delete_files, position_deletes = _list_entries(units, new_data, new_del, prev)
-    meta, ml_rel, entries = _next_metadata(
-        p, m, base, hint, entries, schema, format_version, max_snapshots,
-        delete_files=delete_files, position_deletes=position_deletes,
-    )  # fmt: skip
+    meta, ml_rel, entries = _next_metadata(p, base, hint, entries, delete_files, position_deletes)
     check_fresh(started, m.properties.gc_grace_seconds)
-    meta_rel = metadata_key(m.version)
-    try:
-        p.store.put(p.key(meta_rel), json.dumps(meta).encode(), if_none_match=True)
-    except (errors.PreconditionFailed, errors.ConditionalRequestConflict):
-        # a racer published this version first: our manifest list is garbage (nothing
-        # references it; GC removes it: publishers hold no delete right)
-        p.written.remove(ml_rel)
-        log.info("version %s of %s was published concurrently", m.version, catalog.uri)
+    if not _put_metadata(p, meta, ml_rel):
         return done()
-    p.written.append(meta_rel)
     if hint is None or hint < m.version:
         p.advance_hint(etag, hint)
     reused = sum(1 for e in entries if e.path in prev)
@@ -452,6 +436,21 @@ def publish(
         reused,
     )
     return done(reused)
+
+
+def _put_metadata(p: _Publisher, meta: dict[str, Any], ml_rel: str) -> bool:
+    """Store the version's metadata create-only (the commit point); False when a racer
+    published this version first (then our manifest list is garbage: nothing references it,
+    GC removes it, publishers hold no delete right)."""
+    meta_rel = metadata_key(p.m.version)
+    try:
+        p.store.put(p.key(meta_rel), json.dumps(meta).encode(), if_none_match=True)
+    except (errors.PreconditionFailed, errors.ConditionalRequestConflict):
+        p.written.remove(ml_rel)
+        log.info("version %s of %s was published concurrently", p.m.version, p.cat.uri)
+        return False
+    p.written.append(meta_rel)
+    return True
 
 
 def _already_published(
@@ -487,55 +486,33 @@ def _same_format(p: _Publisher, version: int, format_version: FormatVersion) -> 
 
 
 def _new_manifests(
-    p: _Publisher,
-    m: Snapshot,
-    units: Sequence[Any],
-    prev: dict[str, ListEntry],
-    schema: Any,
-    format_version: FormatVersion,
+    p: _Publisher, units: Sequence[SegmentUnit], prev: dict[str, ListEntry]
 ) -> tuple[dict[str, list[ListEntry]], dict[str, tuple[list[ListEntry], int, int]]]:
     """Write the data and delete manifests the previous publish does not have (in parallel):
     data manifest key -> entries (one per spec), delete manifest key -> (entries, files,
     positions)."""
+    m, schema = p.m, p.schema
     need_data = [u for u in units if u.data_key not in prev]
     need_del = [u for u in units if u.delete_key is not None and u.delete_key not in prev]
     wanted = list({u.summary.path: u.summary for u in (*need_data, *need_del)}.values())
     segs = {s.path: seg for s, seg in zip(wanted, m.segments_of(wanted), strict=True)}
     del_files = {u.summary.path: m.segment_files(u.summary, segs[u.summary.path]) for u in need_del}
     known = p.old_deletes(prev, need_del)
-    sizes = (
-        p.container_sizes((f for fs in del_files.values() for f in fs), known)
-        if format_version >= 3
-        else {}
-    )
-    with track(
-        p.progress, "publish", total=len(need_data) + len(need_del), unit="manifests"
-    ) as tracker:
-        new_data = dict(
-            zip(
-                [u.data_key for u in need_data],
-                pmap(
-                    tracker.each(lambda u: p.data_manifest(u, segs[u.summary.path], schema)),
-                    need_data,
-                ),
-                strict=True,
-            )
+    all_del = (f for fs in del_files.values() for f in fs)
+    sizes = p.container_sizes(all_del, known) if p.fv >= 3 else {}
+    total = len(need_data) + len(need_del)
+    with track(p.progress, "publish", total=total, unit="manifests") as tracker:
+        data = pmap(
+            tracker.each(lambda u: p.data_manifest(u, segs[u.summary.path], schema)), need_data
         )
-        new_del = dict(
-            zip(
-                [u.delete_key for u in need_del],
-                pmap(
-                    tracker.each(
-                        lambda u: p.delete_manifest(
-                            u, del_files[u.summary.path], schema, sizes, known
-                        )
-                    ),
-                    need_del,
-                ),
-                strict=True,
-            )
+        dels = pmap(
+            tracker.each(
+                lambda u: p.delete_manifest(u, del_files[u.summary.path], schema, sizes, known)
+            ),
+            need_del,
         )
-    return new_data, new_del
+    new_data = {u.data_key: d for u, d in zip(need_data, data, strict=True)}
+    return new_data, {str(u.delete_key): d for u, d in zip(need_del, dels, strict=True)}
 
 
 def _list_entries(
@@ -567,40 +544,32 @@ def _list_entries(
 
 def _next_metadata(
     p: _Publisher,
-    m: Snapshot,
     base: dict[str, Any] | None,
     hint: int | None,
     entries: list[ListEntry],
-    schema: Any,
-    format_version: FormatVersion,
-    max_snapshots: int,
-    *,
     delete_files: int,
     position_deletes: int,
 ) -> tuple[dict[str, Any], str, list[ListEntry]]:
     """Row ids, the manifest list (written) and the new table metadata (not yet written)."""
+    m, fv = p.m, p.fv
     next_row_id = int(base.get("next-row-id", 0) or 0) if base else 0
-    if format_version >= 3:
+    added_rows = 0
+    if fv >= 3:
         entries, added_rows = assign_row_ids(entries, next_row_id)
-    else:
-        added_rows = 0
-    parent = base.get("current-snapshot-id") if base else None
     ml_rel = manifest_list_key(m.version)
     ml_body = avro.encode_manifest_list(
-        [e.manifest_file(p.location, format_version) for e in entries],
+        [e.manifest_file(p.location, fv) for e in entries],
         snapshot_id=m.version,
-        parent_snapshot_id=parent,
+        parent_snapshot_id=base.get("current-snapshot-id") if base else None,
         sequence_number=m.version,
-        first_row_id=next_row_id if format_version >= 3 else None,
-        format_version=format_version,
+        first_row_id=next_row_id if fv >= 3 else None,
+        format_version=fv,
     )
     p.put_new(ml_rel, ml_body)
     meta = new_metadata(  # then every schema of the history (lethe.iceberg.evolution)
         base,
         m=m,
-        location=p.location,
-        format_version=format_version,
-        schema=schema,
+        view=p.view,
         manifest_list=ml_rel,
         summary=snapshot_summary(
             m, entries, delete_files=delete_files, position_deletes=position_deletes
@@ -610,6 +579,5 @@ def _next_metadata(
         if base is not None and hint is not None
         else None,
         drop_snapshots=p.expired(base) if base is not None else (),
-        max_snapshots=max_snapshots,
     )
-    return with_history(meta, m, format_version), ml_rel, entries
+    return with_history(meta, m, fv), ml_rel, entries
