@@ -14,17 +14,10 @@ if TYPE_CHECKING:
 
 __all__ = ["register"]
 
-#: ``--partition-type dt=date``: the type names a partition column may take (pyarrow's)
-TYPES: dict[str, str] = {
-    "string": "string",
-    "date": "date32",
-    "int": "int64",
-    "int64": "int64",
-    "int32": "int32",
-    "bool": "bool",
-    "double": "float64",
-    "timestamp": "timestamp[us]",
-}
+#: ``--partition-type dt=date``: the type names a partition column may take (pyarrow's
+#: aliases; ``date``, ``int`` and ``timestamp`` stand for date32, int64 and timestamp[us])
+TYPES = ("string", "date", "int", "int64", "int32", "bool", "double", "timestamp")
+_ALIASES = {"date": "date32", "int": "int64", "timestamp": "timestamp[us]"}
 
 
 def partition_types(items: list[str] | None) -> dict[str, pa.DataType]:
@@ -42,7 +35,7 @@ def partition_types(items: list[str] | None) -> dict[str, pa.DataType]:
             raise errors.InvalidRequest(
                 f"--partition-type {item!r}: want COLUMN=TYPE, TYPE one of {sorted(TYPES)}"
             )
-        out[name] = pa.type_for_alias(TYPES[kind])
+        out[name] = pa.type_for_alias(_ALIASES.get(kind, kind))
     return out
 
 
@@ -140,13 +133,11 @@ def _start_on_emr(a: argparse.Namespace) -> int:
 
 def register(sub: Any) -> None:
     """Add ``lethe adopt`` to the ``lethe`` parser."""
-    c = add_command(
-        sub,
-        "adopt",
+    what = (
         "adopt existing Parquet files in place (no copy): a Hive-partitioned prefix, "
-        "an Iceberg metadata.json, a Delta table or glue://db/table",
-        fn=cmd_adopt,
+        "an Iceberg metadata.json, a Delta table or glue://db/table"
     )
+    c = add_command(sub, "adopt", what, fn=cmd_adopt)
     c.add_argument("uri", help="the table (created when missing: --key required)")
     c.add_argument("source", help="s3://bucket/prefix/, .../vN.metadata.json or glue://db/table")
     c.add_argument("--partitioning", choices=("hive", "none"), default="hive")

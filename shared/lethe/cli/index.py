@@ -44,14 +44,13 @@ def cmd_index(a: argparse.Namespace) -> int:
 
 def register(sub: Any) -> None:
     """Add ``index`` to the ``lethe`` parser."""
+    what = "secondary indexes on erasure keys: create (backfill), drop, list"
+    about = (
+        "Deletes, erasures, scans and lookups with = or in on an indexed column read a few "
+        "index objects instead of the column of every row group."
+    )
     c = add_command(
-        sub,
-        "index",
-        "secondary indexes on erasure keys: create (backfill), drop, list",
-        "uri",
-        actions=("create", "drop", "list"),
-        description="Deletes, erasures, scans and lookups with = or in on an indexed column "
-        "read a few index objects instead of the column of every row group.",
-        fn=cmd_index,
+        sub, "index", what, "uri", actions=("create", "drop", "list"), description=about
     )
     c.add_argument("column", nargs="?")
+    c.set_defaults(fn=cmd_index)

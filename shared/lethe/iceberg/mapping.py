@@ -352,14 +352,15 @@ def position_delete_entry(
     location: str,
     path: str,
     size: int,
-    pos_min: int,
-    pos_max: int,
+    positions: tuple[int, int],
     sequence_number: int,
     spec: ViewSpec | None = None,
 ) -> ManifestEntry:
-    """A format-2 delete-manifest entry for the position-delete file written from ``f``'s DV."""
+    """A format-2 delete-manifest entry for the position-delete file written from ``f``'s DV
+    (``positions``: its first and last deleted position)."""
     data_uri = _uri(location, f.path)
     dv = f.dv
+    pos_min, pos_max = positions
     df = IcebergDataFile.from_args(
         _table_format_version=2,
         content=DataFileContent.POSITION_DELETES,
@@ -381,14 +382,8 @@ def _entry(
     status: ManifestEntryStatus = ManifestEntryStatus.ADDED,
 ) -> ManifestEntry:
     """A manifest entry of ``df`` with its snapshot id and both sequence numbers ``seq``."""
-    return ManifestEntry.from_args(
-        _table_format_version=fv,
-        status=status,
-        snapshot_id=seq,
-        sequence_number=seq,
-        file_sequence_number=seq,
-        data_file=df,
-    )
+    seqs = dict.fromkeys(("snapshot_id", "sequence_number", "file_sequence_number"), seq)
+    return ManifestEntry.from_args(_table_format_version=fv, status=status, data_file=df, **seqs)
 
 
 # --- manifest list ----------------------------------------------------------------------------

@@ -277,15 +277,9 @@ class _Publisher:
             lo, hi = (int(pos[0].as_py()), int(pos[-1].as_py())) if len(pos) else (0, 0)
             size = self.put_new(rel, _position_file(object_key(self.location, f.path), pos))
         return position_delete_entry(
-            f,
-            location=self.location,
-            path=rel,
-            size=size,
-            pos_min=lo,
-            pos_max=hi,
-            sequence_number=seq,
-            spec=spec,
-        )
+            f, location=self.location, path=rel, size=size, positions=(lo, hi),
+            sequence_number=seq, spec=spec,
+        )  # fmt: skip
 
     def container_sizes(self, files: Iterable[DataFile], known: dict[str, Any]) -> dict[str, int]:
         """Sizes of the DV containers the files reference (known ones from the previous
