@@ -68,7 +68,7 @@ from lethe.iceberg.partitioning import (
     view_spec,
 )
 from lethe.iceberg.summary import snapshot_summary
-from lethe.iceberg.types import FormatVersion, IcebergSchema
+from lethe.iceberg.types import FormatVersion
 from lethe.progress import Progress, track
 from lethe.storage.layout import METADATA_PREFIX, manifest_key, object_key
 from lethe.storage.store import IOCounters, S3Store
@@ -159,21 +159,21 @@ class _Publisher:
         return base, {e.path: e for e in entries}
 
     # --- manifests --------------------------------------------------------------------------------
-    def split(self, files: Iterable[DataFile], schema: IcebergSchema) -> list[_Part]:
+    def split(self, files: Iterable[DataFile]) -> list[_Part]:
         """One segment's files grouped by partition spec, each with its manifest key's
         suffix: the first group keeps the plain key (a segment of one spec is one manifest,
         as before), a second one is its ``.spec<N>`` companion."""
-        spec = view_spec(self.m.arrow_schema(), schema.schema)
+        spec = view_spec(self.m.arrow_schema(), self.schema.schema)
         groups = split_by_spec(files, spec)
         return [
             _Part(s, fs, i > 0, spec.names if s is None and spec is not None else ())
             for i, (s, fs) in enumerate(groups)
         ]
 
-    def data_manifest(self, u: SegmentUnit, seg: Segment, schema: IcebergSchema) -> list[ListEntry]:
+    def data_manifest(self, u: SegmentUnit, seg: Segment) -> list[ListEntry]:
         out = []
         # the data manifests ignore DVs: the segment object alone defines them
-        for part in self.split(seg.files, schema):
+        for part in self.split(seg.files):
             entries = data_manifest_entries(
                 part.files,
                 summary=u.summary,
@@ -182,9 +182,7 @@ class _Publisher:
                 spec=part.spec,
                 bounded=part.bounded,
             )
-            out.append(
-                self.manifest(part, u.data_key, entries, schema, "data", u.summary.created_version)
-            )
+            out.append(self.manifest(part, u.data_key, entries, "data", u.summary.created_version))
         return out
 
     def manifest(
@@ -192,14 +190,13 @@ class _Publisher:
         part: _Part,
         plain_key: str,
         entries: list[ManifestEntry],
-        schema: IcebergSchema,
         content: Literal["data", "deletes"],
         snapshot_id: int,
     ) -> ListEntry:
         """Store the manifest of ``part`` holding ``entries``; its manifest list entry."""
         body = avro.encode_manifest(
             entries,
-            schema=schema,
+            schema=self.schema,
             content=ManifestContent.DATA if content == "data" else ManifestContent.DELETES,
             format_version=self.fv,
             spec=part.spec,
@@ -216,22 +213,21 @@ class _Publisher:
         """Delete entries of the previous delete manifests of the same segment ids, by the
         path of the delete file: what is known of containers / position files already."""
         ids = {u.summary.id for u in units}
-        paths = []
-        for e in prev.values():
-            got = stem_of_manifest(e.path)
-            if got and got[0] == "deletes" and _segment_id(got[1]) in ids:
-                paths.append(e.path)
-        known: dict[str, Any] = {}
-        for body in pmap(lambda p: self.store.get(self.key(p)).body, paths):
-            for me in avro.decode_manifest(body):
-                known[me.data_file.file_path] = me.data_file
-        return known
+        stems = {e.path: stem_of_manifest(e.path) for e in prev.values()}
+        paths = [
+            p
+            for p, got in stems.items()
+            if got and got[0] == "deletes" and _segment_id(got[1]) in ids
+        ]
+        bodies = pmap(lambda p: self.store.get(self.key(p)).body, paths)
+        return {
+            me.data_file.file_path: me.data_file for b in bodies for me in avro.decode_manifest(b)
+        }
 
     def delete_manifest(
         self,
         u: SegmentUnit,
         files: Sequence[DataFile],
-        schema: IcebergSchema,
         sizes: dict[str, int],
         known: dict[str, Any],
     ) -> tuple[list[ListEntry], int, int]:
@@ -239,24 +235,19 @@ class _Publisher:
         with_dv = [f for f in files if f.dv is not None and f.dv.cardinality > 0]
         key = u.delete_key
         assert key is not None
-        out = []
-        for part in self.split(with_dv, schema):
-            entries: list[ManifestEntry] = []
-            for f in part.files:
-                if self.fv >= 3:
-                    container = f.dv.container if f.dv is not None else None
-                    entries.append(
-                        dv_entry(
-                            f,
-                            location=self.location,
-                            container_size=sizes.get(container or "", 0),
-                            sequence_number=seq,
-                            spec=part.spec,
-                        )
-                    )
-                else:
-                    entries.append(self.position_deletes(f, known, seq, part.spec))
-            out.append(self.manifest(part, key, entries, schema, "deletes", seq))
+
+        def entry(f: DataFile, spec: ViewSpec | None) -> ManifestEntry:
+            if self.fv < 3:
+                return self.position_deletes(f, known, seq, spec)
+            size = sizes.get(f.dv.container or "", 0) if f.dv is not None else 0
+            return dv_entry(
+                f, location=self.location, container_size=size, sequence_number=seq, spec=spec
+            )
+
+        out = [
+            self.manifest(part, key, [entry(f, part.spec) for f in part.files], "deletes", seq)
+            for part in self.split(with_dv)
+        ]
         return out, len(with_dv), sum(f.dv.cardinality for f in with_dv if f.dv)
 
     def position_deletes(
@@ -284,20 +275,11 @@ class _Publisher:
     def container_sizes(self, files: Iterable[DataFile], known: dict[str, Any]) -> dict[str, int]:
         """Sizes of the DV containers the files reference (known ones from the previous
         delete manifests, the rest by HEAD)."""
-        out: dict[str, int] = {}
-        todo = set()
-        for f in files:
-            c = f.dv.container if f.dv is not None else None
-            if c is None:
-                continue
-            old = known.get(f"{self.location}/{c}")
-            if old is not None:
-                out[c] = int(old.file_size_in_bytes)
-            else:
-                todo.add(c)
-        heads = pmap(lambda c: (c, self.store.head(self.key(c)).size), sorted(todo))
-        out.update(heads)
-        return out
+        used = {f.dv.container for f in files if f.dv is not None and f.dv.container is not None}
+        uris = {c: f"{self.location}/{c}" for c in used}
+        out = {c: int(known[u].file_size_in_bytes) for c, u in uris.items() if u in known}
+        heads = pmap(lambda c: (c, self.store.head(self.key(c)).size), sorted(used - out.keys()))
+        return out | dict(heads)
 
     # --- snapshots ----------------------------------------------------------------------------
     def expired(self, base: dict[str, Any]) -> list[int]:
@@ -485,7 +467,7 @@ def _new_manifests(
     """Write the data and delete manifests the previous publish does not have (in parallel):
     data manifest key -> entries (one per spec), delete manifest key -> (entries, files,
     positions)."""
-    m, schema = p.m, p.schema
+    m = p.m
     need_data = [u for u in units if u.data_key not in prev]
     need_del = [u for u in units if u.delete_key is not None and u.delete_key not in prev]
     wanted = list({u.summary.path: u.summary for u in (*need_data, *need_del)}.values())
@@ -496,13 +478,9 @@ def _new_manifests(
     sizes = p.container_sizes(all_del, known) if p.fv >= 3 else {}
     total = len(need_data) + len(need_del)
     with track(p.progress, "publish", total=total, unit="manifests") as tracker:
-        data = pmap(
-            tracker.each(lambda u: p.data_manifest(u, segs[u.summary.path], schema)), need_data
-        )
+        data = pmap(tracker.each(lambda u: p.data_manifest(u, segs[u.summary.path])), need_data)
         dels = pmap(
-            tracker.each(
-                lambda u: p.delete_manifest(u, del_files[u.summary.path], schema, sizes, known)
-            ),
+            tracker.each(lambda u: p.delete_manifest(u, del_files[u.summary.path], sizes, known)),
             need_del,
         )
     new_data = {u.data_key: d for u, d in zip(need_data, data, strict=True)}
