@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -160,22 +161,19 @@ def _map(a: argparse.Namespace) -> int:
 def _tables(a: argparse.Namespace) -> int:
     from lethe.lake import Lake
 
-    tables = Lake.open(a.uri).tables()
-    for t in tables:
-        print(t)
-    if not tables:
-        print("no tables")
-    return 0
+    return _lines(Lake.open(a.uri).tables(), "no tables")
 
 
 def _subjects(a: argparse.Namespace) -> int:
     from lethe.lake import Lake
 
     subjects = Lake.open(a.uri).subjects()
-    for s in subjects:
-        print(f"{s.kind}: {s.table} {s.column}")
-    if not subjects:
-        print("no subjects mapped")
+    return _lines([f"{s.kind}: {s.table} {s.column}" for s in subjects], "no subjects mapped")
+
+
+def _lines(lines: Sequence[str], empty: str) -> int:
+    """Print ``lines``, or ``empty`` when there are none."""
+    print("\n".join(lines) if lines else empty)
     return 0
 
 

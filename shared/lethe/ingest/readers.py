@@ -41,14 +41,9 @@ class S3ObjectFile(io.RawIOBase):
         self, store: S3Store, key: str, etag: str, size: int, *, chunk: int = CHUNK_BYTES
     ) -> None:
         super().__init__()
-        self._store = store
-        self._key = key
-        self._etag = etag
-        self._size = size
-        self._chunk = chunk
-        self._pos = 0
+        self._store, self._key, self._etag, self._size, self._chunk = store, key, etag, size, chunk
+        self._pos = self._buf_start = 0
         self._buf = b""
-        self._buf_start = 0
 
     def readable(self) -> bool:
         return True
@@ -122,13 +117,8 @@ def read_csv(
     structural: list[tuple[int | None, str, str]] = []
 
     def on_invalid(row: Any) -> str:
-        structural.append(
-            (
-                row.number,
-                f"expected {row.expected_columns} fields, found {row.actual_columns}",
-                row.text,
-            )
-        )
+        why = f"expected {row.expected_columns} fields, found {row.actual_columns}"
+        structural.append((row.number, why, row.text))
         return "skip"
 
     row_no = 0
