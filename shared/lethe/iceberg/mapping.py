@@ -22,6 +22,7 @@ mapping (docs/format.md §10):
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import re
@@ -490,7 +491,7 @@ def assign_row_ids(entries: Sequence[ListEntry], next_row_id: int) -> tuple[list
     snapshot's ``added-rows``).
 
     >>> e = ListEntry("a", 1, "data", 1, 1, 1, 1, 0, 10, 5)
-    >>> out, added = assign_row_ids([e, e.__class__(**{**_asdict(e), "first_row_id": 3})], 100)
+    >>> out, added = assign_row_ids([e, dataclasses.replace(e, first_row_id=3)], 100)
     >>> [x.first_row_id for x in out], added
     ([100, 3], 15)
     """
@@ -498,14 +499,10 @@ def assign_row_ids(entries: Sequence[ListEntry], next_row_id: int) -> tuple[list
     added = 0
     for e in entries:
         if e.content == "data" and e.first_row_id is None:
-            e = ListEntry(**{**_asdict(e), "first_row_id": next_row_id + added})
+            e = dataclasses.replace(e, first_row_id=next_row_id + added)
             added += e.rows
         out.append(e)
     return out, added
-
-
-def _asdict(e: ListEntry) -> dict[str, Any]:
-    return {k: getattr(e, k) for k in ListEntry.__dataclass_fields__}
 
 
 # --- table metadata ---------------------------------------------------------------------------
