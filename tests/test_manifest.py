@@ -136,6 +136,13 @@ def test_the_manifest_format_name_is_the_one_tables_were_written_with() -> None:
     ).encode()
     assert decode_manifest(written_before).table_uuid == "u1"
     assert json.loads(encode_manifest(base().manifest))["format"] == "lethe.manifest"
+    # tables written while the name was wrong still open, and their next version is right
+    written_since = written_before.replace(b'"lethe.manifest"', b'"lethe.catalog.manifest"')
+    read = decode_manifest(written_since)
+    assert read.table_uuid == "u1"
+    assert json.loads(encode_manifest(read))["format"] == "lethe.manifest"
+    with pytest.raises(errors.CorruptManifest, match="not a Lethe manifest"):
+        decode_manifest(written_before.replace(b'"lethe.manifest"', b'"lethe.other"'))
 
 
 def test_truncated_real_manifest_is_corrupt() -> None:

@@ -92,6 +92,8 @@ __all__ = [  # the entries (lethe.catalog.entries) too: the format's names, in o
 ]
 
 FORMAT: Final = "lethe.manifest"  # on the bucket: not the module's name (issue 38)
+#: What Lethe wrote between the re-layering and its fix: read as :data:`FORMAT`.
+RELAYOUT_FORMAT: Final = "lethe.catalog.manifest"
 FORMAT_VERSION: Final = 2  # what this Lethe writes for a table whose schema never changed
 EVOLVED_FORMAT_VERSION: Final = 3  # ... and for one with a schema history (field ids, schemas)
 LINEAGE_FORMAT_VERSION: Final = 4  # ... and for one whose splices recorded a lineage (issue 39)
@@ -520,10 +522,11 @@ def _load_json(raw: bytes, what: str) -> dict[str, Any]:
 def decode_manifest(raw: bytes, *, where: str = "manifest") -> Manifest:
     """Parse and validate a manifest; anything wrong is a :class:`CorruptManifest`."""
     obj = _load_json(raw, where)
-    if obj.get("format") != FORMAT:
+    if obj.get("format") not in (FORMAT, RELAYOUT_FORMAT):
         raise errors.CorruptManifest(
             f"{where} is not a Lethe manifest (format={obj.get('format')!r})"
         )
+    obj["format"] = FORMAT  # the next version of the table is written with the one name
     fv = obj.get("format_version")
     if isinstance(fv, int) and not isinstance(fv, bool) and fv > max(READABLE_VERSIONS):
         raise errors.UnsupportedFormat(
