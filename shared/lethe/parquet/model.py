@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Generic, Protocol, Self, TypeVar, overload
+from typing import Any, Generic, Self, TypeVar, overload
 
 from lethe.errors import UnsupportedFile
 from lethe.parquet.enums import (
@@ -144,17 +144,26 @@ def _each(view: Callable[[Struct], _V]) -> Callable[[Struct, int, str], tuple[_V
     return lambda s, fid, what: tuple(view(x) for x in _structs(s, fid, what))
 
 
-class _View(Protocol):
-    @property
-    def struct(self) -> Struct: ...
+@dataclass(frozen=True, slots=True)
+class _View:
+    """A view of the struct it wraps (its fields are :class:`_Field` descriptors)."""
+
+    struct: Struct
+
+
+@dataclass(frozen=True, slots=True)
+class _MemoView(_View):
+    """A view whose :class:`_Memo` fields are kept in ``memo``."""
+
+    memo: dict[int, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
 
 
 class _Field(Generic[_V]):
     """Field ``fid`` of the struct a view wraps, read and type-checked by ``read`` on each
-    access (an error names it ``View.attribute``)."""
+    access (an error names it ``View.attribute``); ``doc`` says what it is."""
 
-    def __init__(self, fid: int, read: Callable[[Struct, int, str], _V]) -> None:
-        self.fid, self.read, self.what = fid, read, ""
+    def __init__(self, fid: int, read: Callable[[Struct, int, str], _V], doc: str = "") -> None:
+        self.fid, self.read, self.what, self.__doc__ = fid, read, "", doc
 
     def __set_name__(self, owner: type[Any], name: str) -> None:
         self.what = f"{owner.__name__}.{name}"
@@ -190,60 +199,75 @@ class _Memo(_Field[_V]):
         return got  # type: ignore[no-any-return]
 
 
-@dataclass(frozen=True, slots=True)
-class SchemaElement:
-    """A view of a SchemaElement."""
+class SchemaElement(_View):
+    """A view of a SchemaElement.
 
-    struct: Struct
+    Attributes:
+        type: The physical type (leaves only).
+        type_length: Byte width of FIXED_LEN_BYTE_ARRAY.
+        repetition_type: REQUIRED, OPTIONAL or REPEATED (absent on some roots).
+        num_children: Number of children (0 for a leaf).
+        converted_type: The legacy ConvertedType annotation.
+        scale: Decimal scale (legacy annotation).
+        precision: Decimal precision (legacy annotation).
+        field_id: The field id, if any.
+        logical_type: The LogicalType union, as a struct.
+    """
+
+    __slots__ = ()
 
     @property
     def name(self) -> str:
         """The element's name."""
         return _str(_opt_bytes(self.struct, SE.NAME, "SchemaElement.name")) or ""
 
-    #: The physical type (leaves only).
     type = _Field(SE.TYPE, _opt_int)
-    #: Byte width of FIXED_LEN_BYTE_ARRAY.
     type_length = _Field(SE.TYPE_LENGTH, _opt_int)
-    #: REQUIRED, OPTIONAL or REPEATED (absent on some roots).
     repetition_type = _Field(SE.REPETITION_TYPE, _opt_int)
-    #: Number of children (0 for a leaf).
     num_children = _Field(SE.NUM_CHILDREN, _int_or_zero)
-    #: The legacy ConvertedType annotation.
     converted_type = _Field(SE.CONVERTED_TYPE, _opt_int)
-    #: Decimal scale (legacy annotation).
     scale = _Field(SE.SCALE, _opt_int)
-    #: Decimal precision (legacy annotation).
     precision = _Field(SE.PRECISION, _opt_int)
-    #: The field id, if any.
     field_id = _Field(SE.FIELD_ID, _opt_int)
-    #: The LogicalType union, as a struct.
     logical_type = _Field(SE.LOGICAL_TYPE, _opt_struct)
 
 
-@dataclass(frozen=True, slots=True)
-class PageEncodingStats:
-    """A view of a PageEncodingStats entry."""
+class PageEncodingStats(_View):
+    """A view of a PageEncodingStats entry.
 
-    struct: Struct
+    Attributes:
+        page_type: The page type counted.
+        encoding: The encoding of those pages.
+        count: How many pages.
+    """
 
-    #: The page type counted.
+    __slots__ = ()
     page_type = _Field(PES.PAGE_TYPE, _int)
-    #: The encoding of those pages.
     encoding = _Field(PES.ENCODING, _int)
-    #: How many pages.
     count = _Field(PES.COUNT, _int)
 
 
-@dataclass(frozen=True, slots=True)
-class ColumnMetaData:
-    """A view of a ColumnMetaData."""
+class ColumnMetaData(_View):
+    """A view of a ColumnMetaData.
 
-    struct: Struct
+    Attributes:
+        type: Physical type.
+        encodings: All encodings used in the chunk (data and levels).
+        codec: Compression codec.
+        num_values: Number of values, nulls included.
+        total_uncompressed_size: Uncompressed bytes of all pages, headers included.
+        total_compressed_size: Bytes of all pages in the file, headers included.
+        data_page_offset: Offset of the first data page.
+        index_page_offset: Offset of the (never written) index page.
+        dictionary_page_offset: Offset of the dictionary page, if any.
+        statistics: Chunk statistics.
+        encoding_stats: Per page type and encoding counts.
+        bloom_filter_offset: Offset of the bloom filter header.
+        bloom_filter_length: Length of the bloom filter, header included (older writers omit it).
+    """
 
-    #: Physical type.
+    __slots__ = ()
     type = _Field(CMD.TYPE, _int)
-    #: All encodings used in the chunk (data and levels).
     encodings = _Field(CMD.ENCODINGS, _ints)
 
     @property
@@ -253,39 +277,33 @@ class ColumnMetaData:
         items = () if lst is None else lst.items
         return tuple(x.decode("utf-8", "replace") for x in items if isinstance(x, bytes))
 
-    #: Compression codec.
     codec = _Field(CMD.CODEC, _int)
-    #: Number of values, nulls included.
     num_values = _Field(CMD.NUM_VALUES, _int)
-    #: Uncompressed bytes of all pages, headers included.
     total_uncompressed_size = _Field(CMD.TOTAL_UNCOMPRESSED_SIZE, _int)
-    #: Bytes of all pages in the file, headers included.
     total_compressed_size = _Field(CMD.TOTAL_COMPRESSED_SIZE, _int)
-    #: Offset of the first data page.
     data_page_offset = _Field(CMD.DATA_PAGE_OFFSET, _int)
-    #: Offset of the (never written) index page.
     index_page_offset = _Field(CMD.INDEX_PAGE_OFFSET, _opt_int)
-    #: Offset of the dictionary page, if any.
     dictionary_page_offset = _Field(CMD.DICTIONARY_PAGE_OFFSET, _opt_int)
-    #: Chunk statistics.
     statistics = _Field(CMD.STATISTICS, _opt_struct)
-    #: Per page type and encoding counts, if written.
     encoding_stats = _Field(CMD.ENCODING_STATS, _each(PageEncodingStats))
-    #: Offset of the bloom filter header.
     bloom_filter_offset = _Field(CMD.BLOOM_FILTER_OFFSET, _opt_int)
-    #: Length of the bloom filter, header included (older writers omit it).
     bloom_filter_length = _Field(CMD.BLOOM_FILTER_LENGTH, _opt_int)
 
 
-@dataclass(frozen=True, slots=True)
-class ColumnChunk:
-    """A view of a ColumnChunk."""
+class ColumnChunk(_View):
+    """A view of a ColumnChunk.
 
-    struct: Struct
+    Attributes:
+        file_path: Set when the chunk lives in another file.
+        file_offset: Deprecated; writers disagree on its meaning (0, chunk start or chunk end).
+        offset_index_offset: Offset of the OffsetIndex.
+        offset_index_length: Length of the OffsetIndex.
+        column_index_offset: Offset of the ColumnIndex.
+        column_index_length: Length of the ColumnIndex.
+    """
 
-    #: Set when the chunk lives in another file.
+    __slots__ = ()
     file_path = _Field(CC.FILE_PATH, _opt_str)
-    #: Deprecated; writers disagree on its meaning (0, chunk start or chunk end).
     file_offset = _Field(CC.FILE_OFFSET, _int_or_zero)
 
     @property
@@ -296,13 +314,9 @@ class ColumnChunk:
             raise _bad("ColumnChunk.meta_data is missing")
         return ColumnMetaData(s)
 
-    #: Offset of the OffsetIndex.
     offset_index_offset = _Field(CC.OFFSET_INDEX_OFFSET, _opt_int)
-    #: Length of the OffsetIndex.
     offset_index_length = _Field(CC.OFFSET_INDEX_LENGTH, _opt_int)
-    #: Offset of the ColumnIndex.
     column_index_offset = _Field(CC.COLUMN_INDEX_OFFSET, _opt_int)
-    #: Length of the ColumnIndex.
     column_index_length = _Field(CC.COLUMN_INDEX_LENGTH, _opt_int)
 
     @property
@@ -314,42 +328,44 @@ class ColumnChunk:
         )
 
 
-@dataclass(frozen=True, slots=True)
-class RowGroup:
-    """A view of a RowGroup."""
+class RowGroup(_MemoView):
+    """A view of a RowGroup.
 
-    struct: Struct
-    memo: dict[int, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
+    Attributes:
+        columns: The column chunks, in schema leaf order.
+        num_rows: Rows in the group.
+        total_byte_size: Uncompressed size of the group's data.
+        file_offset: Declared start of the group (unreliable in old writers' files).
+        total_compressed_size: Compressed size of the group's chunks.
+        ordinal: The group's position in the file, if written.
+    """
 
-    #: The column chunks, in schema leaf order.
+    __slots__ = ()
     columns = _Memo(RG.COLUMNS, _each(ColumnChunk))
-    #: Rows in the group.
     num_rows = _Field(RG.NUM_ROWS, _int)
-    #: Uncompressed size of the group's data.
     total_byte_size = _Field(RG.TOTAL_BYTE_SIZE, _int)
-    #: Declared start of the group (unreliable in files of old writers).
     file_offset = _Field(RG.FILE_OFFSET, _opt_int)
-    #: Compressed size of the group's chunks.
     total_compressed_size = _Field(RG.TOTAL_COMPRESSED_SIZE, _opt_int)
-    #: The group's position in the file, if written.
     ordinal = _Field(RG.ORDINAL, _opt_int)
 
 
-@dataclass(frozen=True, slots=True)
-class FileMetaData:
-    """A view of a FileMetaData (the footer)."""
+class FileMetaData(_MemoView):
+    """A view of a FileMetaData (the footer).
 
-    struct: Struct
-    memo: dict[int, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
+    Attributes:
+        version: Format version (1 or 2).
+        schema: The flattened schema, root first.
+        num_rows: Rows in the file.
+        row_groups: The row groups, in file order of their metadata.
+        created_by: The writer's identification string.
+    """
 
-    #: Format version (1 or 2).
+    __slots__ = ()
     version = _Field(FMD.VERSION, _int)
-    #: The flattened schema, root first.
     schema = _Memo(FMD.SCHEMA, _each(SchemaElement))
-    #: Rows in the file.
     num_rows = _Field(FMD.NUM_ROWS, _int)
-    #: The row groups, in file order of their metadata.
     row_groups = _Memo(FMD.ROW_GROUPS, _each(RowGroup))
+    created_by = _Field(FMD.CREATED_BY, _opt_str)
 
     @property
     def key_value_metadata(self) -> dict[str, str | None]:
@@ -359,9 +375,6 @@ class FileMetaData:
             key = _str(_opt_bytes(kv, 1, "KeyValue.key")) or ""
             out[key] = _str(_opt_bytes(kv, 2, "KeyValue.value"))
         return out
-
-    #: The writer's identification string.
-    created_by = _Field(FMD.CREATED_BY, _opt_str)
 
     @property
     def encrypted(self) -> bool:
@@ -408,63 +421,69 @@ class FileMetaData:
         return tuple(out)
 
 
-@dataclass(frozen=True, slots=True)
-class PageHeader:
-    """A view of a PageHeader."""
+# page type -> its own header: (its field in PageHeader, the field's name, its type's name,
+# the ids of its num_values and encoding)
+_SUBHEADERS: dict[int, tuple[int, str, str, int, int]] = {
+    PageType.DATA_PAGE: (
+        PH.DATA_PAGE_HEADER, "data_page_header", "DataPageHeader", DPH.NUM_VALUES, DPH.ENCODING
+    ),
+    PageType.DATA_PAGE_V2: (
+        PH.DATA_PAGE_HEADER_V2, "data_page_header_v2", "DataPageHeaderV2",
+        DPH2.NUM_VALUES, DPH2.ENCODING,
+    ),
+    PageType.DICTIONARY_PAGE: (
+        PH.DICTIONARY_PAGE_HEADER, "dictionary_page_header", "DictionaryPageHeader",
+        DICT.NUM_VALUES, DICT.ENCODING,
+    ),
+}  # fmt: skip
 
-    struct: Struct
 
-    #: The page type.
+class PageHeader(_View):
+    """A view of a PageHeader.
+
+    Attributes:
+        type: The page type.
+        uncompressed_page_size: Uncompressed size, header excluded.
+        compressed_page_size: Size on disk, header excluded.
+        crc: CRC-32 of the page data, if written.
+    """
+
+    __slots__ = ()
     type = _Field(PH.TYPE, _int)
-    #: Uncompressed size, header excluded.
     uncompressed_page_size = _Field(PH.UNCOMPRESSED_PAGE_SIZE, _int)
-    #: Size on disk, header excluded.
     compressed_page_size = _Field(PH.COMPRESSED_PAGE_SIZE, _int)
-    #: CRC-32 of the page data, if written.
     crc = _Field(PH.CRC, _opt_int)
 
-    def _sub(self, fid: int, what: str) -> Struct | None:
-        return _opt_struct(self.struct, fid, what)
+    def _sub_int(self, encoding: bool) -> int | None:
+        """The num_values (or the encoding) in the page type's own header."""
+        sub = _SUBHEADERS.get(self.type)
+        if sub is None:
+            return None
+        fid, what, name, num_values_id, encoding_id = sub
+        s = _opt_struct(self.struct, fid, what)
+        if s is None:
+            return None
+        if encoding:
+            return _int(s, encoding_id, f"{name}.encoding")
+        return _int(s, num_values_id, f"{name}.num_values")
 
     @property
     def num_values(self) -> int | None:
         """Values in a data or dictionary page."""
-        t = self.type
-        if t == PageType.DATA_PAGE:
-            s = self._sub(PH.DATA_PAGE_HEADER, "data_page_header")
-            return None if s is None else _int(s, DPH.NUM_VALUES, "DataPageHeader.num_values")
-        if t == PageType.DATA_PAGE_V2:
-            s = self._sub(PH.DATA_PAGE_HEADER_V2, "data_page_header_v2")
-            return None if s is None else _int(s, DPH2.NUM_VALUES, "DataPageHeaderV2.num_values")
-        if t == PageType.DICTIONARY_PAGE:
-            s = self._sub(PH.DICTIONARY_PAGE_HEADER, "dictionary_page_header")
-            return (
-                None if s is None else _int(s, DICT.NUM_VALUES, "DictionaryPageHeader.num_values")
-            )
-        return None
+        return self._sub_int(False)
 
     @property
     def num_rows(self) -> int | None:
         """Rows in a v2 data page (v1 pages do not say)."""
         if self.type != PageType.DATA_PAGE_V2:
             return None
-        s = self._sub(PH.DATA_PAGE_HEADER_V2, "data_page_header_v2")
+        s = _opt_struct(self.struct, PH.DATA_PAGE_HEADER_V2, "data_page_header_v2")
         return None if s is None else _int(s, DPH2.NUM_ROWS, "DataPageHeaderV2.num_rows")
 
     @property
     def encoding(self) -> int | None:
         """The values' encoding."""
-        t = self.type
-        if t == PageType.DATA_PAGE:
-            s = self._sub(PH.DATA_PAGE_HEADER, "data_page_header")
-            return None if s is None else _int(s, DPH.ENCODING, "DataPageHeader.encoding")
-        if t == PageType.DATA_PAGE_V2:
-            s = self._sub(PH.DATA_PAGE_HEADER_V2, "data_page_header_v2")
-            return None if s is None else _int(s, DPH2.ENCODING, "DataPageHeaderV2.encoding")
-        if t == PageType.DICTIONARY_PAGE:
-            s = self._sub(PH.DICTIONARY_PAGE_HEADER, "dictionary_page_header")
-            return None if s is None else _int(s, DICT.ENCODING, "DictionaryPageHeader.encoding")
-        return None
+        return self._sub_int(True)
 
     @property
     def is_data(self) -> bool:
@@ -472,35 +491,36 @@ class PageHeader:
         return self.type in (PageType.DATA_PAGE, PageType.DATA_PAGE_V2)
 
 
-@dataclass(frozen=True, slots=True)
-class PageLocation:
-    """A view of a PageLocation of an OffsetIndex."""
+class PageLocation(_View):
+    """A view of a PageLocation of an OffsetIndex.
 
-    struct: Struct
+    Attributes:
+        offset: Absolute offset of the page header in the file.
+        compressed_page_size: Page size in the file, header included.
+        first_row_index: Index of the page's first row within its row group.
+    """
 
-    #: Absolute offset of the page header in the file.
+    __slots__ = ()
     offset = _Field(PL.OFFSET, _int)
-    #: Page size in the file, header included.
     compressed_page_size = _Field(PL.COMPRESSED_PAGE_SIZE, _int)
-    #: Index of the page's first row within its row group.
     first_row_index = _Field(PL.FIRST_ROW_INDEX, _int)
 
 
-@dataclass(frozen=True, slots=True)
-class OffsetIndex:
-    """A view of an OffsetIndex."""
+class OffsetIndex(_View):
+    """A view of an OffsetIndex.
 
-    struct: Struct
+    Attributes:
+        page_locations: One entry per data page.
+    """
 
-    #: One entry per data page.
+    __slots__ = ()
     page_locations = _Field(OI.PAGE_LOCATIONS, _each(PageLocation))
 
 
-@dataclass(frozen=True, slots=True)
-class ColumnIndex:
+class ColumnIndex(_View):
     """A view of a ColumnIndex."""
 
-    struct: Struct
+    __slots__ = ()
 
     def _len(self, fid: int, what: str) -> int | None:
         lst = _list(self.struct, fid, what)
@@ -514,25 +534,22 @@ class ColumnIndex:
     @property
     def list_lengths(self) -> dict[str, int | None]:
         """Lengths of the per-page lists, by name (None when absent)."""
-        return {
-            "null_pages": self._len(CI.NULL_PAGES, "null_pages"),
-            "min_values": self._len(CI.MIN_VALUES, "min_values"),
-            "max_values": self._len(CI.MAX_VALUES, "max_values"),
-            "null_counts": self._len(CI.NULL_COUNTS, "null_counts"),
-        }
+        lists = (CI.NULL_PAGES, CI.MIN_VALUES, CI.MAX_VALUES, CI.NULL_COUNTS)
+        return {f.name.lower(): self._len(f, f.name.lower()) for f in lists}
 
 
-@dataclass(frozen=True, slots=True)
-class BloomFilterHeader:
-    """A view of a BloomFilterHeader."""
+class BloomFilterHeader(_View):
+    """A view of a BloomFilterHeader.
 
-    struct: Struct
+    Attributes:
+        num_bytes: Size of the bitset that follows the header.
+    """
 
-    #: Size of the bitset that follows the header.
+    __slots__ = ()
     num_bytes = _Field(BFH.NUM_BYTES, _int)
 
-    def _union_tag(self, fid: int, what: str) -> int | None:
-        s = _opt_struct(self.struct, fid, what)
+    def _union_tag(self, fid: BFH) -> int | None:
+        s = _opt_struct(self.struct, fid, f"BloomFilterHeader.{fid.name.lower()}")
         if s is None or len(s.fields) != 1:
             return None
         return s.fields[0].id
@@ -540,14 +557,14 @@ class BloomFilterHeader:
     @property
     def algorithm(self) -> int | None:
         """1 for split-block."""
-        return self._union_tag(BFH.ALGORITHM, "BloomFilterHeader.algorithm")
+        return self._union_tag(BFH.ALGORITHM)
 
     @property
     def hash(self) -> int | None:
         """1 for xxHash64."""
-        return self._union_tag(BFH.HASH, "BloomFilterHeader.hash")
+        return self._union_tag(BFH.HASH)
 
     @property
     def compression(self) -> int | None:
         """1 for uncompressed."""
-        return self._union_tag(BFH.COMPRESSION, "BloomFilterHeader.compression")
+        return self._union_tag(BFH.COMPRESSION)
