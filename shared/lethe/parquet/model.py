@@ -64,6 +64,7 @@ class InvalidParquet(UnsupportedFile):
 
 # --- typed access -------------------------------------------------------------------------
 _V = TypeVar("_V")
+_T = TypeVar("_T")
 
 
 def _bad(what: str) -> InvalidParquet:
@@ -86,45 +87,40 @@ def _int(s: Struct, fid: int, what: str) -> int:
     return v
 
 
-def _opt_bytes(s: Struct, fid: int, what: str) -> bytes | None:
-    v = s.get(fid)
-    if v is None or isinstance(v, bytes):
-        return v
-    raise _bad(f"{what} is not binary")
+def _optional(kind: type[_T], noun: str) -> Callable[[Struct, int, str], _T | None]:
+    """A reader of an optional field of type ``kind`` (``noun`` names it in an error)."""
+
+    def read(s: Struct, fid: int, what: str) -> _T | None:
+        v = s.get(fid)
+        if v is None or isinstance(v, kind):
+            return v
+        raise _bad(f"{what} is not {noun}")
+
+    return read
 
 
-def _opt_struct(s: Struct, fid: int, what: str) -> Struct | None:
-    v = s.get(fid)
-    if v is None or isinstance(v, Struct):
-        return v
-    raise _bad(f"{what} is not a struct")
+_opt_bytes = _optional(bytes, "binary")
+_opt_struct = _optional(Struct, "a struct")
+_list = _optional(ThriftList, "a list")
 
 
-def _list(s: Struct, fid: int, what: str) -> ThriftList | None:
-    v = s.get(fid)
-    if v is None or isinstance(v, ThriftList):
-        return v
-    raise _bad(f"{what} is not a list")
+def _list_of(kind: type[_T], noun: str) -> Callable[[Struct, int, str], tuple[_T, ...]]:
+    """A reader of an optional list of ``kind`` (booleans are not integers), () if absent."""
+
+    def read(s: Struct, fid: int, what: str) -> tuple[_T, ...]:
+        lst = _list(s, fid, what)
+        if lst is None:
+            return ()
+        out = tuple(x for x in lst.items if isinstance(x, kind) and not isinstance(x, bool))
+        if len(out) != len(lst.items):
+            raise _bad(f"{what} is not a list of {noun}")
+        return out
+
+    return read
 
 
-def _structs(s: Struct, fid: int, what: str) -> tuple[Struct, ...]:
-    lst = _list(s, fid, what)
-    if lst is None:
-        return ()
-    out = tuple(x for x in lst.items if isinstance(x, Struct))
-    if len(out) != len(lst.items):
-        raise _bad(f"{what} is not a list of structs")
-    return out
-
-
-def _ints(s: Struct, fid: int, what: str) -> tuple[int, ...]:
-    lst = _list(s, fid, what)
-    if lst is None:
-        return ()
-    out = tuple(x for x in lst.items if isinstance(x, int) and not isinstance(x, bool))
-    if len(out) != len(lst.items):
-        raise _bad(f"{what} is not a list of integers")
-    return out
+_structs = _list_of(Struct, "structs")
+_ints = _list_of(int, "integers")
 
 
 def _str(b: bytes | None) -> str | None:
@@ -200,19 +196,7 @@ class _Memo(_Field[_V]):
 
 
 class SchemaElement(_View):
-    """A view of a SchemaElement.
-
-    Attributes:
-        type: The physical type (leaves only).
-        type_length: Byte width of FIXED_LEN_BYTE_ARRAY.
-        repetition_type: REQUIRED, OPTIONAL or REPEATED (absent on some roots).
-        num_children: Number of children (0 for a leaf).
-        converted_type: The legacy ConvertedType annotation.
-        scale: Decimal scale (legacy annotation).
-        precision: Decimal precision (legacy annotation).
-        field_id: The field id, if any.
-        logical_type: The LogicalType union, as a struct.
-    """
+    """A view of a SchemaElement."""
 
     __slots__ = ()
 
@@ -221,53 +205,45 @@ class SchemaElement(_View):
         """The element's name."""
         return _str(_opt_bytes(self.struct, SE.NAME, "SchemaElement.name")) or ""
 
+    #: The physical type (leaves only).
     type = _Field(SE.TYPE, _opt_int)
+    #: Byte width of FIXED_LEN_BYTE_ARRAY.
     type_length = _Field(SE.TYPE_LENGTH, _opt_int)
+    #: REQUIRED, OPTIONAL or REPEATED (absent on some roots).
     repetition_type = _Field(SE.REPETITION_TYPE, _opt_int)
+    #: Number of children (0 for a leaf).
     num_children = _Field(SE.NUM_CHILDREN, _int_or_zero)
+    #: The legacy ConvertedType annotation.
     converted_type = _Field(SE.CONVERTED_TYPE, _opt_int)
+    #: Decimal scale (legacy annotation).
     scale = _Field(SE.SCALE, _opt_int)
+    #: Decimal precision (legacy annotation).
     precision = _Field(SE.PRECISION, _opt_int)
+    #: The field id, if any.
     field_id = _Field(SE.FIELD_ID, _opt_int)
+    #: The LogicalType union, as a struct.
     logical_type = _Field(SE.LOGICAL_TYPE, _opt_struct)
 
 
 class PageEncodingStats(_View):
-    """A view of a PageEncodingStats entry.
-
-    Attributes:
-        page_type: The page type counted.
-        encoding: The encoding of those pages.
-        count: How many pages.
-    """
+    """A view of a PageEncodingStats entry."""
 
     __slots__ = ()
+    #: The page type counted.
     page_type = _Field(PES.PAGE_TYPE, _int)
+    #: The encoding of those pages.
     encoding = _Field(PES.ENCODING, _int)
+    #: How many pages.
     count = _Field(PES.COUNT, _int)
 
 
 class ColumnMetaData(_View):
-    """A view of a ColumnMetaData.
-
-    Attributes:
-        type: Physical type.
-        encodings: All encodings used in the chunk (data and levels).
-        codec: Compression codec.
-        num_values: Number of values, nulls included.
-        total_uncompressed_size: Uncompressed bytes of all pages, headers included.
-        total_compressed_size: Bytes of all pages in the file, headers included.
-        data_page_offset: Offset of the first data page.
-        index_page_offset: Offset of the (never written) index page.
-        dictionary_page_offset: Offset of the dictionary page, if any.
-        statistics: Chunk statistics.
-        encoding_stats: Per page type and encoding counts.
-        bloom_filter_offset: Offset of the bloom filter header.
-        bloom_filter_length: Length of the bloom filter, header included (older writers omit it).
-    """
+    """A view of a ColumnMetaData."""
 
     __slots__ = ()
+    #: Physical type.
     type = _Field(CMD.TYPE, _int)
+    #: All encodings used in the chunk (data and levels).
     encodings = _Field(CMD.ENCODINGS, _ints)
 
     @property
@@ -277,33 +253,37 @@ class ColumnMetaData(_View):
         items = () if lst is None else lst.items
         return tuple(x.decode("utf-8", "replace") for x in items if isinstance(x, bytes))
 
+    #: Compression codec.
     codec = _Field(CMD.CODEC, _int)
+    #: Number of values, nulls included.
     num_values = _Field(CMD.NUM_VALUES, _int)
+    #: Uncompressed bytes of all pages, headers included.
     total_uncompressed_size = _Field(CMD.TOTAL_UNCOMPRESSED_SIZE, _int)
+    #: Bytes of all pages in the file, headers included.
     total_compressed_size = _Field(CMD.TOTAL_COMPRESSED_SIZE, _int)
+    #: Offset of the first data page.
     data_page_offset = _Field(CMD.DATA_PAGE_OFFSET, _int)
+    #: Offset of the (never written) index page.
     index_page_offset = _Field(CMD.INDEX_PAGE_OFFSET, _opt_int)
+    #: Offset of the dictionary page, if any.
     dictionary_page_offset = _Field(CMD.DICTIONARY_PAGE_OFFSET, _opt_int)
+    #: Chunk statistics.
     statistics = _Field(CMD.STATISTICS, _opt_struct)
+    #: Per page type and encoding counts.
     encoding_stats = _Field(CMD.ENCODING_STATS, _each(PageEncodingStats))
+    #: Offset of the bloom filter header.
     bloom_filter_offset = _Field(CMD.BLOOM_FILTER_OFFSET, _opt_int)
+    #: Length of the bloom filter, header included (older writers omit it).
     bloom_filter_length = _Field(CMD.BLOOM_FILTER_LENGTH, _opt_int)
 
 
 class ColumnChunk(_View):
-    """A view of a ColumnChunk.
-
-    Attributes:
-        file_path: Set when the chunk lives in another file.
-        file_offset: Deprecated; writers disagree on its meaning (0, chunk start or chunk end).
-        offset_index_offset: Offset of the OffsetIndex.
-        offset_index_length: Length of the OffsetIndex.
-        column_index_offset: Offset of the ColumnIndex.
-        column_index_length: Length of the ColumnIndex.
-    """
+    """A view of a ColumnChunk."""
 
     __slots__ = ()
+    #: Set when the chunk lives in another file.
     file_path = _Field(CC.FILE_PATH, _opt_str)
+    #: Deprecated; writers disagree on its meaning (0, chunk start or chunk end).
     file_offset = _Field(CC.FILE_OFFSET, _int_or_zero)
 
     @property
@@ -314,9 +294,13 @@ class ColumnChunk(_View):
             raise _bad("ColumnChunk.meta_data is missing")
         return ColumnMetaData(s)
 
+    #: Offset of the OffsetIndex.
     offset_index_offset = _Field(CC.OFFSET_INDEX_OFFSET, _opt_int)
+    #: Length of the OffsetIndex.
     offset_index_length = _Field(CC.OFFSET_INDEX_LENGTH, _opt_int)
+    #: Offset of the ColumnIndex.
     column_index_offset = _Field(CC.COLUMN_INDEX_OFFSET, _opt_int)
+    #: Length of the ColumnIndex.
     column_index_length = _Field(CC.COLUMN_INDEX_LENGTH, _opt_int)
 
     @property
@@ -329,42 +313,36 @@ class ColumnChunk(_View):
 
 
 class RowGroup(_MemoView):
-    """A view of a RowGroup.
-
-    Attributes:
-        columns: The column chunks, in schema leaf order.
-        num_rows: Rows in the group.
-        total_byte_size: Uncompressed size of the group's data.
-        file_offset: Declared start of the group (unreliable in old writers' files).
-        total_compressed_size: Compressed size of the group's chunks.
-        ordinal: The group's position in the file, if written.
-    """
+    """A view of a RowGroup."""
 
     __slots__ = ()
+    #: The column chunks, in schema leaf order.
     columns = _Memo(RG.COLUMNS, _each(ColumnChunk))
+    #: Rows in the group.
     num_rows = _Field(RG.NUM_ROWS, _int)
+    #: Uncompressed size of the group's data.
     total_byte_size = _Field(RG.TOTAL_BYTE_SIZE, _int)
+    #: Declared start of the group (unreliable in old writers' files).
     file_offset = _Field(RG.FILE_OFFSET, _opt_int)
+    #: Compressed size of the group's chunks.
     total_compressed_size = _Field(RG.TOTAL_COMPRESSED_SIZE, _opt_int)
+    #: The group's position in the file, if written.
     ordinal = _Field(RG.ORDINAL, _opt_int)
 
 
 class FileMetaData(_MemoView):
-    """A view of a FileMetaData (the footer).
-
-    Attributes:
-        version: Format version (1 or 2).
-        schema: The flattened schema, root first.
-        num_rows: Rows in the file.
-        row_groups: The row groups, in file order of their metadata.
-        created_by: The writer's identification string.
-    """
+    """A view of a FileMetaData (the footer)."""
 
     __slots__ = ()
+    #: Format version (1 or 2).
     version = _Field(FMD.VERSION, _int)
+    #: The flattened schema, root first.
     schema = _Memo(FMD.SCHEMA, _each(SchemaElement))
+    #: Rows in the file.
     num_rows = _Field(FMD.NUM_ROWS, _int)
+    #: The row groups, in file order of their metadata.
     row_groups = _Memo(FMD.ROW_GROUPS, _each(RowGroup))
+    #: The writer's identification string.
     created_by = _Field(FMD.CREATED_BY, _opt_str)
 
     @property
@@ -439,19 +417,16 @@ _SUBHEADERS: dict[int, tuple[int, str, str, int, int]] = {
 
 
 class PageHeader(_View):
-    """A view of a PageHeader.
-
-    Attributes:
-        type: The page type.
-        uncompressed_page_size: Uncompressed size, header excluded.
-        compressed_page_size: Size on disk, header excluded.
-        crc: CRC-32 of the page data, if written.
-    """
+    """A view of a PageHeader."""
 
     __slots__ = ()
+    #: The page type.
     type = _Field(PH.TYPE, _int)
+    #: Uncompressed size, header excluded.
     uncompressed_page_size = _Field(PH.UNCOMPRESSED_PAGE_SIZE, _int)
+    #: Size on disk, header excluded.
     compressed_page_size = _Field(PH.COMPRESSED_PAGE_SIZE, _int)
+    #: CRC-32 of the page data, if written.
     crc = _Field(PH.CRC, _opt_int)
 
     def _sub_int(self, encoding: bool) -> int | None:
@@ -492,28 +467,22 @@ class PageHeader(_View):
 
 
 class PageLocation(_View):
-    """A view of a PageLocation of an OffsetIndex.
-
-    Attributes:
-        offset: Absolute offset of the page header in the file.
-        compressed_page_size: Page size in the file, header included.
-        first_row_index: Index of the page's first row within its row group.
-    """
+    """A view of a PageLocation of an OffsetIndex."""
 
     __slots__ = ()
+    #: Absolute offset of the page header in the file.
     offset = _Field(PL.OFFSET, _int)
+    #: Page size in the file, header included.
     compressed_page_size = _Field(PL.COMPRESSED_PAGE_SIZE, _int)
+    #: Index of the page's first row within its row group.
     first_row_index = _Field(PL.FIRST_ROW_INDEX, _int)
 
 
 class OffsetIndex(_View):
-    """A view of an OffsetIndex.
-
-    Attributes:
-        page_locations: One entry per data page.
-    """
+    """A view of an OffsetIndex."""
 
     __slots__ = ()
+    #: One entry per data page.
     page_locations = _Field(OI.PAGE_LOCATIONS, _each(PageLocation))
 
 
@@ -539,13 +508,10 @@ class ColumnIndex(_View):
 
 
 class BloomFilterHeader(_View):
-    """A view of a BloomFilterHeader.
-
-    Attributes:
-        num_bytes: Size of the bitset that follows the header.
-    """
+    """A view of a BloomFilterHeader."""
 
     __slots__ = ()
+    #: Size of the bitset that follows the header.
     num_bytes = _Field(BFH.NUM_BYTES, _int)
 
     def _union_tag(self, fid: BFH) -> int | None:
