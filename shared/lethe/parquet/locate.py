@@ -34,9 +34,10 @@ class GroupEdit:
 
     Two forms: *dense*, the group's bytes and its remaining rows (the row-group splice);
     and *sparse*, only the erased positions (``data`` and ``keep`` None): the group's
-    bytes are read from the fetched extents given to :func:`~lethe.parquet.splice.splice`, which for a
-    page-level rewrite need hold only the pages :func:`~lethe.parquet.partial.page_ranges`
-    names (:class:`~lethe.parquet.segments.NeedBytes` says what else is needed).
+    bytes are read from the fetched extents given to :func:`~lethe.parquet.splice.splice`,
+    which for a page-level rewrite need hold only the pages
+    :func:`~lethe.parquet.partial.page_ranges` names
+    (:class:`~lethe.parquet.segments.NeedBytes` says what else is needed).
 
     Attributes:
         data: The group's original bytes (its :func:`~lethe.parquet.footer.row_group_range`),

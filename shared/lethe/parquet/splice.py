@@ -255,10 +255,10 @@ class DataArea:
     """The new file up to the end of its last row group (phase 3).
 
     Kept ranges of the original and the rewrites, in file order. An edited group takes the
-    bytes up to the next group with it (:meth:`~lethe.parquet.locate.Located.taken`). Index structures in the
-    data area (arrow-rs puts bloom filters after each group) stay where they are, unless
-    they belong to an edited group (cut: they describe removed rows) or must be rewritten
-    (offset indexes whose pages move: moved to the new index region).
+    bytes up to the next group with it (:meth:`~lethe.parquet.locate.Located.taken`). Index
+    structures in the data area (arrow-rs puts bloom filters after each group) stay where
+    they are, unless they belong to an edited group (cut: they describe removed rows) or
+    must be rewritten (offset indexes whose pages move: moved to the new index region).
 
     Attributes:
         segments: The data area of the new file, leading magic included.
@@ -543,7 +543,8 @@ def splice(
 
     Args:
         footer: The original file's footer (:func:`~lethe.parquet.footer.parse_tail`).
-        edits: Row group index -> its edit (:class:`~lethe.parquet.locate.GroupEdit`, dense or sparse).
+        edits: Row group index -> its edit (:class:`~lethe.parquet.locate.GroupEdit`, dense
+            or sparse).
         fetched: Bytes of the original file already in memory. They must cover the offset
             indexes of the unedited groups that lie after the first edited one (their page
             offsets are rewritten) and the header of any bloom filter whose length the footer
