@@ -11,7 +11,7 @@ lists *before* it marks (see :mod:`lethe.gc`).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime, timedelta
 
@@ -176,6 +176,29 @@ class _Walk:
         self.check(m)
         self.released.update(references(m, self.memo))
 
+    def window(
+        self, behind: Iterable[Snapshot], cut: bool, cut_at: Callable[[Snapshot], bool]
+    ) -> tuple[list[int], bool]:
+        """Take the retained versions ``behind`` the head, newest first: past a cut, those
+        that read through the lineage are kept mapped and the window ends at the first that
+        cannot (released instead). The versions kept, and whether the window was cut."""
+        assert self.history is not None
+        kept: list[int] = []
+        mapping = True  # versions before a cut are kept when they read through the lineage
+        for got in behind:
+            mapped = self.history.map(got, self.erasures.values()) if cut and mapping else None
+            if cut and mapped is None:
+                mapping = False
+                self.release(got)
+                continue
+            if mapped is not None:
+                self.history.mapped[got.version] = mapped
+                self.release(got)
+            self.take(mapped or got)
+            kept.append(got.version)
+            cut = cut or cut_at(got)
+        return kept, cut
+
 
 def mark(
     catalog: Catalog,
@@ -197,14 +220,7 @@ def mark(
     head, _ = catalog.read_head()
     top = catalog.read_manifest(head.version)
     w = _Walk(catalog, top.table_uuid)
-    successors: list[Snapshot] = []
-    v = head.version + 1
-    while True:
-        try:
-            successors.append(catalog.read_manifest(v))
-        except errors.SnapshotNotFound:
-            break
-        v += 1
+    successors = _landed(catalog, head.version)
     for m in reversed(successors):
         w.take(m)
     w.take(top)
@@ -219,21 +235,8 @@ def mark(
 
     w.history = History(catalog, top)
     w.history.saw(top.version, w.refs)
-    kept = [top.version]
-    cut = cut_at(top)
-    mapping = True  # versions before a cut are kept when they read through the lineage
-    for got in _window(catalog, top, retention, now, workers):
-        mapped = w.history.map(got, w.erasures.values()) if cut and mapping else None
-        if cut and mapped is None:
-            mapping = False
-            w.release(got)
-            continue
-        if mapped is not None:
-            w.history.mapped[got.version] = mapped
-            w.release(got)
-        w.take(mapped or got)
-        kept.append(got.version)
-        cut = cut or cut_at(got)
+    behind, cut = w.window(_window(catalog, top, retention, now, workers), cut_at(top), cut_at)
+    kept = [top.version, *behind]
     # the Iceberg view keeps no snapshot of a mapped version (its manifests name the
     # replaced files and their statistics: docs/format.md §6b)
     w.refs |= _view_references(catalog, [v for v in kept if v not in w.history.mapped])
@@ -250,6 +253,17 @@ def mark(
         cut_at=w.created[_cut_version(kept, cuts, w.created)] if cut else None,
         mapped=dict(w.history.mapped),
     )
+
+
+def _landed(catalog: Catalog, version: int) -> list[Snapshot]:
+    """The manifests that landed after ``version`` (their head update still pending), oldest
+    first."""
+    out: list[Snapshot] = []
+    while True:
+        try:
+            out.append(catalog.read_manifest(version + 1 + len(out)))
+        except errors.SnapshotNotFound:
+            return out
 
 
 def _cut_version(kept: list[int], cuts: frozenset[int], created: dict[int, datetime]) -> int:

@@ -41,11 +41,9 @@ from lethe.gc.models import (
     ErasurePlan,
     carried,
 )
-from lethe.gc.policy import WORKSPACE_GRACE, is_old
+from lethe.gc.policy import BATCH_KEYS, WORKSPACE_GRACE, is_old
 
 __all__ = [
-    "BATCH_KEYS",
-    "MAX_BATCHES",
     "Listed",
     "Marks",
     "Selection",
@@ -54,11 +52,6 @@ __all__ = [
     "expiring",
     "select",
 ]
-
-BATCH_KEYS = 1000  # DeleteObjects takes at most 1,000 keys
-#: At most this many batches per workflow run keeps ``$.plan`` far below Step Functions'
-#: 256 KiB state limit (a batch URI is ~100 bytes); a larger backlog continues next run.
-MAX_BATCHES = 1000
 
 
 @dataclass(frozen=True, slots=True)
