@@ -214,12 +214,7 @@ def _wanted(
 
 
 def _index_items(
-    ip: IndexPlan,
-    store: Any,
-    prefix: str,
-    found: dict[str, BitMap64],
-    dvs: DVCache,
-    physical: bool,
+    ip: IndexPlan, store: Any, prefix: str, found: dict[str, BitMap64], dvs: DVCache, physical: bool
 ) -> list[tuple[FileHandle, int, int]]:
     """An index's answer for one request: an exact filter's hits go straight into ``found``
     (DV-deleted rows dropped unless ``physical``) without reading the data files; otherwise

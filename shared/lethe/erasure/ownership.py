@@ -169,10 +169,7 @@ def _entries(store: S3Store, prefix: str, refs: Sequence[LedgerRef]) -> list[Led
             raise errors.CorruptManifest(f"adoption ledger {ref.path}: {e}") from e
         out.extend(
             o.model_copy(
-                update={
-                    "owned": led.owned if o.owned is None else o.owned,
-                    "at": o.at or led.at,
-                }
+                update={"owned": led.owned if o.owned is None else o.owned, "at": o.at or led.at}
             )
             for o in led.objects
         )
@@ -215,10 +212,7 @@ def adopted_objects(
 
 
 def ledger_for_commit(
-    store: S3Store,
-    prefix: str,
-    snap: Snapshot,
-    ledger: Ledger,
+    store: S3Store, prefix: str, snap: Snapshot, ledger: Ledger
 ) -> tuple[str, LedgerRef, tuple[LedgerRef, ...]]:
     """Write the ledger of one ``adopt`` commit on ``snap``; once the manifest names
     ``MERGE_AT`` small ledgers (fewer than ``SMALL`` objects: the upload trigger adopts one

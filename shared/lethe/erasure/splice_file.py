@@ -24,9 +24,7 @@ from pyroaring import BitMap64
 
 from lethe import errors
 from lethe.catalog.context import TableContext
-from lethe.catalog.manifest import (
-    DataFile,
-)
+from lethe.catalog.manifest import DataFile
 from lethe.catalog.partitions import partition_stats
 from lethe.dv import store as dvstore
 from lethe.dv.blob import keep_mask

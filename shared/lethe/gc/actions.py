@@ -160,13 +160,7 @@ def rewrite_mapped(catalog: Catalog, marks: Marks) -> int:
     return n
 
 
-def sweep(
-    catalog: Catalog,
-    batch: BatchDocument,
-    *,
-    now: datetime,
-    dry_run: bool,
-) -> StepResult:
+def sweep(catalog: Catalog, batch: BatchDocument, *, now: datetime, dry_run: bool) -> StepResult:
     """Delete one batch, after re-checking each key's age and that no manifest committed
     since the plan references it."""
     fresh = newly_referenced(catalog, batch.table_uuid, batch.marked_through)

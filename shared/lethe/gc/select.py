@@ -43,15 +43,7 @@ from lethe.gc.models import (
 )
 from lethe.gc.policy import BATCH_KEYS, WORKSPACE_GRACE, is_old
 
-__all__ = [
-    "Listed",
-    "Marks",
-    "Selection",
-    "batches",
-    "candidates",
-    "expiring",
-    "select",
-]
+__all__ = ["Listed", "Marks", "Selection", "batches", "candidates", "expiring", "select"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,9 +165,7 @@ def _workspace_state(listing: Sequence[Listed]) -> tuple[dict[str, datetime | No
     return completed, finished
 
 
-def _splice_times(
-    marks: Marks,
-) -> tuple[dict[str, datetime], dict[str, datetime | None]]:
+def _splice_times(marks: Marks) -> tuple[dict[str, datetime], dict[str, datetime | None]]:
     """Superseded files of spliced erasures: age from the splice commit. If that manifest has
     expired, the oldest kept manifest is younger than it: a safe lower bound of the age.
     Objects only the versions an erasure cut off referenced (``marks.released``) age from

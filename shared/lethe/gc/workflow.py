@@ -182,12 +182,7 @@ def sweep_step(
         {'referenced': 1}
     """
     catalog, batch = _load_batch(batch_uri, s3)
-    result = sweep(
-        catalog,
-        batch,
-        now=now or datetime.now(UTC),
-        dry_run=dry_run or batch.dry_run,
-    )
+    result = sweep(catalog, batch, now=now or datetime.now(UTC), dry_run=dry_run or batch.dry_run)
     S3Workspace(catalog, batch.run_id).write(f"sweep-{batch.index:04d}.json", result)
     return result
 
@@ -314,11 +309,7 @@ def _infer_step(state: Mapping[str, Any]) -> str:
 
 
 def record_failure(
-    uri: str,
-    state: Mapping[str, Any],
-    *,
-    now: datetime | None = None,
-    s3: Any | None = None,
+    uri: str, state: Mapping[str, Any], *, now: datetime | None = None, s3: Any | None = None
 ) -> str:
     """Workflow step RecordFailure: write the Catch's ``$.error`` (Error, Cause) and the
     failed step (inferred from which results the state holds) to ``_gc/<run>/failure.json``.
