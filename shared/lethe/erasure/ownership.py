@@ -183,13 +183,11 @@ def legacy_entries(snap: Snapshot, *, live: bool) -> tuple[LedgerEntry, ...]:
     first ``adopt`` commit writes them into its ledger."""
     if snap.manifest.adopted:
         return ()
-    out: dict[str, LedgerEntry] = {}
-    if live:
-        for f in snap.files:
-            if is_external(f.path):
-                out[f.path] = LedgerEntry(
-                    path=f.path, etag=f.etag, size=f.size, owned=bool(f.owned)
-                )
+    out = {
+        f.path: LedgerEntry(path=f.path, etag=f.etag, size=f.size, owned=bool(f.owned))
+        for f in (snap.files if live else ())
+        if is_external(f.path)
+    }
     for e in snap.erasures:
         for p in snap.resolved(e).superseded:
             if is_external(p) and p not in out:
@@ -237,13 +235,8 @@ def superseded_external(catalog: Any, snap: Snapshot | None = None) -> list[Adop
     snap = snap if snap is not None else catalog.read_manifest(catalog.read_head()[0].version)
     ever = adopted_objects(catalog.store, catalog.prefix, snap)
     live = snap.files_at(list(ever))
-    out = []
-    for uri, takes in sorted(ever.items()):
-        for a in takes:
-            f = live.get(uri)
-            if a.owned and f is None:  # a live key holds a newer object: not superseded
-                out.append(a)
-    return out
+    # a live key holds a newer object: not superseded
+    return [a for uri, takes in sorted(ever.items()) if uri not in live for a in takes if a.owned]
 
 
 def was_adopted(store: S3Store, prefix: str, snap: Snapshot, uri: str, etag: str) -> bool:

@@ -112,17 +112,14 @@ def retention_step(
     r = sweep_retention(open_catalog(uri, s3), now=now or datetime.now(UTC), dry_run=dry_run)
     if r is None:
         return {"swept": False, "dry_run": dry_run}
+    counts = ("files_dropped", "files_spliced", "rows_expired", "bytes_dropped", "data_bytes_moved")
     return {
         "swept": True,
         "dry_run": r.dry_run,
         "request_id": r.request_id,
         "request_hash": r.request_hash,
         "cutoff": r.cutoff.isoformat(),
-        "files_dropped": r.files_dropped,
-        "files_spliced": r.files_spliced,
-        "rows_expired": r.rows_expired,
-        "bytes_dropped": r.bytes_dropped,
-        "data_bytes_moved": r.data_bytes_moved,
+        **{k: getattr(r, k) for k in counts},
         "versions": list(r.versions),
         "complete": r.complete,
     }
