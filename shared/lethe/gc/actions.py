@@ -25,8 +25,7 @@ from lethe.gc.areas import (
     WORKSPACE,
     category,
     manifest_version,
-    released_segment,
-    released_view_manifest,
+    released,
 )
 from lethe.gc.marking import external_superseded, list_objects, mark, newly_referenced, relative
 from lethe.gc.models import (
@@ -173,12 +172,8 @@ def sweep(catalog: Catalog, batch: BatchDocument, *, now: datetime, dry_run: boo
             skipped["foreign"] += 1  # never trust a batch to name keys outside the GC areas
         elif e.path in fresh:
             skipped["referenced"] += 1
-        elif e.category == "segment" and released_segment(e.path, batch.marked_through):
-            chosen.append(e)  # written for a version that exists: see lethe.gc.select
-        elif e.category == "iceberg" and released_view_manifest(
-            e.path, fresh, batch.marked_through
-        ):
-            chosen.append(e)  # made from a released segment: see lethe.gc.select
+        elif released(e.path, e.category, fresh, batch.marked_through):
+            chosen.append(e)  # no writer can reference it: see lethe.gc.select
         elif e.category != "workspace" and not (
             is_old(as_utc(e.erased_at), now, erasure_grace, s3_time=False)
             if e.erased_at is not None
