@@ -17,7 +17,7 @@ from datetime import datetime, timedelta
 
 from lethe import errors
 from lethe.catalog.commit import Catalog
-from lethe.catalog.manifest import ErasureRecord
+from lethe.catalog.manifest import DataFile, ErasureRecord
 from lethe.catalog.snapshot import Snapshot
 from lethe.erasure.ownership import deletable, superseded_external
 from lethe.errors import GcConflict
@@ -37,21 +37,21 @@ def references(m: Snapshot, memo: dict[str, frozenset[str]] | None = None) -> se
     pieces = {p.path for ix in m.indexes for r in ix.runs for p in r.pieces}
     pieces.update(ref for e in m.erasures for ref in e.superseded_refs)
     if not m.segmented:
-        refs = {f.path for f in m.files} | pieces
-        refs.update(f.dv.container for f in m.files if f.dv is not None and f.dv.container)
-        return refs
+        return _file_refs(m.files) | pieces
     memo = {} if memo is None else memo
     todo = [s for s in m.segments if s.path not in memo]
     for s, seg in zip(todo, m.segments_of(todo), strict=True):
-        memo[s.path] = frozenset(
-            {f.path for f in seg.files}
-            | {f.dv.container for f in seg.files if f.dv is not None and f.dv.container}
-        )
+        memo[s.path] = frozenset(_file_refs(seg.files))
     refs = {s.path for s in m.segments} | pieces
     for s in m.segments:
         refs |= memo[s.path]
     refs.update(o.dv.container for o in m.dv_overlay if o.dv.container)
     return refs
+
+
+def _file_refs(files: Iterable[DataFile]) -> set[str]:
+    """The data files and their DV containers."""
+    return {r for f in files for r in (f.path, f.dv.container if f.dv is not None else None) if r}
 
 
 def relative(catalog: Catalog, key: str) -> str:
@@ -319,23 +319,16 @@ def newly_referenced(catalog: Catalog, table_uuid: str, since: int) -> frozenset
             f"the table at {catalog.uri} was replaced after this GC run planned "
             f"(table uuid {head.table_uuid} != {table_uuid}); start a new run"
         )
-    refs: set[str] = set()
-    v = since + 1
-    while True:
-        try:
-            m = catalog.read_manifest(v)
-        except errors.SnapshotNotFound:
-            if v <= head.version:
-                raise GcConflict(
-                    f"{catalog.uri}: manifest v{v} (between the planned v{since} and the head "
-                    f"v{head.version}) is missing; start a new run"
-                ) from None
-            break
+    landed = _landed(catalog, since)
+    for m in landed:
         if m.table_uuid != table_uuid:
-            raise GcConflict(f"{catalog.uri}: manifest v{v} belongs to another table")
-        refs.update(references(m))
-        v += 1
-    return frozenset(refs)
+            raise GcConflict(f"{catalog.uri}: manifest v{m.version} belongs to another table")
+    if (v := since + 1 + len(landed)) <= head.version:
+        raise GcConflict(
+            f"{catalog.uri}: manifest v{v} (between the planned v{since} and the head "
+            f"v{head.version}) is missing; start a new run"
+        )
+    return frozenset(r for m in landed for r in references(m))
 
 
 def _view_references(catalog: Catalog, kept: Iterable[int]) -> set[str]:
