@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -40,6 +41,7 @@ def collect(
     dry_run: bool = False,
     now: datetime | None = None,
     s3: Any | None = None,
+    progress: Progress | None = None,
     tuning: Tuning | None = None,
 ) -> GcReport:
     """Garbage-collect one table in this process (what ``lethe gc`` runs).
@@ -57,9 +59,10 @@ def collect(
         dry_run: compute and report everything, delete nothing, write nothing.
         now: the time ages are measured against (tests); default: the clock.
         s3: a boto3 S3 client (default: one from the environment).
+        progress: who hears of the plan (``"gc plan"``: the versions kept and marked) and of
+            the sweep (``"gc sweep"``: candidate objects, batch by batch); README "Progress".
         tuning: whether the bucket keeps versions (default: ask it), keys per DeleteObjects
-            batch, and who hears of the plan (``"gc plan"``: the versions kept and marked)
-            and of the sweep (``"gc sweep"``: candidate objects, batch by batch).
+            batch (and a progress callback, when ``progress`` is not given).
 
     A table with a row retention is swept first (:func:`sweep_retention`, at ``now``): the
     rows past it are erased, whole files dropped, straddling files spliced.
@@ -74,6 +77,8 @@ def collect(
         (12, ())
     """
     catalog = open_catalog(table_or_uri, s3)
+    if progress is not None:
+        tuning = dataclasses.replace(tuning or Tuning(), progress=progress)
     opts = options(retention, grace, erasure_grace, dry_run=dry_run, tuning=tuning)
     started = now or datetime.now(UTC)
     floor_grace(opts, _table_grace(catalog))  # refused before anything changes
