@@ -20,7 +20,7 @@ from lethe.catalog.changes import ReplaceFiles
 from lethe.catalog.commit import Direct
 from lethe.catalog.manifest import Operation, manifest_key, request_hash
 from lethe.erasure.deletes import DeleteRequest
-from lethe.gc import Retention, collect, parse_duration
+from lethe.gc import Retention, Tuning, collect, parse_duration
 from lethe.storage.layout import is_manifest_key
 from lethe.storage.store import S3Store, parse_s3_uri
 
@@ -369,10 +369,10 @@ def test_interrupted_sweep_rerun_reaches_the_same_end_state(table_uri: str, s3: 
         on_request(s3, ("DeleteObjects",), crash_on_second),
         pytest.raises(errors.StoreError, match="Lambda timed out"),
     ):
-        collect(table_uri, retention="2v", now=soon(), batch_keys=10, s3=s3)
+        collect(table_uri, retention="2v", now=soon(), tuning=Tuning(batch_keys=10), s3=s3)
     middle = listing(s3, table_uri)
     assert sum(p.startswith("data/2026/01/01/00/orphan-") for p in middle) == 25  # one batch done
-    rep = collect(table_uri, retention="2v", now=soon(), batch_keys=10)
+    rep = collect(table_uri, retention="2v", now=soon(), tuning=Tuning(batch_keys=10))
     end = listing(s3, table_uri)
     kept = referenced(table_uri, [t.version - 1, t.version])
     assert {p for p in end if p.startswith(("data/", "tombstone/", "manifest/segments/"))} == kept
@@ -381,7 +381,7 @@ def test_interrupted_sweep_rerun_reaches_the_same_end_state(table_uri: str, s3: 
         manifest_key(t.version),
     }
     assert rep.deleted["data"].objects == 25  # the rest (v(head-1) still needs its files)
-    again = collect(table_uri, retention="2v", now=soon(), batch_keys=10)
+    again = collect(table_uri, retention="2v", now=soon(), tuning=Tuning(batch_keys=10))
     assert again.objects_deleted == 0
     assert {p for p in listing(s3, table_uri) if not p.startswith("_gc/")} == {
         p for p in end if not p.startswith("_gc/")

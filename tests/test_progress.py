@@ -137,7 +137,7 @@ def test_erase_purge_publish_backfill_and_gc_report(table_uri: str) -> None:
     assert c.version is not None
     assert_well_formed(rec.of("compact"), total=len(c.plan.groups))
     rec = Recorder()
-    rep = collect(t, retention="1v", erasure_grace="0s", progress=rec)
+    rep = collect(t, retention="1v", erasure_grace="0s", progress=rec)  # README "Progress"
     assert_well_formed(rec.of("gc plan"))
     assert_well_formed(rec.of("gc sweep"))
     swept = sum(s.objects for c, s in rep.deleted.items() if c not in NOT_SWEPT)

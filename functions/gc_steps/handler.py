@@ -182,8 +182,7 @@ def plan(event: dict[str, Any], context: Any) -> dict[str, Any]:
         retention=e.retention or SETTINGS.retention,
         grace=e.grace or SETTINGS.grace,
         erasure_grace=e.erasure_grace or SETTINGS.erasure_grace,
-        versioned=SETTINGS.versioned,
-        batch_keys=e.batch_keys,
+        tuning=lethe_gc.Tuning(versioned=SETTINGS.versioned, batch_keys=e.batch_keys),
     )
     objects = sum(s.objects for s in st.candidates.values())
     metrics.add_metric("GcCandidates", MetricUnit.Count, objects)

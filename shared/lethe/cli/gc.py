@@ -76,7 +76,7 @@ def add_cli(subparsers: Any) -> argparse.ArgumentParser:
 def collect_with(uri: str, args: argparse.Namespace) -> GcReport:
     """:func:`lethe.gc.collect` of ``uri`` with the options of ``lethe gc`` (or ``lethe lake
     gc``, which has no ``--versioned``: the bucket is asked)."""
-    from lethe.gc import collect
+    from lethe.gc import Tuning, collect
 
     return collect(
         uri,
@@ -84,8 +84,7 @@ def collect_with(uri: str, args: argparse.Namespace) -> GcReport:
         grace=args.grace,
         erasure_grace=args.erasure_grace,
         dry_run=args.dry_run,
-        versioned=getattr(args, "versioned", None),
-        progress=args.progress,
+        tuning=Tuning(versioned=getattr(args, "versioned", None), progress=args.progress),
     )
 
 

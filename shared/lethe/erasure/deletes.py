@@ -155,25 +155,9 @@ def locate(
     columns is fetched once.
     """
     phys = list(physical) if physical is not None else [False] * len(dnfs)
-    store, prefix = ctx.store, ctx.prefix
-    wanted: dict[tuple[str, int], tuple[Any, int]] = {}
     out: list[dict[str, BitMap64]] = [{} for _ in dnfs]
-    dvs = dvs if dvs is not None else DVCache(store, prefix)
-    plans = index_plans(store, prefix, base, dnfs, physical=phys)
-    for i, (dnf, ph, ip) in enumerate(zip(dnfs, phys, plans, strict=True)):
-        if ip is None:
-            cands = candidate_files(base, dnf, physical=ph)
-            if only_paths is not None:  # plan only those: no other file's footer is read
-                cands = [f for f in cands if f.path in only_paths]
-            items = plan_files(store, prefix, base, cands, dnf)
-        else:
-            unindexed = [f for f in ip.unindexed if only_paths is None or f.path in only_paths]
-            items = plan_files(store, prefix, base, unindexed, dnf)
-            items += _index_items(ip, store, prefix, out[i], dvs, ph)
-        for h, rg, first in items:
-            if only_paths is not None and h.file.path not in only_paths:
-                continue
-            wanted.setdefault((h.file.path, rg), (h, first))
+    dvs = dvs if dvs is not None else DVCache(ctx.store, ctx.prefix)
+    wanted = _wanted(ctx, base, dnfs, phys, out, dvs, only_paths)
     if only_paths is not None:
         for found in out:
             for p in [p for p in found if p not in only_paths]:
@@ -183,12 +167,9 @@ def locate(
     dvs.prefetch({h.file.path: h.file for h, _ in wanted.values()}.values())
     cols = list(dict.fromkeys(c for d in dnfs for c in d.columns))
     exprs = [d.expression() for d in dnfs]
-    pairs = [
-        (h, rg) for (_, rg), (h, _) in sorted(wanted.items(), key=lambda kv: (kv[0][0], kv[0][1]))
-    ]
-    firsts = {(p, rg): first for (p, rg), (_, first) in wanted.items()}
+    pairs = [(h, rg) for (_, rg), (h, _) in sorted(wanted.items(), key=lambda kv: kv[0])]
     for h, rg, t in iter_row_groups(pairs, cols, read=reader_of(base, cols)):
-        first = firsts[(h.file.path, rg)]
+        first = wanted[(h.file.path, rg)][1]
         keep = dvs.keep_mask(h.file, first, t.num_rows)
         every = t.append_column(
             "__pos", pa.array(np.arange(first, first + t.num_rows, dtype=np.uint64))
@@ -202,13 +183,38 @@ def locate(
     return out
 
 
-def _index_items(
-    ip: IndexPlan,
-    store: Any,
-    prefix: str,
-    found: dict[str, BitMap64],
+def _wanted(
+    ctx: TableContext,
+    base: Snapshot,
+    dnfs: Sequence[Dnf],
+    phys: Sequence[bool],
+    out: list[dict[str, BitMap64]],
     dvs: DVCache,
-    physical: bool,
+    only_paths: set[str] | None,
+) -> dict[tuple[str, int], tuple[FileHandle, int]]:
+    """The row groups to read for every request ((path, group) -> handle, first row); an
+    exact index's hits go straight into ``out`` (see :func:`_index_items`)."""
+    store, prefix = ctx.store, ctx.prefix
+    wanted: dict[tuple[str, int], tuple[FileHandle, int]] = {}
+    plans = index_plans(store, prefix, base, dnfs, physical=phys)
+    for i, (dnf, ph, ip) in enumerate(zip(dnfs, phys, plans, strict=True)):
+        if ip is None:
+            cands = candidate_files(base, dnf, physical=ph)
+            if only_paths is not None:  # plan only those: no other file's footer is read
+                cands = [f for f in cands if f.path in only_paths]
+            items = plan_files(store, prefix, base, cands, dnf)
+        else:
+            unindexed = [f for f in ip.unindexed if only_paths is None or f.path in only_paths]
+            items = plan_files(store, prefix, base, unindexed, dnf)
+            items += _index_items(ip, store, prefix, out[i], dvs, ph)
+        for h, rg, first in items:
+            if only_paths is None or h.file.path in only_paths:
+                wanted.setdefault((h.file.path, rg), (h, first))
+    return wanted
+
+
+def _index_items(
+    ip: IndexPlan, store: Any, prefix: str, found: dict[str, BitMap64], dvs: DVCache, physical: bool
 ) -> list[tuple[FileHandle, int, int]]:
     """An index's answer for one request: an exact filter's hits go straight into ``found``
     (DV-deleted rows dropped unless ``physical``) without reading the data files; otherwise
@@ -305,20 +311,7 @@ class _DeleteChange:
         located = locate(ctx, base, [self.dnfs[i] for i in live], physical=erase, dvs=dvs)
         physical = {i: found for i, found in zip(live, located, strict=True) if requests[i].erase}
         current_dv = _DVsOf(dvs, base)
-
-        # attribute each newly deleted position to the first request that matched it
-        per_req: dict[int, dict[str, BitMap64]] = {}
-        claimed: dict[str, BitMap64] = {}
-        for i, found in zip(live, located, strict=True):
-            mine: dict[str, BitMap64] = {}
-            for path, bm in found.items():
-                fresh = bm - claimed.get(path, BitMap64())
-                if requests[i].erase:
-                    fresh = fresh - current_dv(path)
-                if fresh:
-                    mine[path] = fresh
-                    claimed.setdefault(path, BitMap64()).update(fresh)
-            per_req[i] = mine
+        per_req, claimed = self._attribute(live, located, current_dv)
         targets = {
             i: targets_of(base, physical[i])
             for i in live
@@ -332,19 +325,6 @@ class _DeleteChange:
         written_at = time.time()  # before the container's PUT: the GC grace clock
         unions = {p: current_dv(p) | claimed[p] for p in claimed}
         refs = dvstore.write_dvs(ctx.store, ctx.prefix, unions) if unions else {}
-        records = [
-            RequestRecord(
-                id_hash=hashes[i],  # type: ignore[arg-type]
-                version=0,
-                kind="erase" if requests[i].erase else self.kind,
-                committed_at=datetime.now(UTC),
-                rows=sum(len(b) for b in per_req[i].values()),
-                files_touched=len(per_req[i]),
-                body_hash=self.bodies[i],
-            )
-            for i in live
-            if hashes[i] is not None
-        ]
         erasures = [
             ErasureRecord(
                 id_hash=hashes[i],  # type: ignore[arg-type]
@@ -361,13 +341,51 @@ class _DeleteChange:
             request_id_hash=None,
             params={"requests": len(live)},
         )
-        update = SetDVs(refs, snap_dv, op, tuple(records), tuple(erasures))
+        records = self._records(live, per_req)
+        update = SetDVs(refs, snap_dv, op, records, tuple(erasures))
         return Prepared(
             update,
             result,
             written=tuple(sorted({r.container for r in refs.values() if r.container})),
             written_at=written_at if refs else None,
             renewable=True,  # past the grace, a new container is cheap
+        )
+
+    def _attribute(
+        self, live: Sequence[int], located: Sequence[dict[str, BitMap64]], current_dv: _DVsOf
+    ) -> tuple[dict[int, dict[str, BitMap64]], dict[str, BitMap64]]:
+        """Each newly deleted position, attributed to the first request that matched it (an
+        erase's rows a DV already hides are not new): per request, and all claimed."""
+        per_req: dict[int, dict[str, BitMap64]] = {}
+        claimed: dict[str, BitMap64] = {}
+        for i, found in zip(live, located, strict=True):
+            mine: dict[str, BitMap64] = {}
+            for path, bm in found.items():
+                fresh = bm - claimed.get(path, BitMap64())
+                if self.requests[i].erase:
+                    fresh = fresh - current_dv(path)
+                if fresh:
+                    mine[path] = fresh
+                    claimed.setdefault(path, BitMap64()).update(fresh)
+            per_req[i] = mine
+        return per_req, claimed
+
+    def _records(
+        self, live: Sequence[int], per_req: dict[int, dict[str, BitMap64]]
+    ) -> tuple[RequestRecord, ...]:
+        """The request log's records of the live requests that carry an id."""
+        return tuple(
+            RequestRecord(
+                id_hash=h,
+                version=0,
+                kind="erase" if self.requests[i].erase else self.kind,
+                committed_at=datetime.now(UTC),
+                rows=sum(len(b) for b in per_req[i].values()),
+                files_touched=len(per_req[i]),
+                body_hash=self.bodies[i],
+            )
+            for i in live
+            if (h := self.hashes[i]) is not None
         )
 
 

@@ -26,13 +26,7 @@ from lethe import errors
 from lethe.catalog.changes import SetDVs, SplicedFile, SpliceFiles
 from lethe.catalog.commit import Prepared
 from lethe.catalog.context import TableContext
-from lethe.catalog.manifest import (
-    DataFile,
-    ErasureRecord,
-    Operation,
-    RequestRecord,
-    request_hash,
-)
+from lethe.catalog.manifest import DataFile, ErasureRecord, Operation, RequestRecord, request_hash
 from lethe.catalog.snapshot import Snapshot
 from lethe.dv import lineage
 from lethe.dv import store as dvstore
@@ -44,10 +38,7 @@ from lethe.erasure.ownership import check_erasable, check_owned
 from lethe.erasure.splice_file import SpliceResult, splice_file
 from lethe.erasure.upkeep import spliced_rows
 from lethe.index.erase import scrub_rows
-from lethe.parquet.costs import (
-    DEFAULT_MODEL,
-    CostModel,
-)
+from lethe.parquet.costs import DEFAULT_MODEL, CostModel
 from lethe.parquet.fates import FileGranularity, merged
 from lethe.progress import Progress, Tracker, track
 from lethe.storage.counters import IOCounters
@@ -325,9 +316,7 @@ def _batch(
 
 
 def splice_all(
-    ctx: TableContext,
-    work: Sequence[tuple[DataFile, list[int]]],
-    model: CostModel = DEFAULT_MODEL,
+    ctx: TableContext, work: Sequence[tuple[DataFile, list[int]]], model: CostModel = DEFAULT_MODEL
 ) -> tuple[list[SpliceResult], BaseException | None]:
     """Splice each file of ``work`` (:data:`SPLICE_WORKERS` at a time); the splices that
     succeeded, and the first failure (a failed splice leaves nothing behind)."""

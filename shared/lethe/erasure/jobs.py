@@ -67,11 +67,7 @@ def send_jobs(jobs: Sequence[SpliceJob], *, queue_url: str, sqs: Any | None = No
 
 
 def enqueue_erasures(
-    table: Any,
-    messages: Sequence[Any],
-    *,
-    queue_url: str | None,
-    sqs: Any | None = None,
+    table: Any, messages: Sequence[Any], *, queue_url: str | None, sqs: Any | None = None
 ) -> list[SpliceJob]:
     """Splice jobs for the erase requests among ``messages`` that this commit recorded."""
     hashes = {request_hash(m.request_id) for m in messages if getattr(m, "mode", None) == "erase"}

@@ -169,10 +169,7 @@ def _entries(store: S3Store, prefix: str, refs: Sequence[LedgerRef]) -> list[Led
             raise errors.CorruptManifest(f"adoption ledger {ref.path}: {e}") from e
         out.extend(
             o.model_copy(
-                update={
-                    "owned": led.owned if o.owned is None else o.owned,
-                    "at": o.at or led.at,
-                }
+                update={"owned": led.owned if o.owned is None else o.owned, "at": o.at or led.at}
             )
             for o in led.objects
         )
@@ -186,13 +183,11 @@ def legacy_entries(snap: Snapshot, *, live: bool) -> tuple[LedgerEntry, ...]:
     first ``adopt`` commit writes them into its ledger."""
     if snap.manifest.adopted:
         return ()
-    out: dict[str, LedgerEntry] = {}
-    if live:
-        for f in snap.files:
-            if is_external(f.path):
-                out[f.path] = LedgerEntry(
-                    path=f.path, etag=f.etag, size=f.size, owned=bool(f.owned)
-                )
+    out = {
+        f.path: LedgerEntry(path=f.path, etag=f.etag, size=f.size, owned=bool(f.owned))
+        for f in (snap.files if live else ())
+        if is_external(f.path)
+    }
     for e in snap.erasures:
         for p in snap.resolved(e).superseded:
             if is_external(p) and p not in out:
@@ -215,10 +210,7 @@ def adopted_objects(
 
 
 def ledger_for_commit(
-    store: S3Store,
-    prefix: str,
-    snap: Snapshot,
-    ledger: Ledger,
+    store: S3Store, prefix: str, snap: Snapshot, ledger: Ledger
 ) -> tuple[str, LedgerRef, tuple[LedgerRef, ...]]:
     """Write the ledger of one ``adopt`` commit on ``snap``; once the manifest names
     ``MERGE_AT`` small ledgers (fewer than ``SMALL`` objects: the upload trigger adopts one
@@ -243,13 +235,8 @@ def superseded_external(catalog: Any, snap: Snapshot | None = None) -> list[Adop
     snap = snap if snap is not None else catalog.read_manifest(catalog.read_head()[0].version)
     ever = adopted_objects(catalog.store, catalog.prefix, snap)
     live = snap.files_at(list(ever))
-    out = []
-    for uri, takes in sorted(ever.items()):
-        for a in takes:
-            f = live.get(uri)
-            if a.owned and f is None:  # a live key holds a newer object: not superseded
-                out.append(a)
-    return out
+    # a live key holds a newer object: not superseded
+    return [a for uri, takes in sorted(ever.items()) if uri not in live for a in takes if a.owned]
 
 
 def was_adopted(store: S3Store, prefix: str, snap: Snapshot, uri: str, etag: str) -> bool:

@@ -417,13 +417,7 @@ def sweep(
     Raises:
         InvalidRequest: the table declares no retention.
     """
-    ctx = context_of(target).latest()
-    keep = RowRetention.of(ctx.snapshot.properties)
-    if keep is None:
-        raise errors.InvalidRequest(
-            f"{ctx.uri} declares no row retention; set one with Table.set_retention "
-            "or `lethe retention set`"
-        )
+    ctx, keep = _declared(target)
     cutoff = keep.cutoff(now or datetime.now(UTC))
     rid = request_id or f"retention-{keep.column}-{int(cutoff.timestamp())}"
     io0 = ctx.store.stats.snapshot()
@@ -464,6 +458,19 @@ def sweep(
         r.data_bytes_moved,
     )
     return r
+
+
+def _declared(target: TableContext | HasContext) -> tuple[TableContext, RowRetention]:
+    """The latest context of ``target`` and the row retention its table declares
+    (InvalidRequest when it declares none)."""
+    ctx = context_of(target).latest()
+    keep = RowRetention.of(ctx.snapshot.properties)
+    if keep is None:
+        raise errors.InvalidRequest(
+            f"{ctx.uri} declares no row retention; set one with Table.set_retention "
+            "or `lethe retention set`"
+        )
+    return ctx, keep
 
 
 def _result(

@@ -24,9 +24,7 @@ from pyroaring import BitMap64
 
 from lethe import errors
 from lethe.catalog.context import TableContext
-from lethe.catalog.manifest import (
-    DataFile,
-)
+from lethe.catalog.manifest import DataFile
 from lethe.catalog.partitions import partition_stats
 from lethe.dv import store as dvstore
 from lethe.dv.blob import keep_mask
@@ -44,10 +42,11 @@ from lethe.parquet.costs import (
 )
 from lethe.parquet.fates import FileGranularity, granularity
 from lethe.parquet.footer import ByteRange, Footer, index_region, row_group_range
+from lethe.parquet.locate import GroupEdit
 from lethe.parquet.pages import Ranges, count, runs
 from lethe.parquet.partial import page_ranges
 from lethe.parquet.segments import NeedBytes, Source
-from lethe.parquet.splice import GroupEdit, GroupFate, SplicePlan, splice
+from lethe.parquet.splice import GroupFate, SplicePlan, splice
 from lethe.storage.counters import IOCounters
 from lethe.writing.mapped import describe_named
 from lethe.writing.writer import new_data_path
@@ -233,14 +232,12 @@ def splice_file(
     """Physically remove the rows ``dv`` names (default: all ``f``'s DV hides) of the groups.
 
     Inside each edited group only the pages holding deleted rows are rewritten where that
-    can be proven exact (``page_level``, see :mod:`lethe.parquet.partial`); the result's
-    ``fates`` say which level each group got and why it fell back. The level of the file
-    (page, row group, or a rewrite through the client) and the upload plan are chosen by
-    predicted total cost under ``model`` (:mod:`lethe.parquet.costs`, ``choice``).
-
-    Writes the new object under a new key and returns its manifest entry (not committed;
-    an adopted file's partition values and names kept). A failed upload leaves nothing.
-    ``index``: the removed rows' indexed values, read from the bytes the splice holds, ride
+    can be proven exact (``page_level``, :mod:`lethe.parquet.partial`; ``fates`` say which
+    level each group got and why). The file's level (page, row group, or a rewrite through
+    the client) and the upload plan are chosen by predicted cost under ``model``
+    (:mod:`lethe.parquet.costs`, ``choice``). Writes the new object under a new key and
+    returns its manifest entry (not committed; an adopted file's partition values and names
+    kept); a failed upload leaves nothing. ``index``: the removed rows' indexed values ride
     along for the commit's index scrub (issue 37 item 3: a purge reads each file once).
     """
     check_owned([f], "a splice")
@@ -270,18 +267,6 @@ def splice_file(
     written_at = time.time()
     etag = upload(store, fetch, new_key, parts, f.etag, ctx.key_of)
     new = _entry(ctx, f, plan, new_path, etag, removed)
-    d = store.stats.snapshot() - io0
     total = store.stats.snapshot()
-    return SpliceResult(
-        f,
-        new,
-        removed,
-        fates,
-        d.bytes_copied,
-        d.bytes_uploaded,
-        total.bytes_downloaded,
-        total,
-        written_at,
-        choice,
-        vals,
-    )
+    moved = ((d := total - io0).bytes_copied, d.bytes_uploaded, total.bytes_downloaded)
+    return SpliceResult(f, new, removed, fates, *moved, total, written_at, choice, vals)

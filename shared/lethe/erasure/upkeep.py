@@ -87,9 +87,7 @@ class Spliced(Protocol):
     def values(self) -> dict[str, frozenset[Any]]: ...
 
 
-def spliced_rows(
-    splices: Iterable[Spliced],
-) -> tuple[dict[str, BitMap64], dict[str, set[Any]]]:
+def spliced_rows(splices: Iterable[Spliced]) -> tuple[dict[str, BitMap64], dict[str, set[Any]]]:
     """What the ``splices`` removed, for :func:`lethe.index.erase.scrub_rows`: file ->
     positions, and indexed column -> the values the splices read of those rows."""
     found: dict[str, BitMap64] = {}

@@ -92,15 +92,18 @@ from lethe.gc.models import (
     add_stats,
 )
 from lethe.gc.policy import (
+    BATCH_KEYS,
     DEFAULT_ERASURE_GRACE,
     DEFAULT_GRACE,
     DEFAULT_RETENTION,
+    MAX_BATCHES,
     WORKSPACE_GRACE,
     Retention,
+    Tuning,
 )
 from lethe.gc.report import REPORT_KEY_LIMIT
 from lethe.gc.run import collect
-from lethe.gc.select import BATCH_KEYS, MAX_BATCHES, Marks
+from lethe.gc.select import Marks
 from lethe.gc.workflow import (
     MAX_CAUSE_CHARS,
     abort_step,
@@ -149,6 +152,7 @@ __all__ = [
     "Retention",
     "S3Workspace",
     "StepResult",
+    "Tuning",
     "Workspace",
     "abort_step",
     "add_stats",

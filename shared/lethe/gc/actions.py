@@ -9,8 +9,8 @@ its own Lambda (:mod:`lethe.gc.workflow`). Each returns a serializable document
 from __future__ import annotations
 
 import logging
-from collections import Counter, defaultdict
-from collections.abc import Iterable, Sequence
+from collections import Counter
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -25,22 +25,19 @@ from lethe.gc.areas import (
     WORKSPACE,
     category,
     manifest_version,
-    released_segment,
-    released_view_manifest,
+    released,
 )
 from lethe.gc.marking import external_superseded, list_objects, mark, newly_referenced, relative
 from lethe.gc.models import (
-    CATEGORIES,
     BatchDocument,
     BatchEntry,
     Category,
-    CategoryStats,
     ErasureMarker,
     PlanDocument,
     StepResult,
 )
 from lethe.gc.policy import Options, as_utc, floor_grace, is_old
-from lethe.gc.select import BATCH_KEYS, Marks, Selection, batches, candidates, expiring, select
+from lethe.gc.select import Listed, Marks, Selection, batches, candidates, expiring, select
 from lethe.gc.workspace import Workspace, decode
 from lethe.storage.store import S3Store, parse_s3_uri
 
@@ -74,46 +71,34 @@ def write_plan(
     now: datetime,
     workspace: Workspace,
     max_batches: int | None,
-    batch_keys: int = BATCH_KEYS,
 ) -> PlanDocument:
     """List, mark, select; write the sweep batches and ``plan.json`` to ``workspace``."""
-    listing = list_objects(catalog, (*SWEPT, WORKSPACE, MANIFESTS))
-    # after listing (see lethe.gc's docstring); an erasure older than its grace cuts the window
-    marks = mark(catalog, opts.retention, now, erasure_grace=opts.erasure_grace)
-    if not opts.dry_run:  # before any sweep: the kept versions stop naming what goes
-        rewrite_mapped(catalog, marks)
-    listing = [*listing, *external_superseded(catalog, marks, listing)]  # adopted originals
-    # the table's grace binds its writers (lethe.catalog.grace): a shorter one asked for is refused
-    opts = floor_grace(opts, marks.gc_grace)
-    sel = select(
-        listing,
-        marks,
-        grace=opts.floor,
-        erasure_grace=opts.erasure_grace,
-        now=now,
-        run_id=run_id,
-    )
-    versioned = opts.versioned
+    opts, marks, listing, sel = _select(catalog, opts, run_id=run_id, now=now)
+    versioned = opts.tuning.versioned
     if versioned is None:
         versioned = catalog.store.versioning() in ("Enabled", "Suspended")
-    chunks, truncated = batches(sel.sweep, batch_keys=batch_keys, max_batches=max_batches)
+    size = opts.tuning.batch_keys
+    chunks, truncated = batches(sel.sweep, batch_keys=size, max_batches=max_batches)
     header = _header(catalog, opts, marks, run_id)
-    written = [
-        workspace.write(
-            f"batch-{i:04d}.json", BatchDocument(**header, index=i, entries=tuple(chunk))
-        )
-        for i, chunk in enumerate(chunks)
-    ]
-    plan = _plan_document(
-        header,
-        opts,
-        marks,
-        sel,
-        now=now,
+    written = tuple(
+        workspace.write(f"batch-{i:04d}.json", BatchDocument(**header, index=i, entries=tuple(c)))
+        for i, c in enumerate(chunks)
+    )
+    plan = PlanDocument(
+        **header,
+        created_at=now,
+        retention=str(opts.retention),
         versioned=versioned,
+        head_version=marks.head_version,
+        oldest_kept_version=marks.oldest_kept,
+        kept_versions=len(marks.kept),
+        expire_below=sel.expire_below,
         candidates=candidates(chunks, expiring(listing, sel.expire_below)),
-        batches=tuple(written),
+        young=sel.young,
+        batches=written,
         truncated=truncated,
+        erasures=sel.erasures,
+        mapped_versions=tuple(sorted(marks.mapped)),
     )
     workspace.write("plan.json", plan)
     log.info(
@@ -129,6 +114,24 @@ def write_plan(
     return plan
 
 
+def _select(
+    catalog: Catalog, opts: Options, *, run_id: str, now: datetime
+) -> tuple[Options, Marks, list[Listed], Selection]:
+    """List, mark (after listing: see lethe.gc's docstring), select: the options with their
+    grace resolved, the marks, the listing and what may go."""
+    listing = list_objects(catalog, (*SWEPT, WORKSPACE, MANIFESTS))
+    # an erasure older than its grace cuts the window
+    marks = mark(catalog, opts.retention, now, erasure_grace=opts.erasure_grace)
+    if not opts.dry_run:  # before any sweep: the kept versions stop naming what goes
+        rewrite_mapped(catalog, marks)
+    listing = [*listing, *external_superseded(catalog, marks, listing)]  # adopted originals
+    # the table's grace binds its writers (lethe.catalog.grace): a shorter one asked for is refused
+    opts = floor_grace(opts, marks.gc_grace)
+    grace, erasure_grace = opts.floor, opts.erasure_grace
+    sel = select(listing, marks, grace=grace, erasure_grace=erasure_grace, now=now, run_id=run_id)
+    return opts, marks, listing, sel
+
+
 def _header(catalog: Catalog, opts: Options, marks: Marks, run_id: str) -> dict[str, Any]:
     """The :class:`~lethe.gc.models.RunHeader` fields the plan and its batches share."""
     return {
@@ -140,36 +143,6 @@ def _header(catalog: Catalog, opts: Options, marks: Marks, run_id: str) -> dict[
         "grace_seconds": opts.floor.total_seconds(),
         "erasure_grace_seconds": opts.erasure_grace.total_seconds(),
     }
-
-
-def _plan_document(
-    header: dict[str, Any],
-    opts: Options,
-    marks: Marks,
-    sel: Selection,
-    *,
-    now: datetime,
-    versioned: bool,
-    candidates: dict[Category, CategoryStats],
-    batches: tuple[str, ...],
-    truncated: bool,
-) -> PlanDocument:
-    return PlanDocument(
-        **header,
-        created_at=now,
-        retention=str(opts.retention),
-        versioned=versioned,
-        head_version=marks.head_version,
-        oldest_kept_version=marks.oldest_kept,
-        kept_versions=len(marks.kept),
-        expire_below=sel.expire_below,
-        candidates=candidates,
-        young=sel.young,
-        batches=batches,
-        truncated=truncated,
-        erasures=sel.erasures,
-        mapped_versions=tuple(sorted(marks.mapped)),
-    )
 
 
 # --- the destructive steps ------------------------------------------------------------------
@@ -186,27 +159,7 @@ def rewrite_mapped(catalog: Catalog, marks: Marks) -> int:
     return n
 
 
-def _stats(entries: Iterable[tuple[Category, int]]) -> dict[Category, CategoryStats]:
-    out: dict[Category, CategoryStats] = {}
-    for cat, size in entries:
-        out[cat] = out.get(cat, CategoryStats()) + CategoryStats(objects=1, bytes=size)
-    return {c: out[c] for c in CATEGORIES if c in out}
-
-
-def _keys(entries: Iterable[tuple[Category, str]]) -> dict[Category, tuple[str, ...]]:
-    out: dict[Category, list[str]] = defaultdict(list)
-    for cat, path in entries:
-        out[cat].append(path)
-    return {c: tuple(out[c]) for c in CATEGORIES if c in out}
-
-
-def sweep(
-    catalog: Catalog,
-    batch: BatchDocument,
-    *,
-    now: datetime,
-    dry_run: bool,
-) -> StepResult:
+def sweep(catalog: Catalog, batch: BatchDocument, *, now: datetime, dry_run: bool) -> StepResult:
     """Delete one batch, after re-checking each key's age and that no manifest committed
     since the plan references it."""
     fresh = newly_referenced(catalog, batch.table_uuid, batch.marked_through)
@@ -219,12 +172,8 @@ def sweep(
             skipped["foreign"] += 1  # never trust a batch to name keys outside the GC areas
         elif e.path in fresh:
             skipped["referenced"] += 1
-        elif e.category == "segment" and released_segment(e.path, batch.marked_through):
-            chosen.append(e)  # written for a version that exists: see lethe.gc.select
-        elif e.category == "iceberg" and released_view_manifest(
-            e.path, fresh, batch.marked_through
-        ):
-            chosen.append(e)  # made from a released segment: see lethe.gc.select
+        elif released(e.path, e.category, fresh, batch.marked_through):
+            chosen.append(e)  # no writer can reference it: see lethe.gc.select
         elif e.category != "workspace" and not (
             is_old(as_utc(e.erased_at), now, erasure_grace, s3_time=False)
             if e.erased_at is not None
@@ -234,7 +183,6 @@ def sweep(
         else:
             chosen.append(e)
     failed = _delete(catalog, [e.path for e in chosen], dry_run=dry_run)
-    done = [e for e in chosen if e.path not in failed]
     if skipped["referenced"]:
         log.info(
             "GC sweep %s batch %s: %s keys referenced by commits since the plan were spared",
@@ -242,15 +190,8 @@ def sweep(
             batch.index,
             skipped["referenced"],
         )
-    return StepResult(
-        step="sweep",
-        run_id=batch.run_id,
-        dry_run=dry_run,
-        deleted=_stats((e.category, e.size) for e in done),
-        keys=_keys((e.category, e.path) for e in done),
-        skipped=dict(skipped),
-        failed=tuple(sorted(failed)),
-    )
+    done = [(e.category, e.path, e.size) for e in chosen if e.path not in failed]
+    return StepResult.tally("sweep", batch.run_id, dry_run, done, skipped, sorted(failed))
 
 
 def _delete(catalog: Catalog, paths: Sequence[str], *, dry_run: bool) -> set[str]:
@@ -275,17 +216,12 @@ def expire(catalog: Catalog, plan: PlanDocument, *, dry_run: bool) -> StepResult
         if (v := manifest_version(o.path)) is not None and v < below
     ]
     failed = _delete(catalog, [o.path for o in doomed], dry_run=dry_run)
-    done = [o for o in doomed if o.path not in failed]
+    done: list[tuple[Category, str, int]] = [
+        ("manifest", o.path, o.size) for o in doomed if o.path not in failed
+    ]
     archived = archive(catalog, plan, dry_run=dry_run)
-    return StepResult(
-        step="expire",
-        run_id=plan.run_id,
-        dry_run=dry_run,
-        deleted=_stats(("manifest", o.size) for o in done),
-        keys=_keys(("manifest", o.path) for o in done),
-        skipped={"erasures_archived": archived} if archived else {},
-        failed=tuple(sorted(failed)),
-    )
+    skipped = {"erasures_archived": archived} if archived else {}
+    return StepResult.tally("expire", plan.run_id, dry_run, done, skipped, sorted(failed))
 
 
 def archive(catalog: Catalog, plan: PlanDocument, *, dry_run: bool) -> int:
@@ -325,7 +261,7 @@ def abort(catalog: Catalog, plan: PlanDocument, *, now: datetime, dry_run: bool)
     (moto reports every upload as initiated in 2010; only the parts' times are real there.)"""
     grace = timedelta(seconds=plan.grace_seconds)
     skipped: Counter[str] = Counter()
-    done: list[tuple[str, int]] = []
+    done: list[tuple[Category, str, int]] = []
     failed: list[str] = []
     for u in catalog.store.list_multipart(catalog.key("")):
         if not is_old(as_utc(u.initiated), now, grace):
@@ -343,13 +279,5 @@ def abort(catalog: Catalog, plan: PlanDocument, *, now: datetime, dry_run: bool)
                 log.warning("GC could not abort an upload of %s: %s", catalog.uri, e)
                 failed.append(relative(catalog, u.key))
                 continue
-        done.append((relative(catalog, u.key), sum(p[1] for p in parts)))
-    return StepResult(
-        step="abort",
-        run_id=plan.run_id,
-        dry_run=dry_run,
-        deleted=_stats(("upload", size) for _, size in done),
-        keys=_keys(("upload", k) for k, _ in done),
-        skipped=dict(skipped),
-        failed=tuple(failed),
-    )
+        done.append(("upload", relative(catalog, u.key), sum(p[1] for p in parts)))
+    return StepResult.tally("abort", plan.run_id, dry_run, done, skipped, failed)

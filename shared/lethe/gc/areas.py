@@ -45,6 +45,7 @@ __all__ = [
     "holds_values",
     "manifest_version",
     "new_run_id",
+    "released",
     "released_segment",
     "released_view_manifest",
     "segment_version",
@@ -123,6 +124,15 @@ def released_view_manifest(path: str, referenced: Collection[str], marked_throug
         return False
     segment = f"{SEGMENT_PREFIX}{stem[1]}.json.gz"
     return segment not in referenced and released_segment(segment, marked_through)
+
+
+def released(path: str, cat: Category | None, referenced: Collection[str], through: int) -> bool:
+    """Whether an unmarked object can go regardless of its age: a released segment
+    (:func:`released_segment`) or an Iceberg-view manifest made from one
+    (:func:`released_view_manifest`)."""
+    if cat == "segment":
+        return released_segment(path, through)
+    return cat == "iceberg" and released_view_manifest(path, referenced, through)
 
 
 def holds_values(path: str) -> bool:

@@ -11,13 +11,13 @@ lists *before* it marks (see :mod:`lethe.gc`).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime, timedelta
 
 from lethe import errors
 from lethe.catalog.commit import Catalog
-from lethe.catalog.manifest import ErasureRecord
+from lethe.catalog.manifest import DataFile, ErasureRecord
 from lethe.catalog.snapshot import Snapshot
 from lethe.erasure.ownership import deletable, superseded_external
 from lethe.errors import GcConflict
@@ -37,21 +37,21 @@ def references(m: Snapshot, memo: dict[str, frozenset[str]] | None = None) -> se
     pieces = {p.path for ix in m.indexes for r in ix.runs for p in r.pieces}
     pieces.update(ref for e in m.erasures for ref in e.superseded_refs)
     if not m.segmented:
-        refs = {f.path for f in m.files} | pieces
-        refs.update(f.dv.container for f in m.files if f.dv is not None and f.dv.container)
-        return refs
+        return _file_refs(m.files) | pieces
     memo = {} if memo is None else memo
     todo = [s for s in m.segments if s.path not in memo]
     for s, seg in zip(todo, m.segments_of(todo), strict=True):
-        memo[s.path] = frozenset(
-            {f.path for f in seg.files}
-            | {f.dv.container for f in seg.files if f.dv is not None and f.dv.container}
-        )
+        memo[s.path] = frozenset(_file_refs(seg.files))
     refs = {s.path for s in m.segments} | pieces
     for s in m.segments:
         refs |= memo[s.path]
     refs.update(o.dv.container for o in m.dv_overlay if o.dv.container)
     return refs
+
+
+def _file_refs(files: Iterable[DataFile]) -> set[str]:
+    """The data files and their DV containers."""
+    return {r for f in files for r in (f.path, f.dv.container if f.dv is not None else None) if r}
 
 
 def relative(catalog: Catalog, key: str) -> str:
@@ -176,6 +176,29 @@ class _Walk:
         self.check(m)
         self.released.update(references(m, self.memo))
 
+    def window(
+        self, behind: Iterable[Snapshot], cut: bool, cut_at: Callable[[Snapshot], bool]
+    ) -> tuple[list[int], bool]:
+        """Take the retained versions ``behind`` the head, newest first: past a cut, those
+        that read through the lineage are kept mapped and the window ends at the first that
+        cannot (released instead). The versions kept, and whether the window was cut."""
+        assert self.history is not None
+        kept: list[int] = []
+        mapping = True  # versions before a cut are kept when they read through the lineage
+        for got in behind:
+            mapped = self.history.map(got, self.erasures.values()) if cut and mapping else None
+            if cut and mapped is None:
+                mapping = False
+                self.release(got)
+                continue
+            if mapped is not None:
+                self.history.mapped[got.version] = mapped
+                self.release(got)
+            self.take(mapped or got)
+            kept.append(got.version)
+            cut = cut or cut_at(got)
+        return kept, cut
+
 
 def mark(
     catalog: Catalog,
@@ -197,14 +220,7 @@ def mark(
     head, _ = catalog.read_head()
     top = catalog.read_manifest(head.version)
     w = _Walk(catalog, top.table_uuid)
-    successors: list[Snapshot] = []
-    v = head.version + 1
-    while True:
-        try:
-            successors.append(catalog.read_manifest(v))
-        except errors.SnapshotNotFound:
-            break
-        v += 1
+    successors = _landed(catalog, head.version)
     for m in reversed(successors):
         w.take(m)
     w.take(top)
@@ -219,21 +235,8 @@ def mark(
 
     w.history = History(catalog, top)
     w.history.saw(top.version, w.refs)
-    kept = [top.version]
-    cut = cut_at(top)
-    mapping = True  # versions before a cut are kept when they read through the lineage
-    for got in _window(catalog, top, retention, now, workers):
-        mapped = w.history.map(got, w.erasures.values()) if cut and mapping else None
-        if cut and mapped is None:
-            mapping = False
-            w.release(got)
-            continue
-        if mapped is not None:
-            w.history.mapped[got.version] = mapped
-            w.release(got)
-        w.take(mapped or got)
-        kept.append(got.version)
-        cut = cut or cut_at(got)
+    behind, cut = w.window(_window(catalog, top, retention, now, workers), cut_at(top), cut_at)
+    kept = [top.version, *behind]
     # the Iceberg view keeps no snapshot of a mapped version (its manifests name the
     # replaced files and their statistics: docs/format.md §6b)
     w.refs |= _view_references(catalog, [v for v in kept if v not in w.history.mapped])
@@ -250,6 +253,17 @@ def mark(
         cut_at=w.created[_cut_version(kept, cuts, w.created)] if cut else None,
         mapped=dict(w.history.mapped),
     )
+
+
+def _landed(catalog: Catalog, version: int) -> list[Snapshot]:
+    """The manifests that landed after ``version`` (their head update still pending), oldest
+    first."""
+    out: list[Snapshot] = []
+    while True:
+        try:
+            out.append(catalog.read_manifest(version + 1 + len(out)))
+        except errors.SnapshotNotFound:
+            return out
 
 
 def _cut_version(kept: list[int], cuts: frozenset[int], created: dict[int, datetime]) -> int:
@@ -305,23 +319,16 @@ def newly_referenced(catalog: Catalog, table_uuid: str, since: int) -> frozenset
             f"the table at {catalog.uri} was replaced after this GC run planned "
             f"(table uuid {head.table_uuid} != {table_uuid}); start a new run"
         )
-    refs: set[str] = set()
-    v = since + 1
-    while True:
-        try:
-            m = catalog.read_manifest(v)
-        except errors.SnapshotNotFound:
-            if v <= head.version:
-                raise GcConflict(
-                    f"{catalog.uri}: manifest v{v} (between the planned v{since} and the head "
-                    f"v{head.version}) is missing; start a new run"
-                ) from None
-            break
+    landed = _landed(catalog, since)
+    for m in landed:
         if m.table_uuid != table_uuid:
-            raise GcConflict(f"{catalog.uri}: manifest v{v} belongs to another table")
-        refs.update(references(m))
-        v += 1
-    return frozenset(refs)
+            raise GcConflict(f"{catalog.uri}: manifest v{m.version} belongs to another table")
+    if (v := since + 1 + len(landed)) <= head.version:
+        raise GcConflict(
+            f"{catalog.uri}: manifest v{v} (between the planned v{since} and the head "
+            f"v{head.version}) is missing; start a new run"
+        )
+    return frozenset(r for m in landed for r in references(m))
 
 
 def _view_references(catalog: Catalog, kept: Iterable[int]) -> set[str]:

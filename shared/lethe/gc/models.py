@@ -18,6 +18,7 @@ Workspace layout (``<run id>`` is ``YYYYMMDDTHHMMSSZ-<8 hex>``)::
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any, Literal, get_args
@@ -196,6 +197,32 @@ class StepResult(_Frozen):
     skipped: Mapping[str, int] = Field(default_factory=dict)
     failed: tuple[str, ...] = ()
     versions_remaining: Mapping[str, int] = Field(default_factory=dict)
+
+    @classmethod
+    def tally(
+        cls,
+        step: Step,
+        run_id: str,
+        dry_run: bool,
+        done: Iterable[tuple[Category, str, int]],
+        skipped: Mapping[str, int],
+        failed: Iterable[str],
+    ) -> StepResult:
+        """The result of a step that deleted ``done`` (category, path, size each)."""
+        deleted: dict[Category, CategoryStats] = {}
+        keys: dict[Category, list[str]] = defaultdict(list)
+        for cat, path, size in done:
+            deleted[cat] = deleted.get(cat, CategoryStats()) + CategoryStats(objects=1, bytes=size)
+            keys[cat].append(path)
+        return cls(
+            step=step,
+            run_id=run_id,
+            dry_run=dry_run,
+            deleted={c: deleted[c] for c in CATEGORIES if c in deleted},
+            keys={c: tuple(keys[c]) for c in CATEGORIES if c in keys},
+            skipped=dict(skipped),
+            failed=tuple(failed),
+        )
 
     def summary(self) -> dict[str, Any]:
         """Counts only, for the workflow state."""

@@ -2,8 +2,7 @@
 
 Durations are parsed by :func:`lethe.catalog.grace.parse_duration` (``"7d"``, ``"90m"``, seconds).
 
->>> opts = options(retention="1000v", grace="1d", erasure_grace=DEFAULT_ERASURE_GRACE,
-...                dry_run=True, versioned=None)
+>>> opts = options("1000v", "1d", DEFAULT_ERASURE_GRACE, dry_run=True)
 >>> floor_grace(opts, timedelta(hours=1)).grace
 datetime.timedelta(days=1)
 >>> floor_grace(opts, timedelta(days=7))
@@ -26,14 +25,18 @@ from lethe.catalog.grace import (
     parse_duration,
     round_up,
 )
+from lethe.progress import Progress
 
 __all__ = [
+    "BATCH_KEYS",
     "DEFAULT_ERASURE_GRACE",
     "DEFAULT_GRACE",
     "DEFAULT_RETENTION",
+    "MAX_BATCHES",
     "WORKSPACE_GRACE",
     "Options",
     "Retention",
+    "Tuning",
     "as_utc",
     "floor_grace",
     "is_old",
@@ -44,6 +47,10 @@ DEFAULT_GRACE = "7d"
 #: A run's workspace files are removed once it finished (report or failure written), or
 #: after this long (longer than the workflow's 6 h timeout: a running workflow keeps them).
 WORKSPACE_GRACE = timedelta(hours=12)
+BATCH_KEYS = 1000  # DeleteObjects takes at most 1,000 keys
+#: At most this many batches per workflow run keeps ``$.plan`` far below Step Functions'
+#: 256 KiB state limit (a batch URI is ~100 bytes); a larger backlog continues next run.
+MAX_BATCHES = 1000
 
 
 def _fmt_duration(td: timedelta, units: tuple[str, ...] = ("w", "d", "h", "m")) -> str:
@@ -116,6 +123,17 @@ class Retention:
 
 
 @dataclass(frozen=True, slots=True)
+class Tuning:
+    """How a run goes about its work, not what it keeps: whether the bucket keeps object
+    versions (None: ask it), the keys per DeleteObjects batch (at most 1,000), and who hears
+    of the plan and the sweep (:mod:`lethe.progress`; a run in one process only)."""
+
+    versioned: bool | None = None
+    batch_keys: int = BATCH_KEYS
+    progress: Progress | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Options:
     """One run's parsed options (shared by :func:`lethe.gc.collect` and the workflow)."""
 
@@ -123,7 +141,7 @@ class Options:
     grace: timedelta | None  # None: the table's gc_grace (its floor, see floor_grace)
     erasure_grace: timedelta
     dry_run: bool
-    versioned: bool | None
+    tuning: Tuning = Tuning()
 
     @property
     def floor(self) -> timedelta:
@@ -134,20 +152,20 @@ class Options:
 
 
 def options(
-    *,
     retention: str | timedelta | Retention,
     grace: str | timedelta | float | None,
     erasure_grace: str | timedelta | float,
+    *,
     dry_run: bool,
-    versioned: bool | None,
+    tuning: Tuning | None = None,
 ) -> Options:
     """Parse a run's options; raises InvalidRequest on an unusable value."""
     return Options(
-        retention=Retention.parse(retention),
-        grace=None if grace is None else parse_duration(grace),
-        erasure_grace=parse_duration(erasure_grace),
-        dry_run=bool(dry_run),
-        versioned=versioned,
+        Retention.parse(retention),
+        None if grace is None else parse_duration(grace),
+        parse_duration(erasure_grace),
+        bool(dry_run),
+        tuning or Tuning(),
     )
 
 

@@ -176,10 +176,7 @@ def _status(
 
 
 def _blocking(
-    plan: PlanDocument,
-    e: ErasurePlan,
-    versions_remaining: Mapping[str, int],
-    left: _Remains,
+    plan: PlanDocument, e: ErasurePlan, versions_remaining: Mapping[str, int], left: _Remains
 ) -> list[str]:
     """Why erasure ``e`` is not complete yet (empty: it is)."""
     if e.state != "spliced" or e.spliced_version is None:

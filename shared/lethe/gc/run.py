@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -17,12 +18,12 @@ from lethe.gc.policy import (
     DEFAULT_ERASURE_GRACE,
     DEFAULT_RETENTION,
     Retention,
+    Tuning,
     floor_grace,
     options,
 )
 from lethe.gc.purge import purge
 from lethe.gc.report import build_report
-from lethe.gc.select import BATCH_KEYS
 from lethe.gc.workspace import MemoryWorkspace, S3Workspace
 from lethe.progress import Progress, track
 
@@ -38,11 +39,10 @@ def collect(
     grace: str | timedelta | float | None = None,
     erasure_grace: str | timedelta | float = DEFAULT_ERASURE_GRACE,
     dry_run: bool = False,
-    versioned: bool | None = None,
     now: datetime | None = None,
     s3: Any | None = None,
-    batch_keys: int = BATCH_KEYS,
     progress: Progress | None = None,
+    tuning: Tuning | None = None,
 ) -> GcReport:
     """Garbage-collect one table in this process (what ``lethe gc`` runs).
 
@@ -57,12 +57,12 @@ def collect(
             whatever ``retention`` and ``grace`` say (the versions from before it expire, and
             all only they referenced, adopted originals included).
         dry_run: compute and report everything, delete nothing, write nothing.
-        versioned: whether the bucket keeps object versions (None: ask the bucket).
         now: the time ages are measured against (tests); default: the clock.
         s3: a boto3 S3 client (default: one from the environment).
-        batch_keys: keys per DeleteObjects batch (at most 1,000).
-        progress: hears of the plan (``"gc plan"``: the versions kept and marked) and of the
-            sweep (``"gc sweep"``: candidate objects, batch by batch; :mod:`lethe.progress`).
+        progress: who hears of the plan (``"gc plan"``: the versions kept and marked) and of
+            the sweep (``"gc sweep"``: candidate objects, batch by batch); README "Progress".
+        tuning: whether the bucket keeps versions (default: ask it), keys per DeleteObjects
+            batch (and a progress callback, when ``progress`` is not given).
 
     A table with a row retention is swept first (:func:`sweep_retention`, at ``now``): the
     rows past it are erased, whole files dropped, straddling files spliced.
@@ -77,35 +77,33 @@ def collect(
         (12, ())
     """
     catalog = open_catalog(table_or_uri, s3)
-    opts = options(
-        retention=retention,
-        grace=grace,
-        erasure_grace=erasure_grace,
-        dry_run=dry_run,
-        versioned=versioned,
-    )
+    if progress is not None:
+        tuning = dataclasses.replace(tuning or Tuning(), progress=progress)
+    opts = options(retention, grace, erasure_grace, dry_run=dry_run, tuning=tuning)
     started = now or datetime.now(UTC)
     floor_grace(opts, _table_grace(catalog))  # refused before anything changes
     sweep_retention(catalog, now=started, dry_run=dry_run)
-    run_id = new_run_id(started)
-    ws = MemoryWorkspace()
+    run_id, ws, progress = new_run_id(started), MemoryWorkspace(), opts.tuning.progress
     with track(progress, "gc plan", total=None, unit="versions") as planning:
-        plan = write_plan(
-            catalog, opts, run_id=run_id, now=started, workspace=ws,
-            max_batches=None, batch_keys=batch_keys,
-        )  # fmt: skip
+        plan = write_plan(catalog, opts, run_id=run_id, now=started, workspace=ws, max_batches=None)
         planning.advance(plan.kept_versions)
     results = _apply(catalog, plan, ws, now=now, dry_run=dry_run, progress=progress)
-    report = build_report(catalog, plan, results, now=now or datetime.now(UTC), dry_run=dry_run)
-    if not dry_run:
-        S3Workspace(catalog, run_id).write("report.json", report)
+    return _close(
+        catalog, build_report(catalog, plan, results, now=now or datetime.now(UTC), dry_run=dry_run)
+    )
+
+
+def _close(catalog: Catalog, report: GcReport) -> GcReport:
+    """Write the run's ``report.json`` (not in a dry run) and log its totals."""
+    if not report.dry_run:
+        S3Workspace(catalog, report.run_id).write("report.json", report)
     log.info(
         "GC %s of %s: %s objects, %s bytes%s",
-        run_id,
+        report.run_id,
         catalog.uri,
         report.objects_deleted,
         report.bytes_deleted,
-        " (dry run)" if dry_run else "",
+        " (dry run)" if report.dry_run else "",
     )
     return report
 

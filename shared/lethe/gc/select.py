@@ -29,8 +29,7 @@ from lethe.gc.areas import (
     category,
     holds_values,
     manifest_version,
-    released_segment,
-    released_view_manifest,
+    released,
 )
 from lethe.gc.models import (
     CATEGORIES,
@@ -41,24 +40,9 @@ from lethe.gc.models import (
     ErasurePlan,
     carried,
 )
-from lethe.gc.policy import WORKSPACE_GRACE, is_old
+from lethe.gc.policy import BATCH_KEYS, WORKSPACE_GRACE, is_old
 
-__all__ = [
-    "BATCH_KEYS",
-    "MAX_BATCHES",
-    "Listed",
-    "Marks",
-    "Selection",
-    "batches",
-    "candidates",
-    "expiring",
-    "select",
-]
-
-BATCH_KEYS = 1000  # DeleteObjects takes at most 1,000 keys
-#: At most this many batches per workflow run keeps ``$.plan`` far below Step Functions'
-#: 256 KiB state limit (a batch URI is ~100 bytes); a larger backlog continues next run.
-MAX_BATCHES = 1000
+__all__ = ["Listed", "Marks", "Selection", "batches", "candidates", "expiring", "select"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,32 +116,17 @@ def select(
             entry = _workspace_entry(o, cat, finished=finished, now=now)
         elif o.path in marks.referenced:
             continue
-        elif (
-            cat == "segment"
-            and o.last_modified is not None
-            and released_segment(o.path, marks.marked_through)
-        ):
+        else:
             if holds_values(o.path):  # a segment's entries' stats may name erased values
                 unreferenced_values.append(o)
-            entry = BatchEntry(
-                path=o.path, size=o.size, category=cat, last_modified=o.last_modified
-            )
-        elif (
-            cat == "iceberg"
-            and o.last_modified is not None
-            and released_view_manifest(o.path, marks.referenced, marks.marked_through)
-        ):
-            if holds_values(o.path):
-                unreferenced_values.append(o)
-            entry = BatchEntry(
-                path=o.path, size=o.size, category=cat, last_modified=o.last_modified
-            )
-        else:
-            if holds_values(o.path):
-                unreferenced_values.append(o)
-            entry = _unreferenced_entry(
-                o, cat, erased_at.get(o.path), grace=grace, erasure_grace=erasure_grace, now=now
-            )
+            if o.last_modified is not None and released(
+                o.path, cat, marks.referenced, marks.marked_through
+            ):
+                entry = _entry(o, cat)
+            else:
+                entry = _unreferenced_entry(
+                    o, cat, erased_at.get(o.path), grace=grace, erasure_grace=erasure_grace, now=now
+                )
         if entry is None:
             young[cat] = young.get(cat, CategoryStats()) + CategoryStats(objects=1, bytes=o.size)
         else:
@@ -180,9 +149,7 @@ def _workspace_state(listing: Sequence[Listed]) -> tuple[dict[str, datetime | No
     return completed, finished
 
 
-def _splice_times(
-    marks: Marks,
-) -> tuple[dict[str, datetime], dict[str, datetime | None]]:
+def _splice_times(marks: Marks) -> tuple[dict[str, datetime], dict[str, datetime | None]]:
     """Superseded files of spliced erasures: age from the splice commit. If that manifest has
     expired, the oldest kept manifest is younger than it: a safe lower bound of the age.
     Objects only the versions an erasure cut off referenced (``marks.released``) age from
@@ -219,8 +186,15 @@ def _workspace_entry(
     if o.last_modified is not None and (
         run in finished or is_old(o.last_modified, now, WORKSPACE_GRACE)
     ):
-        return BatchEntry(path=o.path, size=o.size, category=cat, last_modified=o.last_modified)
+        return _entry(o, cat)
     return None
+
+
+def _entry(o: Listed, cat: Category, erased_at: datetime | None = None) -> BatchEntry:
+    assert o.last_modified is not None
+    return BatchEntry(
+        path=o.path, size=o.size, category=cat, last_modified=o.last_modified, erased_at=erased_at
+    )
 
 
 def _unreferenced_entry(
@@ -239,16 +213,8 @@ def _unreferenced_entry(
         # committed once, so no writer can claim it: only the erasure grace applies
         if not is_old(erased_at, now, erasure_grace, s3_time=False):
             return None
-        return BatchEntry(
-            path=o.path,
-            size=o.size,
-            category=cat,
-            last_modified=o.last_modified,
-            erased_at=erased_at,
-        )
-    if is_old(o.last_modified, now, grace):
-        return BatchEntry(path=o.path, size=o.size, category=cat, last_modified=o.last_modified)
-    return None
+        return _entry(o, cat, erased_at)
+    return _entry(o, cat) if is_old(o.last_modified, now, grace) else None
 
 
 def _erasure_plans(

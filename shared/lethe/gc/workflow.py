@@ -26,11 +26,17 @@ from lethe.gc.models import (
     PlanState,
     StepResult,
 )
-from lethe.gc.policy import DEFAULT_ERASURE_GRACE, DEFAULT_RETENTION, Retention, options
+from lethe.gc.policy import (
+    DEFAULT_ERASURE_GRACE,
+    DEFAULT_RETENTION,
+    MAX_BATCHES,
+    Retention,
+    Tuning,
+    options,
+)
 from lethe.gc.purge import purge
 from lethe.gc.report import build_report
 from lethe.gc.run import sweep_retention
-from lethe.gc.select import BATCH_KEYS, MAX_BATCHES
 from lethe.gc.workspace import S3Workspace, decode
 from lethe.storage.store import S3Store, parse_s3_uri
 
@@ -106,17 +112,14 @@ def retention_step(
     r = sweep_retention(open_catalog(uri, s3), now=now or datetime.now(UTC), dry_run=dry_run)
     if r is None:
         return {"swept": False, "dry_run": dry_run}
+    counts = ("files_dropped", "files_spliced", "rows_expired", "bytes_dropped", "data_bytes_moved")
     return {
         "swept": True,
         "dry_run": r.dry_run,
         "request_id": r.request_id,
         "request_hash": r.request_hash,
         "cutoff": r.cutoff.isoformat(),
-        "files_dropped": r.files_dropped,
-        "files_spliced": r.files_spliced,
-        "rows_expired": r.rows_expired,
-        "bytes_dropped": r.bytes_dropped,
-        "data_bytes_moved": r.data_bytes_moved,
+        **{k: getattr(r, k) for k in counts},
         "versions": list(r.versions),
         "complete": r.complete,
     }
@@ -129,14 +132,12 @@ def plan_step(
     retention: str | timedelta | Retention = DEFAULT_RETENTION,
     grace: str | timedelta | float | None = None,
     erasure_grace: str | timedelta | float = DEFAULT_ERASURE_GRACE,
-    versioned: bool | None = None,
-    run_id: str | None = None,
     now: datetime | None = None,
     s3: Any | None = None,
-    batch_keys: int = BATCH_KEYS,
+    tuning: Tuning | None = None,
 ) -> PlanState:
     """Workflow step Plan: list, mark, write ``plan.json`` and the sweep batches (of at most
-    ``batch_keys`` <= 1,000 keys) under ``_gc/<run id>/``; return the compact state the
+    ``tuning.batch_keys`` <= 1,000 keys) under ``_gc/<run id>/``; return the compact state the
     workflow carries (batch URIs).
 
     Example:
@@ -145,24 +146,10 @@ def plan_step(
         's3://bucket/events/_gc/20261122T030000Z-1a2b3c4d/batch-0000.json'
     """
     catalog = open_catalog(uri, s3)
-    opts = options(
-        retention=retention,
-        grace=grace,
-        erasure_grace=erasure_grace,
-        dry_run=dry_run,
-        versioned=versioned,
-    )
+    opts = options(retention, grace, erasure_grace, dry_run=dry_run, tuning=tuning)
     now = now or datetime.now(UTC)
-    run_id = run_id or new_run_id(now)
-    plan = write_plan(
-        catalog,
-        opts,
-        run_id=run_id,
-        now=now,
-        workspace=S3Workspace(catalog, run_id),
-        max_batches=MAX_BATCHES,
-        batch_keys=batch_keys,
-    )
+    ws = S3Workspace(catalog, run_id := new_run_id(now))
+    plan = write_plan(catalog, opts, run_id=run_id, now=now, workspace=ws, max_batches=MAX_BATCHES)
     return PlanState.of(plan)
 
 
@@ -192,12 +179,7 @@ def sweep_step(
         {'referenced': 1}
     """
     catalog, batch = _load_batch(batch_uri, s3)
-    result = sweep(
-        catalog,
-        batch,
-        now=now or datetime.now(UTC),
-        dry_run=dry_run or batch.dry_run,
-    )
+    result = sweep(catalog, batch, now=now or datetime.now(UTC), dry_run=dry_run or batch.dry_run)
     S3Workspace(catalog, batch.run_id).write(f"sweep-{batch.index:04d}.json", result)
     return result
 
@@ -324,11 +306,7 @@ def _infer_step(state: Mapping[str, Any]) -> str:
 
 
 def record_failure(
-    uri: str,
-    state: Mapping[str, Any],
-    *,
-    now: datetime | None = None,
-    s3: Any | None = None,
+    uri: str, state: Mapping[str, Any], *, now: datetime | None = None, s3: Any | None = None
 ) -> str:
     """Workflow step RecordFailure: write the Catch's ``$.error`` (Error, Cause) and the
     failed step (inferred from which results the state holds) to ``_gc/<run>/failure.json``.
