@@ -29,15 +29,9 @@ from pyroaring import BitMap64
 from lethe.catalog.manifest import DataFile, IndexPiece, IndexRun
 from lethe.catalog.snapshot import Snapshot
 from lethe.catalog.values import exact_scalar, from_json, to_json
-from lethe.index.core import (
-    PIECE_ENTRIES,
-    index_path,
-    origin_positions,
-    origin_removed,
-    piece_may_hold,
-    read_entries,
-    write_pieces,
-)
+from lethe.index.origins import index_path, origin_positions, origin_removed
+from lethe.index.pieces import PIECE_ENTRIES, write_pieces
+from lethe.index.probe import piece_may_hold, read_entries
 from lethe.reading.reader import FileHandle, read_positions
 from lethe.reading.scan import Projections
 from lethe.storage.layout import object_key

@@ -1,7 +1,7 @@
 """Index pieces (docs/format.md §3c): how entries are laid out, sorted and written.
 
 A piece is an immutable Parquet object under ``index/`` holding entries ``(value, file,
-pos)`` sorted by value, then file, then position. :mod:`lethe.index.core` builds runs of pieces
+pos)`` sorted by value, then file, then position. :mod:`lethe.index.runs` builds runs of pieces
 and probes them; this module is the piece format's one writer.
 """
 

@@ -46,8 +46,8 @@ from lethe.catalog.snapshot import Snapshot
 from lethe.dv import store as dvstore
 from lethe.dv.blob import encode_dv
 from lethe.dv.remap import map_deletes, mapped_positions, row_groups_of, split_positions
-from lethe.index.core import catch_up, runs_for_files
 from lethe.index.erase import scrub_rows
+from lethe.index.runs import catch_up, runs_for_files
 from lethe.maintenance.clustering_io import output_positions
 from lethe.maintenance.compaction_plan import (
     CompactionGroup,

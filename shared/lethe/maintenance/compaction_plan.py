@@ -213,14 +213,7 @@ def plan_compaction(
         groups = _groups(_bins(candidates, target), reasons, opts)
     coalesce, containers = _dvs_to_coalesce(manifest.files, groups, opts)
     return CompactionPlan(
-        table_uri=table_uri,
-        base_version=manifest.version,
-        target_file_bytes=target,
-        options=opts,
-        groups=groups,
-        coalesce=coalesce,
-        dv_containers=containers,
-        cluster=spec,
+        table_uri, manifest.version, target, opts, groups, coalesce, containers, spec
     )
 
 

@@ -11,8 +11,9 @@ from pydantic import BaseModel, ConfigDict
 from lethe import errors
 from lethe.catalog.manifest import DataFile, SchemaVersion, TableProperties
 from lethe.catalog.snapshot import Snapshot
+from lethe.index.runs import stub_snapshot
 from lethe.maintenance.clustering import ClusterSpec
-from lethe.maintenance.clustering_io import rewrite_clustered, sources_snapshot
+from lethe.maintenance.clustering_io import rewrite_clustered
 from lethe.maintenance.compaction_plan import CompactionPlan
 from lethe.reading.rows import batches
 from lethe.storage.layout import object_key
@@ -68,8 +69,8 @@ def run_rewrite_task(task: RewriteTask, *, store: S3Store | None = None) -> list
     """
     bucket, prefix = parse_s3_uri(task.table_uri)
     store = store if store is not None and store.bucket == bucket else S3Store(bucket)
-    stub = sources_snapshot(
-        task.files, task.schema_b64, task.properties, task.schemas, task.schema_id
+    stub = stub_snapshot(
+        task.schema_b64, task.properties, task.files, task.schemas, task.schema_id, kind="compact"
     )
     schema = stub.arrow_schema()
     p = task.properties
