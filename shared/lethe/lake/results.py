@@ -3,12 +3,19 @@ a value, never a raw request id)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
 from lethe.lake.model import TableState
 
-__all__ = ["LakeRequestResult", "LakeResumeResult", "LakeTableResult", "committed_result"]
+__all__ = [
+    "LakeRequestResult",
+    "LakeResumeResult",
+    "LakeTableResult",
+    "committed_result",
+    "reasons",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,3 +82,8 @@ def committed_result(part: TableState, *, duplicate: bool) -> LakeTableResult:
         duplicate=duplicate,
         rows=part.rows,
     )
+
+
+def reasons(parts: Iterable[LakeTableResult]) -> str:
+    """Why ``parts`` did not commit, each reason once (``"; "``-joined)."""
+    return "; ".join(dict.fromkeys(p.error or p.state for p in parts))
