@@ -26,13 +26,7 @@ from lethe.catalog.manifest import request_hash
 from lethe.erasure.deletes import DeleteRequest
 from lethe.lake.asks import CONFLICT, Asked, ForgetRequest, check, subject_filters
 from lethe.lake.model import LakeDoc, LakeRequest, TableState
-from lethe.lake.results import (
-    LakeRequestResult,
-    LakeResumeResult,
-    LakeTableResult,
-    committed_result,
-    reasons,
-)
+from lethe.lake.results import LakeRequestResult, LakeResumeResult, LakeTableResult, reasons
 from lethe.lake.window import LakeContext, splice_tables
 from lethe.parquet.costs import DEFAULT_MODEL
 from lethe.progress import Progress, track
@@ -208,7 +202,7 @@ def _apply(lake: LakeContext, doc: LakeDoc, raw: Raw, progress: Progress | None 
             if part.state == "pending":
                 work[part.table].append((r, part))
             elif part.state == "committed":
-                out[r.id_hash].append(committed_result(part, duplicate=True))
+                out[r.id_hash].append(_duplicate(part))
     done: dict[str, dict[tuple[str, int], tuple[int | None, int, str]]] = defaultdict(dict)
     tracker = track(progress, "forget", total=len(work), unit="tables")
     for uri, items in work.items():
@@ -232,6 +226,13 @@ def _apply(lake: LakeContext, doc: LakeDoc, raw: Raw, progress: Progress | None 
         stored.drop(lake.store, lake.prefix, stored.finished(doc, finished))
     tracker.finish()
     return out
+
+
+def _duplicate(p: TableState) -> LakeTableResult:
+    """A part an earlier run committed (its rows: that run's count; none hidden now)."""
+    return LakeTableResult(
+        p.table, p.part, p.id_hash, "committed", p.version, duplicate=True, rows=p.rows
+    )
 
 
 def _commit_table(

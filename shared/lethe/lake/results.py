@@ -7,13 +7,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
-from lethe.lake.model import TableState
-
 __all__ = [
     "LakeRequestResult",
     "LakeResumeResult",
     "LakeTableResult",
-    "committed_result",
     "reasons",
 ]
 
@@ -69,19 +66,6 @@ class LakeResumeResult:
     @property
     def ok(self) -> bool:
         return not self.failed
-
-
-def committed_result(part: TableState, *, duplicate: bool) -> LakeTableResult:
-    return LakeTableResult(
-        part.table,
-        part.part,
-        part.id_hash,
-        "committed",
-        version=part.version,
-        rows_deleted=0 if duplicate else part.rows or 0,
-        duplicate=duplicate,
-        rows=part.rows,
-    )
 
 
 def reasons(parts: Iterable[LakeTableResult]) -> str:

@@ -6,6 +6,8 @@ it to an executor; :func:`~lethe.maintenance.compaction.compact` runs it in this
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import BaseModel, ConfigDict
 
 from lethe import errors
@@ -41,18 +43,16 @@ class RewriteTask(BaseModel):
 
 def rewrite_tasks(plan: CompactionPlan, manifest: Snapshot) -> list[RewriteTask]:
     """The tasks of a plan (groups with live rows; fully deleted groups need no rewrite)."""
+    table: dict[str, Any] = {  # what every task of the plan carries
+        "table_uri": plan.table_uri,
+        "schema_b64": manifest.schema_b64,
+        "properties": manifest.properties,
+        "target_file_bytes": plan.target_file_bytes,
+        "schemas": manifest.manifest.schemas,
+        "schema_id": manifest.current_schema_id,
+    }
     return [
-        RewriteTask(
-            table_uri=plan.table_uri,
-            group=g.index,
-            schema_b64=manifest.schema_b64,
-            properties=manifest.properties,
-            target_file_bytes=plan.target_file_bytes,
-            files=g.files,
-            cluster=g.cluster,
-            schemas=manifest.manifest.schemas,
-            schema_id=manifest.current_schema_id,
-        )
+        RewriteTask(group=g.index, files=g.files, cluster=g.cluster, **table)
         for g in plan.groups
         if g.live_rows > 0
     ]
