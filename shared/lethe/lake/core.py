@@ -51,6 +51,7 @@ from typing import Any, Literal
 import lethe.lake.forget as forgetting
 import lethe.lake.model as model
 import lethe.lake.values as stored
+import lethe.lake.window as windows
 from lethe import errors
 from lethe.catalog.commit import Catalog, RetryPolicy, update_object
 from lethe.catalog.manifest import request_hash
@@ -58,17 +59,6 @@ from lethe.lake.asks import CONFLICT, ForgetRequest, misfit_column
 from lethe.lake.model import LakeDoc, SubjectMap
 from lethe.lake.receipt import LakeReceipt, lake_receipts
 from lethe.lake.results import LakeRequestResult, LakeResumeResult, LakeTableResult, reasons
-from lethe.lake.window import (
-    ARCHIVE_AFTER,
-    LakeBacklog,
-    LakeContext,
-    WindowRun,
-    archived,
-    backlog,
-    find_archived,
-)
-from lethe.lake.window import archive as archive_requests
-from lethe.lake.window import splice_due as splice_window
 from lethe.progress import Progress
 from lethe.storage.layout import object_key
 from lethe.storage.store import S3Store, make_s3_client, parse_s3_uri
@@ -79,7 +69,6 @@ log = logging.getLogger(__name__)
 __all__ = ["ForgetRequest", "Lake", "LakeRequestResult", "LakeResumeResult", "LakeTableResult"]
 
 LAKE_KEY = model.LAKE_KEY
-VALUES_PREFIX = model.VALUES_PREFIX
 Mode = Literal["erase", "logical"]
 
 
@@ -177,9 +166,11 @@ class Lake:
         return object_key(self.prefix, rel)
 
     @property
-    def context(self) -> LakeContext:
+    def context(self) -> windows.LakeContext:
         """What the window run, the archive and the receipts take (:mod:`lethe.lake.window`)."""
-        return LakeContext(self.store, self.prefix, self.refresh, self._update, self.open_table)
+        return windows.LakeContext(
+            self.store, self.prefix, self.refresh, self._update, self.open_table
+        )
 
     # --- the registry ------------------------------------------------------------------------
     @property
@@ -228,25 +219,27 @@ class Lake:
         """Change the erasure window (applies to every request not spliced yet)."""
         self._update(lambda d: model.set_window(d, int(window.total_seconds())))
 
-    def splice_due(self, *, now: datetime | None = None, max_bytes: int | None = None) -> WindowRun:
+    def splice_due(
+        self, *, now: datetime | None = None, max_bytes: int | None = None
+    ) -> windows.WindowRun:
         """The scheduled window run: splice every file of the erase requests whose window
         has closed, each file once for all of them, ``max_bytes`` per table
         (:func:`lethe.lake.window.splice_due`; a table that fails is reported in the run,
         the others go on), then delete the values objects no pending request needs
         (:func:`lethe.lake.values.sweep`): the scheduled run is what removes those a killed
         call left."""
-        run = splice_window(self.context, now=now, max_bytes=max_bytes)
+        run = windows.splice_due(self.context, now=now, max_bytes=max_bytes)
         return dataclasses.replace(run, values_deleted=self.sweep_values())
 
-    def archive(self, *, older_than: timedelta = ARCHIVE_AFTER) -> int:
+    def archive(self, *, older_than: timedelta = windows.ARCHIVE_AFTER) -> int:
         """Move finished requests older than ``older_than`` out of ``lake.json`` into an
         immutable archive object (:func:`lethe.lake.window.archive`); receipts still find
         them. Returns how many moved."""
-        return archive_requests(self.context, older_than=older_than)
+        return windows.archive(self.context, older_than=older_than)
 
-    def backlog(self) -> LakeBacklog:
+    def backlog(self) -> windows.LakeBacklog:
         """Requests not done and the oldest one's age (what the overdue alarm watches)."""
-        return backlog(self.erasures(pending=True))
+        return windows.backlog(self.erasures(pending=True))
 
     def tables(self) -> tuple[str, ...]:
         """The URIs of the lake's tables, in the order they were added."""
@@ -446,7 +439,7 @@ class Lake:
         """
         h = request_hash(request_id)
         doc = self.refresh()
-        r = doc.request(h) or find_archived(self.context, doc, h)
+        r = doc.request(h) or windows.find_archived(self.context, doc, h)
         if r is None:
             raise errors.InvalidRequest("the lake holds no request with that id")
         present = stored.present(self.store, self.prefix)
@@ -463,7 +456,7 @@ class Lake:
         doc = self.refresh()
         # archived requests are finished: read only when finished ones are asked for
         reqs = sorted(
-            (*doc.requests, *(() if pending else archived(self.context, doc))),
+            (*doc.requests, *(() if pending else windows.archived(self.context, doc))),
             key=lambda r: r.requested_at,
         )
         if older_than is not None:

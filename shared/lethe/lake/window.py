@@ -220,23 +220,17 @@ def _run_table(
         why = f"{type(e).__name__}: {str(e)[:300]}"
         log.error("lake %s: splices on %s failed (%s); the others go on", lake.uri, uri, why)
         return TableWindowRun(uri, len(ids), 0, 0, False, error=why)
+    commits = version - before if version is not None else 0
     log.info(
         "lake %s: splices on %s: %d erasure(s), %d file(s) spliced in %d commit(s), complete=%s",
         lake.uri,
         uri,
         len(ids),
         len(splices),
-        version - before if version is not None else 0,
+        commits,
         complete,
     )
-    return TableWindowRun(
-        uri,
-        len(ids),
-        len(splices),
-        version - before if version is not None else 0,
-        complete,
-        version=version,
-    )
+    return TableWindowRun(uri, len(ids), len(splices), commits, complete, version=version)
 
 
 def archive(
