@@ -46,7 +46,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from bench.common import body_size, measure, mib, moto_process, new_bucket
+from bench.common import Moved, body_size, measure, mib, moto_process, new_bucket
 from bench.floor import Floor, file_floor
 from bench.upkeep import index_cpu
 from devtools.local.server import LocalAws
@@ -319,18 +319,11 @@ def drop(client: Any, bucket: str) -> None:
 
 
 @dataclass(frozen=True, slots=True)
-class Cow:
+class Cow(Moved):
     """The copy-on-write baseline of some files."""
 
-    files: int
-    down: int
-    up: int
-    cpu: float
-    wall: float
-
-    @property
-    def moved(self) -> int:
-        return self.down + self.up
+    cpu: float = 0.0
+    wall: float = 0.0
 
 
 def copy_on_write(b: Built, files: Sequence[DataFile], victims: np.ndarray) -> Cow:

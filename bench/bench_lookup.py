@@ -19,15 +19,7 @@ from collections.abc import Iterator
 import numpy as np
 import pyarrow as pa
 
-from bench.common import (
-    Unavailable,
-    copy_prefix,
-    measure,
-    mib,
-    moto_process,
-    new_bucket,
-    s3rver_process,
-)
+from bench.common import Unavailable, measure, mib, moto_process, new_bucket, s3rver_copy
 from lethe.table import Table
 
 SCHEMA = pa.schema(
@@ -150,8 +142,7 @@ def run(
         wall_on = "moto"
         if s3rver:
             try:
-                with s3rver_process() as rv:
-                    copy_prefix(aws.client("s3"), rv, bucket, "lookups/")
+                with s3rver_copy(aws, bucket, "lookups/") as rv:
                     print("the same lookups on s3rver (a ranged GET streams the range, as on S3)")
                     on = _both(Table.open(uri, s3=rv), keys)
                 out |= {f"{k} (s3rver)": v for k, v in on.items()}

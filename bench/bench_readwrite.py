@@ -38,16 +38,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from bench.common import (
-    Measured,
-    Unavailable,
-    copy_prefix,
-    measure,
-    mib,
-    moto_process,
-    new_bucket,
-    s3rver_process,
-)
+from bench.common import Measured, Unavailable, measure, mib, moto_process, new_bucket, s3rver_copy
 from devtools.datagen import generate
 from lethe.storage.objects import PinnedObject
 from lethe.table import Table
@@ -209,8 +200,7 @@ def scan_walls(t: Table, uri: str, n: int, aws: Any, on: bool) -> dict[str, floa
     s3rver is unavailable."""
     bucket, prefix = uri.removeprefix("s3://").split("/", 1)
     try:
-        with s3rver_process() as rv:
-            copy_prefix(aws.client("s3"), rv, bucket, prefix + "/")
+        with s3rver_copy(aws, bucket, prefix + "/") as rv:
             there = Table.open(uri, s3=rv, version=t.version)
             there.scan()
             plain_read(there)

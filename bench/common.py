@@ -45,6 +45,19 @@ class Measured:
     cpu: float
 
 
+@dataclass(frozen=True, slots=True)
+class Moved:
+    """What an operation moved over the files it touched: bytes down and up."""
+
+    files: int = 0
+    down: int = 0
+    up: int = 0
+
+    @property
+    def moved(self) -> int:
+        return self.down + self.up
+
+
 def measure(fn: Callable[[], Any]) -> Measured:
     r0 = resource.getrusage(resource.RUSAGE_SELF)
     t0 = time.perf_counter()
@@ -154,6 +167,15 @@ def copy_prefix(src: Any, dst: Any, bucket: str, prefix: str) -> int:
             dst.put_object(Bucket=bucket, Key=o["Key"], Body=body)
             n += len(body)
     return n
+
+
+@contextmanager
+def s3rver_copy(aws: LocalAws, bucket: str, prefix: str) -> Iterator[Any]:
+    """s3rver (:func:`s3rver_process`) holding a copy of what is under ``prefix`` of
+    ``bucket`` on moto; yields its client. Raises :class:`Unavailable` as that does."""
+    with s3rver_process() as rv:
+        copy_prefix(aws.client("s3"), rv, bucket, prefix)
+        yield rv
 
 
 def body_size(body: Any) -> int:

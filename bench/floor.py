@@ -44,24 +44,18 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from bench.common import Moved
 from lethe.parquet.footer import chunk_range, footer_length, parse_tail, read_offset_index
 
 MIN_PART = 5 << 20  # S3: every part of a multipart upload but the last
 
 
 @dataclass(frozen=True, slots=True)
-class Floor:
+class Floor(Moved):
     """The floor of one erasure (or the sum over its files)."""
 
-    files: int = 0
-    down: int = 0
-    up: int = 0
     requests: int = 0
     cpu: float = 0.0
-
-    @property
-    def moved(self) -> int:
-        return self.down + self.up
 
     def __add__(self, o: Floor) -> Floor:
         return Floor(

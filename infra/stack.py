@@ -61,18 +61,7 @@ class LetheStack(cdk.Stack):
                 removal_policy=cdk.RemovalPolicy.RETAIN,
             )
 
-        self.storage = TableStorage(
-            self,
-            "Storage",
-            table_prefix=config.table_prefix,
-            encryption_key=self.key,
-            versioned=config.versioned,
-            noncurrent_version_days=config.noncurrent_version_days,
-            access_logs=config.access_logs,
-            access_log_retention_days=config.access_log_retention_days,
-            incoming_expiration_days=config.incoming_expiration_days,
-            expire_incoming=not (config.adopt and config.adopt.in_place),
-        )
+        self.storage = TableStorage(self, "Storage", config=config, encryption_key=self.key)
         self.queues = RequestQueues(self, "Queues", encryption_key=self.key)
         self.runtime = LambdaRuntime(
             self,

@@ -28,13 +28,7 @@ from typing import Any
 
 import pyarrow as pa
 from pyspark import cloudpickle
-from pyspark.sql.datasource import (
-    DataSource,
-    DataSourceArrowWriter,
-    DataSourceReader,
-    InputPartition,
-    WriterCommitMessage,
-)
+from pyspark.sql import datasource as ds
 
 # Executors need not be able to import this module (they get its classes by value).
 cloudpickle.register_pickle_by_value(sys.modules[__name__])  # type: ignore[no-untyped-call]
@@ -67,8 +61,24 @@ def _write_result(path: str, payload: Any) -> None:
         json.dump(payload, f)
 
 
+class _OptionsWriter(ds.DataSourceArrowWriter):
+    """A writer that keeps its source's options (``result``: where ``commit`` writes)."""
+
+    def __init__(self, options: dict[str, str]) -> None:
+        self.options = options
+
+
+class _WriterSource(ds.DataSource):
+    """A write-only source: ``writer`` makes a ``writer_class`` over the options."""
+
+    writer_class: type[_OptionsWriter]
+
+    def writer(self, schema: Any, overwrite: bool) -> ds.DataSourceArrowWriter:
+        return self.writer_class(dict(self.options))
+
+
 # --- lethe_raw ---------------------------------------------------------------------------------
-class RawUploads(DataSource):
+class RawUploads(ds.DataSource):
     """Options: ``objects`` (JSON list of :class:`lethe.ingest.InputObject`), ``schema`` (the
     table's Arrow schema, base64 IPC). Read with ``.schema(<staged struct>)``."""
 
@@ -84,20 +94,20 @@ class RawUploads(DataSource):
 
         return from_arrow_schema(staged_schema(schema_from_b64(self.options["schema"])))
 
-    def reader(self, schema: Any) -> DataSourceReader:
+    def reader(self, schema: Any) -> ds.DataSourceReader:
         return _RawReader(self.options, schema)
 
 
-class _RawReader(DataSourceReader):
+class _RawReader(ds.DataSourceReader):
     def __init__(self, options: Any, struct: Any) -> None:
         self.objects: list[dict[str, Any]] = json.loads(options["objects"])
         self.table_schema_b64: str = options["schema"]
         self.out_schema = spark_arrow_schema(struct)
 
-    def partitions(self) -> list[InputPartition]:
-        return [InputPartition(i) for i in range(len(self.objects))]
+    def partitions(self) -> list[ds.InputPartition]:
+        return [ds.InputPartition(i) for i in range(len(self.objects))]
 
-    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+    def read(self, partition: ds.InputPartition) -> Iterator[pa.RecordBatch]:
         from lethe.catalog.manifest import schema_from_b64
         from lethe.ingest import InputObject, read_object, stage, staged_schema
         from lethe.storage.store import S3Store
@@ -113,29 +123,14 @@ class _RawReader(DataSourceReader):
 
 
 # --- lethe_files ------------------------------------------------------------------------------
-class _Files(WriterCommitMessage):
+class _Files(ds.WriterCommitMessage):
     def __init__(self, files: list[str], bucket: str, prefix: str) -> None:
         self.files = files  # DataFile JSON
         self.bucket = bucket
         self.prefix = prefix
 
 
-class LetheFiles(DataSource):
-    """Options: ``table`` (URI), ``schema`` (base64), ``key``, ``target_file_bytes``,
-    ``row_group_bytes``, ``result`` (local path the driver-side commit writes to)."""
-
-    @classmethod
-    def name(cls) -> str:
-        return "lethe_files"
-
-    def writer(self, schema: Any, overwrite: bool) -> DataSourceArrowWriter:
-        return _FilesWriter(dict(self.options))
-
-
-class _FilesWriter(DataSourceArrowWriter):
-    def __init__(self, options: dict[str, str]) -> None:
-        self.options = options
-
+class _FilesWriter(_OptionsWriter):
     def write(self, iterator: Iterator[pa.RecordBatch]) -> _Files:
         from lethe.catalog.manifest import schema_from_b64
         from lethe.catalog.schemas import with_ids
@@ -160,11 +155,11 @@ class _FilesWriter(DataSourceArrowWriter):
         files = write_files(S3Store(bucket), prefix, batches(), schema, opts)
         return _Files([f.model_dump_json() for f in files], bucket, prefix)
 
-    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+    def commit(self, messages: list[ds.WriterCommitMessage | None]) -> None:
         files = [f for m in messages if isinstance(m, _Files) for f in m.files]
         _write_result(self.options["result"], files)
 
-    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+    def abort(self, messages: list[ds.WriterCommitMessage | None]) -> None:
         from lethe.catalog.manifest import DataFile
         from lethe.storage.layout import object_key
         from lethe.storage.store import S3Store
@@ -175,28 +170,25 @@ class _FilesWriter(DataSourceArrowWriter):
                 S3Store(m.bucket).delete_many(keys)
 
 
+class LetheFiles(_WriterSource):
+    """Options: ``table`` (URI), ``schema`` (base64), ``key``, ``target_file_bytes``,
+    ``row_group_bytes``, ``result`` (local path the driver-side commit writes to)."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "lethe_files"
+
+    writer_class = _FilesWriter
+
+
 # --- lethe_rejects ----------------------------------------------------------------------------
-class _Rejects(WriterCommitMessage):
+class _Rejects(ds.WriterCommitMessage):
     def __init__(self, uri: str | None, rows: int) -> None:
         self.uri = uri
         self.rows = rows
 
 
-class RejectFiles(DataSource):
-    """Options: ``location`` (``s3://bucket/prefix`` for the JSON-lines parts), ``result``."""
-
-    @classmethod
-    def name(cls) -> str:
-        return "lethe_rejects"
-
-    def writer(self, schema: Any, overwrite: bool) -> DataSourceArrowWriter:
-        return _RejectsWriter(dict(self.options))
-
-
-class _RejectsWriter(DataSourceArrowWriter):
-    def __init__(self, options: dict[str, str]) -> None:
-        self.options = options
-
+class _RejectsWriter(_OptionsWriter):
     def write(self, iterator: Iterator[pa.RecordBatch]) -> _Rejects:
         from lethe.ingest import REJECT_SCHEMA, rejects_to_jsonl
         from lethe.storage.store import S3Store, parse_s3_uri
@@ -220,13 +212,23 @@ class _RejectsWriter(DataSourceArrowWriter):
         out.close()
         return _Rejects(f"s3://{bucket}/{key}", rows)
 
-    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+    def commit(self, messages: list[ds.WriterCommitMessage | None]) -> None:
         parts = [[m.uri, m.rows] for m in messages if isinstance(m, _Rejects) and m.uri]
         _write_result(self.options["result"], parts)
 
 
+class RejectFiles(_WriterSource):
+    """Options: ``location`` (``s3://bucket/prefix`` for the JSON-lines parts), ``result``."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "lethe_rejects"
+
+    writer_class = _RejectsWriter
+
+
 # --- lethe_rewrite ----------------------------------------------------------------------------
-class Rewrite(DataSource):
+class Rewrite(ds.DataSource):
     """Options: ``tasks`` (JSON list of :class:`lethe.maintenance.compaction.RewriteTask` JSON). Emits one
     row per task: ``group int, files string`` (a JSON list of the new DataFile entries)."""
 
@@ -237,18 +239,18 @@ class Rewrite(DataSource):
     def schema(self) -> str:
         return "group int, files string"
 
-    def reader(self, schema: Any) -> DataSourceReader:
+    def reader(self, schema: Any) -> ds.DataSourceReader:
         return _RewriteReader(json.loads(self.options["tasks"]))
 
 
-class _RewriteReader(DataSourceReader):
+class _RewriteReader(ds.DataSourceReader):
     def __init__(self, tasks: list[str]) -> None:
         self.tasks = tasks
 
-    def partitions(self) -> list[InputPartition]:
-        return [InputPartition(i) for i in range(len(self.tasks))]
+    def partitions(self) -> list[ds.InputPartition]:
+        return [ds.InputPartition(i) for i in range(len(self.tasks))]
 
-    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+    def read(self, partition: ds.InputPartition) -> Iterator[pa.RecordBatch]:
         from lethe.maintenance.compaction import RewriteTask, run_rewrite_task
 
         task = RewriteTask.model_validate_json(self.tasks[partition.value])

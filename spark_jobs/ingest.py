@@ -101,8 +101,7 @@ def run_ingest(
         request_id: Idempotency id (default: derived from the object versions ingested).
         target_file_bytes: File size (default: the table's property).
         row_group_bytes: Row-group size (default: the table's property).
-        evolve: Let Parquet inputs of another shape evolve the table's schema (new
-            columns, widenings); without it they are refused.
+        evolve: Let Parquet inputs add columns or widen types (else they are refused).
 
     Raises:
         SchemaMismatch: an input does not fit the table (every input and column listed).
@@ -115,52 +114,50 @@ def run_ingest(
         >>> print(run_ingest("s3://b/t", "s3://b/incoming/2026-11-22/").describe())  # doctest: +SKIP
         version 3: 1,000,000 rows in 4 files (...) from 4 objects (...); no rejects in 21.0 s
     """
-    from spark_jobs._sources import register_data_sources
-
     t0 = time.perf_counter()
     table = lethe.Table.open(table_uri)
     objects = list_inputs(input_uri, fmt=fmt)
     rid = request_id or ingest_request_id(objects)
-    earlier = table.manifest.find_request(request_hash(rid))
-    if earlier is not None or not objects:
-        return _report(
-            objects,
-            rid,
-            version=earlier.version if earlier else None,
-            duplicate=earlier is not None,
-            t0=t0,
-        )
+    if (done := _landed_before(table, objects, rid, t0)) is not None:
+        return done
     if evolve_for_inputs(table, objects, evolve_=evolve):  # before Spark reads anything
         table.refresh()  # onto the evolved schema: the files are written under it
-    spark = spark or build_session("lethe-ingest")
-    register_data_sources(spark)
+    spark = _session(spark)
     props = table.manifest.properties
     run = f"{datetime.now(UTC):%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:8]}"
     rejects_uri = (rejects_uri or f"{table.uri}/_staging/rejects/{run}").rstrip("/")
+    target = target_file_bytes or props.target_file_bytes
+    rg_bytes = row_group_bytes or props.row_group_bytes
     out = _read_and_write(
-        spark,
-        table,
-        objects,
-        rejects_uri=rejects_uri,
-        target=target_file_bytes or props.target_file_bytes,
-        rg_bytes=row_group_bytes or props.row_group_bytes,
-        t0=t0,
+        spark, table, objects, rejects_uri=rejects_uri, target=target, rg_bytes=rg_bytes, t0=t0
     )
     version, duplicate = _commit(
         table, out.files, rid, out.written_at, objects=objects, rows_rejected=out.bad_rows
     )
+    rejects = rejects_uri if out.bad_rows else None
     return _report(
-        objects,
-        rid,
-        version=version,
-        duplicate=duplicate,
-        t0=t0,
-        rows_read=out.good_rows + out.bad_rows,
-        rows_rejected=out.bad_rows,
-        files=out.files,
-        rejects_uri=rejects_uri if out.bad_rows else None,
-        rejects_objects=out.rejects_objects,
+        objects, rid, version=version, duplicate=duplicate, t0=t0, out=out, rejects=rejects
     )
+
+
+def _session(spark: Any) -> Any:
+    """``spark`` (default: the active or a new local session) with Lethe's data sources."""
+    from spark_jobs._sources import register_data_sources
+
+    spark = spark or build_session("lethe-ingest")
+    register_data_sources(spark)
+    return spark
+
+
+def _landed_before(
+    table: lethe.Table, objects: Sequence[InputObject], rid: str, t0: float
+) -> IngestReport | None:
+    """The report of a run with nothing to do: the request landed before, or no inputs."""
+    earlier = table.manifest.find_request(request_hash(rid))
+    if earlier is None and objects:
+        return None
+    version = earlier.version if earlier else None
+    return _report(objects, rid, version=version, duplicate=earlier is not None, t0=t0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -390,26 +387,24 @@ def _report(
     version: int | None,
     duplicate: bool,
     t0: float,
-    rows_read: int = 0,
-    rows_rejected: int = 0,
-    files: Sequence[DataFile] = (),
-    rejects_uri: str | None = None,
-    rejects_objects: int = 0,
+    out: _Written | None = None,
+    rejects: str | None = None,
 ) -> IngestReport:
-    """The run's report (a duplicate wrote nothing that stays)."""
-    kept = () if duplicate else tuple(files)
+    """The run's report (a duplicate wrote nothing that stays; no ``out``: nothing read)."""
+    out = out or _Written(good_rows=0, bad_rows=0, files=[], written_at=None, rejects_objects=0)
+    kept = () if duplicate else tuple(out.files)
     return IngestReport(
         version=version,
         duplicate=duplicate,
         objects=len(objects),
         input_bytes=sum(o.size for o in objects),
-        rows_read=rows_read,
+        rows_read=out.good_rows + out.bad_rows,
         rows_written=sum(f.rows for f in kept),
-        rows_rejected=rows_rejected,
+        rows_rejected=out.bad_rows,
         files=len(kept),
         bytes_written=sum(f.size for f in kept),
-        rejects_uri=rejects_uri,
-        rejects_objects=rejects_objects,
+        rejects_uri=rejects,
+        rejects_objects=out.rejects_objects,
         request_id_hash=request_hash(rid),
         seconds=time.perf_counter() - t0,
         data_files=kept,

@@ -417,7 +417,7 @@ def test_a_given_schema_types_the_partition_columns(s3: Any, bucket: str) -> Non
 def test_rows_a_source_deleted_become_dvs_in_the_adopting_commit(s3: Any, bucket: str) -> None:
     """A source's deleted positions (Iceberg position deletes, Delta DVs) stay deleted: the
     adopting commit carries them as Lethe DVs (read back, and in the Iceberg view)."""
-    from lethe.adopt.core import commit_batch
+    from lethe.adopt.batch import commit_batch
     from lethe.adopt.footers import read_footers
     from lethe.adopt.source import SourceFile
 

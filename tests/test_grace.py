@@ -106,13 +106,20 @@ def test_commit_files_reads_last_modified_when_not_told(table_uri: str) -> None:
     assert t.commit_files(fresh).files_added == 1
 
 
+@pytest.fixture
+def graced(table_uri: str) -> lethe.Table:
+    """A table with a 3 s grace holding ids 0..99."""
+    t = lethe.Table.create(table_uri, EVENTS, key="id", gc_grace="3s")
+    t.append(events(0, 100))
+    return t
+
+
 def test_a_delete_rewrites_a_stale_dv_container(
-    table_uri: str, s3: Any, monkeypatch: pytest.MonkeyPatch
+    graced: lethe.Table, table_uri: str, s3: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import lethe.dv.store as dvstore
 
-    t = lethe.Table.create(table_uri, EVENTS, key="id", gc_grace="3s")
-    t.append(events(0, 100))
+    t = graced
     real = dvstore.write_dvs
     calls: list[str] = []
 
@@ -133,12 +140,11 @@ def test_a_delete_rewrites_a_stale_dv_container(
 
 
 def test_a_slow_splice_is_not_committed_and_the_erasure_stays_pending(
-    table_uri: str, s3: Any, monkeypatch: pytest.MonkeyPatch
+    graced: lethe.Table, table_uri: str, s3: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import lethe.erasure.erase as erase_mod
 
-    t = lethe.Table.create(table_uri, EVENTS, key="id", gc_grace="3s")
-    t.append(events(0, 100))
+    t = graced
     real = erase_mod.splice_file
 
     def stale(*a: Any, **k: Any) -> Any:

@@ -34,12 +34,32 @@ from infra.config import LetheConfig, S3Prefix
 from infra.constructs._nag import acknowledge
 from infra.constructs.erasure import ErasureFunctions
 from infra.constructs.gc import STEPS, GarbageCollection, grant_step
-from infra.constructs.storage import MULTIPART_CLEANUP_ACTIONS, PUT_ACTIONS, READ_ACTIONS
+from infra.constructs.storage import TableGrants
 
 
-class PrefixGrants:
+class PrefixGrants(TableGrants):
     """The grant helpers of :class:`~infra.constructs.storage.TableStorage`, for a prefix
     of a bucket the stack does not own (names only: ARNs are ``arn:<partition>:s3:::...``)."""
+
+    READ_SID = "ReadLakePrefix"
+    READ_REASON = (
+        "Reads objects under one prefix of the lake (a table, an adopted prefix or the "
+        "registry); keys are only known at run time. No other prefix of the bucket."
+    )
+    LIST_SID = "ListLakePrefix"
+    PUT_REASON = (
+        "Writes write-once objects under named sub-prefixes of one lake prefix ({relatives}); "
+        "keys are generated at run time."
+    )
+    ABORT_SID = "AbortOwnLakeUploads"
+    ABORT_REASON = (
+        "Aborts its own failed multipart uploads of new data files of a lake table; cannot "
+        "delete committed objects."
+    )
+    DELETE_REASON = (
+        "Removes objects of one lake prefix it found by listing it; scoped to {relatives} of "
+        "that prefix."
+    )
 
     def __init__(self, bucket: s3.IBucket, where: S3Prefix, *, tag: str) -> None:
         self.tag = tag  # appended to each statement id: one policy may name several prefixes
@@ -48,32 +68,13 @@ class PrefixGrants:
         self.table_prefix = where.prefix
         self.versioned = False
 
-    def _finding(self, key: str) -> str:
-        return f"Resource::arn:<AWS::Partition>:s3:::{self.where.bucket}/{key}"
-
-    def _grant(
-        self,
-        grantee: iam.IGrantable,
-        *,
-        actions: Sequence[str],
-        relatives: Sequence[str],
-        sid: str,
-        reason: str,
-    ) -> None:
-        keys = [f"{self.table_prefix}/{r}" for r in relatives]
-        grantee.grant_principal.add_to_principal_policy(
-            iam.PolicyStatement(
-                sid=sid + self.tag,
-                actions=list(actions),
-                resources=[self.bucket.arn_for_objects(k) for k in keys],
-            )
-        )
-        wildcards = [k for k in keys if "*" in k]
+    def _acknowledge(self, grantee: iam.IGrantable, reason: str, keys: Sequence[str]) -> None:
         principal = grantee.grant_principal
-        if wildcards and isinstance(principal, Construct):
-            acknowledge(
-                principal, "AwsSolutions-IAM5", reason, *(self._finding(k) for k in wildcards)
+        if isinstance(principal, Construct):
+            findings = (
+                f"Resource::arn:<AWS::Partition>:s3:::{self.where.bucket}/{k}" for k in keys
             )
+            acknowledge(principal, "AwsSolutions-IAM5", reason, *findings)
 
     def grant_list(
         self, grantee: iam.IGrantable, *, actions: Sequence[str] = ("s3:ListBucket",), sid: str
@@ -87,55 +88,6 @@ class PrefixGrants:
                     "StringLike": {"s3:prefix": [self.table_prefix, f"{self.table_prefix}/*"]}
                 },
             )
-        )
-
-    def grant_table_read(self, grantee: iam.IGrantable) -> None:
-        self._grant(
-            grantee,
-            actions=READ_ACTIONS,
-            relatives=["*"],
-            sid="ReadLakePrefix",
-            reason="Reads objects under one prefix of the lake (a table, an adopted prefix or "
-            "the registry); keys are only known at run time. No other prefix of the bucket.",
-        )
-        self.grant_list(grantee, sid="ListLakePrefix")
-
-    def grant_table_put(self, grantee: iam.IGrantable, *relatives: str, sid: str) -> None:
-        self._grant(
-            grantee,
-            actions=PUT_ACTIONS,
-            relatives=relatives,
-            sid=sid,
-            reason="Writes write-once objects under named sub-prefixes of one lake prefix "
-            f"({', '.join(relatives)}); keys are generated at run time.",
-        )
-
-    def grant_multipart_cleanup(self, grantee: iam.IGrantable, *relatives: str) -> None:
-        self._grant(
-            grantee,
-            actions=MULTIPART_CLEANUP_ACTIONS,
-            relatives=relatives,
-            sid="AbortOwnLakeUploads",
-            reason="Aborts its own failed multipart uploads of new data files of a lake table; "
-            "cannot delete committed objects.",
-        )
-
-    def grant_table_delete(
-        self,
-        grantee: iam.IGrantable,
-        *relatives: str,
-        actions: Sequence[str] = ("s3:DeleteObject",),
-        sid: str,
-        reason: str | None = None,
-    ) -> None:
-        self._grant(
-            grantee,
-            actions=actions,
-            relatives=relatives,
-            sid=sid,
-            reason=reason
-            or "Removes objects of one lake prefix it found by listing it; scoped to "
-            f"{', '.join(relatives)} of that prefix.",
         )
 
 

@@ -25,6 +25,7 @@ from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from infra import constants as c
+from infra.config import LetheConfig
 from infra.constructs._nag import acknowledge, arn_ref
 
 READ_ACTIONS = ("s3:GetObject",)  # also covers HeadObject and ranged GETs
@@ -65,7 +66,95 @@ def private_bucket(
     return bucket
 
 
-class TableStorage(Construct):
+class TableGrants:
+    """The grants a table prefix gives (read and list, put, abort own uploads, delete), shared
+    by :class:`TableStorage` and the lake's :class:`~infra.constructs.lake.PrefixGrants`; each
+    says in its ``*_SID``/``*_REASON`` values what its statements and wildcards cover."""
+
+    READ_SID: str
+    READ_REASON: str
+    LIST_SID: str
+    PUT_REASON: str  # formatted with {relatives}
+    ABORT_SID: str
+    ABORT_REASON: str
+    DELETE_REASON: str  # formatted with {relatives}
+    encryption_key: kms.IKey | None = None  # the bucket's customer key, when there is one
+    tag = ""  # appended to each statement id (one policy may name several lake prefixes)
+    # each subclass has: bucket, table_prefix; _acknowledge(grantee, reason, wildcard keys)
+    # (the cdk-nag IAM5 findings of its ARNs) and grant_list(grantee, *, sid)
+
+    def _grant(
+        self,
+        grantee: iam.IGrantable,
+        *,
+        actions: Sequence[str],
+        relatives: Sequence[str],
+        sid: str,
+        reason: str,
+    ) -> None:
+        """Allow ``actions`` on ``relatives`` of the prefix and acknowledge their wildcards."""
+        keys = [f"{self.table_prefix}/{r}" for r in relatives]
+        grantee.grant_principal.add_to_principal_policy(
+            iam.PolicyStatement(
+                sid=sid + self.tag,
+                actions=list(actions),
+                resources=[self.bucket.arn_for_objects(k) for k in keys],
+            )
+        )
+        wildcards = [k for k in keys if "*" in k]
+        if wildcards:
+            self._acknowledge(grantee, reason, wildcards)
+
+    def grant_table_read(self, grantee: iam.IGrantable) -> None:
+        """GET any object of the prefix (head, manifests, data, DVs, GC workspace) and list it."""
+        self._grant(
+            grantee,
+            actions=READ_ACTIONS,
+            relatives=["*"],
+            sid=self.READ_SID,
+            reason=self.READ_REASON,
+        )
+        self.grant_list(grantee, sid=self.LIST_SID)
+        if self.encryption_key:
+            self.encryption_key.grant_decrypt(grantee)
+
+    def grant_table_put(self, grantee: iam.IGrantable, *relatives: str, sid: str) -> None:
+        """PUT (incl. conditional and multipart PUTs) to the given sub-prefixes/keys."""
+        reason = self.PUT_REASON.format(relatives=", ".join(relatives))
+        self._grant(grantee, actions=PUT_ACTIONS, relatives=relatives, sid=sid, reason=reason)
+        if self.encryption_key:
+            # SSE-KMS PUTs need a data key; no ReEncrypt*/GenerateDataKey* wildcards.
+            self.encryption_key.grant(grantee, "kms:Decrypt", "kms:GenerateDataKey")
+
+    def grant_multipart_cleanup(self, grantee: iam.IGrantable, *relatives: str) -> None:
+        """Abort (and list the parts of) the caller's own multipart uploads under ``relatives``.
+
+        DESIGN.md §4.5: a splice aborts its upload on any failure, so parts are not left to
+        the lifecycle rule. Aborting an upload cannot remove a committed object.
+        """
+        self._grant(
+            grantee,
+            actions=MULTIPART_CLEANUP_ACTIONS,
+            relatives=relatives,
+            sid=self.ABORT_SID,
+            reason=self.ABORT_REASON,
+        )
+
+    def grant_table_delete(
+        self,
+        grantee: iam.IGrantable,
+        *relatives: str,
+        actions: Sequence[str] = ("s3:DeleteObject",),
+        sid: str,
+        reason: str | None = None,
+    ) -> None:
+        """Delete rights: for the GC steps (see ``infra/constructs/gc.py``), and Spark's
+        scratch space ``_staging/``."""
+        reason = reason or self.DELETE_REASON.format(relatives=", ".join(relatives))
+        self._grant(grantee, actions=actions, relatives=relatives, sid=sid, reason=reason)
+
+
+class TableStorage(TableGrants, Construct):
     """Table bucket with SSE, TLS-only access, no public access and lifecycle hygiene.
 
     Attributes:
@@ -75,27 +164,41 @@ class TableStorage(Construct):
         table_uri: ``s3://<bucket>/<table_prefix>``, what the functions open.
     """
 
+    READ_SID = "ReadTable"
+    READ_REASON = (
+        "Reads objects anywhere under the one table prefix; object keys (UUIDs, versions) are "
+        "only known at run time. No other prefix of the bucket."
+    )
+    LIST_SID = "ListTable"
+    PUT_REASON = (
+        "Writes write-once objects under named sub-prefixes of the table ({relatives}); keys "
+        "are generated at run time."
+    )
+    ABORT_SID = "AbortOwnMultipartUploads"
+    ABORT_REASON = (
+        "Aborts its own failed multipart uploads of new data files (upload ids are per object "
+        "key, known at run time); cannot delete committed objects."
+    )
+    DELETE_REASON = (
+        "Garbage collection removes unreferenced objects it found by listing the table; "
+        "scoped to {relatives} of the one table prefix."
+    )
+
     def __init__(
         self,
         scope: Construct,
         construct_id: str,
         *,
-        table_prefix: str,
+        config: LetheConfig,
         encryption_key: kms.IKey | None,
-        versioned: bool,
-        noncurrent_version_days: int,
-        access_logs: bool,
-        access_log_retention_days: int,
-        incoming_expiration_days: int,
-        expire_incoming: bool = True,
     ) -> None:
         super().__init__(scope, construct_id)
-        self.table_prefix = table_prefix
+        self.table_prefix = config.table_prefix
         self.encryption_key = encryption_key
-        self.versioned = versioned
+        self.versioned = config.versioned
 
         self.access_logs: s3.Bucket | None = None
-        if access_logs:
+        if config.access_logs:
             # Server access logs may only go to an SSE-S3 bucket (S3 log delivery cannot use
             # a customer key); log lines name object keys, which are UUIDs, never row values.
             self.access_logs = private_bucket(
@@ -107,7 +210,7 @@ class TableStorage(Construct):
                 lifecycle_rules=[
                     s3.LifecycleRule(
                         id="expire-access-logs",
-                        expiration=cdk.Duration.days(access_log_retention_days),
+                        expiration=cdk.Duration.days(config.access_log_retention_days),
                         abort_incomplete_multipart_upload_after=cdk.Duration.days(1),
                     )
                 ],
@@ -119,7 +222,7 @@ class TableStorage(Construct):
                 abort_incomplete_multipart_upload_after=cdk.Duration.days(c.MULTIPART_ABORT_DAYS),
             ),
         ]
-        if expire_incoming:
+        if not (config.adopt and config.adopt.in_place):
             # An upload is copied into the table (or ingested by EMR) on arrival; the raw file
             # still holds every row, so it must not outlive the table's erasure guarantees.
             # (Not when uploads are adopted in place: they are then the table's data files.)
@@ -127,14 +230,14 @@ class TableStorage(Construct):
                 s3.LifecycleRule(
                     id="expire-incoming-uploads",
                     prefix=c.INCOMING_PREFIX,
-                    expiration=cdk.Duration.days(incoming_expiration_days),
+                    expiration=cdk.Duration.days(config.incoming_expiration_days),
                 )
             )
-        if versioned:
+        if self.versioned:
             lifecycle.append(
                 s3.LifecycleRule(
                     id="expire-noncurrent-versions",
-                    noncurrent_version_expiration=cdk.Duration.days(noncurrent_version_days),
+                    noncurrent_version_expiration=cdk.Duration.days(config.noncurrent_version_days),
                     expired_object_delete_marker=True,
                 )
             )
@@ -148,11 +251,11 @@ class TableStorage(Construct):
             unlogged="Server access logging was switched off by the operator (context "
             f"{c.CTX_ACCESS_LOGS}=false); CloudTrail data events can replace it.",
             minimum_tls_version=1.2,
-            versioned=versioned,
+            versioned=self.versioned,
             lifecycle_rules=lifecycle,
             removal_policy=cdk.RemovalPolicy.RETAIN,
         )
-        self.table_uri = f"s3://{self.bucket.bucket_name}/{table_prefix}"
+        self.table_uri = f"s3://{self.bucket.bucket_name}/{self.table_prefix}"
 
     # ------------------------------------------------------------------ ARNs and grant helpers
 
@@ -163,33 +266,15 @@ class TableStorage(Construct):
     def object_arns(self, *relatives: str) -> list[str]:
         return [self.bucket.arn_for_objects(self.key_pattern(r)) for r in relatives]
 
-    def _grant(
-        self,
-        grantee: iam.IGrantable,
-        *,
-        actions: Sequence[str],
-        keys: Sequence[str],
-        sid: str,
-        reason: str,
-    ) -> None:
-        """Allow ``actions`` on the bucket-relative ``keys`` and acknowledge their wildcards."""
-        grantee.grant_principal.add_to_principal_policy(
-            iam.PolicyStatement(
-                sid=sid,
-                actions=list(actions),
-                resources=[self.bucket.arn_for_objects(k) for k in keys],
-            )
+    def _acknowledge(self, grantee: iam.IGrantable, reason: str, keys: Sequence[str]) -> None:
+        cfn_bucket = self.bucket.node.default_child
+        assert isinstance(cfn_bucket, cdk.CfnResource)
+        acknowledge(
+            _policy_scope(grantee),
+            "AwsSolutions-IAM5",
+            reason,
+            *(f"Resource::{arn_ref(cfn_bucket, '/' + k)}" for k in keys),
         )
-        wildcards = [k for k in keys if "*" in k]
-        if wildcards:
-            cfn_bucket = self.bucket.node.default_child
-            assert isinstance(cfn_bucket, cdk.CfnResource)
-            acknowledge(
-                _policy_scope(grantee),
-                "AwsSolutions-IAM5",
-                reason,
-                *(f"Resource::{arn_ref(cfn_bucket, '/' + k)}" for k in wildcards),
-            )
 
     def grant_list(
         self,
@@ -215,69 +300,6 @@ class TableStorage(Construct):
                 resources=[self.bucket.bucket_arn],
                 conditions={"StringLike": {"s3:prefix": prefixes}},
             )
-        )
-
-    def grant_table_read(self, grantee: iam.IGrantable) -> None:
-        """GET any object of the table (head, manifests, data, DVs, GC workspace) and list it."""
-        self._grant(
-            grantee,
-            actions=READ_ACTIONS,
-            keys=[self.key_pattern("*")],
-            sid="ReadTable",
-            reason="Reads objects anywhere under the one table prefix; object keys (UUIDs, "
-            "versions) are only known at run time. No other prefix of the bucket.",
-        )
-        self.grant_list(grantee, sid="ListTable")
-        if self.encryption_key:
-            self.encryption_key.grant_decrypt(grantee)
-
-    def grant_table_put(self, grantee: iam.IGrantable, *relatives: str, sid: str) -> None:
-        """PUT (incl. conditional and multipart PUTs) to the given table sub-prefixes/keys."""
-        self._grant(
-            grantee,
-            actions=PUT_ACTIONS,
-            keys=[self.key_pattern(r) for r in relatives],
-            sid=sid,
-            reason="Writes write-once objects under named sub-prefixes of the table "
-            f"({', '.join(relatives)}); keys are generated at run time.",
-        )
-        if self.encryption_key:
-            # SSE-KMS PUTs need a data key; no ReEncrypt*/GenerateDataKey* wildcards.
-            self.encryption_key.grant(grantee, "kms:Decrypt", "kms:GenerateDataKey")
-
-    def grant_multipart_cleanup(self, grantee: iam.IGrantable, *relatives: str) -> None:
-        """Abort (and list the parts of) the caller's own multipart uploads under ``relatives``.
-
-        DESIGN.md §4.5: a splice aborts its upload on any failure, so parts are not left to
-        the lifecycle rule. Aborting an upload cannot remove a committed object.
-        """
-        self._grant(
-            grantee,
-            actions=MULTIPART_CLEANUP_ACTIONS,
-            keys=[self.key_pattern(r) for r in relatives],
-            sid="AbortOwnMultipartUploads",
-            reason="Aborts its own failed multipart uploads of new data files (upload ids "
-            "are per object key, known at run time); cannot delete committed objects.",
-        )
-
-    def grant_table_delete(
-        self,
-        grantee: iam.IGrantable,
-        *relatives: str,
-        actions: Sequence[str] = ("s3:DeleteObject",),
-        sid: str,
-        reason: str | None = None,
-    ) -> None:
-        """Delete rights: for the GC steps (see ``infra/constructs/gc.py``), and Spark's
-        scratch space ``_staging/``."""
-        self._grant(
-            grantee,
-            actions=actions,
-            keys=[self.key_pattern(r) for r in relatives],
-            sid=sid,
-            reason=reason
-            or "Garbage collection removes unreferenced objects it found by listing the "
-            f"table; scoped to {', '.join(relatives)} of the one table prefix.",
         )
 
     def grant_incoming_read(self, grantee: iam.IGrantable) -> None:

@@ -7,6 +7,7 @@ import json
 import re
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -49,32 +50,44 @@ def lake(bucket: str) -> Iterator[tuple[lethe.Lake, list[str]]]:
     yield lk, uris
 
 
-def _with_settings(monkeypatch: pytest.MonkeyPatch, env: dict[str, str]) -> Any:
-    from _settings import DeleteRequestsSettings
-    from functions.delete_requests import handler as h
+@dataclass(frozen=True)
+class Wired:
+    """The lake, its tables' URIs, moto, and the delete-request handler to set up."""
 
-    monkeypatch.setattr(h, "SETTINGS", DeleteRequestsSettings.from_env(env))
-    return h
+    lk: lethe.Lake
+    uris: list[str]
+    aws: Any
+    monkeypatch: pytest.MonkeyPatch
+
+    def handler(self, env: dict[str, str]) -> Any:
+        from _settings import DeleteRequestsSettings
+        from functions.delete_requests import handler as h
+
+        self.monkeypatch.setattr(h, "SETTINGS", DeleteRequestsSettings.from_env(env))
+        return h
+
+    def lake_handler(self) -> tuple[tuple[Any, str, str], str, Any]:
+        """A request queue, a splice queue's URL, and the handler set to the lake and that queue."""
+        requests = new_queue(self.aws)
+        _, splice_url, _ = new_queue(self.aws)
+        env = {"LETHE_LAKE_URI": self.lk.uri, "LETHE_SPLICE_QUEUE_URL": splice_url}
+        return requests, splice_url, self.handler(env)
 
 
-def _lake_handler(
-    aws: Any, monkeypatch: pytest.MonkeyPatch, lk: lethe.Lake
-) -> tuple[tuple[Any, str, str], str, Any]:
-    """A request queue, a splice queue's URL, and the handler set to the lake and that queue."""
-    requests = new_queue(aws)
-    _, splice_url, _ = new_queue(aws)
-    env = {"LETHE_LAKE_URI": lk.uri, "LETHE_SPLICE_QUEUE_URL": splice_url}
-    return requests, splice_url, _with_settings(monkeypatch, env)
+@pytest.fixture
+def wired(lake: tuple[lethe.Lake, list[str]], aws: Any, monkeypatch: pytest.MonkeyPatch) -> Wired:
+    return Wired(*lake, aws, monkeypatch)
 
 
-def test_one_message_every_table_one_receipt(
-    lake: tuple[lethe.Lake, list[str]],
-    aws: Any,
-    monkeypatch: pytest.MonkeyPatch,
-    logs: Callable[[], str],
-) -> None:
-    lk, uris = lake
-    (sqs, url, arn), splice_url, h = _lake_handler(aws, monkeypatch, lk)
+def _send_one(sqs: Any, url: str, body: dict[str, Any]) -> list[dict[str, Any]]:
+    """Send ``body`` to the queue and receive it back (with its attributes)."""
+    sqs.send_message(QueueUrl=url, MessageBody=json.dumps(body))
+    return receive(sqs, url, 1, attributes=True)
+
+
+def test_one_message_every_table_one_receipt(wired: Wired, logs: Callable[[], str]) -> None:
+    lk, uris = wired.lk, wired.uris
+    (sqs, url, arn), splice_url, h = wired.lake_handler()
     good = {"request_id": SECRET_ID, "subject": "customer", "values": [PERSON], "mode": "erase"}
     bodies = {
         "good": good,
@@ -121,7 +134,7 @@ def test_one_message_every_table_one_receipt(
     assert sorted(json.loads(j["Body"])["table"] for j in jobs) == sorted(uris)
     from functions.splice import handler as splice
 
-    _, _, splice_arn = new_queue(aws)
+    _, _, splice_arn = new_queue(wired.aws)
     assert splice.handler(sqs_event(jobs, queue_arn=splice_arn), LambdaContext()) == {
         "batchItemFailures": []
     }
@@ -143,17 +156,14 @@ def test_one_message_every_table_one_receipt(
 
 
 def test_a_lake_message_without_a_lake_fails_with_a_reason(
-    lake: tuple[lethe.Lake, list[str]],
-    aws: Any,
-    monkeypatch: pytest.MonkeyPatch,
-    logs: Callable[[], str],
+    wired: Wired, logs: Callable[[], str]
 ) -> None:
-    _, uris = lake
-    sqs, url, arn = new_queue(aws)
-    h = _with_settings(monkeypatch, {})
-    body = {"request_id": SECRET_ID, "subject": "customer", "values": [PERSON]}
-    sqs.send_message(QueueUrl=url, MessageBody=json.dumps(body))
-    received = receive(sqs, url, 1, attributes=True)
+    uris = wired.uris
+    sqs, url, arn = new_queue(wired.aws)
+    h = wired.handler({})
+    received = _send_one(
+        sqs, url, {"request_id": SECRET_ID, "subject": "customer", "values": [PERSON]}
+    )
     versions = {u: lethe.Table.open(u).version for u in uris}
     resp = h.handler(sqs_event(received, queue_arn=arn), LambdaContext())
     assert [f["itemIdentifier"] for f in resp["batchItemFailures"]] == [received[0]["MessageId"]]
@@ -193,17 +203,13 @@ def emf(text: str) -> list[dict[str, Any]]:
 
 
 def test_windowed_lake_defers_splices_and_publishes_its_backlog(
-    lake: tuple[lethe.Lake, list[str]],
-    aws: Any,
-    monkeypatch: pytest.MonkeyPatch,
-    logs: Callable[[], str],
+    wired: Wired, logs: Callable[[], str]
 ) -> None:
-    lk, uris = lake
+    lk, uris = wired.lk, wired.uris
     lk.set_erasure_window(timedelta(seconds=2))
-    (sqs, url, arn), splice_url, h = _lake_handler(aws, monkeypatch, lk)
+    (sqs, url, arn), splice_url, h = wired.lake_handler()
     body = {"request_id": SECRET_ID, "subject": "customer", "values": [PERSON], "mode": "erase"}
-    sqs.send_message(QueueUrl=url, MessageBody=json.dumps(body))
-    received = receive(sqs, url, 1, attributes=True)
+    received = _send_one(sqs, url, body)
     logs()
     assert h.handler(sqs_event(received, queue_arn=arn), LambdaContext()) == {
         "batchItemFailures": []
@@ -227,7 +233,9 @@ def test_windowed_lake_defers_splices_and_publishes_its_backlog(
     from _settings import SpliceSettings
     from functions.splice import handler as splice
 
-    monkeypatch.setattr(splice, "SETTINGS", SpliceSettings.from_env({"LETHE_LAKE_URI": lk.uri}))
+    wired.monkeypatch.setattr(
+        splice, "SETTINGS", SpliceSettings.from_env({"LETHE_LAKE_URI": lk.uri})
+    )
     time.sleep(2.1)
     out = splice.handler({"lethe": "erasure-window"}, LambdaContext())
     assert out["requests_due"] == 1 and out["complete"] and out["files"] >= len(uris)

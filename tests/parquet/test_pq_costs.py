@@ -6,7 +6,7 @@ import numpy as np
 import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from pqhelpers import footer_of, write
+from pqhelpers import footer_of, segment_layouts, write
 
 from lethe.parquet.costs import CostModel, plan_upload, upload_cost
 from lethe.parquet.parts import PartLimits, assemble, plan_chained, plan_download
@@ -66,21 +66,8 @@ def test_bytes_already_in_memory_are_not_downloaded_again() -> None:
     assert held.downloaded == 100 * KiB and held.requests == 2  # one GET, one PUT
 
 
-@st.composite
-def layouts(draw: st.DrawFn) -> tuple[list[Segment], int]:
-    size = draw(st.integers(200, 2_000))
-    segs: list[Segment] = []
-    for _ in range(draw(st.integers(1, 12))):
-        if draw(st.booleans()):
-            a = draw(st.integers(0, size - 1))
-            segs.append(Copy(a, draw(st.integers(a + 1, min(size, a + 400)))))
-        else:
-            segs.append(Bytes(b"n" * draw(st.integers(1, 80))))
-    return segs, size
-
-
 @settings(max_examples=200, deadline=None)
-@given(layouts(), st.floats(0.0, 2.0), st.integers(0, 200))
+@given(segment_layouts((200, 2_000), 12, 400, 80), st.floats(0.0, 2.0), st.integers(0, 200))
 def test_the_plan_is_never_worse_than_a_rewrite_and_keeps_the_caps(
     case: tuple[list[Segment], int], copy_weight: float, request: int
 ) -> None:

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pqhelpers import segment_layouts
 
 from lethe.errors import SpliceRefused
 from lethe.parquet.costs import plan_upload, upload_cost
@@ -240,7 +241,8 @@ def oracle(segments: Sequence[Segment], lim: PartLimits) -> int:
 
 
 @st.composite
-def layouts(draw: st.DrawFn) -> tuple[list[Segment], int, PartLimits]:
+def layouts(draw: st.DrawFn) -> tuple[list[Segment], bytes, PartLimits]:
+    """Segments over an 80-byte random source, and part limits scaled down to them."""
     mn = draw(st.integers(1, 8))
     lim = PartLimits(
         min_part=mn,
@@ -258,16 +260,17 @@ def layouts(draw: st.DrawFn) -> tuple[list[Segment], int, PartLimits]:
             segs.append(Copy(a, b))
         else:
             segs.append(Bytes(bytes(draw(st.lists(st.integers(97, 122), max_size=2 * mn + 3)))))
-    return segs, source_size, lim
+    rnd = draw(st.randoms(use_true_random=False))
+    return segs, bytes(rnd.randrange(256) for _ in range(source_size)), lim
 
 
 @settings(max_examples=600, deadline=None)
-@given(layouts(), st.randoms(use_true_random=False))
+@given(layouts())
 def test_any_plan_rebuilds_the_target_within_the_limits(
-    layout: tuple[list[Segment], int, PartLimits], rnd: random.Random
+    layout: tuple[list[Segment], bytes, PartLimits],
 ) -> None:
-    segs, source_size, lim = layout
-    source = bytes(rnd.randrange(256) for _ in range(source_size))
+    segs, source, lim = layout
+    source_size = len(source)
     plan = plan_parts(segs, source_size, limits=lim)
     target = apply_segments(segs, source)
     assert assemble(plan, source) == target
@@ -343,23 +346,8 @@ def test_a_short_start_fills_the_first_part_then_chains() -> None:
     assert chained.bytes_downloaded == 5 * MiB - (MiB + 4)
 
 
-@st.composite
-def chain_layouts(draw: st.DrawFn) -> tuple[list[Segment], int]:
-    """Random segments over a small source, with a small part minimum."""
-    size = draw(st.integers(60, 400))
-    segs: list[Segment] = []
-    for _ in range(draw(st.integers(1, 8))):
-        if draw(st.booleans()):
-            a = draw(st.integers(0, size - 1))
-            b = draw(st.integers(a + 1, min(size, a + 120)))
-            segs.append(Copy(a, b))
-        else:
-            segs.append(Bytes(bytes([draw(st.integers(0, 255))]) * draw(st.integers(1, 40))))
-    return segs, size
-
-
 @settings(max_examples=300, deadline=None)
-@given(chain_layouts())
+@given(segment_layouts((60, 400), 8, 120, 40))
 def test_chained_plans_assemble_the_segments(case: tuple[list[Segment], int]) -> None:
     segs, size = case
     lim = PartLimits(
@@ -380,12 +368,11 @@ def test_chained_plans_assemble_the_segments(case: tuple[list[Segment], int]) ->
 
 
 @settings(max_examples=300, deadline=None)
-@given(layouts(), st.randoms(use_true_random=False))
+@given(layouts())
 def test_normalize_keeps_the_bytes_and_leaves_no_mergeable_neighbours(
-    layout: tuple[list[Segment], int, PartLimits], rnd: random.Random
+    layout: tuple[list[Segment], bytes, PartLimits],
 ) -> None:
-    segs, source_size, _ = layout
-    source = bytes(rnd.randrange(256) for _ in range(source_size))
+    segs, source, _ = layout
     norm = normalize(segs)
     assert apply_segments(norm, source) == apply_segments(segs, source)
     assert all(s.length for s in norm)

@@ -13,45 +13,35 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any, Literal
 
 import pyarrow as pa
-from pyroaring import BitMap64
 
 from lethe import errors
+from lethe.adopt.batch import commit_batch
 from lethe.adopt.footers import Footer, read_footers
 from lethe.adopt.hive import list_parquet
-from lethe.adopt.names import check_readable, describe_file, logical, physical_names, with_aliases
-from lethe.adopt.plan import AdoptPlan, ColumnPlan, file_plan, history_plan, union_schema
-from lethe.adopt.source import HistoryObject, SourceFile, SourceListing
-from lethe.catalog.changes import AdoptFiles
+from lethe.adopt.names import check_readable, logical, physical_names, with_aliases
+from lethe.adopt.plan import AdoptPlan, plan_of, union_schema
+from lethe.adopt.source import SourceFile, SourceListing
 from lethe.catalog.commit import Catalog
 from lethe.catalog.context import TableContext
 from lethe.catalog.evolution import plan_merge
-from lethe.catalog.manifest import DataFile, Operation, TableProperties
-from lethe.catalog.partitions import PARTITION_META, partition_stats
+from lethe.catalog.manifest import TableProperties
+from lethe.catalog.partitions import PARTITION_META
 from lethe.catalog.schemas import Add, Evolution, same_type
 from lethe.catalog.snapshot import Snapshot
 from lethe.catalog.tables import create_table
-from lethe.catalog.transaction import Staged
-from lethe.dv import store as dvstore
 from lethe.erasure.ownership import (
-    Ledger,
-    LedgerEntry,
     TableRef,
     adopted_objects,
     check_free,
-    claim,
-    ledger_for_commit,
-    legacy_entries,
     release,
 )
-from lethe.index.commits import declare_index, transaction
-from lethe.index.runs import initial_indexes, maintain
+from lethe.index.commits import declare_index
+from lethe.index.runs import initial_indexes
 from lethe.progress import Progress, Tracker, track
 from lethe.storage.store import S3Store, parse_s3_uri
 
@@ -260,35 +250,16 @@ def _marked(given: pa.Schema, union: pa.Schema) -> pa.Schema:
     )
 
 
-def plan_of(
-    uri: str,
-    listing: SourceListing,
-    footers: Sequence[Footer],
-    schema: pa.Schema,
-    done: int,
-    own: bool,
-    superseded: int = 0,
-) -> AdoptPlan:
-    parts = set((listing.partition_schema or pa.schema([])).names)
-    by_part = Counter(
-        ", ".join(f"{k}={v}" for k, v in ft.source.partition.items()) for ft in footers
-    )
-    sets = Counter(tuple(ft.schema.names) for ft in footers)
-    return AdoptPlan(
-        table=uri,
-        source=listing.source,
-        format=listing.format,
-        files=tuple(file_plan(ft, ft.source.partition) for ft in footers),
-        already_adopted=done,
-        table_columns=tuple(
-            ColumnPlan(name=f.name, type=str(f.type), partition=f.name in parts) for f in schema
-        ),
-        schemas=tuple(sorted(sets.items())),
-        partitions=tuple(sorted(by_part.items())) if parts else (),
-        take_ownership=own,
-        superseded=superseded,
-        history=tuple(history_plan(h) for h in listing.history),
-    )
+@dataclass(frozen=True, slots=True)
+class _Pending:
+    """What one adoption takes: the source (its URI and format), its listing without the
+    files the table holds already (``done`` of them) or has superseded (``gone``)."""
+
+    source: str
+    fmt: str
+    listing: SourceListing
+    done: int = 0
+    gone: int = 0
 
 
 def adopt(catalog: Catalog, source: str, opts: AdoptOptions) -> Snapshot | AdoptPlan:
@@ -303,7 +274,44 @@ def adopt(catalog: Catalog, source: str, opts: AdoptOptions) -> Snapshot | Adopt
         raise errors.InvalidRequest("batch_files must be positive")
     t0 = time.perf_counter()
     table = _open(catalog)
-    store, uri = catalog.store, catalog.uri
+    store, uri, own = catalog.store, catalog.uri, opts.take_ownership
+    todo = _listed(store, source, opts, table)
+    listing = todo.listing
+    footers = logical(_read_footers(store, listing, opts), listing)
+    if not footers:
+        return _nothing_new(catalog, table, todo, opts)
+    schema, additions = _target_schema(footers, listing, opts, table)
+    key = _check_plan(uri, schema, footers, listing, opts, table)
+    uuid = table.snapshot.table_uuid if table is not None else None
+    check_free(
+        store, uuid, [*(f.uri for f in listing.files), *(h.uri for h in listing.history)], own
+    )
+    if opts.dry_run:
+        return plan_of(uri, listing, footers, schema, todo.done, own, todo.gone)
+    tracker = track(opts.progress, "adopt", total=len(footers), unit="files")
+    if table is None:
+        before = {o.key for o in store.list(f"{catalog.prefix}/")}  # a new prefix: 1 LIST
+        table = _create(catalog, schema, key, opts)
+        table = _commit_new(table, footers, todo, opts, before, tracker)
+    else:
+        table, evolution, late = _evolve(table, additions, opts.indexes)
+        table = _commit_all(table, footers, todo, opts, tracker, evolution, late)
+    tracker.finish()
+    log.info(
+        "adopted %s files (%s bytes) in %s commits in %.2fs",
+        len(footers),
+        sum(ft.size for ft in footers),
+        -(-len(footers) // opts.batch_files),
+        time.perf_counter() - t0,
+    )
+    return table.snapshot
+
+
+def _listed(
+    store: S3Store, source: str, opts: AdoptOptions, table: TableContext | None
+) -> _Pending:
+    """The source's listing (its format detected when ``auto``), without what the table
+    holds or superseded already (:func:`_pending`)."""
     fmt = detect_format(source, store) if opts.source_format == "auto" else opts.source_format
     _check_partition_types(opts, table)
     try:
@@ -317,65 +325,33 @@ def adopt(catalog: Catalog, source: str, opts: AdoptOptions) -> Snapshot | Adopt
         log.info(
             "%s file(s) of %s were adopted and superseded since: not adopted again", gone, source
         )
-    own = opts.take_ownership
-    uuid = table.snapshot.table_uuid if table is not None else None
+    return _Pending(source, fmt, listing, done, gone)
+
+
+def _read_footers(store: S3Store, listing: SourceListing, opts: AdoptOptions) -> list[Footer]:
+    """The footers of the listing's files, by ``opts.footers`` when given."""
     if opts.footers is None:
-        got = read_footers(store, listing.files, progress=opts.progress)
-    else:
-        with track(opts.progress, "adopt footers", total=len(listing.files), unit="files") as t:
-            got = opts.footers(store, listing.files)
-            t.advance(len(got))
-    footers = logical(got, listing)
-    if not footers:
-        return _nothing_new(uri, source, fmt, table, listing, opts, done, gone, store)
-    schema, additions = _target_schema(footers, listing, opts, table)
-    key = _check_plan(uri, schema, footers, listing, opts, table)
-    check_free(
-        store, uuid, [*(f.uri for f in listing.files), *(h.uri for h in listing.history)], own
-    )
-    if opts.dry_run:
-        return plan_of(uri, listing, footers, schema, done, own, gone)
-    tracker = track(opts.progress, "adopt", total=len(footers), unit="files")
-    if table is None:
-        before = {o.key for o in store.list(f"{catalog.prefix}/")}  # a new prefix: 1 LIST
-        table = _create(catalog, schema, key, opts)
-        table = _commit_new(table, footers, listing, opts, (fmt, source), before, tracker)
-    else:
-        table, evolution, late = _evolve(table, additions, opts.indexes)
-        table = _commit_all(table, footers, listing, opts, (fmt, source), tracker, evolution, late)
-    tracker.finish()
-    log.info(
-        "adopted %s files (%s bytes) in %s commits in %.2fs",
-        len(footers),
-        sum(ft.size for ft in footers),
-        -(-len(footers) // opts.batch_files),
-        time.perf_counter() - t0,
-    )
-    return table.snapshot
+        return read_footers(store, listing.files, progress=opts.progress)
+    with track(opts.progress, "adopt footers", total=len(listing.files), unit="files") as t:
+        got = opts.footers(store, listing.files)
+        t.advance(len(got))
+    return got
 
 
 def _nothing_new(
-    uri: str,
-    source: str,
-    fmt: str,
-    table: TableContext | None,
-    listing: SourceListing,
-    opts: AdoptOptions,
-    done: int,
-    gone: int,
-    store: S3Store,
+    catalog: Catalog, table: TableContext | None, todo: _Pending, opts: AdoptOptions
 ) -> Snapshot | AdoptPlan:
     """No file to adopt: the plan, or the source's history not taken yet (one commit)."""
-    own = opts.take_ownership
+    own, history = opts.take_ownership, todo.listing.history
     uuid = table.snapshot.table_uuid if table is not None else None
-    check_free(store, uuid, [h.uri for h in listing.history], own)
+    check_free(catalog.store, uuid, [h.uri for h in history], own)
     if opts.dry_run:
         schema = table.schema if table else pa.schema([])
-        return plan_of(uri, listing, (), schema, done, own, gone)
+        return plan_of(catalog.uri, todo.listing, (), schema, todo.done, own, todo.gone)
     if table is None:
-        raise errors.InvalidRequest(f"nothing to adopt at {source}")
-    if listing.history and own:
-        table = commit_batch(table, [], fmt=fmt, own=own, history=listing.history, source=source)
+        raise errors.InvalidRequest(f"nothing to adopt at {todo.source}")
+    if history and own:
+        table = commit_batch(table, [], fmt=todo.fmt, own=own, history=history, source=todo.source)
     return table.snapshot
 
 
@@ -489,25 +465,22 @@ def _evolution(table: TableContext, additions: Sequence[pa.Field]) -> tuple[Evol
 def _commit_all(
     table: TableContext,
     footers: Sequence[Footer],
-    listing: SourceListing,
+    todo: _Pending,
     opts: AdoptOptions,
-    what: tuple[str, str],
     tracker: Tracker,
     evolution: Sequence[Evolution] = (),
     late: Sequence[str] = (),
     start: int = 0,
 ) -> TableContext:
-    """Commit ``footers`` in batches of ``opts.batch_files`` from batch number ``start``
-    (``what``: the source's format and URI), counting the files committed; the first batch
-    with the schema changes ``evolution`` (one commit), then the indexes ``late`` on the
-    columns it added. Returns the table after."""
+    """Commit ``footers`` in batches of ``opts.batch_files`` from batch number ``start``,
+    counting the files committed; the first batch with the schema changes ``evolution`` (one
+    commit), then the indexes ``late`` on the columns it added. Returns the table after."""
     size = opts.batch_files
-    fmt, source = what
     for n in range(start, -(-len(footers) // size)):
-        history = listing.history if n == 0 and opts.take_ownership else ()
+        history = todo.listing.history if n == 0 and opts.take_ownership else ()
         batch = footers[n * size : (n + 1) * size]
-        table = commit_batch(table, batch, fmt=fmt, own=opts.take_ownership, number=n,
-                             history=history, source=source,
+        table = commit_batch(table, batch, fmt=todo.fmt, own=opts.take_ownership, number=n,
+                             history=history, source=todo.source,
                              evolve=evolution if n == start else ())  # fmt: skip
         tracker.advance(len(batch))
         for col in late if n == start else ():  # an index on a column the batch added
@@ -518,21 +491,21 @@ def _commit_all(
 def _commit_new(
     table: TableContext,
     footers: Sequence[Footer],
-    listing: SourceListing,
+    todo: _Pending,
     opts: AdoptOptions,
-    what: tuple[str, str],
     before: set[str],
     tracker: Tracker,
 ) -> TableContext:
     """:func:`_commit_all` into the table this adoption created: when its first batch fails,
     the table and the claims are removed (:func:`_undo`), so nothing is left behind."""
+    first = footers[: opts.batch_files]
     try:
-        first = _commit_all(table, footers[: opts.batch_files], listing, opts, what, tracker)
+        table = _commit_all(table, first, todo, opts, tracker)
     except BaseException:
-        uris = [*(ft.source.uri for ft in footers[: opts.batch_files])]
-        _undo(table, [*uris, *(h.uri for h in listing.history)], before)
+        uris = [ft.source.uri for ft in first]
+        _undo(table, [*uris, *(h.uri for h in todo.listing.history)], before)
         raise
-    return _commit_all(first, footers, listing, opts, what, tracker, start=1)
+    return _commit_all(table, footers, todo, opts, tracker, start=1)
 
 
 def _undo(table: TableContext, claimed: Sequence[str], before: set[str]) -> None:
@@ -569,115 +542,3 @@ def _create(catalog: Catalog, schema: pa.Schema, key: str, opts: AdoptOptions) -
     return TableContext(
         catalog, create_table(catalog, schema, TableProperties(key=key), indexes=declared)
     )
-
-
-def data_file(ft: Footer, snap: Snapshot, own: bool) -> DataFile:
-    """The manifest entry of one adopted file, described under ``snap``'s schema (its stats
-    from the footer, partition values as constant-column stats)."""
-    groups, cols = describe_file(ft, snap.arrow_schema(), snap.key)
-    # a partition column the file holds itself is read from the file
-    part = {k: v for k, v in ft.source.partition.items() if k not in ft.schema.names}
-    return DataFile(
-        path=ft.source.uri,
-        size=ft.size,
-        etag=ft.etag,
-        rows=ft.metadata.num_rows,
-        row_groups=groups,
-        columns=cols | partition_stats(part, ft.metadata.num_rows),
-        added_version=0,
-        schema_id=snap.current_schema_id or None,
-        partition=part,
-        owned=own,
-        mapped=True if ft.physical else None,
-    )
-
-
-def commit_batch(
-    table: TableContext,
-    batch: Sequence[Footer],
-    *,
-    fmt: str,
-    own: bool,
-    number: int = 0,
-    history: Sequence[SourceFile | HistoryObject] = (),
-    source: str = "",
-    evolve: Sequence[Evolution] = (),
-) -> TableContext:
-    """Commit one batch of adopted files (one ``adopt`` commit; with ``evolve``, the schema
-    changes that make the table take them join it: one version, a transaction at the
-    catalog level, :func:`lethe.index.commits.transaction`), with DVs for the rows the
-    source had deleted and the index runs of the declared indexes. The batch's objects (and
-    ``history``: a source's earlier snapshots and metadata, taken as owned and superseded)
-    are claimed first (ownership markers) and recorded in the commit's ledger
-    (:mod:`lethe.erasure.ownership`). Returns the table at the commit."""
-    written_at = time.time()  # before the DV container and index pieces: the GC grace clock
-    me = TableRef(uri=table.uri, uuid=table.snapshot.table_uuid)
-    claim(table.store, me, [ft.source.uri for ft in batch], own)
-    claim(table.store, me, [h.uri for h in history], True)
-    tx = transaction(table, "adopt")
-    if evolve:
-        tx.update_schema().extend(evolve)  # staged in the transaction
-    batch_of = BatchOf(table, me, tuple(batch), fmt, own, number, tuple(history), source)
-    tx.stage(lambda snap, _: batch_of.staged(snap, written_at))
-    return table.at(tx.commit())
-
-
-@dataclass(frozen=True, slots=True)
-class BatchOf:
-    """One batch of adopted files, staged on the snapshot a transaction gives it."""
-
-    table: TableContext
-    me: TableRef
-    batch: tuple[Footer, ...]
-    fmt: str
-    own: bool
-    number: int
-    history: tuple[SourceFile | HistoryObject, ...]
-    source: str
-
-    def staged(self, snap: Snapshot, written_at: float) -> Staged:
-        """The batch's ``adopt`` update on ``snap``: its ledger, DVs and index runs written
-        (removed again when the commit does not land)."""
-        table, batch, history = self.table, self.batch, self.history
-        ledger_key, ledger, merged = ledger_for_commit(
-            table.store,
-            table.prefix,
-            snap,
-            Ledger(
-                table_uuid=self.me.uuid,
-                at=datetime.now(UTC),
-                source=self.source,
-                owned=self.own,
-                objects=(
-                    *legacy_entries(snap, live=True),  # a table from before ledgers
-                    *(LedgerEntry(path=ft.source.uri, etag=ft.etag, size=ft.size) for ft in batch),
-                    *(
-                        LedgerEntry(path=h.uri, etag=h.etag, size=h.size, kind="history")
-                        for h in history
-                    ),
-                ),
-            ),
-        )
-        files = [data_file(ft, snap, self.own) for ft in batch]
-        deleted = {ft.source.uri: BitMap64(ft.source.deleted) for ft in batch if ft.source.deleted}
-        containers: tuple[str, ...] = ()
-        if deleted:
-            refs = dvstore.write_dvs(table.store, table.prefix, deleted)
-            files = [f.model_copy(update={"dv": refs.get(f.path)}) for f in files]
-            containers = tuple({table.key_of(r.container) for r in refs.values() if r.container})
-        runs, merges, pieces = maintain(table.store, table.prefix, snap, files)
-        op = Operation(
-            kind="adopt",
-            rows_added=sum(f.rows for f in files),
-            rows_deleted=sum(len(b) for b in deleted.values()),
-            files_added=len(files),
-            params={
-                "format": self.fmt,
-                "batch": self.number,
-                "bytes": sum(f.size for f in files),
-                **({"history": len(history)} if history else {}),
-            },
-        )
-        update = AdoptFiles(tuple(files), op, runs, tuple(merges), ledger, len(history), merged)
-        written = (*containers, *pieces, ledger_key)
-        return Staged(update, written, written_at, rows=op.rows_added, files=len(files))

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from lethe import errors
-from lethe.adopt.core import commit_batch
+from lethe.adopt.batch import commit_batch
 from lethe.adopt.footers import read_footers
 from lethe.adopt.hive import hive_values, typed_value
 from lethe.adopt.source import SourceFile

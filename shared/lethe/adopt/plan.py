@@ -25,6 +25,7 @@ __all__ = [
     "HistoryPlan",
     "file_plan",
     "history_plan",
+    "plan_of",
     "union_schema",
 ]
 
@@ -261,4 +262,37 @@ def file_plan(ft: Footer, partition: Mapping[str, JsonScalar]) -> FilePlan:
         action=action,
         reasons=tuple(reasons),
         deleted_rows=len(ft.source.deleted),
+    )
+
+
+def plan_of(
+    uri: str,
+    listing: SourceListing,
+    footers: Sequence[Footer],
+    schema: pa.Schema,
+    done: int,
+    own: bool,
+    superseded: int = 0,
+) -> AdoptPlan:
+    """The plan of adopting ``footers`` (of ``listing``) into the table at ``uri`` under
+    ``schema``; ``done``/``superseded``: the source's files the table holds or superseded."""
+    parts = set((listing.partition_schema or pa.schema([])).names)
+    by_part = Counter(
+        ", ".join(f"{k}={v}" for k, v in ft.source.partition.items()) for ft in footers
+    )
+    sets = Counter(tuple(ft.schema.names) for ft in footers)
+    return AdoptPlan(
+        table=uri,
+        source=listing.source,
+        format=listing.format,
+        files=tuple(file_plan(ft, ft.source.partition) for ft in footers),
+        already_adopted=done,
+        table_columns=tuple(
+            ColumnPlan(name=f.name, type=str(f.type), partition=f.name in parts) for f in schema
+        ),
+        schemas=tuple(sorted(sets.items())),
+        partitions=tuple(sorted(by_part.items())) if parts else (),
+        take_ownership=own,
+        superseded=superseded,
+        history=tuple(history_plan(h) for h in listing.history),
     )

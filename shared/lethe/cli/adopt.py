@@ -7,23 +7,17 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from lethe import errors
+from lethe.cli.common import add_command
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
 __all__ = ["register"]
 
-#: ``--partition-type dt=date``: the type names a partition column may take (pyarrow's)
-TYPES: dict[str, str] = {
-    "string": "string",
-    "date": "date32",
-    "int": "int64",
-    "int64": "int64",
-    "int32": "int32",
-    "bool": "bool",
-    "double": "float64",
-    "timestamp": "timestamp[us]",
-}
+#: ``--partition-type dt=date``: the type names a partition column may take (pyarrow's
+#: aliases; ``date``, ``int`` and ``timestamp`` stand for date32, int64 and timestamp[us])
+TYPES = ("string", "date", "int", "int64", "int32", "bool", "double", "timestamp")
+_ALIASES = {"date": "date32", "int": "int64", "timestamp": "timestamp[us]"}
 
 
 def partition_types(items: list[str] | None) -> dict[str, pa.DataType]:
@@ -41,7 +35,7 @@ def partition_types(items: list[str] | None) -> dict[str, pa.DataType]:
             raise errors.InvalidRequest(
                 f"--partition-type {item!r}: want COLUMN=TYPE, TYPE one of {sorted(TYPES)}"
             )
-        out[name] = pa.type_for_alias(TYPES[kind])
+        out[name] = pa.type_for_alias(_ALIASES.get(kind, kind))
     return out
 
 
@@ -101,7 +95,7 @@ def _start_on_emr(a: argparse.Namespace) -> int:
     """``--emr-application``: start ``spark_jobs/adopt.py`` on EMR Serverless (at most once)."""
     import boto3
 
-    from lethe.ingest.emr import EmrJobSettings, start_adopt_job
+    from lethe.ingest.emr import AdoptJobOptions, EmrJobSettings, start_adopt_job
 
     if not (a.emr_role and a.emr_entry_point) or a.dry_run or a.rewrite_unready:
         raise errors.InvalidRequest(
@@ -121,10 +115,12 @@ def _start_on_emr(a: argparse.Namespace) -> int:
         table_uri=a.uri,
         source=a.source,
         key=a.key,
-        indexes=tuple(a.index or ()),
-        partition_types=tuple(a.partition_type or ()),
         take_ownership=not a.no_ownership,
-        batch_files=a.batch_files,
+        options=AdoptJobOptions(
+            indexes=tuple(a.index or ()),
+            partition_types=tuple(a.partition_type or ()),
+            batch_files=a.batch_files,
+        ),
     )
     doc = {"job_run_id": run.job_run_id, "name": run.name, "duplicate": run.duplicate}
     if a.json:
@@ -137,11 +133,11 @@ def _start_on_emr(a: argparse.Namespace) -> int:
 
 def register(sub: Any) -> None:
     """Add ``lethe adopt`` to the ``lethe`` parser."""
-    c = sub.add_parser(
-        "adopt",
-        help="adopt existing Parquet files in place (no copy): a Hive-partitioned prefix, "
-        "an Iceberg metadata.json, a Delta table or glue://db/table",
+    what = (
+        "adopt existing Parquet files in place (no copy): a Hive-partitioned prefix, "
+        "an Iceberg metadata.json, a Delta table or glue://db/table"
     )
+    c = add_command(sub, "adopt", what, fn=cmd_adopt)
     c.add_argument("uri", help="the table (created when missing: --key required)")
     c.add_argument("source", help="s3://bucket/prefix/, .../vN.metadata.json or glue://db/table")
     c.add_argument("--partitioning", choices=("hive", "none"), default="hive")
@@ -185,4 +181,3 @@ def register(sub: Any) -> None:
     c.add_argument("--emr-role", metavar="ARN", help="the job role (stack output EmrJobRoleArn)")
     c.add_argument("--emr-entry-point", metavar="URI", help="s3://<artifacts>/spark_jobs/adopt.py")
     c.add_argument("--emr-archive", metavar="URI", help="the job archive (output JobArchiveUri)")
-    c.set_defaults(fn=cmd_adopt)

@@ -230,3 +230,24 @@ def add_filters(c: argparse.ArgumentParser) -> None:
         "(\"email = 'a@x.com' or customer_id = 601\"); repeat to AND; quote values with spaces",
     )
     c.add_argument("--filters", help="pyarrow DNF filters as JSON")
+
+
+def add_command(
+    sub: Any,
+    name: str,
+    help: str,
+    *positionals: str,
+    actions: Sequence[str] = (),
+    description: str | None = None,
+    fn: Any = None,
+) -> argparse.ArgumentParser:
+    """The (sub)command ``name`` of a ``lethe`` parser, run by ``fn``: an ``action`` among
+    ``actions`` first when given, then the ``positionals``."""
+    c: argparse.ArgumentParser = sub.add_parser(name, help=help, description=description)
+    if actions:
+        c.add_argument("action", choices=actions)
+    for p in positionals:
+        c.add_argument(p)
+    if fn is not None:
+        c.set_defaults(fn=fn)
+    return c

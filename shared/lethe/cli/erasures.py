@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from lethe.cli.common import print_receipts
+from lethe.cli.common import add_command, print_receipts
 
 if TYPE_CHECKING:  # the heavy modules load with the command that needs them
     from lethe.audit.receipts import ErasureReceipt
@@ -22,14 +22,16 @@ def register(sub: Any) -> None:
     """Add ``erasures`` and ``report`` to the ``lethe`` parser."""
     from lethe.catalog.grace import DEFAULT_DEADLINE_DAYS
 
-    c = sub.add_parser(
+    c = add_command(
+        sub,
         "erasures",
-        help="receipts of delete/erase requests: received, hidden, removed, complete",
+        "receipts of delete/erase requests: received, hidden, removed, complete",
+        "uri",
         description="Reconstruct what became of delete and erase requests from the table's "
         "manifests and GC documents. Requests are shown by their id hash only. With "
         "--older-than, the exit status is 1 when some listed request is that old.",
+        fn=cmd_erasures,
     )
-    c.add_argument("uri")
     c.add_argument("--request-id", help="one request (hashed before use; never printed)")
     c.add_argument("--json", action="store_true")
     c.add_argument("--pending", action="store_true", help="only erasures GC has not completed")
@@ -39,14 +41,11 @@ def register(sub: Any) -> None:
         action="append",
         help="a key value to look for in the table's current objects (repeat; JSON or text)",
     )
-    c.set_defaults(fn=cmd_erasures)
-
-    c = sub.add_parser("report", help="the table report: files, versions, erasures, GC runs")
-    c.add_argument("uri")
+    what = "the table report: files, versions, erasures, GC runs"
+    c = add_command(sub, "report", what, "uri", fn=cmd_report)
     c.add_argument("--html", help="write a self-contained HTML page (charts) to this file")
     c.add_argument("--json", action="store_true", help="print the report as JSON")
     c.add_argument("--deadline", default=f"{DEFAULT_DEADLINE_DAYS:g}d", help="erasure deadline")
-    c.set_defaults(fn=cmd_report)
 
 
 def _value(raw: str) -> Any:

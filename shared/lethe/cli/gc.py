@@ -7,6 +7,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from lethe.catalog.grace import DEFAULT_ERASURE_GRACE, DEFAULT_RETENTION
+from lethe.cli.common import add_command
 
 if TYPE_CHECKING:
     from lethe.gc import GcReport
@@ -20,14 +21,15 @@ def add_cli(subparsers: Any) -> argparse.ArgumentParser:
     ``lethe gc s3://b/t [--dry-run] [--retention 30d|1000v] [--grace 7d]
     [--erasure-grace 1h] [--versioned|--not-versioned] [--json] [--show N]``
     """
-    c: argparse.ArgumentParser = subparsers.add_parser(
+    c = add_command(
+        subparsers,
         "gc",
-        help="garbage-collect: unreferenced files, expired versions, stale uploads",
+        "garbage-collect: unreferenced files, expired versions, stale uploads",
+        "uri",
         description="Delete objects no retained version references (older than the grace "
         "period), expire versions past retention, abort stale multipart uploads, purge old "
         "versions of erased data, and report which erasure requests are complete.",
     )
-    c.add_argument("uri")
     c.add_argument("--dry-run", action="store_true", help="report only; delete nothing")
     c.add_argument(
         "--retention",

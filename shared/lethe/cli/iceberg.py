@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from lethe.cli.common import add_at_version
+from lethe.cli.common import add_at_version, add_command
 
 __all__ = ["register"]
 
@@ -30,13 +30,10 @@ def cmd_publish(a: argparse.Namespace) -> int:
 
 def register(sub: Any) -> None:
     """Add ``lethe iceberg publish`` to the ``lethe`` parser."""
-    ice = sub.add_parser("iceberg", help="the table's Apache Iceberg view")
+    ice = add_command(sub, "iceberg", "the table's Apache Iceberg view")
     isub = ice.add_subparsers(dest="iceberg_cmd", required=True)
-    c = isub.add_parser(
-        "publish",
-        help="write Iceberg metadata for the latest (or --version) snapshot; prints its URI",
-    )
-    c.add_argument("uri")
+    what = "write Iceberg metadata for the latest (or --version) snapshot; prints its URI"
+    c = add_command(isub, "publish", what, "uri", fn=cmd_publish)
     add_at_version(c, "publish this table version (default: the latest)")
     c.add_argument(
         "--format-version",
@@ -44,4 +41,3 @@ def register(sub: Any) -> None:
         choices=(2, 3),
         help="Iceberg format (default: the table's iceberg_format_version, 3 unless set)",
     )
-    c.set_defaults(fn=cmd_publish)

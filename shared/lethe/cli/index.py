@@ -11,6 +11,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from lethe.cli.common import add_command
+
 __all__ = ["register"]
 
 
@@ -42,13 +44,13 @@ def cmd_index(a: argparse.Namespace) -> int:
 
 def register(sub: Any) -> None:
     """Add ``index`` to the ``lethe`` parser."""
-    c = sub.add_parser(
-        "index",
-        help="secondary indexes on erasure keys: create (backfill), drop, list",
-        description="Deletes, erasures, scans and lookups with = or in on an indexed column "
-        "read a few index objects instead of the column of every row group.",
+    what = "secondary indexes on erasure keys: create (backfill), drop, list"
+    about = (
+        "Deletes, erasures, scans and lookups with = or in on an indexed column read a few "
+        "index objects instead of the column of every row group."
     )
-    c.add_argument("action", choices=("create", "drop", "list"))
-    c.add_argument("uri")
+    c = add_command(
+        sub, "index", what, "uri", actions=("create", "drop", "list"), description=about
+    )
     c.add_argument("column", nargs="?")
     c.set_defaults(fn=cmd_index)

@@ -30,11 +30,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from lethe.catalog.grace import DEFAULT_ERASURE_GRACE, DEFAULT_RETENTION
-from lethe.cli.common import print_receipts
+from lethe.cli.common import add_command, print_receipts
 
 if TYPE_CHECKING:  # the lake loads with the command that needs it
     from lethe.lake.receipt import LakeReceipt
@@ -160,22 +161,19 @@ def _map(a: argparse.Namespace) -> int:
 def _tables(a: argparse.Namespace) -> int:
     from lethe.lake import Lake
 
-    tables = Lake.open(a.uri).tables()
-    for t in tables:
-        print(t)
-    if not tables:
-        print("no tables")
-    return 0
+    return _lines(Lake.open(a.uri).tables(), "no tables")
 
 
 def _subjects(a: argparse.Namespace) -> int:
     from lethe.lake import Lake
 
     subjects = Lake.open(a.uri).subjects()
-    for s in subjects:
-        print(f"{s.kind}: {s.table} {s.column}")
-    if not subjects:
-        print("no subjects mapped")
+    return _lines([f"{s.kind}: {s.table} {s.column}" for s in subjects], "no subjects mapped")
+
+
+def _lines(lines: Sequence[str], empty: str) -> int:
+    """Print ``lines``, or ``empty`` when there are none."""
+    print("\n".join(lines) if lines else empty)
     return 0
 
 
@@ -297,32 +295,44 @@ _ACTIONS = {
 
 def register(sub: Any) -> None:
     """Add ``lake`` (and its actions) to the ``lethe`` parser."""
-    p = sub.add_parser(
+    p = add_command(
+        sub,
         "lake",
-        help="a registry of tables: subjects, one forget request across tables, receipts",
+        "a registry of tables: subjects, one forget request across tables, receipts",
         description="A lake registers tables and maps subject kinds (customer, email) to "
         "their columns; one forget request erases a subject from every table that maps it.",
+        fn=cmd_lake,
     )
     acts = p.add_subparsers(dest="action", required=True)
-    c = acts.add_parser("create", help="create an empty lake registry")
-    c.add_argument("uri")
-    c.add_argument(
+    add_command(acts, "create", "create an empty lake registry", "uri").add_argument(
         "--erasure-window", help="erase requests spliced together per window (1d; 0: at once)"
     )
-    c = acts.add_parser("add", help="register a table (it must exist)")
-    c.add_argument("uri")
-    c.add_argument("table")
-    c = acts.add_parser("map", help="map a subject kind to a table column (indexes it)")
-    c.add_argument("uri")
-    c.add_argument("kind")
-    c.add_argument("table")
-    c.add_argument("column")
+    add_command(acts, "add", "register a table (it must exist)", "uri", "table")
+    what = "map a subject kind to a table column (indexes it)"
+    add_command(acts, "map", what, "uri", "kind", "table", "column")
     for name, what in (("tables", "list the tables"), ("subjects", "list the mappings")):
-        c = acts.add_parser(name, help=what)
-        c.add_argument("uri")
-    c = acts.add_parser("forget", help="forget subjects in every table that maps the kind")
-    c.add_argument("uri")
-    c.add_argument("kind")
+        add_command(acts, name, what, "uri")
+    _register_forget(acts)
+    _register_window(acts)
+    _register_gc(acts)
+    add_command(
+        acts, "resume", "finish pending requests (after a crash); exit 1 if any fails", "uri"
+    )
+    c = add_command(acts, "cancel", "cancel a pending request (its receipt says why)", "uri")
+    c.add_argument("--request-id", required=True, help="the request (hashed; never printed)")
+    c.add_argument("--reason", required=True, help="why (kept in the receipt: name no person)")
+    c = add_command(
+        acts, "erasures", "one receipt per request; --older-than exits 1 if overdue", "uri"
+    )
+    c.add_argument("--request-id", help="one request (hashed before use; never printed)")
+    c.add_argument("--pending", action="store_true", help="only requests not done yet")
+    c.add_argument("--older-than", help="only requests older than this (25d); exit 1 if any")
+    c.add_argument("--json", action="store_true")
+
+
+def _register_forget(acts: Any) -> None:
+    what = "forget subjects in every table that maps the kind"
+    c = add_command(acts, "forget", what, "uri", "kind")
     c.add_argument("values", nargs="+", help="identifiers (JSON numbers or text)")
     c.add_argument("--request-id", required=True, help="idempotency id (hashed; never printed)")
     c.add_argument("--mode", choices=("erase", "logical"), default="erase")
@@ -330,24 +340,22 @@ def register(sub: Any) -> None:
         "--no-splice", action="store_true", help="erase: leave the splices to the splice queue"
     )
     c.add_argument("--now", action="store_true", help="erase: splice now, not at window end")
-    c = acts.add_parser(
-        "window",
-        help="splice the requests whose erasure window closed; say when the open ones close",
-    )
-    c.add_argument("uri")
+
+
+def _register_window(acts: Any) -> None:
+    what = "splice the requests whose erasure window closed; say when the open ones close"
+    c = add_command(acts, "window", what, "uri")
     c.add_argument("--max-bytes", type=int, help="bound on bytes re-encoded per table")
     c.add_argument("--archive-after", default="7d", help="archive finished requests this old")
-    c = acts.add_parser("window-set", help="change the lake's erasure window")
-    c.add_argument("uri")
-    c.add_argument(
+    add_command(acts, "window-set", "change the lake's erasure window", "uri").add_argument(
         "window",
         help="how long erase requests wait to be spliced together: 1d, 6h, 30m; 0: at once",
     )
-    c = acts.add_parser(
-        "gc",
-        help="garbage-collect every table of the lake (as `lethe gc`), then the lake's leftovers",
-    )
-    c.add_argument("uri")
+
+
+def _register_gc(acts: Any) -> None:
+    what = "garbage-collect every table of the lake (as `lethe gc`), then the lake's leftovers"
+    c = add_command(acts, "gc", what, "uri")
     c.add_argument("--dry-run", action="store_true", help="report only; delete nothing")
     c.add_argument("--retention", default=DEFAULT_RETENTION, help="as `lethe gc --retention`")
     c.add_argument("--grace", default=None, help="as `lethe gc --grace` (the table's by default)")
@@ -355,18 +363,3 @@ def register(sub: Any) -> None:
         "--erasure-grace", default=DEFAULT_ERASURE_GRACE, help="as `lethe gc --erasure-grace`"
     )
     c.add_argument("--json", action="store_true", help="print every table's report as JSON")
-    c = acts.add_parser(
-        "resume", help="finish pending requests (after a crash); exit 1 if any fails"
-    )
-    c.add_argument("uri")
-    c = acts.add_parser("cancel", help="cancel a pending request (its receipt says why)")
-    c.add_argument("uri")
-    c.add_argument("--request-id", required=True, help="the request (hashed; never printed)")
-    c.add_argument("--reason", required=True, help="why (kept in the receipt: name no person)")
-    c = acts.add_parser("erasures", help="one receipt per request; --older-than exits 1 if overdue")
-    c.add_argument("uri")
-    c.add_argument("--request-id", help="one request (hashed before use; never printed)")
-    c.add_argument("--pending", action="store_true", help="only requests not done yet")
-    c.add_argument("--older-than", help="only requests older than this (25d); exit 1 if any")
-    c.add_argument("--json", action="store_true")
-    p.set_defaults(fn=cmd_lake)

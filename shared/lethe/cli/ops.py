@@ -6,7 +6,7 @@ import argparse
 from typing import Any
 
 from lethe import errors
-from lethe.cli.common import add_at_version, add_filters
+from lethe.cli.common import add_at_version, add_command, add_filters
 from lethe.cli.common import filters as parse
 
 __all__ = ["register"]
@@ -129,49 +129,41 @@ def cmd_verify(a: argparse.Namespace) -> int:
 
 def register(sub: Any) -> None:
     """Add the maintenance commands to the ``lethe`` parser."""
-    c = sub.add_parser("delete", help="delete rows (deletion vectors, constant time)")
-    c.add_argument("uri")
+    what = "delete rows (deletion vectors, constant time)"
+    c = add_command(sub, "delete", what, "uri", fn=cmd_delete)
     add_filters(c)
     c.add_argument("--request-id")
-    c.set_defaults(fn=cmd_delete)
 
-    c = sub.add_parser("erase", help="delete and physically remove rows (row-group splice)")
-    c.add_argument("uri")
+    what = "delete and physically remove rows (row-group splice)"
+    c = add_command(sub, "erase", what, "uri", fn=cmd_erase)
     add_filters(c)
     c.add_argument("--request-id")
     c.add_argument("--max-bytes", type=int, help="row-group bytes to splice in this run")
-    c.set_defaults(fn=cmd_erase)
 
-    c = sub.add_parser(
-        "purge", help="physically remove every row a deletion vector hides (row-group splices)"
-    )
-    c.add_argument("uri")
+    what = "physically remove every row a deletion vector hides (row-group splices)"
+    c = add_command(sub, "purge", what, "uri", fn=cmd_purge)
     c.add_argument("--request-id", help="resume (or make idempotent) a purge by its id")
     c.add_argument("--max-bytes", type=int, help="row-group bytes to splice in this run")
     c.add_argument(
         "--queue-url", help="record the purge and leave the splicing to the splice worker's queue"
     )
-    c.set_defaults(fn=cmd_purge)
 
     from lethe.cli.gc import add_cli
 
     add_cli(sub)  # lethe gc s3://b/t [--dry-run] [--retention 30d|1000v] [--grace 7d]
 
-    c = sub.add_parser(
-        "compact",
-        help="rewrite files with many deleted rows, bin small files; re-cluster the windows "
-        "of a table with cluster_by (in this process; spark_jobs/compact.py at scale)",
+    what = (
+        "rewrite files with many deleted rows, bin small files; re-cluster the windows "
+        "of a table with cluster_by (in this process; spark_jobs/compact.py at scale)"
     )
-    c.add_argument("uri")
+    c = add_command(sub, "compact", what, "uri", fn=cmd_compact)
     c.add_argument("--min-deleted-fraction", type=float, default=0.2)
     c.add_argument("--no-cluster", action="store_true", help="bin by key even with cluster_by")
     c.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
-    c.set_defaults(fn=cmd_compact)
 
-    c = sub.add_parser("verify", help="check every reference and DV of a snapshot")
-    c.add_argument("uri")
+    what = "check every reference and DV of a snapshot"
+    c = add_command(sub, "verify", what, "uri", fn=cmd_verify)
     add_at_version(c, "verify this table version (default: the latest)")
     c.add_argument(
         "--deep", action="store_true", help="also decode index pieces and check every entry"
     )
-    c.set_defaults(fn=cmd_verify)

@@ -12,6 +12,7 @@ import argparse
 from typing import Any
 
 from lethe import errors
+from lethe.cli.common import add_command
 
 __all__ = ["register"]
 
@@ -41,15 +42,16 @@ def cmd_retention(a: argparse.Namespace) -> int:
 
 def register(sub: Any) -> None:
     """Add ``retention`` to the ``lethe`` parser."""
-    c = sub.add_parser(
+    c = add_command(
+        sub,
         "retention",
-        help="row TTL: set, show, clear, sweep (expired rows are erased, not just hidden)",
+        "row TTL: set, show, clear, sweep (expired rows are erased, not just hidden)",
+        "uri",
+        actions=("set", "show", "clear", "sweep"),
         description="Rows whose timestamp or date column is older than the retention are "
         "erased by the GC workflow's sweep (or `lethe retention sweep`).",
+        fn=cmd_retention,
     )
-    c.add_argument("action", choices=("set", "show", "clear", "sweep"))
-    c.add_argument("uri")
     c.add_argument("--column", help="a timestamp or date column (set)")
     c.add_argument("--keep", help="how long rows stay, e.g. 400d, 12h (set)")
     c.add_argument("--dry-run", action="store_true", help="sweep: tell, commit nothing")
-    c.set_defaults(fn=cmd_retention)

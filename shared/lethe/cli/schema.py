@@ -14,7 +14,7 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from lethe import errors
-from lethe.cli.common import add_at_version
+from lethe.cli.common import add_at_version, add_command
 
 if TYPE_CHECKING:  # the heavy modules load with the command that needs them
     import pyarrow as pa
@@ -100,22 +100,21 @@ def _uploads(t: Table, args: list[str]) -> int:
 
 def register(sub: Any) -> None:
     """Add ``schema`` to the ``lethe`` parser."""
-    c = sub.add_parser(
+    c = add_command(
+        sub,
         "schema",
-        help="show the schema (--history: every schema by id) or change it: add, drop, "
+        "show the schema (--history: every schema by id) or change it: add, drop, "
         "rename, widen, optional",
+        "uri",
+        actions=("show", "add", "drop", "rename", "widen", "optional", "uploads"),
+        fn=cmd_schema,
         description="Each change is one commit; files keep the schema they were written "
         "under and read by field id. add COLUMN TYPE [--default JSON], drop COLUMN, "
         "rename COLUMN NEW, widen COLUMN TYPE, optional COLUMN; uploads evolve|strict: whether "
         "an upload (the trigger, the ingest job it starts) of another shape may evolve the "
         "schema (new columns, widenings) or is refused (the default).",
     )
-    c.add_argument(
-        "action", choices=("show", "add", "drop", "rename", "widen", "optional", "uploads")
-    )
-    c.add_argument("uri")
     c.add_argument("args", nargs="*")
     c.add_argument("--history", action="store_true", help="show: every schema of the history")
     add_at_version(c, "show: the schema of this table version")
     c.add_argument("--default", help="add: the initial default of older rows (JSON)")
-    c.set_defaults(fn=cmd_schema)

@@ -11,6 +11,7 @@ from lethe import errors
 from lethe.cli.common import (
     FORMATS,
     add_at_version,
+    add_command,
     add_filters,
     filters,
     non_negative,
@@ -195,15 +196,18 @@ def cmd_inspect(a: argparse.Namespace) -> int:
 
 
 def _register_append(sub: Any) -> None:
-    c = sub.add_parser(
+    what = "append Parquet, CSV or JSON-lines files (a file, a folder, an S3 object or prefix)"
+    c = add_command(
+        sub,
         "append",
-        help="append Parquet, CSV or JSON-lines files (a file, a folder, an S3 object or prefix)",
+        what,
+        "uri",
         description="Append files to the table in one commit. Every file must fit the table "
         "schema: an unknown column, a missing one, a narrowing type (int64 into int32) or a "
         "value that does not convert refuses the whole append, listing every file and column; "
         "nothing is dropped or narrowed silently.",
+        fn=cmd_append,
     )
-    c.add_argument("uri")
     c.add_argument("file", help="local file or folder, or s3://bucket/key or prefix")
     c.add_argument("--schema-mode", choices=("strict", "merge"), default="strict", help=MERGE)
     c.add_argument(
@@ -213,13 +217,10 @@ def _register_append(sub: Any) -> None:
         const="merge",
         help="the same as --schema-mode merge",
     )
-    c.set_defaults(fn=cmd_append)
 
 
-def register(sub: Any) -> None:
-    """Add the table commands to the ``lethe`` parser."""
-    c = sub.add_parser("create", help="create a table")
-    c.add_argument("uri")
+def _register_create(sub: Any) -> None:
+    c = add_command(sub, "create", "create a table", "uri", fn=cmd_create)
     c.add_argument("--schema", required=True, help="a Parquet or CSV file whose schema to use")
     c.add_argument("--key", default="id")
     c.add_argument("--target-file-bytes", type=int, default=256 << 20)
@@ -249,12 +250,10 @@ def register(sub: Any) -> None:
         metavar="[COLUMN=]DURATION",
         help="time windows of clustering, e.g. 1d (of the only timestamp column) or event_time=1d",
     )
-    c.set_defaults(fn=cmd_create)
 
-    _register_append(sub)
 
-    c = sub.add_parser("scan", help="print or export rows")
-    c.add_argument("uri")
+def _register_scan(sub: Any) -> None:
+    c = add_command(sub, "scan", "print or export rows", "uri", fn=cmd_scan)
     add_at_version(c, "read this table version (time travel; default: the latest)")
     c.add_argument("--columns")
     add_filters(c)
@@ -268,21 +267,20 @@ def register(sub: Any) -> None:
         "--out", help="write every row to a file (format from --format, else its extension)"
     )
     c.add_argument("--limit", type=non_negative, default=20, help="rows shown by --format table")
-    c.set_defaults(fn=cmd_scan)
 
-    c = sub.add_parser("history", help="list versions, newest first")
-    c.add_argument("uri")
-    c.set_defaults(fn=cmd_history)
 
-    c = sub.add_parser("inspect", help="a data file's row groups: offsets, sizes, rows, key range")
-    c.add_argument("uri")
+def register(sub: Any) -> None:
+    """Add the table commands to the ``lethe`` parser."""
+    _register_create(sub)
+    _register_append(sub)
+    _register_scan(sub)
+    add_command(sub, "history", "list versions, newest first", "uri", fn=cmd_history)
+    what = "a data file's row groups: offsets, sizes, rows, key range"
+    c = add_command(sub, "inspect", what, "uri", fn=cmd_inspect)
     c.add_argument("path", nargs="?", help="table-relative data file path (default: all files)")
     add_at_version(c, "inspect the file in this table version (default: the latest)")
     c.add_argument(
         "--segments", action="store_true", help="list the manifest's segments and summaries instead"
     )
-    c.set_defaults(fn=cmd_inspect)
-
-    c = sub.add_parser("upgrade", help="rewrite the latest manifest in format 2 (segmented)")
-    c.add_argument("uri")
-    c.set_defaults(fn=cmd_upgrade)
+    what = "rewrite the latest manifest in format 2 (segmented)"
+    add_command(sub, "upgrade", what, "uri", fn=cmd_upgrade)

@@ -22,6 +22,7 @@ mapping (docs/format.md §10):
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import re
@@ -31,9 +32,7 @@ from dataclasses import dataclass
 from typing import Any, Final, Literal
 
 from pyiceberg.conversions import to_bytes
-from pyiceberg.manifest import (
-    DataFile as IcebergDataFile,
-)
+from pyiceberg.manifest import DataFile as IcebergDataFile
 from pyiceberg.manifest import (
     DataFileContent,
     FileFormat,
@@ -61,7 +60,9 @@ __all__ = [
     "HINT_KEY",
     "ListEntry",
     "SegmentUnit",
+    "View",
     "assign_row_ids",
+    "check_format",
     "data_manifest_entries",
     "data_manifest_key",
     "delete_manifest_key",
@@ -217,14 +218,23 @@ def _uri(location: str, rel: str) -> str:
     return rel if rel.startswith("s3://") else f"{location}/{rel}"  # adopted files: in place
 
 
+@dataclass(frozen=True, slots=True)
+class View:
+    """Where and how a table's Iceberg view is published: its location (the table URI), its
+    format version, the current schema, and how many snapshots its metadata keeps."""
+
+    location: str
+    format_version: FormatVersion
+    schema: IcebergSchema
+    max_snapshots: int = 100
+
+
 def data_manifest_entries(
     files: Sequence[DataFile],
     *,
     summary: SegmentSummary,
-    location: str,
-    schema: IcebergSchema,
+    view: View,
     key: str,
-    format_version: FormatVersion,
     spec: ViewSpec | None = None,
     bounded: Sequence[str] = (),
 ) -> list[ManifestEntry]:
@@ -238,29 +248,21 @@ def data_manifest_entries(
     are the file's ``added_version``, written explicitly; ``first_row_id`` is left to
     inheritance (format 3).
     """
-    key_field = schema.schema.find_field(key)
-    key_type = key_field.field_type
-    top = {f.name: f.field_id for f in schema.schema.fields}
+    fv, schema = view.format_version, view.schema.schema
+    top = {f.name: f.field_id for f in schema.fields}
+    key_field, bounds = schema.find_field(key), [schema.find_field(c) for c in bounded]
     out = []
     for f in files:
-        lower: dict[int, bytes] = {}
-        upper: dict[int, bytes] = {}
-        rng = _key_range(f, key) if isinstance(key_type, PrimitiveType) else None
-        if rng is not None:
-            lo, hi = bound_bytes(key_type, rng[0]), bound_bytes(key_type, rng[1])
-            if lo is not None and hi is not None:
-                lower[key_field.field_id], upper[key_field.field_id] = lo, hi
-        for c in bounded:
-            _column_bounds(f, schema.schema.find_field(c), lower, upper)
+        lower, upper = _bounds(f, key_field, bounds)
         nulls = {
             top[c]: st.null_count
             for c, st in f.columns.items()
             if c in top and st.null_count is not None
         }
         df = IcebergDataFile.from_args(
-            _table_format_version=format_version,
+            _table_format_version=fv,
             content=DataFileContent.DATA,
-            file_path=_uri(location, f.path),
+            file_path=_uri(view.location, f.path),
             file_format=FileFormat.PARQUET,
             partition=partition_record(f, spec),
             record_count=f.rows,
@@ -271,22 +273,27 @@ def data_manifest_entries(
             split_offsets=[g.offset for g in f.row_groups] or None,
             sort_order_id=f.sort_order_id,
         )
-        status = (
-            ManifestEntryStatus.ADDED
-            if f.added_version == summary.created_version
-            else ManifestEntryStatus.EXISTING
-        )
-        out.append(
-            ManifestEntry.from_args(
-                _table_format_version=format_version,
-                status=status,
-                snapshot_id=f.added_version,
-                sequence_number=f.added_version,
-                file_sequence_number=f.added_version,
-                data_file=df,
-            )
-        )
+        added = f.added_version == summary.created_version
+        status = ManifestEntryStatus.ADDED if added else ManifestEntryStatus.EXISTING
+        out.append(_entry(df, f.added_version, fv, status))
     return out
+
+
+def _bounds(
+    f: DataFile, key: NestedField, bounded: Sequence[NestedField]
+) -> tuple[dict[int, bytes], dict[int, bytes]]:
+    """``f``'s lower and upper bounds by field id: the key's range, and the exact min/max of
+    the columns ``bounded``."""
+    lower: dict[int, bytes] = {}
+    upper: dict[int, bytes] = {}
+    rng = _key_range(f, key.name) if isinstance(key.field_type, PrimitiveType) else None
+    if rng is not None:
+        lo, hi = bound_bytes(key.field_type, rng[0]), bound_bytes(key.field_type, rng[1])
+        if lo is not None and hi is not None:
+            lower[key.field_id], upper[key.field_id] = lo, hi
+    for c in bounded:
+        _column_bounds(f, c, lower, upper)
+    return lower, upper
 
 
 def _column_bounds(
@@ -337,7 +344,7 @@ def dv_entry(
         content_offset=dv.offset,
         content_size_in_bytes=dv.length,
     )
-    return _delete_entry(df, sequence_number, 3)
+    return _entry(df, sequence_number, 3)
 
 
 def position_delete_entry(
@@ -346,14 +353,15 @@ def position_delete_entry(
     location: str,
     path: str,
     size: int,
-    pos_min: int,
-    pos_max: int,
+    positions: tuple[int, int],
     sequence_number: int,
     spec: ViewSpec | None = None,
 ) -> ManifestEntry:
-    """A format-2 delete-manifest entry for the position-delete file written from ``f``'s DV."""
+    """A format-2 delete-manifest entry for the position-delete file written from ``f``'s DV
+    (``positions``: its first and last deleted position)."""
     data_uri = _uri(location, f.path)
     dv = f.dv
+    pos_min, pos_max = positions
     df = IcebergDataFile.from_args(
         _table_format_version=2,
         content=DataFileContent.POSITION_DELETES,
@@ -365,18 +373,18 @@ def position_delete_entry(
         lower_bounds={**_path_bounds(data_uri), POS_POS_ID: to_bytes(LongType(), pos_min)},
         upper_bounds={**_path_bounds(data_uri), POS_POS_ID: to_bytes(LongType(), pos_max)},
     )
-    return _delete_entry(df, sequence_number, 2)
+    return _entry(df, sequence_number, 2)
 
 
-def _delete_entry(df: IcebergDataFile, seq: int, fv: FormatVersion) -> ManifestEntry:
-    return ManifestEntry.from_args(
-        _table_format_version=fv,
-        status=ManifestEntryStatus.ADDED,
-        snapshot_id=seq,
-        sequence_number=seq,
-        file_sequence_number=seq,
-        data_file=df,
-    )
+def _entry(
+    df: IcebergDataFile,
+    seq: int,
+    fv: FormatVersion,
+    status: ManifestEntryStatus = ManifestEntryStatus.ADDED,
+) -> ManifestEntry:
+    """A manifest entry of ``df`` with its snapshot id and both sequence numbers ``seq``."""
+    seqs = dict.fromkeys(("snapshot_id", "sequence_number", "file_sequence_number"), seq)
+    return ManifestEntry.from_args(_table_format_version=fv, status=status, data_file=df, **seqs)
 
 
 # --- manifest list ----------------------------------------------------------------------------
@@ -483,7 +491,7 @@ def assign_row_ids(entries: Sequence[ListEntry], next_row_id: int) -> tuple[list
     snapshot's ``added-rows``).
 
     >>> e = ListEntry("a", 1, "data", 1, 1, 1, 1, 0, 10, 5)
-    >>> out, added = assign_row_ids([e, e.__class__(**{**_asdict(e), "first_row_id": 3})], 100)
+    >>> out, added = assign_row_ids([e, dataclasses.replace(e, first_row_id=3)], 100)
     >>> [x.first_row_id for x in out], added
     ([100, 3], 15)
     """
@@ -491,14 +499,10 @@ def assign_row_ids(entries: Sequence[ListEntry], next_row_id: int) -> tuple[list
     added = 0
     for e in entries:
         if e.content == "data" and e.first_row_id is None:
-            e = ListEntry(**{**_asdict(e), "first_row_id": next_row_id + added})
+            e = dataclasses.replace(e, first_row_id=next_row_id + added)
             added += e.rows
         out.append(e)
     return out, added
-
-
-def _asdict(e: ListEntry) -> dict[str, Any]:
-    return {k: getattr(e, k) for k in ListEntry.__dataclass_fields__}
 
 
 # --- table metadata ---------------------------------------------------------------------------
@@ -506,37 +510,45 @@ def _ms(m: Snapshot) -> int:
     return int(m.created_at.timestamp() * 1000)
 
 
+def check_format(base: Mapping[str, Any] | None, view: View) -> None:
+    """Refuse to publish a view in another format version than its ``base``'s.
+
+    Raises:
+        InvalidRequest: naming both formats and the ways on.
+    """
+    got = base.get("format-version") if base is not None else view.format_version
+    if got != view.format_version:
+        raise errors.InvalidRequest(
+            f"the Iceberg view at {view.location} is format {got}; it cannot become format "
+            f"{view.format_version} (publish with format_version={got}, or delete "
+            f"{METADATA_PREFIX} to start over)"
+        )
+
+
 def new_metadata(
     base: Mapping[str, Any] | None,
     *,
     m: Snapshot,
-    location: str,
-    format_version: FormatVersion,
-    schema: IcebergSchema,
+    view: View,
     manifest_list: str,
     summary: Mapping[str, str],
     added_rows: int,
     base_uri: str | None,
     drop_snapshots: Iterable[int] = (),
-    max_snapshots: int = 100,
 ) -> dict[str, Any]:
     """Table metadata for Lethe version ``m.version``, as a successor of ``base`` (the
     view's newest metadata, or None for a first publish).
 
     The new snapshot's parent is the base's current snapshot; snapshots in
     ``drop_snapshots`` (their Lethe manifests expired) and beyond the newest
-    ``max_snapshots`` are left out, with their log entries. Row lineage (format 3): the
+    ``view.max_snapshots`` are left out, with their log entries. Row lineage (format 3): the
     snapshot starts at the base's ``next-row-id`` and adds ``added_rows``.
 
     Long: one literal per spec section (table, schema, snapshot, logs, refs) reads best whole.
     """
-    v = m.version
-    if base is not None and base.get("format-version") != format_version:
-        raise errors.InvalidRequest(
-            f"the Iceberg view at {location} is format {base.get('format-version')}; it cannot "
-            f"become format {format_version} (publish with format_version="
-            f"{base.get('format-version')}, or delete {METADATA_PREFIX} to start over)"
-        )
+    check_format(base, view)
+    v, location, format_version, schema = m.version, view.location, view.format_version, view.schema
+    max_snapshots = view.max_snapshots
     prev_snaps: list[dict[str, Any]] = list(base.get("snapshots", [])) if base else []
     parent = base.get("current-snapshot-id") if base else None
     ts = _ms(m)

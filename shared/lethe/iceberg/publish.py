@@ -47,7 +47,9 @@ from lethe.iceberg.mapping import (
     POS_POS_ID,
     ListEntry,
     SegmentUnit,
+    View,
     assign_row_ids,
+    check_format,
     data_manifest_entries,
     dv_entry,
     manifest_list_key,
@@ -66,7 +68,7 @@ from lethe.iceberg.partitioning import (
     view_spec,
 )
 from lethe.iceberg.summary import snapshot_summary
-from lethe.iceberg.types import FormatVersion, IcebergSchema
+from lethe.iceberg.types import FormatVersion
 from lethe.progress import Progress, track
 from lethe.storage.layout import METADATA_PREFIX, manifest_key, object_key
 from lethe.storage.store import IOCounters, S3Store
@@ -115,11 +117,11 @@ def read_hint(store: S3Store, key: str) -> tuple[int | None, str | None]:
 
 class _Publisher:
     def __init__(
-        self, catalog: Catalog, m: Snapshot, fv: FormatVersion, progress: Progress | None = None
+        self, catalog: Catalog, m: Snapshot, view: View, progress: Progress | None = None
     ) -> None:
-        self.cat, self.m, self.fv, self.progress = catalog, m, fv, progress
+        self.cat, self.m, self.view, self.progress = catalog, m, view, progress
+        self.fv, self.location, self.schema = view.format_version, view.location, view.schema
         self.store: S3Store = catalog.store
-        self.location = catalog.uri.rstrip("/")
         self.written: list[str] = []
 
     def key(self, rel: str) -> str:
@@ -157,34 +159,30 @@ class _Publisher:
         return base, {e.path: e for e in entries}
 
     # --- manifests --------------------------------------------------------------------------------
-    def split(self, files: Iterable[DataFile], schema: IcebergSchema) -> list[_Part]:
+    def split(self, files: Iterable[DataFile]) -> list[_Part]:
         """One segment's files grouped by partition spec, each with its manifest key's
         suffix: the first group keeps the plain key (a segment of one spec is one manifest,
         as before), a second one is its ``.spec<N>`` companion."""
-        spec = view_spec(self.m.arrow_schema(), schema.schema)
+        spec = view_spec(self.m.arrow_schema(), self.schema.schema)
         groups = split_by_spec(files, spec)
         return [
             _Part(s, fs, i > 0, spec.names if s is None and spec is not None else ())
             for i, (s, fs) in enumerate(groups)
         ]
 
-    def data_manifest(self, u: SegmentUnit, seg: Segment, schema: IcebergSchema) -> list[ListEntry]:
+    def data_manifest(self, u: SegmentUnit, seg: Segment) -> list[ListEntry]:
         out = []
         # the data manifests ignore DVs: the segment object alone defines them
-        for part in self.split(seg.files, schema):
+        for part in self.split(seg.files):
             entries = data_manifest_entries(
                 part.files,
                 summary=u.summary,
-                location=self.location,
-                schema=schema,
+                view=self.view,
                 key=self.m.key,
-                format_version=self.fv,
                 spec=part.spec,
                 bounded=part.bounded,
             )
-            out.append(
-                self.manifest(part, u.data_key, entries, schema, "data", u.summary.created_version)
-            )
+            out.append(self.manifest(part, u.data_key, entries, "data", u.summary.created_version))
         return out
 
     def manifest(
@@ -192,14 +190,13 @@ class _Publisher:
         part: _Part,
         plain_key: str,
         entries: list[ManifestEntry],
-        schema: IcebergSchema,
         content: Literal["data", "deletes"],
         snapshot_id: int,
     ) -> ListEntry:
         """Store the manifest of ``part`` holding ``entries``; its manifest list entry."""
         body = avro.encode_manifest(
             entries,
-            schema=schema,
+            schema=self.schema,
             content=ManifestContent.DATA if content == "data" else ManifestContent.DELETES,
             format_version=self.fv,
             spec=part.spec,
@@ -216,22 +213,21 @@ class _Publisher:
         """Delete entries of the previous delete manifests of the same segment ids, by the
         path of the delete file: what is known of containers / position files already."""
         ids = {u.summary.id for u in units}
-        paths = []
-        for e in prev.values():
-            got = stem_of_manifest(e.path)
-            if got and got[0] == "deletes" and _segment_id(got[1]) in ids:
-                paths.append(e.path)
-        known: dict[str, Any] = {}
-        for body in pmap(lambda p: self.store.get(self.key(p)).body, paths):
-            for me in avro.decode_manifest(body):
-                known[me.data_file.file_path] = me.data_file
-        return known
+        stems = {e.path: stem_of_manifest(e.path) for e in prev.values()}
+        paths = [
+            p
+            for p, got in stems.items()
+            if got and got[0] == "deletes" and _segment_id(got[1]) in ids
+        ]
+        bodies = pmap(lambda p: self.store.get(self.key(p)).body, paths)
+        return {
+            me.data_file.file_path: me.data_file for b in bodies for me in avro.decode_manifest(b)
+        }
 
     def delete_manifest(
         self,
         u: SegmentUnit,
         files: Sequence[DataFile],
-        schema: IcebergSchema,
         sizes: dict[str, int],
         known: dict[str, Any],
     ) -> tuple[list[ListEntry], int, int]:
@@ -239,24 +235,19 @@ class _Publisher:
         with_dv = [f for f in files if f.dv is not None and f.dv.cardinality > 0]
         key = u.delete_key
         assert key is not None
-        out = []
-        for part in self.split(with_dv, schema):
-            entries: list[ManifestEntry] = []
-            for f in part.files:
-                if self.fv >= 3:
-                    container = f.dv.container if f.dv is not None else None
-                    entries.append(
-                        dv_entry(
-                            f,
-                            location=self.location,
-                            container_size=sizes.get(container or "", 0),
-                            sequence_number=seq,
-                            spec=part.spec,
-                        )
-                    )
-                else:
-                    entries.append(self.position_deletes(f, known, seq, part.spec))
-            out.append(self.manifest(part, key, entries, schema, "deletes", seq))
+
+        def entry(f: DataFile, spec: ViewSpec | None) -> ManifestEntry:
+            if self.fv < 3:
+                return self.position_deletes(f, known, seq, spec)
+            size = sizes.get(f.dv.container or "", 0) if f.dv is not None else 0
+            return dv_entry(
+                f, location=self.location, container_size=size, sequence_number=seq, spec=spec
+            )
+
+        out = [
+            self.manifest(part, key, [entry(f, part.spec) for f in part.files], "deletes", seq)
+            for part in self.split(with_dv)
+        ]
         return out, len(with_dv), sum(f.dv.cardinality for f in with_dv if f.dv)
 
     def position_deletes(
@@ -277,33 +268,18 @@ class _Publisher:
             lo, hi = (int(pos[0].as_py()), int(pos[-1].as_py())) if len(pos) else (0, 0)
             size = self.put_new(rel, _position_file(object_key(self.location, f.path), pos))
         return position_delete_entry(
-            f,
-            location=self.location,
-            path=rel,
-            size=size,
-            pos_min=lo,
-            pos_max=hi,
-            sequence_number=seq,
-            spec=spec,
-        )
+            f, location=self.location, path=rel, size=size, positions=(lo, hi),
+            sequence_number=seq, spec=spec,
+        )  # fmt: skip
 
     def container_sizes(self, files: Iterable[DataFile], known: dict[str, Any]) -> dict[str, int]:
         """Sizes of the DV containers the files reference (known ones from the previous
         delete manifests, the rest by HEAD)."""
-        out: dict[str, int] = {}
-        todo = set()
-        for f in files:
-            c = f.dv.container if f.dv is not None else None
-            if c is None:
-                continue
-            old = known.get(f"{self.location}/{c}")
-            if old is not None:
-                out[c] = int(old.file_size_in_bytes)
-            else:
-                todo.add(c)
-        heads = pmap(lambda c: (c, self.store.head(self.key(c)).size), sorted(todo))
-        out.update(heads)
-        return out
+        used = {f.dv.container for f in files if f.dv is not None and f.dv.container is not None}
+        uris = {c: f"{self.location}/{c}" for c in used}
+        out = {c: int(known[u].file_size_in_bytes) for c, u in uris.items() if u in known}
+        heads = pmap(lambda c: (c, self.store.head(self.key(c)).size), sorted(used - out.keys()))
+        return out | dict(heads)
 
     # --- snapshots ----------------------------------------------------------------------------
     def expired(self, base: dict[str, Any]) -> list[int]:
@@ -402,45 +378,29 @@ def publish(
         raise errors.InvalidRequest("max_snapshots must be at least 1")
     started = time.time()
     before = catalog.store.stats.snapshot()
-    p = _Publisher(catalog, m, format_version, progress)
-    uri = f"{p.location}/{metadata_key(m.version)}"
-    units = segment_units(m)
     schema = current_schema(m, format_version)
+    view = View(catalog.uri.rstrip("/"), format_version, schema, max_snapshots)
+    p = _Publisher(catalog, m, view, progress)
+    units = segment_units(m)
     hint, etag = read_hint(p.store, p.key(HINT_KEY))
 
     def done(reused: int = 0) -> PublishResult:
+        uri = f"{p.location}/{metadata_key(m.version)}"
         return PublishResult(
             uri, m.version, tuple(p.written), reused, catalog.store.stats.snapshot() - before
         )
 
     if _already_published(p, m.version, hint, etag, format_version):
         return done()
-
     got = p.read_base(hint) if hint is not None and hint < m.version else None
     base, prev = got if got is not None else (None, {})
-    if base is not None and base.get("format-version") != format_version:
-        new_metadata(  # raises the clear error
-            base, m=m, location=p.location, format_version=format_version, schema=schema,
-            manifest_list="", summary={}, added_rows=0, base_uri=None,
-        )  # fmt: skip
-
-    new_data, new_del = _new_manifests(p, m, units, prev, schema, format_version)
+    check_format(base, view)
+    new_data, new_del = _new_manifests(p, units, prev)
     entries, delete_files, position_deletes = _list_entries(units, new_data, new_del, prev)
-    meta, ml_rel, entries = _next_metadata(
-        p, m, base, hint, entries, schema, format_version, max_snapshots,
-        delete_files=delete_files, position_deletes=position_deletes,
-    )  # fmt: skip
+    meta, ml_rel, entries = _next_metadata(p, base, hint, entries, delete_files, position_deletes)
     check_fresh(started, m.properties.gc_grace_seconds)
-    meta_rel = metadata_key(m.version)
-    try:
-        p.store.put(p.key(meta_rel), json.dumps(meta).encode(), if_none_match=True)
-    except (errors.PreconditionFailed, errors.ConditionalRequestConflict):
-        # a racer published this version first: our manifest list is garbage (nothing
-        # references it; GC removes it: publishers hold no delete right)
-        p.written.remove(ml_rel)
-        log.info("version %s of %s was published concurrently", m.version, catalog.uri)
+    if not _put_metadata(p, meta, ml_rel):
         return done()
-    p.written.append(meta_rel)
     if hint is None or hint < m.version:
         p.advance_hint(etag, hint)
     reused = sum(1 for e in entries if e.path in prev)
@@ -452,6 +412,21 @@ def publish(
         reused,
     )
     return done(reused)
+
+
+def _put_metadata(p: _Publisher, meta: dict[str, Any], ml_rel: str) -> bool:
+    """Store the version's metadata create-only (the commit point); False when a racer
+    published this version first (then our manifest list is garbage: nothing references it,
+    GC removes it, publishers hold no delete right)."""
+    meta_rel = metadata_key(p.m.version)
+    try:
+        p.store.put(p.key(meta_rel), json.dumps(meta).encode(), if_none_match=True)
+    except (errors.PreconditionFailed, errors.ConditionalRequestConflict):
+        p.written.remove(ml_rel)
+        log.info("version %s of %s was published concurrently", p.m.version, p.cat.uri)
+        return False
+    p.written.append(meta_rel)
+    return True
 
 
 def _already_published(
@@ -487,55 +462,29 @@ def _same_format(p: _Publisher, version: int, format_version: FormatVersion) -> 
 
 
 def _new_manifests(
-    p: _Publisher,
-    m: Snapshot,
-    units: Sequence[Any],
-    prev: dict[str, ListEntry],
-    schema: Any,
-    format_version: FormatVersion,
+    p: _Publisher, units: Sequence[SegmentUnit], prev: dict[str, ListEntry]
 ) -> tuple[dict[str, list[ListEntry]], dict[str, tuple[list[ListEntry], int, int]]]:
     """Write the data and delete manifests the previous publish does not have (in parallel):
     data manifest key -> entries (one per spec), delete manifest key -> (entries, files,
     positions)."""
+    m = p.m
     need_data = [u for u in units if u.data_key not in prev]
     need_del = [u for u in units if u.delete_key is not None and u.delete_key not in prev]
     wanted = list({u.summary.path: u.summary for u in (*need_data, *need_del)}.values())
     segs = {s.path: seg for s, seg in zip(wanted, m.segments_of(wanted), strict=True)}
     del_files = {u.summary.path: m.segment_files(u.summary, segs[u.summary.path]) for u in need_del}
     known = p.old_deletes(prev, need_del)
-    sizes = (
-        p.container_sizes((f for fs in del_files.values() for f in fs), known)
-        if format_version >= 3
-        else {}
-    )
-    with track(
-        p.progress, "publish", total=len(need_data) + len(need_del), unit="manifests"
-    ) as tracker:
-        new_data = dict(
-            zip(
-                [u.data_key for u in need_data],
-                pmap(
-                    tracker.each(lambda u: p.data_manifest(u, segs[u.summary.path], schema)),
-                    need_data,
-                ),
-                strict=True,
-            )
+    all_del = (f for fs in del_files.values() for f in fs)
+    sizes = p.container_sizes(all_del, known) if p.fv >= 3 else {}
+    total = len(need_data) + len(need_del)
+    with track(p.progress, "publish", total=total, unit="manifests") as tracker:
+        data = pmap(tracker.each(lambda u: p.data_manifest(u, segs[u.summary.path])), need_data)
+        dels = pmap(
+            tracker.each(lambda u: p.delete_manifest(u, del_files[u.summary.path], sizes, known)),
+            need_del,
         )
-        new_del = dict(
-            zip(
-                [u.delete_key for u in need_del],
-                pmap(
-                    tracker.each(
-                        lambda u: p.delete_manifest(
-                            u, del_files[u.summary.path], schema, sizes, known
-                        )
-                    ),
-                    need_del,
-                ),
-                strict=True,
-            )
-        )
-    return new_data, new_del
+    new_data = {u.data_key: d for u, d in zip(need_data, data, strict=True)}
+    return new_data, {str(u.delete_key): d for u, d in zip(need_del, dels, strict=True)}
 
 
 def _list_entries(
@@ -567,40 +516,32 @@ def _list_entries(
 
 def _next_metadata(
     p: _Publisher,
-    m: Snapshot,
     base: dict[str, Any] | None,
     hint: int | None,
     entries: list[ListEntry],
-    schema: Any,
-    format_version: FormatVersion,
-    max_snapshots: int,
-    *,
     delete_files: int,
     position_deletes: int,
 ) -> tuple[dict[str, Any], str, list[ListEntry]]:
     """Row ids, the manifest list (written) and the new table metadata (not yet written)."""
+    m, fv = p.m, p.fv
     next_row_id = int(base.get("next-row-id", 0) or 0) if base else 0
-    if format_version >= 3:
+    added_rows = 0
+    if fv >= 3:
         entries, added_rows = assign_row_ids(entries, next_row_id)
-    else:
-        added_rows = 0
-    parent = base.get("current-snapshot-id") if base else None
     ml_rel = manifest_list_key(m.version)
     ml_body = avro.encode_manifest_list(
-        [e.manifest_file(p.location, format_version) for e in entries],
+        [e.manifest_file(p.location, fv) for e in entries],
         snapshot_id=m.version,
-        parent_snapshot_id=parent,
+        parent_snapshot_id=base.get("current-snapshot-id") if base else None,
         sequence_number=m.version,
-        first_row_id=next_row_id if format_version >= 3 else None,
-        format_version=format_version,
+        first_row_id=next_row_id if fv >= 3 else None,
+        format_version=fv,
     )
     p.put_new(ml_rel, ml_body)
     meta = new_metadata(  # then every schema of the history (lethe.iceberg.evolution)
         base,
         m=m,
-        location=p.location,
-        format_version=format_version,
-        schema=schema,
+        view=p.view,
         manifest_list=ml_rel,
         summary=snapshot_summary(
             m, entries, delete_files=delete_files, position_deletes=position_deletes
@@ -610,6 +551,5 @@ def _next_metadata(
         if base is not None and hint is not None
         else None,
         drop_snapshots=p.expired(base) if base is not None else (),
-        max_snapshots=max_snapshots,
     )
-    return with_history(meta, m, format_version), ml_rel, entries
+    return with_history(meta, m, fv), ml_rel, entries

@@ -20,8 +20,10 @@
 from __future__ import annotations
 
 import base64
+import itertools
 import json
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, Literal
@@ -90,15 +92,6 @@ _SUPPORTED = (
 )
 
 
-class _Ids:
-    def __init__(self) -> None:
-        self.last = 0
-
-    def next(self) -> int:
-        self.last += 1
-        return self.last
-
-
 def _refuse(path: str, t: pa.DataType, why: str = "") -> errors.IcebergUnsupported:
     return errors.IcebergUnsupported(
         f"column {path!r} has Arrow type {t}, which the Iceberg view cannot publish exactly"
@@ -140,9 +133,9 @@ def _primitive(path: str, t: pa.DataType, fv: FormatVersion) -> PrimitiveType:
     raise _refuse(path, t)
 
 
-def _convert(path: str, t: pa.DataType, ids: _Ids, fv: FormatVersion) -> IcebergType:
+def _convert(path: str, t: pa.DataType, ids: Iterator[int], fv: FormatVersion) -> IcebergType:
     if pa.types.is_struct(t):
-        fids = [ids.next() for _ in range(t.num_fields)]
+        fids = [next(ids) for _ in range(t.num_fields)]
         return StructType(
             *(
                 NestedField(
@@ -155,14 +148,14 @@ def _convert(path: str, t: pa.DataType, ids: _Ids, fv: FormatVersion) -> Iceberg
             )
         )
     if pa.types.is_list(t) or pa.types.is_large_list(t):
-        eid = ids.next()
+        eid = next(ids)
         return ListType(
             eid,
             _convert(f"{path}.element", t.value_type, ids, fv),
             element_required=not t.value_field.nullable,
         )
     if pa.types.is_map(t):
-        kid, vid = ids.next(), ids.next()
+        kid, vid = next(ids), next(ids)
         return MapType(
             kid,
             _convert(f"{path}.key", t.key_type, ids, fv),
@@ -188,8 +181,8 @@ def iceberg_schema(arrow: pa.Schema, *, format_version: FormatVersion) -> Iceber
         >>> json.loads(s.name_mapping)
         [{'names': ['id'], 'field-id': 1}, {'names': ['n'], 'field-id': 2}]
     """
-    ids = _Ids()
-    top = [ids.next() for _ in arrow]
+    ids = itertools.count(1)  # field ids, in order
+    top = [next(ids) for _ in arrow]
     fields = [
         NestedField(
             fid, f.name, _convert(f.name, f.type, ids, format_version), required=not f.nullable
@@ -198,7 +191,7 @@ def iceberg_schema(arrow: pa.Schema, *, format_version: FormatVersion) -> Iceber
     ]
     schema = Schema(*fields, schema_id=0)
     mapping = create_mapping_from_schema(schema).model_dump_json()
-    return IcebergSchema(schema, mapping, ids.last)
+    return IcebergSchema(schema, mapping, next(ids) - 1)  # the last id given
 
 
 def schema_json(s: IcebergSchema) -> dict[str, Any]:

@@ -32,7 +32,13 @@ Example:
 from __future__ import annotations
 
 from lethe.ingest.conform import REJECT_SCHEMA, Conformed, conform
-from lethe.ingest.emr import EmrJobSettings, JobRunStarted, start_adopt_job, start_ingest_job
+from lethe.ingest.emr import (
+    AdoptJobOptions,
+    EmrJobSettings,
+    JobRunStarted,
+    start_adopt_job,
+    start_ingest_job,
+)
 from lethe.ingest.inputs import (
     Format,
     InputObject,
@@ -57,6 +63,7 @@ from lethe.ingest.staging import (
 __all__ = [
     "REJECT_SCHEMA",
     "STAGED_PREFIX",
+    "AdoptJobOptions",
     "Conformed",
     "EmrJobSettings",
     "Format",

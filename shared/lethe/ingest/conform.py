@@ -154,15 +154,36 @@ def convert_values(
     return (pieces[0] if len(pieces) == 1 else pa.concat_arrays(pieces)), bad
 
 
+@dataclass(frozen=True, slots=True)
+class Lines:
+    """Where the rows stand in a text object (JSON lines), for their rejects.
+
+    Attributes:
+        first: Physical line of the first row when each row is one line.
+        each: Physical line of each row, when known (overrides ``first``).
+        records: The original text of each row; otherwise rejects carry the raw row as JSON.
+    """
+
+    first: int | None = None
+    each: Sequence[int | None] | None = None
+    records: Sequence[str] | None = None
+
+    def of(self, idx: Sequence[int]) -> list[int | None]:
+        """The physical lines of the rows ``idx`` (None when not known)."""
+        if self.each is not None:
+            return [self.each[i] for i in idx]
+        if self.first is not None:
+            return [self.first + i for i in idx]
+        return [None] * len(idx)
+
+
 def conform(
     raw: pa.Table,
     schema: pa.Schema,
     *,
     source: str,
     first_row: int = 0,
-    first_line: int | None = None,
-    lines: Sequence[int | None] | None = None,
-    records: Sequence[str] | None = None,
+    lines: Lines = Lines(),
     pre_bad: Mapping[int, str] | None = None,
     unparsed: Mapping[int, str] | None = None,
 ) -> Conformed:
@@ -178,10 +199,7 @@ def conform(
         schema: The table schema.
         source: The object URI, recorded with each reject.
         first_row: Data-row number of ``raw``'s first row within its object.
-        first_line: Physical line of the first row when each row is one line (JSON lines).
-        lines: Physical line of each row, when known (overrides ``first_line``).
-        records: The original text of each row (JSON lines); otherwise rejects carry the raw
-            row as JSON.
+        lines: Where the rows stand in a text object, and their original text (JSON lines).
         pre_bad: Rows already known to be bad (index -> reason), e.g. a value the reader
             could not convert.
         unparsed: Rows the reader could not parse (index -> reason, e.g. not valid JSON):
@@ -199,15 +217,7 @@ def conform(
         return Conformed(good, REJECT_SCHEMA.empty_table())
     idx = sorted(bad)
     keep = pc.invert(pc.is_in(pa.array(range(n), pa.int64()), value_set=pa.array(idx, pa.int64())))
-    rejects = _rejects(
-        raw,
-        {i: bad[i] for i in idx},
-        source=source,
-        first_row=first_row,
-        first_line=first_line,
-        lines=lines,
-        records=records,
-    )
+    rejects = _rejects(raw, {i: bad[i] for i in idx}, source, first_row, lines)
     return Conformed(good.filter(keep), rejects)
 
 
@@ -261,35 +271,38 @@ def _unknown_columns(raw: pa.Table, schema: pa.Schema) -> dict[int, str]:
 
 
 def _rejects(
-    raw: pa.Table,
-    reasons: Mapping[int, str],
-    *,
-    source: str,
-    first_row: int,
-    first_line: int | None,
-    lines: Sequence[int | None] | None,
-    records: Sequence[str] | None,
+    raw: pa.Table, reasons: Mapping[int, str], source: str, first_row: int, lines: Lines
 ) -> pa.Table:
     """The rejected rows (``reasons``: row index -> reason, ascending) as :data:`REJECT_SCHEMA`."""
     idx = list(reasons)
-    if records is not None:
-        recs: list[str | None] = [records[i] for i in idx]
+    if lines.records is not None:
+        recs: list[str | None] = [lines.records[i] for i in idx]
     else:
         rows = raw.take(pa.array(idx, pa.int64())).to_pylist()
         recs = [json.dumps(r, default=str, ensure_ascii=False) for r in rows]
-    if lines is not None:
-        line_of: list[int | None] = [lines[i] for i in idx]
-    elif first_line is not None:
-        line_of = [first_line + i for i in idx]
-    else:
-        line_of = [None] * len(idx)
+    return _reject_table(
+        source,
+        pa.array([first_row + i for i in idx], pa.int64()),
+        lines.of(idx),
+        [reasons[i] for i in idx],
+        recs,
+    )
+
+
+def _reject_table(
+    source: str,
+    rows: pa.Array,
+    lines: Sequence[int | None],
+    reasons: Sequence[str],
+    records: Sequence[str | None],
+) -> pa.Table:
     return pa.table(
         {
-            "source": pa.array([source] * len(idx), pa.string()),
-            "row": pa.array([first_row + i for i in idx], pa.int64()),
-            "line": pa.array(line_of, pa.int64()),
-            "reason": pa.array([reasons[i] for i in idx], pa.string()),
-            "record": pa.array(recs, pa.string()),
+            "source": pa.array([source] * len(reasons), pa.string()),
+            "row": rows,
+            "line": pa.array(lines, pa.int64()),
+            "reason": pa.array(reasons, pa.string()),
+            "record": pa.array(records, pa.string()),
         },
         schema=REJECT_SCHEMA,
     )
@@ -297,13 +310,10 @@ def _rejects(
 
 def structural_rejects(source: str, items: Sequence[tuple[int | None, str, str]]) -> pa.Table:
     """Rejects for rows that could not even be split into fields (line, reason, text)."""
-    return pa.table(
-        {
-            "source": pa.array([source] * len(items), pa.string()),
-            "row": pa.nulls(len(items), pa.int64()),
-            "line": pa.array([i[0] for i in items], pa.int64()),
-            "reason": pa.array([i[1] for i in items], pa.string()),
-            "record": pa.array([i[2] for i in items], pa.string()),
-        },
-        schema=REJECT_SCHEMA,
+    return _reject_table(
+        source,
+        pa.nulls(len(items), pa.int64()),
+        [i[0] for i in items],
+        [i[1] for i in items],
+        [i[2] for i in items],
     )

@@ -87,6 +87,23 @@ def start_ingest_job(
     return _start_once(emr, settings, "lethe-ingest", request_id, args, now)
 
 
+@dataclass(frozen=True, slots=True)
+class AdoptJobOptions:
+    """What else an adoption job run does, and in what sizes.
+
+    Attributes:
+        indexes: Columns to index in the same pass.
+        partition_types: ``COLUMN=TYPE`` of Hive partition columns (``dt=date``).
+        batch_files: Files per commit.
+        tasks: Spark tasks reading footers.
+    """
+
+    indexes: Sequence[str] = ()
+    partition_types: Sequence[str] = ()
+    batch_files: int = 1000
+    tasks: int = 64
+
+
 def start_adopt_job(
     emr: Any,
     settings: EmrJobSettings,
@@ -94,17 +111,15 @@ def start_adopt_job(
     table_uri: str,
     source: str,
     key: str | None = None,
-    indexes: Sequence[str] = (),
-    partition_types: Sequence[str] = (),
     take_ownership: bool = True,
-    batch_files: int = 1000,
-    tasks: int = 64,
+    options: AdoptJobOptions = AdoptJobOptions(),
     now: datetime | None = None,
 ) -> JobRunStarted:
     """Start an EMR Serverless run of ``spark_jobs/adopt.py`` (adopt ``source`` in place into
-    ``table_uri`` at lake scale: footers read in executors, one commit per ``batch_files``),
-    at most once per table, source and options (as :func:`start_ingest_job`; the job itself
-    is idempotent by path and ETag, so a second run after a failure resumes).
+    ``table_uri`` at lake scale: footers read in executors, one commit per
+    ``options.batch_files``), at most once per table, source and options (as
+    :func:`start_ingest_job`; the job itself is idempotent by path and ETag, so a second run
+    after a failure resumes).
 
     Args:
         emr: A boto3 ``emr-serverless`` client.
@@ -115,19 +130,16 @@ def start_adopt_job(
         source: A Hive-partitioned prefix, an Iceberg ``metadata.json``, a Delta table or
             ``glue://db/table``.
         key: The erasure key column.
-        indexes: Columns to index in the same pass.
-        partition_types: ``COLUMN=TYPE`` of Hive partition columns (``dt=date``).
         take_ownership: False: a read-only adoption (``erase`` refuses).
-        batch_files: Files per commit.
-        tasks: Spark tasks reading footers.
+        options: Indexes, partition types, batch and task sizes.
     """
-    args = ["--table", table_uri, "--source", source, "--batch-files", str(batch_files)]
-    args += ["--tasks", str(tasks)]
+    args = ["--table", table_uri, "--source", source, "--batch-files", str(options.batch_files)]
+    args += ["--tasks", str(options.tasks)]
     if key is not None:
         args += ["--key", key]
-    for column in indexes:
+    for column in options.indexes:
         args += ["--index", column]
-    for item in partition_types:
+    for item in options.partition_types:
         args += ["--partition-type", item]
     if not take_ownership:
         args.append("--no-ownership")

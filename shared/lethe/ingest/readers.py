@@ -18,6 +18,7 @@ import pyarrow.parquet as pq
 from lethe import errors
 from lethe.ingest.conform import (
     Conformed,
+    Lines,
     add_reason,
     conform,
     convert_values,
@@ -40,23 +41,15 @@ class S3ObjectFile(io.RawIOBase):
         self, store: S3Store, key: str, etag: str, size: int, *, chunk: int = CHUNK_BYTES
     ) -> None:
         super().__init__()
-        self._store = store
-        self._key = key
-        self._etag = etag
-        self._size = size
-        self._chunk = chunk
-        self._pos = 0
+        self._store, self._key, self._etag, self._size, self._chunk = store, key, etag, size, chunk
+        self._pos = self._buf_start = 0
         self._buf = b""
-        self._buf_start = 0
 
     def readable(self) -> bool:
         return True
 
     def seekable(self) -> bool:
         return True
-
-    def tell(self) -> int:
-        return self._pos
 
     def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
         if whence == io.SEEK_SET:
@@ -124,13 +117,8 @@ def read_csv(
     structural: list[tuple[int | None, str, str]] = []
 
     def on_invalid(row: Any) -> str:
-        structural.append(
-            (
-                row.number,
-                f"expected {row.expected_columns} fields, found {row.actual_columns}",
-                row.text,
-            )
-        )
+        why = f"expected {row.expected_columns} fields, found {row.actual_columns}"
+        structural.append((row.number, why, row.text))
         return "skip"
 
     row_no = 0
@@ -227,40 +215,12 @@ def _aliased(raw: pa.Table, alias: Mapping[str, str]) -> tuple[pa.Table, dict[in
 
 
 def _json_slow(
-    chunk: bytes,
-    read_schema: pa.Schema,
-    schema: pa.Schema,
-    *,
-    source: str,
-    first_row: int,
-    first_line: int,
-    alias: Mapping[str, str],
-) -> Conformed:
+    chunk: bytes, read_schema: pa.Schema, schema: pa.Schema, *, source: str, first_row: int,
+    first_line: int, alias: Mapping[str, str],
+) -> Conformed:  # fmt: skip
     """Line-by-line parse of a chunk the fast reader refused: every line gets its own verdict."""
-    texts: list[str] = []
-    line_nos: list[int | None] = []
-    values: list[dict[str, Any]] = []
+    texts, line_nos, values, unparsed = _parse_lines(chunk, first_line)
     pre_bad: dict[int, str] = {}
-    unparsed: dict[int, str] = {}
-    for j, raw_line in enumerate(chunk.split(b"\n")):
-        line = raw_line.rstrip(b"\r")
-        if not line.strip():
-            continue
-        i = len(texts)
-        text = line.decode("utf-8", errors="replace")
-        texts.append(text)
-        line_nos.append(first_line + j)
-        try:
-            obj = json.loads(line)
-        except ValueError as e:
-            unparsed[i] = f"not valid JSON ({short(e)})"
-            values.append({})
-            continue
-        if not isinstance(obj, dict):
-            unparsed[i] = f"a JSON line must hold an object, not {type(obj).__name__}"
-            values.append({})
-            continue
-        values.append(obj)
     names: dict[str, None] = dict.fromkeys(read_schema.names)
     for v in values:
         names.update(dict.fromkeys(v))
@@ -284,16 +244,37 @@ def _json_slow(
     raw, twice = _aliased(pa.Table.from_arrays(arrays, names=list(names)), alias)
     for i, r in twice.items():
         add_reason(pre_bad, i, r)
-    return conform(
-        raw,
-        schema,
-        source=source,
-        first_row=first_row,
-        lines=line_nos,
-        records=texts,
-        pre_bad=pre_bad,
-        unparsed=unparsed,
-    )
+    lines = Lines(each=line_nos, records=texts)
+    return conform(raw, schema, source=source, first_row=first_row, lines=lines,
+                   pre_bad=pre_bad, unparsed=unparsed)  # fmt: skip
+
+
+def _parse_lines(
+    chunk: bytes, first_line: int
+) -> tuple[list[str], list[int | None], list[dict[str, Any]], dict[int, str]]:
+    """The non-blank lines of ``chunk``: their text, physical line numbers and JSON objects
+    (``{}`` for a line that is not one, with its reason in the last value)."""
+    texts: list[str] = []
+    line_nos: list[int | None] = []
+    values: list[dict[str, Any]] = []
+    unparsed: dict[int, str] = {}
+    for j, raw_line in enumerate(chunk.split(b"\n")):
+        line = raw_line.rstrip(b"\r")
+        if not line.strip():
+            continue
+        i = len(texts)
+        texts.append(line.decode("utf-8", errors="replace"))
+        line_nos.append(first_line + j)
+        try:
+            obj = json.loads(line)
+        except ValueError as e:
+            unparsed[i] = f"not valid JSON ({short(e)})"
+            obj = {}
+        if not isinstance(obj, dict):
+            unparsed[i] = f"a JSON line must hold an object, not {type(obj).__name__}"
+            obj = {}
+        values.append(obj)
+    return texts, line_nos, values, unparsed
 
 
 def read_json(
@@ -323,15 +304,9 @@ def read_json(
                 raw = _json_fast(body, read_schema)
                 if raw is not None:
                     raw, twice = _aliased(raw, alias)
-                    out = conform(
-                        raw,
-                        schema,
-                        source=uri,
-                        first_row=row_no,
-                        first_line=line_no,
-                        records=_LazyLines(body) if raw.num_rows else None,
-                        pre_bad=twice,
-                    )
+                    lines = Lines(first=line_no, records=_LazyLines(body) if raw.num_rows else None)
+                    out = conform(raw, schema, source=uri, first_row=row_no, lines=lines,
+                                  pre_bad=twice)  # fmt: skip
                 else:
                     out = _json_slow(
                         body,
