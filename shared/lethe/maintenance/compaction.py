@@ -33,6 +33,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 from pyroaring import BitMap64
@@ -114,15 +115,8 @@ class CompactionResult:
         )
 
 
-@dataclass(frozen=True, slots=True)
-class _Committed:
-    """What the compaction preparation that landed committed (its counts)."""
-
-    stats: Mapping[str, int]
-    bytes_before: int
-    bytes_after: int
-    files_removed: int
-    files_added: int
+#: What the compaction preparation that landed committed: its counts, by result field.
+_Committed = dict[str, int]
 
 
 @dataclass(frozen=True, slots=True)
@@ -220,13 +214,13 @@ class _CompactionChange:
         pieces, piece_keys = scrub_rows(ctx.store, ctx.prefix, base, {}, dropped=sources)
         update, stats = self._replacement(live, dv_now, refs, moved, n_mapped, coalesce_from)
         update = replace(update, pieces=pieces) if pieces else update
-        done = _Committed(
-            stats,
-            bytes_before=sum(f.size for g in live for f in g.files),
-            bytes_after=sum(o.size for o in update.added),
-            files_removed=len(update.removed),
-            files_added=len(update.added),
-        )
+        done = {
+            **{("groups_committed" if k == "groups" else k): n for k, n in stats.items()},
+            "bytes_before": sum(f.size for g in live for f in g.files),
+            "bytes_after": sum(o.size for o in update.added),
+            "files_removed": len(update.removed),
+            "files_added": len(update.added),
+        }
         return Prepared(
             update,
             done,
@@ -352,27 +346,11 @@ def _result(
     plan: CompactionPlan, outcome: CommitOutcome[_Committed | None], *, skipped: int
 ) -> CompactionResult:
     """What a commit's outcome did (pure; the caller adds time and I/O)."""
-    done = outcome.detail
-    if outcome.manifest is None or done is None:
-        return CompactionResult(
-            None, False, plan, groups_skipped=skipped, attempts=outcome.attempts
-        )
-    stats = done.stats
+    m, done = outcome.manifest, outcome.detail
+    counts: Mapping[str, Any] = done if m is not None and done is not None else {}
+    version = m.version if counts and m is not None else None
     return CompactionResult(
-        version=outcome.manifest.version,
-        dry_run=False,
-        plan=plan,
-        groups_committed=stats["groups"],
-        groups_skipped=skipped,
-        files_removed=done.files_removed,
-        files_added=done.files_added,
-        rows_rewritten=stats["rows_rewritten"],
-        deleted_rows_purged=stats["deleted_rows_purged"],
-        concurrent_deletes_mapped=stats["concurrent_deletes_mapped"],
-        dvs_coalesced=stats["dvs_coalesced"],
-        bytes_before=done.bytes_before,
-        bytes_after=done.bytes_after,
-        attempts=outcome.attempts,
+        version, False, plan, groups_skipped=skipped, attempts=outcome.attempts, **counts
     )
 
 
