@@ -31,9 +31,8 @@ from pyroaring import BitMap64
 
 from lethe.catalog.manifest import ColumnIndex, DataFile
 from lethe.catalog.snapshot import Snapshot
-from lethe.catalog.values import exact_scalar
 from lethe.index.origins import from_origin, index_path
-from lethe.index.pieces import piece_key
+from lethe.index.pieces import piece_key, value_array
 from lethe.index.probe import probe
 from lethe.reading.filters import Dnf
 from lethe.reading.reader import FileHandle
@@ -108,12 +107,7 @@ def index_plans(
         files = candidate_files(m, dnf, physical=ph)
         indexed = tuple(f for f in files if ix.covers(f))
         entries = probed[ix.column]
-        mine = entries.filter(
-            pc.is_in(
-                entries.column("value"),
-                value_set=pa.array([exact_scalar(v, t).cast(t) for v in vals], type=t),
-            )
-        )
+        mine = entries.filter(pc.is_in(entries.column("value"), value_set=value_array(vals, t)))
         hits = _hits(mine, indexed)
         unindexed = tuple(f for f in files if not ix.covers(f))
         out.append(IndexPlan(ix.column, hits, indexed, unindexed, exact))

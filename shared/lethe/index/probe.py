@@ -16,8 +16,8 @@ import pyarrow.parquet as pq
 
 from lethe import errors
 from lethe.catalog.manifest import ColumnIndex, IndexPiece
-from lethe.catalog.values import comparable, exact_scalar, from_json
-from lethe.index.pieces import empty_entries, piece_key
+from lethe.catalog.values import comparable, from_json
+from lethe.index.pieces import empty_entries, piece_key, value_array
 from lethe.reading.reader import LruCache, SparseFile
 from lethe.storage.objects import io_pool
 from lethe.storage.store import S3Store
@@ -146,7 +146,7 @@ def probe(
     wanted = sorted(set(values))
     if not wanted:
         return empty_entries(t)
-    value_set = pa.array([exact_scalar(v, t).cast(t) for v in wanted], type=t)
+    value_set = value_array(wanted, t)
     todo = [p for r in ix.runs for p in r.pieces if piece_may_hold(p, t, wanted)]
     if len(todo) > 1:  # one piece per run: their GETs in parallel (they wait on nothing else)
         futures = [io_pool().submit(_read_piece, store, prefix, p, t, wanted) for p in todo]
