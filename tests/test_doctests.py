@@ -50,6 +50,10 @@ MODULES = [
     "lake.model",
     "catalog.evolution",
     "catalog.grace",
+    "catalog.changes",
+    "catalog.requirements",
+    "dv.blob",
+    "dv.puffin",
 ]
 
 PARQUET = [

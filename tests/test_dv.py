@@ -22,25 +22,27 @@ from pyroaring import BitMap, BitMap64
 
 from lethe import errors
 from lethe.dv.blob import (
-    DELETION_VECTOR_V1,
     DV_MAGIC,
     MAX_POSITION,
-    PUFFIN_MAGIC,
-    BlobLocation,
-    BlobMetadata,
-    PuffinBlob,
     bitmap_from_positions,
     decode_dv,
-    deletion_vector_blob,
     dv_crc,
     encode_dv,
     keep_mask,
     map_positions,
     positions_in_range,
+    rebase_positions,
+)
+from lethe.dv.puffin import (
+    DELETION_VECTOR_V1,
+    PUFFIN_MAGIC,
+    BlobLocation,
+    BlobMetadata,
+    PuffinBlob,
+    deletion_vector_blob,
     puffin_footer_size,
     read_puffin_blob,
     read_puffin_footer,
-    rebase_positions,
     write_puffin,
 )
 

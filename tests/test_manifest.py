@@ -93,11 +93,11 @@ def test_encode_decode_roundtrip(files: list[DataFile]) -> None:
     "raw, needle",
     [
         (b"", "not valid JSON"),
-        (b'{"format": "lethe.catalog.manifest", "format_versi', "not valid JSON"),
+        (b'{"format": "lethe.manifest", "format_versi', "not valid JSON"),
         (b"[1, 2]", "not a JSON object"),
         (b'{"format": "delta"}', "not a Lethe manifest"),
         (
-            b'{"format": "lethe.catalog.manifest", "format_version": 1, "version": -1}',
+            b'{"format": "lethe.manifest", "format_version": 1, "version": -1}',
             "fails validation",
         ),
         (b"\xff\xfe\x00garbage", "not valid JSON"),
@@ -111,7 +111,38 @@ def test_corrupt_manifest_is_typed(raw: bytes, needle: str) -> None:
 def test_a_newer_format_is_unsupported_not_corrupt() -> None:
     """Issue 36: a manifest a newer Lethe wrote is not corrupt: ``UnsupportedFormat``."""
     with pytest.raises(errors.UnsupportedFormat, match="format version 99 is newer"):
-        decode_manifest(b'{"format": "lethe.catalog.manifest", "format_version": 99}')
+        decode_manifest(b'{"format": "lethe.manifest", "format_version": 99}')
+
+
+def test_the_manifest_format_name_is_the_one_tables_were_written_with() -> None:
+    """The re-layering (issue 38, item 1) renamed the on-bucket ``format`` of a manifest to
+    ``lethe.catalog.manifest`` with the module: every table written before could no longer
+    be opened ("not a Lethe manifest"), and older Lethes refused the new ones. The format is
+    ``lethe.manifest`` (docs/format.md §3), whatever module holds the models."""
+    written_before = json.dumps(
+        {
+            "format": "lethe.manifest",
+            "format_version": 2,
+            "layout": "segmented",
+            "table_uuid": "u1",
+            "version": 0,
+            "previous": None,
+            "commit_id": "c0",
+            "created_at": "2026-01-01T00:00:00Z",
+            "operation": {"kind": "create"},
+            "schema_b64": base().schema_b64,
+            "properties": {"key": "id"},
+        }
+    ).encode()
+    assert decode_manifest(written_before).table_uuid == "u1"
+    assert json.loads(encode_manifest(base().manifest))["format"] == "lethe.manifest"
+    # tables written while the name was wrong still open, and their next version is right
+    written_since = written_before.replace(b'"lethe.manifest"', b'"lethe.catalog.manifest"')
+    read = decode_manifest(written_since)
+    assert read.table_uuid == "u1"
+    assert json.loads(encode_manifest(read))["format"] == "lethe.manifest"
+    with pytest.raises(errors.CorruptManifest, match="not a Lethe manifest"):
+        decode_manifest(written_before.replace(b'"lethe.manifest"', b'"lethe.other"'))
 
 
 def test_truncated_real_manifest_is_corrupt() -> None:

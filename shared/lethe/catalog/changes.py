@@ -3,10 +3,10 @@
 A commit has two halves (PyIceberg's ``TableUpdate`` / ``TableRequirement`` is the model):
 
 * an **update** (this module): a frozen value naming what it needs of the base
-  (:meth:`requirements`: typed :data:`Requirement` values) and a pure
+  (:meth:`requirements`: typed values of :mod:`lethe.catalog.requirements`) and a pure
   ``apply(base) -> Snapshot | None`` (None: nothing to do on that base). The catalog's loop
   (:meth:`lethe.catalog.commit.Catalog.commit_change`) checks the requirements in one place
-  (:func:`unmet`) and applies the update to each newer base; an unmet requirement means only
+  (:func:`~lethe.catalog.requirements.unmet`) and applies the update to each newer base; an unmet requirement means only
   new I/O can fix the commit, and the loop prepares again.
 * a **preparation** (the change's ``prepare``, in the module that owns the operation: deletes,
   erase, compaction, the table): the I/O an update needs (locating rows, writing a unioned
@@ -16,21 +16,19 @@ A commit has two halves (PyIceberg's ``TableUpdate`` / ``TableRequirement`` is t
 :data:`KINDS` lists the update kinds; the catalog commits nothing else.
 
 >>> import pyarrow as pa
->>> from lethe.catalog.manifest import TableProperties, initial_manifest, DVRef
+>>> from lethe.catalog.manifest import TableProperties, initial_manifest
 >>> from lethe.catalog.snapshot import Snapshot
 >>> base = Snapshot(initial_manifest(table_uuid="t", schema=pa.schema([("id", pa.int64())]),
 ...                                  properties=TableProperties(key="id")))
->>> unmet(base, [FileHasDV("data/a.parquet", None)])
-'data/a.parquet is no longer live'
 >>> AddFiles(files=(), operation=Operation(kind="append")).apply(base).version
 1
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Protocol, TypeAlias
+from typing import Any, ClassVar, Protocol
 
 from pydantic import ValidationError
 
@@ -49,6 +47,16 @@ from lethe.catalog.manifest import (
     RequestRecord,
     TableProperties,
 )
+from lethe.catalog.requirements import (
+    FileHasDV,
+    FileLive,
+    LineageIs,
+    PiecesPresent,
+    RequestAbsent,
+    Requirement,
+    SchemaIs,
+    unmet,
+)
 from lethe.catalog.schemas import Evolution
 from lethe.catalog.snapshot import Snapshot
 from lethe.catalog.transforms import (
@@ -60,7 +68,6 @@ from lethe.catalog.transforms import (
     archive_erasures,
     dead_run_pieces,
     declare,
-    piece_paths,
     replace_pieces,
     spliced_erasures,
     superseding,
@@ -88,16 +95,9 @@ __all__ = [
     "DeclareIndex",
     "DropIndex",
     "ExpireRows",
-    "FileHasDV",
-    "FileLive",
-    "LineageIs",
     "MergeSchema",
-    "PiecesPresent",
     "RecordSchema",
     "ReplaceFiles",
-    "RequestAbsent",
-    "Requirement",
-    "SchemaIs",
     "SetDVs",
     "SetProperties",
     "SpliceFiles",
@@ -106,97 +106,7 @@ __all__ = [
     "UpdateSchema",
     "UpgradeFormat",
     "as_base",
-    "unmet",
 ]
-
-
-# --- requirements ----------------------------------------------------------------------------
-@dataclass(frozen=True, slots=True)
-class FileLive:
-    """The file at ``path`` is live (whatever its DV)."""
-
-    path: str
-
-
-@dataclass(frozen=True, slots=True)
-class FileHasDV:
-    """The file at ``path`` is live with exactly the DV ``dv`` (None: no DV): what a
-    preparation read positions from, or unioned a new DV with."""
-
-    path: str
-    dv: DVRef | None
-
-
-@dataclass(frozen=True, slots=True)
-class RequestAbsent:
-    """No request with this id hash is in the base's log (a redelivered twin did not land
-    meanwhile; if it did, preparing again reads its result)."""
-
-    id_hash: str
-
-
-@dataclass(frozen=True, slots=True)
-class PiecesPresent:
-    """The index pieces a preparation rewrote are all still referenced (no other commit
-    rewrote one of them meanwhile)."""
-
-    paths: tuple[str, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class LineageIs:
-    """The base's lineage is ``ref`` (None: none): a preparation extended it (issue 39)."""
-
-    ref: LineageRef | None
-
-
-@dataclass(frozen=True, slots=True)
-class SchemaIs:
-    """The base's current schema is ``schema_id`` and its history's newest is ``last_id``:
-    what a preparation that wrote files under a schema it is about to commit planned on (a
-    concurrent schema commit would give that schema another id)."""
-
-    schema_id: int
-    last_id: int
-
-    @staticmethod
-    def of(base: Snapshot) -> SchemaIs:
-        ids = [sid for sid, _ in base.schema_history()]
-        return SchemaIs(base.current_schema_id, max(ids, default=0))
-
-
-Requirement: TypeAlias = FileLive | FileHasDV | RequestAbsent | PiecesPresent | SchemaIs | LineageIs
-
-
-def unmet(base: Snapshot, requirements: Iterable[Requirement]) -> str | None:
-    """Why ``base`` fails the first requirement it fails, or None when it meets them all.
-
-    File requirements are checked together: one lookup of the segments holding them."""
-    reqs = list(requirements)
-    paths = [r.path for r in reqs if isinstance(r, FileLive | FileHasDV)]
-    live = base.files_at(paths) if paths else {}
-    pieces: set[str] | None = None
-    for r in reqs:
-        if isinstance(r, FileLive | FileHasDV):
-            f = live.get(r.path)
-            if f is None:
-                return f"{r.path} is no longer live"
-            if isinstance(r, FileHasDV) and f.dv != r.dv:
-                return f"the DV of {r.path} changed"
-        elif isinstance(r, RequestAbsent):
-            if base.find_request(r.id_hash) is not None:
-                return "a request with the same id landed"
-        elif isinstance(r, LineageIs):
-            if base.manifest.lineage != r.ref:
-                return "another splice extended the lineage"
-        elif isinstance(r, SchemaIs):
-            if SchemaIs.of(base) != r:
-                return "the schema changed (another commit evolved it)"
-        else:
-            pieces = piece_paths(base) if pieces is None else pieces
-            if any(p not in pieces for p in r.paths):
-                return "an index piece it rewrote was rewritten"
-    return None
 
 
 # --- updates ---------------------------------------------------------------------------------
@@ -210,8 +120,25 @@ class Update(Protocol):
     def apply(self, base: Snapshot) -> Snapshot | None: ...
 
 
+class _Unconditional:
+    """An update that applies to any base (it needs nothing of it)."""
+
+    __slots__ = ()
+
+    def requirements(self) -> tuple[Requirement, ...]:
+        return ()
+
+
+def _present(pieces: Mapping[str, tuple[IndexPiece, ...]]) -> tuple[Requirement, ...]:
+    return (PiecesPresent(tuple(pieces)),) if pieces else ()
+
+
+def _extends(lineage: LineageRef | None, base: LineageRef | None) -> tuple[Requirement, ...]:
+    return (LineageIs(base),) if lineage is not None else ()
+
+
 @dataclass(frozen=True, slots=True)
-class AddFiles:
+class AddFiles(_Unconditional):
     """Files appended (append, ingest, registration), with their index runs and the index
     merges they were due for. With ``request_hash``, a base that already logged the request
     makes this a no-op (a redelivered twin committed first)."""
@@ -222,9 +149,6 @@ class AddFiles:
     runs: Mapping[str, IndexRun] = field(default_factory=dict)
     merges: tuple[Merge, ...] = ()
 
-    def requirements(self) -> tuple[Requirement, ...]:
-        return ()
-
     def apply(self, base: Snapshot) -> Snapshot | None:
         rid = self.operation.request_id_hash
         if rid is not None and base.find_request(rid) is not None:
@@ -234,7 +158,7 @@ class AddFiles:
 
 
 @dataclass(frozen=True, slots=True)
-class AdoptFiles:
+class AdoptFiles(_Unconditional):
     """Existing files adopted in place (:mod:`lethe.adopt`), with the DVs of the rows their
     source had deleted. A file already live under the same path and ETag is skipped (a
     re-run or a resumed adoption); under another ETag it is refused (the object changed)."""
@@ -250,9 +174,6 @@ class AdoptFiles:
     history: int = 0
     #: ledgers merged into ``ledger`` (lethe.erasure.ownership.ledger_for_commit): dropped from the root
     merged: tuple[LedgerRef, ...] = ()
-
-    def requirements(self) -> tuple[Requirement, ...]:
-        return ()
 
     def apply(self, base: Snapshot) -> Snapshot | None:
         live = base.files_at([f.path for f in self.files])
@@ -280,20 +201,17 @@ def _etag_of(files: Sequence[DataFile], path: str) -> str:
 
 
 @dataclass(frozen=True, slots=True)
-class UpgradeFormat:
+class UpgradeFormat(_Unconditional):
     """A format-1 base rewritten in format 2 (a no-op on a segmented base)."""
 
     what: ClassVar[str] = "upgrade"
-
-    def requirements(self) -> tuple[Requirement, ...]:
-        return ()
 
     def apply(self, base: Snapshot) -> Snapshot | None:
         return None if base.segmented else upgrade(base)
 
 
 @dataclass(frozen=True, slots=True)
-class DeclareIndex:
+class DeclareIndex(_Unconditional):
     """An index declared on ``column`` with its backfill ``runs``, which cover the files
     added up to version ``through``."""
 
@@ -302,22 +220,16 @@ class DeclareIndex:
     runs: tuple[IndexRun, ...]
     through: int
 
-    def requirements(self) -> tuple[Requirement, ...]:
-        return ()
-
     def apply(self, base: Snapshot) -> Snapshot | None:
         return declare(base, self.column, self.runs, self.through)
 
 
 @dataclass(frozen=True, slots=True)
-class DropIndex:
+class DropIndex(_Unconditional):
     """The index on ``column`` dropped (GC removes its pieces)."""
 
     what: ClassVar[str] = "drop index"
     column: str
-
-    def requirements(self) -> tuple[Requirement, ...]:
-        return ()
 
     def apply(self, base: Snapshot) -> Snapshot | None:
         return undeclare(base, self.column)
@@ -343,7 +255,7 @@ class SetDVs:
             *(RequestAbsent(r.id_hash) for r in self.requests),
             *(FileHasDV(p, dv) for p, dv in self.unioned_with.items()),
             *(FileLive(t.path) for e in self.erasures for t in e.targets),
-            *((PiecesPresent(tuple(self.pieces)),) if self.pieces else ()),
+            *_present(self.pieces),
         )
 
     def apply(self, base: Snapshot) -> Snapshot | None:
@@ -384,9 +296,7 @@ class SpliceFiles:
 
     def requirements(self) -> tuple[Requirement, ...]:
         files = tuple(FileHasDV(f.old, f.expected) for f in self.files)
-        lin = (LineageIs(self.lineage_base),) if self.lineage is not None else ()
-        pieces = (PiecesPresent(tuple(self.pieces)),) if self.pieces else ()
-        return (*files, *lin, *pieces)
+        return (*files, *_extends(self.lineage, self.lineage_base), *_present(self.pieces))
 
     def apply(self, base: Snapshot) -> Snapshot | None:
         olds = [f.old for f in self.files]
@@ -441,7 +351,7 @@ class ReplaceFiles:
     def requirements(self) -> tuple[Requirement, ...]:
         return (
             *(FileHasDV(p, self.dv_seen[p]) for p in self.removed),
-            *((PiecesPresent(tuple(self.pieces)),) if self.pieces else ()),
+            *_present(self.pieces),
         )
 
     def apply(self, base: Snapshot) -> Snapshot | None:
@@ -475,7 +385,7 @@ FIXED_PROPERTIES: frozenset[str] = frozenset({"key", "gc_grace_seconds"})
 
 
 @dataclass(frozen=True, slots=True)
-class SetProperties:
+class SetProperties(_Unconditional):
     """Table properties changed (``changes``: field -> new value, applied over the base's
     properties, so a concurrent change of other fields is kept). A change that leaves the
     properties as they are is a no-op. :data:`FIXED_PROPERTIES` are refused."""
@@ -483,9 +393,6 @@ class SetProperties:
     what: ClassVar[str] = "set properties"
     changes: Mapping[str, Any]
     operation: Operation
-
-    def requirements(self) -> tuple[Requirement, ...]:
-        return ()
 
     def properties(self, current: TableProperties) -> TableProperties:
         """``current`` with the changes (InvalidRequest: a fixed or unknown field, a bad
@@ -538,8 +445,8 @@ class ExpireRows:
             *(FileLive(p) for p in self.dropped),
             *(FileHasDV(p, dv) for p, dv in self.unioned_with.items()),
             *(FileLive(t.path) for t in self.erasure.targets),
-            *((PiecesPresent(tuple(self.pieces)),) if self.pieces else ()),
-            *((LineageIs(self.lineage_base),) if self.lineage is not None else ()),
+            *_present(self.pieces),
+            *_extends(self.lineage, self.lineage_base),
         )
 
     def apply(self, base: Snapshot) -> Snapshot | None:
@@ -574,7 +481,7 @@ class ExpireRows:
 
 
 @dataclass(frozen=True, slots=True)
-class ArchiveErasures:
+class ArchiveErasures(_Unconditional):
     """Completed erasures leave the root: the spliced records named by ``id_hashes`` (GC
     found each complete and wrote its marker, which keeps the record for receipts) are
     dropped; their superseded lists go with the manifests that still name them. A no-op
@@ -582,9 +489,6 @@ class ArchiveErasures:
 
     what: ClassVar[str] = "archive erasures"
     id_hashes: frozenset[str]
-
-    def requirements(self) -> tuple[Requirement, ...]:
-        return ()
 
     def apply(self, base: Snapshot) -> Snapshot | None:
         kept = archive_erasures(base, self.id_hashes)
@@ -596,7 +500,7 @@ class ArchiveErasures:
 
 
 @dataclass(frozen=True, slots=True)
-class UpdateSchema:
+class UpdateSchema(_Unconditional):
     """The current schema evolved by ``changes`` (:mod:`lethe.catalog.schemas`), in one commit: a
     new schema id, indexes following renamed columns. Replayed on a newer base (files
     appended meanwhile keep the schema id they were written under); a change that breaks a
@@ -606,15 +510,12 @@ class UpdateSchema:
     changes: tuple[Evolution, ...]
     operation: Operation
 
-    def requirements(self) -> tuple[Requirement, ...]:
-        return ()
-
     def apply(self, base: Snapshot) -> Snapshot | None:
         return apply_schema(base, self.changes, self.operation)
 
 
 @dataclass(frozen=True, slots=True)
-class MergeSchema:
+class MergeSchema(_Unconditional):
     """The current schema evolved to take data of shape ``shape`` (a merge append), the
     plan made against each base the loop applies it to: a column under an earlier name of a
     table column is that column (the name mapping's alias, so a rename that landed after
@@ -625,9 +526,6 @@ class MergeSchema:
     what: ClassVar[str] = "update schema"
     shape: Any  # pa.Schema of the data to append
 
-    def requirements(self) -> tuple[Requirement, ...]:
-        return ()
-
     def apply(self, base: Snapshot) -> Snapshot | None:
         changes = plan_merge(self.shape, base).changes
         if not changes:
@@ -637,7 +535,7 @@ class MergeSchema:
 
 
 @dataclass(frozen=True, slots=True)
-class RecordSchema:
+class RecordSchema(_Unconditional):
     """A schema recorded in the history without becoming current: the shape of a file
     registered as it is (``register_parquet(schema_mode="merge")``), so that it reads by
     its own names and types; a no-op when the history holds it already."""
@@ -645,9 +543,6 @@ class RecordSchema:
     what: ClassVar[str] = "record schema"
     shape: Any  # pa.Schema with the current schema's field ids
     operation: Operation
-
-    def requirements(self) -> tuple[Requirement, ...]:
-        return ()
 
     def apply(self, base: Snapshot) -> Snapshot | None:
         return record_schema(base, self.shape, self.operation)

@@ -10,9 +10,7 @@ Commit protocol (DESIGN §2, with roll-forward):
 
 A format-2 snapshot's new segments (:meth:`~lethe.catalog.snapshot.Snapshot.pending_segments`) are
 PUT create-only just before step 3; a commit that provably did not land removes them.
-Segments are immutable: :class:`Segments` (the reader every :class:`~lethe.catalog.snapshot.Snapshot`
-of the table loads through) caches them by key, and remembers which segment held which
-file (the hint that lets a commit find the one segment to rewrite).
+Segments are immutable: :class:`~lethe.catalog.segments.Segments` reads and caches them.
 
 A 412 on step 3 means someone else committed N+1: re-read, rebase, retry with jittered
 exponential backoff. If a committer died between steps 3 and 4, the head lags behind the
@@ -43,34 +41,28 @@ from dataclasses import dataclass, field
 from typing import Generic, Protocol, TypeAlias, TypeVar
 
 from lethe import errors
-from lethe.catalog.changes import KINDS, Update, unmet
+from lethe.catalog.changes import KINDS, Update
 from lethe.catalog.grace import check_fresh
 from lethe.catalog.manifest import (
     Head,
     Manifest,
     Segment,
-    SegmentSummary,
     SupersededList,
     decode_head,
     decode_manifest,
-    decode_segment,
-    decode_superseded,
     encode_head,
     encode_manifest,
     encode_segment,
     encode_superseded,
     manifest_key,
 )
+from lethe.catalog.requirements import unmet
+from lethe.catalog.segments import GC_EXPIRY, Segments
 from lethe.catalog.snapshot import Snapshot
 from lethe.catalog.transforms import externalize_superseded
 from lethe.storage.layout import HEAD_KEY, MANIFEST_PREFIX, is_manifest_key, object_key
 from lethe.storage.store import S3Store
 
-#: Why GC removes a version (the messages of a reader that asks for one it removed).
-GC_EXPIRY = (
-    "older than GC's retention, or from before an erasure whose splice is older than the "
-    "erasure grace"
-)
 log = logging.getLogger(__name__)
 
 __all__ = [
@@ -82,7 +74,6 @@ __all__ = [
     "Prepared",
     "Rebase",
     "RetryPolicy",
-    "Segments",
     "update_object",
     "with_attempts",
 ]
@@ -203,99 +194,6 @@ class CommitOutcome(Generic[T]):
     @property
     def detail(self) -> T:
         return self.prepared.detail
-
-
-class Segments:
-    """The segments of one table: loaded once per key (they are immutable), kept in an LRU
-    bounded by the file entries it holds, and indexed by the files they hold (:meth:`where`,
-    a hint)."""
-
-    def __init__(self, store: S3Store, prefix: str, *, capacity: int = 250_000) -> None:
-        self.store, self.prefix, self.capacity = store, prefix, capacity
-        self._cache: OrderedDict[str, Segment] = OrderedDict()
-        self._entries = 0
-        self._where: dict[str, str] = {}
-        self._lists: OrderedDict[str, SupersededList] = OrderedDict()
-        self._lock = threading.Lock()
-        self.table_uuid: str | None = None
-
-    def _key(self, rel: str) -> str:
-        return object_key(self.prefix, rel)
-
-    def remember(self, path: str, seg: Segment) -> None:
-        """Cache ``seg``, stored (or about to be) at table-relative ``path``."""
-        with self._lock:
-            if path not in self._cache:
-                self._entries += len(seg.files)
-            self._cache[path] = seg
-            self._cache.move_to_end(path)
-            while self._entries > self.capacity and len(self._cache) > 1:
-                _, old = self._cache.popitem(last=False)
-                self._entries -= len(old.files)
-            for f in seg.files:
-                self._where[f.path] = seg.id
-
-    def load(self, summary: SegmentSummary) -> Segment:
-        with self._lock:
-            seg = self._cache.get(summary.path)
-            if seg is not None:
-                self._cache.move_to_end(summary.path)
-                return seg
-        try:
-            raw = self.store.get(self._key(summary.path)).body
-        except errors.NotFound as e:  # GC keeps every segment a retained version names
-            raise errors.StaleSnapshot(
-                f"segment {summary.path} of s3://{self.store.bucket}/{self.prefix} is gone: the "
-                f"version being read was garbage-collected ({GC_EXPIRY}); open the table again "
-                "(if its current version fails too, the table is damaged: lethe verify)"
-            ) from e
-        seg = decode_segment(
-            raw,
-            where=f"s3://{self.store.bucket}/{self._key(summary.path)}",
-            table_uuid=self.table_uuid,
-        )
-        if seg.id != summary.id or len(seg.files) != summary.files:
-            raise errors.CorruptManifest(
-                f"segment {summary.path} does not match its summary (id or file count)"
-            )
-        self.remember(summary.path, seg)
-        return seg
-
-    def load_many(self, summaries: Sequence[SegmentSummary]) -> list[Segment]:
-        if len(summaries) <= 1:
-            return [self.load(s) for s in summaries]
-        with ThreadPoolExecutor(max_workers=min(16, len(summaries))) as pool:
-            return list(pool.map(self.load, summaries))
-
-    def where(self, path: str) -> str | None:
-        with self._lock:
-            return self._where.get(path)
-
-    def remember_superseded(self, path: str, obj: SupersededList) -> None:
-        """Cache a superseded list, stored (or about to be) at table-relative ``path``."""
-        with self._lock:
-            self._lists[path] = obj
-            self._lists.move_to_end(path)
-            while len(self._lists) > 4096:
-                self._lists.popitem(last=False)
-
-    def load_superseded(self, path: str) -> SupersededList:
-        """The superseded list at ``path`` (immutable: loaded once, then cached)."""
-        with self._lock:
-            got = self._lists.get(path)
-        if got is not None:
-            return got
-        where = f"s3://{self.store.bucket}/{self._key(path)}"
-        try:
-            raw = self.store.get(self._key(path)).body
-        except errors.NotFound as e:  # as a segment: only an expired version names it
-            raise errors.StaleSnapshot(
-                f"superseded list {where} is gone: the version being read was "
-                f"garbage-collected ({GC_EXPIRY}); open the table again"
-            ) from e
-        got = decode_superseded(raw, where=where, table_uuid=self.table_uuid)
-        self.remember_superseded(path, got)
-        return got
 
 
 class Catalog:
@@ -523,14 +421,8 @@ class Catalog:
                     return CommitOutcome(None, base, attempt, time.perf_counter() - t0, prepared)
                 if new.version != base.version + 1 or new.previous != base.version:
                     raise errors.CommitConflict("internal: built manifest does not follow its base")
-                try:
-                    check_fresh(prepared.written_at, new.properties.gc_grace_seconds)
-                except errors.GraceExpired as e:
-                    if not prepared.renewable:
-                        raise
-                    log.info("%s on %s prepares anew: %s", change.what, self.uri, e)
-                    self._remove(prepared.written, "past the GC grace")
-                    prepared, last = None, e
+                if (expired := self._expired(change, prepared, new)) is not None:
+                    prepared, last = None, expired
                     continue
                 new = with_attempts(new, attempt)
                 body = encode_manifest(new.manifest)
@@ -542,27 +434,9 @@ class Catalog:
                 except (errors.PreconditionFailed, errors.ConditionalRequestConflict) as e:
                     if not (isinstance(e, errors.PreconditionFailed) and self._ours(new, body)):
                         ambiguous = False  # a 412/409 proves the version is not ours
-                        self._remove(segments, "of a commit that lost the race")
-                        last = e
-                        log.debug(
-                            "%s attempt %s on %s lost the race for v%s",
-                            change.what,
-                            attempt,
-                            self.uri,
-                            new.version,
-                        )
-                        time.sleep(self.retry.delay(attempt, self._rng))
-                        if isinstance(e, errors.PreconditionFailed):
-                            self._help_forward(base)
+                        last = self._lost(change, attempt, base, segments, e)
                         continue
-                # Landed. Announce it; if someone rolled the head past us already, that is fine.
-                with self._lock:
-                    self._cache[new.version] = new
-                try:
-                    self._put_head(new, etag)
-                except (errors.PreconditionFailed, errors.CommitConflict):
-                    log.debug("head of %s was advanced by another writer", self.uri)
-                self._after_commit(new)
+                self._announce(new, etag)
                 return CommitOutcome(new, base, attempt, time.perf_counter() - t0, prepared)
             raise errors.CommitConflict(
                 f"{change.what} on {self.uri} gave up after {self.retry.max_attempts} attempts "
@@ -573,6 +447,48 @@ class Catalog:
                 written = prepared.written if prepared is not None else ()
                 self._remove((*written, *change.owned), "of a commit that did not land")
             raise
+
+    def _expired(self, change: Change[T], prepared: Prepared[T], new: Snapshot) -> Exception | None:
+        """The :class:`~lethe.errors.GraceExpired` of a renewable preparation past the GC
+        grace (its objects removed: the loop prepares anew); raised when not renewable."""
+        try:
+            check_fresh(prepared.written_at, new.properties.gc_grace_seconds)
+        except errors.GraceExpired as e:
+            if not prepared.renewable:
+                raise
+            log.info("%s on %s prepares anew: %s", change.what, self.uri, e)
+            self._remove(prepared.written, "past the GC grace")
+            return e
+        return None
+
+    def _lost(
+        self, change: Change[T], attempt: int, base: Snapshot, segments: list[str], e: Exception
+    ) -> Exception:
+        """After a manifest PUT that lost the race: remove its segments, back off, and help
+        a winner that died before moving the head (a 412); returns ``e``."""
+        self._remove(segments, "of a commit that lost the race")
+        log.debug(
+            "%s attempt %s on %s lost the race for v%s",
+            change.what,
+            attempt,
+            self.uri,
+            base.version + 1,
+        )
+        time.sleep(self.retry.delay(attempt, self._rng))
+        if isinstance(e, errors.PreconditionFailed):
+            self._help_forward(base)
+        return e
+
+    def _announce(self, new: Snapshot, etag: str) -> None:
+        """A landed commit: move the head (if someone rolled it past us already, that is
+        fine) and run the hooks."""
+        with self._lock:
+            self._cache[new.version] = new
+        try:
+            self._put_head(new, etag)
+        except (errors.PreconditionFailed, errors.CommitConflict):
+            log.debug("head of %s was advanced by another writer", self.uri)
+        self._after_commit(new)
 
     def _after_commit(self, m: Snapshot) -> None:
         for hook in list(self.after_commit):

@@ -12,9 +12,9 @@ The rules are :func:`lethe.catalog.schemas.evolve`'s; the commit is
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from types import TracebackType
 from typing import Any, Literal, Self, TypeAlias
 
 import pyarrow as pa
@@ -65,12 +65,7 @@ class OneCommit:
     def __enter__(self) -> Self:
         return self
 
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, kind: type[BaseException] | None, *_: object) -> None:
         if kind is None and not self._done:
             self.commit()
         self._done = True
@@ -92,17 +87,14 @@ class SchemaUpdate(OneCommit):
     def add_column(self, name: str, type: pa.DataType, *, default: Any = None) -> SchemaUpdate:
         """A nullable column; rows written before read as ``default`` (an initial default,
         written into no file) or null."""
-        self._changes.append(Add(name, type, default))
-        return self
+        return self.extend([Add(name, type, default)])
 
     def drop_column(self, name: str) -> SchemaUpdate:
-        self._changes.append(Drop(name))
-        return self
+        return self.extend([Drop(name)])
 
     def rename_column(self, name: str, new_name: str) -> SchemaUpdate:
         """Renamed everywhere at once (files keep their ids; an index follows)."""
-        self._changes.append(Rename(name, new_name))
-        return self
+        return self.extend([Rename(name, new_name)])
 
     def extend(self, changes: Iterable[Evolution]) -> SchemaUpdate:
         """Changes given as values (:mod:`lethe.catalog.schemas`), e.g. from :func:`merge_changes`."""
@@ -110,14 +102,12 @@ class SchemaUpdate(OneCommit):
         return self
 
     def make_optional(self, name: str) -> SchemaUpdate:
-        self._changes.append(MakeOptional(name))
-        return self
+        return self.extend([MakeOptional(name)])
 
     def widen_column(self, name: str, type: pa.DataType) -> SchemaUpdate:
         """int to a wider int, float32 to float64, a decimal's precision up, date32 to
         timestamp; old files read widened."""
-        self._changes.append(Widen(name, type))
-        return self
+        return self.extend([Widen(name, type)])
 
     def commit(self) -> Any:
         """Commit the gathered changes (once); a no-op change commits nothing."""
@@ -335,11 +325,7 @@ def _fitted_reader(r: pa.RecordBatchReader, schema: pa.Schema) -> pa.RecordBatch
 
 def describe_changes(changes: Sequence[Evolution]) -> dict[str, int]:
     """Counts of each kind of change (an operation's params: no column names)."""
-    out: dict[str, int] = {}
-    for c in changes:
-        k = type(c).__name__.lower()
-        out[k] = out.get(k, 0) + 1
-    return out
+    return dict(Counter(type(c).__name__.lower() for c in changes))
 
 
 def check_create(

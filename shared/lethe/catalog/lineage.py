@@ -25,10 +25,10 @@ import json
 import uuid
 from typing import Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field, ValidationError
 
 from lethe import errors
-from lethe.catalog.manifest import DataFile
+from lethe.catalog.entries import DataFile, Frozen
 from lethe.storage.layout import SEGMENT_PREFIX
 
 __all__ = [
@@ -43,11 +43,7 @@ __all__ = [
 LINEAGE_FORMAT: Final = "lethe.lineage"
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class LineageEntry(_Frozen):
+class LineageEntry(Frozen):
     """One replaced file: ``path``, the positions of it the splices removed (``removed``,
     base64 Roaring; empty: none) and the live file its other rows are in (``file``, None:
     none left), as of the splice commit ``version`` that last changed the entry."""
@@ -58,7 +54,7 @@ class LineageEntry(_Frozen):
     file: DataFile | None = None
 
 
-class Lineage(_Frozen):
+class Lineage(Frozen):
     """One lineage object (see the module docstring)."""
 
     format: Literal["lethe.lineage"] = LINEAGE_FORMAT

@@ -1,7 +1,8 @@
 """The manifest format: immutable snapshots, their segments, and the mutable head.
 
-Nothing here does I/O. A manifest is a frozen pydantic model; :func:`decode_manifest` turns
-any bad input into :class:`~lethe.errors.CorruptManifest`. The pure commit transforms that
+Nothing here does I/O. A manifest is a frozen pydantic model; the entries it lists (files,
+segments, index runs) are in :mod:`lethe.catalog.entries`, and named here too.
+:func:`decode_manifest` turns any bad input into :class:`~lethe.errors.CorruptManifest`. The pure commit transforms that
 build manifest N+1 from N live in :mod:`lethe.catalog.transforms`. See ``docs/format.md``.
 
 Two layouts:
@@ -25,17 +26,32 @@ import json
 import uuid
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, TypeVar
 
 import pyarrow as pa
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from lethe import errors
+from lethe.catalog.entries import (
+    SEGMENT_FORMAT,
+    ColumnIndex,
+    ColumnStats,
+    DataFile,
+    DVRef,
+    Frozen,
+    IndexOrigin,
+    IndexPiece,
+    IndexRun,
+    OverlayDV,
+    RowGroupInfo,
+    Segment,
+    SegmentSummary,
+)
 from lethe.catalog.schemas import max_id, with_ids
 from lethe.catalog.values import JsonScalar
 from lethe.storage.layout import manifest_key, segment_key
 
-__all__ = [
+__all__ = [  # the entries (lethe.catalog.entries) too: the format's names, in one place
     "EVOLVED_FORMAT_VERSION",
     "FORMAT",
     "FORMAT_VERSION",
@@ -75,110 +91,16 @@ __all__ = [
     "segment_key",
 ]
 
-FORMAT: Final = "lethe.catalog.manifest"
+FORMAT: Final = "lethe.manifest"  # on the bucket: not the module's name (issue 38)
+#: What Lethe wrote between the re-layering and its fix: read as :data:`FORMAT`.
+RELAYOUT_FORMAT: Final = "lethe.catalog.manifest"
 FORMAT_VERSION: Final = 2  # what this Lethe writes for a table whose schema never changed
 EVOLVED_FORMAT_VERSION: Final = 3  # ... and for one with a schema history (field ids, schemas)
 LINEAGE_FORMAT_VERSION: Final = 4  # ... and for one whose splices recorded a lineage (issue 39)
 READABLE_VERSIONS: Final = (1, 2, 3, 4)
-SEGMENT_FORMAT: Final = "lethe.segment"
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class ColumnStats(_Frozen):
-    """Min/max (canonical JSON form, see :mod:`lethe.catalog.values`) and null count of a column."""
-
-    min: JsonScalar = None
-    max: JsonScalar = None
-    null_count: int | None = None
-
-
-class RowGroupInfo(_Frozen):
-    """One row group: rows, byte range ``[offset, offset+length)`` and key-column stats."""
-
-    rows: int = Field(ge=0)
-    offset: int = Field(ge=4)
-    length: int = Field(ge=0)
-    key_min: JsonScalar = None
-    key_max: JsonScalar = None
-
-
-class DVRef(_Frozen):
-    """Where a data file's current deletion vector lives.
-
-    ``container`` is a table-relative path of a Puffin object under ``tombstone/``, with the
-    blob at ``[offset, offset+length)``; or ``inline`` holds the base64 blob itself.
-    ``crc32`` is the CRC-32 stored in the blob (of magic + vector).
-    """
-
-    container: str | None = None
-    offset: int = 0
-    length: int = Field(ge=0)
-    cardinality: int = Field(ge=0)
-    crc32: int = Field(ge=0)
-    inline: str | None = None
-
-
-class IndexOrigin(_Frozen):
-    """Where a spliced file's index entries are (docs/format.md §3c): the file the splices
-    started from (``path``, ``added_version``), and ``removed``, the positions of that file
-    the splices removed (a portable Roaring bitmap, base64). Position ``p`` of the origin is
-    row ``p - rank(removed, p)`` of the spliced file unless ``p`` is in ``removed``."""
-
-    path: str
-    added_version: int = Field(ge=0)
-    removed: str = ""
-
-
-class DataFile(_Frozen):
-    """A live data file of a snapshot (path relative to the table prefix)."""
-
-    path: str
-    size: int = Field(ge=0)
-    etag: str
-    rows: int = Field(ge=0)
-    row_groups: tuple[RowGroupInfo, ...]
-    columns: Mapping[str, ColumnStats] = Field(default_factory=dict)
-    dv: DVRef | None = None
-    added_version: int = Field(ge=0)
-    sorted_by_key: bool = False
-    index_origin: IndexOrigin | None = Field(default=None, exclude_if=lambda v: v is None)
-    # the sort order its rows are in (lethe.maintenance.clustering.SORT_ORDER_ID: a clustering rewrite)
-    sort_order_id: int | None = Field(default=None, exclude_if=lambda v: v is None)
-    # the schema it was written under (None: schema 0, what files before schema ids were)
-    schema_id: int | None = Field(default=None, exclude_if=lambda v: v is None)
-    # adopted in place (lethe.adopt): partition column -> value, columns not in the file
-    partition: Mapping[str, JsonScalar] = Field(default_factory=dict, exclude_if=lambda v: not v)
-    # adopted in place: whether Lethe owns the external object (may splice it away and
-    # delete it); None: a file Lethe wrote
-    owned: bool | None = Field(default=None, exclude_if=lambda v: v is None)
-    # its columns are named as in an adopted file whose names differ from the table's (Delta
-    # column mapping, an Iceberg rename; a splice keeps them): read by field id or alias
-    mapped: bool | None = Field(default=None, exclude_if=lambda v: v is None)
-
-    @property
-    def file_names(self) -> bool:
-        """Whether readers must resolve its columns against its own schema
-        (:meth:`lethe.catalog.schemas.Projection.within`): adopted, or spliced from a mapped file."""
-        return self.owned is not None or bool(self.mapped)
-
-    @property
-    def index_version(self) -> int:
-        """The added version the index covers this file by (its origin's, if spliced)."""
-        return self.index_origin.added_version if self.index_origin else self.added_version
-
-    @property
-    def deleted_rows(self) -> int:
-        return self.dv.cardinality if self.dv else 0
-
-    @property
-    def live_rows(self) -> int:
-        return self.rows - self.deleted_rows
-
-
-class Operation(_Frozen):
+class Operation(Frozen):
     """What a commit did: counts and hashes only, never personal data."""
 
     kind: Literal[
@@ -207,7 +129,7 @@ class Operation(_Frozen):
     params: Mapping[str, JsonScalar] = Field(default_factory=dict)
 
 
-class RequestRecord(_Frozen):
+class RequestRecord(Frozen):
     """A committed request id (hashed), kept for idempotent redelivery."""
 
     id_hash: str
@@ -219,7 +141,7 @@ class RequestRecord(_Frozen):
     body_hash: str | None = None  # what the request asked (filters, mode), hashed; None: not known
 
 
-class ErasureTarget(_Frozen):
+class ErasureTarget(Frozen):
     """Row groups of one data file that still hold (logically deleted) rows to erase, and
     ``positions``, the erased positions of the file (base64 portable Roaring): the splice
     removes those, and rows a plain delete hid stay (issue 39). Empty: unknown (a target
@@ -231,7 +153,7 @@ class ErasureTarget(_Frozen):
     positions: str = Field(default="", exclude_if=lambda v: not v)
 
 
-class ErasureRecord(_Frozen):
+class ErasureRecord(Frozen):
     """An erase request: its rows are hidden by a DV at ``deleted_version``; splices then
     remove them physically (``pending`` → ``spliced``); GC reports completion once every
     superseded object (and old manifest naming the rows) is gone.
@@ -259,7 +181,7 @@ class ErasureRecord(_Frozen):
         return cls(id_hash=id_hash, deleted_version=0, state="spliced", spliced_version=0)
 
 
-class SupersededList(_Frozen):
+class SupersededList(Frozen):
     """One immutable object of superseded paths
     (``manifest/erasures/vNNNNNNNN-<id hash or "several">-<uuid>.json.gz``): what the commit
     of ``version`` added to the superseded objects of its erasures.
@@ -307,7 +229,7 @@ class SupersededList(_Frozen):
         return self.by_erasure.get(id_hash, ())
 
 
-class TableProperties(_Frozen):
+class TableProperties(Frozen):
     key: str
     target_file_bytes: int = Field(default=256 << 20, gt=0)
     row_group_bytes: int = Field(default=16 << 20, gt=0)
@@ -337,89 +259,7 @@ class TableProperties(_Frozen):
     uploads_evolve: bool = Field(default=False, exclude_if=lambda v: not v)
 
 
-class SegmentSummary(_Frozen):
-    """A segment as the root lists it: where it is and what it holds, to prune without
-    opening it. ``id`` is stable across rewrites of the segment (a delete that changes a
-    DV writes the segment anew under a new ``path`` with the same ``id``); ``columns``
-    holds the min/max/null count of a column over all its files when every file has them
-    (the key column included)."""
-
-    id: str
-    path: str
-    files: int = Field(ge=0)
-    rows: int = Field(ge=0)
-    deleted_rows: int = Field(ge=0)
-    data_bytes: int = Field(ge=0)
-    columns: Mapping[str, ColumnStats] = Field(default_factory=dict)
-    created_version: int = Field(ge=0)
-
-    @property
-    def live_rows(self) -> int:
-        return self.rows - self.deleted_rows
-
-
-class OverlayDV(_Frozen):
-    """A DV newer than the one in its file's segment entry (format 2): a delete changes
-    only the root (and its DV container), not the segment; readers apply the overlay."""
-
-    path: str
-    segment: str  # id of the segment holding the file
-    dv: DVRef
-
-
-class Segment(_Frozen):
-    """One immutable segment object: a bounded group of file entries."""
-
-    format: Literal["lethe.segment"] = SEGMENT_FORMAT
-    format_version: Literal[1] = 1
-    table_uuid: str
-    id: str
-    files: tuple[DataFile, ...]
-
-
-class IndexPiece(_Frozen):
-    """One immutable index object (``index/<column>/<uuid>.parquet``): entries
-    ``(value, file, pos)`` of one run sorted by value, within ``[min, max]`` (canonical JSON
-    form); ``etag`` pins every read of it."""
-
-    path: str
-    size: int = Field(ge=0)
-    etag: str
-    entries: int = Field(ge=0)
-    min: JsonScalar = None
-    max: JsonScalar = None
-
-
-class IndexRun(_Frozen):
-    """A sorted run of an index: pieces with disjoint, increasing value ranges. It covers
-    every file live in this snapshot whose ``added_version`` lies in one of ``covers``
-    (inclusive version ranges); other files are not indexed by it."""
-
-    id: str
-    covers: tuple[tuple[int, int], ...]
-    pieces: tuple[IndexPiece, ...] = ()
-
-    @property
-    def entries(self) -> int:
-        return sum(p.entries for p in self.pieces)
-
-    def covers_version(self, v: int) -> bool:
-        return any(lo <= v <= hi for lo, hi in self.covers)
-
-
-class ColumnIndex(_Frozen):
-    """A declared secondary index on one column (see :mod:`lethe.index.core`)."""
-
-    column: str
-    created_version: int = Field(ge=0)
-    runs: tuple[IndexRun, ...] = ()
-
-    def covers(self, f: DataFile) -> bool:
-        """Whether a live file's rows are in this index (else readers scan it)."""
-        return any(r.covers_version(f.index_version) for r in self.runs)
-
-
-class SchemaVersion(_Frozen):
+class SchemaVersion(Frozen):
     """One schema of the table's history: an Arrow schema (base64 IPC) whose every field
     carries its id (``PARQUET:field_id``, see :mod:`lethe.catalog.schemas`)."""
 
@@ -427,7 +267,7 @@ class SchemaVersion(_Frozen):
     schema_b64: str
 
 
-class LedgerRef(_Frozen):
+class LedgerRef(Frozen):
     """One adoption ledger object (:mod:`lethe.erasure.ownership`): every object one ``adopt`` commit
     took (data files, and a source's history and metadata), by path and ETag."""
 
@@ -435,7 +275,7 @@ class LedgerRef(_Frozen):
     objects: int = Field(ge=0)
 
 
-class LineageRef(_Frozen):
+class LineageRef(Frozen):
     """The table's lineage object (:mod:`lethe.catalog.lineage`, docs/format.md §6b): where
     the rows of every file a splice replaced went, so that versions from before the splice
     read through it. ``newest``: the newest splice commit it records (a version at or after
@@ -446,12 +286,12 @@ class LineageRef(_Frozen):
     entries: int = Field(ge=0)
 
 
-class Manifest(_Frozen):
+class Manifest(Frozen):
     """One immutable table snapshot (``manifest/vNNNNNNNN.json``); see the module docstring."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
 
-    format: Literal["lethe.catalog.manifest"] = FORMAT
+    format: Literal["lethe.manifest"] = FORMAT
     format_version: Literal[1, 2, 3, 4] = FORMAT_VERSION
     layout: Literal["inline", "segmented"] = "segmented"
     table_uuid: str
@@ -578,7 +418,7 @@ class Manifest(_Frozen):
         return next((r for r in self.requests if r.id_hash == id_hash), None)
 
 
-class Head(_Frozen):
+class Head(Frozen):
     """The mutable ``_latest_manifest`` object: which manifest is current."""
 
     format: Literal["lethe.head"] = "lethe.head"
@@ -622,56 +462,49 @@ def encode_manifest(m: Manifest) -> bytes:
     return m.model_dump_json(by_alias=True, exclude=drop).encode()
 
 
-def encode_segment(seg: Segment) -> bytes:
-    """A segment object: gzip (no timestamp) of its JSON."""
-    return gzip.compress(seg.model_dump_json().encode(), compresslevel=6, mtime=0)
+M = TypeVar("M", bound=BaseModel)
+G = TypeVar("G", Segment, SupersededList)
 
 
-def decode_segment(raw: bytes, *, where: str = "segment", table_uuid: str | None = None) -> Segment:
-    """Parse and validate a segment object; anything wrong is a :class:`CorruptManifest`."""
+def _gzip_json(obj: Segment | SupersededList) -> bytes:
+    """A segment or superseded-list object: gzip (no timestamp) of its JSON."""
+    return gzip.compress(obj.model_dump_json().encode(), compresslevel=6, mtime=0)
+
+
+encode_segment = encode_superseded = _gzip_json
+
+
+def _decode_gz(model: type[G], raw: bytes, where: str, table_uuid: str | None) -> G:
+    """Parse and validate a gzipped object of ``model``; anything wrong is CorruptManifest."""
     try:
-        body = gzip.decompress(raw)
+        obj = _load_json(gzip.decompress(raw), where)
     except (OSError, EOFError) as e:
         raise errors.CorruptManifest(f"{where} is not gzip ({len(raw)} bytes): {e}") from e
-    obj = _load_json(body, where)
-    if obj.get("format") != SEGMENT_FORMAT:
+    if model is Segment and obj.get("format") != SEGMENT_FORMAT:
         raise errors.CorruptManifest(
             f"{where} is not a Lethe segment (format={obj.get('format')!r})"
         )
-    if obj.get("format_version") != 1:
+    if model is Segment and obj.get("format_version") != 1:
         raise errors.CorruptManifest(
             f"{where} has segment format version {obj.get('format_version')!r}; this Lethe "
             "reads version 1. Upgrade Lethe to read it."
         )
-    try:
-        seg = Segment.model_validate(obj)
-    except ValidationError as e:
-        raise errors.CorruptManifest(f"{where} fails validation: {_summarize(e)}") from e
-    if table_uuid is not None and seg.table_uuid != table_uuid:
+    out = _validate(model, obj, where)
+    if table_uuid is not None and out.table_uuid != table_uuid:
         raise errors.CorruptManifest(f"{where} belongs to another table")
-    return seg
+    return out
 
 
-def encode_superseded(obj: SupersededList) -> bytes:
-    """A superseded-list object: gzip (no timestamp) of its JSON."""
-    return gzip.compress(obj.model_dump_json().encode(), compresslevel=6, mtime=0)
+def decode_segment(raw: bytes, *, where: str = "segment", table_uuid: str | None = None) -> Segment:
+    """Parse and validate a segment object; anything wrong is a :class:`CorruptManifest`."""
+    return _decode_gz(Segment, raw, where, table_uuid)
 
 
 def decode_superseded(
     raw: bytes, *, where: str = "superseded list", table_uuid: str | None = None
 ) -> SupersededList:
     """Parse and validate a superseded-list object; anything wrong is CorruptManifest."""
-    try:
-        body = gzip.decompress(raw)
-    except (OSError, EOFError) as e:
-        raise errors.CorruptManifest(f"{where} is not gzip ({len(raw)} bytes): {e}") from e
-    try:
-        obj = SupersededList.model_validate(_load_json(body, where))
-    except ValidationError as e:
-        raise errors.CorruptManifest(f"{where} fails validation: {_summarize(e)}") from e
-    if table_uuid is not None and obj.table_uuid != table_uuid:
-        raise errors.CorruptManifest(f"{where} belongs to another table")
-    return obj
+    return _decode_gz(SupersededList, raw, where, table_uuid)
 
 
 def _load_json(raw: bytes, what: str) -> dict[str, Any]:
@@ -689,10 +522,11 @@ def _load_json(raw: bytes, what: str) -> dict[str, Any]:
 def decode_manifest(raw: bytes, *, where: str = "manifest") -> Manifest:
     """Parse and validate a manifest; anything wrong is a :class:`CorruptManifest`."""
     obj = _load_json(raw, where)
-    if obj.get("format") != FORMAT:
+    if obj.get("format") not in (FORMAT, RELAYOUT_FORMAT):
         raise errors.CorruptManifest(
             f"{where} is not a Lethe manifest (format={obj.get('format')!r})"
         )
+    obj["format"] = FORMAT  # the next version of the table is written with the one name
     fv = obj.get("format_version")
     if isinstance(fv, int) and not isinstance(fv, bool) and fv > max(READABLE_VERSIONS):
         raise errors.UnsupportedFormat(
@@ -704,10 +538,7 @@ def decode_manifest(raw: bytes, *, where: str = "manifest") -> Manifest:
             f"{where} has manifest format version {fv!r}; this Lethe reads versions "
             f"{', '.join(map(str, READABLE_VERSIONS))}. Upgrade Lethe to read it."
         )
-    try:
-        m = Manifest.model_validate(obj)
-    except ValidationError as e:
-        raise errors.CorruptManifest(f"{where} fails validation: {_summarize(e)}") from e
+    m = _validate(Manifest, obj, where)
     schema_from_b64(m.schema_b64)
     return m
 
@@ -717,9 +548,12 @@ def encode_head(h: Head) -> bytes:
 
 
 def decode_head(raw: bytes, *, where: str = "_latest_manifest") -> Head:
-    obj = _load_json(raw, where)
+    return _validate(Head, _load_json(raw, where), where)
+
+
+def _validate(model: type[M], obj: dict[str, Any], where: str) -> M:
     try:
-        return Head.model_validate(obj)
+        return model.model_validate(obj)
     except ValidationError as e:
         raise errors.CorruptManifest(f"{where} fails validation: {_summarize(e)}") from e
 

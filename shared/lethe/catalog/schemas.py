@@ -143,9 +143,9 @@ def _rebuild(t: pa.DataType, kids: list[pa.Field]) -> pa.DataType:
     return pa.map_(kids[0], kids[1], keys_sorted=t.keys_sorted)
 
 
+@dataclass(slots=True)
 class _Ids:
-    def __init__(self, last: int) -> None:
-        self.last = last
+    last: int
 
     def take(self, existing: int | None) -> int:
         if existing is not None:
@@ -219,33 +219,35 @@ def _decode_default(v: JsonScalar, t: pa.DataType) -> Any:
 
 # --- evolution -------------------------------------------------------------------------------
 @dataclass(frozen=True, slots=True)
-class Add:
+class _Column:
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class Add(_Column):
     """A new nullable column (``default``: its initial default, read for older rows)."""
 
-    name: str
     type: pa.DataType
     default: Any = None
 
 
 @dataclass(frozen=True, slots=True)
-class Drop:
-    name: str
+class Drop(_Column):
+    """The column dropped (its id is never reused)."""
 
 
 @dataclass(frozen=True, slots=True)
-class Rename:
-    name: str
+class Rename(_Column):
     new_name: str
 
 
 @dataclass(frozen=True, slots=True)
-class MakeOptional:
-    name: str
+class MakeOptional(_Column):
+    """The column made nullable."""
 
 
 @dataclass(frozen=True, slots=True)
-class Widen:
-    name: str
+class Widen(_Column):
     type: pa.DataType
 
 
@@ -379,67 +381,80 @@ def evolve(
     property (not dropped, renamed nor widened); ``indexed``: columns an index uses (renamed
     and widened with the index, not dropped); ``past_names``: names the history gave its
     columns -> id, which no other column may take (file statistics are kept by name)."""
-    pinned, past_names, ixed = pinned or {}, past_names or {}, set(indexed)
     fields = {f.name: f for f in schema}
-    renames: dict[str, str] = {}
-    ids = _Ids(last_id)
+    ev = _Evolving(fields, _Ids(last_id), key, pinned or {}, set(indexed), past_names or {})
+    for c in changes:
+        ev.apply(c)
+    new = pa.schema(list(ev.fields.values()), metadata=schema.metadata)
+    return new, max(ev.ids.last, last_id), ev.renames
 
-    def existing(name: str) -> pa.Field:
-        if name not in fields:
-            raise _refuse(name, f"no such column (columns are {list(fields)})")
-        return fields[name]
 
-    def free(name: str, own: int | None = None) -> None:
+@dataclass(slots=True)
+class _Evolving:
+    """The state of one :func:`evolve`: the columns by name, the rules, the renames so far."""
+
+    fields: dict[str, pa.Field]
+    ids: _Ids
+    key: str
+    pinned: Mapping[str, str]
+    ixed: set[str]
+    past: Mapping[str, int]
+    renames: dict[str, str] = field(default_factory=dict)
+
+    def existing(self, name: str) -> pa.Field:
+        if name not in self.fields:
+            raise _refuse(name, f"no such column (columns are {list(self.fields)})")
+        return self.fields[name]
+
+    def free(self, name: str, own: int | None = None) -> None:
         if not name or "." in name:
             raise _refuse(name, "a column is named without dots (nested columns do not evolve)")
-        if name in fields:
+        if name in self.fields:
             raise _refuse(name, "a column of that name exists")
-        fid = past_names.get(name)
+        fid = self.past.get(name)
         if fid is not None and fid != own:
             raise _refuse(name, f"the name was column id {fid} of an earlier schema")
 
-    def unpinned(name: str, what: str) -> None:
-        if name == key:
+    def unpinned(self, name: str, what: str) -> None:
+        if name == self.key:
             raise _refuse(name, f"the key column cannot be {what}")
-        if name in pinned:
-            raise _refuse(name, f"table property {pinned[name]} names it: it cannot be {what}")
-        if name in ixed and what not in ("renamed", "widened"):
+        if name in self.pinned:
+            raise _refuse(name, f"table property {self.pinned[name]} names it: it cannot be {what}")
+        if name in self.ixed and what not in ("renamed", "widened"):
             raise _refuse(name, f"an index uses it: it cannot be {what} (drop the index first)")
 
-    for c in changes:
+    def apply(self, c: Evolution) -> None:
         if isinstance(c, Add):
-            free(c.name)
-            fields[c.name] = _fill([_added(c)], ids)[0]
-        elif isinstance(c, Drop):
-            existing(c.name)
-            unpinned(c.name, "dropped")
-            del fields[c.name]
+            self.free(c.name)
+            self.fields[c.name] = _fill([_added(c)], self.ids)[0]
+            return
+        f = self.existing(c.name)
+        if isinstance(c, Drop):
+            self.unpinned(c.name, "dropped")
+            del self.fields[c.name]
         elif isinstance(c, Rename):
-            f = existing(c.name)
-            unpinned(c.name, "renamed")
-            free(c.new_name, field_id(f))
-            fields = {(c.new_name if n == c.name else n): g for n, g in fields.items()}
-            fields[c.new_name] = f.with_name(c.new_name)
-            origin = next((o for o, n in renames.items() if n == c.name), c.name)
-            renames[origin] = c.new_name
-            ixed = {c.new_name if n == c.name else n for n in ixed}
+            self.rename(f, c.new_name)
         elif isinstance(c, MakeOptional):
-            f = existing(c.name)
-            if c.name == key:
+            if c.name == self.key:
                 raise _refuse(c.name, "the key column cannot be optional")
-            fields[c.name] = f.with_nullable(True)
-        else:
-            f = existing(c.name)
-            if f.type.equals(c.type):
-                continue
-            unpinned(c.name, "widened")
+            self.fields[c.name] = f.with_nullable(True)
+        elif not f.type.equals(c.type):
+            self.unpinned(c.name, "widened")
             if not is_widening(f.type, c.type):
                 raise _refuse(
                     c.name, f"{f.type} -> {c.type} is not a widening (allowed: {WIDENINGS})"
                 )
-            fields[c.name] = f.with_type(c.type)
-    new = pa.schema(list(fields.values()), metadata=schema.metadata)
-    return new, max(ids.last, last_id), renames
+            self.fields[c.name] = f.with_type(c.type)
+
+    def rename(self, f: pa.Field, new: str) -> None:
+        old = f.name
+        self.unpinned(old, "renamed")
+        self.free(new, field_id(f))
+        self.fields = {(new if n == old else n): g for n, g in self.fields.items()}
+        self.fields[new] = f.with_name(new)
+        origin = next((o for o, n in self.renames.items() if n == old), old)
+        self.renames[origin] = new
+        self.ixed = {new if n == old else n for n in self.ixed}
 
 
 # --- projection ------------------------------------------------------------------------------

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any, Generic, Protocol, TypeVar, cast, overload
 
 import pyarrow as pa
 
@@ -46,6 +46,8 @@ from lethe.catalog.manifest import (
 
 __all__ = ["SegmentSource", "Snapshot"]
 
+V = TypeVar("V")
+
 
 class SegmentSource(Protocol):
     """Loads a table's immutable segment objects (the catalog's cache)."""
@@ -61,6 +63,21 @@ class SegmentSource(Protocol):
     def load_superseded(self, path: str) -> SupersededList:
         """The superseded-list object at ``path`` (of an erasure record)."""
         ...
+
+
+class _Of(Generic[V]):
+    """A field of a snapshot's manifest, read through: ``snap.version`` is
+    ``snap.manifest.version``."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    @overload
+    def __get__(self, snap: None, owner: type) -> _Of[V]: ...
+    @overload
+    def __get__(self, snap: Snapshot, owner: type) -> V: ...
+    def __get__(self, snap: Snapshot | None, owner: type) -> V | _Of[V]:
+        return self if snap is None else cast(V, getattr(snap.manifest, self.name))
 
 
 class Snapshot:
@@ -166,78 +183,28 @@ class Snapshot:
             return e
         return e.model_copy(update={"superseded": self.superseded_of(e)})
 
-    # --- the manifest's fields -----------------------------------------------------------------
-    @property
-    def format_version(self) -> int:
-        return self.manifest.format_version
-
-    @property
-    def layout(self) -> str:
-        return self.manifest.layout
-
-    @property
-    def table_uuid(self) -> str:
-        return self.manifest.table_uuid
-
-    @property
-    def version(self) -> int:
-        return self.manifest.version
-
-    @property
-    def previous(self) -> int | None:
-        return self.manifest.previous
-
-    @property
-    def commit_id(self) -> str:
-        return self.manifest.commit_id
-
-    @property
-    def created_at(self) -> datetime:
-        return self.manifest.created_at
-
-    @property
-    def operation(self) -> Operation:
-        return self.manifest.operation
-
-    @property
-    def schema_b64(self) -> str:
-        return self.manifest.schema_b64
-
-    @property
-    def properties(self) -> TableProperties:
-        return self.manifest.properties
-
-    @property
-    def inline_files(self) -> tuple[DataFile, ...]:
-        return self.manifest.inline_files
-
-    @property
-    def segments(self) -> tuple[SegmentSummary, ...]:
-        return self.manifest.segments
-
-    @property
-    def dv_overlay(self) -> tuple[OverlayDV, ...]:
-        return self.manifest.dv_overlay
-
-    @property
-    def requests(self) -> tuple[RequestRecord, ...]:
-        return self.manifest.requests
-
-    @property
-    def erasures(self) -> tuple[ErasureRecord, ...]:
-        return self.manifest.erasures
-
-    @property
-    def indexes(self) -> tuple[ColumnIndex, ...]:
-        return self.manifest.indexes
-
-    @property
-    def key(self) -> str:
-        return self.manifest.key
-
-    @property
-    def segmented(self) -> bool:
-        return self.manifest.segmented
+    # --- the manifest's fields (read through) ------------------------------------------------
+    format_version = _Of[int]()
+    layout = _Of[str]()
+    table_uuid = _Of[str]()
+    version = _Of[int]()
+    previous = _Of[int | None]()
+    commit_id = _Of[str]()
+    created_at = _Of[datetime]()
+    operation = _Of[Operation]()
+    schema_b64 = _Of[str]()
+    properties = _Of[TableProperties]()
+    inline_files = _Of[tuple[DataFile, ...]]()
+    segments = _Of[tuple[SegmentSummary, ...]]()
+    dv_overlay = _Of[tuple[OverlayDV, ...]]()
+    requests = _Of[tuple[RequestRecord, ...]]()
+    erasures = _Of[tuple[ErasureRecord, ...]]()
+    indexes = _Of[tuple[ColumnIndex, ...]]()
+    key = _Of[str]()
+    segmented = _Of[bool]()
+    current_schema_id = _Of[int]()
+    file_count = _Of[int]()
+    total_rows = _Of[int]()  # live rows (physical rows minus deleted ones)
 
     def arrow_schema(self) -> pa.Schema:
         return self.manifest.arrow_schema()
@@ -248,24 +215,11 @@ class Snapshot:
     def schema_of(self, f: DataFile) -> pa.Schema:
         return self.manifest.schema_of(f)
 
-    @property
-    def current_schema_id(self) -> int:
-        return self.manifest.current_schema_id
-
     def index(self, column: str) -> ColumnIndex | None:
         return self.manifest.index(column)
 
     def find_request(self, id_hash: str) -> RequestRecord | None:
         return self.manifest.find_request(id_hash)
-
-    @property
-    def file_count(self) -> int:
-        return self.manifest.file_count
-
-    @property
-    def total_rows(self) -> int:
-        """Live rows (physical rows minus deleted ones)."""
-        return self.manifest.total_rows
 
     # --- segments ------------------------------------------------------------------------------
     def segment(self, summary: SegmentSummary) -> Segment:
@@ -358,18 +312,16 @@ class Snapshot:
             sid = self._source.where(p) if self._source is not None else None
             if sid is not None and sid in by_id:
                 hinted[p] = by_id[sid]
-        if hinted:
-            summaries = list({s.path: s for s in hinted.values()}.values())
+
+        def scan(summaries: Sequence[SegmentSummary], wanted: set[str]) -> None:
             for summ, seg in zip(summaries, self.segments_of(summaries), strict=True):
-                for f in seg.files:
-                    if f.path in todo:
-                        out[f.path] = summ
+                out.update((f.path, summ) for f in seg.files if f.path in wanted)
+
+        if hinted:
+            scan(list({s.path: s for s in hinted.values()}.values()), todo)
         rest = todo - out.keys()
         if rest and exhaustive:
-            for summ, seg in zip(self.segments, self.segments_of(self.segments), strict=True):
-                for f in seg.files:
-                    if f.path in rest:
-                        out[f.path] = summ
+            scan(self.segments, rest)
         return out
 
     def files_at(self, paths: Sequence[str]) -> dict[str, DataFile]:
@@ -388,15 +340,4 @@ class Snapshot:
 
     def file(self, path: str) -> DataFile | None:
         """The live file at ``path``, or None."""
-        if not self.segmented:
-            for f in self.manifest.inline_files:
-                if f.path == path:
-                    return f
-            return None
-        summ = self.locate([path]).get(path)
-        if summ is None:
-            return None
-        for f in self.segment_files(summ):
-            if f.path == path:
-                return f
-        return None  # pragma: no cover - locate found it there
+        return self.files_at([path]).get(path)

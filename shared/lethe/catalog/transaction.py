@@ -31,7 +31,6 @@ from lethe.catalog.changes import (
     Compose,
     MergeSchema,
     RecordSchema,
-    SchemaIs,
     SetProperties,
     Update,
     UpdateSchema,
@@ -40,6 +39,7 @@ from lethe.catalog.changes import (
 from lethe.catalog.commit import Prepared
 from lethe.catalog.evolution import OneCommit, SchemaMode, SchemaUpdate, describe_changes
 from lethe.catalog.manifest import DataFile, IndexRun, Operation
+from lethe.catalog.requirements import SchemaIs
 from lethe.catalog.snapshot import Snapshot
 from lethe.catalog.transforms import Merge
 
@@ -86,7 +86,7 @@ class Totals:
 class TransactionChange:
     """The steps as one :class:`~lethe.catalog.commit.Change`: prepared on the loop's base,
     each step on what the previous made; the files of a step that follows a schema change of
-    the same transaction pin the base's schema (:class:`~lethe.catalog.changes.SchemaIs`)."""
+    the same transaction pin the base's schema (:class:`~lethe.catalog.requirements.SchemaIs`)."""
 
     steps: tuple[Step, ...]
     #: removes objects a preparation wrote before one of its steps failed (the loop never

@@ -35,7 +35,8 @@ from pyroaring import BitMap64
 
 from lethe import errors
 from lethe.catalog.manifest import DVRef
-from lethe.dv.blob import PuffinBlob, decode_dv, dv_crc, encode_dv, write_puffin
+from lethe.dv.blob import decode_dv, dv_crc, encode_dv
+from lethe.dv.puffin import PuffinBlob, write_puffin
 from lethe.storage.layout import is_external, object_key, tombstone_key
 
 __all__ = [

@@ -302,13 +302,14 @@ def _successor(
     plan: _Plan,
     *,
     operation: Operation,
-    now: datetime,
+    now: datetime | None = None,
     touched: tuple[int, int] | None = None,
     extra: Sequence[RequestRecord] = (),
     erasures: Sequence[ErasureRecord] | None = None,
 ) -> Snapshot:
     """Snapshot N+1 of ``base`` with ``plan``'s segments; ``touched``: the ``(rows, files)``
     the operation's request (if it names one) is recorded with."""
+    now = now or datetime.now(UTC)
     requests = list(base.requests)
     if touched is not None and operation.request_id_hash is not None:
         rows, files = touched
@@ -354,13 +355,8 @@ def _successor(
 def upgrade(base: Snapshot, *, now: datetime | None = None) -> Snapshot:
     """Snapshot N+1 = N in format 2 (``lethe upgrade``; any commit on a v1 base does it too).
     A segmented base is returned as a no-op successor with its segments unchanged."""
-    now = now or datetime.now(UTC)
-    return _successor(
-        base,
-        _Plan(base),
-        operation=Operation(kind="upgrade", params={"from_format": base.format_version}),
-        now=now,
-    )
+    op = Operation(kind="upgrade", params={"from_format": base.format_version})
+    return _successor(base, _Plan(base), operation=op, now=now)
 
 
 def apply_properties(
@@ -371,9 +367,7 @@ def apply_properties(
     now: datetime | None = None,
 ) -> Snapshot:
     """Snapshot N+1 = N with its table properties replaced (files and segments unchanged)."""
-    now = now or datetime.now(UTC)
-    nxt = _successor(base, _Plan(base), operation=operation, now=now)
-    return nxt.evolve(properties=properties)
+    return _successor(base, _Plan(base), operation=operation, now=now).evolve(properties=properties)
 
 
 def apply_append(
@@ -384,7 +378,6 @@ def apply_append(
     now: datetime | None = None,
 ) -> Snapshot:
     """Snapshot N+1 = N plus ``new_files``. Appends never conflict."""
-    now = now or datetime.now(UTC)
     added = [f.model_copy(update={"added_version": base.version + 1}) for f in new_files]
     plan = _Plan(base)
     if added:
@@ -425,7 +418,6 @@ def apply_dv_updates(
 
     Raises CommitConflict if a file named in ``updates`` is no longer live in ``base``.
     """
-    now = now or datetime.now(UTC)
     new_erasures = None
     if erasures:
         v = base.version + 1  # a record spliced already (no targets) is spliced at this commit
@@ -461,10 +453,14 @@ def _all_live(paths: Iterable[str], live: Iterable[str], version: int, what: str
         )
 
 
+def _distinct(ws: Iterable[_Work]) -> list[_Work]:
+    return list({id(w): w for w in ws}.values())
+
+
 def _set_dvs(plan: _Plan, updates: Mapping[str, DVRef], version: int, what: str) -> None:
     where = plan.find(updates)
     _all_live(updates, where, version, what)
-    for w in {id(w): w for w in where.values()}.values():
+    for w in _distinct(where.values()):
         w.files = [
             f.model_copy(update={"dv": updates[f.path]}) if f.path in updates else f
             for f in plan.load(w)
@@ -478,7 +474,6 @@ def apply_replace(
     added: Iterable[DataFile],
     operation: Operation,
     *,
-    now: datetime | None = None,
     requests: Sequence[RequestRecord] = (),
     dv_updates: Mapping[str, DVRef] | None = None,
     erasures: Sequence[ErasureRecord] | None = None,
@@ -491,16 +486,14 @@ def apply_replace(
     ``erasures`` replaces the erasure records. An added file goes into the segment of the
     removed file ``places`` names for it (a splice's source), else of the first removed file.
     """
-    now = now or datetime.now(UTC)
     removed_list = list(dict.fromkeys(removed))
     removed_set = set(removed_list)
     new = [f.model_copy(update={"added_version": base.version + 1}) for f in added]
     plan = _Plan(base)
     where = plan.find(removed_set)
     _all_live(removed_set, where, base.version, "to replace")
-    for w in {id(w): w for w in where.values()}.values():
-        assert w.files is not None
-        w.files = [f for f in w.files if f.path not in removed_set]
+    for w in _distinct(where.values()):
+        w.files = [f for f in plan.load(w) if f.path not in removed_set]
         w.changed = True
     first = where[removed_list[0]] if removed_list else None
     for f in new:
@@ -515,5 +508,5 @@ def apply_replace(
         _set_dvs(plan, dv_updates, base.version, "to update")
     touched = (operation.rows_erased or operation.rows_deleted, len(removed_set))
     return _successor(
-        base, plan, operation=operation, now=now, touched=touched, extra=requests, erasures=erasures
+        base, plan, operation=operation, touched=touched, extra=requests, erasures=erasures
     )
