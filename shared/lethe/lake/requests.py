@@ -174,20 +174,17 @@ MAX_BODY_BYTES = 1 << 20
 def _text(body: Any) -> Any:
     """``body`` as text (bytes decoded), refused with the reason when it is too large or
     not UTF-8; a decoded object passes as it is."""
-    if isinstance(body, bytes):
-        if len(body) > MAX_BODY_BYTES:
-            raise errors.InvalidRequest(f"message body is over {MAX_BODY_BYTES:,} bytes")
-        try:
+    if not isinstance(body, bytes | str):
+        return body
+    if len(body) > MAX_BODY_BYTES:
+        unit = "bytes" if isinstance(body, bytes) else "characters"
+        raise errors.InvalidRequest(f"message body is over {MAX_BODY_BYTES:,} {unit}")
+    try:
+        if isinstance(body, bytes):
             return body.decode()
-        except UnicodeDecodeError:
-            raise errors.InvalidRequest("message body is not valid UTF-8") from None
-    if isinstance(body, str):
-        if len(body) > MAX_BODY_BYTES:
-            raise errors.InvalidRequest(f"message body is over {MAX_BODY_BYTES:,} characters")
-        try:
-            body.encode()
-        except UnicodeEncodeError:  # a lone surrogate: what invalid UTF-8 decodes to
-            raise errors.InvalidRequest("message body is not valid UTF-8") from None
+        body.encode()  # a lone surrogate: what invalid UTF-8 decodes to
+    except UnicodeError:
+        raise errors.InvalidRequest("message body is not valid UTF-8") from None
     return body
 
 

@@ -184,7 +184,8 @@ class _CompactionChange:
         return mapped, moved, n_mapped
 
     def _coalesce(self, base: Snapshot) -> tuple[list[tuple[str, bytes, int]], dict[str, DVRef]]:
-
+        """The DV blobs of the plan's untouched files still as planned, copied as they are
+        (none unless they come from two containers or more), and their old references."""
         coalesce: list[tuple[str, bytes, int]] = []
         coalesce_from: dict[str, DVRef] = {}
         for f in self.plan.coalesce:
