@@ -132,10 +132,12 @@ class WindowRun:
 
     @property
     def files_spliced(self) -> int:
+        """Files spliced in every table (each file once for all the requests it held)."""
         return sum(t.files_spliced for t in self.tables)
 
     @property
     def commits(self) -> int:
+        """Commits the splices made in every table."""
         return sum(t.commits for t in self.tables)
 
 
