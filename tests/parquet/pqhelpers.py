@@ -31,9 +31,10 @@ from lethe.parquet.footer import (
     row_group_range,
     walk_pages,
 )
+from lethe.parquet.locate import GroupEdit
 from lethe.parquet.pages import runs
 from lethe.parquet.segments import Bytes, Copy, Extent, Segment, apply_segments
-from lethe.parquet.splice import GroupEdit, SplicePlan, splice
+from lethe.parquet.splice import SplicePlan, splice
 from lethe.parquet.thrift import decode, encode
 
 TAIL = 1 << 20

@@ -9,9 +9,10 @@ from hypothesis import strategies as st
 from pqhelpers import footer_of, segment_layouts, write
 
 from lethe.parquet.costs import CostModel, plan_upload, upload_cost
+from lethe.parquet.locate import GroupEdit
 from lethe.parquet.parts import PartLimits, assemble, plan_chained, plan_download
 from lethe.parquet.segments import Bytes, Copy, Extent, Segment, apply_segments
-from lethe.parquet.splice import GroupEdit, splice
+from lethe.parquet.splice import splice
 
 KiB = 1 << 10
 # S3's rules scaled down 160x (5 MiB -> 32 KiB) so a small file has S3's shape

@@ -35,10 +35,11 @@ from lethe.parquet.footer import (
     row_group_range,
     walk_pages,
 )
+from lethe.parquet.locate import GroupEdit
 from lethe.parquet.pages import runs
 from lethe.parquet.partial import page_ranges
 from lethe.parquet.segments import Copy, Extent, NeedBytes, Source, apply_segments
-from lethe.parquet.splice import GroupEdit, SplicePlan, splice
+from lethe.parquet.splice import SplicePlan, splice
 from lethe.parquet.validate import validate
 
 

@@ -37,16 +37,15 @@ from lethe.parquet.footer import (
     row_group_range,
     row_group_ranges,
 )
+from lethe.parquet.locate import GroupEdit, locate
 from lethe.parquet.model import ColumnChunk
 from lethe.parquet.parts import PartLimits, plan_parts
 from lethe.parquet.reencode import GroupRewrite
 from lethe.parquet.segments import Bytes, Copy, Extent, Source, apply_segments
 from lethe.parquet.splice import (
-    GroupEdit,
     assemble,
     lay_out_data,
     lay_out_region,
-    locate,
     needed_ranges,
     rebuild_groups,
     rewrite_groups,

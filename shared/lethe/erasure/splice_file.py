@@ -44,10 +44,11 @@ from lethe.parquet.costs import (
 )
 from lethe.parquet.fates import FileGranularity, granularity
 from lethe.parquet.footer import ByteRange, Footer, index_region, row_group_range
+from lethe.parquet.locate import GroupEdit
 from lethe.parquet.pages import Ranges, count, runs
 from lethe.parquet.partial import page_ranges
 from lethe.parquet.segments import NeedBytes, Source
-from lethe.parquet.splice import GroupEdit, GroupFate, SplicePlan, splice
+from lethe.parquet.splice import GroupFate, SplicePlan, splice
 from lethe.storage.store import IOCounters
 from lethe.writing.mapped import describe_named
 from lethe.writing.writer import new_data_path

@@ -10,9 +10,13 @@
 - :mod:`lethe.parquet.offsets`: moving absolute offsets (struct edits, offset maps).
 - :mod:`lethe.parquet.decode`: decode one row group from its bytes alone.
 - :mod:`lethe.parquet.reencode`: re-encode a group's remaining rows as its writer did.
+- :mod:`lethe.parquet.fidelity`: whether a re-encoding stores what the original did (chunk
+  shapes, schema meanings).
 - :mod:`lethe.parquet.partial`: page-level copy-on-write of a group (only the pages holding
   erased rows re-encoded), or why not.
 - :mod:`lethe.parquet.region`: the rebuilt index region's entries and their order.
+- :mod:`lethe.parquet.locate`: a splice's first phase: the edits and the footer checked, the
+  groups and index structures located.
 - :mod:`lethe.parquet.splice`: plan a splice, as a pipeline of pure phases.
 - :mod:`lethe.parquet.parts`: the multipart (or single PUT) upload plan of such an object.
 - :mod:`lethe.parquet.validate`: a structural validator for whole files in memory.

@@ -68,9 +68,8 @@ __all__ = [
 ]
 
 MiB = 1 << 20
-GET_GAP = (
-    64 << 10
-)  # ranges closer than this are fetched by one GET (as lethe.erasure.splice_io does)
+GET_GAP = 64 << 10
+"""Ranges closer than this are fetched by one GET (as :mod:`lethe.erasure.splice_io` does)."""
 
 Level = Literal["page", "row_group", "rewrite"]
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Generic, Protocol, Self, TypeVar, overload
+from typing import Any, Generic, Self, TypeVar, overload
 
 from lethe.errors import UnsupportedFile
 from lethe.parquet.enums import (
@@ -64,6 +64,7 @@ class InvalidParquet(UnsupportedFile):
 
 # --- typed access -------------------------------------------------------------------------
 _V = TypeVar("_V")
+_T = TypeVar("_T")
 
 
 def _bad(what: str) -> InvalidParquet:
@@ -86,45 +87,40 @@ def _int(s: Struct, fid: int, what: str) -> int:
     return v
 
 
-def _opt_bytes(s: Struct, fid: int, what: str) -> bytes | None:
-    v = s.get(fid)
-    if v is None or isinstance(v, bytes):
-        return v
-    raise _bad(f"{what} is not binary")
+def _optional(kind: type[_T], noun: str) -> Callable[[Struct, int, str], _T | None]:
+    """A reader of an optional field of type ``kind`` (``noun`` names it in an error)."""
+
+    def read(s: Struct, fid: int, what: str) -> _T | None:
+        v = s.get(fid)
+        if v is None or isinstance(v, kind):
+            return v
+        raise _bad(f"{what} is not {noun}")
+
+    return read
 
 
-def _opt_struct(s: Struct, fid: int, what: str) -> Struct | None:
-    v = s.get(fid)
-    if v is None or isinstance(v, Struct):
-        return v
-    raise _bad(f"{what} is not a struct")
+_opt_bytes = _optional(bytes, "binary")
+_opt_struct = _optional(Struct, "a struct")
+_list = _optional(ThriftList, "a list")
 
 
-def _list(s: Struct, fid: int, what: str) -> ThriftList | None:
-    v = s.get(fid)
-    if v is None or isinstance(v, ThriftList):
-        return v
-    raise _bad(f"{what} is not a list")
+def _list_of(kind: type[_T], noun: str) -> Callable[[Struct, int, str], tuple[_T, ...]]:
+    """A reader of an optional list of ``kind`` (booleans are not integers), () if absent."""
+
+    def read(s: Struct, fid: int, what: str) -> tuple[_T, ...]:
+        lst = _list(s, fid, what)
+        if lst is None:
+            return ()
+        out = tuple(x for x in lst.items if isinstance(x, kind) and not isinstance(x, bool))
+        if len(out) != len(lst.items):
+            raise _bad(f"{what} is not a list of {noun}")
+        return out
+
+    return read
 
 
-def _structs(s: Struct, fid: int, what: str) -> tuple[Struct, ...]:
-    lst = _list(s, fid, what)
-    if lst is None:
-        return ()
-    out = tuple(x for x in lst.items if isinstance(x, Struct))
-    if len(out) != len(lst.items):
-        raise _bad(f"{what} is not a list of structs")
-    return out
-
-
-def _ints(s: Struct, fid: int, what: str) -> tuple[int, ...]:
-    lst = _list(s, fid, what)
-    if lst is None:
-        return ()
-    out = tuple(x for x in lst.items if isinstance(x, int) and not isinstance(x, bool))
-    if len(out) != len(lst.items):
-        raise _bad(f"{what} is not a list of integers")
-    return out
+_structs = _list_of(Struct, "structs")
+_ints = _list_of(int, "integers")
 
 
 def _str(b: bytes | None) -> str | None:
@@ -144,17 +140,26 @@ def _each(view: Callable[[Struct], _V]) -> Callable[[Struct, int, str], tuple[_V
     return lambda s, fid, what: tuple(view(x) for x in _structs(s, fid, what))
 
 
-class _View(Protocol):
-    @property
-    def struct(self) -> Struct: ...
+@dataclass(frozen=True, slots=True)
+class _View:
+    """A view of the struct it wraps (its fields are :class:`_Field` descriptors)."""
+
+    struct: Struct
+
+
+@dataclass(frozen=True, slots=True)
+class _MemoView(_View):
+    """A view whose :class:`_Memo` fields are kept in ``memo``."""
+
+    memo: dict[int, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
 
 
 class _Field(Generic[_V]):
     """Field ``fid`` of the struct a view wraps, read and type-checked by ``read`` on each
-    access (an error names it ``View.attribute``)."""
+    access (an error names it ``View.attribute``); ``doc`` says what it is."""
 
-    def __init__(self, fid: int, read: Callable[[Struct, int, str], _V]) -> None:
-        self.fid, self.read, self.what = fid, read, ""
+    def __init__(self, fid: int, read: Callable[[Struct, int, str], _V], doc: str = "") -> None:
+        self.fid, self.read, self.what, self.__doc__ = fid, read, "", doc
 
     def __set_name__(self, owner: type[Any], name: str) -> None:
         self.what = f"{owner.__name__}.{name}"
@@ -190,11 +195,10 @@ class _Memo(_Field[_V]):
         return got  # type: ignore[no-any-return]
 
 
-@dataclass(frozen=True, slots=True)
-class SchemaElement:
+class SchemaElement(_View):
     """A view of a SchemaElement."""
 
-    struct: Struct
+    __slots__ = ()
 
     @property
     def name(self) -> str:
@@ -221,12 +225,10 @@ class SchemaElement:
     logical_type = _Field(SE.LOGICAL_TYPE, _opt_struct)
 
 
-@dataclass(frozen=True, slots=True)
-class PageEncodingStats:
+class PageEncodingStats(_View):
     """A view of a PageEncodingStats entry."""
 
-    struct: Struct
-
+    __slots__ = ()
     #: The page type counted.
     page_type = _Field(PES.PAGE_TYPE, _int)
     #: The encoding of those pages.
@@ -235,12 +237,10 @@ class PageEncodingStats:
     count = _Field(PES.COUNT, _int)
 
 
-@dataclass(frozen=True, slots=True)
-class ColumnMetaData:
+class ColumnMetaData(_View):
     """A view of a ColumnMetaData."""
 
-    struct: Struct
-
+    __slots__ = ()
     #: Physical type.
     type = _Field(CMD.TYPE, _int)
     #: All encodings used in the chunk (data and levels).
@@ -269,7 +269,7 @@ class ColumnMetaData:
     dictionary_page_offset = _Field(CMD.DICTIONARY_PAGE_OFFSET, _opt_int)
     #: Chunk statistics.
     statistics = _Field(CMD.STATISTICS, _opt_struct)
-    #: Per page type and encoding counts, if written.
+    #: Per page type and encoding counts.
     encoding_stats = _Field(CMD.ENCODING_STATS, _each(PageEncodingStats))
     #: Offset of the bloom filter header.
     bloom_filter_offset = _Field(CMD.BLOOM_FILTER_OFFSET, _opt_int)
@@ -277,12 +277,10 @@ class ColumnMetaData:
     bloom_filter_length = _Field(CMD.BLOOM_FILTER_LENGTH, _opt_int)
 
 
-@dataclass(frozen=True, slots=True)
-class ColumnChunk:
+class ColumnChunk(_View):
     """A view of a ColumnChunk."""
 
-    struct: Struct
-
+    __slots__ = ()
     #: Set when the chunk lives in another file.
     file_path = _Field(CC.FILE_PATH, _opt_str)
     #: Deprecated; writers disagree on its meaning (0, chunk start or chunk end).
@@ -314,20 +312,17 @@ class ColumnChunk:
         )
 
 
-@dataclass(frozen=True, slots=True)
-class RowGroup:
+class RowGroup(_MemoView):
     """A view of a RowGroup."""
 
-    struct: Struct
-    memo: dict[int, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
-
+    __slots__ = ()
     #: The column chunks, in schema leaf order.
     columns = _Memo(RG.COLUMNS, _each(ColumnChunk))
     #: Rows in the group.
     num_rows = _Field(RG.NUM_ROWS, _int)
     #: Uncompressed size of the group's data.
     total_byte_size = _Field(RG.TOTAL_BYTE_SIZE, _int)
-    #: Declared start of the group (unreliable in files of old writers).
+    #: Declared start of the group (unreliable in old writers' files).
     file_offset = _Field(RG.FILE_OFFSET, _opt_int)
     #: Compressed size of the group's chunks.
     total_compressed_size = _Field(RG.TOTAL_COMPRESSED_SIZE, _opt_int)
@@ -335,13 +330,10 @@ class RowGroup:
     ordinal = _Field(RG.ORDINAL, _opt_int)
 
 
-@dataclass(frozen=True, slots=True)
-class FileMetaData:
+class FileMetaData(_MemoView):
     """A view of a FileMetaData (the footer)."""
 
-    struct: Struct
-    memo: dict[int, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
-
+    __slots__ = ()
     #: Format version (1 or 2).
     version = _Field(FMD.VERSION, _int)
     #: The flattened schema, root first.
@@ -350,6 +342,8 @@ class FileMetaData:
     num_rows = _Field(FMD.NUM_ROWS, _int)
     #: The row groups, in file order of their metadata.
     row_groups = _Memo(FMD.ROW_GROUPS, _each(RowGroup))
+    #: The writer's identification string.
+    created_by = _Field(FMD.CREATED_BY, _opt_str)
 
     @property
     def key_value_metadata(self) -> dict[str, str | None]:
@@ -359,9 +353,6 @@ class FileMetaData:
             key = _str(_opt_bytes(kv, 1, "KeyValue.key")) or ""
             out[key] = _str(_opt_bytes(kv, 2, "KeyValue.value"))
         return out
-
-    #: The writer's identification string.
-    created_by = _Field(FMD.CREATED_BY, _opt_str)
 
     @property
     def encrypted(self) -> bool:
@@ -408,12 +399,27 @@ class FileMetaData:
         return tuple(out)
 
 
-@dataclass(frozen=True, slots=True)
-class PageHeader:
+# page type -> its own header: (its field in PageHeader, the field's name, its type's name,
+# the ids of its num_values and encoding)
+_SUBHEADERS: dict[int, tuple[int, str, str, int, int]] = {
+    PageType.DATA_PAGE: (
+        PH.DATA_PAGE_HEADER, "data_page_header", "DataPageHeader", DPH.NUM_VALUES, DPH.ENCODING
+    ),
+    PageType.DATA_PAGE_V2: (
+        PH.DATA_PAGE_HEADER_V2, "data_page_header_v2", "DataPageHeaderV2",
+        DPH2.NUM_VALUES, DPH2.ENCODING,
+    ),
+    PageType.DICTIONARY_PAGE: (
+        PH.DICTIONARY_PAGE_HEADER, "dictionary_page_header", "DictionaryPageHeader",
+        DICT.NUM_VALUES, DICT.ENCODING,
+    ),
+}  # fmt: skip
+
+
+class PageHeader(_View):
     """A view of a PageHeader."""
 
-    struct: Struct
-
+    __slots__ = ()
     #: The page type.
     type = _Field(PH.TYPE, _int)
     #: Uncompressed size, header excluded.
@@ -423,48 +429,36 @@ class PageHeader:
     #: CRC-32 of the page data, if written.
     crc = _Field(PH.CRC, _opt_int)
 
-    def _sub(self, fid: int, what: str) -> Struct | None:
-        return _opt_struct(self.struct, fid, what)
+    def _sub_int(self, encoding: bool) -> int | None:
+        """The num_values (or the encoding) in the page type's own header."""
+        sub = _SUBHEADERS.get(self.type)
+        if sub is None:
+            return None
+        fid, what, name, num_values_id, encoding_id = sub
+        s = _opt_struct(self.struct, fid, what)
+        if s is None:
+            return None
+        if encoding:
+            return _int(s, encoding_id, f"{name}.encoding")
+        return _int(s, num_values_id, f"{name}.num_values")
 
     @property
     def num_values(self) -> int | None:
         """Values in a data or dictionary page."""
-        t = self.type
-        if t == PageType.DATA_PAGE:
-            s = self._sub(PH.DATA_PAGE_HEADER, "data_page_header")
-            return None if s is None else _int(s, DPH.NUM_VALUES, "DataPageHeader.num_values")
-        if t == PageType.DATA_PAGE_V2:
-            s = self._sub(PH.DATA_PAGE_HEADER_V2, "data_page_header_v2")
-            return None if s is None else _int(s, DPH2.NUM_VALUES, "DataPageHeaderV2.num_values")
-        if t == PageType.DICTIONARY_PAGE:
-            s = self._sub(PH.DICTIONARY_PAGE_HEADER, "dictionary_page_header")
-            return (
-                None if s is None else _int(s, DICT.NUM_VALUES, "DictionaryPageHeader.num_values")
-            )
-        return None
+        return self._sub_int(False)
 
     @property
     def num_rows(self) -> int | None:
         """Rows in a v2 data page (v1 pages do not say)."""
         if self.type != PageType.DATA_PAGE_V2:
             return None
-        s = self._sub(PH.DATA_PAGE_HEADER_V2, "data_page_header_v2")
+        s = _opt_struct(self.struct, PH.DATA_PAGE_HEADER_V2, "data_page_header_v2")
         return None if s is None else _int(s, DPH2.NUM_ROWS, "DataPageHeaderV2.num_rows")
 
     @property
     def encoding(self) -> int | None:
         """The values' encoding."""
-        t = self.type
-        if t == PageType.DATA_PAGE:
-            s = self._sub(PH.DATA_PAGE_HEADER, "data_page_header")
-            return None if s is None else _int(s, DPH.ENCODING, "DataPageHeader.encoding")
-        if t == PageType.DATA_PAGE_V2:
-            s = self._sub(PH.DATA_PAGE_HEADER_V2, "data_page_header_v2")
-            return None if s is None else _int(s, DPH2.ENCODING, "DataPageHeaderV2.encoding")
-        if t == PageType.DICTIONARY_PAGE:
-            s = self._sub(PH.DICTIONARY_PAGE_HEADER, "dictionary_page_header")
-            return None if s is None else _int(s, DICT.ENCODING, "DictionaryPageHeader.encoding")
-        return None
+        return self._sub_int(True)
 
     @property
     def is_data(self) -> bool:
@@ -472,12 +466,10 @@ class PageHeader:
         return self.type in (PageType.DATA_PAGE, PageType.DATA_PAGE_V2)
 
 
-@dataclass(frozen=True, slots=True)
-class PageLocation:
+class PageLocation(_View):
     """A view of a PageLocation of an OffsetIndex."""
 
-    struct: Struct
-
+    __slots__ = ()
     #: Absolute offset of the page header in the file.
     offset = _Field(PL.OFFSET, _int)
     #: Page size in the file, header included.
@@ -486,21 +478,18 @@ class PageLocation:
     first_row_index = _Field(PL.FIRST_ROW_INDEX, _int)
 
 
-@dataclass(frozen=True, slots=True)
-class OffsetIndex:
+class OffsetIndex(_View):
     """A view of an OffsetIndex."""
 
-    struct: Struct
-
+    __slots__ = ()
     #: One entry per data page.
     page_locations = _Field(OI.PAGE_LOCATIONS, _each(PageLocation))
 
 
-@dataclass(frozen=True, slots=True)
-class ColumnIndex:
+class ColumnIndex(_View):
     """A view of a ColumnIndex."""
 
-    struct: Struct
+    __slots__ = ()
 
     def _len(self, fid: int, what: str) -> int | None:
         lst = _list(self.struct, fid, what)
@@ -514,25 +503,19 @@ class ColumnIndex:
     @property
     def list_lengths(self) -> dict[str, int | None]:
         """Lengths of the per-page lists, by name (None when absent)."""
-        return {
-            "null_pages": self._len(CI.NULL_PAGES, "null_pages"),
-            "min_values": self._len(CI.MIN_VALUES, "min_values"),
-            "max_values": self._len(CI.MAX_VALUES, "max_values"),
-            "null_counts": self._len(CI.NULL_COUNTS, "null_counts"),
-        }
+        lists = (CI.NULL_PAGES, CI.MIN_VALUES, CI.MAX_VALUES, CI.NULL_COUNTS)
+        return {f.name.lower(): self._len(f, f.name.lower()) for f in lists}
 
 
-@dataclass(frozen=True, slots=True)
-class BloomFilterHeader:
+class BloomFilterHeader(_View):
     """A view of a BloomFilterHeader."""
 
-    struct: Struct
-
+    __slots__ = ()
     #: Size of the bitset that follows the header.
     num_bytes = _Field(BFH.NUM_BYTES, _int)
 
-    def _union_tag(self, fid: int, what: str) -> int | None:
-        s = _opt_struct(self.struct, fid, what)
+    def _union_tag(self, fid: BFH) -> int | None:
+        s = _opt_struct(self.struct, fid, f"BloomFilterHeader.{fid.name.lower()}")
         if s is None or len(s.fields) != 1:
             return None
         return s.fields[0].id
@@ -540,14 +523,14 @@ class BloomFilterHeader:
     @property
     def algorithm(self) -> int | None:
         """1 for split-block."""
-        return self._union_tag(BFH.ALGORITHM, "BloomFilterHeader.algorithm")
+        return self._union_tag(BFH.ALGORITHM)
 
     @property
     def hash(self) -> int | None:
         """1 for xxHash64."""
-        return self._union_tag(BFH.HASH, "BloomFilterHeader.hash")
+        return self._union_tag(BFH.HASH)
 
     @property
     def compression(self) -> int | None:
         """1 for uncompressed."""
-        return self._union_tag(BFH.COMPRESSION, "BloomFilterHeader.compression")
+        return self._union_tag(BFH.COMPRESSION)

@@ -29,6 +29,7 @@ from lethe.parquet.chunkmeta import WholeChunk as _Whole
 from lethe.parquet.dictpages import DICT_ENCODINGS as _DICT_ENCODINGS
 from lethe.parquet.dictpages import Dictionary, referenced, remapped_page
 from lethe.parquet.enums import OI, Encoding, PageType, PhysicalType
+from lethe.parquet.fidelity import check_column
 from lethe.parquet.footer import (
     ByteRange,
     Page,
@@ -49,7 +50,7 @@ from lethe.parquet.pages import (
     decode_chunk,
     intersect,
 )
-from lethe.parquet.reencode import WriteSpec, check_column, column_spec
+from lethe.parquet.reencode import WriteSpec, column_spec
 from lethe.parquet.segments import Bytes, Extent, Segment, Source
 from lethe.parquet.thrift import Struct, ThriftList, decode
 

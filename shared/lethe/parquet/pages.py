@@ -564,6 +564,15 @@ def chunk_file(
         uncompressed += _check_page(page, n, i)
         body += page
     total = sum(rows)
+    sizes = (total, uncompressed, len(body) - 4, data_at)
+    raw = _footer(schema, _chunk_meta(cc, sizes, dictionary is not None), sizes)
+    return bytes(body) + raw + _struct.pack("<I", len(raw)) + MAGIC
+
+
+def _chunk_meta(cc: ColumnChunk, sizes: tuple[int, int, int, int], dictionary: bool) -> Struct:
+    """The chunk's ColumnMetaData for :func:`chunk_file`: statistics, page index and bloom
+    filter references dropped; ``sizes``: values, uncompressed and compressed bytes, and
+    where the first data page lies."""
     md = cc.meta_data.struct.without(
         CMD.STATISTICS,
         CMD.ENCODING_STATS,
@@ -574,15 +583,15 @@ def chunk_file(
         CMD.INDEX_PAGE_OFFSET,
         CMD.DICTIONARY_PAGE_OFFSET,
     )
-    for fid, v in (
-        (CMD.NUM_VALUES, total),
-        (CMD.TOTAL_UNCOMPRESSED_SIZE, uncompressed),
-        (CMD.TOTAL_COMPRESSED_SIZE, len(body) - 4),
-        (CMD.DATA_PAGE_OFFSET, data_at),
-    ):
+    fids = (CMD.NUM_VALUES, CMD.TOTAL_UNCOMPRESSED_SIZE, CMD.TOTAL_COMPRESSED_SIZE)
+    for fid, v in zip((*fids, CMD.DATA_PAGE_OFFSET), sizes, strict=True):
         md = md.set(fid, TType.I64, v)
-    if dictionary is not None:
-        md = md.set(CMD.DICTIONARY_PAGE_OFFSET, TType.I64, 4)
+    return md.set(CMD.DICTIONARY_PAGE_OFFSET, TType.I64, 4) if dictionary else md
+
+
+def _footer(schema: ChunkSchema, md: Struct, sizes: tuple[int, int, int, int]) -> bytes:
+    """The serialized footer of :func:`chunk_file`: one group of one chunk (``md``)."""
+    total, uncompressed, compressed, _ = sizes
     chunk = Struct((Field(CC.FILE_OFFSET, TType.I64, 4), Field(CC.META_DATA, TType.STRUCT, md)))
     group = Struct(
         (
@@ -590,14 +599,13 @@ def chunk_file(
             Field(RG.TOTAL_BYTE_SIZE, TType.I64, uncompressed),
             Field(RG.NUM_ROWS, TType.I64, total),
             Field(RG.FILE_OFFSET, TType.I64, 4),
-            Field(RG.TOTAL_COMPRESSED_SIZE, TType.I64, len(body) - 4),
+            Field(RG.TOTAL_COMPRESSED_SIZE, TType.I64, compressed),
             Field(RG.ORDINAL, TType.I16, 0),
         )
     )
     fm = schema.file.set(FMD.NUM_ROWS, TType.I64, total)
     fm = fm.set(FMD.ROW_GROUPS, TType.LIST, ThriftList(TType.STRUCT, (group,)))
-    raw = encode(fm)
-    return bytes(body) + raw + _struct.pack("<I", len(raw)) + MAGIC
+    return encode(fm)
 
 
 def decode_chunk(file: bytes) -> pa.ChunkedArray:

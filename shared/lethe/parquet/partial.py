@@ -80,6 +80,7 @@ from lethe.parquet.enums import (
     PhysicalType,
     Repetition,
 )
+from lethe.parquet.fidelity import check_column, compare_chunk
 from lethe.parquet.footer import (
     ByteRange,
     Page,
@@ -109,20 +110,8 @@ from lethe.parquet.pageruns import (
     reencode_runs,
     scrubbed,
 )
-from lethe.parquet.pages import (
-    ChunkLayout,
-    Ranges,
-    chunk_layout,
-    count,
-)
-from lethe.parquet.reencode import (
-    GroupRewrite,
-    check_column,
-    column_spec,
-    compare_chunk,
-    natural_schema,
-    write_rows,
-)
+from lethe.parquet.pages import ChunkLayout, Ranges, chunk_layout, count
+from lethe.parquet.reencode import GroupRewrite, column_spec, natural_schema, write_rows
 from lethe.parquet.segments import Bytes, Copy, NeedBytes, Segment, Source
 from lethe.parquet.thrift import Struct, ThriftList, TType, encode
 

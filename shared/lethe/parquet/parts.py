@@ -38,6 +38,7 @@ added.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TypeAlias
@@ -115,11 +116,7 @@ def _downloads(pieces: Iterable[Piece]) -> list[Download]:
 
 @dataclass(frozen=True, slots=True)
 class _Pieces:
-    """New bytes and downloaded source ranges, in order, sent through the client.
-
-    Attributes:
-        pieces: The content, in order.
-    """
+    """New bytes and downloaded source ranges (``pieces``, in order) sent through the client."""
 
     pieces: tuple[Piece, ...]
 
@@ -223,10 +220,8 @@ class _Choice:
     head: int = 0
 
 
-@dataclass(frozen=True, slots=True)
-class _Node:
-    choice: _Choice
-    parent: _Node | None
+_Chain: TypeAlias = "tuple[_Choice, _Chain] | None"
+"""The choices made so far, last first (a linked list shared between states)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -234,7 +229,7 @@ class _State:
     downloaded: int
     gets: int
     spare: int
-    chain: _Node | None
+    chain: _Chain
 
 
 def _better(a: _State, b: _State) -> bool:
@@ -268,26 +263,15 @@ def _choose(items: Sequence[Segment], lim: PartLimits) -> list[_Choice]:
         for buf, states in front.items():
             deficit = 0 if buf == 0 or buf >= mn else mn - buf
             for s in states:
-                dl = _Node(_Choice(False), s.chain)
-                _add(
-                    nxt,
-                    min(mn, buf + length),
-                    _State(s.downloaded + length, s.gets + 1, s.spare, dl),
-                )
+                dl = _State(s.downloaded + length, s.gets + 1, s.spare, (_Choice(False), s.chain))
+                _add(nxt, min(mn, buf + length), dl)
                 take = min(deficit, s.spare)
                 head = deficit - take
                 if length - head >= need:
-                    cp = _Node(_Choice(True, take, head), s.chain)
-                    _add(
-                        nxt,
-                        0,
-                        _State(
-                            s.downloaded + deficit,
-                            s.gets + (take > 0) + (head > 0),
-                            max(0, length - head - mn),
-                            cp,
-                        ),
-                    )
+                    gets = s.gets + (take > 0) + (head > 0)
+                    chain = (_Choice(True, take, head), s.chain)
+                    spare = max(0, length - head - mn)
+                    _add(nxt, 0, _State(s.downloaded + deficit, gets, spare, chain))
         front = nxt
     best = min(
         (s for states in front.values() for s in states),
@@ -296,10 +280,9 @@ def _choose(items: Sequence[Segment], lim: PartLimits) -> list[_Choice]:
     out: list[_Choice] = []
     node = best.chain
     while node is not None:
-        out.append(node.choice)
-        node = node.parent
-    out.reverse()
-    return out
+        choice, node = node
+        out.append(choice)
+    return out[::-1]
 
 
 def _split(size: int, lim: PartLimits) -> list[int]:
@@ -311,11 +294,7 @@ def _split(size: int, lim: PartLimits) -> list[int]:
 
 def _spans(start: int, size: int, lim: PartLimits) -> list[tuple[int, int]]:
     """The ``[a, b)`` ranges ``size`` bytes from ``start`` are cut into (:func:`_split`)."""
-    out: list[tuple[int, int]] = []
-    for n in _split(size, lim):
-        out.append((start, start + n))
-        start += n
-    return out
+    return list(itertools.pairwise(itertools.accumulate(_split(size, lim), initial=start)))
 
 
 def _cut_pieces(pieces: list[Piece], sizes: list[int]) -> list[UploadPart]:
@@ -325,17 +304,15 @@ def _cut_pieces(pieces: list[Piece], sizes: list[int]) -> list[UploadPart]:
         out: list[Piece] = []
         while size:
             p = queue.pop(0)
-            if p.length <= size:
-                out.append(p)
-                size -= p.length
-                continue
-            if isinstance(p, Bytes):
-                out.append(Bytes(p.data[:size]))
-                queue.insert(0, Bytes(p.data[size:]))
-            else:
-                out.append(Download(p.start, p.start + size))
-                queue.insert(0, Download(p.start + size, p.end))
-            size = 0
+            if p.length > size:  # cut: the rest goes first into the next part
+                rest: Piece
+                if isinstance(p, Bytes):
+                    p, rest = Bytes(p.data[:size]), Bytes(p.data[size:])
+                else:
+                    p, rest = Download(p.start, p.start + size), Download(p.start + size, p.end)
+                queue.insert(0, rest)
+            out.append(p)
+            size -= p.length
         parts.append(UploadPart(tuple(out)))
     return parts
 
@@ -355,6 +332,49 @@ def _normalized(segments: Iterable[Segment], source_size: int) -> tuple[Segment,
         if isinstance(s, Copy) and s.end > source_size:
             raise ValueError(f"copy [{s.start}, {s.end}) past the source's {source_size} bytes")
     return items
+
+
+def _multipart(items: Sequence[Segment], choices: Sequence[_Choice], lim: PartLimits) -> list[Part]:
+    """The parts of the object, each copy segment copied or downloaded as ``choices`` say."""
+    todo = iter(choices)
+    parts: list[Part] = []
+    buffer: list[Piece] = []
+    pending: Copy | None = None  # the last copied range, its tail still negotiable
+
+    def flush_copy() -> None:
+        nonlocal pending
+        if pending is not None and pending.length:
+            parts.extend(CopyPart(a, b) for a, b in _spans(pending.start, pending.length, lim))
+        pending = None
+
+    def flush_buffer() -> None:
+        merged = coalesce(buffer)
+        buffer.clear()
+        total = sum(p.length for p in merged)
+        if total:
+            parts.extend(_cut_pieces(merged, _split(total, lim)))
+
+    for seg in items:
+        if isinstance(seg, Bytes):
+            buffer.append(seg)
+            continue
+        choice = next(todo)
+        if not choice.copy:
+            buffer.append(Download(seg.start, seg.end))
+            continue
+        if choice.take_prev:
+            assert pending is not None
+            cut = pending.end - choice.take_prev
+            buffer.insert(0, Download(cut, pending.end))
+            pending = Copy(pending.start, cut)
+        flush_copy()
+        if choice.head:
+            buffer.append(Download(seg.start, seg.start + choice.head))
+        flush_buffer()
+        pending = Copy(seg.start + choice.head, seg.end)
+    flush_copy()
+    flush_buffer()
+    return parts
 
 
 def plan_parts(
@@ -384,44 +404,7 @@ def plan_parts(
         if size > lim.max_put:
             raise SpliceRefused(f"a {size}-byte object cannot be uploaded by one PUT")
         return single
-    choices = iter(_choose(items, lim))
-    parts: list[Part] = []
-    buffer: list[Piece] = []
-    pending: Copy | None = None  # the last copied range, its tail still negotiable
-
-    def flush_copy() -> None:
-        nonlocal pending
-        if pending is not None and pending.length:
-            parts.extend(CopyPart(a, b) for a, b in _spans(pending.start, pending.length, lim))
-        pending = None
-
-    def flush_buffer() -> None:
-        merged = coalesce(buffer)
-        buffer.clear()
-        total = sum(p.length for p in merged)
-        if total:
-            parts.extend(_cut_pieces(merged, _split(total, lim)))
-
-    for seg in items:
-        if isinstance(seg, Bytes):
-            buffer.append(seg)
-            continue
-        choice = next(choices)
-        if not choice.copy:
-            buffer.append(Download(seg.start, seg.end))
-            continue
-        if choice.take_prev:
-            assert pending is not None
-            cut = pending.end - choice.take_prev
-            buffer.insert(0, Download(cut, pending.end))
-            pending = Copy(pending.start, cut)
-        flush_copy()
-        if choice.head:
-            buffer.append(Download(seg.start, seg.start + choice.head))
-        flush_buffer()
-        pending = Copy(seg.start + choice.head, seg.end)
-    flush_copy()
-    flush_buffer()
+    parts = _multipart(items, _choose(items, lim), lim)
     plan = MultipartPlan(tuple(parts))
     if plan.bytes_copied == 0 and size <= lim.max_put:
         return single
@@ -518,9 +501,7 @@ def _fill_head(items: list[_Item], mn: int) -> list[_Item]:
     if len(items) < 2 or _length(items[0]) >= mn:
         return items
     first = items[0]
-    head: list[Piece] = (
-        [Download(first.start, first.end)] if isinstance(first, Copy) else list(first)
-    )
+    head = list(_as_pieces([first]) if isinstance(first, Copy) else first)
     rest = items[1:]
     while rest and sum(p.length for p in head) < mn:
         nxt = rest.pop(0)
@@ -646,30 +627,21 @@ def plan_download(
 
 def assemble(plan: Plan | ChainedPlan, source: bytes) -> bytes:
     """Build the planned object in memory (what S3 would assemble); for tests and tools."""
+    stages: Sequence[Sequence[ChainPart | SinglePut]]
     if isinstance(plan, ChainedPlan):
-        built: list[bytes] = []
-        for st in plan.stages:
-            out = bytearray()
-            for p in st:
-                if isinstance(p, StageCopy):
-                    out += built[p.stage][p.start : p.end]
-                elif isinstance(p, CopyPart):
-                    out += source[p.start : p.end]
-                else:
-                    out += assemble(SinglePut(p.pieces), source)
-            built.append(bytes(out))
-        return built[-1]
-    pieces: list[Piece | CopyPart]
-    if isinstance(plan, SinglePut):
-        pieces = list(plan.pieces)
+        stages = plan.stages
     else:
-        pieces = []
-        for p in plan.parts:
-            pieces.extend(p.pieces if isinstance(p, UploadPart) else (p,))
-    out = bytearray()
-    for x in pieces:
-        if isinstance(x, Bytes):
-            out += x.data
-        else:
-            out += source[x.start : x.end]
-    return bytes(out)
+        stages = (plan.parts if isinstance(plan, MultipartPlan) else (plan,),)
+    built: list[bytes] = []
+    for stage in stages:
+        out = bytearray()
+        for p in stage:
+            if isinstance(p, StageCopy):
+                out += built[p.stage][p.start : p.end]
+            elif isinstance(p, CopyPart):
+                out += source[p.start : p.end]
+            else:
+                for x in p.pieces:
+                    out += x.data if isinstance(x, Bytes) else source[x.start : x.end]
+        built.append(bytes(out))
+    return built[-1]

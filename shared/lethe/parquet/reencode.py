@@ -41,21 +41,18 @@ from lethe.errors import SpliceRefused
 from lethe.parquet.bloom import BLOOM_FPP, bloom_filter, bloom_ndv
 from lethe.parquet.decode import wrap_file
 from lethe.parquet.enums import CC, CMD, FMD, RG, Codec, Encoding, PageType, PhysicalType
+from lethe.parquet.fidelity import DICT, ChunkShape, chunk_shape, compare_schema, compare_shapes
 from lethe.parquet.footer import Page, chunk_range, parse_tail, row_group_range, walk_pages
-from lethe.parquet.model import ColumnChunk, ColumnMetaData, FileMetaData, SchemaElement
+from lethe.parquet.model import ColumnMetaData, FileMetaData, SchemaElement
 from lethe.parquet.offsets import set_int, struct_list, substruct, with_list
 from lethe.parquet.segments import Bytes, Segment
-from lethe.parquet.thrift import Struct, ThriftList, TType, encode
+from lethe.parquet.thrift import Struct, TType, encode
 
 __all__ = [
-    "ChunkShape",
     "Granularity",
     "GroupRewrite",
     "WriteSpec",
-    "check_column",
-    "chunk_shape",
     "column_spec",
-    "compare_chunk",
     "natural_schema",
     "read_back",
     "reencode_group",
@@ -78,33 +75,8 @@ _COLUMN_ENCODINGS: dict[int, str] = {
     Encoding.DELTA_BYTE_ARRAY: "DELTA_BYTE_ARRAY",
     Encoding.BYTE_STREAM_SPLIT: "BYTE_STREAM_SPLIT",
 }
-_DICT = Encoding.RLE_DICTIONARY
 Granularity: TypeAlias = Literal["page", "row_group"]
 """How much of an edited row group was rewritten."""
-
-
-# --- what the original chunks show --------------------------------------------------------
-@dataclass(frozen=True, slots=True)
-class ChunkShape:
-    """What a column chunk's pages show about how it was written."""
-
-    dictionary: bool
-    data_encodings: frozenset[int]
-    page_types: frozenset[int]
-    crc: bool
-
-
-def chunk_shape(pages: Sequence[Page]) -> ChunkShape:
-    """What the pages of a chunk show about how it was written."""
-    data = [p for p in pages if p.header.is_data]
-    enc = {p.header.encoding for p in data}
-    norm = frozenset(_DICT if e == Encoding.PLAIN_DICTIONARY else e for e in enc if e is not None)
-    return ChunkShape(
-        dictionary=any(p.header.type == PageType.DICTIONARY_PAGE for p in pages),
-        data_encodings=norm,
-        page_types=frozenset(p.header.type for p in data),
-        crc=any(p.header.crc is not None for p in pages),
-    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -223,63 +195,24 @@ def write_spec(
             non-dictionary encodings, mixed data page versions, TIME columns disagreeing on
             UTC adjustment.
     """
-    dotted = _dotted_leaves(meta, k)
-    compression: dict[str, str] = {}
-    use_dictionary: list[str] = []
-    column_encoding: dict[str, str] = {}
-    statistics: list[str] = []
-    blooms: dict[str, dict[str, Any]] = {}
+    _dotted_leaves(meta, k)
+    leaves = meta.leaves()
+    specs: list[WriteSpec] = []
     bool_blooms: dict[int, int] = {}
-    page_types: set[int] = set()
-    crc = page_index = int96 = decimal_as_int = False
-    time_utc: set[bool] = set()
-    shapes: list[ChunkShape] = []
-    columns = meta.row_groups[k].columns
-    for j, ((path, elem, _, _), cc, name) in enumerate(
-        zip(meta.leaves(), columns, dotted, strict=True)
-    ):
-        m = cc.meta_data
-        compression[name] = _codec(m, path, name)
+    for j, cc in enumerate(meta.row_groups[k].columns):
         shape = chunk_shape(walk_pages(data, base, chunk_range(cc)))
-        shapes.append(shape)
-        page_types |= shape.page_types
-        crc |= shape.crc
-        dictionary, encoding = _encoding(name, shape)
-        if dictionary:
-            use_dictionary.append(name)
-        elif encoding is not None:
-            column_encoding[name] = encoding
-        if m.statistics is not None:
-            statistics.append(name)
-        if cc.column_index_offset is not None or cc.offset_index_offset is not None:
-            page_index = True
-        if m.bloom_filter_offset is not None:
-            if elem.type != PhysicalType.BOOLEAN:
-                blooms[name] = _bloom_options(bloom_bytes[j])
-            if elem.type == PhysicalType.BOOLEAN or len(path) == 1:
-                bool_blooms[j] = bloom_bytes[j]  # rebuilt at its size (issue 37 item 2)
-        int96 |= elem.type == PhysicalType.INT96
-        decimal_as_int |= _decimal_as_int(elem)
-        time_utc |= _time_utc(elem)
-    if len(page_types) != 1:
-        raise SpliceRefused(f"row group {k} mixes data page types {sorted(page_types)}")
-    if len(time_utc) > 1:
+        path, elem = leaves[j][0], leaves[j][1]
+        boolean = elem.type == PhysicalType.BOOLEAN
+        has_bloom = cc.meta_data.bloom_filter_offset is not None
+        specs.append(_spec(meta, k, j, shape, bloom_bytes[j] if has_bloom else None, boolean))
+        if has_bloom and (boolean or len(path) == 1):
+            bool_blooms[j] = bloom_bytes[j]  # rebuilt at its size (issue 37 item 2)
+    spec = _merged(specs, bool_blooms)
+    if len(spec.page_types) != 1:
+        raise SpliceRefused(f"row group {k} mixes data page types {sorted(spec.page_types)}")
+    if len(spec.time_utc) > 1:
         raise SpliceRefused("TIME columns disagree on isAdjustedToUTC")
-    return WriteSpec(
-        compression,
-        tuple(use_dictionary),
-        column_encoding,
-        tuple(statistics),
-        blooms,
-        frozenset(page_types),
-        crc,
-        page_index,
-        int96,
-        decimal_as_int,
-        frozenset(time_utc),
-        tuple(shapes),
-        bool_blooms,
-    )
+    return spec
 
 
 def column_spec(
@@ -292,53 +225,62 @@ def column_spec(
     Raises:
         SpliceRefused: See :func:`write_spec`.
     """
+    shape = chunk_shape(pages)
+    if len(shape.page_types) != 1:
+        raise SpliceRefused(f"column {'.'.join(meta.leaves()[j][0])!r} mixes data page types")
+    return _spec(meta, k, j, shape, bloom_bytes, False)
+
+
+def _spec(
+    meta: FileMetaData, k: int, j: int, shape: ChunkShape, bloom_bytes: int | None, apart: bool
+) -> WriteSpec:
+    """Chunk ``j`` of group ``k``, whose pages show ``shape``, as the options of a
+    one-column writer: a bloom filter of ``bloom_bytes`` (none when None or built ``apart``).
+
+    Raises:
+        SpliceRefused: See :func:`write_spec`.
+    """
     path, elem, _, _ = meta.leaves()[j]
     name = ".".join(path)
     cc = meta.row_groups[k].columns[j]
     m = cc.meta_data
     codec = _codec(m, path, name)
-    shape = chunk_shape(pages)
-    if len(shape.page_types) != 1:
-        raise SpliceRefused(f"column {name!r} mixes data page types")
     dictionary, encoding = _encoding(name, shape)
-    blooms: dict[str, dict[str, Any]] = {}
-    if m.bloom_filter_offset is not None and bloom_bytes is not None:
-        blooms[name] = _bloom_options(bloom_bytes)
-    utc = frozenset(_time_utc(elem))
     return WriteSpec(
         {name: codec},
         (name,) if dictionary else (),
         {name: encoding} if not dictionary and encoding is not None else {},
         (name,) if m.statistics is not None else (),
-        blooms,
+        {name: _bloom_options(bloom_bytes)}
+        if bloom_bytes is not None and not apart and m.bloom_filter_offset is not None
+        else {},
         shape.page_types,
         shape.crc,
         cc.column_index_offset is not None or cc.offset_index_offset is not None,
         elem.type == PhysicalType.INT96,
         _decimal_as_int(elem),
-        utc,
+        frozenset(_time_utc(elem)),
         (shape,),
     )
 
 
-def check_column(meta: FileMetaData, j: int, tmeta: FileMetaData) -> None:
-    """Check that a one-column file written for leaf ``j`` stores it as the original does.
-
-    Raises:
-        SpliceRefused: The schema element differs in a way a reader would see.
-    """
-    a, b = meta.leaves()[j][1], tmeta.leaves()[0][1]
-    if _meaning(a) != _meaning(b):
-        raise SpliceRefused(
-            f"re-encoding changes schema element {a.name!r}: {_meaning(a)} -> {_meaning(b)}"
-        )
-
-
-def compare_chunk(
-    name: str, cc: ColumnChunk, tcc: ColumnChunk, old: Sequence[Page], new: Sequence[Page]
-) -> None:
-    """:func:`_compare_chunk` on the chunks' pages (both complete)."""
-    _compare_chunk(name, cc, tcc, chunk_shape(old), chunk_shape(new))
+def _merged(specs: Sequence[WriteSpec], bool_blooms: Mapping[int, int]) -> WriteSpec:
+    """One writer's options for the columns of ``specs`` (one-column specs, in leaf order)."""
+    return WriteSpec(
+        {n: c for s in specs for n, c in s.compression.items()},
+        tuple(n for s in specs for n in s.use_dictionary),
+        {n: e for s in specs for n, e in s.column_encoding.items()},
+        tuple(n for s in specs for n in s.statistics),
+        {n: b for s in specs for n, b in s.blooms.items()},
+        frozenset(t for s in specs for t in s.page_types),
+        any(s.crc for s in specs),
+        any(s.page_index for s in specs),
+        any(s.int96 for s in specs),
+        any(s.decimal_as_int for s in specs),
+        frozenset(u for s in specs for u in s.time_utc),
+        tuple(sh for s in specs for sh in s.shapes),
+        bool_blooms,
+    )
 
 
 def _encoding(name: str, shape: ChunkShape) -> tuple[bool, str | None]:
@@ -348,8 +290,8 @@ def _encoding(name: str, shape: ChunkShape) -> tuple[bool, str | None]:
     Raises:
         SpliceRefused: The chunk mixes non-dictionary encodings.
     """
-    other = shape.data_encodings - {_DICT}
-    if shape.dictionary or _DICT in shape.data_encodings:
+    other = shape.data_encodings - {DICT}
+    if shape.dictionary or DICT in shape.data_encodings:
         return True, None
     if len(other) > 1:
         raise SpliceRefused(f"column {name!r} mixes encodings {sorted(other)}")
@@ -444,7 +386,7 @@ def read_back(meta: FileMetaData, k: int, spec: WriteSpec, data: bytes, n: int) 
             reader would see, or the file does not hold one group of ``n`` rows.
     """
     tmeta = parse_tail(data, len(data)).metadata
-    _compare_schema(meta, tmeta)
+    compare_schema(meta, tmeta)
     if len(tmeta.row_groups) != 1 or tmeta.row_groups[0].num_rows != n:
         raise SpliceRefused(f"re-encoding row group {k} did not give one group of {n} rows")
     trg = tmeta.row_groups[0]
@@ -452,7 +394,7 @@ def read_back(meta: FileMetaData, k: int, spec: WriteSpec, data: bytes, n: int) 
         zip(meta.leaves(), meta.row_groups[k].columns, trg.columns, spec.shapes, strict=True)
     ):
         new = chunk_shape(walk_pages(data, 0, chunk_range(tcc)))
-        _compare_chunk(".".join(path), cc, tcc, shape, new, bloom_apart=j in spec.bool_blooms)
+        compare_shapes(".".join(path), cc, tcc, shape, new, bloom_apart=j in spec.bool_blooms)
     trange = row_group_range(trg)
     cols = trg.columns
     return GroupRewrite(
@@ -545,135 +487,3 @@ def _with_bool_blooms(
             md = md.set(CMD.BLOOM_FILTER_LENGTH, TType.I32, len(raw))
         cols[j] = cols[j].set(CC.META_DATA, TType.STRUCT, md)
     return replace(rec, row_group=with_list(rec.row_group, RG.COLUMNS, cols), blooms=tuple(blooms))
-
-
-# --- comparing the re-encoding with the original ------------------------------------------
-def _canon(v: object) -> object:
-    """A comparable form of a thrift value that ignores header-form choices."""
-    if isinstance(v, Struct):
-        return tuple(sorted((f.id, _canon(f.value)) for f in v.fields))
-    if isinstance(v, ThriftList):
-        et = TType.BOOL if v.elem_type == TType.BOOL_FALSE else v.elem_type
-        return ("list", int(et), tuple(_canon(x) for x in v.items))
-    return v
-
-
-_TIME_UNITS = {1: "ms", 2: "us", 3: "ns"}
-_CONVERTED: dict[int, tuple[object, ...]] = {
-    0: ("string",),
-    1: ("map",),
-    3: ("list",),
-    4: ("enum",),
-    6: ("date",),
-    7: ("time", True, "ms"),
-    8: ("time", True, "us"),
-    9: ("timestamp", True, "ms"),
-    10: ("timestamp", True, "us"),
-    11: ("int", 8, False),
-    12: ("int", 16, False),
-    13: ("int", 32, False),
-    14: ("int", 64, False),
-    15: ("int", 8, True),
-    16: ("int", 16, True),
-    17: ("int", 32, True),
-    18: ("int", 64, True),
-    19: ("json",),
-    20: ("bson",),
-}
-_LOGICAL_TAGS = {
-    1: "string",
-    2: "map",
-    3: "list",
-    4: "enum",
-    6: "date",
-    11: "null",
-    12: "json",
-    13: "bson",
-    14: "uuid",
-    15: "float16",
-}
-
-
-def _unit(s: object) -> str:
-    if isinstance(s, Struct) and len(s.fields) == 1:
-        return _TIME_UNITS.get(s.fields[0].id, "?")
-    return "?"
-
-
-def _meaning(e: SchemaElement) -> tuple[object, ...]:
-    """What a schema element says about its values, however the writer annotated it.
-
-    Two elements with equal meanings store the same bytes for the same values and order
-    them (for statistics and column indexes) the same way: a legacy ``converted_type``
-    and the equivalent ``logicalType`` are the same thing, and a plain ``INT32``/``INT64``
-    is a signed integer of that width.
-    """
-    width = e.type_length if e.type == PhysicalType.FIXED_LEN_BYTE_ARRAY else None
-    shape = (e.name, e.type, width, e.repetition_type, e.num_children)
-    lt = e.logical_type
-    meaning: tuple[object, ...] | None = None
-    if lt is not None and len(lt.fields) == 1:
-        f = lt.fields[0]
-        v = f.value
-        if f.id in _LOGICAL_TAGS:
-            meaning = (_LOGICAL_TAGS[f.id],)
-        elif f.id == 5 and isinstance(v, Struct):
-            meaning = ("decimal", v.get(2), v.get(1))
-        elif f.id in (7, 8) and isinstance(v, Struct):
-            meaning = ("time" if f.id == 7 else "timestamp", v.get(1) is True, _unit(v.get(2)))
-        elif f.id == 10 and isinstance(v, Struct):
-            meaning = ("int", v.get(1), v.get(2) is True)
-        else:
-            meaning = ("logical", _canon(lt))
-    elif lt is not None:
-        meaning = ("logical", _canon(lt))
-    elif e.converted_type == 5:
-        meaning = ("decimal", e.precision, e.scale or 0)
-    elif e.converted_type is not None:
-        meaning = _CONVERTED.get(e.converted_type, ("converted", e.converted_type))
-    elif e.type == PhysicalType.INT32:
-        meaning = ("int", 32, True)
-    elif e.type == PhysicalType.INT64:
-        meaning = ("int", 64, True)
-    return (*shape, meaning)
-
-
-def _compare_schema(orig: FileMetaData, new: FileMetaData) -> None:
-    a, b = orig.schema, new.schema
-    if len(a) != len(b) or a[0].num_children != b[0].num_children:
-        raise SpliceRefused("the re-encoded schema has a different shape")
-    for x, y in zip(a[1:], b[1:], strict=True):
-        if _meaning(x) != _meaning(y):
-            raise SpliceRefused(
-                f"re-encoding changes schema element {x.name!r}: {_meaning(x)} -> {_meaning(y)}"
-            )
-
-
-def _compare_chunk(
-    name: str,
-    cc: ColumnChunk,
-    tcc: ColumnChunk,
-    old: ChunkShape,
-    new: ChunkShape,
-    *,
-    bloom_apart: bool = False,
-) -> None:
-    m, t = cc.meta_data, tcc.meta_data
-    if (m.type, m.path_in_schema, m.codec) != (t.type, t.path_in_schema, t.codec):
-        raise SpliceRefused(f"column {name!r}: re-encoding changes type, path or codec")
-    if old.dictionary != new.dictionary:
-        raise SpliceRefused(f"column {name!r}: re-encoding changes dictionary use")
-    allowed = set(old.data_encodings)
-    if old.dictionary:
-        allowed |= {_DICT, Encoding.PLAIN}
-    if not new.data_encodings <= allowed:
-        raise SpliceRefused(
-            f"column {name!r}: re-encoding uses encodings {sorted(new.data_encodings)}, "
-            f"the original {sorted(old.data_encodings)}"
-        )
-    if old.page_types != new.page_types:
-        raise SpliceRefused(f"column {name!r}: re-encoding changes the data page version")
-    if not bloom_apart and (m.bloom_filter_offset is None) != (t.bloom_filter_offset is None):
-        raise SpliceRefused(f"column {name!r}: re-encoding changes bloom filter presence")
-    if cc.offset_index_offset is not None and tcc.offset_index_offset is None:
-        raise SpliceRefused(f"column {name!r}: re-encoding loses the offset index")

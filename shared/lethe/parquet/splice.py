@@ -18,9 +18,9 @@ and ordinals renumbered, everything else (schema, key-value metadata such as
 
 :func:`splice` is a pipeline of pure phases, each returning a frozen value:
 
-1. :func:`locate`: check the footer (byte-exact round trip, no encryption, no unknown
-   field) and the edits; every group's byte range and every index structure's
-   (:class:`Located`).
+1. :func:`~lethe.parquet.locate.locate`: check the footer (byte-exact round trip, no
+   encryption, no unknown field) and the edits; every group's byte range and every index
+   structure's (:class:`~lethe.parquet.locate.Located`, :mod:`lethe.parquet.locate`).
 2. :func:`rewrite_groups`: each edited group that keeps rows re-encoded
    (:class:`~lethe.parquet.reencode.GroupRewrite`, see :mod:`lethe.parquet.reencode`).
 3. :func:`lay_out_data`: the new data area: kept ranges and rewrites, where every kept
@@ -63,20 +63,11 @@ from typing import TypeAlias
 
 import pyarrow as pa
 
-from lethe.errors import InvalidRequest, SpliceRefused
+from lethe.errors import SpliceRefused
 from lethe.parquet.decode import decode_row_group
 from lethe.parquet.enums import FMD, RG
-from lethe.parquet.footer import (
-    MAGIC,
-    ByteRange,
-    Footer,
-    IndexKind,
-    IndexStructure,
-    check_roundtrip,
-    index_structures,
-    read_bloom_filter_header,
-    row_group_range,
-)
+from lethe.parquet.footer import MAGIC, ByteRange, Footer, IndexKind
+from lethe.parquet.locate import GroupEdit, Located, StructureSpan, locate
 from lethe.parquet.model import FileMetaData, RowGroup
 from lethe.parquet.offsets import (
     OffsetMap,
@@ -87,7 +78,7 @@ from lethe.parquet.offsets import (
     struct_list,
     with_list,
 )
-from lethe.parquet.pages import Ranges, count, intersect
+from lethe.parquet.pages import intersect
 from lethe.parquet.partial import rewrite_pages
 from lethe.parquet.reencode import Granularity, GroupRewrite, reencode_group
 from lethe.parquet.region import (
@@ -105,17 +96,13 @@ from lethe.parquet.thrift import Struct, TType, encode
 __all__ = [
     "COPY_RUN_MIN",
     "DataArea",
-    "GroupEdit",
     "GroupFate",
-    "Located",
     "NewGroups",
     "Region",
     "SplicePlan",
-    "StructureSpan",
     "assemble",
     "lay_out_data",
     "lay_out_region",
-    "locate",
     "needed_ranges",
     "rebuild_groups",
     "rewrite_groups",
@@ -126,40 +113,7 @@ COPY_RUN_MIN = 5 << 20
 """Runs of unchanged index structures shorter than this are inlined when already fetched."""
 
 
-# --- inputs and outputs ------------------------------------------------------------------
-@dataclass(frozen=True, slots=True)
-class GroupEdit:
-    """What to do with one row group.
-
-    Two forms: *dense*, the group's bytes and its remaining rows (the row-group splice);
-    and *sparse*, only the erased positions (``data`` and ``keep`` None): the group's
-    bytes are read from the fetched extents given to :func:`splice`, which for a
-    page-level rewrite need hold only the pages :func:`~lethe.parquet.partial.page_ranges`
-    names (:class:`~lethe.parquet.segments.NeedBytes` says what else is needed).
-
-    Attributes:
-        data: The group's original bytes (its :func:`~lethe.parquet.footer.row_group_range`),
-            or None to read them from the fetched extents.
-        keep: The rows that remain, in their original order (e.g. the output of
-            :func:`~lethe.parquet.decode.decode_row_group`, filtered), or None to derive
-            them from ``erased``. An empty table drops the group.
-        erased: The positions (within the group) of the rows that go, when known: a
-            page-level rewrite needs them (:mod:`lethe.parquet.partial`); None keeps the
-            row-group splice.
-    """
-
-    data: bytes | None = None
-    keep: pa.Table | None = None
-    erased: Ranges | None = None
-
-    def rows_after(self, num_rows: int) -> int:
-        """Rows the group keeps, of its ``num_rows``."""
-        if self.keep is not None:
-            return int(self.keep.num_rows)
-        assert self.erased is not None
-        return num_rows - count(self.erased)
-
-
+# --- outputs -----------------------------------------------------------------------------
 @dataclass(frozen=True, slots=True)
 class GroupFate:
     """What happened to one row group of the original file.
@@ -218,182 +172,6 @@ class SplicePlan:
     def copied_bytes(self) -> int:
         """Bytes copied unchanged from the original."""
         return sum(s.length for s in self.segments if isinstance(s, Copy))
-
-
-# --- phase 1: locate -------------------------------------------------------------------
-_KNOWN_FIELDS: dict[str, frozenset[int]] = {
-    "FileMetaData": frozenset(range(1, 10)),
-    "RowGroup": frozenset(range(1, 8)),
-    "ColumnChunk": frozenset(range(1, 8)),
-    "ColumnMetaData": frozenset(range(1, 18)),
-}
-
-
-@dataclass(frozen=True, slots=True)
-class StructureSpan:
-    """An index structure of the original file and its exact byte span.
-
-    Attributes:
-        kind: Which structure.
-        row_group: Index of its row group.
-        column: Index of its column chunk in the group.
-        offset: Its offset in the original.
-        length: Its length (a bloom filter's measured when the footer omits it).
-    """
-
-    kind: IndexKind
-    row_group: int
-    column: int
-    offset: int
-    length: int
-
-    @property
-    def end(self) -> int:
-        """One past its last byte."""
-        return self.offset + self.length
-
-    @property
-    def ident(self) -> Ident:
-        """(row group, column, kind) in the original."""
-        return (self.row_group, self.column, self.kind)
-
-
-@dataclass(frozen=True, slots=True)
-class Located:
-    """The original file's row groups and index structures, checked (phase 1).
-
-    Attributes:
-        footer_start: Where the original footer begins.
-        ranges: Every row group's byte range (DESIGN §4.1), in footer order.
-        order: The groups in file order.
-        following: For each group, where the next group in file order begins (the end of
-            the last group for the last one).
-        structures: Every index structure, in footer order.
-    """
-
-    footer_start: int
-    ranges: tuple[ByteRange, ...]
-    order: tuple[int, ...]
-    following: tuple[int, ...]
-    structures: tuple[StructureSpan, ...]
-
-    @property
-    def data_end(self) -> int:
-        """End of the last row group (4 when there is none)."""
-        return max((r.end for r in self.ranges), default=4)
-
-    def taken(self, g: int) -> ByteRange:
-        """The bytes an edited group ``g`` replaces: its range and what follows it up to the
-        next group (writers such as polars put a copy of each chunk's ColumnMetaData,
-        statistics included, right after the chunk)."""
-        return ByteRange(self.ranges[g].start, self.following[g])
-
-    def bloom_bytes(self, g: int) -> dict[int, int]:
-        """Length of each bloom filter of group ``g``, by column."""
-        return {
-            s.column: s.length
-            for s in self.structures
-            if s.row_group == g and s.kind == "bloom_filter"
-        }
-
-
-def _check_known(s: Struct, kind: str) -> None:
-    unknown = [f.id for f in s.fields if f.id not in _KNOWN_FIELDS[kind]]
-    if unknown:
-        raise SpliceRefused(
-            f"{kind} has fields {unknown} unknown to Lethe (they may hold offsets a splice "
-            "would have to move)"
-        )
-
-
-def _group_ranges(footer: Footer) -> tuple[ByteRange, ...]:
-    meta = footer.metadata
-    _check_known(meta.struct, "FileMetaData")
-    ranges = []
-    for g, rg in enumerate(meta.row_groups):
-        _check_known(rg.struct, "RowGroup")
-        for cc in rg.columns:
-            _check_known(cc.struct, "ColumnChunk")
-            _check_known(cc.meta_data.struct, "ColumnMetaData")
-        r = row_group_range(rg)
-        if r.start < 4 or r.end > footer.start:
-            raise SpliceRefused(f"row group {g} [{r.start}, {r.end}) lies outside the data area")
-        ranges.append(r)
-    return tuple(ranges)
-
-
-def _check_edits(
-    meta: FileMetaData, ranges: Sequence[ByteRange], edits: Mapping[int, GroupEdit]
-) -> None:
-    groups = meta.row_groups
-    for g, e in edits.items():
-        if not 0 <= g < len(groups):
-            raise InvalidRequest(f"no row group {g} (the file has {len(groups)})")
-        if e.data is not None and len(e.data) != ranges[g].length:
-            raise InvalidRequest(f"row group {g} spans {ranges[g].length} bytes, got {len(e.data)}")
-        n = groups[g].num_rows
-        if e.keep is None and e.erased is None:
-            raise InvalidRequest(f"row group {g}: an edit needs the remaining rows or the erased")
-        if e.erased is not None and (
-            any(a < 0 or b > n or a >= b for a, b in e.erased)
-            or any(x[1] >= y[0] for x, y in itertools.pairwise(e.erased))
-        ):
-            raise InvalidRequest(f"row group {g}: erased positions outside [0, {n}) or unsorted")
-        if e.keep is not None and e.keep.num_rows > n:
-            raise InvalidRequest(f"row group {g} has {n} rows, cannot keep {e.keep.num_rows}")
-        if e.keep is not None and e.erased is not None and e.rows_after(n) != n - count(e.erased):
-            raise InvalidRequest(f"row group {g}: the remaining rows and the erased disagree")
-
-
-def _measure(
-    footer: Footer, s: IndexStructure, ranges: Sequence[ByteRange], source: Source
-) -> StructureSpan:
-    """Where ``s`` lies; ``ranges`` (the groups', disjoint) in file order: one to check."""
-    length = s.length
-    if length is None:
-        ext = source.extent_at(s.offset)
-        hdr, at = read_bloom_filter_header(ext.data, s.offset - ext.offset)
-        length = at + ext.offset - s.offset + hdr.num_bytes
-    r = ByteRange(s.offset, s.offset + length)
-    if r.start < 4 or r.end > footer.start or length <= 0:
-        raise SpliceRefused(f"{s.kind} of row group {s.row_group} lies outside the file")
-    j = bisect.bisect_left(ranges, r.end, key=lambda x: x.start) - 1
-    if j >= 0 and ranges[j].overlaps(r):
-        raise SpliceRefused(f"{s.kind} of row group {s.row_group} overlaps row group data")
-    return StructureSpan(s.kind, s.row_group, s.column, s.offset, length)
-
-
-def locate(footer: Footer, edits: Mapping[int, GroupEdit], source: Source) -> Located:
-    """Check that the file can be spliced and locate its groups and index structures.
-
-    Raises:
-        SpliceRefused: The footer does not round-trip, the file is encrypted, a footer
-            struct has fields unknown to Lethe, groups or structures lie outside the data
-            area or overlap, or the header of a bloom filter of unknown length was not
-            fetched.
-        InvalidRequest: An edit names a missing group, has the wrong number of bytes, or
-            keeps more rows than the group has.
-    """
-    check_roundtrip(footer.raw)
-    meta = footer.metadata
-    if meta.encrypted:
-        raise SpliceRefused("Parquet files with encrypted columns cannot be spliced")
-    ranges = _group_ranges(footer)
-    _check_edits(meta, ranges, edits)
-    order = tuple(sorted(range(len(ranges)), key=lambda g: ranges[g].start))
-    for a, b in itertools.pairwise(order):
-        if ranges[a].end > ranges[b].start:
-            raise SpliceRefused(f"row groups {a} and {b} overlap")
-    data_end = max((r.end for r in ranges), default=4)
-    in_order = [ranges[g] for g in order]
-    nxt = {a: ranges[b].start for a, b in itertools.pairwise(order)}
-    return Located(
-        footer.start,
-        ranges,
-        order,
-        tuple(nxt.get(g, data_end) for g in range(len(ranges))),
-        tuple(_measure(footer, s, in_order, source) for s in index_structures(meta)),
-    )
 
 
 # --- phase 2: re-encode ------------------------------------------------------------------
@@ -477,10 +255,10 @@ class DataArea:
     """The new file up to the end of its last row group (phase 3).
 
     Kept ranges of the original and the rewrites, in file order. An edited group takes the
-    bytes up to the next group with it (:meth:`Located.taken`). Index structures in the
-    data area (arrow-rs puts bloom filters after each group) stay where they are, unless
-    they belong to an edited group (cut: they describe removed rows) or must be rewritten
-    (offset indexes whose pages move: moved to the new index region).
+    bytes up to the next group with it (:meth:`~lethe.parquet.locate.Located.taken`). Index
+    structures in the data area (arrow-rs puts bloom filters after each group) stay where
+    they are, unless they belong to an edited group (cut: they describe removed rows) or
+    must be rewritten (offset indexes whose pages move: moved to the new index region).
 
     Attributes:
         segments: The data area of the new file, leading magic included.
@@ -609,7 +387,7 @@ def _place_rewrite(
 ) -> tuple[Struct, list[RegionEntry]]:
     """A rewritten group's struct moved to ``at``, and its index structures."""
     move = shifted(ByteRange(rec.start, rec.start + rec.length), at)
-    original_at = {s.ident: s.offset for s in located.structures}
+    original_at = {(s.row_group, s.column, s.kind): s.offset for s in located.structures}
     cols: list[Struct] = []
     entries: list[RegionEntry] = []
     for j, tcc in enumerate(struct_list(rec.row_group, RG.COLUMNS)):
@@ -765,7 +543,8 @@ def splice(
 
     Args:
         footer: The original file's footer (:func:`~lethe.parquet.footer.parse_tail`).
-        edits: Row group index -> its edit (:class:`GroupEdit`, dense or sparse).
+        edits: Row group index -> its edit (:class:`~lethe.parquet.locate.GroupEdit`, dense
+            or sparse).
         fetched: Bytes of the original file already in memory. They must cover the offset
             indexes of the unedited groups that lie after the first edited one (their page
             offsets are rewritten) and the header of any bloom filter whose length the footer

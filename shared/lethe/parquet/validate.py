@@ -40,7 +40,7 @@ from lethe.parquet.footer import (
     row_group_range,
     walk_pages,
 )
-from lethe.parquet.model import ColumnChunk, RowGroup
+from lethe.parquet.model import ColumnChunk, ColumnMetaData, RowGroup
 from lethe.parquet.thrift import encode
 
 __all__ = ["Problem", "validate"]
@@ -67,6 +67,7 @@ class _Checker:
         self.data = data
         self.footer = footer
         self.problems: list[Problem] = []
+        self.used: list[tuple[ByteRange, str]] = []  # what lies where, to find overlaps
 
     def add(self, where: str, message: str) -> None:
         self.problems.append(Problem(where, message))
@@ -81,7 +82,7 @@ class _Checker:
         if sum(rg.num_rows for rg in groups) != meta.num_rows:
             self.add("footer", f"num_rows {meta.num_rows} is not the sum of its row groups'")
         leaves = meta.leaves()
-        used: list[tuple[ByteRange, str]] = []
+        used = self.used
         for g, rg in enumerate(groups):
             where = f"row group {g}"
             if rg.ordinal is not None and rg.ordinal != g:
@@ -105,7 +106,7 @@ class _Checker:
             for cc, (path, _, _, max_rep) in zip(rg.columns, leaves, strict=True):
                 name = f"{where} column {'.'.join(path)}"
                 try:
-                    self.chunk(name, rg, cc, path, max_rep, used)
+                    self.chunk(name, rg, cc, path, max_rep)
                 except LetheError as e:
                     self.add(name, str(e))
         used.sort(key=lambda x: x[0].start)
@@ -113,12 +114,12 @@ class _Checker:
             if a.end > b.start:
                 self.add(wb, f"[{b.start}, {b.end}) overlaps {wa} [{a.start}, {a.end})")
 
-    def span(self, name: str, off: int, length: int, used: list[tuple[ByteRange, str]]) -> bool:
+    def span(self, name: str, off: int, length: int) -> bool:
         r = ByteRange(off, off + length)
         if length <= 0 or r.start < 4 or r.end > self.footer.start:
             self.add(name, f"[{r.start}, {r.end}) is outside the file's data")
             return False
-        used.append((r, name))
+        self.used.append((r, name))
         return True
 
     def chunk(
@@ -128,7 +129,6 @@ class _Checker:
         cc: ColumnChunk,
         path: tuple[str, ...],
         max_rep: int,
-        used: list[tuple[ByteRange, str]],
     ) -> None:
         m = cc.meta_data
         if m.path_in_schema != path:
@@ -165,32 +165,47 @@ class _Checker:
                 body = self.data[p.data_offset : p.end]
                 if zlib.crc32(body) != crc & 0xFFFFFFFF:
                     self.add(name, f"page at {p.offset}: CRC mismatch")
-        self.offset_index(name, rg, cc, data_pages, max_rep, used)
-        ci_off, ci_len = cc.column_index_offset, cc.column_index_length
-        if ci_off is not None:
-            if ci_len is None:
-                self.add(name, "column index without length")
-            elif self.span(f"{name} column index", ci_off, ci_len, used):
-                ci = read_column_index(self.data[ci_off : ci_off + ci_len])
-                for key, n in ci.list_lengths.items():
-                    if n is not None and n != len(data_pages):
-                        self.add(
-                            name, f"column index {key} has {n} entries for {len(data_pages)} pages"
-                        )
-                if ci.list_lengths["null_pages"] is None:
-                    self.add(name, "column index without null_pages")
+        self.offset_index(name, rg, cc, data_pages, max_rep)
+        self.column_index(name, cc, len(data_pages))
+        self.bloom_filter(name, m)
+
+    def structure(self, name: str, what: str, off: int | None, length: int | None) -> bytes | None:
+        """The bytes of a page index the chunk references; None when it has none or they
+        cannot be read (the problem recorded)."""
+        if off is None:
+            return None
+        if length is None:
+            self.add(name, f"{what} without length")
+            return None
+        if not self.span(f"{name} {what}", off, length):
+            return None
+        return self.data[off : off + length]
+
+    def column_index(self, name: str, cc: ColumnChunk, pages: int) -> None:
+        raw = self.structure(name, "column index", cc.column_index_offset, cc.column_index_length)
+        if raw is None:
+            return
+        ci = read_column_index(raw)
+        for key, n in ci.list_lengths.items():
+            if n is not None and n != pages:
+                self.add(name, f"column index {key} has {n} entries for {pages} pages")
+        if ci.list_lengths["null_pages"] is None:
+            self.add(name, "column index without null_pages")
+
+    def bloom_filter(self, name: str, m: ColumnMetaData) -> None:
         bo, bl = m.bloom_filter_offset, m.bloom_filter_length
-        if bo is not None:
-            hdr, at = read_bloom_filter_header(self.data, bo)
-            n = hdr.num_bytes
-            length = at - bo + n
-            if n <= 0 or n % 32:
-                self.add(name, f"bloom filter of {n} bytes (not a positive multiple of 32)")
-            if (hdr.algorithm, hdr.hash, hdr.compression) != (1, 1, 1):
-                self.add(name, "bloom filter is not split-block / xxHash / uncompressed")
-            if bl is not None and bl != length:
-                self.add(name, f"bloom_filter_length {bl} != header + bitset {length}")
-            self.span(f"{name} bloom filter", bo, length, used)
+        if bo is None:
+            return
+        hdr, at = read_bloom_filter_header(self.data, bo)
+        n = hdr.num_bytes
+        length = at - bo + n
+        if n <= 0 or n % 32:
+            self.add(name, f"bloom filter of {n} bytes (not a positive multiple of 32)")
+        if (hdr.algorithm, hdr.hash, hdr.compression) != (1, 1, 1):
+            self.add(name, "bloom filter is not split-block / xxHash / uncompressed")
+        if bl is not None and bl != length:
+            self.add(name, f"bloom_filter_length {bl} != header + bitset {length}")
+        self.span(f"{name} bloom filter", bo, length)
 
     def offset_index(
         self,
@@ -199,17 +214,10 @@ class _Checker:
         cc: ColumnChunk,
         data_pages: list[Page],
         max_rep: int,
-        used: list[tuple[ByteRange, str]],
     ) -> None:
-        off, length = cc.offset_index_offset, cc.offset_index_length
-        if off is None:
+        raw = self.structure(name, "offset index", cc.offset_index_offset, cc.offset_index_length)
+        if raw is None:
             return
-        if length is None:
-            self.add(name, "offset index without length")
-            return
-        if not self.span(f"{name} offset index", off, length, used):
-            return
-        raw = self.data[off : off + length]
         oi = read_offset_index(raw)
         if encode(oi.struct) != raw:
             self.add(name, "offset index does not re-serialize identically")
