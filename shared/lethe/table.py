@@ -60,7 +60,7 @@ from lethe.erasure.erase import EraseResult, erase, purge
 from lethe.erasure.retention import RetentionSweepResult, RowRetention, check_retention
 from lethe.erasure.retention import sweep as retention_sweep
 from lethe.index.commits import FilesAdded, add_files, declare_index
-from lethe.index.core import initial_indexes, maintain
+from lethe.index.runs import initial_indexes, maintain
 from lethe.maintenance.clustering import ClusterSpec, cluster_order, cluster_properties
 from lethe.maintenance.compaction import CompactionOptions, CompactionResult, RunTasks, compact
 from lethe.progress import Progress
@@ -343,7 +343,7 @@ class Table:
     def _index_for(
         self, snap: Snapshot, files: Sequence[DataFile], values: Any = None
     ) -> tuple[dict[str, IndexRun], list[Any], list[str]]:
-        """The index upkeep of ``files`` added to ``snap`` (:func:`lethe.index.core.maintain`)."""
+        """The index upkeep of ``files`` added to ``snap`` (:func:`lethe.index.runs.maintain`)."""
         return maintain(self.store, self._catalog.prefix, snap, files, values=values)
 
     def _forget(self, keys: Sequence[str]) -> None:
