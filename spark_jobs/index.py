@@ -6,7 +6,7 @@
 The driver lists the live files of the latest version and splits them into ``--tasks``
 shares; each Spark task reads only the indexed column of its files, by field id (a file
 written before a rename holds the column under its old name) and writes one sorted
-run of index pieces (:func:`lethe.index.core.backfill_task`); the driver commits the index with
+run of index pieces (:func:`lethe.index.runs.backfill_task`); the driver commits the index with
 those runs by CAS (:meth:`lethe.Table.create_index`). Pieces of a commit that does not land
 are removed; later appends merge the runs down (docs/format.md §3c). ``run_index`` is the
 same job callable in-process.
@@ -36,7 +36,7 @@ __all__ = ["main", "run_index"]
 
 def _task(payload: str) -> str:
     """One Spark task: a run over its share of the files (JSON in, JSON out)."""
-    from lethe.index.core import backfill_task
+    from lethe.index.runs import backfill_task
 
     p = json.loads(payload)
     files = [DataFile.model_validate(f) for f in p["files"]]

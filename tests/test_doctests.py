@@ -46,7 +46,7 @@ MODULES = [
     "dv.store",
     "catalog.snapshot",
     "catalog.transforms.files",
-    "maintenance.compaction",
+    "maintenance.compaction_plan",
     "lake.model",
     "catalog.evolution",
     "catalog.grace",

@@ -17,11 +17,13 @@ from hypothesis import strategies as st
 
 import lethe
 from lethe import errors
+from lethe.catalog.transforms.indexes import piece_paths
 from lethe.erasure.deletes import DeleteRequest
 from lethe.gc import collect
 from lethe.gc.areas import category
 from lethe.gc.marking import references
-from lethe.index.core import MAX_RUNS, index_plans, piece_paths
+from lethe.index.core import index_plans
+from lethe.index.runs import MAX_RUNS
 from lethe.maintenance.compaction import CompactionOptions
 from lethe.reading.filters import normalize
 
@@ -270,7 +272,7 @@ def test_pieces_of_different_runs_are_probed_concurrently_with_the_same_requests
     st.booleans(),
 )
 def test_run_order_is_value_file_pos(rows: list[tuple[int, str]], presorted: bool) -> None:
-    from lethe.index.core import _order
+    from lethe.index.pieces import order as _order
 
     t = pa.table(
         {

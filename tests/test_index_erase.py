@@ -20,8 +20,10 @@ import lethe
 from devtools.audit import Needle, audit_bucket
 from lethe.audit.verify import verify
 from lethe.catalog.manifest import DataFile
+from lethe.catalog.transforms.indexes import piece_paths
 from lethe.gc import collect
-from lethe.index.core import index_plans, origin_removed, piece_paths
+from lethe.index.core import index_plans
+from lethe.index.origins import origin_removed
 from lethe.maintenance.compaction import CompactionOptions
 from lethe.reading.filters import normalize
 from lethe.storage.store import parse_s3_uri

@@ -16,9 +16,11 @@ import lethe
 from devtools.audit import Needle, audit_bucket
 from lethe.audit.verify import verify
 from lethe.catalog.manifest import request_hash
+from lethe.catalog.transforms.indexes import piece_paths
 from lethe.erasure.erase import commit_splice, splice_file
 from lethe.gc import collect
-from lethe.index.core import index_plans, origin_removed, piece_paths
+from lethe.index.core import index_plans
+from lethe.index.origins import origin_removed
 from lethe.reading.filters import normalize
 from lethe.storage.store import parse_s3_uri
 

@@ -16,6 +16,7 @@ import pytest
 from faults import crash_in
 
 import lethe
+import lethe.lake.forget as forgetting
 from lethe import errors
 from lethe.gc import collect
 from lethe.lake.core import Lake
@@ -258,7 +259,7 @@ def test_crash_before_any_table_then_redelivery(
 ) -> None:
     lake, uris = lake3
 
-    with crash_in(monkeypatch, Lake, "_apply"):
+    with crash_in(monkeypatch, forgetting, "_apply"):
         lake.forget("customer", [PERSON], request_id=SECRET_ID, mode="logical")
     assert lake.erasure_status(SECRET_ID).state == "recorded"
     versions = {u: lethe.Table.open(u).version for u in uris}
@@ -369,7 +370,7 @@ def test_values_left_by_a_crash_before_recording_are_swept(
 ) -> None:
     lake, _ = lake3
 
-    with crash_in(monkeypatch, Lake, "_record"):
+    with crash_in(monkeypatch, forgetting, "_record"):
         lake.forget("customer", [PERSON], request_id=SECRET_ID, mode="logical")
     # the values are written only once a recorded request names their object (issue 35
     # item 5): a crash before recording leaves none

@@ -34,7 +34,7 @@ import pytest
 from conftest import EVENTS, events
 
 import lethe
-from lethe.index.core import index_path, origin_removed
+from lethe.index.origins import index_path, origin_removed
 from lethe.maintenance.compaction import CompactionOptions
 
 ROOT = Path(__file__).resolve().parents[1]

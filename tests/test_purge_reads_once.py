@@ -103,7 +103,7 @@ def table(uri: str, s3: Any, indexed: bool) -> lethe.Table:
 def test_a_purge_fetches_no_byte_of_a_data_file_twice(bucket: str, s3: Any) -> None:
     """Before the fix the purge's record read the indexed column's pages of every hidden row
     (``read_positions``) and the splices fetched them again; and the scrub GET whole every
-    index piece the delete's probe had just read (now kept: ``lethe.index.core.PROBED``)."""
+    index piece the delete's probe had just read (now kept: ``lethe.index.probe.PROBED``)."""
     t = table(f"s3://{bucket}/tables/indexed", s3, indexed=True)
     with data_gets(s3, "/index/") as probed:
         assert t.delete([("customer_id", "=", GONE)]).rows_deleted == 2 * N // 100
@@ -154,7 +154,7 @@ def test_a_scrub_reads_the_rest_of_a_probed_piece_in_one_get(bucket: str, s3: An
     (each group by its own GET before), the scrub every gap around them (each by its own
     GET: 6 GETs a piece on the lake bench); ranges closer than ``GAP_GET`` are now one GET
     (issue 37: requests of the upkeep)."""
-    from lethe.index.core import GAP_GET
+    from lethe.index.probe import GAP_GET
 
     t = table(f"s3://{bucket}/tables/gaps", s3, indexed=True)
     with data_gets(s3, "/index/") as probed:

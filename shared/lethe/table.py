@@ -39,7 +39,7 @@ from lethe.erasure.erase import EraseResult, erase, purge
 from lethe.erasure.retention import RetentionSweepResult, RowRetention, check_retention
 from lethe.erasure.retention import sweep as retention_sweep
 from lethe.index.commits import add_files, declare_index
-from lethe.index.core import initial_indexes, maintain
+from lethe.index.runs import initial_indexes, maintain
 from lethe.maintenance.appends import append_step, write_data_files, write_options
 from lethe.maintenance.clustering import cluster_properties
 from lethe.maintenance.compaction import CompactionOptions, CompactionResult, RunTasks, compact

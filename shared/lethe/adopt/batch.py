@@ -31,7 +31,7 @@ from lethe.erasure.ownership import (
     legacy_entries,
 )
 from lethe.index.commits import transaction
-from lethe.index.core import maintain
+from lethe.index.runs import maintain
 
 __all__ = ["BatchOf", "commit_batch", "data_file"]
 

@@ -41,7 +41,7 @@ from lethe.erasure.ownership import (
     release,
 )
 from lethe.index.commits import declare_index
-from lethe.index.core import initial_indexes
+from lethe.index.runs import initial_indexes
 from lethe.progress import Progress, Tracker, track
 from lethe.storage.store import S3Store, parse_s3_uri
 

@@ -22,8 +22,8 @@ from lethe.catalog.commit import Direct
 from lethe.catalog.context import HasContext, TableContext, context_of
 from lethe.catalog.manifest import DataFile, Operation
 from lethe.catalog.partitions import partition_stats
-from lethe.index.core import maintain
 from lethe.index.erase import scrub_rows
+from lethe.index.runs import maintain
 from lethe.reading.reader import FileHandle, read_row_group
 from lethe.reading.scan import Projections
 from lethe.storage.layout import is_external

@@ -31,7 +31,7 @@ from lethe.dv.blob import keep_mask
 from lethe.erasure.ownership import check_owned
 from lethe.erasure.splice_io import Fetcher, read_footer, upload
 from lethe.erasure.upkeep import removed_values
-from lethe.index.core import spliced_origin
+from lethe.index.origins import spliced_origin
 from lethe.parquet.costs import (
     DEFAULT_MODEL,
     CostModel,

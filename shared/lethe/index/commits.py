@@ -27,7 +27,7 @@ from lethe.catalog.manifest import DataFile, IndexRun, Operation, request_hash
 from lethe.catalog.snapshot import Snapshot
 from lethe.catalog.transaction import Step, Transaction
 from lethe.catalog.transforms import check_indexable
-from lethe.index.core import build_run, entries_of, maintain
+from lethe.index.runs import build_run, entries_of, maintain
 from lethe.progress import Progress
 
 __all__ = ["FilesAdded", "add_files", "declare_index", "transaction"]

@@ -28,16 +28,10 @@ from pyroaring import BitMap64
 
 from lethe.catalog.manifest import DataFile, IndexPiece, IndexRun
 from lethe.catalog.snapshot import Snapshot
-from lethe.catalog.values import exact_scalar, from_json, to_json
-from lethe.index.core import (
-    PIECE_ENTRIES,
-    index_path,
-    origin_positions,
-    origin_removed,
-    piece_may_hold,
-    read_entries,
-    write_pieces,
-)
+from lethe.catalog.values import from_json, to_json
+from lethe.index.origins import as_array, index_path, origin_positions, origin_removed
+from lethe.index.pieces import PIECE_ENTRIES, value_array, write_pieces
+from lethe.index.probe import piece_may_hold, read_entries
 from lethe.reading.filtered import read_positions
 from lethe.reading.reader import FileHandle
 from lethe.reading.scan import Projections
@@ -200,7 +194,7 @@ def _doomed(
             out[at[mine]] = True
             continue
         doomed = gone_pos | e.rows.get(str(p), BitMap64())
-        out[at[mine]] |= np.isin(pos[mine], np.fromiter(doomed, np.int64, len(doomed)))
+        out[at[mine]] |= np.isin(pos[mine], as_array(doomed))
     return out
 
 
@@ -280,7 +274,7 @@ def scrub(
         e = erased.columns.get(ix.column) or Erased()
         t = schema.field(ix.column).type
         wanted = sorted(e.values)
-        value_set = pa.array([exact_scalar(v, t).cast(t) for v in wanted], type=t)
+        value_set = value_array(wanted, t)
         for run in ix.runs:
             if dropped is not None and not dropped.run_lives(run):
                 continue  # the commit drops this run whole

@@ -1,7 +1,7 @@
 """Index pieces (docs/format.md §3c): how entries are laid out, sorted and written.
 
 A piece is an immutable Parquet object under ``index/`` holding entries ``(value, file,
-pos)`` sorted by value, then file, then position. :mod:`lethe.index.core` builds runs of pieces
+pos)`` sorted by value, then file, then position. :mod:`lethe.index.runs` builds runs of pieces
 and probes them; this module is the piece format's one writer.
 """
 
@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import io
 import uuid
+from collections.abc import Iterable
 from typing import Any, Final
 
 import numpy as np
@@ -18,7 +19,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from lethe.catalog.manifest import IndexPiece
-from lethe.catalog.values import to_json
+from lethe.catalog.values import exact_scalar, to_json
 from lethe.storage.layout import INDEX_PREFIX, object_key
 from lethe.storage.store import S3Store
 
@@ -32,6 +33,7 @@ __all__ = [
     "one_file",
     "order",
     "piece_key",
+    "value_array",
     "with_file_dictionary",
     "write_pieces",
 ]
@@ -76,6 +78,11 @@ def with_file_dictionary(entries: pa.Table) -> pa.Table:
         col = pc.dictionary_encode(col)
     col = col.cast(FILE_TYPE) if col.type != FILE_TYPE else col
     return entries.set_column(i, "file", col).unify_dictionaries().combine_chunks()
+
+
+def value_array(values: Iterable[Any], t: pa.DataType) -> pa.Array:
+    """``values`` (comparable form) as an array of the index's value type ``t``."""
+    return pa.array([exact_scalar(v, t).cast(t) for v in values], type=t)
 
 
 def empty_entries(t: pa.DataType) -> pa.Table:

@@ -28,7 +28,8 @@ from lethe.catalog.manifest import ColumnIndex, DataFile, IndexPiece
 from lethe.catalog.snapshot import Snapshot
 from lethe.catalog.values import from_json, to_json
 from lethe.dv import store as dvstore
-from lethe.index.core import entries_of, index_path, origin_positions, origin_removed
+from lethe.index.origins import index_path, origin_positions, origin_removed
+from lethe.index.runs import entries_of
 from lethe.storage.layout import object_key
 from lethe.storage.store import S3Store
 

@@ -5,10 +5,11 @@ Modules, in dependency order: :mod:`~lethe.lake.model` (the ``lake.json`` docume
 changes, pure), :mod:`~lethe.lake.asks` (a request checked before it is recorded: its values
 against every mapped column's type), :mod:`~lethe.lake.values` (the per-call values objects:
 named before written, deleted with every version once their requests finished),
-:mod:`~lethe.lake.results` (what calls return), :mod:`~lethe.lake.receipt` (one receipt per request from the tables' own receipts and a
-listing of its values object), :mod:`~lethe.lake.window` (the erasure window's run, the
-archive), :mod:`~lethe.lake.core` (:class:`Lake`: the registry's compare-and-swap, forget
-requests recorded, applied per table, resumed, cancelled).
+:mod:`~lethe.lake.results` (what calls return), :mod:`~lethe.lake.receipt` (one receipt per
+request from the tables' own receipts and a listing of its values object),
+:mod:`~lethe.lake.window` (the erasure window's run, the archive), :mod:`~lethe.lake.forget`
+(forget requests recorded, applied per table, spliced, resumed), :mod:`~lethe.lake.core`
+(:class:`Lake`: the registry's compare-and-swap, its tables and subjects, cancelling).
 
 Example:
     >>> import lethe

@@ -44,49 +44,22 @@ import dataclasses
 import logging
 import re
 import uuid
-from collections import defaultdict
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
-import pyarrow as pa
-
+import lethe.lake.forget as forgetting
 import lethe.lake.model as model
 import lethe.lake.values as stored
+import lethe.lake.window as windows
 from lethe import errors
 from lethe.catalog.commit import Catalog, RetryPolicy, update_object
 from lethe.catalog.manifest import request_hash
-from lethe.erasure.deletes import DeleteRequest
-from lethe.lake.asks import (
-    CONFLICT,
-    Asked,
-    ForgetRequest,
-    check,
-    misfit_column,
-    subject_filters,
-)
-from lethe.lake.model import LakeDoc, LakeRequest, SubjectMap, TableState
+from lethe.lake.asks import CONFLICT, ForgetRequest, misfit_column
+from lethe.lake.model import LakeDoc, SubjectMap
 from lethe.lake.receipt import LakeReceipt, lake_receipts
-from lethe.lake.results import (
-    LakeRequestResult,
-    LakeResumeResult,
-    LakeTableResult,
-    committed_result,
-)
-from lethe.lake.window import (
-    ARCHIVE_AFTER,
-    LakeBacklog,
-    LakeContext,
-    WindowRun,
-    archived,
-    backlog,
-    find_archived,
-    splice_tables,
-)
-from lethe.lake.window import archive as archive_requests
-from lethe.lake.window import splice_due as splice_window
-from lethe.parquet.costs import DEFAULT_MODEL
-from lethe.progress import Progress, track
+from lethe.lake.results import LakeRequestResult, LakeResumeResult, LakeTableResult, reasons
+from lethe.progress import Progress
 from lethe.storage.layout import object_key
 from lethe.storage.store import S3Store, make_s3_client, parse_s3_uri
 from lethe.table import Table
@@ -96,7 +69,6 @@ log = logging.getLogger(__name__)
 __all__ = ["ForgetRequest", "Lake", "LakeRequestResult", "LakeResumeResult", "LakeTableResult"]
 
 LAKE_KEY = model.LAKE_KEY
-VALUES_PREFIX = model.VALUES_PREFIX
 Mode = Literal["erase", "logical"]
 
 
@@ -194,9 +166,11 @@ class Lake:
         return object_key(self.prefix, rel)
 
     @property
-    def context(self) -> LakeContext:
+    def context(self) -> windows.LakeContext:
         """What the window run, the archive and the receipts take (:mod:`lethe.lake.window`)."""
-        return LakeContext(self.store, self.prefix, self.refresh, self._update, self.open_table)
+        return windows.LakeContext(
+            self.store, self.prefix, self.refresh, self._update, self.open_table
+        )
 
     # --- the registry ------------------------------------------------------------------------
     @property
@@ -245,25 +219,27 @@ class Lake:
         """Change the erasure window (applies to every request not spliced yet)."""
         self._update(lambda d: model.set_window(d, int(window.total_seconds())))
 
-    def splice_due(self, *, now: datetime | None = None, max_bytes: int | None = None) -> WindowRun:
+    def splice_due(
+        self, *, now: datetime | None = None, max_bytes: int | None = None
+    ) -> windows.WindowRun:
         """The scheduled window run: splice every file of the erase requests whose window
         has closed, each file once for all of them, ``max_bytes`` per table
         (:func:`lethe.lake.window.splice_due`; a table that fails is reported in the run,
         the others go on), then delete the values objects no pending request needs
         (:func:`lethe.lake.values.sweep`): the scheduled run is what removes those a killed
         call left."""
-        run = splice_window(self.context, now=now, max_bytes=max_bytes)
+        run = windows.splice_due(self.context, now=now, max_bytes=max_bytes)
         return dataclasses.replace(run, values_deleted=self.sweep_values())
 
-    def archive(self, *, older_than: timedelta = ARCHIVE_AFTER) -> int:
+    def archive(self, *, older_than: timedelta = windows.ARCHIVE_AFTER) -> int:
         """Move finished requests older than ``older_than`` out of ``lake.json`` into an
         immutable archive object (:func:`lethe.lake.window.archive`); receipts still find
         them. Returns how many moved."""
-        return archive_requests(self.context, older_than=older_than)
+        return windows.archive(self.context, older_than=older_than)
 
-    def backlog(self) -> LakeBacklog:
+    def backlog(self) -> windows.LakeBacklog:
         """Requests not done and the oldest one's age (what the overdue alarm watches)."""
-        return backlog(self.erasures(pending=True))
+        return windows.backlog(self.erasures(pending=True))
 
     def tables(self) -> tuple[str, ...]:
         """The URIs of the lake's tables, in the order they were added."""
@@ -378,10 +354,9 @@ class Lake:
             raise errors.InvalidRequest(r.error)
         failed = [t for t in r.tables if t.state != "committed"]
         if failed:
-            reasons = "; ".join(dict.fromkeys(t.error or t.state for t in failed))
             raise errors.RequestIncomplete(
                 f"lake request {r.id_hash[:12]}: {len(failed)} of {len(r.tables)} table(s) "
-                f"did not commit ({reasons}); run it again (or `lethe lake resume`) to finish, "
+                f"did not commit ({reasons(failed)}); run it again (or `lethe lake resume`) to finish, "
                 "or cancel it (Lake.cancel, `lethe lake cancel`) if a table can never take it"
             )
         return r
@@ -397,40 +372,9 @@ class Lake:
         """Several requests (an SQS batch): recorded in one registry update, one commit per
         table, one registry update marking the parts committed. A result's ``error`` says why
         that request alone was refused; a part's ``error`` why a table did not commit."""
-        doc = self.refresh()
-        asked: list[Asked | LakeRequestResult] = []
-        first: dict[str, str] = {}  # id hash -> body hash of its first request in the batch
-        schemas: dict[str, Any] = {}  # table -> its schema, read once for this call
-        for req in requests:
-            a = self._validate(doc, req, schemas)
-            if isinstance(a, Asked) and first.setdefault(a.id_hash, a.body_hash) != a.body_hash:
-                a = LakeRequestResult(a.id_hash, req.kind, req.mode, len(a.values), error=CONFLICT)
-            asked.append(a)
-        fresh = [a for a in asked if isinstance(a, Asked) and doc.request(a.id_hash) is None]
-        mine: list[Asked] = []  # the requests this call recorded: it writes their values
-        if fresh:
-            rel = f"{VALUES_PREFIX}{uuid.uuid4().hex}.json"
-            doc = self._record(fresh, rel)  # named first, then written: none is anonymous
-            mine = [
-                a for a in fresh if (rec := doc.request(a.id_hash)) and rec.values_object == rel
-            ]
-            self._store_values(mine, rel)
-        for i, a in enumerate(asked):
-            rec = doc.request(a.id_hash) if isinstance(a, Asked) else None
-            if isinstance(a, Asked) and (rec is None or rec.body_hash != a.body_hash):
-                # another request took this id meanwhile: refused, its parts never applied
-                asked[i] = LakeRequestResult(
-                    a.id_hash, a.req.kind, a.req.mode, len(a.values), error=CONFLICT
-                )
-        raw = {a.id_hash: a for a in asked if isinstance(a, Asked)}
-        asks = {h: (a.req.request_id, a.values) for h, a in raw.items()}
-        outcome = self._apply(doc, asks, progress)
-        if splice or (splice is None and doc.erasure_window_seconds == 0):
-            erase = {h for h, a in raw.items() if a.req.mode == "erase"}
-            outcome = self._splice(outcome, erase, max_bytes, progress)
-        if mine:  # a twin may have finished a request before this call's PUT
-            self._drop_values(self.refresh(), [a.id_hash for a in mine])
-        return [self._result(a, outcome) for a in asked]
+        return forgetting.forget_batch(
+            self.context, requests, splice=splice, max_bytes=max_bytes, progress=progress
+        )
 
     def resume(self, *, splice: bool | None = None, max_bytes: int | None = None) -> int:
         """Finish every pending request from its stored values (after a crash, or for a
@@ -443,36 +387,8 @@ class Lake:
         self, *, splice: bool | None = None, max_bytes: int | None = None
     ) -> LakeResumeResult:
         """:meth:`resume`, with the reason of every request that did not finish."""
-        doc = self.refresh()
-        todo: dict[str, tuple[str, tuple[Any, ...]]] = {}
-        failed: list[str] = []
-        for r in doc.requests:
-            if not r.pending:
-                continue
-            got = stored.load(self.store, self.prefix, r.values_object, r.id_hash, r.body_hash)
-            if got is None:
-                failed.append(
-                    f"request {r.id_hash[:12]}: its values are not stored (a call was killed "
-                    "before storing them): send the request again, or cancel it"
-                )
-                continue
-            todo[r.id_hash] = got
-        if todo:
-            outcome = self._apply(doc, todo)
-            for h, parts in outcome.items():
-                bad = [p for p in parts if p.state == "failed"]
-                if bad:
-                    why = "; ".join(dict.fromkeys(p.error or p.state for p in bad))
-                    failed.append(
-                        f"request {h[:12]}: {len(bad)} table(s) failed again ({why}); "
-                        "fix the table(s) and resume, or cancel it (lethe lake cancel)"
-                    )
-            if splice or (splice is None and doc.erasure_window_seconds == 0):
-                erase = {r.id_hash for r in doc.requests if r.id_hash in todo and r.mode == "erase"}
-                self._splice(outcome, erase, max_bytes)
-        for why in failed:
-            log.warning("lake %s: %s", self.uri, why)
-        return LakeResumeResult(len(todo), tuple(failed), self.sweep_values())
+        run = forgetting.resume(self.context, splice=splice, max_bytes=max_bytes)
+        return dataclasses.replace(run, values_deleted=self.sweep_values())
 
     def cancel(self, request_id: str, *, reason: str) -> LakeReceipt:
         """Cancel the pending request ``request_id``: its parts not committed yet are never
@@ -507,217 +423,11 @@ class Lake:
         log.info("lake %s: request %s cancelled", self.uri, h[:12])
         return self.erasure_status(request_id)
 
-    def _validate(
-        self, doc: LakeDoc, r: ForgetRequest, schemas: dict[str, pa.Schema | None]
-    ) -> Asked | LakeRequestResult:
-        def schema(uri: str) -> pa.Schema | None:
-            if uri not in schemas:
-                try:
-                    schemas[uri] = self.open_table(uri).schema
-                except errors.LetheError as e:  # checked when the request is applied there
-                    log.warning("lake %s: %s not checked (%s)", self.uri, uri, type(e).__name__)
-                    schemas[uri] = None
-            return schemas[uri]
-
-        got = check(doc, r, schema)
-        if isinstance(got, Asked):
-            return got
-        h = request_hash(r.request_id) if r.request_id else ""
-        count = len(r.values) if isinstance(r.values, Sequence) else 0
-        return LakeRequestResult(h, r.kind, r.mode, count, error=got)
-
-    def _store_values(self, mine: Sequence[Asked], rel: str) -> None:
-        """PUT the values of the requests this call recorded (they name ``rel``)."""
-        if not mine:
-            return
-        entries = {
-            a.id_hash: {
-                "request_id": a.req.request_id,
-                "body_hash": a.body_hash,
-                "values": list(a.values),
-            }
-            for a in mine
-        }
-        stored.put(self.store, self.prefix, rel, entries)
-
     def sweep_values(self, *, older_than: timedelta = stored.UNNAMED_AFTER) -> int:
         """Delete the values objects no pending request needs: at once those only finished
         or cancelled requests name (every version), those no request names once older than
         ``older_than`` (:func:`lethe.lake.values.sweep`). Returns how many were deleted."""
         return stored.sweep(self.store, self.prefix, self.refresh, older_than=older_than)
-
-    def _drop_values(self, doc: LakeDoc, finished: Collection[str]) -> None:
-        """Delete (every version of) the values objects of the ``finished`` requests no
-        pending one shares."""
-        stored.drop(self.store, self.prefix, stored.finished(doc, finished))
-
-    def _record(self, fresh: Sequence[Asked], values_object: str) -> LakeDoc:
-        now = _now()
-
-        def change(doc: LakeDoc) -> LakeDoc:
-            for a in fresh:
-                if doc.request(a.id_hash) is not None:
-                    continue  # recorded meanwhile (a twin, or a redelivery racing us)
-                parts = tuple(
-                    TableState(table=t, columns=cols) for t, cols in doc.columns(a.req.kind).items()
-                )
-                req = LakeRequest(
-                    id_hash=a.id_hash,
-                    body_hash=a.body_hash,
-                    kind=a.req.kind,
-                    mode=a.req.mode,
-                    values=len(a.values),
-                    requested_at=a.req.requested_at or now,
-                    recorded_at=now,
-                    values_object=values_object,
-                    tables=parts,
-                )
-                doc = model.record(doc, req)
-            return doc
-
-        doc = self._update(change)
-        log.info("lake %s: recorded %d request(s)", self.uri, len(fresh))
-        return doc
-
-    def _apply(
-        self,
-        doc: LakeDoc,
-        raw: dict[str, tuple[str, tuple[Any, ...]]],
-        progress: Progress | None = None,
-    ) -> dict[str, list[LakeTableResult]]:
-        """Commit every pending part of the requests ``raw`` (id hash -> (request id,
-        values)): one ``delete_batch`` per table, then one registry update."""
-        work: dict[str, list[tuple[LakeRequest, TableState]]] = defaultdict(list)
-        out: dict[str, list[LakeTableResult]] = {h: [] for h in raw}
-        for h in raw:
-            r = doc.request(h)
-            if r is None:
-                continue
-            for part in r.tables:
-                if part.state == "pending":
-                    work[part.table].append((r, part))
-                elif part.state == "committed":
-                    out[h].append(committed_result(part, duplicate=True))
-        done: dict[str, dict[tuple[str, int], tuple[int | None, int, str]]] = defaultdict(dict)
-        tracker = track(progress, "forget", total=len(work), unit="tables")
-        for uri, items in work.items():
-            results = self._commit_table(uri, items, raw)
-            tracker.advance()
-            for (r, part), res in zip(items, results, strict=True):
-                out[r.id_hash].append(res)
-                if res.state == "committed" and res.id_hash is not None:
-                    done[r.id_hash][(part.table, part.part)] = (
-                        res.version,
-                        res.rows if res.rows is not None else res.rows_deleted,
-                        res.id_hash,
-                    )
-        if done:
-            now = _now()
-
-            def change(d: LakeDoc) -> LakeDoc:
-                for h, parts in done.items():
-                    d = model.mark_committed(d, h, parts, now)
-                return d
-
-            doc = self._update(change)
-            finished = [h for h in done if (r := doc.request(h)) is not None and not r.pending]
-            self._drop_values(doc, finished)
-        tracker.finish()
-        return out
-
-    def _commit_table(
-        self,
-        uri: str,
-        items: Sequence[tuple[LakeRequest, TableState]],
-        raw: dict[str, tuple[str, tuple[Any, ...]]],
-    ) -> list[LakeTableResult]:
-        """One commit on table ``uri`` for the parts ``items``."""
-        ids = [model.table_request_id(raw[r.id_hash][0], p.part) for r, p in items]
-        reqs = [
-            DeleteRequest(
-                subject_filters(p.columns, raw[r.id_hash][1]), rid, erase=r.mode == "erase"
-            )
-            for (r, p), rid in zip(items, ids, strict=True)
-        ]
-        try:
-            res = self.open_table(uri).delete_batch(reqs)
-        except errors.LetheError as e:
-            why = f"{type(e).__name__} on the table"
-            log.warning("lake %s: %d part(s) on %s failed: %s", self.uri, len(items), uri, why)
-            return [LakeTableResult(uri, p.part, None, "failed", error=why) for _, p in items]
-        log.info(
-            "lake %s: %s committed %d part(s), %d rows, version %s",
-            self.uri,
-            uri,
-            len(items),
-            res.rows_deleted,
-            res.version,
-        )
-        return [
-            LakeTableResult(
-                uri,
-                p.part,
-                request_hash(rid),
-                "failed" if one.error else "committed",
-                version=one.version,
-                rows_deleted=0 if one.duplicate else one.rows_deleted,
-                duplicate=one.duplicate,
-                rows=None if one.error else one.rows_deleted,  # a duplicate's: the earlier count
-                error=one.error,
-            )
-            for (_, p), rid, one in zip(items, ids, res.results, strict=True)
-        ]
-
-    def _splice(
-        self,
-        outcome: dict[str, list[LakeTableResult]],
-        erase: set[str],
-        max_bytes: int | None,
-        progress: Progress | None = None,
-    ) -> dict[str, list[LakeTableResult]]:
-        """Run the pending splices of the committed parts of the erase requests ``erase``:
-        per table, all of them at once (a file several requests share is spliced once; the
-        commits are those of the files, :data:`lethe.erasure.erase.SPLICE_BATCH_FILES` a commit).
-        Returns ``outcome`` with each such part's table-wide splice figures."""
-        hashes: dict[str, list[str]] = defaultdict(list)
-        for h, parts in outcome.items():
-            for p in parts:
-                if h in erase and p.state == "committed" and p.id_hash is not None:
-                    hashes[p.table].append(p.id_hash)
-        runs = splice_tables(
-            self.context, hashes, max_bytes=max_bytes, model=DEFAULT_MODEL, progress=progress
-        )
-        done = {r.table: (r.complete, r.files_spliced, r.version) for r in runs}
-        return {
-            h: [
-                dataclasses.replace(
-                    p,
-                    spliced=done[p.table][0],
-                    files_spliced=done[p.table][1],
-                    version=done[p.table][2] or p.version,
-                )
-                if h in erase and p.table in done and p.state == "committed"
-                else p
-                for p in parts
-            ]
-            for h, parts in outcome.items()
-        }
-
-    @staticmethod
-    def _result(
-        a: Asked | LakeRequestResult, outcome: dict[str, list[LakeTableResult]]
-    ) -> LakeRequestResult:
-        if isinstance(a, LakeRequestResult):
-            return a
-        parts = outcome.get(a.id_hash, [])
-        return LakeRequestResult(
-            id_hash=a.id_hash,
-            kind=a.req.kind,
-            mode=a.req.mode,
-            values=len(a.values),
-            tables=tuple(parts),
-            duplicate=bool(parts) and all(p.duplicate for p in parts),
-        )
 
     # --- receipts ----------------------------------------------------------------------------
     def erasure_status(self, request_id: str) -> LakeReceipt:
@@ -729,7 +439,7 @@ class Lake:
         """
         h = request_hash(request_id)
         doc = self.refresh()
-        r = doc.request(h) or find_archived(self.context, doc, h)
+        r = doc.request(h) or windows.find_archived(self.context, doc, h)
         if r is None:
             raise errors.InvalidRequest("the lake holds no request with that id")
         present = stored.present(self.store, self.prefix)
@@ -746,7 +456,7 @@ class Lake:
         doc = self.refresh()
         # archived requests are finished: read only when finished ones are asked for
         reqs = sorted(
-            (*doc.requests, *(() if pending else archived(self.context, doc))),
+            (*doc.requests, *(() if pending else windows.archived(self.context, doc))),
             key=lambda r: r.requested_at,
         )
         if older_than is not None:

@@ -29,6 +29,19 @@ __all__ = ["LakeCopy", "LakeReceipt", "LakeTableReceipt", "lake_receipts"]
 LakeState = Literal["recorded", "hidden", "erasing", "removed", "complete", "cancelled"]
 _RANK: dict[str, int] = {"erasing": 2, "removed": 3, "complete": 4}
 _NAMES: dict[int, LakeState] = {1: "hidden", 2: "erasing", 3: "removed", 4: "complete"}
+#: the fields a receipt copies from its request as the registry holds it
+_OF_REQUEST: set[str] = set(
+    [
+        "id_hash",
+        "kind",
+        "mode",
+        "values",
+        "requested_at",
+        "recorded_at",
+        "cancelled_at",
+        "cancel_reason",
+    ]
+)
 
 
 class _Frozen(BaseModel):
@@ -201,18 +214,11 @@ def lake_receipts(
         out.append(
             LakeReceipt(
                 lake=lake,
-                id_hash=req.id_hash,
-                kind=req.kind,
-                mode=req.mode,
-                values=req.values,
-                requested_at=req.requested_at,
-                recorded_at=req.recorded_at,
                 state=_state(req, tables, copies),
                 done=all(t.done for t in tables) and not any(c.present for c in copies),
                 tables=tables,
                 copies=copies,
-                cancelled_at=req.cancelled_at,
-                cancel_reason=req.cancel_reason,
+                **req.model_dump(include=_OF_REQUEST),
             )
         )
     return out

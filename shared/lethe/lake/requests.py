@@ -36,6 +36,7 @@ from lethe import errors
 from lethe.catalog.manifest import request_hash
 from lethe.erasure.deletes import DeleteRequest, DeleteResult
 from lethe.lake import ForgetRequest, Lake, LakeRequestResult
+from lethe.lake.results import reasons
 from lethe.reading.filters import normalize
 from lethe.storage.store import parse_s3_uri
 
@@ -173,20 +174,17 @@ MAX_BODY_BYTES = 1 << 20
 def _text(body: Any) -> Any:
     """``body`` as text (bytes decoded), refused with the reason when it is too large or
     not UTF-8; a decoded object passes as it is."""
-    if isinstance(body, bytes):
-        if len(body) > MAX_BODY_BYTES:
-            raise errors.InvalidRequest(f"message body is over {MAX_BODY_BYTES:,} bytes")
-        try:
+    if not isinstance(body, bytes | str):
+        return body
+    if len(body) > MAX_BODY_BYTES:
+        unit = "bytes" if isinstance(body, bytes) else "characters"
+        raise errors.InvalidRequest(f"message body is over {MAX_BODY_BYTES:,} {unit}")
+    try:
+        if isinstance(body, bytes):
             return body.decode()
-        except UnicodeDecodeError:
-            raise errors.InvalidRequest("message body is not valid UTF-8") from None
-    if isinstance(body, str):
-        if len(body) > MAX_BODY_BYTES:
-            raise errors.InvalidRequest(f"message body is over {MAX_BODY_BYTES:,} characters")
-        try:
-            body.encode()
-        except UnicodeEncodeError:  # a lone surrogate: what invalid UTF-8 decodes to
-            raise errors.InvalidRequest("message body is not valid UTF-8") from None
+        body.encode()  # a lone surrogate: what invalid UTF-8 decodes to
+    except UnicodeError:
+        raise errors.InvalidRequest("message body is not valid UTF-8") from None
     return body
 
 
@@ -345,8 +343,9 @@ def _process_lake(
         failed = [t for t in r.tables if t.state != "committed"]
         error, retryable = r.error, False
         if error is None and failed:
-            reasons = "; ".join(dict.fromkeys(t.error or t.state for t in failed))
-            error = f"{len(failed)} of {len(r.tables)} lake table(s) did not commit ({reasons})"
+            error = (
+                f"{len(failed)} of {len(r.tables)} lake table(s) did not commit ({reasons(failed)})"
+            )
             retryable = True
         out[mid] = MessageOutcome(mid, error=error, mode=m.mode, retryable=retryable, lake=r)
     log.info(
@@ -366,38 +365,30 @@ def _process_table(
     on_committed: Callable[[Any, list[DeleteRequestMessage], Any], None] | None,
 ) -> dict[str, MessageOutcome]:
     """The table-level messages of a batch for one table: one commit."""
-    out: dict[str, MessageOutcome] = {}
+
+    def failed(
+        items: Sequence[tuple[str, DeleteRequestMessage]], why: str, retry: bool
+    ) -> dict[str, MessageOutcome]:
+        return {
+            mid: MessageOutcome(mid, error=why, table=uri, mode=m.mode, retryable=retry)
+            for mid, m in items
+        }
+
     try:
         table = open_table(uri)
-    except errors.TableNotFound:
-        for mid, m in items:  # the URI is the sender's string: not repeated in the reason
-            out[mid] = MessageOutcome(
-                mid, error="no Lethe table at the message's table URI", table=uri, mode=m.mode
-            )
-        return out
+    except errors.TableNotFound:  # the URI is the sender's string: not repeated in the reason
+        return failed(items, "no Lethe table at the message's table URI", False)
     except errors.LetheError as e:  # e.g. access denied; its text would name the URI
-        for mid, m in items:
-            out[mid] = MessageOutcome(
-                mid,
-                error=f"{type(e).__name__} opening the table",
-                table=uri,
-                mode=m.mode,
-                retryable=True,
-            )
-        return out
+        return failed(items, f"{type(e).__name__} opening the table", True)
+    out: dict[str, MessageOutcome] = {}
     valid: list[tuple[str, DeleteRequestMessage]] = []
     schema = table.schema
     for mid, m in items:
-        try:
-            normalize(m.filters, schema)
-        except errors.InvalidRequest as e:
-            out[mid] = MessageOutcome(mid, error=str(e), table=uri, mode=m.mode)
-            continue
-        except Exception as e:  # a filter no rule foresaw fails its own message only
-            why = f"filters cannot be read against the table ({type(e).__name__})"
+        why = _filters_refused(m, schema)
+        if why is None:
+            valid.append((mid, m))
+        else:
             out[mid] = MessageOutcome(mid, error=why, table=uri, mode=m.mode)
-            continue
-        valid.append((mid, m))
     if not valid:
         return out
     # Redeliveries (same id and body, in the log or twice in this batch) commit once;
@@ -406,11 +397,7 @@ def _process_table(
     try:
         res = table.delete_batch(reqs)
     except errors.LetheError as e:
-        for mid, m in valid:
-            out[mid] = MessageOutcome(
-                mid, error=f"{type(e).__name__}: {e}", table=uri, mode=m.mode, retryable=True
-            )
-        return out
+        return {**out, **failed(valid, f"{type(e).__name__}: {e}", True)}
     log.info(
         "table %s: %s requests, %s rows deleted, version %s, %s attempts",
         uri,
@@ -424,3 +411,14 @@ def _process_table(
     for (mid, m), r in zip(valid, res.results, strict=True):
         out[mid] = MessageOutcome(mid, error=r.error, result=r, table=uri, mode=m.mode)
     return out
+
+
+def _filters_refused(m: DeleteRequestMessage, schema: Any) -> str | None:
+    """Why ``m``'s filters cannot apply to a table of ``schema`` (None: they can)."""
+    try:
+        normalize(m.filters, schema)
+    except errors.InvalidRequest as e:
+        return str(e)
+    except Exception as e:  # a filter no rule foresaw fails its own message only
+        return f"filters cannot be read against the table ({type(e).__name__})"
+    return None

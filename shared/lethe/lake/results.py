@@ -3,12 +3,16 @@ a value, never a raw request id)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
-from lethe.lake.model import TableState
-
-__all__ = ["LakeRequestResult", "LakeResumeResult", "LakeTableResult", "committed_result"]
+__all__ = [
+    "LakeRequestResult",
+    "LakeResumeResult",
+    "LakeTableResult",
+    "reasons",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,14 +68,6 @@ class LakeResumeResult:
         return not self.failed
 
 
-def committed_result(part: TableState, *, duplicate: bool) -> LakeTableResult:
-    return LakeTableResult(
-        part.table,
-        part.part,
-        part.id_hash,
-        "committed",
-        version=part.version,
-        rows_deleted=0 if duplicate else part.rows or 0,
-        duplicate=duplicate,
-        rows=part.rows,
-    )
+def reasons(parts: Iterable[LakeTableResult]) -> str:
+    """Why ``parts`` did not commit, each reason once (``"; "``-joined)."""
+    return "; ".join(dict.fromkeys(p.error or p.state for p in parts))

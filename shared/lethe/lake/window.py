@@ -132,10 +132,12 @@ class WindowRun:
 
     @property
     def files_spliced(self) -> int:
+        """Files spliced in every table (each file once for all the requests it held)."""
         return sum(t.files_spliced for t in self.tables)
 
     @property
     def commits(self) -> int:
+        """Commits the splices made in every table."""
         return sum(t.commits for t in self.tables)
 
 
@@ -220,23 +222,17 @@ def _run_table(
         why = f"{type(e).__name__}: {str(e)[:300]}"
         log.error("lake %s: splices on %s failed (%s); the others go on", lake.uri, uri, why)
         return TableWindowRun(uri, len(ids), 0, 0, False, error=why)
+    commits = version - before if version is not None else 0
     log.info(
         "lake %s: splices on %s: %d erasure(s), %d file(s) spliced in %d commit(s), complete=%s",
         lake.uri,
         uri,
         len(ids),
         len(splices),
-        version - before if version is not None else 0,
+        commits,
         complete,
     )
-    return TableWindowRun(
-        uri,
-        len(ids),
-        len(splices),
-        version - before if version is not None else 0,
-        complete,
-        version=version,
-    )
+    return TableWindowRun(uri, len(ids), len(splices), commits, complete, version=version)
 
 
 def archive(

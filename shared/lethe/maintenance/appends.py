@@ -4,7 +4,7 @@ and indexed, staged as the one :class:`~lethe.catalog.changes.AddFiles` update o
 
 It sits above clustering (a batch is laid out as compaction lays out its window,
 :func:`lethe.maintenance.clustering.cluster_order`) and the indexes (the entries of rows just
-written need no read-back, :func:`lethe.index.core.maintain`).
+written need no read-back, :func:`lethe.index.runs.maintain`).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from lethe.catalog.manifest import DataFile, Operation
 from lethe.catalog.snapshot import Snapshot
 from lethe.catalog.transaction import Staged, Step
 from lethe.catalog.transforms.schema import aliases
-from lethe.index.core import maintain
+from lethe.index.runs import maintain
 from lethe.maintenance.clustering import ClusterSpec, cluster_order
 from lethe.progress import Progress
 from lethe.writing.writer import WriteOptions, write_files

@@ -12,53 +12,22 @@ ETag with the plan's DVs, only when a delete reached a source meanwhile.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import UTC, datetime
 from itertools import pairwise
 
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from lethe.catalog.manifest import (
-    DataFile,
-    Manifest,
-    Operation,
-    SchemaVersion,
-    TableProperties,
-    schema_to_b64,
-)
+from lethe.catalog.manifest import DataFile, TableProperties, schema_to_b64
 from lethe.catalog.snapshot import Snapshot
+from lethe.index.runs import stub_snapshot
 from lethe.maintenance.clustering import SORT_ORDER_ID, ClusterSpec, cluster_order, subject_cuts
 from lethe.reading.rows import batches
 from lethe.storage.layout import object_key
 from lethe.storage.store import S3Store
 from lethe.writing.writer import WriteOptions, write_files
 
-__all__ = ["output_positions", "rewrite_clustered", "sources_snapshot"]
-
-
-def sources_snapshot(
-    files: Sequence[DataFile],
-    schema_b64: str,
-    properties: TableProperties,
-    schemas: Sequence[SchemaVersion] = (),
-    schema_id: int = 0,
-) -> Snapshot:
-    """A snapshot of just ``files`` (with their DVs), to read them in file and row order
-    (``schemas``/``schema_id``: the table's schema history, for files of older schemas)."""
-    return Snapshot(
-        Manifest(
-            table_uuid="compaction",
-            version=0,
-            created_at=datetime.now(UTC),
-            operation=Operation(kind="compact"),
-            schema_b64=schema_b64,
-            properties=properties,
-            files=tuple(files),
-            schemas=tuple(schemas),
-            current_schema_id=schema_id,
-        )
-    )
+__all__ = ["output_positions", "rewrite_clustered"]
 
 
 def rewrite_clustered(
@@ -100,7 +69,7 @@ def output_positions(
     landed in a clustering rewrite of them: ``at[q]`` is the group-output position of live
     row ``q``. Reads only the sort columns."""
     cols = pa.schema([schema.field(c) for c in spec.sort_columns])
-    snap = sources_snapshot(files, schema_to_b64(schema), TableProperties(key=key))
+    snap = stub_snapshot(schema_to_b64(schema), TableProperties(key=key), files, kind="compact")
     t = pa.Table.from_batches(list(batches(store, prefix, snap, cols, None)), schema=cols)
     order = cluster_order(t, spec)
     at = np.empty(order.size, np.int64)

@@ -3,19 +3,19 @@
 DESIGN §5. Three steps, of which only the middle one is distributed (Spark on EMR, or a plain
 loop for small tables):
 
-1. :func:`plan_compaction` (pure): pick files whose deleted fraction reaches
-   ``min_deleted_fraction`` and files smaller than ``small_file_fraction`` of the target size,
-   order them by key and bin them into groups of about ``target_file_bytes`` of live data.
-   Untouched files whose DVs are spread over many small containers are listed for coalescing.
-2. :func:`run_rewrite_task`: one group's live rows (DVs applied) are read in file and row order
-   and written with the lethe writer. The rewrite is **order-preserving**: row ``p`` of source
-   ``s`` lands at ``offset(s) + p - |dv(s) ∩ [0, p)|`` of the group's output.
-3. :func:`commit_compaction`: one CAS commit replaces the sources by the outputs
-   (:func:`~lethe.catalog.manifest.apply_replace`). A delete that landed on a source after the plan was
-   made is *mapped* onto the outputs through that position map (:func:`map_deletes`, in the
-   pure :mod:`lethe.dv.remap`) and written as their DVs — never lost. Pending erasures that named a source are satisfied (the
-   rows are physically gone) or moved to the outputs. The coalesced DVs of untouched files are
-   copied blob for blob into the same new container.
+1. :func:`plan_compaction` (pure, :mod:`lethe.maintenance.compaction_plan`): files with many
+   deleted rows and small files, binned by key into groups of about ``target_file_bytes``;
+   untouched files whose DVs are spread over many containers are listed for coalescing.
+2. :func:`run_rewrite_task` (:mod:`lethe.maintenance.rewrite`): one group's live rows (DVs
+   applied) are read in file and row order and written with the lethe writer. The rewrite is
+   **order-preserving**: row ``p`` of source ``s`` lands at ``offset(s) + p - |dv(s) ∩ [0, p)|``
+   of the group's output.
+3. :func:`commit_compaction` (here): one CAS commit replaces the sources by the outputs
+   (:func:`~lethe.catalog.manifest.apply_replace`). A delete that landed on a source after the
+   plan was made is *mapped* onto the outputs through that position map (:func:`map_deletes`,
+   in the pure :mod:`lethe.dv.remap`) and written as their DVs — never lost. Pending erasures
+   that named a source are satisfied (the rows are physically gone) or moved to the outputs.
+   The coalesced DVs of untouched files are copied blob for blob into the same new container.
 
 Example:
     >>> import lethe                                                   # doctest: +SKIP
@@ -36,42 +36,30 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict
 from pyroaring import BitMap64
 
 from lethe import errors
 from lethe.catalog.changes import ReplaceFiles
 from lethe.catalog.commit import CommitOutcome, Prepared
 from lethe.catalog.context import TableContext
-from lethe.catalog.manifest import (
-    DataFile,
-    DVRef,
-    ErasureTarget,
-    IndexRun,
-    Operation,
-    SchemaVersion,
-    TableProperties,
-)
+from lethe.catalog.manifest import DataFile, DVRef, ErasureTarget, IndexRun, Operation
 from lethe.catalog.snapshot import Snapshot
-from lethe.catalog.values import from_json
 from lethe.dv import store as dvstore
 from lethe.dv.blob import encode_dv
-from lethe.dv.remap import (
-    map_deletes,
-    mapped_positions,
-    row_groups_of,
-    split_positions,
-)
-from lethe.index.core import catch_up, runs_for_files
+from lethe.dv.remap import map_deletes, mapped_positions, row_groups_of, split_positions
 from lethe.index.erase import scrub_rows
-from lethe.maintenance.clustering import ClusterSpec, window_groups
-from lethe.maintenance.clustering_io import output_positions, rewrite_clustered, sources_snapshot
+from lethe.index.runs import catch_up, runs_for_files
+from lethe.maintenance.clustering_io import output_positions
+from lethe.maintenance.compaction_plan import (
+    CompactionGroup,
+    CompactionOptions,
+    CompactionPlan,
+    plan_compaction,
+)
+from lethe.maintenance.rewrite import RewriteTask, rewrite_tasks, run_rewrite_task
 from lethe.progress import Progress, track
-from lethe.reading.rows import batches
 from lethe.storage.counters import IOCounters
-from lethe.storage.layout import object_key
-from lethe.storage.store import S3Store, parse_s3_uri
-from lethe.writing.writer import WriteOptions, write_files
+from lethe.storage.store import S3Store
 
 log = logging.getLogger(__name__)
 
@@ -90,351 +78,6 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, slots=True)
-class CompactionOptions:
-    """What compaction rewrites.
-
-    Attributes:
-        min_deleted_fraction: A file whose deleted rows / rows reaches this is rewritten.
-        small_file_fraction: A file smaller than this fraction of the target size is "small";
-            small files are binned together (a lone small file without deletes is left alone).
-        target_file_bytes: Output size; default the table's ``target_file_bytes``.
-        coalesce_dv_containers: Coalesce the DVs of untouched files into one container when
-            they are spread over at least this many containers (None: never).
-        cluster: Lay the table out for forgetting (:mod:`lethe.maintenance.clustering`): every time
-            window holding a file no clustering wrote is rewritten sorted by the subject.
-            None (default): when the table has ``cluster_by``; False: bin by key as without.
-        cluster_group_bytes: A clustering group (a run of windows rewritten in one task,
-            held in memory) is closed at a window boundary once its files reach this size.
-    """
-
-    min_deleted_fraction: float = 0.2
-    small_file_fraction: float = 0.5
-    target_file_bytes: int | None = None
-    coalesce_dv_containers: int | None = 8
-    cluster: bool | None = None
-    cluster_group_bytes: int = 512 << 20
-
-    def __post_init__(self) -> None:
-        if not 0.0 < self.min_deleted_fraction <= 1.0:
-            raise errors.InvalidRequest("min_deleted_fraction must be in (0, 1]")
-        if not 0.0 <= self.small_file_fraction <= 1.0:
-            raise errors.InvalidRequest("small_file_fraction must be in [0, 1]")
-        if self.target_file_bytes is not None and self.target_file_bytes <= 0:
-            raise errors.InvalidRequest("target_file_bytes must be positive")
-        if self.coalesce_dv_containers is not None and self.coalesce_dv_containers < 2:
-            raise errors.InvalidRequest("coalesce_dv_containers must be at least 2 (or None)")
-
-
-def _deleted_fraction(f: DataFile) -> float:
-    return f.deleted_rows / f.rows if f.rows else 1.0
-
-
-def _live_bytes(f: DataFile) -> float:
-    return f.size * (f.live_rows / f.rows) if f.rows else 0.0
-
-
-@dataclass(frozen=True, slots=True)
-class CompactionGroup:
-    """Source files rewritten together, in this order, into one run of output files."""
-
-    index: int
-    files: tuple[DataFile, ...]
-    reasons: tuple[str, ...]
-    #: rewritten in the cluster order (window, subject) instead of file and row order
-    cluster: bool = False
-
-    @property
-    def rows(self) -> int:
-        return sum(f.rows for f in self.files)
-
-    @property
-    def live_rows(self) -> int:
-        return sum(f.live_rows for f in self.files)
-
-    @property
-    def deleted_rows(self) -> int:
-        return sum(f.deleted_rows for f in self.files)
-
-    @property
-    def input_bytes(self) -> int:
-        return sum(f.size for f in self.files)
-
-    @property
-    def estimated_bytes(self) -> int:
-        return int(sum(_live_bytes(f) for f in self.files))
-
-
-@dataclass(frozen=True, slots=True)
-class CompactionPlan:
-    """What one compaction run will do, made from one snapshot (``base_version``)."""
-
-    table_uri: str
-    base_version: int
-    target_file_bytes: int
-    options: CompactionOptions
-    groups: tuple[CompactionGroup, ...]
-    coalesce: tuple[DataFile, ...] = ()
-    dv_containers: int = 0
-    cluster: ClusterSpec | None = None
-
-    @property
-    def empty(self) -> bool:
-        return not self.groups and not self.coalesce
-
-    @property
-    def files(self) -> int:
-        return sum(len(g.files) for g in self.groups)
-
-    def describe(self) -> str:
-        """A human-readable plan (what ``--dry-run`` prints)."""
-        o = self.options
-        lines = [
-            f"compaction plan for {self.table_uri} at version {self.base_version} "
-            f"(min deleted fraction {o.min_deleted_fraction:g}, small files < "
-            f"{int(o.small_file_fraction * self.target_file_bytes):,} B, target "
-            f"{self.target_file_bytes:,} B)"
-        ]
-        if not self.groups:
-            lines.append("  no files to rewrite")
-        if self.cluster is not None:
-            c = self.cluster
-            window = f" in windows of {c.window} of {c.time_column}"
-            lines.append(
-                f"  clustering by {', '.join(c.columns)}{window if c.window_seconds else ''}"
-            )
-        for g in self.groups:
-            lines.append(
-                f"  group {g.index}{' (cluster)' if g.cluster else ''}: {len(g.files)} files, {g.input_bytes:,} B, "
-                f"{g.rows:,} rows of which {g.deleted_rows:,} deleted -> ~{g.estimated_bytes:,} B"
-            )
-            for f, why in zip(g.files, g.reasons, strict=True):
-                lines.append(f"    {f.path}  {f.size:,} B  {f.rows:,} rows  {why}")
-        if self.coalesce:
-            lines.append(
-                f"  coalesce the DVs of {len(self.coalesce)} untouched files from "
-                f"{self.dv_containers} containers into 1"
-            )
-        elif self.dv_containers:
-            lines.append(f"  DV containers of untouched files: {self.dv_containers} (left as is)")
-        return "\n".join(lines)
-
-
-def _sort_key(f: DataFile, key: str, key_type: Any) -> tuple[int, Any, str]:
-    st = f.columns.get(key)
-    if st is None or st.min is None:
-        return (1, 0, f.path)
-    try:
-        return (0, from_json(st.min, key_type), f.path)
-    except (TypeError, ValueError):
-        return (1, 0, f.path)
-
-
-def plan_compaction(
-    manifest: Snapshot, options: CompactionOptions | None = None, *, table_uri: str = ""
-) -> CompactionPlan:
-    """Choose what to rewrite (pure: no I/O).
-
-    Candidates are files with ``deleted/rows >= min_deleted_fraction`` (fully deleted files
-    included: they are dropped without output) and small files. Candidates are ordered by
-    their minimum key and binned greedily into groups of about ``target_file_bytes`` of live
-    data. A group made of a single file that has nothing deleted is not worth rewriting and is
-    dropped.
-
-    Example:
-        >>> from lethe.catalog.manifest import initial_manifest, TableProperties, DataFile, RowGroupInfo
-        >>> import pyarrow as pa
-        >>> m = initial_manifest(table_uuid="u", schema=pa.schema([("id", pa.int64())]),
-        ...                      properties=TableProperties(key="id", target_file_bytes=100))
-        >>> plan_compaction(Snapshot(m)).empty
-        True
-    """
-    opts = options or CompactionOptions()
-    target = opts.target_file_bytes or manifest.properties.target_file_bytes
-    key_type = manifest.arrow_schema().field(manifest.key).type
-    reasons = _candidates(manifest.files, opts, small_limit=opts.small_file_fraction * target)
-    spec = ClusterSpec.of(manifest.properties) if opts.cluster is not False else None
-    if opts.cluster and spec is None:
-        raise errors.InvalidRequest("cluster=True needs a table with cluster_by")
-    if spec is not None:
-        dirty = {p: r for p, r in reasons.items() if not r.startswith("small")}
-        found = window_groups(
-            manifest.files,
-            spec,
-            manifest.arrow_schema(),
-            dirty,
-            max_group_bytes=opts.cluster_group_bytes,
-        )
-        groups = tuple(
-            CompactionGroup(index=i, files=tuple(fs), reasons=tuple(why), cluster=True)
-            for i, (fs, why) in enumerate(found)
-        )
-    else:
-        candidates = sorted(
-            (f for f in manifest.files if f.path in reasons),
-            key=lambda f: _sort_key(f, manifest.key, key_type),
-        )
-        groups = _groups(_bins(candidates, target), reasons, opts)
-    coalesce, containers = _dvs_to_coalesce(manifest.files, groups, opts)
-    return CompactionPlan(
-        table_uri=table_uri,
-        base_version=manifest.version,
-        target_file_bytes=target,
-        options=opts,
-        groups=groups,
-        coalesce=coalesce,
-        dv_containers=containers,
-        cluster=spec,
-    )
-
-
-def _candidates(
-    files: Sequence[DataFile], opts: CompactionOptions, *, small_limit: float
-) -> dict[str, str]:
-    """Why each candidate file would be rewritten (path -> reason); other files are absent."""
-    reasons: dict[str, str] = {}
-    for f in files:
-        if f.owned is not None:  # adopted in place: never rewritten here (lethe.adopt)
-            continue
-        frac = _deleted_fraction(f)
-        if f.live_rows == 0:
-            reasons[f.path] = "all rows deleted"
-        elif frac >= opts.min_deleted_fraction:
-            reasons[f.path] = f"{frac:.0%} deleted"
-        elif f.size < small_limit:
-            reasons[f.path] = "small" + (f", {frac:.0%} deleted" if f.deleted_rows else "")
-    return reasons
-
-
-def _bins(candidates: Sequence[DataFile], target: int) -> list[list[DataFile]]:
-    """Consecutive candidates binned greedily into about ``target`` bytes of live data."""
-    bins: list[list[DataFile]] = []
-    current: list[DataFile] = []
-    size = 0.0
-    for f in candidates:
-        b = _live_bytes(f)
-        if current and size + b > target * 1.1:
-            bins.append(current)
-            current, size = [], 0.0
-        current.append(f)
-        size += b
-    if current:
-        bins.append(current)
-    return bins
-
-
-def _groups(
-    bins: Sequence[Sequence[DataFile]], reasons: Mapping[str, str], opts: CompactionOptions
-) -> tuple[CompactionGroup, ...]:
-    """The bins worth rewriting, numbered."""
-    groups: list[CompactionGroup] = []
-    for files in bins:
-        if len(files) == 1 and files[0].deleted_rows == 0:
-            continue  # a lone small file: rewriting it gains nothing
-        if len(files) == 1 and _deleted_fraction(files[0]) < opts.min_deleted_fraction:
-            continue
-        groups.append(
-            CompactionGroup(
-                index=len(groups),
-                files=tuple(files),
-                reasons=tuple(reasons[f.path] for f in files),
-            )
-        )
-    return tuple(groups)
-
-
-def _dvs_to_coalesce(
-    files: Sequence[DataFile], groups: Sequence[CompactionGroup], opts: CompactionOptions
-) -> tuple[tuple[DataFile, ...], int]:
-    """The untouched files whose DVs to coalesce (none unless they are spread over enough
-    containers), and the number of containers they are spread over."""
-    touched = {f.path for g in groups for f in g.files}
-    untouched_dv = [
-        f
-        for f in files
-        if f.path not in touched and f.dv is not None and f.dv.container is not None
-    ]
-    containers = len({f.dv.container for f in untouched_dv if f.dv is not None})
-    coalesce: tuple[DataFile, ...] = ()
-    if opts.coalesce_dv_containers is not None and containers >= opts.coalesce_dv_containers:
-        coalesce = tuple(untouched_dv)
-    return coalesce, containers
-
-
-# --- the rewrite (runs on executors) -----------------------------------------------------------
-class RewriteTask(BaseModel):
-    """One group's rewrite, self-contained and JSON-serializable (shipped to an executor)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    table_uri: str
-    group: int
-    schema_b64: str
-    properties: TableProperties
-    target_file_bytes: int
-    files: tuple[DataFile, ...]
-    cluster: bool = False
-    schemas: tuple[SchemaVersion, ...] = ()  # the table's schema history (files of any)
-    schema_id: int = 0  # the current schema, which the outputs are written under
-
-
-def rewrite_tasks(plan: CompactionPlan, manifest: Snapshot) -> list[RewriteTask]:
-    """The tasks of a plan (groups with live rows; fully deleted groups need no rewrite)."""
-    return [
-        RewriteTask(
-            table_uri=plan.table_uri,
-            group=g.index,
-            schema_b64=manifest.schema_b64,
-            properties=manifest.properties,
-            target_file_bytes=plan.target_file_bytes,
-            files=g.files,
-            cluster=g.cluster,
-            schemas=manifest.manifest.schemas,
-            schema_id=manifest.current_schema_id,
-        )
-        for g in plan.groups
-        if g.live_rows > 0
-    ]
-
-
-def run_rewrite_task(task: RewriteTask, *, store: S3Store | None = None) -> list[DataFile]:
-    """Rewrite one group: its live rows, in order, into new data files (not committed).
-
-    Reads every source pinned to its ETag with its DV applied (the plan snapshot's DV) and
-    streams the rows through :func:`~lethe.writing.writer.write_files`.
-
-    Raises:
-        CorruptManifest: the rows written differ from the live rows the plan counted.
-    """
-    bucket, prefix = parse_s3_uri(task.table_uri)
-    store = store if store is not None and store.bucket == bucket else S3Store(bucket)
-    stub = sources_snapshot(
-        task.files, task.schema_b64, task.properties, task.schemas, task.schema_id
-    )
-    schema = stub.arrow_schema()
-    p = task.properties
-    opts = WriteOptions(
-        key=p.key,
-        target_file_bytes=task.target_file_bytes,
-        row_group_bytes=p.row_group_bytes,
-        schema_id=task.schema_id or None,
-    )
-    spec = ClusterSpec.of(p) if task.cluster else None
-    if spec is not None:
-        out = rewrite_clustered(store, prefix, stub, schema, opts, spec)
-    else:
-        out = write_files(store, prefix, batches(store, prefix, stub, schema, None), schema, opts)
-    written = sum(f.rows for f in out)
-    expected = sum(f.live_rows for f in task.files)
-    if written != expected:
-        store.delete_many([object_key(prefix, f.path) for f in out])
-        raise errors.CorruptManifest(
-            f"compaction group {task.group}: wrote {written} rows, the sources have {expected} live"
-        )
-    return out
-
-
-# --- commit --------------------------------------------------------------------------------------
 @dataclass(frozen=True, slots=True)
 class CompactionResult:
     """What a compaction did (``version`` None: nothing committed)."""
@@ -473,15 +116,8 @@ class CompactionResult:
         )
 
 
-@dataclass(frozen=True, slots=True)
-class _Committed:
-    """What the compaction preparation that landed committed (its counts)."""
-
-    stats: Mapping[str, int]
-    bytes_before: int
-    bytes_after: int
-    files_removed: int
-    files_added: int
+#: What the compaction preparation that landed committed: its counts, by result field.
+_Committed = dict[str, int]
 
 
 @dataclass(frozen=True, slots=True)
@@ -549,7 +185,8 @@ class _CompactionChange:
         return mapped, moved, n_mapped
 
     def _coalesce(self, base: Snapshot) -> tuple[list[tuple[str, bytes, int]], dict[str, DVRef]]:
-
+        """The DV blobs of the plan's untouched files still as planned, copied as they are
+        (none unless they come from two containers or more), and their old references."""
         coalesce: list[tuple[str, bytes, int]] = []
         coalesce_from: dict[str, DVRef] = {}
         for f in self.plan.coalesce:
@@ -579,13 +216,13 @@ class _CompactionChange:
         pieces, piece_keys = scrub_rows(ctx.store, ctx.prefix, base, {}, dropped=sources)
         update, stats = self._replacement(live, dv_now, refs, moved, n_mapped, coalesce_from)
         update = replace(update, pieces=pieces) if pieces else update
-        done = _Committed(
-            stats,
-            bytes_before=sum(f.size for g in live for f in g.files),
-            bytes_after=sum(o.size for o in update.added),
-            files_removed=len(update.removed),
-            files_added=len(update.added),
-        )
+        done = {
+            **{("groups_committed" if k == "groups" else k): n for k, n in stats.items()},
+            "bytes_before": sum(f.size for g in live for f in g.files),
+            "bytes_after": sum(o.size for o in update.added),
+            "files_removed": len(update.removed),
+            "files_added": len(update.added),
+        }
         return Prepared(
             update,
             done,
@@ -711,27 +348,11 @@ def _result(
     plan: CompactionPlan, outcome: CommitOutcome[_Committed | None], *, skipped: int
 ) -> CompactionResult:
     """What a commit's outcome did (pure; the caller adds time and I/O)."""
-    done = outcome.detail
-    if outcome.manifest is None or done is None:
-        return CompactionResult(
-            None, False, plan, groups_skipped=skipped, attempts=outcome.attempts
-        )
-    stats = done.stats
+    m, done = outcome.manifest, outcome.detail
+    counts: Mapping[str, Any] = done if m is not None and done is not None else {}
+    version = m.version if counts and m is not None else None
     return CompactionResult(
-        version=outcome.manifest.version,
-        dry_run=False,
-        plan=plan,
-        groups_committed=stats["groups"],
-        groups_skipped=skipped,
-        files_removed=done.files_removed,
-        files_added=done.files_added,
-        rows_rewritten=stats["rows_rewritten"],
-        deleted_rows_purged=stats["deleted_rows_purged"],
-        concurrent_deletes_mapped=stats["concurrent_deletes_mapped"],
-        dvs_coalesced=stats["dvs_coalesced"],
-        bytes_before=done.bytes_before,
-        bytes_after=done.bytes_after,
-        attempts=outcome.attempts,
+        version, False, plan, groups_skipped=skipped, attempts=outcome.attempts, **counts
     )
 
 
