@@ -320,7 +320,9 @@ def test_no_function_takes_more_than_eight_parameters_outside_the_facade() -> No
 def test_the_parameter_rule_sees_a_long_signature_and_spares_the_facade() -> None:
     nine = "def f(a, b, c, d, e, f, g, h, *, i): pass\n"
     assert many_parameters("x.py", nine) == [("f", 9)]
-    assert many_parameters("x.py", "class C:\n    def m(self, a, b, c, d, e, f, g, h): pass\n") == []
+    assert (
+        many_parameters("x.py", "class C:\n    def m(self, a, b, c, d, e, f, g, h): pass\n") == []
+    )
     method = "class Table:\n    def m(self, a, b, c, d, e, f, g, h, i): pass\n"
     assert many_parameters("shared/lethe/table.py", method) == []
     assert many_parameters("other.py", method) == [("Table.m", 9)]

@@ -108,9 +108,8 @@ def test_multipart_writer_uploads_parts_behind_the_writes(store: S3Store) -> Non
 
 
 def test_part_body_reads_its_buffers_as_they_are() -> None:
-    from lethe.storage.wire import crc32_b64
-
     from lethe.storage.parts import PartBody
+    from lethe.storage.wire import crc32_b64
 
     chunks = [b"abc", b"defgh", b"", b"ij"]
     body = PartBody(chunks)
