@@ -234,13 +234,14 @@ def test_view_follows_appends_deletes_erasures_compactions_and_registrations(
 def test_a_failed_publish_never_fails_the_commit(
     table_uri: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    import lethe.iceberg
+    import sys
 
     def broken(*a: Any, **k: Any) -> Any:
         raise errors.StoreError("simulated outage")
 
     t = Table.create(table_uri, EVENTS, key="id", iceberg_view=True)
-    monkeypatch.setattr(lethe.iceberg, "publish", broken)
+    # the module's publish, which the after-commit hook (iceberg.publish_view) calls
+    monkeypatch.setattr(sys.modules["lethe.iceberg.publish"], "publish", broken)
     r = t.append(events(0, 10))
     assert r.version == 1 and t.version == 1
     assert "simulated outage" in caplog.text

@@ -60,12 +60,6 @@ log = logging.getLogger(__name__)
 __all__ = ["CommitResult", "SnapshotInfo", "Table"]
 
 
-def _publish_view(catalog: Catalog, m: Snapshot) -> None:
-    """After-commit hook: publish the Iceberg view when the table asks for it."""
-    if m.properties.iceberg_view:
-        iceberg.publish(catalog, m, format_version=m.properties.iceberg_format_version)
-
-
 def _catalog(uri: str, s3: Any | None, retry: RetryPolicy | None = None) -> Catalog:
     """The catalog of the table at ``uri`` (``s3``: a boto3 client, else the environment's)."""
     bucket, prefix = parse_s3_uri(uri)
@@ -90,8 +84,8 @@ class Table:
     def __init__(self, catalog: Catalog, manifest: Snapshot) -> None:
         self._catalog = catalog
         self._m = manifest
-        if _publish_view not in catalog.after_commit:
-            catalog.after_commit.append(_publish_view)
+        if iceberg.publish_view not in catalog.after_commit:
+            catalog.after_commit.append(iceberg.publish_view)
 
     # --- construction ------------------------------------------------------------------------
     @classmethod
@@ -643,6 +637,6 @@ class Table:
         from lethe.adopt.core import adopt
 
         cat = _catalog(uri, opts.s3)
-        cat.after_commit.append(_publish_view)  # adoption's commits publish the view too
+        cat.after_commit.append(iceberg.publish_view)  # adoption's commits publish the view too
         got = adopt(cat, source, opts)
         return got if not isinstance(got, Snapshot) else cls(cat, got)

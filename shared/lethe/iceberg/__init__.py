@@ -17,7 +17,7 @@ Example:
 
 from __future__ import annotations
 
-from lethe.iceberg.publish import PublishResult, publish, read_hint
+from lethe.iceberg.publish import PublishResult, publish, publish_view, read_hint
 from lethe.iceberg.refs import IcebergReferences, erasure_objects, references
 
 __all__ = [
@@ -25,6 +25,7 @@ __all__ = [
     "PublishResult",
     "erasure_objects",
     "publish",
+    "publish_view",
     "read_hint",
     "references",
 ]

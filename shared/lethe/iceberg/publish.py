@@ -554,3 +554,9 @@ def _next_metadata(
         drop_snapshots=p.expired(base) if base is not None else (),
     )
     return with_history(meta, m, fv), ml_rel, entries
+
+
+def publish_view(catalog: Catalog, m: Snapshot) -> None:
+    """A catalog's after-commit hook: publish the Iceberg view when the table asks for it."""
+    if m.properties.iceberg_view:
+        publish(catalog, m, format_version=m.properties.iceberg_format_version)
