@@ -15,10 +15,16 @@ For one file:
   downloaded and uploaded again), and a gap shorter than 5 MiB between two upload parts cannot
   be a copy part. :func:`plan_parts` finds the assembly that uploads the fewest bytes
   (a dynamic programme over the places a part may start or end).
-* **down** = the bytes of the upload parts (the edited pages must be decoded; padding is
-  re-sent as it was), **up** = the same less the removed rows' share of the edited pages,
-  **requests** = one ranged GET per upload part, plus create, the parts, complete (a file
-  whose whole body is one part is a GET and a PUT).
+* **bytes**: the 5 MiB rule binds requests, not bytes. An edited run of any size can travel
+  alone as the last part of a *staging* multipart object whose other parts are server-side
+  copies, and the new object then copies its parts from the staging object (Lethe's chained
+  splice does this: ``lethe.parquet.parts``). So **down** = the edited bytes (they must be
+  decoded), **up** = the same less the removed rows' share of the edited pages. Only a file of
+  one part (at most 5 MiB) goes down and up whole.
+* **requests** = those of the assembly with the fewest: :func:`plan_parts` pads each upload
+  part to 5 MiB (one ranged GET per upload part, plus create, the parts, complete; a file
+  whose whole body is one part is a GET and a PUT). Bytes and requests are each a lower
+  bound: no one assembly need reach both.
 * **CPU**: decoding and re-encoding only the edited pages, measured with pyarrow: the touched
   columns of each touched row group are decoded and the rows of the edited pages re-encoded
   (``pq.write_table``), the decode scaled by the edited share of the chunk's bytes.
@@ -226,8 +232,11 @@ def file_floor(body: bytes, removed: np.ndarray) -> Floor:
     if not removed.any():
         return Floor()
     ranges, tail_from, touched, shrink = _edited(body, removed)
-    down, parts, uploads = plan_parts(len(body), ranges, tail_from)
-    if parts == 1:  # one PUT of the whole file, every row group re-encoded: pro rata
-        shrink = len(body) * int(removed.sum()) // max(1, removed.size)
+    size = len(body)
+    _, parts, uploads = plan_parts(size, ranges, tail_from)
     requests = 2 if parts == 1 else uploads + parts + 2  # ranged GETs; create, parts, complete
-    return Floor(1, down, down - shrink, requests, _cpu(body, removed, touched))
+    cpu = _cpu(body, removed, touched)
+    if size <= MIN_PART:  # one PUT of the whole file, every row group re-encoded: pro rata
+        return Floor(1, size, size - size * int(removed.sum()) // removed.size, requests, cpu)
+    down = sum(b - a for a, b in _merge([*ranges, (tail_from, size)]))  # staged: edits only
+    return Floor(1, down, down - shrink, requests, cpu)
