@@ -459,6 +459,31 @@ def run(scale: Scale | None = None) -> dict[str, Any]:
                 r1 >= 1 and rn >= 1,
             ),
         ]
+        lt, faf, fl = many["lethe"], many["faf"], many["floor"]
+        over_floor = min(o["lethe"].bytes_moved / max(1, o["floor"].moved) for o in (one, many))
+        cpu_x = lt.cpu / max(1e-9, faf.cpu)
+        usd_x = dollars(lt, table_bytes) / max(1e-9, dollars(faf, table_bytes))
+        rows += [  # issue 37 item 5 (its scale: 100,000 people, 1,000 subjects)
+            (
+                f"{n:,} subjects: Lethe bytes / floor",
+                f"{lt.bytes_moved / max(1, fl.moved):.2f}x",
+                "<= 1.05x",
+                lt.bytes_moved <= 1.05 * fl.moved,
+            ),
+            (f"{n:,} subjects: client CPU / Find and Forget", f"{cpu_x:.2f}x", "<= 1x", cpu_x <= 1),
+            (
+                f"{n:,} subjects: dollars / Find and Forget",
+                f"{usd_x:.2f}x",
+                "<= 0.8x",
+                usd_x <= 0.8,
+            ),
+            (
+                "the floor is one (Lethe bytes / floor)",
+                f"{over_floor:.2f}x",
+                ">= 1x",
+                over_floor >= 1,
+            ),
+        ]
         print("\ntarget                                           now        target   verdict")
         for what, now, target, ok in rows:
             print(f"{what:<48} {now:>10} {target:>9}   {'met' if ok else 'NOT MET'}")
