@@ -28,6 +28,9 @@ def test_lake_bench_compares_on_the_same_objects(capsys: pytest.CaptureFixture[s
         assert 0 < floor.moved <= faf.bytes_moved
         assert floor.requests <= min(faf.requests, lethe.requests)
     text = capsys.readouterr().out
-    assert len(out["targets"]) == 4
-    assert text.count(" met") + text.count("NOT MET") >= 4
+    # issue 29's four rows, issue 37 item 5's three (bytes / floor, CPU and dollars / Find and
+    # Forget) and the check that the floor stays below Lethe
+    assert len(out["targets"]) == 8
+    assert text.count(" met") + text.count("NOT MET") >= 8
+    assert "Lethe bytes / floor" in text and "the floor is one" in text
     assert "Find and Forget" in text and "bytes by kind of key" in text and "Lethe/floor" in text
